@@ -1,0 +1,28 @@
+# Thin wrapper over CMake. `make demo` and `make test` are the two set-up commands.
+BUILD ?= build
+JOBS ?= 2
+BUILD_TYPE ?= Release
+CMAKE_FLAGS ?=
+
+.PHONY: all deps configure build demo test clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+demo: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target profiling_example
+	XSYM_FLAGS=profile=True $(BUILD)/examples/profiling_example
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD)

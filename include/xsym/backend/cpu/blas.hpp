@@ -1,0 +1,177 @@
+#ifndef XSYM_BACKEND_CPU_BLAS_HPP
+#define XSYM_BACKEND_CPU_BLAS_HPP
+
+#include <cblas.h>
+
+#include <xsimd/xsimd.hpp>
+
+#include "../../expr/ndarray.hpp"
+
+namespace xsym::cpu {
+
+namespace detail {
+template <class T>
+T dot_span(const T* a, const T* b, std::int64_t n) {
+  std::int64_t i = 0;
+  T s = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+    B s0(T(0)), s1(T(0));
+    for (; i + 2 * w <= n; i += 2 * w) {
+      s0 = xsimd::fma(B::load_unaligned(a + i), B::load_unaligned(b + i), s0);
+      s1 = xsimd::fma(B::load_unaligned(a + i + w), B::load_unaligned(b + i + w), s1);
+    }
+    s = xsimd::hadd(s0 + s1);
+  }
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// y[r] = dot(A[r, :], x) for four rows at a time, so each load of x serves four rows.
+template <class T>
+void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k) {
+  std::int64_t r = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+    for (; r + 4 <= m; r += 4) {
+      const T* a0 = a + r * lda;
+      const T* a1 = a0 + lda;
+      const T* a2 = a1 + lda;
+      const T* a3 = a2 + lda;
+      B s0(T(0)), s1(T(0)), s2(T(0)), s3(T(0));
+      std::int64_t i = 0;
+      for (; i + w <= k; i += w) {
+        const B xv = B::load_unaligned(x + i);
+        s0 = xsimd::fma(B::load_unaligned(a0 + i), xv, s0);
+        s1 = xsimd::fma(B::load_unaligned(a1 + i), xv, s1);
+        s2 = xsimd::fma(B::load_unaligned(a2 + i), xv, s2);
+        s3 = xsimd::fma(B::load_unaligned(a3 + i), xv, s3);
+      }
+      T t0 = xsimd::hadd(s0), t1 = xsimd::hadd(s1), t2 = xsimd::hadd(s2),
+        t3 = xsimd::hadd(s3);
+      for (; i < k; ++i) {
+        t0 += a0[i] * x[i];
+        t1 += a1[i] * x[i];
+        t2 += a2[i] * x[i];
+        t3 += a3[i] * x[i];
+      }
+      y[r] = t0;
+      y[r + 1] = t1;
+      y[r + 2] = t2;
+      y[r + 3] = t3;
+    }
+  }
+  for (; r < m; ++r) y[r] = dot_span(a + r * lda, x, k);
+}
+
+// y = sum_c x[c] * A[:, c] when A's columns are contiguous (a transposed row-major matrix).
+template <class T>
+void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k) {
+  for (std::int64_t i = 0; i < m; ++i) y[i] = T(0);
+  for (std::int64_t c = 0; c < k; ++c) {
+    const T* col = a + c * lda;
+    const T xc = x[c];
+    std::int64_t i = 0;
+    if constexpr (std::is_floating_point_v<T>) {
+      using B = xsimd::batch<T>;
+      constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+      const B xv(xc);
+      for (; i + w <= m; i += w) xsimd::fma(B::load_unaligned(col + i), xv, B::load_unaligned(y + i)).store_unaligned(y + i);
+    }
+    for (; i < m; ++i) y[i] += col[i] * xc;
+  }
+}
+}  // namespace detail
+
+/// @brief y = op(A) x, op(A) = A or Aᵀ; A may be row-major or a transposed view of one.
+inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, ndarray& y) {
+  std::int64_t m = a_in.shape(0), k = a_in.shape(1);
+  std::int64_t rs = a_in.stride(0), cs = a_in.stride(1);
+  if (transpose) {
+    std::swap(m, k);
+    std::swap(rs, cs);
+  }
+  if (x_in.shape(0) != k)
+    throw shape_error("matrix-vector product: matrix has shape (" + std::to_string(m) + ", " + std::to_string(k) +
+                      ") after transposition, vector has shape " + to_string(x_in.shape()));
+  const ndarray x = x_in.contiguous();
+  ndarray a = a_in;
+  if (!(cs == 1 || k == 1) && !(rs == 1 || m == 1)) {
+    a = a_in.contiguous();
+    rs = a.stride(transpose ? 1 : 0);
+    cs = a.stride(transpose ? 0 : 1);
+  }
+  xsym::detail::visit_dtype(a.type(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (!std::is_same_v<T, bool>) {
+      if (cs == 1 || k == 1) detail::gemv_rows(a.data_as<T>(), rs, x.data_as<T>(), y.data_as<T>(), m, k);
+      else detail::gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k);
+    }
+  });
+}
+
+/// @brief Inner product of two vectors.
+inline void run_dot(const ndarray& a_in, const ndarray& b_in, ndarray& out) {
+  if (a_in.shape(0) != b_in.shape(0))
+    throw shape_error("vector dot product: shapes " + to_string(a_in.shape()) + " and " + to_string(b_in.shape()) +
+                      " are not aligned");
+  const ndarray a = a_in.contiguous(), b = b_in.contiguous();
+  xsym::detail::visit_dtype(a.type(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (!std::is_same_v<T, bool>) *out.data_as<T>() = detail::dot_span(a.data_as<T>(), b.data_as<T>(), a.size());
+  });
+}
+
+/// @brief C = A B for matrices; BLAS for floating types, a plain loop for integers.
+inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c) {
+  const std::int64_t m = a_in.shape(0), k = a_in.shape(1), n = b_in.shape(1);
+  if (b_in.shape(0) != k)
+    throw shape_error("matrix product: shapes " + to_string(a_in.shape()) + " and " + to_string(b_in.shape()) +
+                      " are not aligned (" + std::to_string(k) + " != " + std::to_string(b_in.shape(0)) + ")");
+  // BLAS takes a row-major matrix or its transpose; anything else is copied first.
+  auto layout = [](const ndarray& x, ndarray& keep) {
+    if (x.stride(1) == 1 || x.shape(1) == 1) return std::pair{CblasNoTrans, x.shape(1) == 1 ? std::max<std::int64_t>(1, x.stride(0)) : x.stride(0)};
+    if (x.stride(0) == 1 || x.shape(0) == 1) return std::pair{CblasTrans, x.shape(0) == 1 ? std::max<std::int64_t>(1, x.stride(1)) : x.stride(1)};
+    keep = x.contiguous();
+    return std::pair{CblasNoTrans, keep.stride(0)};
+  };
+  if (m == 0 || n == 0) return;
+  xsym::detail::visit_dtype(c.type(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (std::is_floating_point_v<T>) {
+      ndarray ka, kb;
+      auto [ta, lda] = layout(a_in, ka);
+      auto [tb, ldb] = layout(b_in, kb);
+      const T* ap = (ka.has_value() ? ka : a_in).template data_as<T>();
+      const T* bp = (kb.has_value() ? kb : b_in).template data_as<T>();
+      lda = std::max<std::int64_t>(lda, ta == CblasNoTrans ? k : m);
+      ldb = std::max<std::int64_t>(ldb, tb == CblasNoTrans ? n : k);
+      if (k == 0) {
+        for (std::int64_t i = 0; i < m * n; ++i) c.data_as<T>()[i] = T(0);
+        return;
+      }
+      if constexpr (std::is_same_v<T, float>)
+        cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0f, ap, int(lda), bp, int(ldb), 0.0f,
+                    c.data_as<float>(), int(n));
+      else
+        cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0, ap, int(lda), bp, int(ldb), 0.0,
+                    c.data_as<double>(), int(n));
+    } else if constexpr (!std::is_same_v<T, bool>) {
+      const T* ap = a_in.data_as<T>();
+      const T* bp = b_in.data_as<T>();
+      T* cp = c.data_as<T>();
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+          T s = 0;
+          for (std::int64_t p = 0; p < k; ++p) s += ap[i * a_in.stride(0) + p * a_in.stride(1)] * bp[p * b_in.stride(0) + j * b_in.stride(1)];
+          cp[i * n + j] = s;
+        }
+    }
+  });
+}
+
+}  // namespace xsym::cpu
+
+#endif

@@ -1,0 +1,119 @@
+#ifndef XSYM_BACKEND_CPU_REDUCE_HPP
+#define XSYM_BACKEND_CPU_REDUCE_HPP
+
+#include <limits>
+#include <vector>
+
+#include "../../expr/ndarray.hpp"
+#include "../../expr/op.hpp"
+
+namespace xsym::cpu {
+
+namespace detail {
+template <class Acc>
+struct reducer {
+  reduce_op op;
+  Acc identity() const {
+    switch (op) {
+      case reduce_op::prod: return Acc(1);
+      case reduce_op::max: return std::numeric_limits<Acc>::has_infinity ? -std::numeric_limits<Acc>::infinity()
+                                                                          : std::numeric_limits<Acc>::lowest();
+      case reduce_op::min: return std::numeric_limits<Acc>::has_infinity ? std::numeric_limits<Acc>::infinity()
+                                                                          : std::numeric_limits<Acc>::max();
+      default: return Acc(0);
+    }
+  }
+  Acc combine(Acc a, Acc b) const {
+    switch (op) {
+      case reduce_op::prod: return a * b;
+      case reduce_op::max: return b > a || b != b ? b : a;  // NaN wins, as in numpy
+      case reduce_op::min: return b < a || b != b ? b : a;
+      default: return a + b;
+    }
+  }
+};
+
+// Accumulate sums and products in double (floats) or int64 (ints); max/min in the input type.
+template <class In>
+using acc_t = std::conditional_t<std::is_floating_point_v<In>, double,
+                                 std::conditional_t<std::is_same_v<In, bool>, std::int64_t, std::int64_t>>;
+}  // namespace detail
+
+/// @brief Reduces `in` over op.axes into `out` (already allocated with the kept dimensions).
+inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
+  const int rank = in.rank();
+  std::vector<bool> reduced(static_cast<std::size_t>(rank), false);
+  for (int a : o.axes) reduced[static_cast<std::size_t>(a)] = true;
+  // Kept axes first, reduced axes last, each with its own strides.
+  shape_t kept, red;
+  std::array<std::int64_t, max_rank> kept_st{}, red_st{};
+  for (int d = 0; d < rank; ++d) {
+    if (reduced[static_cast<std::size_t>(d)]) {
+      red_st[static_cast<std::size_t>(red.rank)] = in.stride(d);
+      red[red.rank++] = in.shape(d);
+    } else {
+      kept_st[static_cast<std::size_t>(kept.rank)] = in.stride(d);
+      kept[kept.rank++] = in.shape(d);
+    }
+  }
+  const std::int64_t count = red.size();
+  if (count == 0 && (o.reduction == reduce_op::max || o.reduction == reduce_op::min))
+    throw shape_error("zero-size array to a reduction (" + std::string(reduce_name(o.reduction)) +
+                      ") which has no identity; input shape " + to_string(in.shape()));
+  xsym::detail::visit_dtype(in.type(), [&](auto zi) {
+    using In = decltype(zi);
+    xsym::detail::visit_dtype(out.type(), [&](auto zo) {
+      using Out = decltype(zo);
+      const bool minmax = o.reduction == reduce_op::max || o.reduction == reduce_op::min;
+      auto run = [&](auto acc_zero) {
+        using Acc = decltype(acc_zero);
+        detail::reducer<Acc> r{o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction};
+        const In* src = in.data_as<In>();
+        Out* dst = out.data_as<Out>();
+        const std::int64_t n_out = kept.size();
+        const bool red_contig = red.rank == 0 || [&] {
+          std::int64_t e = 1;
+          for (int d = red.rank - 1; d >= 0; --d) {
+            if (red[d] != 1 && red_st[static_cast<std::size_t>(d)] != e) return false;
+            e *= red[d];
+          }
+          return true;
+        }();
+        std::int64_t j = 0;
+        xsym::detail::for_each_offset(kept.rank ? kept : shape_t{{1}, 1}, kept_st, [&](std::int64_t koff) {
+          Acc acc = r.identity();
+          const In* p = src + koff;
+          if (red_contig) {
+            if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) {
+              // Four partial sums: independent chains the compiler can pipeline.
+              Acc s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+              std::int64_t i = 0;
+              for (; i + 4 <= count; i += 4) {
+                s0 += static_cast<Acc>(p[i]);
+                s1 += static_cast<Acc>(p[i + 1]);
+                s2 += static_cast<Acc>(p[i + 2]);
+                s3 += static_cast<Acc>(p[i + 3]);
+              }
+              for (; i < count; ++i) s0 += static_cast<Acc>(p[i]);
+              acc = (s0 + s1) + (s2 + s3);
+            } else {
+              for (std::int64_t i = 0; i < count; ++i) acc = r.combine(acc, static_cast<Acc>(p[i]));
+            }
+          } else {
+            xsym::detail::for_each_offset(red, red_st, [&](std::int64_t roff) {
+              acc = r.combine(acc, static_cast<Acc>(p[roff]));
+            });
+          }
+          if (o.reduction == reduce_op::mean) dst[j++] = static_cast<Out>(static_cast<double>(acc) / static_cast<double>(count));
+          else dst[j++] = static_cast<Out>(acc);
+        });
+      };
+      if (minmax) run(In{});
+      else run(detail::acc_t<In>{});
+    });
+  });
+}
+
+}  // namespace xsym::cpu
+
+#endif

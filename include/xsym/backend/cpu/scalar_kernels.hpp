@@ -1,0 +1,201 @@
+#ifndef XSYM_BACKEND_CPU_SCALAR_KERNELS_HPP
+#define XSYM_BACKEND_CPU_SCALAR_KERNELS_HPP
+
+// The only header that includes xsimd: every vectorized loop of the CPU backend lives here.
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "../../expr/op.hpp"
+
+namespace xsym::cpu {
+
+/// A kernel applies one scalar op to n elements; bit k of scalar_mask says argument k is one
+/// value broadcast to all n (so no index arithmetic in the loop).
+using kernel_fn = void (*)(void* dst, const void* const* args, unsigned scalar_mask, std::int64_t n);
+
+namespace detail {
+
+template <class X>
+X vmax(X a, X b) {
+  if constexpr (std::is_arithmetic_v<X>) return a < b ? b : a;
+  else return xsimd::max(a, b);
+}
+template <class X>
+X vmin(X a, X b) {
+  if constexpr (std::is_arithmetic_v<X>) return b < a ? b : a;
+  else return xsimd::min(a, b);
+}
+
+// One functor per op, callable on scalars and on xsimd batches alike.
+template <scalar_op S>
+struct fn;
+#define XSYM_FN(S, expr_)                                        \
+  template <>                                                    \
+  struct fn<scalar_op::S> {                                      \
+    template <class X>                                           \
+    static X apply([[maybe_unused]] X a, [[maybe_unused]] X b) { \
+      return expr_;                                              \
+    }                                                            \
+  };
+XSYM_FN(add, a + b)
+XSYM_FN(sub, a - b)
+XSYM_FN(mul, a * b)
+XSYM_FN(true_div, a / b)
+XSYM_FN(neg, -a)
+XSYM_FN(sqr, a * a)
+XSYM_FN(pow, xsimd::pow(a, b))
+XSYM_FN(sqrt, xsimd::sqrt(a))
+XSYM_FN(exp, xsimd::exp(a))
+XSYM_FN(log, xsimd::log(a))
+XSYM_FN(log1p, xsimd::log1p(a))
+XSYM_FN(expm1, xsimd::expm1(a))
+XSYM_FN(tanh, xsimd::tanh(a))
+XSYM_FN(sigmoid, X(1) / (X(1) + xsimd::exp(-a)))
+// max(a, 0) + log1p(exp(-|a|)): exact for large |a| in both directions, no branch.
+XSYM_FN(softplus, vmax(a, X(0)) + xsimd::log1p(xsimd::exp(-xsimd::abs(a))))
+XSYM_FN(maximum, vmax(a, b))
+XSYM_FN(minimum, vmin(a, b))
+#undef XSYM_FN
+template <>
+struct fn<scalar_op::abs> {
+  template <class X>
+  static X apply(X a, X) {
+    if constexpr (std::is_integral_v<X>) return a < 0 ? X(-a) : a;
+    else return xsimd::abs(a);
+  }
+};
+
+template <scalar_op S>
+constexpr bool is_comparison = info(S).comparison;
+
+template <scalar_op S, class T>
+bool compare(T a, T b) {
+  if constexpr (S == scalar_op::gt) return a > b;
+  else if constexpr (S == scalar_op::lt) return a < b;
+  else if constexpr (S == scalar_op::ge) return a >= b;
+  else if constexpr (S == scalar_op::le) return a <= b;
+  else if constexpr (S == scalar_op::eq) return a == b;
+  else return a != b;
+}
+
+template <class T>
+constexpr bool simd_type = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+// dst[i] = op(a[i], b[i]) with the scalar cases hoisted out of the loop.
+template <scalar_op S, class T, bool Simd>
+void arith(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
+  using F = fn<S>;
+  T* d = static_cast<T*>(dstv);
+  const T* a = static_cast<const T*>(args[0]);
+  const T* b = info(S).arity > 1 ? static_cast<const T*>(args[1]) : a;
+  const bool sa = mask & 1u, sb = info(S).arity > 1 ? (mask & 2u) != 0 : sa;
+  std::int64_t i = 0;
+  if constexpr (Simd && simd_type<T>) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+    if (!sa && !sb) {
+      for (; i + w <= n; i += w) F::apply(B::load_unaligned(a + i), B::load_unaligned(b + i)).store_unaligned(d + i);
+    } else if (sa && !sb) {
+      const B av(a[0]);
+      for (; i + w <= n; i += w) F::apply(av, B::load_unaligned(b + i)).store_unaligned(d + i);
+    } else if (!sa && sb) {
+      const B bv(b[0]);
+      for (; i + w <= n; i += w) F::apply(B::load_unaligned(a + i), bv).store_unaligned(d + i);
+    }
+  }
+  if (!sa && !sb) {
+    for (; i < n; ++i) d[i] = F::apply(a[i], b[i]);
+  } else if (sa && !sb) {
+    for (; i < n; ++i) d[i] = F::apply(a[0], b[i]);
+  } else if (!sa && sb) {
+    for (; i < n; ++i) d[i] = F::apply(a[i], b[0]);
+  } else {
+    const T v = F::apply(a[0], b[0]);
+    for (; i < n; ++i) d[i] = v;
+  }
+}
+
+template <scalar_op S, class T>
+void comparison(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
+  bool* d = static_cast<bool*>(dstv);
+  const T* a = static_cast<const T*>(args[0]);
+  const T* b = static_cast<const T*>(args[1]);
+  const std::int64_t ia = (mask & 1u) ? 0 : 1, ib = (mask & 2u) ? 0 : 1;
+  for (std::int64_t i = 0; i < n; ++i) d[i] = compare<S>(a[i * ia], b[i * ib]);
+}
+
+template <class T>
+void select(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
+  T* d = static_cast<T*>(dstv);
+  const bool* c = static_cast<const bool*>(args[0]);
+  const T* a = static_cast<const T*>(args[1]);
+  const T* b = static_cast<const T*>(args[2]);
+  const std::int64_t ic = (mask & 1u) ? 0 : 1, ia = (mask & 2u) ? 0 : 1, ib = (mask & 4u) ? 0 : 1;
+  for (std::int64_t i = 0; i < n; ++i) d[i] = c[i * ic] ? a[i * ia] : b[i * ib];
+}
+
+template <class From, class To>
+void convert(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
+  To* d = static_cast<To*>(dstv);
+  const From* a = static_cast<const From*>(args[0]);
+  if (mask & 1u) {
+    const To v = static_cast<To>(a[0]);
+    for (std::int64_t i = 0; i < n; ++i) d[i] = v;
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) d[i] = static_cast<To>(a[i]);
+  }
+}
+
+template <scalar_op S, bool Simd>
+kernel_fn typed_kernel(dtype t) {
+  if constexpr (is_comparison<S>) {
+    return xsym::detail::visit_dtype(t, [](auto z) -> kernel_fn { return &comparison<S, decltype(z)>; });
+  } else {
+    return xsym::detail::visit_dtype(t, [](auto z) -> kernel_fn {
+      using T = decltype(z);
+      constexpr bool float_only = info(S).float_only || S == scalar_op::sigmoid || S == scalar_op::softplus;
+      if constexpr (std::is_same_v<T, bool>) return nullptr;
+      else if constexpr (float_only && !std::is_floating_point_v<T>) return nullptr;
+      else return &arith<S, T, Simd>;
+    });
+  }
+}
+}  // namespace detail
+
+/// @brief The kernel for one instruction; Simd=false gives the reference (plain scalar) loops.
+template <bool Simd>
+kernel_fn kernel_for(const instruction& ins) {
+  using detail::typed_kernel;
+  kernel_fn k = nullptr;
+  switch (ins.op) {
+#define XSYM_CASE(S) case scalar_op::S: k = typed_kernel<scalar_op::S, Simd>(ins.in_type); break;
+    XSYM_CASE(add) XSYM_CASE(sub) XSYM_CASE(mul) XSYM_CASE(true_div) XSYM_CASE(neg) XSYM_CASE(pow)
+    XSYM_CASE(sqr) XSYM_CASE(sqrt) XSYM_CASE(exp) XSYM_CASE(log) XSYM_CASE(log1p) XSYM_CASE(expm1)
+    XSYM_CASE(abs) XSYM_CASE(tanh) XSYM_CASE(sigmoid) XSYM_CASE(softplus) XSYM_CASE(maximum)
+    XSYM_CASE(minimum) XSYM_CASE(gt) XSYM_CASE(lt) XSYM_CASE(ge) XSYM_CASE(le) XSYM_CASE(eq) XSYM_CASE(neq)
+#undef XSYM_CASE
+    case scalar_op::switch_:
+      k = xsym::detail::visit_dtype(ins.out_type, [](auto z) -> kernel_fn { return &detail::select<decltype(z)>; });
+      break;
+    case scalar_op::cast:
+    case scalar_op::identity:
+      k = xsym::detail::visit_dtype(ins.in_type, [&](auto f) -> kernel_fn {
+        return xsym::detail::visit_dtype(ins.out_type, [](auto t) -> kernel_fn {
+          return &detail::convert<decltype(f), decltype(t)>;
+        });
+      });
+      break;
+  }
+  if (!k)
+    throw std::logic_error("xsym: no CPU kernel for " + std::string(info(ins.op).name) + " on " +
+                           std::string(dtype_name(ins.in_type)));
+  return k;
+}
+
+}  // namespace xsym::cpu
+
+#endif

@@ -1,0 +1,264 @@
+#ifndef XSYM_COMPILE_FUNCTION_HPP
+#define XSYM_COMPILE_FUNCTION_HPP
+
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "../expr/var.hpp"
+#include "../profile/registry.hpp"
+#include "runtime.hpp"
+
+namespace xsym {
+
+/// @brief The symbolic inputs of a function, in call order.
+template <class... V>
+struct inputs_t {
+  std::tuple<V...> vars;
+};
+template <class... V>
+inputs_t<var<typename V::value_type, V::rank>...> inputs(const V&... v) {
+  static_assert((is_var_v<V> && ...), "xsym::inputs(...) takes symbolic variables such as xsym::matrix<float>(\"x\")");
+  return {{var<typename V::value_type, V::rank>(v)...}};
+}
+
+/// @brief The symbolic outputs of a function; calling it returns a std::tuple of xtensor values.
+template <class... V>
+struct outputs_t {
+  std::tuple<V...> vars;
+};
+template <class... V>
+outputs_t<var<typename V::value_type, V::rank>...> outputs(const V&... v) {
+  static_assert((is_var_v<V> && ...), "xsym::outputs(...) takes symbolic expressions");
+  return {{var<typename V::value_type, V::rank>(v)...}};
+}
+
+/// @brief One shared-variable update: after each call, target takes value (computed from the old state).
+struct update_t {
+  var_ptr target;
+  var_ptr value;
+};
+template <class E, std::size_t N, class V>
+update_t update(const shared_var<E, N>& target, const V& value) {
+  if constexpr (is_var_v<V>) {
+    static_assert(std::is_same_v<typename V::value_type, E>,
+                  "xsym::update: the new value's element type must equal the shared variable's (use xsym::cast<T>)");
+    static_assert(V::rank == N, "xsym::update: the new value's rank must equal the shared variable's");
+    return {target.node(), value.node()};
+  } else {
+    static_assert(std::is_arithmetic_v<V>, "xsym::update: the new value must be an expression or a number");
+    static_assert(N == 0, "xsym::update: a number can only replace a rank-0 shared variable");
+    return {target.node(), detail::make_constant(detail::scalar_array(static_cast<E>(value)))};
+  }
+}
+
+/// @brief The updates a function applies after every call.
+struct updates_t {
+  std::vector<update_t> list;
+};
+template <class... U>
+updates_t updates(const U&... u) {
+  static_assert((std::is_same_v<U, update_t> && ...), "xsym::updates(...) takes xsym::update(shared, expression)");
+  return {{u...}};
+}
+
+/// @brief Profile this function (true) or not, or record into a shared profile_stats object.
+struct profile {
+  std::optional<bool> enabled;
+  std::shared_ptr<profile_stats> stats;
+  explicit profile(bool on) : enabled(on) {}
+  explicit profile(std::shared_ptr<profile_stats> s) : enabled(true), stats(std::move(s)) {}
+};
+
+namespace detail {
+inline void apply_option(function_options& o, const profile& p) {
+  o.profile = p.enabled;
+  if (p.stats) o.stats = p.stats;
+}
+inline void apply_option(function_options&, const updates_t&) {}
+
+template <class T, class A>
+constexpr bool lossless_v = std::is_same_v<T, A> ||
+                            (std::is_same_v<T, double> && (std::is_same_v<A, float> || std::is_same_v<A, std::int32_t>)) ||
+                            (std::is_same_v<T, std::int64_t> && (std::is_same_v<A, std::int32_t> || std::is_same_v<A, bool>)) ||
+                            (std::is_same_v<T, std::int32_t> && std::is_same_v<A, bool>);
+
+template <class X>
+struct static_rank : std::integral_constant<int, -1> {};
+template <class EC, std::size_t N, xt::layout_type L, class Tag>
+struct static_rank<xt::xtensor_container<EC, N, L, Tag>> : std::integral_constant<int, static_cast<int>(N)> {};
+
+// Turns one call argument into a runtime array: a view of the caller's memory when the
+// element type matches, else a converted copy kept in `keep`.
+template <class E, std::size_t N, class Arg>
+ndarray bind_argument(const Arg& arg, const std::string& fname, const std::string& iname, std::size_t index,
+                      std::vector<ndarray>& keep) {
+  using A = std::remove_cvref_t<Arg>;
+  if constexpr (std::is_arithmetic_v<A>) {
+    static_assert(N == 0, "xsym: a plain number can only be passed for a rank-0 (scalar) input");
+    static_assert(lossless_v<E, A> || std::is_floating_point_v<E>,
+                  "xsym: this number's type cannot be converted to the input's element type without loss");
+    keep.push_back(scalar_array(static_cast<E>(arg)));
+    return keep.back();
+  } else {
+    static_assert(std::is_base_of_v<xt::xexpression<A>, A>,
+                  "xsym: call a function with xtensor containers or expressions (xt::xtensor, xt::xarray, xt::adapt)");
+    using T = typename A::value_type;
+    static_assert(lossless_v<E, T>,
+                  "xsym: an argument's element type differs from the input's and would lose precision; "
+                  "convert it first (e.g. xt::cast<float>(a))");
+    constexpr int sr = static_rank<A>::value;
+    static_assert(sr < 0 || sr == static_cast<int>(N), "xsym: an argument's rank differs from the input's rank");
+    const auto& shape = arg.shape();
+    if (shape.size() != N)
+      throw shape_error("xsym: function '" + fname + "': input " + std::to_string(index) + " ('" + iname +
+                        "') has rank " + std::to_string(N) + ", got an argument of rank " + std::to_string(shape.size()));
+    if constexpr (std::is_same_v<T, E> && strided_memory<A>) {
+      std::array<std::int64_t, max_rank> st{};
+      for (std::size_t d = 0; d < N; ++d) st[d] = static_cast<std::int64_t>(arg.strides()[d]);
+      for (std::size_t d = 0; d < N; ++d)
+        if (shape[d] == 1) st[d] = 0;
+      return ndarray::wrap(dtype_of<E>(), to_shape(shape), st.data(), const_cast<T*>(arg.data()));
+    } else {
+      keep.push_back(copy_to_ndarray<E>(xt::cast<E>(arg)));
+      return keep.back();
+    }
+  }
+}
+
+template <class R>
+struct result_converter;
+template <class... V>
+struct result_converter<std::tuple<V...>> {
+  using type = std::tuple<xt::xtensor<typename V::value_type, V::rank>...>;
+  static type convert(const std::vector<ndarray>& out) {
+    return convert_impl(out, std::index_sequence_for<V...>{});
+  }
+  template <std::size_t... I>
+  static type convert_impl(const std::vector<ndarray>& out, std::index_sequence<I...>) {
+    return type{to_xtensor<typename V::value_type, V::rank>(out[I])...};
+  }
+};
+}  // namespace detail
+
+/// @brief A compiled function. Call it with one xtensor value per input.
+///
+/// Thread safety: calls on one object are serialised by an internal lock; different
+/// function objects run concurrently.
+template <class Inputs, class Outputs, bool Single>
+class function_object;
+
+template <class... In, class... Out, bool Single>
+class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
+  using converter = detail::result_converter<std::tuple<Out...>>;
+
+ public:
+  using result_type = std::conditional_t<Single, std::tuple_element_t<0, typename converter::type>, typename converter::type>;
+
+  function_object(std::shared_ptr<function_runtime> rt, std::vector<std::string> input_names)
+      : m_rt(std::move(rt)), m_input_names(std::move(input_names)) {}
+
+  template <class... Args>
+  result_type operator()(const Args&... args) const {
+    static_assert(sizeof...(Args) == sizeof...(In), "xsym: wrong number of arguments: pass one value per input");
+    std::vector<ndarray> keep;
+    keep.reserve(sizeof...(Args));
+    std::array<ndarray, sizeof...(In) + 1> bound;
+    bind_all(bound, keep, std::index_sequence_for<Args...>{}, args...);
+    std::vector<ndarray> out;
+    m_rt->call(bound.data(), out);
+    if constexpr (Single) return std::get<0>(converter::convert(out));
+    else return converter::convert(out);
+  }
+
+  /// @brief The Apply nodes in the order they run.
+  const std::vector<apply_node>& toposort() const { return m_rt->graph().nodes; }
+  /// @brief The compiled graph (slots, nodes, outputs, updates).
+  const function_graph& graph() const { return m_rt->graph(); }
+  const std::string& name() const { return m_rt->name(); }
+  /// @brief This function's profile (throws when it was built without profiling).
+  profile_stats& profile() const {
+    if (!m_rt->stats())
+      throw std::logic_error("xsym: function '" + m_rt->name() +
+                             "' was built without profiling: pass xsym::profile(true) or set profile=True");
+    return *m_rt->stats();
+  }
+  const std::shared_ptr<function_runtime>& runtime() const { return m_rt; }
+
+ private:
+  template <std::size_t... I, class... Args>
+  void bind_all(std::array<ndarray, sizeof...(In) + 1>& bound, std::vector<ndarray>& keep, std::index_sequence<I...>,
+                const Args&... args) const {
+    ((bound[I] = detail::bind_argument<typename In::value_type, In::rank>(args, m_rt->name(), m_input_names[I], I, keep)),
+     ...);
+  }
+
+  std::shared_ptr<function_runtime> m_rt;
+  std::vector<std::string> m_input_names;
+};
+
+namespace detail {
+template <class... In, class OutTuple, class... Rest>
+auto make_function(std::string name, const inputs_t<In...>& in, const OutTuple& outs, const Rest&... rest) {
+  function_options opts;
+  std::vector<std::pair<var_ptr, var_ptr>> ups;
+  auto take = [&](const auto& r) {
+    using R = std::remove_cvref_t<decltype(r)>;
+    if constexpr (std::is_same_v<R, updates_t>) {
+      for (const auto& u : r.list) ups.push_back({u.target, u.value});
+    } else if constexpr (std::is_same_v<R, update_t>) {
+      ups.push_back({r.target, r.value});
+    } else {
+      apply_option(opts, r);
+    }
+  };
+  (take(rest), ...);
+  std::vector<var_ptr> in_nodes, out_nodes;
+  std::vector<std::string> names;
+  std::apply([&](const auto&... v) { (in_nodes.push_back(v.node()), ...); (names.push_back(v.name()), ...); }, in.vars);
+  std::apply([&](const auto&... v) { (out_nodes.push_back(v.node()), ...); }, outs);
+  auto rt = std::make_shared<function_runtime>(std::move(name), in_nodes, out_nodes, ups, opts);
+  // As in Theano, every profiled function's report is printed at exit.
+  if (rt->stats()) register_for_exit_report(rt->stats());
+  return std::pair{rt, names};
+}
+}  // namespace detail
+
+/// @brief Compiles outputs from inputs: `function("train", inputs(x, y), outputs(a, b), updates(...))`.
+///
+/// Options after the outputs, in any order: updates(...), mode("FAST_COMPILE"), linker("cvm_nogc"),
+/// profile(true), optimizer_excluding("fusion"), ignore_unused_inputs{}.
+template <class... In, class... Out, class... Rest>
+auto function(std::string name, const inputs_t<In...>& in, const outputs_t<Out...>& out, const Rest&... rest) {
+  auto [rt, names] = detail::make_function(std::move(name), in, out.vars, rest...);
+  return function_object<std::tuple<In...>, std::tuple<Out...>, false>(rt, names);
+}
+
+/// @brief The single-output form: calling it returns one xtensor value.
+template <class... In, class E, std::size_t N, class... Rest>
+auto function(std::string name, const inputs_t<In...>& in, const var<E, N>& out, const Rest&... rest) {
+  auto [rt, names] = detail::make_function(std::move(name), in, std::tuple<var<E, N>>(out), rest...);
+  return function_object<std::tuple<In...>, std::tuple<var<E, N>>, true>(rt, names);
+}
+
+/// @brief Prints a compiled function's graph as Theano's debugprint does.
+template <class F>
+  requires requires(const F& f) { f.graph(); }
+void debugprint(const F& f, std::ostream& os = std::cout) {
+  debugprint(f.graph(), os);
+}
+
+/// @brief "[Elemwise{add,no_inplace}(x, y), ...]": a function's toposort as the seeds print it.
+template <class F>
+  requires requires(const F& f) { f.graph(); }
+std::string toposort_text(const F& f) {
+  std::string s = "[";
+  const auto& g = f.graph();
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) s += (i ? ", " : "") + g.node_text(static_cast<int>(i));
+  return s + "]";
+}
+
+}  // namespace xsym
+
+#endif

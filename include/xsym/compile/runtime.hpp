@@ -1,0 +1,451 @@
+#ifndef XSYM_COMPILE_RUNTIME_HPP
+#define XSYM_COMPILE_RUNTIME_HPP
+
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "../backend/cpu/blas.hpp"
+#include "../backend/cpu/elemwise.hpp"
+#include "../backend/cpu/reduce.hpp"
+#include "../graph/fgraph.hpp"
+#include "../profile/profile_stats.hpp"
+#include "../rewrite/inplace.hpp"
+#include "options.hpp"
+
+namespace xsym {
+
+namespace detail {
+
+/// One Apply node bound to its kernel.
+struct thunk {
+  void (*run)(const thunk&, ndarray* values) = nullptr;
+  const apply_node* node = nullptr;
+  cpu::compiled_program prog;  // elementwise nodes
+};
+
+// Gives `slot` a C-contiguous buffer of that shape, reusing the one it holds when nothing
+// else refers to it (so a no-gc function allocates nothing in steady state).
+inline void prepare_output(ndarray& slot, dtype t, const shape_t& shape) {
+  const auto bytes = static_cast<std::size_t>(shape.size()) * dtype_size(t);
+  if (slot.owner() && slot.owner().use_count() == 1 && slot.type() == t && slot.capacity() >= bytes &&
+      slot.capacity() <= 2 * bytes + 64) {
+    std::array<std::int64_t, max_rank> st{};
+    slot = slot.view(shape, st);
+    slot.set_c_strides();
+    return;
+  }
+  slot = ndarray::empty(t, shape);
+}
+
+inline void run_elemwise(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray* ins[64];
+  for (std::size_t k = 0; k < n.inputs.size(); ++k) ins[k] = &values[n.inputs[k]];
+  const shape_t shape = cpu::broadcast_shape(ins, static_cast<int>(n.inputs.size()));
+  ndarray* outs[8];
+  ndarray* destroyed = nullptr;
+  for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+    ndarray& out = values[n.outputs[o]];
+    if (o == 0 && !n.fn->destroy_map.empty()) {
+      // The input dies here: take its buffer when it has the output's shape and is ours alone.
+      ndarray& victim = values[n.inputs[static_cast<std::size_t>(n.fn->destroy_map[0].second)]];
+      if (victim.shape() == shape && victim.is_c_contiguous() && victim.owner() && victim.owner().use_count() == 1) {
+        out = std::move(victim);
+        victim = out;  // still read below as an input; dropped once the node has run
+        destroyed = &victim;
+        outs[o] = &out;
+        continue;
+      }
+    }
+    prepare_output(out, t.prog.prog->reg_types[static_cast<std::size_t>(t.prog.prog->outputs[o])], shape);
+    outs[o] = &out;
+  }
+  cpu::run_program(t.prog, ins, outs);
+  if (destroyed) destroyed->release();
+}
+
+inline void run_dimshuffle(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& in = values[n.inputs[0]];
+  const auto& pattern = n.fn->pattern;
+  shape_t s;
+  s.rank = static_cast<int>(pattern.size());
+  std::array<std::int64_t, max_rank> st{};
+  for (int i = 0; i < s.rank; ++i) {
+    const int p = pattern[static_cast<std::size_t>(i)];
+    s[i] = p < 0 ? 1 : in.shape(p);
+    st[static_cast<std::size_t>(i)] = p < 0 ? 0 : in.stride(p);
+  }
+  values[n.outputs[0]] = in.view(s, st);
+}
+
+inline void run_reduce(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& in = values[n.inputs[0]];
+  shape_t s;
+  const auto& axes = n.fn->axes;
+  for (int d = 0; d < in.rank(); ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) s[s.rank++] = in.shape(d);
+  ndarray& out = values[n.outputs[0]];
+  prepare_output(out, t.node->fn->reduction == reduce_op::mean || t.node->fn->reduction == reduce_op::sum ||
+                              t.node->fn->reduction == reduce_op::prod
+                          ? reduce_result_type(n.fn->reduction, in.type())
+                          : in.type(),
+                 s);
+  cpu::run_reduce(*n.fn, in, out);
+}
+
+inline void run_dot_family(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& a = values[n.inputs[0]];
+  const ndarray& b = values[n.inputs[1]];
+  ndarray& out = values[n.outputs[0]];
+  const op& o = *n.fn;
+  shape_t s;
+  if (o.kind == op_kind::gemv) {
+    s.rank = 1;
+    s[0] = o.transpose_a ? a.shape(1) : a.shape(0);
+    prepare_output(out, a.type(), s);
+    cpu::run_gemv(a, o.transpose_a, b, out);
+  } else if (a.rank() == 1 && b.rank() == 1) {
+    prepare_output(out, a.type(), s);
+    cpu::run_dot(a, b, out);
+  } else if (a.rank() == 2 && b.rank() == 1) {
+    s.rank = 1;
+    s[0] = a.shape(0);
+    prepare_output(out, a.type(), s);
+    cpu::run_gemv(a, false, b, out);
+  } else if (a.rank() == 1 && b.rank() == 2) {
+    s.rank = 1;
+    s[0] = b.shape(1);
+    prepare_output(out, a.type(), s);
+    cpu::run_gemv(b, true, a, out);
+  } else {
+    s.rank = 2;
+    s[0] = a.shape(0);
+    s[1] = b.shape(1);
+    prepare_output(out, a.type(), s);
+    cpu::run_dot22(a, b, out);
+  }
+}
+
+// A single Elemwise op runs as a one-instruction program: one executor for fused and unfused.
+inline std::shared_ptr<const program> single_op_program(const function_graph& g, const apply_node& n) {
+  auto p = std::make_shared<program>();
+  p->n_inputs = static_cast<int>(n.inputs.size());
+  for (int in : n.inputs) p->reg_types.push_back(g.slots[static_cast<std::size_t>(in)].type);
+  instruction ins{};
+  ins.op = n.fn->scalar;
+  ins.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
+  ins.in_type = ins.op == scalar_op::switch_ ? p->reg_types[1] : p->reg_types[0];
+  for (std::size_t j = 0; j < n.inputs.size(); ++j) ins.args[j] = static_cast<int>(j);
+  ins.dst = p->n_inputs;
+  p->reg_types.push_back(ins.out_type);
+  p->code.push_back(ins);
+  p->outputs = {ins.dst};
+  p->text = std::string(info(ins.op).name);
+  return p;
+}
+
+}  // namespace detail
+
+/// @brief A built function: its graph, one thunk per Apply node, and the values between them.
+class function_runtime {
+ public:
+  function_runtime(std::string name, const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& output_vars,
+                   const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options)
+      : m_name(std::move(name)) {
+    const double t0 = detail::wall_seconds();
+    m_plan = detail::resolve_plan(options);
+    std::vector<var_ptr> roots = output_vars;
+    for (auto& [target, value] : update_vars) roots.push_back(value);
+    const int nodes_before = detail::count_applies(roots);
+    std::vector<rewrite_record> records;
+    auto run_pass = [&](const char* pass_name, auto&& pass) {
+      if (!m_plan.rewrites.count(pass_name)) return;
+      rewrite_record rec;
+      rec.name = pass_name;
+      rec.nodes_before = detail::count_applies(roots);
+      const double s0 = detail::wall_seconds();
+      roots = pass(roots, rec);
+      rec.seconds = detail::wall_seconds() - s0;
+      rec.nodes_after = detail::count_applies(roots);
+      records.push_back(std::move(rec));
+    };
+    run_pass("merge", detail::merge_pass);
+    run_pass("blas", detail::blas_pass);
+    run_pass("elemwise_fusion", detail::fusion_pass);
+    const double t1 = detail::wall_seconds();
+    build_graph(input_vars, roots, output_vars.size(), update_vars, options);
+    if (m_plan.rewrites.count("inplace_elemwise")) {
+      rewrite_record rec;
+      rec.name = "inplace_elemwise";
+      rec.nodes_before = rec.nodes_after = static_cast<int>(m_graph->nodes.size());
+      const double s0 = detail::wall_seconds();
+      detail::inplace_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
+      rec.seconds = detail::wall_seconds() - s0;
+      records.push_back(std::move(rec));
+    }
+    const double t2 = detail::wall_seconds();
+    bind_thunks();
+    const double t3 = detail::wall_seconds();
+
+    const bool profiling = options.profile.value_or(config.profile.value()) || options.stats;
+    if (profiling) {
+      m_stats = options.stats ? options.stats : std::make_shared<profile_stats>(m_name);
+      m_profile = m_stats->add_function(m_name, m_graph);
+      m_profile->implementation = m_plan.reference_kernels ? "ref" : "cpu";
+      m_profile->rewrite_seconds = t1 - t0;
+      m_profile->validate_seconds = t2 - t1;
+      m_profile->linker_seconds = t3 - t2;
+      m_profile->rewrites = std::move(records);
+      m_profile->nodes_before_rewrites = nodes_before;
+      m_profile->skip_next_call = config.profiling.ignore_first_call.value();
+    }
+  }
+
+  const function_graph& graph() const { return *m_graph; }
+  const std::string& name() const { return m_name; }
+  const std::shared_ptr<profile_stats>& stats() const { return m_stats; }
+  const detail::resolved_plan& plan() const { return m_plan; }
+
+  /// @brief Runs the function on args (one per input, in order); fills out with one value per output.
+  void call(const ndarray* args, std::vector<ndarray>& out) {
+    std::lock_guard lock(m_mutex);
+    const std::uint64_t c0 = m_profile ? detail::ticks() : 0;
+    ndarray* values = m_values.data();
+    for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) values[m_graph->inputs[i]] = args[i];
+    for (int s : m_shared_slots) {
+      auto& sv = *m_graph->slots[static_cast<std::size_t>(s)].source->shared;
+      values[s] = sv.value;
+    }
+    std::size_t i = 0;
+    try {
+      if (m_profile) {
+        const std::uint64_t f0 = detail::ticks();
+        std::uint64_t t = f0;
+        for (; i < m_thunks.size(); ++i) {
+          m_thunks[i].run(m_thunks[i], values);
+          const std::uint64_t t1 = detail::ticks();
+          m_scratch_ticks[i] = t1 - t;
+          t = t1;
+          if (m_plan.gc) release_dead(i);
+        }
+        m_fn_ticks_last = t - f0;
+      } else {
+        for (; i < m_thunks.size(); ++i) {
+          m_thunks[i].run(m_thunks[i], values);
+          if (m_plan.gc) release_dead(i);
+        }
+      }
+    } catch (const std::exception& e) {
+      release_all_but_constants();
+      throw_node_error(i, e);
+    }
+    out.resize(m_graph->outputs.size());
+    for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) out[o] = values[m_graph->outputs[o]];
+    apply_updates(values);
+    release_after_call();
+    if (m_profile) record_call(c0);
+  }
+
+ private:
+  void build_graph(const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& roots, std::size_t n_outputs,
+                   const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options) {
+    auto g = std::make_shared<function_graph>();
+    std::unordered_map<std::uint64_t, int> slot_of;
+    auto add_slot = [&](const var_ptr& v) {
+      slot s;
+      s.type = v->type;
+      s.rank = v->rank;
+      s.kind = v->kind;
+      s.name = v->name;
+      s.source = v;
+      g->slots.push_back(std::move(s));
+      const int id = static_cast<int>(g->slots.size()) - 1;
+      slot_of[v->id] = id;
+      return id;
+    };
+    std::unordered_set<std::uint64_t> declared;
+    for (std::size_t i = 0; i < input_vars.size(); ++i) {
+      const var_ptr& v = input_vars[i];
+      if (v->kind != var_kind::input)
+        throw compile_error("xsym::function '" + m_name + "': inputs(...) entry " + std::to_string(i) + " ('" +
+                            v->name + "') is not a symbolic input (a shared variable, constant or expression)");
+      if (!declared.insert(v->id).second)
+        throw compile_error("xsym::function '" + m_name + "': input '" + v->name + "' is listed twice");
+      g->inputs.push_back(add_slot(v));
+    }
+    for (const var_ptr& v : detail::topo_order(roots)) {
+      if (slot_of.count(v->id)) continue;
+      if (v->kind == var_kind::input)
+        throw compile_error("xsym::function '" + m_name + "': the outputs depend on input '" + v->name +
+                            "', which is not in inputs(...)");
+      const int s = add_slot(v);
+      if (v->kind == var_kind::shared) m_shared_slots.push_back(s);
+      if (v->kind != var_kind::apply) continue;
+      apply_node n;
+      n.id = static_cast<int>(g->nodes.size());
+      n.fn = v->fn;
+      for (const auto& in : v->inputs) n.inputs.push_back(slot_of.at(in->id));
+      n.outputs.push_back(s);
+      g->slots[static_cast<std::size_t>(s)].owner = n.id;
+      g->nodes.push_back(std::move(n));
+    }
+    if (!options.ignore_unused_inputs) {
+      const auto clients = g->clients();
+      for (std::size_t i = 0; i < input_vars.size(); ++i) {
+        const int s = g->inputs[i];
+        const bool is_output = std::find(roots.begin(), roots.end(), input_vars[i]) != roots.end();
+        if (clients[static_cast<std::size_t>(s)].empty() && !is_output)
+          throw compile_error("xsym::function '" + m_name + "': input '" + input_vars[i]->name +
+                              "' is not used by any output or update (pass xsym::ignore_unused_inputs{} to allow it)");
+      }
+    }
+    for (std::size_t o = 0; o < n_outputs; ++o) g->outputs.push_back(slot_of.at(roots[o]->id));
+    std::unordered_set<std::uint64_t> targets;
+    for (std::size_t u = 0; u < update_vars.size(); ++u) {
+      const var_ptr& target = update_vars[u].first;
+      if (target->kind != var_kind::shared)
+        throw compile_error("xsym::function '" + m_name + "': update target '" + target->name + "' is not a shared variable");
+      if (!targets.insert(target->id).second)
+        throw compile_error("xsym::function '" + m_name + "': shared variable '" + target->name + "' is updated twice");
+      int ts;
+      if (auto it = slot_of.find(target->id); it != slot_of.end()) {
+        ts = it->second;
+      } else {
+        ts = add_slot(target);
+      }
+      g->updates.push_back({ts, slot_of.at(roots[n_outputs + u]->id)});
+    }
+    m_graph = std::move(g);
+  }
+
+  void bind_thunks() {
+    const function_graph& g = *m_graph;
+    m_values.assign(g.slots.size(), ndarray{});
+    for (std::size_t s = 0; s < g.slots.size(); ++s)
+      if (g.slots[s].kind == var_kind::constant) m_values[s] = g.slots[s].source->constant;
+    m_thunks.resize(g.nodes.size());
+    for (const apply_node& n : g.nodes) {
+      detail::thunk& t = m_thunks[static_cast<std::size_t>(n.id)];
+      t.node = &n;
+      switch (n.fn->kind) {
+        case op_kind::elemwise:
+        case op_kind::composite: {
+          auto prog = n.fn->kind == op_kind::composite ? n.fn->fused : detail::single_op_program(g, n);
+          t.prog = m_plan.reference_kernels ? cpu::compile_program<false>(prog) : cpu::compile_program<true>(prog);
+          t.run = &detail::run_elemwise;
+          break;
+        }
+        case op_kind::dimshuffle: t.run = &detail::run_dimshuffle; break;
+        case op_kind::reduce: t.run = &detail::run_reduce; break;
+        case op_kind::dot:
+        case op_kind::gemv:
+        case op_kind::dot22: t.run = &detail::run_dot_family; break;
+      }
+    }
+    // With gc, each intermediate is released after its last reader runs.
+    const auto clients = g.clients();
+    m_dead_after.assign(g.nodes.size(), {});
+    std::unordered_set<int> keep(g.outputs.begin(), g.outputs.end());
+    for (auto [target, value] : g.updates) keep.insert(value);
+    for (std::size_t s = 0; s < g.slots.size(); ++s) {
+      if (g.slots[s].kind != var_kind::apply || keep.count(static_cast<int>(s))) continue;
+      const auto& c = clients[s];
+      const int last = c.empty() ? g.slots[s].owner : *std::max_element(c.begin(), c.end());
+      m_dead_after[static_cast<std::size_t>(last)].push_back(static_cast<int>(s));
+    }
+    for (std::size_t s = 0; s < g.slots.size(); ++s)
+      if (g.slots[s].owner >= 0 && g.nodes[static_cast<std::size_t>(g.slots[s].owner)].fn->is_view())
+        m_view_slots.push_back(static_cast<int>(s));
+    m_scratch_ticks.assign(g.nodes.size(), 0);
+  }
+
+  void release_dead(std::size_t node) {
+    for (int s : m_dead_after[node]) m_values[static_cast<std::size_t>(s)].release();
+  }
+
+  // Inputs, shared values and views are not kept: a kept reference would pin user memory or
+  // stop buffer reuse.
+  void release_after_call() {
+    for (int s : m_graph->inputs) m_values[static_cast<std::size_t>(s)].release();
+    for (int s : m_shared_slots) m_values[static_cast<std::size_t>(s)].release();
+    for (int s : m_view_slots) m_values[static_cast<std::size_t>(s)].release();
+    if (m_plan.gc)
+      for (int s : m_graph->outputs)
+        if (m_graph->slots[static_cast<std::size_t>(s)].kind == var_kind::apply) m_values[static_cast<std::size_t>(s)].release();
+    for (auto [target, value] : m_graph->updates)
+      if (m_graph->slots[static_cast<std::size_t>(value)].kind == var_kind::apply && m_plan.gc)
+        m_values[static_cast<std::size_t>(value)].release();
+  }
+
+  void release_all_but_constants() {
+    for (std::size_t s = 0; s < m_values.size(); ++s)
+      if (m_graph->slots[s].kind != var_kind::constant) m_values[s].release();
+  }
+
+  // Every update is computed before any is applied: values read the old shared state.
+  void apply_updates(ndarray* values) {
+    for (auto [target, value] : m_graph->updates) {
+      auto& sv = *m_graph->slots[static_cast<std::size_t>(target)].source->shared;
+      ndarray& v = values[value];
+      const bool owned_here = m_graph->slots[static_cast<std::size_t>(value)].kind == var_kind::apply && v.owner() &&
+                              v.owner().use_count() == 1 && v.is_c_contiguous();
+      std::lock_guard lock(sv.mutex);
+      if (owned_here) {
+        // Hand the fresh buffer to the shared variable and keep the old one for the next call.
+        ndarray old = std::move(sv.value);
+        sv.value = std::move(v);
+        if (!m_plan.gc && old.owner() && old.owner().use_count() == 1) v = std::move(old);
+        else v.release();
+      } else {
+        sv.value = v.contiguous();
+        if (sv.value.owner() == v.owner()) sv.value = detail::cast_array(v, v.type());  // never alias another value
+      }
+    }
+  }
+
+  void record_call(std::uint64_t c0) {
+    function_profile& p = *m_profile;
+    if (p.skip_next_call) {
+      p.skip_next_call = false;
+      return;
+    }
+    ++p.calls;
+    for (std::size_t i = 0; i < m_scratch_ticks.size(); ++i) {
+      p.node_ticks[i] += m_scratch_ticks[i];
+      ++p.node_calls[i];
+    }
+    p.fn_ticks += m_fn_ticks_last;
+    p.call_ticks += detail::ticks() - c0;
+  }
+
+  [[noreturn]] void throw_node_error(std::size_t i, const std::exception& e) {
+    std::string where = "xsym: function '" + m_name + "'";
+    if (i < m_graph->nodes.size())
+      where += ", Apply node " + std::to_string(i) + " " + m_graph->node_text(static_cast<int>(i));
+    const std::string msg = where + ": " + e.what();
+    if (dynamic_cast<const shape_error*>(&e)) throw shape_error(msg);
+    throw std::runtime_error(msg);
+  }
+
+  std::string m_name;
+  detail::resolved_plan m_plan;
+  std::shared_ptr<const function_graph> m_graph;
+  std::vector<detail::thunk> m_thunks;
+  std::vector<ndarray> m_values;
+  std::vector<int> m_shared_slots;
+  std::vector<int> m_view_slots;
+  std::vector<std::vector<int>> m_dead_after;
+  std::vector<std::uint64_t> m_scratch_ticks;
+  std::uint64_t m_fn_ticks_last = 0;
+  std::shared_ptr<profile_stats> m_stats;
+  std::shared_ptr<function_profile> m_profile;
+  std::mutex m_mutex;
+};
+
+}  // namespace xsym
+
+#endif

@@ -1,0 +1,57 @@
+#ifndef XSYM_EXPR_CONVERT_HPP
+#define XSYM_EXPR_CONVERT_HPP
+
+#include <cstring>
+#include <type_traits>
+
+#include <xtensor/xtensor.hpp>
+#include <xtensor/xarray.hpp>
+
+#include "ndarray.hpp"
+
+namespace xsym::detail {
+
+// xtensor containers and adaptors: memory we can read in place through data() and strides().
+template <class E>
+concept strided_memory = requires(const E& e) {
+  e.data();
+  e.strides();
+  e.shape();
+};
+
+template <class Shape>
+shape_t to_shape(const Shape& s) {
+  shape_t out;
+  out.rank = static_cast<int>(s.size());
+  if (out.rank > max_rank) throw std::invalid_argument("xsym: rank " + std::to_string(out.rank) + " exceeds max_rank");
+  for (int i = 0; i < out.rank; ++i) out[i] = static_cast<std::int64_t>(s[static_cast<std::size_t>(i)]);
+  return out;
+}
+
+/// An owning copy of an xtensor expression, C-contiguous.
+template <class T, class E>
+ndarray copy_to_ndarray(const xt::xexpression<E>& expr) {
+  const xt::xarray<T> ev = expr.derived_cast();  // evaluates views and expressions in row-major order
+  ndarray a = ndarray::empty(dtype_of<T>(), to_shape(ev.shape()));
+  if (a.size()) std::memcpy(a.data(), ev.data(), a.nbytes());
+  return a;
+}
+
+/// An xtensor container holding a copy of a runtime array (any strides).
+template <class T, std::size_t N>
+xt::xtensor<T, N> to_xtensor(const ndarray& a) {
+  if (a.type() != dtype_of<T>() || a.rank() != static_cast<int>(N))
+    throw std::logic_error("xsym: internal error: value of type " + std::string(dtype_name(a.type())) + "/" +
+                           std::to_string(a.rank()) + " read as " + std::string(dtype_name(dtype_of<T>())) +
+                           "/" + std::to_string(N));
+  std::array<std::size_t, N> shape{};
+  for (std::size_t i = 0; i < N; ++i) shape[i] = static_cast<std::size_t>(a.shape(static_cast<int>(i)));
+  xt::xtensor<T, N> out(shape);
+  const ndarray c = a.contiguous();
+  if (c.size()) std::memcpy(out.data(), c.data(), c.nbytes());
+  return out;
+}
+
+}  // namespace xsym::detail
+
+#endif

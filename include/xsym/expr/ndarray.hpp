@@ -1,0 +1,237 @@
+#ifndef XSYM_EXPR_NDARRAY_HPP
+#define XSYM_EXPR_NDARRAY_HPP
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "dtype.hpp"
+
+namespace xsym {
+
+/// @brief Largest rank a runtime value may have (dimshuffle can add broadcast axes).
+inline constexpr int max_rank = 8;
+
+/// @brief Raised when array shapes do not fit an operation (at call time).
+class shape_error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// @brief Bytes the library holds in array buffers, now and at most (process-wide).
+struct memory_counters {
+  std::int64_t current = 0;
+  std::int64_t peak = 0;
+  std::int64_t allocations = 0;
+};
+
+namespace detail {
+struct memory_state {
+  std::atomic<std::int64_t> current{0};
+  std::atomic<std::int64_t> peak{0};
+  std::atomic<std::int64_t> allocations{0};
+};
+inline memory_state& memory() {
+  static memory_state s;
+  return s;
+}
+
+// Every array buffer the library makes comes from here, so the profiler can report
+// measured (not only simulated) memory and tests can prove a call allocates nothing.
+inline std::shared_ptr<std::byte> allocate_bytes(std::size_t bytes) {
+  constexpr std::size_t align = 64;
+  const std::size_t padded = std::max<std::size_t>(align, (bytes + align - 1) / align * align);
+  auto* p = static_cast<std::byte*>(::operator new(padded, std::align_val_t{align}));
+  auto& m = memory();
+  const auto now = m.current.fetch_add(static_cast<std::int64_t>(padded)) + static_cast<std::int64_t>(padded);
+  m.allocations.fetch_add(1, std::memory_order_relaxed);
+  auto prev = m.peak.load(std::memory_order_relaxed);
+  while (now > prev && !m.peak.compare_exchange_weak(prev, now)) {
+  }
+  return std::shared_ptr<std::byte>(p, [padded](std::byte* q) {
+    memory().current.fetch_sub(static_cast<std::int64_t>(padded));
+    ::operator delete(q, std::align_val_t{align});
+  });
+}
+}  // namespace detail
+
+/// @brief Current, peak and count of the library's array allocations.
+inline memory_counters allocated() {
+  auto& m = detail::memory();
+  return {m.current.load(), m.peak.load(), m.allocations.load()};
+}
+
+/// @brief Resets the peak to the current value (to measure one region).
+inline void reset_peak_memory() {
+  auto& m = detail::memory();
+  m.peak.store(m.current.load());
+}
+
+/// @brief A shape: up to max_rank extents.
+struct shape_t {
+  std::array<std::int64_t, max_rank> dims{};
+  int rank = 0;
+
+  std::int64_t operator[](int i) const { return dims[static_cast<std::size_t>(i)]; }
+  std::int64_t& operator[](int i) { return dims[static_cast<std::size_t>(i)]; }
+  std::int64_t size() const {
+    std::int64_t n = 1;
+    for (int i = 0; i < rank; ++i) n *= dims[static_cast<std::size_t>(i)];
+    return n;
+  }
+  friend bool operator==(const shape_t& a, const shape_t& b) {
+    return a.rank == b.rank && std::equal(a.dims.begin(), a.dims.begin() + a.rank, b.dims.begin());
+  }
+};
+
+/// @brief "(400, 784)", as numpy prints shapes.
+inline std::string to_string(const shape_t& s) {
+  std::ostringstream os;
+  os << '(';
+  for (int i = 0; i < s.rank; ++i) os << (i ? ", " : "") << s[i];
+  if (s.rank == 1) os << ',';
+  os << ')';
+  return os.str();
+}
+
+/// @brief A runtime array value: dtype, shape, strides (in elements) and a shared buffer.
+///
+/// Views share the buffer; arrays passed in by the user are wrapped without a copy.
+class ndarray {
+ public:
+  ndarray() = default;
+
+  /// @brief A new C-contiguous array, uninitialised.
+  static ndarray empty(dtype dt, const shape_t& shape) {
+    ndarray a;
+    a.m_dtype = dt;
+    a.m_shape = shape;
+    a.set_c_strides();
+    const auto bytes = static_cast<std::size_t>(shape.size()) * dtype_size(dt);
+    a.m_owner = detail::allocate_bytes(bytes);
+    a.m_data = a.m_owner.get();
+    a.m_capacity = bytes;
+    return a;
+  }
+
+  /// @brief Wraps memory the caller keeps alive (no copy, no ownership).
+  static ndarray wrap(dtype dt, const shape_t& shape, const std::int64_t* strides, void* data) {
+    ndarray a;
+    a.m_dtype = dt;
+    a.m_shape = shape;
+    for (int i = 0; i < shape.rank; ++i) a.m_strides[static_cast<std::size_t>(i)] = strides[i];
+    a.m_data = static_cast<std::byte*>(data);
+    return a;
+  }
+
+  dtype type() const { return m_dtype; }
+  int rank() const { return m_shape.rank; }
+  const shape_t& shape() const { return m_shape; }
+  std::int64_t shape(int i) const { return m_shape[i]; }
+  std::int64_t stride(int i) const { return m_strides[static_cast<std::size_t>(i)]; }
+  const std::array<std::int64_t, max_rank>& strides() const { return m_strides; }
+  std::int64_t size() const { return m_shape.size(); }
+  std::size_t nbytes() const { return static_cast<std::size_t>(size()) * dtype_size(m_dtype); }
+  bool has_value() const { return m_data != nullptr; }
+  std::byte* data() const { return m_data; }
+  template <class T> T* data_as() const { return reinterpret_cast<T*>(m_data); }
+  const std::shared_ptr<std::byte>& owner() const { return m_owner; }
+  std::size_t capacity() const { return m_capacity; }
+
+  bool is_c_contiguous() const {
+    std::int64_t expected = 1;
+    for (int i = m_shape.rank - 1; i >= 0; --i) {
+      if (m_shape[i] != 1 && m_strides[static_cast<std::size_t>(i)] != expected) return false;
+      expected *= m_shape[i];
+    }
+    return true;
+  }
+
+  /// @brief A view of the same buffer with another shape and strides.
+  ndarray view(const shape_t& shape, const std::array<std::int64_t, max_rank>& strides) const {
+    ndarray a = *this;
+    a.m_shape = shape;
+    a.m_strides = strides;
+    return a;
+  }
+
+  /// @brief A C-contiguous copy (or this array when it already is one).
+  ndarray contiguous() const;
+
+  /// @brief Element i of a C-order traversal, converted to double (tests and printing).
+  double flat_as_double(std::int64_t i) const;
+
+  void set_c_strides() {
+    std::int64_t s = 1;
+    for (int i = m_shape.rank - 1; i >= 0; --i) {
+      m_strides[static_cast<std::size_t>(i)] = s;
+      s *= m_shape[i];
+    }
+  }
+  void release() { *this = ndarray{}; }
+
+ private:
+  dtype m_dtype = dtype::float64;
+  shape_t m_shape{};
+  std::array<std::int64_t, max_rank> m_strides{};
+  std::shared_ptr<std::byte> m_owner;
+  std::byte* m_data = nullptr;
+  std::size_t m_capacity = 0;
+};
+
+namespace detail {
+// Calls f(offset) for every element of shape in C order, with offset in elements for strides.
+template <class F>
+void for_each_offset(const shape_t& shape, const std::array<std::int64_t, max_rank>& strides, F&& f) {
+  if (shape.size() == 0) return;
+  std::array<std::int64_t, max_rank> idx{};
+  std::int64_t off = 0;
+  const int r = shape.rank;
+  while (true) {
+    f(off);
+    int d = r - 1;
+    for (; d >= 0; --d) {
+      const auto du = static_cast<std::size_t>(d);
+      if (++idx[du] < shape[d]) {
+        off += strides[du];
+        break;
+      }
+      off -= strides[du] * (shape[d] - 1);
+      idx[du] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+}  // namespace detail
+
+inline ndarray ndarray::contiguous() const {
+  if (is_c_contiguous()) return *this;
+  ndarray out = empty(m_dtype, m_shape);
+  const std::size_t es = dtype_size(m_dtype);
+  std::byte* dst = out.data();
+  detail::for_each_offset(m_shape, m_strides, [&](std::int64_t off) {
+    std::memcpy(dst, m_data + off * static_cast<std::int64_t>(es), es);
+    dst += es;
+  });
+  return out;
+}
+
+inline double ndarray::flat_as_double(std::int64_t i) const {
+  std::int64_t off = 0;
+  for (int d = m_shape.rank - 1; d >= 0; --d) {
+    off += (i % m_shape[d]) * m_strides[static_cast<std::size_t>(d)];
+    i /= m_shape[d];
+  }
+  return detail::visit_dtype(m_dtype, [&](auto t) { return static_cast<double>(data_as<decltype(t)>()[off]); });
+}
+
+}  // namespace xsym
+
+#endif

@@ -1,0 +1,320 @@
+#ifndef XSYM_EXPR_VAR_HPP
+#define XSYM_EXPR_VAR_HPP
+
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "../config/config.hpp"
+#include "convert.hpp"
+#include "variable.hpp"
+
+namespace xsym {
+
+/// @brief A symbolic tensor of element type Elem and rank N: a handle on a graph node.
+///
+/// Rank and dtype are part of the type, so rank errors are compile errors; shapes are
+/// checked when a compiled function runs.
+template <class Elem, std::size_t N>
+class var {
+  static_assert(is_element_type_v<Elem>, "xsym tensors hold bool, std::int32_t, std::int64_t, float or double");
+  static_assert(N <= 4, "xsym symbolic tensors have rank 0 to 4");
+
+ public:
+  using value_type = Elem;
+  static constexpr std::size_t rank = N;
+
+  explicit var(var_ptr node) : m_node(std::move(node)) {
+    if (m_node->type != dtype_of<Elem>() || m_node->rank != static_cast<int>(N))
+      throw std::logic_error("xsym: internal error: node of type " + std::string(dtype_name(m_node->type)) +
+                             " rank " + std::to_string(m_node->rank) + " held as " +
+                             std::string(dtype_name(dtype_of<Elem>())) + " rank " + std::to_string(N));
+  }
+
+  const var_ptr& node() const { return m_node; }
+  const std::string& name() const { return m_node->name; }
+
+  /// @brief The transpose (dimensions reversed), Theano's x.T.
+  var T() const;
+
+ private:
+  var_ptr m_node;
+};
+
+/// @brief A shared variable: a symbolic tensor whose value lives between calls and can be updated.
+template <class Elem, std::size_t N>
+class shared_var : public var<Elem, N> {
+ public:
+  using var<Elem, N>::var;
+
+  /// @brief A copy of the current value.
+  xt::xtensor<Elem, N> get_value() const {
+    auto& s = *this->node()->shared;
+    std::lock_guard lock(s.mutex);
+    return detail::to_xtensor<Elem, N>(s.value);
+  }
+
+  /// @brief Replaces the value (its shape may change; its rank and dtype may not).
+  template <class E>
+  void set_value(const xt::xexpression<E>& value) {
+    using vt = typename E::value_type;
+    static_assert(std::is_same_v<vt, Elem>, "shared_var::set_value: the value's element type must match the variable's");
+    ndarray a = detail::copy_to_ndarray<Elem>(value);
+    if (a.rank() != static_cast<int>(N))
+      throw std::invalid_argument("xsym: set_value on shared variable '" + this->name() + "' of rank " +
+                                  std::to_string(N) + " got a value of rank " + std::to_string(a.rank()));
+    auto& s = *this->node()->shared;
+    std::lock_guard lock(s.mutex);
+    s.value = std::move(a);
+  }
+  void set_value(Elem value)
+    requires(N == 0)
+  {
+    auto& s = *this->node()->shared;
+    std::lock_guard lock(s.mutex);
+    s.value = detail::scalar_array(value);
+  }
+};
+
+template <class X> struct is_var : std::false_type {};
+template <class E, std::size_t N> struct is_var<var<E, N>> : std::true_type {};
+template <class E, std::size_t N> struct is_var<shared_var<E, N>> : std::true_type {};
+template <class X> inline constexpr bool is_var_v = is_var<std::remove_cvref_t<X>>::value;
+
+/// @brief A symbolic tensor, or a C++ number that mixes with one (`1 - y`, `0.01 * w`).
+template <class X>
+concept symbolic = is_var_v<X>;
+template <class X>
+concept operand = symbolic<X> || std::is_arithmetic_v<std::remove_cvref_t<X>>;
+
+namespace detail {
+template <class X, bool = is_var_v<X>> struct operand_traits {
+  using elem = std::remove_cvref_t<X>;
+  static constexpr std::size_t rank = 0;
+  static constexpr bool weak = true;  // a C++ number takes the tensor's type when it can
+};
+template <class X> struct operand_traits<X, true> {
+  using elem = typename std::remove_cvref_t<X>::value_type;
+  static constexpr std::size_t rank = std::remove_cvref_t<X>::rank;
+  static constexpr bool weak = false;
+};
+
+// The type a C++ number becomes next to a tensor of type T: T, unless the number would not
+// fit its kind (a fraction next to ints gives double, as numpy does).
+template <class T, class S>
+using weak_combine_t = std::conditional_t<
+    std::is_floating_point_v<S> && !std::is_floating_point_v<T>, double,
+    std::conditional_t<std::is_same_v<T, bool> && !std::is_same_v<S, bool>, std::int64_t, T>>;
+
+template <class A, class B>
+struct combined {
+  using ta = typename operand_traits<A>::elem;
+  using tb = typename operand_traits<B>::elem;
+  static constexpr bool wa = operand_traits<A>::weak, wb = operand_traits<B>::weak;
+  using type = std::conditional_t<wa, weak_combine_t<tb, std::conditional_t<std::is_same_v<ta, bool>, bool, ta>>,
+               std::conditional_t<wb, weak_combine_t<ta, tb>, promote_t<ta, tb>>>;
+  static constexpr std::size_t rank = std::max(operand_traits<A>::rank, operand_traits<B>::rank);
+};
+
+template <class C, class X>
+var_ptr lift(const X& x) {
+  if constexpr (is_var_v<X>) return x.node();
+  else return make_constant(scalar_array(static_cast<C>(x)));
+}
+
+template <scalar_op S, class A, class B>
+auto binary(const A& a, const B& b) {
+  using c = combined<A, B>;
+  using compute = std::conditional_t<info(S).float_only, float_result_t<typename c::type>, typename c::type>;
+  constexpr bool comparison = info(S).comparison;
+  if constexpr (!comparison)
+    static_assert(!std::is_same_v<compute, bool>,
+                  "xsym: arithmetic is not defined on bool tensors; cast them first with xsym::cast<std::int64_t>(...)");
+  using result = std::conditional_t<comparison, bool, compute>;
+  return var<result, c::rank>(elemwise(S, {lift<compute>(a), lift<compute>(b)}));
+}
+
+template <scalar_op S, class E, std::size_t N>
+auto unary(const var<E, N>& a) {
+  using result = std::conditional_t<info(S).float_only, float_result_t<E>, E>;
+  static_assert(!std::is_same_v<result, bool>,
+                "xsym: this function is not defined on bool tensors; cast them first with xsym::cast<...>(...)");
+  return var<result, N>(elemwise(S, {a.node()}));
+}
+}  // namespace detail
+
+// ---- leaves -------------------------------------------------------------------------------
+
+/// @brief A symbolic input of any rank.
+template <class T, std::size_t N>
+var<T, N> tensor(std::string name) { return var<T, N>(detail::make_input(dtype_of<T>(), static_cast<int>(N), std::move(name))); }
+template <class T = floatX> var<T, 0> scalar(std::string name) { return tensor<T, 0>(std::move(name)); }
+template <class T = floatX> var<T, 1> vector(std::string name) { return tensor<T, 1>(std::move(name)); }
+template <class T = floatX> var<T, 2> matrix(std::string name) { return tensor<T, 2>(std::move(name)); }
+template <class T = floatX> var<T, 3> tensor3(std::string name) { return tensor<T, 3>(std::move(name)); }
+template <class T = floatX> var<T, 4> tensor4(std::string name) { return tensor<T, 4>(std::move(name)); }
+
+/// @brief A shared variable initialised with a copy of an xtensor container.
+template <class EC, std::size_t N, xt::layout_type L, class Tag, class T = typename EC::value_type>
+shared_var<T, N> shared(const xt::xtensor_container<EC, N, L, Tag>& value, std::string name = "") {
+  return shared_var<T, N>(detail::make_shared_variable(detail::copy_to_ndarray<T>(value), std::move(name)));
+}
+/// @brief A rank-0 shared variable.
+template <class T>
+  requires is_element_type_v<T>
+shared_var<T, 0> shared(T value, std::string name = "") {
+  return shared_var<T, 0>(detail::make_shared_variable(detail::scalar_array(value), std::move(name)));
+}
+
+/// @brief A constant tensor (printed as TensorConstant{...}).
+template <class T>
+  requires is_element_type_v<T>
+var<T, 0> constant(T value) { return var<T, 0>(detail::make_constant(detail::scalar_array(value))); }
+template <class EC, std::size_t N, xt::layout_type L, class Tag, class T = typename EC::value_type>
+var<T, N> constant(const xt::xtensor_container<EC, N, L, Tag>& value) {
+  return var<T, N>(detail::make_constant(detail::copy_to_ndarray<T>(value)));
+}
+
+// ---- elementwise --------------------------------------------------------------------------
+
+#define XSYM_BINARY_OPERATOR(sym, sop)                                       \
+  template <operand A, operand B>                                            \
+    requires(symbolic<A> || symbolic<B>)                                     \
+  auto operator sym(const A& a, const B& b) {                                \
+    return detail::binary<scalar_op::sop>(a, b);                             \
+  }
+XSYM_BINARY_OPERATOR(+, add)
+XSYM_BINARY_OPERATOR(-, sub)
+XSYM_BINARY_OPERATOR(*, mul)
+XSYM_BINARY_OPERATOR(/, true_div)
+XSYM_BINARY_OPERATOR(>, gt)
+XSYM_BINARY_OPERATOR(<, lt)
+XSYM_BINARY_OPERATOR(>=, ge)
+XSYM_BINARY_OPERATOR(<=, le)
+XSYM_BINARY_OPERATOR(==, eq)
+XSYM_BINARY_OPERATOR(!=, neq)
+#undef XSYM_BINARY_OPERATOR
+
+#define XSYM_BINARY_FUNCTION(fname, sop)                                     \
+  template <operand A, operand B>                                            \
+    requires(symbolic<A> || symbolic<B>)                                     \
+  auto fname(const A& a, const B& b) {                                       \
+    return detail::binary<scalar_op::sop>(a, b);                             \
+  }
+XSYM_BINARY_FUNCTION(pow, pow)
+XSYM_BINARY_FUNCTION(maximum, maximum)
+XSYM_BINARY_FUNCTION(minimum, minimum)
+#undef XSYM_BINARY_FUNCTION
+
+#define XSYM_UNARY_FUNCTION(fname, sop)                                      \
+  template <class E, std::size_t N>                                          \
+  auto fname(const var<E, N>& a) {                                           \
+    return detail::unary<scalar_op::sop>(a);                                 \
+  }
+XSYM_UNARY_FUNCTION(operator-, neg)
+XSYM_UNARY_FUNCTION(sqr, sqr)
+XSYM_UNARY_FUNCTION(sqrt, sqrt)
+XSYM_UNARY_FUNCTION(exp, exp)
+XSYM_UNARY_FUNCTION(log, log)
+XSYM_UNARY_FUNCTION(log1p, log1p)
+XSYM_UNARY_FUNCTION(expm1, expm1)
+XSYM_UNARY_FUNCTION(abs, abs)
+XSYM_UNARY_FUNCTION(tanh, tanh)
+XSYM_UNARY_FUNCTION(sigmoid, sigmoid)
+XSYM_UNARY_FUNCTION(softplus, softplus)
+#undef XSYM_UNARY_FUNCTION
+
+/// @brief Elementwise conversion to another element type.
+template <class To, class E, std::size_t N>
+var<To, N> cast(const var<E, N>& a) {
+  static_assert(is_element_type_v<To>, "xsym::cast<T>: T must be bool, std::int32_t, std::int64_t, float or double");
+  return var<To, N>(detail::cast(a.node(), dtype_of<To>()));
+}
+
+/// @brief cond ? a : b, elementwise (numpy's where); cond is cast to bool if it is not.
+template <class C, std::size_t NC, operand A, operand B>
+auto switch_(const var<C, NC>& cond, const A& a, const B& b) {
+  using c = detail::combined<A, B>;
+  using T = std::conditional_t<detail::operand_traits<A>::weak && detail::operand_traits<B>::weak,
+                               std::common_type_t<A, B>, typename c::type>;
+  constexpr std::size_t rank = std::max(NC, c::rank);
+  return var<T, rank>(detail::elemwise(scalar_op::switch_, {cond.node(), detail::lift<T>(a), detail::lift<T>(b)}));
+}
+template <class C, std::size_t NC, operand A, operand B>
+auto where(const var<C, NC>& cond, const A& a, const B& b) { return switch_(cond, a, b); }
+
+// ---- shape ------------------------------------------------------------------------------------
+
+/// @brief Reorders dimensions and inserts broadcastable ones: dimshuffle(x, 'x', 0) makes a row.
+template <class E, std::size_t N, class... P>
+var<E, sizeof...(P)> dimshuffle(const var<E, N>& a, P... pattern) {
+  static_assert(((std::is_same_v<P, char> || std::is_integral_v<P>) && ...),
+                "xsym::dimshuffle: the pattern holds dimension numbers and 'x' for a new broadcastable axis");
+  std::vector<int> p;
+  auto add = [&](auto v) {
+    if constexpr (std::is_same_v<decltype(v), char>) {
+      if (v != 'x') throw graph_error(std::string("xsym::dimshuffle: unknown pattern entry '") + v + "' (use 'x')");
+      p.push_back(-1);
+    } else {
+      p.push_back(static_cast<int>(v));
+    }
+  };
+  (add(pattern), ...);
+  for (int i = 0; i < static_cast<int>(N); ++i)
+    if (std::find(p.begin(), p.end(), i) == p.end())
+      throw graph_error("xsym::dimshuffle: dimension " + std::to_string(i) +
+                        " is dropped; xsym patterns keep every dimension");
+  return var<E, sizeof...(P)>(detail::dimshuffle(a.node(), std::move(p)));
+}
+
+/// @brief Dimensions reversed.
+template <class E, std::size_t N>
+var<E, N> transpose(const var<E, N>& a) {
+  if constexpr (N < 2) return a;
+  else {
+    std::vector<int> p;
+    for (int i = static_cast<int>(N) - 1; i >= 0; --i) p.push_back(i);
+    return var<E, N>(detail::dimshuffle(a.node(), std::move(p)));
+  }
+}
+template <class Elem, std::size_t N>
+var<Elem, N> var<Elem, N>::T() const { return transpose(*this); }
+
+// ---- dot --------------------------------------------------------------------------------------
+
+/// @brief vector·vector, matrix·vector, vector·matrix, matrix·matrix.
+template <class A, std::size_t NA, class B, std::size_t NB>
+auto dot(const var<A, NA>& a, const var<B, NB>& b) {
+  static_assert(NA >= 1 && NA <= 2 && NB >= 1 && NB <= 2,
+                "xsym::dot takes vectors and matrices (rank 1 or 2) on both sides");
+  static_assert(!std::is_same_v<A, bool> && !std::is_same_v<B, bool>, "xsym::dot is not defined on bool tensors");
+  return var<promote_t<A, B>, NA + NB - 2>(detail::dot(a.node(), b.node()));
+}
+
+// ---- reductions -------------------------------------------------------------------------------
+
+#define XSYM_REDUCTION(fname, rop, result)                                                                \
+  template <class E, std::size_t N>                                                                       \
+  var<result, 0> fname(const var<E, N>& a) {                                                              \
+    return var<result, 0>(detail::reduce(a.node(), reduce_op::rop, {}, true));                            \
+  }                                                                                                       \
+  template <class E, std::size_t N>                                                                       \
+  var<result, N - 1> fname(const var<E, N>& a, int axis) {                                                \
+    static_assert(N >= 1, "xsym::" #fname ": a rank-0 tensor has no axis to reduce");                     \
+    return var<result, N - 1>(detail::reduce(a.node(), reduce_op::rop, {axis}, false));                   \
+  }                                                                                                       \
+  template <class E, std::size_t N, std::size_t K>                                                        \
+  var<result, N - K> fname(const var<E, N>& a, const int (&axes)[K]) {                                    \
+    static_assert(K <= N, "xsym::" #fname ": more axes than the tensor has");                             \
+    return var<result, N - K>(detail::reduce(a.node(), reduce_op::rop, std::vector<int>(axes, axes + K), false)); \
+  }
+XSYM_REDUCTION(sum, sum, sum_result_t<E>)
+XSYM_REDUCTION(prod, prod, sum_result_t<E>)
+XSYM_REDUCTION(max, max, E)
+XSYM_REDUCTION(min, min, E)
+XSYM_REDUCTION(mean, mean, float_result_t<E>)
+#undef XSYM_REDUCTION
+
+}  // namespace xsym
+
+#endif

@@ -1,0 +1,277 @@
+#ifndef XSYM_EXPR_VARIABLE_HPP
+#define XSYM_EXPR_VARIABLE_HPP
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ndarray.hpp"
+#include "op.hpp"
+
+namespace xsym {
+
+/// @brief Raised when an expression cannot be built (bad axes, bad pattern, bad dtype).
+class graph_error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+enum class var_kind : std::uint8_t { input, shared, constant, apply };
+
+/// @brief The value a shared variable holds between calls.
+struct shared_value {
+  ndarray value;
+  std::string name;
+  mutable std::mutex mutex;  // get/set from other threads while no function runs on it
+};
+
+struct variable;
+using var_ptr = std::shared_ptr<const variable>;
+
+/// @brief A node of the symbolic graph: a leaf or the single output of an op applied to inputs.
+///
+/// Identity is the id, never the structure: two inputs named "x" are two variables.
+struct variable {
+  std::uint64_t id = 0;
+  var_kind kind = var_kind::input;
+  dtype type = dtype::float64;
+  int rank = 0;
+  std::string name;
+  std::shared_ptr<const op> fn;        // apply
+  std::vector<var_ptr> inputs;         // apply
+  std::shared_ptr<shared_value> shared;  // shared
+  ndarray constant;                    // constant
+};
+
+namespace detail {
+inline std::uint64_t next_variable_id() {
+  static std::atomic<std::uint64_t> counter{0};
+  return ++counter;
+}
+
+inline var_ptr make_leaf(var_kind kind, dtype t, int rank, std::string name) {
+  auto v = std::make_shared<variable>();
+  v->id = next_variable_id();
+  v->kind = kind;
+  v->type = t;
+  v->rank = rank;
+  v->name = std::move(name);
+  return v;
+}
+
+inline var_ptr make_input(dtype t, int rank, std::string name) {
+  return make_leaf(var_kind::input, t, rank, std::move(name));
+}
+
+inline var_ptr make_shared_variable(ndarray value, std::string name) {
+  auto v = std::make_shared<variable>();
+  v->id = next_variable_id();
+  v->kind = var_kind::shared;
+  v->type = value.type();
+  v->rank = value.rank();
+  v->name = name;
+  v->shared = std::make_shared<shared_value>();
+  v->shared->value = std::move(value);
+  v->shared->name = std::move(name);
+  return v;
+}
+
+inline var_ptr make_constant(ndarray value) {
+  auto v = std::make_shared<variable>();
+  v->id = next_variable_id();
+  v->kind = var_kind::constant;
+  v->type = value.type();
+  v->rank = value.rank();
+  v->constant = std::move(value);
+  return v;
+}
+
+template <class T>
+ndarray scalar_array(T value) {
+  ndarray a = ndarray::empty(dtype_of<T>(), shape_t{});
+  *a.data_as<T>() = value;
+  return a;
+}
+
+inline ndarray scalar_array_of(dtype t, double value) {
+  return visit_dtype(t, [&](auto z) { return scalar_array(static_cast<decltype(z)>(value)); });
+}
+
+inline var_ptr make_apply(op o, std::vector<var_ptr> inputs, dtype t, int rank) {
+  auto v = std::make_shared<variable>();
+  v->id = next_variable_id();
+  v->kind = var_kind::apply;
+  v->type = t;
+  v->rank = rank;
+  v->fn = std::make_shared<const op>(std::move(o));
+  v->inputs = std::move(inputs);
+  return v;
+}
+
+// Casts a constant's value now (constant folding) instead of adding a Cast node.
+inline ndarray cast_array(const ndarray& a, dtype to) {
+  ndarray out = ndarray::empty(to, a.shape());
+  const ndarray src = a.contiguous();
+  visit_dtype(a.type(), [&](auto from) {
+    using F = decltype(from);
+    visit_dtype(to, [&](auto t) {
+      using T = decltype(t);
+      const F* s = src.data_as<F>();
+      T* d = out.data_as<T>();
+      for (std::int64_t i = 0; i < a.size(); ++i) d[i] = static_cast<T>(s[i]);
+    });
+  });
+  return out;
+}
+
+inline var_ptr cast(const var_ptr& v, dtype to) {
+  if (v->type == to) return v;
+  if (v->kind == var_kind::constant) return make_constant(cast_array(v->constant, to));
+  op o;
+  o.kind = op_kind::elemwise;
+  o.scalar = scalar_op::cast;
+  o.cast_to = to;
+  return make_apply(std::move(o), {v}, to, v->rank);
+}
+
+inline var_ptr dimshuffle(const var_ptr& v, std::vector<int> pattern) {
+  std::vector<bool> used(static_cast<std::size_t>(v->rank), false);
+  int last = -1;
+  for (int p : pattern) {
+    if (p < -1 || p >= v->rank)
+      throw graph_error("xsym::dimshuffle: dimension " + std::to_string(p) + " does not exist in a rank-" +
+                        std::to_string(v->rank) + " tensor");
+    if (p >= 0) {
+      if (used[static_cast<std::size_t>(p)])
+        throw graph_error("xsym::dimshuffle: dimension " + std::to_string(p) + " appears twice in the pattern");
+      used[static_cast<std::size_t>(p)] = true;
+      last = p;
+    }
+  }
+  (void)last;
+  if (static_cast<int>(pattern.size()) > max_rank)
+    throw graph_error("xsym::dimshuffle: rank " + std::to_string(pattern.size()) + " exceeds max_rank");
+  op o;
+  o.kind = op_kind::dimshuffle;
+  o.pattern = std::move(pattern);
+  const int rank = static_cast<int>(o.pattern.size());
+  return make_apply(std::move(o), {v}, v->type, rank);
+}
+
+// Numpy aligns ranks by prepending length-1 axes; a constant is reshaped in place.
+inline var_ptr align_rank(const var_ptr& v, int rank) {
+  if (v->rank == rank) return v;
+  const int extra = rank - v->rank;
+  if (v->kind == var_kind::constant) {
+    shape_t s;
+    s.rank = rank;
+    for (int i = 0; i < extra; ++i) s[i] = 1;
+    for (int i = 0; i < v->rank; ++i) s[extra + i] = v->constant.shape(i);
+    ndarray c = v->constant.contiguous();
+    std::array<std::int64_t, max_rank> st{};
+    ndarray shaped = c.view(s, st);
+    shaped.set_c_strides();
+    return make_constant(shaped);
+  }
+  std::vector<int> pattern(static_cast<std::size_t>(extra), -1);
+  for (int i = 0; i < v->rank; ++i) pattern.push_back(i);
+  return dimshuffle(v, std::move(pattern));
+}
+
+/// The dtype an elementwise op computes in, given its inputs' dtypes (numpy's rules).
+inline dtype elemwise_compute_type(scalar_op s, const std::vector<var_ptr>& in) {
+  const auto inf = info(s);
+  std::size_t first = s == scalar_op::switch_ ? 1 : 0;
+  dtype t = in[first]->type;
+  for (std::size_t i = first + 1; i < in.size(); ++i) t = promote(t, in[i]->type);
+  if (inf.float_only && !is_float(t)) t = dtype::float64;
+  return t;
+}
+
+inline var_ptr elemwise(scalar_op s, std::vector<var_ptr> in) {
+  const auto inf = info(s);
+  if (static_cast<int>(in.size()) != inf.arity)
+    throw graph_error("xsym: " + std::string(inf.name) + " takes " + std::to_string(inf.arity) + " inputs");
+  const dtype compute = elemwise_compute_type(s, in);
+  const bool arithmetic = !inf.comparison && s != scalar_op::switch_ && s != scalar_op::cast;
+  if (arithmetic && compute == dtype::bool_)
+    throw graph_error("xsym: " + std::string(inf.name) +
+                      " is not defined on bool tensors; cast them first with xsym::cast<std::int64_t>");
+  int rank = 0;
+  for (auto& v : in) rank = std::max(rank, v->rank);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const bool is_condition = s == scalar_op::switch_ && i == 0;
+    in[i] = align_rank(cast(in[i], is_condition ? dtype::bool_ : compute), rank);
+  }
+  op o;
+  o.kind = op_kind::elemwise;
+  o.scalar = s;
+  const dtype out = inf.comparison ? dtype::bool_ : compute;
+  return make_apply(std::move(o), std::move(in), out, rank);
+}
+
+inline std::vector<int> normalize_axes(std::vector<int> axes, int rank, const char* what) {
+  for (int& a : axes) {
+    const int orig = a;
+    if (a < 0) a += rank;
+    if (a < 0 || a >= rank)
+      throw graph_error(std::string("xsym::") + what + ": axis " + std::to_string(orig) +
+                        " is out of range for a rank-" + std::to_string(rank) + " tensor");
+  }
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    throw graph_error(std::string("xsym::") + what + ": an axis is repeated");
+  return axes;
+}
+
+inline dtype reduce_result_type(reduce_op r, dtype in) {
+  switch (r) {
+    case reduce_op::sum:
+    case reduce_op::prod: return is_float(in) ? in : dtype::int64;
+    case reduce_op::mean: return is_float(in) ? in : dtype::float64;
+    case reduce_op::max:
+    case reduce_op::min: return in;
+  }
+  return in;
+}
+
+inline var_ptr reduce(const var_ptr& v, reduce_op r, std::vector<int> axes, bool all) {
+  op o;
+  o.kind = op_kind::reduce;
+  o.reduction = r;
+  const char* what = r == reduce_op::sum ? "sum" : r == reduce_op::prod ? "prod" : r == reduce_op::max ? "max"
+                     : r == reduce_op::min ? "min" : "mean";
+  if (all) {
+    o.all_axes = true;
+    for (int i = 0; i < v->rank; ++i) o.axes.push_back(i);
+  } else {
+    o.axes = normalize_axes(std::move(axes), v->rank, what);
+    if (static_cast<int>(o.axes.size()) == v->rank) o.all_axes = true;
+  }
+  const int rank = v->rank - static_cast<int>(o.axes.size());
+  const dtype out = reduce_result_type(r, v->type);
+  return make_apply(std::move(o), {v}, out, rank);
+}
+
+inline var_ptr dot(var_ptr a, var_ptr b) {
+  if (a->rank < 1 || a->rank > 2 || b->rank < 1 || b->rank > 2)
+    throw graph_error("xsym::dot takes vectors and matrices; got ranks " + std::to_string(a->rank) + " and " +
+                      std::to_string(b->rank));
+  if (a->type == dtype::bool_ || b->type == dtype::bool_)
+    throw graph_error("xsym::dot is not defined on bool tensors");
+  const dtype t = promote(a->type, b->type);
+  a = cast(a, t);
+  b = cast(b, t);
+  op o;
+  o.kind = op_kind::dot;
+  const int rank = a->rank + b->rank - 2;
+  return make_apply(std::move(o), {std::move(a), std::move(b)}, t, rank);
+}
+}  // namespace detail
+
+}  // namespace xsym
+
+#endif

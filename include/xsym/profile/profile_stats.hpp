@@ -1,0 +1,80 @@
+#ifndef XSYM_PROFILE_PROFILE_STATS_HPP
+#define XSYM_PROFILE_PROFILE_STATS_HPP
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "../graph/fgraph.hpp"
+#include "../rewrite/rewrites.hpp"
+#include "clock.hpp"
+
+namespace xsym {
+
+/// @brief Everything measured about one compiled function: calls, per-Apply times, compile phases.
+struct function_profile {
+  std::string name;
+  std::shared_ptr<const function_graph> graph;
+  std::string implementation = "cpu";  // the profile's <type>: cpu (vectorized), ref (reference), gpu
+  std::int64_t calls = 0;
+  std::uint64_t call_ticks = 0;        // whole operator(): argument checks, run, results
+  std::uint64_t fn_ticks = 0;          // running the thunks, with the loop around them
+  std::vector<std::uint64_t> node_ticks;
+  std::vector<std::int64_t> node_calls;
+  double rewrite_seconds = 0;
+  double validate_seconds = 0;
+  double linker_seconds = 0;
+  std::vector<rewrite_record> rewrites;
+  int nodes_before_rewrites = 0;
+  bool skip_next_call = false;  // profiling.ignore_first_call
+
+  double call_time() const { return static_cast<double>(call_ticks) * detail::seconds_per_tick(); }
+  double fn_time() const { return static_cast<double>(fn_ticks) * detail::seconds_per_tick(); }
+  double node_time(std::size_t i) const { return static_cast<double>(node_ticks[i]) * detail::seconds_per_tick(); }
+  double thunk_time() const {
+    std::uint64_t t = 0;
+    for (auto n : node_ticks) t += n;
+    return static_cast<double>(t) * detail::seconds_per_tick();
+  }
+  double compile_time() const { return rewrite_seconds + validate_seconds + linker_seconds; }
+};
+
+/// @brief Profiles of one or more functions, printed together (Theano's ProfileStats).
+///
+/// Give the same object to several functions to see them summed in one report.
+class profile_stats {
+ public:
+  explicit profile_stats(std::string message = "") : m_message(std::move(message)) {}
+
+  /// @brief Registers a function; the returned record is updated by that function's calls.
+  std::shared_ptr<function_profile> add_function(std::string name, std::shared_ptr<const function_graph> g) {
+    auto p = std::make_shared<function_profile>();
+    p->name = std::move(name);
+    p->node_ticks.assign(g->nodes.size(), 0);
+    p->node_calls.assign(g->nodes.size(), 0);
+    p->graph = std::move(g);
+    std::lock_guard lock(m_mutex);
+    m_functions.push_back(p);
+    return p;
+  }
+
+  std::vector<std::shared_ptr<function_profile>> functions() const {
+    std::lock_guard lock(m_mutex);
+    return m_functions;
+  }
+  const std::string& message() const { return m_message; }
+
+  /// @brief Prints the Theano-format report to os (defined in profile/report.hpp).
+  void print_summary(std::ostream& os) const;
+  void print_summary() const;
+
+ private:
+  std::string m_message;
+  mutable std::mutex m_mutex;
+  std::vector<std::shared_ptr<function_profile>> m_functions;
+};
+
+}  // namespace xsym
+
+#endif

@@ -1,0 +1,40 @@
+#ifndef XSYM_REWRITE_INPLACE_HPP
+#define XSYM_REWRITE_INPLACE_HPP
+
+#include <unordered_set>
+
+#include "../graph/fgraph.hpp"
+#include "rewrites.hpp"
+
+namespace xsym::detail {
+
+/// inplace: an elementwise node writes its output into an input buffer that dies there.
+/// Never a function input, a shared variable, a constant, a view, or a value read later.
+inline void inplace_pass(function_graph& g, rewrite_record& rec) {
+  const auto clients = g.clients();
+  std::unordered_set<int> kept(g.outputs.begin(), g.outputs.end());
+  for (auto [target, value] : g.updates) kept.insert(value);
+  for (apply_node& n : g.nodes) {
+    if (n.fn->kind != op_kind::elemwise && n.fn->kind != op_kind::composite) continue;
+    const slot& out = g.slots[static_cast<std::size_t>(n.outputs[0])];
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      const int s = n.inputs[k];
+      const slot& in = g.slots[static_cast<std::size_t>(s)];
+      if (in.kind != var_kind::apply || kept.count(s) || in.type != out.type || in.rank != out.rank) continue;
+      const apply_node& producer = g.nodes[static_cast<std::size_t>(in.owner)];
+      if (producer.fn->is_view()) continue;
+      const auto& c = clients[static_cast<std::size_t>(s)];
+      if (std::any_of(c.begin(), c.end(), [&](int id) { return id != n.id; })) continue;
+      op o = *n.fn;
+      o.destroy_map = {{0, static_cast<int>(k)}};
+      n.fn = std::make_shared<const op>(std::move(o));
+      ++rec.applied;
+      rec.notes.push_back("node " + std::to_string(n.id) + " writes into input " + std::to_string(k));
+      break;
+    }
+  }
+}
+
+}  // namespace xsym::detail
+
+#endif

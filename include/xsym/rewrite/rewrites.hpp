@@ -1,0 +1,287 @@
+#ifndef XSYM_REWRITE_REWRITES_HPP
+#define XSYM_REWRITE_REWRITES_HPP
+
+// Graph rewrites run when a function is built. Each has a name and tags, so flags such as
+// optimizer_excluding=fusion:inplace choose among them at run time.
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "../expr/variable.hpp"
+
+namespace xsym {
+
+/// @brief What one rewrite did while a function was built (the optimizer profile prints it).
+struct rewrite_record {
+  std::string name;
+  double seconds = 0;
+  int applied = 0;          // times it changed the graph
+  int nodes_before = 0;
+  int nodes_after = 0;
+  std::vector<std::string> notes;  // e.g. why a candidate was not fused
+};
+
+struct rewrite_info {
+  std::string_view name;
+  std::vector<std::string_view> tags;
+};
+
+/// @brief Every rewrite xsym knows, with its tags.
+inline const std::vector<rewrite_info>& rewrite_registry() {
+  static const std::vector<rewrite_info> r = {
+      {"merge", {"merge", "fast_run", "fast_compile"}},
+      {"blas", {"blas", "fast_run"}},
+      {"elemwise_fusion", {"fusion", "fast_run"}},
+      {"inplace_elemwise", {"inplace", "fast_run"}},
+  };
+  return r;
+}
+
+namespace detail {
+
+using rebuild_map = std::unordered_map<std::uint64_t, var_ptr>;
+
+// Every apply variable reachable from roots, inputs before users.
+inline std::vector<var_ptr> topo_order(const std::vector<var_ptr>& roots) {
+  std::vector<var_ptr> order;
+  std::unordered_map<std::uint64_t, int> state;  // 1 = visiting, 2 = done
+  std::vector<std::pair<var_ptr, std::size_t>> stack;
+  for (const auto& r : roots) {
+    if (state[r->id] == 2) continue;
+    stack.push_back({r, 0});
+    state[r->id] = 1;
+    while (!stack.empty()) {
+      auto& [v, i] = stack.back();
+      if (i < v->inputs.size()) {
+        const var_ptr& in = v->inputs[i++];
+        if (!state[in->id]) {
+          state[in->id] = 1;
+          stack.push_back({in, 0});
+        }
+      } else {
+        state[v->id] = 2;
+        order.push_back(v);
+        stack.pop_back();
+      }
+    }
+  }
+  return order;
+}
+
+inline int count_applies(const std::vector<var_ptr>& roots) {
+  int n = 0;
+  for (auto& v : topo_order(roots)) n += v->kind == var_kind::apply;
+  return n;
+}
+
+// Rebuilds the graph bottom-up: f(v, new_inputs) returns the replacement of v.
+template <class F>
+std::vector<var_ptr> rebuild(const std::vector<var_ptr>& roots, F&& f) {
+  rebuild_map done;
+  for (const var_ptr& v : topo_order(roots)) {
+    std::vector<var_ptr> ins;
+    ins.reserve(v->inputs.size());
+    bool changed = false;
+    for (const auto& in : v->inputs) {
+      ins.push_back(done.at(in->id));
+      changed |= ins.back() != in;
+    }
+    var_ptr nv = f(v, ins, changed);
+    done[v->id] = nv;
+  }
+  std::vector<var_ptr> out;
+  for (const auto& r : roots) out.push_back(done.at(r->id));
+  return out;
+}
+
+inline var_ptr with_inputs(const var_ptr& v, std::vector<var_ptr> ins, bool changed) {
+  if (!changed) return v;
+  auto nv = std::make_shared<variable>(*v);
+  nv->id = next_variable_id();
+  nv->inputs = std::move(ins);
+  return nv;
+}
+
+/// merge: identical subexpressions (same op on the same inputs) and equal constants become one.
+inline std::vector<var_ptr> merge_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {
+  std::unordered_map<std::string, var_ptr> seen;
+  return rebuild(roots, [&](const var_ptr& v, std::vector<var_ptr>& ins, bool changed) -> var_ptr {
+    std::string key;
+    if (v->kind == var_kind::constant) {
+      const ndarray c = v->constant.contiguous();
+      key = "c" + std::string(dtype_name(c.type())) + to_string(c.shape());
+      key.append(reinterpret_cast<const char*>(c.data()), c.nbytes());
+    } else if (v->kind == var_kind::apply) {
+      key = "a" + v->fn->signature() + "(";
+      for (auto& in : ins) key += std::to_string(in->id) + ",";
+    } else {
+      return v;
+    }
+    auto it = seen.find(key);
+    if (it != seen.end()) {
+      ++rec.applied;
+      return it->second;
+    }
+    var_ptr nv = with_inputs(v, std::move(ins), changed);
+    seen.emplace(std::move(key), nv);
+    return nv;
+  });
+}
+
+/// blas: dot of matrix·vector and vector·matrix becomes Gemv, matrix·matrix Dot22.
+inline std::vector<var_ptr> blas_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {
+  return rebuild(roots, [&](const var_ptr& v, std::vector<var_ptr>& ins, bool changed) -> var_ptr {
+    if (v->kind != var_kind::apply || v->fn->kind != op_kind::dot) return with_inputs(v, std::move(ins), changed);
+    const int ra = ins[0]->rank, rb = ins[1]->rank;
+    op o = *v->fn;
+    if (ra == 2 && rb == 1) {
+      o.kind = op_kind::gemv;
+    } else if (ra == 1 && rb == 2) {
+      o.kind = op_kind::gemv;  // a·B = Bᵀ a
+      o.transpose_a = true;
+      std::swap(ins[0], ins[1]);
+    } else if (ra == 2 && rb == 2) {
+      o.kind = op_kind::dot22;
+    } else {
+      return with_inputs(v, std::move(ins), changed);
+    }
+    ++rec.applied;
+    return make_apply(std::move(o), std::move(ins), v->type, v->rank);
+  });
+}
+
+// Builds the Composite for the elementwise tree rooted at v (or v itself when nothing fuses).
+template <class Transform>
+var_ptr fuse_tree(const var_ptr& v, std::unordered_map<std::uint64_t, int>& users, int max_registers,
+                  Transform& transform, rewrite_record& rec) {
+  auto is_elem = [](const var_ptr& x) { return x->kind == var_kind::apply && x->fn->kind == op_kind::elemwise; };
+  std::vector<var_ptr> leaves;
+  std::unordered_map<std::uint64_t, int> leaf_reg;
+  int n_ops = 0;
+  std::function<void(const var_ptr&, bool)> find_leaves = [&](const var_ptr& x, bool top) {
+    if (top || (is_elem(x) && users[x->id] == 1 && static_cast<int>(leaves.size()) + n_ops < max_registers)) {
+      ++n_ops;
+      for (const auto& in : x->inputs) find_leaves(in, false);
+      return;
+    }
+    if (!leaf_reg.count(x->id)) {
+      leaf_reg[x->id] = static_cast<int>(leaves.size());
+      leaves.push_back(x);
+    }
+  };
+  find_leaves(v, true);
+  if (n_ops == 1) {
+    std::vector<var_ptr> ins;
+    bool changed = false;
+    for (const auto& in : v->inputs) {
+      ins.push_back(transform(in));
+      changed |= ins.back() != in;
+    }
+    return with_inputs(v, std::move(ins), changed);
+  }
+  auto prog = std::make_shared<program>();
+  prog->n_inputs = static_cast<int>(leaves.size());
+  for (const auto& l : leaves) prog->reg_types.push_back(l->type);
+  struct emitted {
+    int reg;
+    std::string text;
+    scalar_op op;
+  };
+  std::function<emitted(const var_ptr&, bool)> emit = [&](const var_ptr& x, bool top) -> emitted {
+    auto it = leaf_reg.find(x->id);
+    if (!top && it != leaf_reg.end()) return {it->second, "i" + std::to_string(it->second), scalar_op::identity};
+    std::vector<emitted> args;
+    for (const auto& in : x->inputs) args.push_back(emit(in, false));
+    const op& o = *x->fn;
+    instruction ins{};
+    ins.op = o.scalar;
+    ins.out_type = x->type;
+    ins.in_type = o.scalar == scalar_op::switch_ ? x->inputs[1]->type : x->inputs[0]->type;
+    for (std::size_t j = 0; j < args.size(); ++j) ins.args[j] = args[j].reg;
+    ins.dst = static_cast<int>(prog->reg_types.size());
+    prog->reg_types.push_back(x->type);
+    prog->code.push_back(ins);
+    prog->absorbed.push_back(o.name());
+    const auto inf = info(o.scalar);
+    auto inner = [&](const emitted& e) {
+      // (a + b) + c prints as (a + b + c), as Theano does for associative ops.
+      if (e.op == o.scalar && (o.scalar == scalar_op::add || o.scalar == scalar_op::mul) && e.text.size() > 2)
+        return e.text.substr(1, e.text.size() - 2);
+      return e.text;
+    };
+    std::string text;
+    if (!inf.infix.empty()) {
+      text = "(" + inner(args[0]) + " " + std::string(inf.infix) + " " + args[1].text + ")";
+    } else if (o.scalar == scalar_op::neg) {
+      text = "(-" + args[0].text + ")";
+    } else if (o.scalar == scalar_op::cast) {
+      text = "Cast{" + std::string(dtype_name(o.cast_to)) + "}(" + args[0].text + ")";
+    } else {
+      std::string fname(inf.name);
+      if (inf.comparison)
+        for (auto& ch : fname) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      if (o.scalar == scalar_op::switch_) fname = "Switch";
+      text = fname + "(";
+      for (std::size_t j = 0; j < args.size(); ++j) text += (j ? ", " : "") + args[j].text;
+      text += ")";
+    }
+    return {ins.dst, text, o.scalar};
+  };
+  const emitted top = emit(v, true);
+  prog->outputs = {top.reg};
+  prog->text = top.text;
+  ++rec.applied;
+  rec.notes.push_back("fused " + std::to_string(prog->absorbed.size()) + " elementwise ops into Composite{" +
+                      top.text + "}");
+  std::vector<var_ptr> new_inputs;
+  for (const auto& l : leaves) new_inputs.push_back(transform(l));
+  op c;
+  c.kind = op_kind::composite;
+  c.fused = std::move(prog);
+  return make_apply(std::move(c), std::move(new_inputs), v->type, v->rank);
+}
+
+/// elemwise_fusion: each maximal tree of elementwise ops whose inner results have no other
+/// user becomes one Composite node, run as one loop over cache-sized blocks.
+inline std::vector<var_ptr> fusion_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {
+  const auto order = topo_order(roots);
+  std::unordered_map<std::uint64_t, int> users;
+  for (const auto& v : order)
+    for (const auto& in : v->inputs) ++users[in->id];
+  for (const auto& r : roots) users[r->id] += 1000;  // outputs are read outside: never absorbed
+  auto is_elem = [](const var_ptr& v) {
+    return v->kind == var_kind::apply && v->fn->kind == op_kind::elemwise;
+  };
+  constexpr int max_registers = 60;
+  std::unordered_map<std::uint64_t, var_ptr> memo;
+  std::function<var_ptr(const var_ptr&)> transform = [&](const var_ptr& v) -> var_ptr {
+    if (auto it = memo.find(v->id); it != memo.end()) return it->second;
+    var_ptr result;
+    if (!is_elem(v)) {
+      std::vector<var_ptr> ins;
+      bool changed = false;
+      for (const auto& in : v->inputs) {
+        ins.push_back(transform(in));
+        changed |= ins.back() != in;
+      }
+      result = with_inputs(v, std::move(ins), changed);
+    } else {
+      result = fuse_tree(v, users, max_registers, transform, rec);
+    }
+    memo[v->id] = result;
+    return result;
+  };
+  std::vector<var_ptr> out;
+  for (const auto& r : roots) out.push_back(transform(r));
+  return out;
+}
+
+}  // namespace detail
+}  // namespace xsym
+
+#endif

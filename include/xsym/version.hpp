@@ -1,0 +1,9 @@
+#ifndef XSYM_VERSION_HPP
+#define XSYM_VERSION_HPP
+
+#define XSYM_VERSION_MAJOR 0
+#define XSYM_VERSION_MINOR 1
+#define XSYM_VERSION_PATCH 0
+#define XSYM_VERSION_STRING "0.1.0"
+
+#endif

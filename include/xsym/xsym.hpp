@@ -1,0 +1,15 @@
+#ifndef XSYM_XSYM_HPP
+#define XSYM_XSYM_HPP
+
+/// @file
+/// @brief The one header users include: symbolic tensors, function(), the profiler, config.
+
+#include "version.hpp"
+#include "config/config.hpp"
+#include "expr/var.hpp"
+#include "graph/fgraph.hpp"
+#include "compile/function.hpp"
+#include "profile/report.hpp"
+#include "profile/registry.hpp"
+
+#endif
