@@ -8,6 +8,7 @@
 #include "config/config.hpp"
 #include "expr/var.hpp"
 #include "graph/fgraph.hpp"
+#include "grad/grad.hpp"
 #include "compile/function.hpp"
 #include "profile/report.hpp"
 #include "profile/registry.hpp"

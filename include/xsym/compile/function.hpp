@@ -127,17 +127,27 @@ ndarray bind_argument(const Arg& arg, const std::string& fname, const std::strin
   }
 }
 
+// A rank-0 output comes back as a plain number, others as xt::xtensor.
+template <class V>
+using result_of_t = std::conditional_t<V::rank == 0, typename V::value_type, xt::xtensor<typename V::value_type, V::rank>>;
+
+template <class V>
+result_of_t<V> convert_result(const ndarray& a) {
+  if constexpr (V::rank == 0) return *a.contiguous().template data_as<typename V::value_type>();
+  else return to_xtensor<typename V::value_type, V::rank>(a);
+}
+
 template <class R>
 struct result_converter;
 template <class... V>
 struct result_converter<std::tuple<V...>> {
-  using type = std::tuple<xt::xtensor<typename V::value_type, V::rank>...>;
+  using type = std::tuple<result_of_t<V>...>;
   static type convert(const std::vector<ndarray>& out) {
     return convert_impl(out, std::index_sequence_for<V...>{});
   }
   template <std::size_t... I>
   static type convert_impl(const std::vector<ndarray>& out, std::index_sequence<I...>) {
-    return type{to_xtensor<typename V::value_type, V::rank>(out[I])...};
+    return type{convert_result<V>(out[I])...};
   }
 };
 }  // namespace detail

@@ -11,6 +11,7 @@
 #include "../graph/fgraph.hpp"
 #include "../profile/profile_stats.hpp"
 #include "../rewrite/inplace.hpp"
+#include "../rewrite/stabilize.hpp"
 #include "options.hpp"
 
 namespace xsym {
@@ -22,6 +23,8 @@ struct thunk {
   void (*run)(const thunk&, ndarray* values) = nullptr;
   const apply_node* node = nullptr;
   cpu::compiled_program prog;  // elementwise nodes
+  std::vector<std::uint8_t> slot_bcast;  // inputs' broadcastable patterns
+  dtype out_type = dtype::float64;
 };
 
 // Gives `slot` a C-contiguous buffer of that shape, reusing the one it holds when nothing
@@ -42,7 +45,9 @@ inline void run_elemwise(const thunk& t, ndarray* values) {
   const apply_node& n = *t.node;
   const ndarray* ins[64];
   for (std::size_t k = 0; k < n.inputs.size(); ++k) ins[k] = &values[n.inputs[k]];
-  const shape_t shape = cpu::broadcast_shape(ins, static_cast<int>(n.inputs.size()));
+  std::uint8_t bcast[64];
+  for (std::size_t k = 0; k < n.inputs.size(); ++k) bcast[k] = t.slot_bcast[k];
+  const shape_t shape = cpu::broadcast_shape(ins, bcast, static_cast<int>(n.inputs.size()));
   ndarray* outs[8];
   ndarray* destroyed = nullptr;
   for (std::size_t o = 0; o < n.outputs.size(); ++o) {
@@ -130,6 +135,16 @@ inline void run_dot_family(const thunk& t, ndarray* values) {
   }
 }
 
+inline void run_shape_prod(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& in = values[n.inputs[0]];
+  std::int64_t count = 1;
+  for (int a : n.fn->axes) count *= in.shape(a);
+  ndarray& out = values[n.outputs[0]];
+  prepare_output(out, out.has_value() ? out.type() : t.out_type, shape_t{});
+  xsym::detail::visit_dtype(out.type(), [&](auto z) { *out.data_as<decltype(z)>() = static_cast<decltype(z)>(count); });
+}
+
 // A single Elemwise op runs as a one-instruction program: one executor for fused and unfused.
 inline std::shared_ptr<const program> single_op_program(const function_graph& g, const apply_node& n) {
   auto p = std::make_shared<program>();
@@ -173,6 +188,7 @@ class function_runtime {
       rec.nodes_after = detail::count_applies(roots);
       records.push_back(std::move(rec));
     };
+    run_pass("stabilize", detail::stabilize_pass);
     run_pass("merge", detail::merge_pass);
     run_pass("blas", detail::blas_pass);
     run_pass("elemwise_fusion", detail::fusion_pass);
@@ -215,7 +231,15 @@ class function_runtime {
     std::lock_guard lock(m_mutex);
     const std::uint64_t c0 = m_profile ? detail::ticks() : 0;
     ndarray* values = m_values.data();
-    for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) values[m_graph->inputs[i]] = args[i];
+    for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) {
+      const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[i])];
+      for (int d = 0; d < s.rank; ++d)
+        if (((s.broadcastable >> d) & 1u) && args[i].shape(d) != 1)
+          throw shape_error("xsym: function '" + m_name + "': input " + std::to_string(i) + " ('" + s.name +
+                            "') is declared broadcastable in dimension " + std::to_string(d) +
+                            " (always 1) but got shape " + to_string(args[i].shape()));
+      values[m_graph->inputs[i]] = args[i];
+    }
     for (int s : m_shared_slots) {
       auto& sv = *m_graph->slots[static_cast<std::size_t>(s)].source->shared;
       values[s] = sv.value;
@@ -259,6 +283,7 @@ class function_runtime {
       slot s;
       s.type = v->type;
       s.rank = v->rank;
+      s.broadcastable = v->broadcastable;
       s.kind = v->kind;
       s.name = v->name;
       s.source = v;
@@ -331,6 +356,7 @@ class function_runtime {
     for (const apply_node& n : g.nodes) {
       detail::thunk& t = m_thunks[static_cast<std::size_t>(n.id)];
       t.node = &n;
+      for (int in : n.inputs) t.slot_bcast.push_back(g.slots[static_cast<std::size_t>(in)].broadcastable);
       switch (n.fn->kind) {
         case op_kind::elemwise:
         case op_kind::composite: {
@@ -344,7 +370,9 @@ class function_runtime {
         case op_kind::dot:
         case op_kind::gemv:
         case op_kind::dot22: t.run = &detail::run_dot_family; break;
+        case op_kind::shape_prod: t.run = &detail::run_shape_prod; break;
       }
+      t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
     }
     // With gc, each intermediate is released after its last reader runs.
     const auto clients = g.clients();

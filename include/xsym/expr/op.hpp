@@ -76,7 +76,7 @@ constexpr std::string_view reduce_name(reduce_op r) {
 }
 
 /// @brief Which family an op belongs to: the "Class" section of a profile.
-enum class op_kind : std::uint8_t { elemwise, composite, dimshuffle, reduce, dot, gemv, dot22 };
+enum class op_kind : std::uint8_t { elemwise, composite, dimshuffle, reduce, dot, gemv, dot22, shape_prod };
 
 /// @brief One instruction of a fused elementwise program (see compile/elemwise.hpp).
 struct instruction {
@@ -141,6 +141,11 @@ struct op {
       case op_kind::dot: return "dot";
       case op_kind::gemv: return "Gemv{" + inplace + "}";
       case op_kind::dot22: return "Dot22";
+      case op_kind::shape_prod: {
+        std::string n = axes.size() == 1 ? "Shape_i{" : "ShapeProd{";
+        for (std::size_t i = 0; i < axes.size(); ++i) n += (i ? "," : "") + std::to_string(axes[i]);
+        return n + "}";
+      }
     }
     return "?";
   }
@@ -155,6 +160,7 @@ struct op {
       case op_kind::dot: return "xsym::Dot";
       case op_kind::gemv: return "xsym::Gemv";
       case op_kind::dot22: return "xsym::Dot22";
+      case op_kind::shape_prod: return "xsym::Shape";
     }
     return "?";
   }

@@ -148,6 +148,17 @@ auto unary(const var<E, N>& a) {
 /// @brief A symbolic input of any rank.
 template <class T, std::size_t N>
 var<T, N> tensor(std::string name) { return var<T, N>(detail::make_input(dtype_of<T>(), static_cast<int>(N), std::move(name))); }
+/// @brief A symbolic input whose dimensions marked true are always 1 and broadcast (Theano's pattern).
+template <class T, std::size_t N>
+var<T, N> tensor(std::string name, const std::array<bool, N>& broadcastable) {
+  std::uint8_t b = 0;
+  for (std::size_t d = 0; d < N; ++d) b |= static_cast<std::uint8_t>(broadcastable[d] << d);
+  return var<T, N>(detail::make_input(dtype_of<T>(), static_cast<int>(N), std::move(name), b));
+}
+/// @brief A 1×n matrix that broadcasts along its rows.
+template <class T = floatX> var<T, 2> row(std::string name) { return tensor<T, 2>(std::move(name), {true, false}); }
+/// @brief An n×1 matrix that broadcasts along its columns.
+template <class T = floatX> var<T, 2> col(std::string name) { return tensor<T, 2>(std::move(name), {false, true}); }
 template <class T = floatX> var<T, 0> scalar(std::string name) { return tensor<T, 0>(std::move(name)); }
 template <class T = floatX> var<T, 1> vector(std::string name) { return tensor<T, 1>(std::move(name)); }
 template <class T = floatX> var<T, 2> matrix(std::string name) { return tensor<T, 2>(std::move(name)); }
@@ -235,8 +246,8 @@ var<To, N> cast(const var<E, N>& a) {
 template <class C, std::size_t NC, operand A, operand B>
 auto switch_(const var<C, NC>& cond, const A& a, const B& b) {
   using c = detail::combined<A, B>;
-  using T = std::conditional_t<detail::operand_traits<A>::weak && detail::operand_traits<B>::weak,
-                               std::common_type_t<A, B>, typename c::type>;
+  using T = typename std::conditional_t<detail::operand_traits<A>::weak && detail::operand_traits<B>::weak,
+                                        std::common_type<A, B>, std::type_identity<typename c::type>>::type;
   constexpr std::size_t rank = std::max(NC, c::rank);
   return var<T, rank>(detail::elemwise(scalar_op::switch_, {cond.node(), detail::lift<T>(a), detail::lift<T>(b)}));
 }

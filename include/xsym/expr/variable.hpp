@@ -39,6 +39,7 @@ struct variable {
   var_kind kind = var_kind::input;
   dtype type = dtype::float64;
   int rank = 0;
+  std::uint8_t broadcastable = 0;      // bit d: dimension d is always 1 and broadcasts (Theano's pattern)
   std::string name;
   std::shared_ptr<const op> fn;        // apply
   std::vector<var_ptr> inputs;         // apply
@@ -62,9 +63,13 @@ inline var_ptr make_leaf(var_kind kind, dtype t, int rank, std::string name) {
   return v;
 }
 
-inline var_ptr make_input(dtype t, int rank, std::string name) {
-  return make_leaf(var_kind::input, t, rank, std::move(name));
+inline var_ptr make_input(dtype t, int rank, std::string name, std::uint8_t broadcastable = 0) {
+  auto v = std::const_pointer_cast<variable>(make_leaf(var_kind::input, t, rank, std::move(name)));
+  v->broadcastable = broadcastable;
+  return v;
 }
+
+inline bool is_broadcastable(const var_ptr& v, int d) { return (v->broadcastable >> d) & 1u; }
 
 inline var_ptr make_shared_variable(ndarray value, std::string name) {
   auto v = std::make_shared<variable>();
@@ -85,6 +90,8 @@ inline var_ptr make_constant(ndarray value) {
   v->kind = var_kind::constant;
   v->type = value.type();
   v->rank = value.rank();
+  for (int d = 0; d < value.rank(); ++d)
+    if (value.shape(d) == 1) v->broadcastable |= static_cast<std::uint8_t>(1u << d);
   v->constant = std::move(value);
   return v;
 }
@@ -100,8 +107,43 @@ inline ndarray scalar_array_of(dtype t, double value) {
   return visit_dtype(t, [&](auto z) { return scalar_array(static_cast<decltype(z)>(value)); });
 }
 
+// Which output dimensions are statically 1, from the op and its inputs' patterns.
+inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>& in, int rank) {
+  auto bit = [](const var_ptr& v, int d) { return static_cast<std::uint8_t>(((v->broadcastable >> d) & 1u) << 0); };
+  std::uint8_t b = 0;
+  switch (o.kind) {
+    case op_kind::elemwise:
+    case op_kind::composite:
+      b = static_cast<std::uint8_t>((1u << rank) - 1u);
+      for (const auto& v : in) b &= v->broadcastable;
+      return b;
+    case op_kind::dimshuffle:
+      for (int i = 0; i < rank; ++i) {
+        const int p = o.pattern[static_cast<std::size_t>(i)];
+        if (p < 0 || bit(in[0], p)) b |= static_cast<std::uint8_t>(1u << i);
+      }
+      return b;
+    case op_kind::reduce: {
+      int j = 0;
+      for (int d = 0; d < in[0]->rank; ++d)
+        if (std::find(o.axes.begin(), o.axes.end(), d) == o.axes.end()) b |= static_cast<std::uint8_t>(bit(in[0], d) << j++);
+      return b;
+    }
+    case op_kind::gemv: return bit(in[0], o.transpose_a ? 1 : 0);
+    case op_kind::shape_prod: return 0;
+    case op_kind::dot22: return static_cast<std::uint8_t>(bit(in[0], 0) | (bit(in[1], 1) << 1));
+    case op_kind::dot:
+      if (in[0]->rank == 2 && in[1]->rank == 1) return bit(in[0], 0);
+      if (in[0]->rank == 1 && in[1]->rank == 2) return bit(in[1], 1);
+      if (in[0]->rank == 2 && in[1]->rank == 2) return static_cast<std::uint8_t>(bit(in[0], 0) | (bit(in[1], 1) << 1));
+      return 0;
+  }
+  return 0;
+}
+
 inline var_ptr make_apply(op o, std::vector<var_ptr> inputs, dtype t, int rank) {
   auto v = std::make_shared<variable>();
+  v->broadcastable = infer_broadcastable(o, inputs, rank);
   v->id = next_variable_id();
   v->kind = var_kind::apply;
   v->type = t;
@@ -254,6 +296,14 @@ inline var_ptr reduce(const var_ptr& v, reduce_op r, std::vector<int> axes, bool
   const int rank = v->rank - static_cast<int>(o.axes.size());
   const dtype out = reduce_result_type(r, v->type);
   return make_apply(std::move(o), {v}, out, rank);
+}
+
+/// The number of elements of v along axes, as a rank-0 tensor of type t (mean and its gradient).
+inline var_ptr shape_prod(const var_ptr& v, std::vector<int> axes, dtype t) {
+  op o;
+  o.kind = op_kind::shape_prod;
+  o.axes = std::move(axes);
+  return make_apply(std::move(o), {v}, t, 0);
 }
 
 inline var_ptr dot(var_ptr a, var_ptr b) {

@@ -15,6 +15,7 @@ namespace xsym {
 struct slot {
   dtype type = dtype::float64;
   int rank = 0;
+  std::uint8_t broadcastable = 0;  // bit d: dimension d is always 1
   var_kind kind = var_kind::apply;
   std::string name;   // user name of an input or shared variable; empty otherwise
   int owner = -1;     // index of the Apply node that computes it

@@ -35,6 +35,7 @@ struct rewrite_info {
 inline const std::vector<rewrite_info>& rewrite_registry() {
   static const std::vector<rewrite_info> r = {
       {"merge", {"merge", "fast_run", "fast_compile"}},
+      {"stabilize", {"stabilize", "fast_run", "fast_compile"}},
       {"blas", {"blas", "fast_run"}},
       {"elemwise_fusion", {"fusion", "fast_run"}},
       {"inplace_elemwise", {"inplace", "fast_run"}},

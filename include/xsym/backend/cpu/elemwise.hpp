@@ -25,21 +25,35 @@ compiled_program compile_program(std::shared_ptr<const program> p) {
   return cp;
 }
 
-/// @brief The numpy broadcast of the inputs' shapes (all inputs have the same rank here).
-inline shape_t broadcast_shape(const ndarray* const* ins, int n) {
-  shape_t out = ins[0]->shape();
-  for (int k = 1; k < n; ++k) {
-    const shape_t& s = ins[k]->shape();
-    for (int d = 0; d < out.rank; ++d) {
-      if (s[d] == out[d] || s[d] == 1) continue;
-      if (out[d] == 1) {
-        out[d] = s[d];
+/// @brief The output shape of an elementwise op, with Theano's rule: a dimension broadcasts
+/// only where its input is statically broadcastable (always 1); others must match exactly.
+inline shape_t broadcast_shape(const ndarray* const* ins, const std::uint8_t* bcast, int n) {
+  shape_t out;
+  out.rank = ins[0]->rank();
+  for (int d = 0; d < out.rank; ++d) {
+    int first = -1;
+    out[d] = 1;
+    for (int k = 0; k < n; ++k) {
+      const std::int64_t s = ins[k]->shape(d);
+      if ((bcast[k] >> d) & 1u) {
+        if (s != 1)
+          throw shape_error("input " + std::to_string(k) + " is broadcastable in dimension " + std::to_string(d) +
+                            " but has shape " + to_string(ins[k]->shape()));
         continue;
       }
-      std::string msg = "shapes do not broadcast: ";
-      for (int j = 0; j < n; ++j) msg += (j ? ", " : "") + std::string("input ") + std::to_string(j) + " has shape " + to_string(ins[j]->shape());
-      msg += " (dimension " + std::to_string(d) + ": " + std::to_string(out[d]) + " vs " + std::to_string(s[d]) + ")";
-      throw shape_error(msg);
+      if (first < 0) {
+        first = k;
+        out[d] = s;
+      } else if (s != out[d]) {
+        std::string msg = "shapes do not match: ";
+        for (int j = 0; j < n; ++j)
+          msg += (j ? ", " : "") + std::string("input ") + std::to_string(j) + " has shape " + to_string(ins[j]->shape());
+        msg += " (dimension " + std::to_string(d) + ": " + std::to_string(out[d]) + " vs " + std::to_string(s) + ")";
+        if (s == 1 || out[d] == 1)
+          msg += "; a dimension of size 1 broadcasts only when it is declared broadcastable "
+                 "(xsym::row, xsym::col, xsym::tensor<T, N>(name, {...}) or dimshuffle 'x')";
+        throw shape_error(msg);
+      }
     }
   }
   return out;

@@ -1,0 +1,233 @@
+#ifndef XSYM_GRAD_GRAD_HPP
+#define XSYM_GRAD_GRAD_HPP
+
+// Reverse-mode symbolic differentiation on the graph. The result is an ordinary expression,
+// so merge, fusion and in-place rewrites apply to it like to any other.
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "../expr/var.hpp"
+#include "../rewrite/stabilize.hpp"
+
+namespace xsym {
+
+/// @brief What grad does for a wrt the cost does not depend on (Theano's disconnected_inputs).
+enum class disconnected { raise, zeros };
+
+namespace detail {
+
+inline var_ptr constant_like(dtype t, double value) { return make_constant(scalar_array_of(t, value)); }
+inline var_ptr ew(scalar_op s, std::vector<var_ptr> in) { return elemwise(s, std::move(in)); }
+inline var_ptr mul(var_ptr a, var_ptr b) { return ew(scalar_op::mul, {std::move(a), std::move(b)}); }
+inline var_ptr neg(var_ptr a) { return ew(scalar_op::neg, {std::move(a)}); }
+
+// Sums g over the dimensions where x is broadcastable but g is not, so g takes x's pattern.
+inline var_ptr sum_to_pattern(var_ptr g, const var_ptr& x) {
+  std::vector<int> axes;
+  for (int d = 0; d < x->rank; ++d)
+    if (is_broadcastable(x, d) && !is_broadcastable(g, d)) axes.push_back(d);
+  if (axes.empty()) return g;
+  var_ptr s = reduce(g, reduce_op::sum, axes, false);
+  std::vector<int> pattern;
+  int j = 0;
+  for (int d = 0; d < x->rank; ++d) pattern.push_back(std::find(axes.begin(), axes.end(), d) != axes.end() ? -1 : j++);
+  return dimshuffle(s, std::move(pattern));
+}
+
+// The contributions of z = op(inputs) to its inputs' adjoints, given z's adjoint g.
+// A null entry means no gradient flows to that input.
+inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
+  const op& o = *z->fn;
+  const auto& in = z->inputs;
+  std::vector<var_ptr> r(in.size());
+  const dtype t = z->type;
+  auto c = [&](double v) { return constant_like(t, v); };
+  switch (o.kind) {
+    case op_kind::elemwise: {
+      const var_ptr& a = in[0];
+      switch (o.scalar) {
+        case scalar_op::add: r = {g, g}; break;
+        case scalar_op::sub: r = {g, neg(g)}; break;
+        case scalar_op::mul: r = {mul(g, in[1]), mul(g, a)}; break;
+        case scalar_op::true_div:
+          r = {ew(scalar_op::true_div, {g, in[1]}), neg(ew(scalar_op::true_div, {mul(g, z), in[1]}))};
+          break;
+        case scalar_op::neg: r = {neg(g)}; break;
+        case scalar_op::pow:
+          r = {mul(mul(g, in[1]), ew(scalar_op::pow, {a, ew(scalar_op::sub, {in[1], c(1)})})),
+               mul(mul(g, z), ew(scalar_op::log, {a}))};
+          break;
+        case scalar_op::sqr: r = {mul(mul(g, c(2)), a)}; break;
+        case scalar_op::sqrt: r = {ew(scalar_op::true_div, {mul(g, c(0.5)), z})}; break;
+        case scalar_op::exp: r = {mul(g, z)}; break;
+        case scalar_op::log: r = {ew(scalar_op::true_div, {g, a})}; break;
+        case scalar_op::log1p: r = {ew(scalar_op::true_div, {g, ew(scalar_op::add, {a, c(1)})})}; break;
+        case scalar_op::expm1: r = {mul(g, ew(scalar_op::add, {z, c(1)}))}; break;
+        case scalar_op::abs: r = {ew(scalar_op::switch_, {ew(scalar_op::lt, {a, c(0)}), neg(g), g})}; break;
+        case scalar_op::tanh: r = {mul(g, ew(scalar_op::sub, {c(1), ew(scalar_op::sqr, {z})}))}; break;
+        case scalar_op::sigmoid: r = {mul(mul(g, z), ew(scalar_op::sub, {c(1), z}))}; break;
+        case scalar_op::softplus: r = {mul(g, ew(scalar_op::sigmoid, {a}))}; break;
+        case scalar_op::maximum:
+        case scalar_op::minimum: {
+          const var_ptr pick_a = ew(o.scalar == scalar_op::maximum ? scalar_op::ge : scalar_op::le, {a, in[1]});
+          r = {ew(scalar_op::switch_, {pick_a, g, c(0)}), ew(scalar_op::switch_, {pick_a, c(0), g})};
+          break;
+        }
+        case scalar_op::switch_:
+          r = {nullptr, ew(scalar_op::switch_, {a, g, c(0)}), ew(scalar_op::switch_, {a, c(0), g})};
+          break;
+        case scalar_op::cast:
+        case scalar_op::identity:
+          if (is_float(a->type) && is_float(t)) r = {cast(g, a->type)};
+          break;
+        default: break;  // comparisons: no gradient
+      }
+      // Undo broadcasting: an input that broadcasts gets the sum over the broadcast dimensions.
+      for (std::size_t i = 0; i < r.size(); ++i)
+        if (r[i]) r[i] = sum_to_pattern(r[i], in[i]);
+      return r;
+    }
+    case op_kind::dimshuffle: {
+      const var_ptr& a = in[0];
+      std::vector<int> new_axes;
+      std::vector<int> kept;  // input dimension held at each remaining position
+      for (std::size_t i = 0; i < o.pattern.size(); ++i) {
+        if (o.pattern[i] < 0) new_axes.push_back(static_cast<int>(i));
+        else kept.push_back(o.pattern[i]);
+      }
+      var_ptr s = new_axes.empty() ? g : reduce(g, reduce_op::sum, new_axes, false);
+      std::vector<int> inverse(static_cast<std::size_t>(a->rank));
+      for (std::size_t j = 0; j < kept.size(); ++j) inverse[static_cast<std::size_t>(kept[j])] = static_cast<int>(j);
+      bool identity = true;
+      for (std::size_t i = 0; i < inverse.size(); ++i) identity &= inverse[i] == static_cast<int>(i);
+      return {identity ? s : dimshuffle(s, inverse)};
+    }
+    case op_kind::reduce: {
+      const var_ptr& a = in[0];
+      // Put the reduced axes back as broadcastable ones: g then broadcasts against a.
+      std::vector<int> pattern;
+      int j = 0;
+      for (int d = 0; d < a->rank; ++d)
+        pattern.push_back(std::find(o.axes.begin(), o.axes.end(), d) != o.axes.end() ? -1 : j++);
+      const var_ptr gb = pattern.size() == static_cast<std::size_t>(g->rank) && o.axes.empty() ? g : dimshuffle(g, pattern);
+      // fill: g broadcast to a's shape, as `second(a, g)`: a*0 + g would turn inf into nan, so use switch.
+      auto fill = [&](const var_ptr& v) {
+        return ew(scalar_op::switch_, {constant_like(dtype::bool_, 1), v, cast(a, v->type)});
+      };
+      if (!is_float(a->type)) return {nullptr};
+      switch (o.reduction) {
+        case reduce_op::sum: return {fill(gb)};
+        case reduce_op::mean:
+          return {fill(ew(scalar_op::true_div, {gb, shape_prod(a, o.axes, t)}))};
+        case reduce_op::prod: {
+          const var_ptr zb = dimshuffle(z, pattern);
+          return {ew(scalar_op::true_div, {mul(gb, zb), a})};
+        }
+        case reduce_op::max:
+        case reduce_op::min: {
+          const var_ptr zb = dimshuffle(z, pattern);
+          return {ew(scalar_op::switch_, {ew(scalar_op::eq, {a, zb}), gb, constant_like(t, 0)})};
+        }
+      }
+      return {nullptr};
+    }
+    case op_kind::dot: {
+      const var_ptr& a = in[0];
+      const var_ptr& b = in[1];
+      auto col = [](const var_ptr& v) { return dimshuffle(v, {0, -1}); };
+      auto row = [](const var_ptr& v) { return dimshuffle(v, {-1, 0}); };
+      auto tr = [](const var_ptr& v) { return dimshuffle(v, {1, 0}); };
+      if (a->rank == 1 && b->rank == 1) return {mul(g, b), mul(g, a)};
+      if (a->rank == 2 && b->rank == 1) return {dot(col(g), row(b)), dot(tr(a), g)};
+      if (a->rank == 1 && b->rank == 2) return {dot(b, g), dot(col(a), row(g))};
+      return {dot(g, tr(b)), dot(tr(a), g)};
+    }
+    default: return r;
+  }
+}
+
+inline var_ptr add_all(const std::vector<var_ptr>& parts) {
+  var_ptr s = parts[0];
+  for (std::size_t i = 1; i < parts.size(); ++i) s = ew(scalar_op::add, {s, parts[i]});
+  return s;
+}
+
+/// Adjoints of cost with respect to each wrt: one reverse sweep, contributions summed per node.
+inline std::vector<var_ptr> grad(const var_ptr& cost, const std::vector<var_ptr>& wrt, disconnected policy) {
+  if (cost->rank != 0) throw graph_error("xsym::grad: the cost must be a scalar (rank 0)");
+  if (!is_float(cost->type)) throw graph_error("xsym::grad: the cost must be float32 or float64");
+  // Differentiate the stable form: the gradient of log(1 - sigmoid(z)) is finite, that of
+  // log(1 - 1/(1 + exp(-z))) is not once the sigmoid rounds to 1.
+  rewrite_record ignored;
+  const var_ptr stable_cost = stabilize_pass({cost}, ignored)[0];
+  const auto order = topo_order({stable_cost});
+  // Only nodes on a path to some wrt need adjoints.
+  std::unordered_map<std::uint64_t, bool> reaches;
+  for (const auto& w : wrt) reaches[w->id] = true;
+  for (const auto& v : order)
+    for (const auto& in : v->inputs)
+      if (reaches[in->id]) reaches[v->id] = true;
+  std::unordered_map<std::uint64_t, std::vector<var_ptr>> contributions;
+  contributions[stable_cost->id].push_back(constant_like(cost->type, 1));
+  std::unordered_map<std::uint64_t, var_ptr> adjoint;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const var_ptr& v = *it;
+    auto c = contributions.find(v->id);
+    if (c == contributions.end()) continue;
+    const var_ptr g = add_all(c->second);
+    adjoint[v->id] = g;
+    if (v->kind != var_kind::apply || !reaches[v->id]) continue;
+    const auto gs = input_grads(v, g);
+    for (std::size_t i = 0; i < gs.size(); ++i)
+      if (gs[i] && reaches[v->inputs[i]->id] && is_float(v->inputs[i]->type))
+        contributions[v->inputs[i]->id].push_back(cast(gs[i], v->inputs[i]->type));
+  }
+  std::vector<var_ptr> out;
+  for (const auto& w : wrt) {
+    auto a = adjoint.find(w->id);
+    if (a != adjoint.end()) {
+      out.push_back(a->second);
+      continue;
+    }
+    if (policy == disconnected::raise)
+      throw graph_error("xsym::grad: the cost does not depend on '" + w->name +
+                        "' (pass xsym::disconnected::zeros to get a zero gradient instead)");
+    out.push_back(ew(scalar_op::switch_, {constant_like(dtype::bool_, 0), w, constant_like(w->type, 0)}));
+  }
+  return out;
+}
+}  // namespace detail
+
+/// @brief Gradients of a scalar cost with respect to each wrt, as expressions of wrt's type.
+///
+/// `auto [gw, gb] = xsym::grad(cost, w, b);` Non-differentiable ops (comparisons, casts to
+/// integers) pass no gradient; a wrt the cost does not depend on is an error unless
+/// `xsym::disconnected::zeros` is passed first.
+template <class C, class... W>
+auto grad(const var<C, 0>& cost, const W&... wrt) {
+  static_assert(std::is_floating_point_v<C>, "xsym::grad: the cost must be float or double");
+  static_assert(sizeof...(W) > 0, "xsym::grad: name at least one variable to differentiate with respect to");
+  static_assert((is_var_v<W> && ...), "xsym::grad: differentiate with respect to symbolic variables");
+  static_assert((std::is_floating_point_v<typename W::value_type> && ...),
+                "xsym::grad: variables to differentiate with respect to must be float or double");
+  auto gs = detail::grad(cost.node(), {wrt.node()...}, disconnected::raise);
+  std::size_t i = 0;
+  return std::tuple<var<typename W::value_type, W::rank>...>{var<typename W::value_type, W::rank>(gs[i++])...};
+}
+template <class C, class... W>
+auto grad(disconnected policy, const var<C, 0>& cost, const W&... wrt) {
+  static_assert(std::is_floating_point_v<C>, "xsym::grad: the cost must be float or double");
+  auto gs = detail::grad(cost.node(), {wrt.node()...}, policy);
+  std::size_t i = 0;
+  return std::tuple<var<typename W::value_type, W::rank>...>{var<typename W::value_type, W::rank>(gs[i++])...};
+}
+template <class C, std::size_t N, class... W>
+  requires(N > 0)
+auto grad(const var<C, N>&, const W&...) {
+  static_assert(N == 0, "xsym::grad: the cost must be a scalar (rank 0); reduce it first, e.g. with xsym::sum");
+}
+
+}  // namespace xsym
+
+#endif

@@ -1,0 +1,79 @@
+#ifndef XSYM_REWRITE_STABILIZE_HPP
+#define XSYM_REWRITE_STABILIZE_HPP
+
+// Numerically stable forms, applied bottom-up:
+//   1 / (1 + exp(-z))      -> sigmoid(z)        (also exp(-a - b) -> z = a + b)
+//   log(sigmoid(z))        -> -softplus(-z)
+//   log(1 - sigmoid(z))    -> -softplus(z)
+//   log(1 + x)             -> log1p(x)
+// so the seeds' cross-entropy stays finite where the literal formula gives log(0).
+#include "rewrites.hpp"
+
+namespace xsym::detail {
+
+inline bool is_constant_value(const var_ptr& v, double value) {
+  if (v->kind != var_kind::constant || v->constant.size() == 0) return false;
+  for (std::int64_t i = 0; i < v->constant.size(); ++i)
+    if (v->constant.flat_as_double(i) != value) return false;
+  return true;
+}
+
+inline bool is_op(const var_ptr& v, scalar_op s) {
+  return v->kind == var_kind::apply && v->fn->kind == op_kind::elemwise && v->fn->scalar == s;
+}
+
+// The z of `-z` written as neg(z) or as sub(neg(a), b) == -(a + b); null otherwise.
+inline var_ptr negated(const var_ptr& v) {
+  if (is_op(v, scalar_op::neg)) return v->inputs[0];
+  if (is_op(v, scalar_op::sub) && is_op(v->inputs[0], scalar_op::neg))
+    return elemwise(scalar_op::add, {v->inputs[0]->inputs[0], v->inputs[1]});
+  return nullptr;
+}
+
+// The x of 1 + x or x + 1; null otherwise.
+inline var_ptr one_plus(const var_ptr& v) {
+  if (!is_op(v, scalar_op::add)) return nullptr;
+  if (is_constant_value(v->inputs[0], 1)) return v->inputs[1];
+  if (is_constant_value(v->inputs[1], 1)) return v->inputs[0];
+  return nullptr;
+}
+
+inline var_ptr stabilize_node(const var_ptr& v) {
+  if (v->kind != var_kind::apply || v->fn->kind != op_kind::elemwise) return nullptr;
+  const auto& in = v->inputs;
+  if (is_op(v, scalar_op::true_div) && is_constant_value(in[0], 1)) {
+    if (var_ptr e = one_plus(in[1]); e && is_op(e, scalar_op::exp))
+      if (var_ptr z = negated(e->inputs[0]); z && z->rank <= v->rank) {
+        var_ptr s = elemwise(scalar_op::sigmoid, {z});
+        if (s->type == v->type && s->rank == v->rank) return s;
+      }
+  }
+  if (is_op(v, scalar_op::log)) {
+    const var_ptr& x = in[0];
+    if (is_op(x, scalar_op::sigmoid))
+      return elemwise(scalar_op::neg, {elemwise(scalar_op::softplus, {elemwise(scalar_op::neg, {x->inputs[0]})})});
+    if (is_op(x, scalar_op::sub) && is_constant_value(x->inputs[0], 1) && is_op(x->inputs[1], scalar_op::sigmoid)) {
+      var_ptr r = elemwise(scalar_op::neg, {elemwise(scalar_op::softplus, {x->inputs[1]->inputs[0]})});
+      if (r->rank == v->rank) return r;
+    }
+    if (var_ptr y = one_plus(x); y && y->type == v->type && y->rank == v->rank) return elemwise(scalar_op::log1p, {y});
+  }
+  return nullptr;
+}
+
+/// stabilize: rewrites the forms above wherever they appear.
+inline std::vector<var_ptr> stabilize_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {
+  return rebuild(roots, [&](const var_ptr& v, std::vector<var_ptr>& ins, bool changed) -> var_ptr {
+    var_ptr nv = with_inputs(v, std::move(ins), changed);
+    if (var_ptr r = stabilize_node(nv); r && r->type == nv->type && r->rank == nv->rank) {
+      ++rec.applied;
+      rec.notes.push_back(nv->fn->name() + " -> " + r->fn->name());
+      return r;
+    }
+    return nv;
+  });
+}
+
+}  // namespace xsym::detail
+
+#endif

@@ -1,0 +1,288 @@
+// Every elementwise op against a plain loop computed in double, on every dtype it accepts,
+// for sizes that exercise the SIMD bodies, their tails and the fused kernels' blocks, with
+// both the vectorized (cvm) and the reference (py) kernels.
+#include "expr_util.hpp"
+
+using namespace xsym_test;
+
+namespace {
+
+const char* const linkers[] = {"cvm", "py"};
+
+// The element type numpy gives a unary function of T.
+template <class T, bool FloatOnly>
+using unary_result_t = std::conditional_t<FloatOnly && !std::is_floating_point_v<T>, double, T>;
+
+template <class T, bool FloatOnly, class Build, class Ref>
+void check_unary(const char* op, Build build, Ref ref, double lo, double hi) {
+  std::mt19937 rng(20240601);
+  auto x = xsym::vector<T>("x");
+  auto e = build(x);
+  using R = typename decltype(e)::value_type;
+  INFO(op << " on " << type_name<T>());
+  CHECK(std::is_same_v<R, unary_result_t<T, FloatOnly>>);
+  for (const char* l : linkers) {
+    auto f = xsym::function(op, xsym::inputs(x), e, xsym::linker(l));
+    for (std::size_t n : sizes) {
+      INFO("linker " << l << ", size " << n);
+      const auto a = random_tensor<T, 1>(rng, {n}, lo, hi);
+      const xt::xtensor<R, 1> r = f(a);
+      std::vector<double> expected(n);
+      for (std::size_t i = 0; i < n; ++i) expected[i] = ref(static_cast<double>(a(i)));
+      CHECK(mismatch(r, expected) == "");
+    }
+  }
+}
+
+enum class result_kind { same, float_only, comparison };
+
+template <class T, result_kind K>
+using binary_result_t = std::conditional_t<K == result_kind::comparison, bool,
+                                           std::conditional_t<K == result_kind::float_only && !std::is_floating_point_v<T>,
+                                                              double, T>>;
+
+struct range {
+  double lo, hi;
+};
+
+struct binary_case {
+  range a, b;
+  bool ties = false;      // make a third of the pairs equal (comparisons, maximum, minimum)
+  bool nonzero_b = false;  // b is a divisor
+};
+
+// op(vector, vector), op(vector, scalar tensor) and op(scalar tensor, vector).
+template <class T, result_kind K, class Build, class Ref>
+void check_binary(const char* op, Build build, Ref ref, const binary_case& c) {
+  std::mt19937 rng(777);
+  auto x = xsym::vector<T>("x");
+  auto y = xsym::vector<T>("y");
+  auto s = xsym::scalar<T>("s");
+  auto vv = build(x, y);
+  auto vs = build(x, s);
+  auto sv = build(s, y);
+  using R = typename decltype(vv)::value_type;
+  INFO(op << " on " << type_name<T>());
+  CHECK(std::is_same_v<R, binary_result_t<T, K>>);
+  CHECK(std::is_same_v<typename decltype(vs)::value_type, R>);
+  CHECK(std::is_same_v<typename decltype(sv)::value_type, R>);
+  CHECK(decltype(vs)::rank == 1);
+  CHECK(decltype(sv)::rank == 1);
+  auto fix_b = [&](T v) {
+    if constexpr (!std::is_same_v<T, bool>)
+      if (c.nonzero_b && v == T(0)) return T(1);
+    return v;
+  };
+  for (const char* l : linkers) {
+    auto f_vv = xsym::function(op, xsym::inputs(x, y), vv, xsym::linker(l));
+    auto f_vs = xsym::function(op, xsym::inputs(x, s), vs, xsym::linker(l));
+    auto f_sv = xsym::function(op, xsym::inputs(s, y), sv, xsym::linker(l));
+    for (std::size_t n : sizes) {
+      INFO("linker " << l << ", size " << n);
+      auto a = random_tensor<T, 1>(rng, {n}, c.a.lo, c.a.hi);
+      auto b = random_tensor<T, 1>(rng, {n}, c.b.lo, c.b.hi);
+      for (std::size_t i = 0; i < n; ++i) {
+        b(i) = fix_b(b(i));
+        if (c.ties && i % 3 == 0) b(i) = a(i);
+      }
+      const T sa = random_value<T>(rng, c.a.lo, c.a.hi);
+      const T sb = fix_b(random_value<T>(rng, c.b.lo, c.b.hi));
+      if (c.ties && n > 2) {
+        a(1) = sa;
+        b(2) = sb;
+      }
+      {
+        const xt::xtensor<R, 1> r = f_vv(a, b);
+        std::vector<double> expected(n);
+        for (std::size_t i = 0; i < n; ++i) expected[i] = ref(static_cast<double>(a(i)), static_cast<double>(b(i)));
+        INFO("vector op vector");
+        CHECK(mismatch(r, expected) == "");
+      }
+      {
+        // A plain C++ number is accepted for a rank-0 input.
+        const xt::xtensor<R, 1> r = f_vs(a, sb);
+        std::vector<double> expected(n);
+        for (std::size_t i = 0; i < n; ++i) expected[i] = ref(static_cast<double>(a(i)), static_cast<double>(sb));
+        INFO("vector op scalar");
+        CHECK(mismatch(r, expected) == "");
+      }
+      {
+        xt::xtensor<T, 0> s0;
+        s0() = sa;
+        const xt::xtensor<R, 1> r = f_sv(s0, b);
+        std::vector<double> expected(n);
+        for (std::size_t i = 0; i < n; ++i) expected[i] = ref(static_cast<double>(sa), static_cast<double>(b(i)));
+        INFO("scalar op vector");
+        CHECK(mismatch(r, expected) == "");
+      }
+    }
+  }
+}
+
+double ref_sigmoid(double a) { return 1.0 / (1.0 + std::exp(-a)); }
+double ref_softplus(double a) { return a > 0 ? a + std::log1p(std::exp(-a)) : std::log1p(std::exp(a)); }
+
+}  // namespace
+
+TEST_CASE("unary elementwise ops match a loop on every numeric dtype", "[expr][elemwise]") {
+  for_each_type(numeric_types{}, []<class T>() {
+    check_unary<T, false>("neg", [](auto x) { return -x; }, [](double a) { return -a; }, -100, 100);
+    check_unary<T, false>("sqr", [](auto x) { return xsym::sqr(x); }, [](double a) { return a * a; }, -100, 100);
+    check_unary<T, false>("abs", [](auto x) { return xsym::abs(x); }, [](double a) { return std::abs(a); }, -100, 100);
+    check_unary<T, true>("sqrt", [](auto x) { return xsym::sqrt(x); }, [](double a) { return std::sqrt(a); }, 0, 100);
+    check_unary<T, true>("exp", [](auto x) { return xsym::exp(x); }, [](double a) { return std::exp(a); }, -10, 10);
+    check_unary<T, true>("log", [](auto x) { return xsym::log(x); }, [](double a) { return std::log(a); }, 0.01, 100);
+    check_unary<T, true>("log1p", [](auto x) { return xsym::log1p(x); }, [](double a) { return std::log1p(a); }, -0.9,
+                         10);
+    check_unary<T, true>("expm1", [](auto x) { return xsym::expm1(x); }, [](double a) { return std::expm1(a); }, -3, 3);
+    check_unary<T, true>("tanh", [](auto x) { return xsym::tanh(x); }, [](double a) { return std::tanh(a); }, -5, 5);
+    check_unary<T, true>("sigmoid", [](auto x) { return xsym::sigmoid(x); }, ref_sigmoid, -20, 20);
+    check_unary<T, true>("softplus", [](auto x) { return xsym::softplus(x); }, ref_softplus, -30, 30);
+  });
+}
+
+TEST_CASE("small arguments keep their precision in log1p, expm1 and softplus", "[expr][elemwise]") {
+  // Where log(1 + x) and exp(x) - 1 lose every digit: the stable kernels must not.
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("stable", xsym::inputs(x), xsym::outputs(xsym::log1p(x), xsym::expm1(x), xsym::softplus(x)));
+  const xt::xtensor<double, 1> a{1e-10, -1e-12, 3e-15, -800.0, 800.0};
+  auto [l, e, s] = f(a);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(l(i) == Approx(std::log1p(a(i))).epsilon(1e-12));
+    CHECK(e(i) == Approx(std::expm1(a(i))).epsilon(1e-12));
+  }
+  CHECK(std::isnan(l(3)));
+  CHECK(e(3) == -1.0);
+  CHECK(std::isinf(e(4)));
+  CHECK(s(3) == Approx(std::exp(-800.0)).margin(1e-300));
+  CHECK(s(4) == 800.0);
+}
+
+TEST_CASE("binary arithmetic ops match a loop on every numeric dtype", "[expr][elemwise]") {
+  const binary_case plain{{-100, 100}, {-100, 100}};
+  const binary_case ties{{-100, 100}, {-100, 100}, true};
+  for_each_type(numeric_types{}, [&]<class T>() {
+    check_binary<T, result_kind::same>("add", [](auto a, auto b) { return a + b; },
+                                       [](double a, double b) { return a + b; }, plain);
+    check_binary<T, result_kind::same>("sub", [](auto a, auto b) { return a - b; },
+                                       [](double a, double b) { return a - b; }, plain);
+    check_binary<T, result_kind::same>("mul", [](auto a, auto b) { return a * b; },
+                                       [](double a, double b) { return a * b; }, plain);
+    check_binary<T, result_kind::float_only>("true_div", [](auto a, auto b) { return a / b; },
+                                             [](double a, double b) { return a / b; },
+                                             binary_case{{-100, 100}, {-50, 50}, false, true});
+    check_binary<T, result_kind::float_only>("pow", [](auto a, auto b) { return xsym::pow(a, b); },
+                                             [](double a, double b) { return std::pow(a, b); },
+                                             binary_case{{0.5, 3}, {-3, 3}});
+    check_binary<T, result_kind::same>("maximum", [](auto a, auto b) { return xsym::maximum(a, b); },
+                                       [](double a, double b) { return std::max(a, b); }, ties);
+    check_binary<T, result_kind::same>("minimum", [](auto a, auto b) { return xsym::minimum(a, b); },
+                                       [](double a, double b) { return std::min(a, b); }, ties);
+  });
+}
+
+TEST_CASE("comparisons give bool on every dtype, bool included", "[expr][elemwise]") {
+  for_each_type(all_types{}, []<class T>() {
+    // Small integers so that ties are frequent even without the forced ones.
+    const binary_case c{{-5, 5}, {-5, 5}, true};
+    check_binary<T, result_kind::comparison>("gt", [](auto a, auto b) { return a > b; },
+                                             [](double a, double b) -> double { return a > b; }, c);
+    check_binary<T, result_kind::comparison>("lt", [](auto a, auto b) { return a < b; },
+                                             [](double a, double b) -> double { return a < b; }, c);
+    check_binary<T, result_kind::comparison>("ge", [](auto a, auto b) { return a >= b; },
+                                             [](double a, double b) -> double { return a >= b; }, c);
+    check_binary<T, result_kind::comparison>("le", [](auto a, auto b) { return a <= b; },
+                                             [](double a, double b) -> double { return a <= b; }, c);
+    check_binary<T, result_kind::comparison>("eq", [](auto a, auto b) { return a == b; },
+                                             [](double a, double b) -> double { return a == b; }, c);
+    check_binary<T, result_kind::comparison>("neq", [](auto a, auto b) { return a != b; },
+                                             [](double a, double b) -> double { return a != b; }, c);
+  });
+}
+
+TEST_CASE("switch_ and where select elementwise on every dtype", "[expr][elemwise]") {
+  for_each_type(all_types{}, []<class T>() {
+    INFO("switch on " << type_name<T>());
+    std::mt19937 rng(99);
+    auto c = xsym::vector<bool>("c");
+    auto ci = xsym::vector<std::int32_t>("ci");
+    auto cs = xsym::scalar<bool>("cs");
+    auto x = xsym::vector<T>("x");
+    auto y = xsym::vector<T>("y");
+    auto sw = xsym::switch_(c, x, y);
+    auto wh = xsym::where(ci, x, y);  // a non-bool condition is cast to bool: nonzero is true
+    auto sc = xsym::switch_(cs, x, y);
+    CHECK(std::is_same_v<typename decltype(sw)::value_type, T>);
+    CHECK(std::is_same_v<typename decltype(wh)::value_type, T>);
+    for (const char* l : linkers) {
+      auto f = xsym::function("switch", xsym::inputs(c, ci, cs, x, y), xsym::outputs(sw, wh, sc), xsym::linker(l));
+      for (std::size_t n : sizes) {
+        INFO("linker " << l << ", size " << n);
+        const auto cond = random_tensor<bool, 1>(rng, {n}, 0, 1);
+        const auto condi = random_tensor<std::int32_t, 1>(rng, {n}, -2, 2);
+        const auto a = random_tensor<T, 1>(rng, {n}, -50, 50);
+        const auto b = random_tensor<T, 1>(rng, {n}, -50, 50);
+        for (bool scalar_cond : {false, true}) {
+          auto [r1, r2, r3] = f(cond, condi, scalar_cond, a, b);
+          std::vector<double> e1(n), e2(n), e3(n);
+          for (std::size_t i = 0; i < n; ++i) {
+            e1[i] = static_cast<double>(cond(i) ? a(i) : b(i));
+            e2[i] = static_cast<double>(condi(i) != 0 ? a(i) : b(i));
+            e3[i] = static_cast<double>(scalar_cond ? a(i) : b(i));
+          }
+          CHECK(mismatch(r1, e1) == "");
+          CHECK(mismatch(r2, e2) == "");
+          CHECK(mismatch(r3, e3) == "");
+        }
+      }
+    }
+  });
+}
+
+TEST_CASE("switch_ with C++ numbers takes the weak type", "[expr][elemwise]") {
+  auto c = xsym::vector<bool>("c");
+  auto xi = xsym::vector<std::int32_t>("xi");
+  auto xf = xsym::vector<float>("xf");
+  auto a = xsym::switch_(c, xi, 0);    // int32
+  auto b = xsym::switch_(c, 1.5, xi);  // a fraction next to ints: float64
+  auto d = xsym::switch_(c, xf, 0.25);  // float32 stays float32
+  CHECK(std::is_same_v<decltype(a)::value_type, std::int32_t>);
+  CHECK(std::is_same_v<decltype(b)::value_type, double>);
+  CHECK(std::is_same_v<decltype(d)::value_type, float>);
+  auto f = xsym::function("switch_weak", xsym::inputs(c, xi, xf), xsym::outputs(a, b, d));
+  const xt::xtensor<bool, 1> cv{true, false, true, false, false};
+  const xt::xtensor<std::int32_t, 1> iv{1, 2, 3, 4, 5};
+  const xt::xtensor<float, 1> fv{0.5f, 1.5f, 2.5f, 3.5f, 4.5f};
+  auto [ra, rb, rd] = f(cv, iv, fv);
+  CHECK(mismatch(ra, {1, 0, 3, 0, 0}) == "");
+  CHECK(mismatch(rb, {1.5, 2, 1.5, 4, 5}) == "");
+  CHECK(mismatch(rd, {0.5, 0.25, 2.5, 0.25, 0.25}) == "");
+}
+
+TEST_CASE("cast converts between every pair of dtypes as static_cast does", "[expr][elemwise]") {
+  for_each_type(all_types{}, []<class From>() {
+    for_each_type(all_types{}, []<class To>() {
+      INFO("cast " << type_name<From>() << " -> " << type_name<To>());
+      std::mt19937 rng(5);
+      auto x = xsym::vector<From>("x");
+      auto e = xsym::cast<To>(x);
+      CHECK(std::is_same_v<typename decltype(e)::value_type, To>);
+      // A cast feeding another op: the cast runs inside a fused kernel too.
+      auto g = xsym::cast<To>(x) == xsym::cast<To>(x);
+      for (const char* l : linkers) {
+        auto f = xsym::function("cast", xsym::inputs(x), xsym::outputs(e, g), xsym::linker(l));
+        for (std::size_t n : sizes) {
+          INFO("linker " << l << ", size " << n);
+          auto a = random_tensor<From, 1>(rng, {n}, -3.75, 3.75);
+          if constexpr (!std::is_same_v<From, bool>)
+            for (std::size_t i = 0; i < n; i += 5) a(i) = From(0);  // zero is false, everything else true
+          auto [r, same] = f(a);
+          std::vector<double> expected(n);
+          for (std::size_t i = 0; i < n; ++i) expected[i] = static_cast<double>(static_cast<To>(a(i)));
+          CHECK(mismatch(r, expected) == "");
+          CHECK(mismatch(same, std::vector<double>(n, 1.0)) == "");
+        }
+      }
+    });
+  });
+}
