@@ -18,8 +18,8 @@ build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
 demo: configure
-	@cmake --build $(BUILD) -j $(JOBS) --target profiling_example
-	XSYM_FLAGS=profile=True $(BUILD)/examples/profiling_example
+	@cmake --build $(BUILD) -j $(JOBS) --target logistic_regression
+	XSYM_FLAGS="profile=True,profiling.destination=stdout,$${XSYM_FLAGS:-}" $(BUILD)/examples/logistic_regression
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -11,7 +11,7 @@
 #include "../graph/fgraph.hpp"
 #include "../profile/profile_stats.hpp"
 #include "../rewrite/inplace.hpp"
-#include "../rewrite/stabilize.hpp"
+#include "../rewrite/canonicalize.hpp"
 #include "options.hpp"
 
 namespace xsym {
@@ -189,6 +189,8 @@ class function_runtime {
       records.push_back(std::move(rec));
     };
     run_pass("stabilize", detail::stabilize_pass);
+    run_pass("canonicalize", detail::canonicalize_pass);
+    run_pass("constant_folding", detail::constant_folding_pass);
     run_pass("merge", detail::merge_pass);
     run_pass("blas", detail::blas_pass);
     run_pass("elemwise_fusion", detail::fusion_pass);

@@ -196,6 +196,19 @@ inline var_ptr dimshuffle(const var_ptr& v, std::vector<int> pattern) {
   (void)last;
   if (static_cast<int>(pattern.size()) > max_rank)
     throw graph_error("xsym::dimshuffle: rank " + std::to_string(pattern.size()) + " exceeds max_rank");
+  for (int d = 0; d < v->rank; ++d)
+    if (!used[static_cast<std::size_t>(d)] && !((v->broadcastable >> d) & 1u))
+      throw graph_error("xsym::dimshuffle: dimension " + std::to_string(d) +
+                        " is dropped but is not broadcastable (only dimensions that are always 1 can be dropped)");
+  // The identity pattern is no op; a dimshuffle of a dimshuffle is one dimshuffle.
+  bool identity = static_cast<int>(pattern.size()) == v->rank;
+  for (std::size_t i = 0; identity && i < pattern.size(); ++i) identity = pattern[i] == static_cast<int>(i);
+  if (identity) return v;
+  if (v->kind == var_kind::apply && v->fn->kind == op_kind::dimshuffle) {
+    std::vector<int> composed;
+    for (int p : pattern) composed.push_back(p < 0 ? -1 : v->fn->pattern[static_cast<std::size_t>(p)]);
+    return dimshuffle(v->inputs[0], std::move(composed));
+  }
   op o;
   o.kind = op_kind::dimshuffle;
   o.pattern = std::move(pattern);

@@ -22,13 +22,39 @@ inline var_ptr ew(scalar_op s, std::vector<var_ptr> in) { return elemwise(s, std
 inline var_ptr mul(var_ptr a, var_ptr b) { return ew(scalar_op::mul, {std::move(a), std::move(b)}); }
 inline var_ptr neg(var_ptr a) { return ew(scalar_op::neg, {std::move(a)}); }
 
+// Sums g over axes, dropping those where g is already broadcastable (always 1): no Sum node
+// for what is only a reshape.
+inline var_ptr sum_axes(const var_ptr& g, const std::vector<int>& axes) {
+  std::vector<int> to_sum;
+  for (int a : axes)
+    if (!is_broadcastable(g, a)) to_sum.push_back(a);
+  var_ptr s = g;
+  if (!to_sum.empty()) s = reduce(g, reduce_op::sum, to_sum, false);
+  std::vector<int> pattern;
+  int j = 0;
+  for (int d = 0; d < g->rank; ++d) {
+    const bool summed = std::find(to_sum.begin(), to_sum.end(), d) != to_sum.end();
+    const bool dropped = !summed && std::find(axes.begin(), axes.end(), d) != axes.end();
+    if (summed) continue;
+    if (!dropped) pattern.push_back(j);
+    ++j;
+  }
+  return dimshuffle(s, std::move(pattern));
+}
+
+// g broadcast to x's shape (Theano's fill/second): needed where a non-elementwise op reads it.
+inline var_ptr fill_like(const var_ptr& g, const var_ptr& x) {
+  if ((g->broadcastable & ~x->broadcastable) == 0) return g;
+  return elemwise(scalar_op::switch_, {make_constant(scalar_array(true)), g, cast(x, g->type)});
+}
+
 // Sums g over the dimensions where x is broadcastable but g is not, so g takes x's pattern.
 inline var_ptr sum_to_pattern(var_ptr g, const var_ptr& x) {
   std::vector<int> axes;
   for (int d = 0; d < x->rank; ++d)
     if (is_broadcastable(x, d) && !is_broadcastable(g, d)) axes.push_back(d);
   if (axes.empty()) return g;
-  var_ptr s = reduce(g, reduce_op::sum, axes, false);
+  var_ptr s = sum_axes(g, axes);
   std::vector<int> pattern;
   int j = 0;
   for (int d = 0; d < x->rank; ++d) pattern.push_back(std::find(axes.begin(), axes.end(), d) != axes.end() ? -1 : j++);
@@ -96,7 +122,7 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
         if (o.pattern[i] < 0) new_axes.push_back(static_cast<int>(i));
         else kept.push_back(o.pattern[i]);
       }
-      var_ptr s = new_axes.empty() ? g : reduce(g, reduce_op::sum, new_axes, false);
+      var_ptr s = new_axes.empty() ? g : sum_axes(g, new_axes);
       std::vector<int> inverse(static_cast<std::size_t>(a->rank));
       for (std::size_t j = 0; j < kept.size(); ++j) inverse[static_cast<std::size_t>(kept[j])] = static_cast<int>(j);
       bool identity = true;
@@ -111,15 +137,12 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
       for (int d = 0; d < a->rank; ++d)
         pattern.push_back(std::find(o.axes.begin(), o.axes.end(), d) != o.axes.end() ? -1 : j++);
       const var_ptr gb = pattern.size() == static_cast<std::size_t>(g->rank) && o.axes.empty() ? g : dimshuffle(g, pattern);
-      // fill: g broadcast to a's shape, as `second(a, g)`: a*0 + g would turn inf into nan, so use switch.
-      auto fill = [&](const var_ptr& v) {
-        return ew(scalar_op::switch_, {constant_like(dtype::bool_, 1), v, cast(a, v->type)});
-      };
+      // gb is left with broadcastable axes: the sweep broadcasts it to a's shape only where a
+      // non-elementwise op needs the full shape (fill_like).
       if (!is_float(a->type)) return {nullptr};
       switch (o.reduction) {
-        case reduce_op::sum: return {fill(gb)};
-        case reduce_op::mean:
-          return {fill(ew(scalar_op::true_div, {gb, shape_prod(a, o.axes, t)}))};
+        case reduce_op::sum: return {gb};
+        case reduce_op::mean: return {ew(scalar_op::true_div, {gb, shape_prod(a, o.axes, t)})};
         case reduce_op::prod: {
           const var_ptr zb = dimshuffle(z, pattern);
           return {ew(scalar_op::true_div, {mul(gb, zb), a})};
@@ -175,7 +198,8 @@ inline std::vector<var_ptr> grad(const var_ptr& cost, const std::vector<var_ptr>
     const var_ptr& v = *it;
     auto c = contributions.find(v->id);
     if (c == contributions.end()) continue;
-    const var_ptr g = add_all(c->second);
+    const bool elementwise = v->kind == var_kind::apply && v->fn->kind == op_kind::elemwise;
+    const var_ptr g = elementwise ? add_all(c->second) : fill_like(add_all(c->second), v);
     adjoint[v->id] = g;
     if (v->kind != var_kind::apply || !reaches[v->id]) continue;
     const auto gs = input_grads(v, g);

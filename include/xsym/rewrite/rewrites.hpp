@@ -36,6 +36,8 @@ inline const std::vector<rewrite_info>& rewrite_registry() {
   static const std::vector<rewrite_info> r = {
       {"merge", {"merge", "fast_run", "fast_compile"}},
       {"stabilize", {"stabilize", "fast_run", "fast_compile"}},
+      {"canonicalize", {"canonicalize", "fast_run", "fast_compile"}},
+      {"constant_folding", {"canonicalize", "constant_folding", "fast_run", "fast_compile"}},
       {"blas", {"blas", "fast_run"}},
       {"elemwise_fusion", {"fusion", "fast_run"}},
       {"inplace_elemwise", {"inplace", "fast_run"}},

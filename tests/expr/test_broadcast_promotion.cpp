@@ -1,0 +1,361 @@
+// Numpy broadcasting (by rank, by dimshuffle, by size-1 dimensions at call time, through
+// non-contiguous operands) and numpy's dtype promotion, checked against explicit loops.
+#include "expr_util.hpp"
+
+using namespace xsym_test;
+
+namespace {
+
+// Element (i, j) of a (rows x cols) row-major buffer broadcast to a larger shape.
+struct grid {
+  const double* data;
+  std::size_t rows, cols;
+  double operator()(std::size_t i, std::size_t j) const { return data[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)]; }
+};
+
+template <class T, std::size_t N>
+std::vector<double> flat(const xt::xtensor<T, N>& a) {
+  return to_doubles(a);
+}
+
+template <class E, class V>
+void check_type(const V&) {
+  CHECK(std::is_same_v<typename V::value_type, E>);
+}
+
+}  // namespace
+
+TEST_CASE("a matrix broadcasts with a row vector, a column and an outer sum", "[expr][broadcast]") {
+  for_each_type(numeric_types{}, []<class T>() {
+    INFO(type_name<T>());
+    std::mt19937 rng(11);
+    auto m = xsym::matrix<T>("m");
+    auto v = xsym::vector<T>("v");  // length cols: a row
+    auto u = xsym::vector<T>("u");  // length rows: made a column with dimshuffle(u, 0, 'x')
+    auto row = m + v;
+    auto col = m * xsym::dimshuffle(u, 0, 'x');
+    auto outer = xsym::dimshuffle(v, 'x', 0) - xsym::dimshuffle(u, 0, 'x');
+    auto fused = (m + v) * xsym::dimshuffle(u, 0, 'x') - v;
+    CHECK(decltype(row)::rank == 2);
+    CHECK(decltype(outer)::rank == 2);
+    for (const char* l : {"cvm", "py"}) {
+      auto f = xsym::function("bcast", xsym::inputs(m, v, u), xsym::outputs(row, col, outer, fused), xsym::linker(l));
+      for (auto [r, c] : {std::pair<std::size_t, std::size_t>{3, 5}, {1, 7}, {6, 1}, {33, 17}, {2, 300}}) {
+        INFO("linker " << l << ", shape (" << r << ", " << c << ")");
+        const auto M = random_tensor<T, 2>(rng, {r, c}, -20, 20);
+        const auto V = random_tensor<T, 1>(rng, {c}, -20, 20);
+        const auto U = random_tensor<T, 1>(rng, {r}, -20, 20);
+        auto [a, b, o, fu] = f(M, V, U);
+        REQUIRE(shape_vector(a.shape()) == std::vector<std::size_t>{r, c});
+        REQUIRE(shape_vector(o.shape()) == std::vector<std::size_t>{r, c});
+        std::vector<double> ea, eb, eo, ef;
+        for (std::size_t i = 0; i < r; ++i)
+          for (std::size_t j = 0; j < c; ++j) {
+            const double mij = static_cast<double>(M(i, j)), vj = static_cast<double>(V(j)), ui = static_cast<double>(U(i));
+            ea.push_back(mij + vj);
+            eb.push_back(mij * ui);
+            eo.push_back(vj - ui);
+            ef.push_back((mij + vj) * ui - vj);
+          }
+        CHECK(mismatch(a, ea) == "");
+        CHECK(mismatch(b, eb) == "");
+        CHECK(mismatch(o, eo) == "");
+        CHECK(mismatch(fu, ef) == "");
+      }
+    }
+  });
+}
+
+TEST_CASE("a scalar tensor and C++ numbers broadcast against any rank", "[expr][broadcast]") {
+  auto s = xsym::scalar<double>("s");
+  auto t = xsym::tensor3<double>("t");
+  auto f = xsym::function("scalar_bcast", xsym::inputs(s, t), xsym::outputs(s + t, t - s, 2.5 * t, 1 - t, t / 4, 3 - s * t));
+  std::mt19937 rng(3);
+  const auto T3 = random_tensor<double, 3>(rng, {2, 3, 5}, -4, 4);
+  const double S = -1.75;
+  auto [a, b, c, d, e, g] = f(S, T3);
+  CHECK(shape_vector(a.shape()) == std::vector<std::size_t>{2, 3, 5});
+  std::vector<double> ea, eb, ec, ed, ee, eg;
+  for (double x : T3) {
+    ea.push_back(S + x);
+    eb.push_back(x - S);
+    ec.push_back(2.5 * x);
+    ed.push_back(1 - x);
+    ee.push_back(x / 4);
+    eg.push_back(3 - S * x);
+  }
+  CHECK(mismatch(a, ea) == "");
+  CHECK(mismatch(b, eb) == "");
+  CHECK(mismatch(c, ec) == "");
+  CHECK(mismatch(d, ed) == "");
+  CHECK(mismatch(e, ee) == "");
+  CHECK(mismatch(g, eg) == "");
+}
+
+TEST_CASE("size-1 dimensions broadcast at call time", "[expr][broadcast]") {
+  std::mt19937 rng(8);
+  auto a = xsym::matrix<double>("a");
+  auto b = xsym::matrix<double>("b");
+  auto f = xsym::function("call_bcast", xsym::inputs(a, b), xsym::outputs(a + b, a * b - a));
+  using shape2 = std::array<std::size_t, 2>;
+  struct shapes {
+    shape2 a, b, out;
+  };
+  for (const auto& c : {shapes{{3, 1}, {1, 4}, {3, 4}}, shapes{{3, 4}, {1, 4}, {3, 4}}, shapes{{3, 4}, {3, 1}, {3, 4}},
+                        shapes{{1, 1}, {3, 4}, {3, 4}}, shapes{{5, 7}, {1, 1}, {5, 7}}, shapes{{1, 9}, {1, 9}, {1, 9}},
+                        shapes{{40, 1}, {1, 300}, {40, 300}}}) {
+    INFO("(" << c.a[0] << ", " << c.a[1] << ") with (" << c.b[0] << ", " << c.b[1] << ")");
+    const auto A = random_tensor<double, 2>(rng, c.a, -3, 3);
+    const auto B = random_tensor<double, 2>(rng, c.b, -3, 3);
+    auto [s, p] = f(A, B);
+    REQUIRE(shape_vector(s.shape()) == shape_vector(c.out));
+    REQUIRE(shape_vector(p.shape()) == shape_vector(c.out));
+    const grid ga{A.data(), c.a[0], c.a[1]}, gb{B.data(), c.b[0], c.b[1]};
+    std::vector<double> es, ep;
+    for (std::size_t i = 0; i < c.out[0]; ++i)
+      for (std::size_t j = 0; j < c.out[1]; ++j) {
+        es.push_back(ga(i, j) + gb(i, j));
+        ep.push_back(ga(i, j) * gb(i, j) - ga(i, j));
+      }
+    CHECK(mismatch(s, es) == "");
+    CHECK(mismatch(p, ep) == "");
+  }
+
+  SECTION("rank 3, size-1 dimensions on both sides") {
+    auto x = xsym::tensor3<float>("x");
+    auto y = xsym::tensor3<float>("y");
+    auto g = xsym::function("bcast3", xsym::inputs(x, y), xsym::maximum(x, y) + x);
+    const auto X = random_tensor<float, 3>(rng, {2, 1, 4}, -3, 3);
+    const auto Y = random_tensor<float, 3>(rng, {1, 3, 1}, -3, 3);
+    const xt::xtensor<float, 3> r = g(X, Y);
+    REQUIRE(shape_vector(r.shape()) == std::vector<std::size_t>{2, 3, 4});
+    std::vector<double> e;
+    for (std::size_t i = 0; i < 2; ++i)
+      for (std::size_t j = 0; j < 3; ++j)
+        for (std::size_t k = 0; k < 4; ++k) e.push_back(static_cast<double>(std::max(X(i, 0, k), Y(0, j, 0)) + X(i, 0, k)));
+    CHECK(mismatch(r, e) == "");
+  }
+
+  SECTION("shapes that do not broadcast throw shape_error") {
+    const xt::xtensor<double, 2> A = xt::zeros<double>({3, 4}), B = xt::zeros<double>({2, 4});
+    CHECK_THROWS_AS(f(A, B), xsym::shape_error);
+    const xt::xtensor<double, 2> C = xt::zeros<double>({3, 5});
+    CHECK_THROWS_AS(f(A, C), xsym::shape_error);
+  }
+}
+
+TEST_CASE("transposed (non-contiguous) operands give the values of the transpose", "[expr][broadcast]") {
+  std::mt19937 rng(21);
+  auto m = xsym::matrix<double>("m");    // (cols, rows): used transposed
+  auto m2 = xsym::matrix<double>("m2");  // (rows, cols)
+  auto v = xsym::vector<double>("v");    // (cols)
+  auto t3 = xsym::tensor3<double>("t3");
+  auto plus = xsym::transpose(m) + m2;
+  auto fused = m.T() * m2 - xsym::exp(m.T());
+  auto with_row = m.T() + v;
+  auto t3t = xsym::transpose(t3) * 2.0;  // (d2, d1, d0)
+  for (const char* l : {"cvm", "py"}) {
+    auto f = xsym::function("transposed", xsym::inputs(m, m2, v), xsym::outputs(plus, fused, with_row), xsym::linker(l));
+    auto g = xsym::function("transposed3", xsym::inputs(t3), t3t, xsym::linker(l));
+    for (auto [r, c] : {std::pair<std::size_t, std::size_t>{3, 5}, {1, 4}, {4, 1}, {33, 65}}) {
+      INFO("linker " << l << ", rows " << r << ", cols " << c);
+      const auto M = random_tensor<double, 2>(rng, {c, r}, -2, 2);
+      const auto M2 = random_tensor<double, 2>(rng, {r, c}, -2, 2);
+      const auto V = random_tensor<double, 1>(rng, {c}, -2, 2);
+      auto [p, fu, wr] = f(M, M2, V);
+      REQUIRE(shape_vector(p.shape()) == std::vector<std::size_t>{r, c});
+      std::vector<double> ep, ef, ew;
+      for (std::size_t i = 0; i < r; ++i)
+        for (std::size_t j = 0; j < c; ++j) {
+          ep.push_back(M(j, i) + M2(i, j));
+          ef.push_back(M(j, i) * M2(i, j) - std::exp(M(j, i)));
+          ew.push_back(M(j, i) + V(j));
+        }
+      CHECK(mismatch(p, ep) == "");
+      CHECK(mismatch(fu, ef) == "");
+      CHECK(mismatch(wr, ew) == "");
+    }
+    const auto T3 = random_tensor<double, 3>(rng, {2, 3, 4}, -2, 2);
+    const xt::xtensor<double, 3> r3 = g(T3);
+    REQUIRE(shape_vector(r3.shape()) == std::vector<std::size_t>{4, 3, 2});
+    std::vector<double> e3;
+    for (std::size_t i = 0; i < 4; ++i)
+      for (std::size_t j = 0; j < 3; ++j)
+        for (std::size_t k = 0; k < 2; ++k) e3.push_back(2 * T3(k, j, i));
+    CHECK(mismatch(r3, e3) == "");
+  }
+}
+
+TEST_CASE("strided views passed as arguments are read through their strides", "[expr][broadcast]") {
+  auto m = xsym::matrix<double>("m");
+  auto f = xsym::function("view_arg", xsym::inputs(m), m * 10.0 + 1.0);
+  const xt::xtensor<double, 2> base{{1, 2, 3}, {4, 5, 6}};
+  const xt::xtensor<double, 2> transposed = xt::transpose(base);
+  const xt::xtensor<double, 2> r = f(transposed);
+  CHECK(mismatch(r, {11, 41, 21, 51, 31, 61}) == "");
+  // A column-major container: strides other than C order.
+  xt::xtensor<double, 2, xt::layout_type::column_major> cm({2, 3});
+  for (std::size_t i = 0; i < 2; ++i)
+    for (std::size_t j = 0; j < 3; ++j) cm(i, j) = base(i, j);
+  const xt::xtensor<double, 2> rc = f(cm);
+  CHECK(mismatch(rc, {11, 21, 31, 41, 51, 61}) == "");
+}
+
+TEST_CASE("result dtypes follow numpy's promotion rules", "[expr][dtype]") {
+  auto b = xsym::vector<bool>("b");
+  auto i32 = xsym::vector<std::int32_t>("i32");
+  auto i64 = xsym::vector<std::int64_t>("i64");
+  auto f32 = xsym::vector<float>("f32");
+  auto f64 = xsym::vector<double>("f64");
+
+  // Two tensors: the smallest type that holds both exactly.
+  check_type<std::int32_t>(i32 + i32);
+  check_type<std::int64_t>(i32 + i64);
+  check_type<std::int64_t>(i64 * i32);
+  check_type<double>(i32 + f32);  // float32 cannot hold every int32
+  check_type<double>(f32 - i64);
+  check_type<double>(f32 + f64);
+  check_type<float>(f32 * f32);
+  check_type<double>(i32 * f64);
+  check_type<std::int32_t>(xsym::maximum(i32, i32));
+  check_type<double>(xsym::minimum(i32, f32));
+
+  // Float-only functions on integers compute in float64.
+  check_type<double>(i32 / i32);
+  check_type<double>(i64 / i32);
+  check_type<float>(f32 / f32);
+  check_type<double>(i32 / f32);
+  check_type<double>(xsym::exp(i32));
+  check_type<double>(xsym::sqrt(i64));
+  check_type<float>(xsym::tanh(f32));
+  check_type<double>(xsym::pow(i32, i32));
+  check_type<float>(xsym::pow(f32, 2));
+  check_type<std::int32_t>(xsym::abs(i32));
+  check_type<std::int64_t>(-i64);
+
+  // C++ numbers are weak: they take the tensor's type unless a fraction meets integers.
+  check_type<float>(0.5 * f32);
+  check_type<float>(f32 + 1);
+  check_type<float>(1 - f32);
+  check_type<double>(0.5f * f64);
+  check_type<std::int32_t>(2 * i32);
+  check_type<std::int32_t>(i32 - std::int64_t{3});
+  check_type<std::int64_t>(i64 + 1);
+  check_type<double>(0.5 * i32);
+  check_type<double>(i64 - 1.5);
+  check_type<double>(1 / i32);
+  check_type<float>(1 / f32);
+
+  // Comparisons give bool, whatever they compare.
+  check_type<bool>(i32 > f32);
+  check_type<bool>(f64 == 1.5);
+  check_type<bool>(b != b);
+  check_type<bool>(i64 <= 2);
+
+  // Reductions: sum and prod of integers (and bool) accumulate in int64, mean of them is float64.
+  check_type<std::int64_t>(xsym::sum(i32));
+  check_type<std::int64_t>(xsym::sum(b));
+  check_type<std::int64_t>(xsym::prod(i32));
+  check_type<float>(xsym::sum(f32));
+  check_type<double>(xsym::mean(i32));
+  check_type<double>(xsym::mean(b));
+  check_type<float>(xsym::mean(f32));
+  check_type<std::int32_t>(xsym::max(i32));
+  check_type<bool>(xsym::min(b));
+  check_type<float>(xsym::max(f32));
+
+  // dot promotes like +; cast forces a type.
+  check_type<double>(xsym::dot(i32, f32));
+  check_type<std::int32_t>(xsym::dot(i32, i32));
+  check_type<float>(xsym::dot(f32, f32));
+  check_type<std::int64_t>(xsym::dot(i32, i64));
+  check_type<float>(xsym::cast<float>(i64));
+  check_type<bool>(xsym::cast<bool>(f64));
+}
+
+TEST_CASE("promoted results are computed in the promoted type", "[expr][dtype]") {
+  SECTION("int32 + float32 is exact in float64") {
+    auto x = xsym::vector<std::int32_t>("x");
+    auto y = xsym::vector<float>("y");
+    auto f = xsym::function("i32_plus_f32", xsym::inputs(x, y), x + y);
+    // 2^24 + 1 is not a float32; neither is the sum with 0.5: only float64 gets these right.
+    const xt::xtensor<std::int32_t, 1> X{16777217, -16777217, 2147483647, 3, 0, 123456789, -7};
+    const xt::xtensor<float, 1> Y{0.5f, -0.25f, 0.5f, 0.1f, 1e-3f, 0.75f, 1e30f};
+    const xt::xtensor<double, 1> r = f(X, Y);
+    std::vector<double> e;
+    for (std::size_t i = 0; i < X.size(); ++i) e.push_back(static_cast<double>(X(i)) + static_cast<double>(Y(i)));
+    CHECK(mismatch(r, e, {}, 0, 0) == "");
+  }
+  SECTION("int / int is true division in float64") {
+    auto x = xsym::vector<std::int32_t>("x");
+    auto y = xsym::vector<std::int64_t>("y");
+    auto f = xsym::function("int_div", xsym::inputs(x, y), xsym::outputs(x / y, 1 / x, x / 4));
+    const xt::xtensor<std::int32_t, 1> X{7, -7, 1, 2147483647, 5};
+    const xt::xtensor<std::int64_t, 1> Y{2, 2, 3, 3, -8};
+    auto [q, inv, quarter] = f(X, Y);
+    CHECK(mismatch(q, {3.5, -3.5, 1.0 / 3.0, 2147483647.0 / 3.0, -0.625}, {}, 0, 0) == "");
+    CHECK(mismatch(inv, {1.0 / 7, -1.0 / 7, 1.0, 1.0 / 2147483647.0, 0.2}, {}, 0, 0) == "");
+    CHECK(mismatch(quarter, {1.75, -1.75, 0.25, 2147483647.0 / 4, 1.25}, {}, 0, 0) == "");
+  }
+  SECTION("int64 arithmetic keeps all 64 bits") {
+    auto x = xsym::vector<std::int64_t>("x");
+    auto y = xsym::vector<std::int32_t>("y");
+    auto f = xsym::function("i64", xsym::inputs(x, y), xsym::outputs(x + y, x * 3, xsym::sum(x)));
+    const std::int64_t big = (std::int64_t{1} << 60) + 1;  // beyond float64's 53 bits
+    const xt::xtensor<std::int64_t, 1> X{big, -big, std::int64_t{1} << 40};
+    const xt::xtensor<std::int32_t, 1> Y{1, -1, 2147483647};
+    auto [s, t, total] = f(X, Y);
+    CHECK(s(0) == big + 1);
+    CHECK(s(1) == -big - 1);
+    CHECK(s(2) == (std::int64_t{1} << 40) + 2147483647);
+    CHECK(t(0) == big * 3 - 0);
+    CHECK(total == (std::int64_t{1} << 40));
+  }
+  SECTION("sum of int32 accumulates in int64; mean of ints is float64") {
+    auto x = xsym::vector<std::int32_t>("x");
+    auto f = xsym::function("i32_sum", xsym::inputs(x), xsym::outputs(xsym::sum(x), xsym::mean(x), xsym::prod(x)));
+    const xt::xtensor<std::int32_t, 1> X{2000000000, 2000000000, 2000000000, -1};
+    auto [s, m, p] = f(X);
+    (void)p;
+    CHECK(s == std::int64_t{5999999999});
+    CHECK(m == 5999999999.0 / 4);
+    const xt::xtensor<std::int32_t, 1> Y{100000, 100000, -3, 1, 7};
+    auto [s2, m2, p2] = f(Y);
+    CHECK(s2 == 200005);
+    CHECK(m2 == 40001.0);
+    CHECK(p2 == std::int64_t{-210000000000});  // beyond int32
+  }
+  SECTION("float32 + float64 is computed in float64") {
+    auto x = xsym::vector<float>("x");
+    auto y = xsym::vector<double>("y");
+    auto f = xsym::function("f32_f64", xsym::inputs(x, y), x + y);
+    const xt::xtensor<float, 1> X{0.1f, 1e-8f, 3.0f};
+    const xt::xtensor<double, 1> Y{0.2, 1.0, 1e-12};
+    const xt::xtensor<double, 1> r = f(X, Y);
+    CHECK(mismatch(r, {double(0.1f) + 0.2, double(1e-8f) + 1.0, 3.0 + 1e-12}, {}, 0, 0) == "");
+  }
+  SECTION("weak C++ numbers: float32 stays float32, a fraction next to ints gives float64") {
+    auto x = xsym::vector<float>("x");
+    auto i = xsym::vector<std::int32_t>("i");
+    auto f = xsym::function("weak", xsym::inputs(x, i), xsym::outputs(x + 0.1, 0.5 * i, i * 3));
+    const xt::xtensor<float, 1> X{1.0f, 1e8f, -3.3f};
+    const xt::xtensor<std::int32_t, 1> I{3, -5, 700000001};
+    auto [a, b, c] = f(X, I);
+    // Computed in float32, as numpy does for a float32 array and a Python float.
+    CHECK(mismatch(a, {double(1.0f + 0.1f), double(1e8f + 0.1f), double(-3.3f + 0.1f)}, {}, 0, 0) == "");
+    CHECK(mismatch(b, {1.5, -2.5, 350000000.5}, {}, 0, 0) == "");
+    CHECK(mismatch(c, {9, -15, 2100000003}, {}, 0, 0) == "");
+  }
+  SECTION("comparisons across dtypes compare the promoted values") {
+    auto i = xsym::vector<std::int32_t>("i");
+    auto x = xsym::vector<float>("x");
+    auto f = xsym::function("cmp", xsym::inputs(i, x), xsym::outputs(i > x, i == x, i <= 2.5));
+    // As a float32, 16777217 would equal 16777216.
+    const xt::xtensor<std::int32_t, 1> I{16777217, 2, 3, -1};
+    const xt::xtensor<float, 1> X{16777216.0f, 2.0f, 3.5f, -1.5f};
+    auto [gt, eq, le] = f(I, X);
+    CHECK(mismatch(gt, {1, 0, 0, 1}) == "");
+    CHECK(mismatch(eq, {0, 1, 0, 0}) == "");
+    CHECK(mismatch(le, {0, 1, 0, 1}) == "");
+  }
+}
