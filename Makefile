@@ -19,7 +19,7 @@ build: configure
 
 demo: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target logistic_regression
-	XSYM_FLAGS="profile=True,profiling.destination=stdout,$${XSYM_FLAGS:-}" $(BUILD)/examples/logistic_regression
+	XSYM_FLAGS="profile=True,profile_memory=True,profiling.destination=stdout,$${XSYM_FLAGS:-}" $(BUILD)/examples/logistic_regression
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -220,6 +220,9 @@ class function_runtime {
       m_profile->rewrites = std::move(records);
       m_profile->nodes_before_rewrites = nodes_before;
       m_profile->skip_next_call = config.profiling.ignore_first_call.value();
+      m_profile->gc = m_plan.gc;
+      m_profile->dead_after = m_dead_after;
+      m_profile->memory = config.profile_memory.value();
     }
   }
 
@@ -232,6 +235,9 @@ class function_runtime {
   void call(const ndarray* args, std::vector<ndarray>& out) {
     std::lock_guard lock(m_mutex);
     const std::uint64_t c0 = m_profile ? detail::ticks() : 0;
+    const std::int64_t mem0 = m_profile && m_profile->memory ? allocated().current : 0;
+    if (m_profile && m_profile->memory) reset_peak_memory();
+    const bool sample = m_profile && (m_profile->calls & (m_profile->calls - 1)) == 0;
     ndarray* values = m_values.data();
     for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) {
       const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[i])];
@@ -255,7 +261,8 @@ class function_runtime {
           m_thunks[i].run(m_thunks[i], values);
           const std::uint64_t t1 = detail::ticks();
           m_scratch_ticks[i] = t1 - t;
-          t = t1;
+          if (sample) record_shapes(i, values);
+          t = detail::ticks();
           if (m_plan.gc) release_dead(i);
         }
         m_fn_ticks_last = t - f0;
@@ -273,7 +280,10 @@ class function_runtime {
     for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) out[o] = values[m_graph->outputs[o]];
     apply_updates(values);
     release_after_call();
-    if (m_profile) record_call(c0);
+    if (m_profile) {
+      if (m_profile->memory) m_profile->measured_peak_bytes = std::max(m_profile->measured_peak_bytes, allocated().peak - mem0);
+      record_call(c0);
+    }
   }
 
  private:
@@ -435,6 +445,24 @@ class function_runtime {
         if (sv.value.owner() == v.owner()) sv.value = detail::cast_array(v, v.type());  // never alias another value
       }
     }
+  }
+
+  void record_shapes(std::size_t i, const ndarray* values) {
+    auto info_of = [](const ndarray& a) {
+      value_info v;
+      v.type = a.type();
+      v.shape = a.shape();
+      v.strides = a.strides();
+      v.c_contiguous = a.is_c_contiguous();
+      return v;
+    };
+    const apply_node& n = m_graph->nodes[i];
+    auto& ins = m_profile->node_inputs[i];
+    auto& outs = m_profile->node_outputs[i];
+    ins.clear();
+    outs.clear();
+    for (int s : n.inputs) ins.push_back(info_of(values[s]));
+    for (int s : n.outputs) outs.push_back(info_of(values[s]));
   }
 
   void record_call(std::uint64_t c0) {

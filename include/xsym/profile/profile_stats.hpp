@@ -12,6 +12,15 @@
 
 namespace xsym {
 
+/// @brief The dtype, shape and strides of a value as a node saw it.
+struct value_info {
+  dtype type = dtype::float64;
+  shape_t shape{};
+  std::array<std::int64_t, max_rank> strides{};
+  bool c_contiguous = true;
+  std::int64_t nbytes() const { return shape.size() * static_cast<std::int64_t>(dtype_size(type)); }
+};
+
 /// @brief Everything measured about one compiled function: calls, per-Apply times, compile phases.
 struct function_profile {
   std::string name;
@@ -28,6 +37,12 @@ struct function_profile {
   std::vector<rewrite_record> rewrites;
   int nodes_before_rewrites = 0;
   bool skip_next_call = false;  // profiling.ignore_first_call
+  // Shapes seen by each node, sampled on calls 1, 2, 4, 8, ... so sampling costs nothing per call.
+  std::vector<std::vector<value_info>> node_inputs, node_outputs;
+  std::vector<std::vector<int>> dead_after;  // slots freed after each node (gc), for the memory profile
+  bool gc = true;
+  bool memory = false;                 // profile_memory was on
+  std::int64_t measured_peak_bytes = 0;  // largest growth of the library's allocations during a call
 
   double call_time() const { return static_cast<double>(call_ticks) * detail::seconds_per_tick(); }
   double fn_time() const { return static_cast<double>(fn_ticks) * detail::seconds_per_tick(); }
@@ -53,6 +68,8 @@ class profile_stats {
     p->name = std::move(name);
     p->node_ticks.assign(g->nodes.size(), 0);
     p->node_calls.assign(g->nodes.size(), 0);
+    p->node_inputs.assign(g->nodes.size(), {});
+    p->node_outputs.assign(g->nodes.size(), {});
     p->graph = std::move(g);
     std::lock_guard lock(m_mutex);
     m_functions.push_back(p);

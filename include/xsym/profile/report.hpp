@@ -2,6 +2,7 @@
 #define XSYM_PROFILE_REPORT_HPP
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -56,7 +57,75 @@ inline void print_rows(std::ostream& os, std::vector<row> rows, double total, st
   os << fmt("   ... (remaining %zu %s account for %6.2f%%(%.2fs) of the runtime)\n", rows.size() - shown, what,
             total > 0 ? 100.0 * rest / total : 0.0, rest);
 }
+struct apply_row {
+  std::string key;
+  double time = 0;
+  std::int64_t calls = 0;
+  const function_profile* fn = nullptr;
+  std::size_t node = 0;
+};
+
+inline std::string describe(const value_info& v) {
+  std::string strides = "c";
+  if (!v.c_contiguous) {
+    strides = "(";
+    for (int d = 0; d < v.shape.rank; ++d)
+      strides += (d ? ", " : "") + std::to_string(v.strides[static_cast<std::size_t>(d)] * static_cast<std::int64_t>(dtype_size(v.type)));
+    strides += v.shape.rank == 1 ? ",)" : ")";
+  }
+  return "dtype=" + std::string(dtype_name(v.type)) + ", shape=" + to_string(v.shape) + ", strides=" + strides;
+}
+
+// Floating-point operations of one call, from the shapes it saw (0 where unknown).
+inline double node_flops(const apply_node& n, const std::vector<value_info>& ins, const std::vector<value_info>& outs) {
+  if (ins.empty() || outs.empty()) return 0;
+  const double out = static_cast<double>(outs[0].shape.size());
+  switch (n.fn->kind) {
+    case op_kind::elemwise: return n.fn->scalar == scalar_op::cast ? 0 : out;
+    case op_kind::composite: return out * static_cast<double>(n.fn->fused->code.size());
+    case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
+    case op_kind::gemv: return 2.0 * static_cast<double>(ins[0].shape.size());
+    case op_kind::dot22: return 2.0 * out * static_cast<double>(ins[0].shape[1]);
+    case op_kind::dot:
+      return ins[0].shape.rank == 2 && ins[1].shape.rank == 2 ? 2.0 * out * static_cast<double>(ins[0].shape[1])
+                                                              : 2.0 * static_cast<double>(std::max(ins[0].shape.size(), ins[1].shape.size()));
+    default: return 0;
+  }
+}
+
+// Bytes a node must read and write at least once: its inputs and outputs.
+inline double node_bytes(const std::vector<value_info>& ins, const std::vector<value_info>& outs) {
+  double b = 0;
+  for (const auto& v : ins) b += static_cast<double>(v.nbytes());
+  for (const auto& v : outs) b += static_cast<double>(v.nbytes());
+  return b;
+}
+
+inline std::string kb(double bytes) { return fmt("%.0fKB", std::ceil(bytes / 1024.0)); }
+
+// Peak bytes of node outputs alive at once, replaying the node order: with gc, without in-place.
+inline double simulate_peak(const function_profile& f, bool inplace, bool gc) {
+  const function_graph& g = *f.graph;
+  std::vector<double> created(g.slots.size(), 0);
+  double cur = 0, peak = 0;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const apply_node& n = g.nodes[i];
+    for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+      if (f.node_outputs[i].size() <= o || n.fn->is_view() || (inplace && n.fn->is_inplace())) continue;
+      created[static_cast<std::size_t>(n.outputs[o])] = static_cast<double>(f.node_outputs[i][o].nbytes());
+      cur += created[static_cast<std::size_t>(n.outputs[o])];
+    }
+    peak = std::max(peak, cur);
+    if (gc && i < f.dead_after.size())
+      for (int s : f.dead_after[i]) cur -= created[static_cast<std::size_t>(s)];
+  }
+  return peak;
+}
+
 }  // namespace detail
+
+inline void print_memory_profile(std::ostream& os, const std::vector<std::shared_ptr<function_profile>>& fns);
+inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<function_profile>>& fns);
 
 /// @brief Prints the Theano-format report for the given functions as one profile.
 inline void print_profile(std::ostream& os, const std::string& message,
@@ -94,7 +163,7 @@ inline void print_profile(std::ostream& os, const std::string& message,
     return;
   }
   std::map<std::string, detail::row> by_class, by_op;
-  std::vector<detail::row> applies;
+  std::vector<detail::apply_row> applies;
   for (const auto& f : fns) {
     const function_graph& g = *f->graph;
     for (std::size_t i = 0; i < g.nodes.size(); ++i) {
@@ -108,11 +177,12 @@ inline void print_profile(std::ostream& os, const std::string& message,
         r.calls += f->node_calls[i];
         r.applies += 1;
       }
-      detail::row r;
-      r.key = fmt("%5zu   ", i) + g.node_text(n);
-      if (fns.size() > 1) r.key = fmt("%5zu   ", i) + f->name + ": " + g.node_text(n);
+      detail::apply_row r;
+      r.key = fns.size() > 1 ? f->name + ": " + g.node_text(n) : g.node_text(n);
       r.time = t;
       r.calls = f->node_calls[i];
+      r.fn = f.get();
+      r.node = i;
       applies.push_back(std::move(r));
     }
   }
@@ -125,7 +195,7 @@ inline void print_profile(std::ostream& os, const std::string& message,
   detail::print_rows(os, values(by_class), thunk_t, lim.n_ops, "Classes");
   os << "\nOps\n---\n<% time> <sum %> <apply time> <time per call> <type> <#call> <#apply> <Op name>\n";
   detail::print_rows(os, values(by_op), thunk_t, lim.n_ops, "Ops");
-  os << "\nApply\n------\n<% time> <sum %> <apply time> <time per call> <#call> <id> <Apply name>\n";
+  os << "\nApply\n------\n<% time> <sum %> <apply time> <time per call> <#call> <id> <Mflops> <Gflops/s> <GB/s> <Apply name>\n";
   std::stable_sort(applies.begin(), applies.end(), [](const auto& a, const auto& b) { return a.time > b.time; });
   double cum = 0;
   std::size_t shown = 0;
@@ -133,8 +203,21 @@ inline void print_profile(std::ostream& os, const std::string& message,
     if (static_cast<std::int64_t>(shown) >= lim.n_apply) break;
     const double p = thunk_t > 0 ? 100.0 * r.time / thunk_t : 0.0;
     cum += p;
-    os << fmt("  %5.1f%%   %5.1f%%      %6.3fs       %.2es   %6lld %s\n", p, cum, r.time,
-              r.calls ? r.time / static_cast<double>(r.calls) : 0.0, static_cast<long long>(r.calls), r.key.c_str());
+    const double per_call = r.calls ? r.time / static_cast<double>(r.calls) : 0.0;
+    const function_profile& f = *r.fn;
+    const auto& ins = f.node_inputs[r.node];
+    const auto& outs = f.node_outputs[r.node];
+    const double flops = detail::node_flops(f.graph->nodes[r.node], ins, outs);
+    const double bytes = detail::node_bytes(ins, outs);
+    const std::string mflops = flops > 0 ? fmt("%8.3f", flops / 1e6) : std::string(8, ' ');
+    const std::string gflops = flops > 0 && per_call > 0 ? fmt("%9.2f", flops / per_call / 1e9) : std::string(9, ' ');
+    const std::string gbs = bytes > 0 && per_call > 0 ? fmt("%7.2f", bytes / per_call / 1e9) : std::string(7, ' ');
+    os << fmt("  %5.1f%%   %5.1f%%      %6.3fs       %.2es   %6lld %5zu %s %s %s  %s\n", p, cum, r.time, per_call,
+              static_cast<long long>(r.calls), r.node, mflops.c_str(), gflops.c_str(), gbs.c_str(), r.key.c_str());
+    for (std::size_t k = 0; k < ins.size(); ++k)
+      os << "    input " << k << ": " << detail::describe(ins[k]) << "\n";
+    for (std::size_t k = 0; k < outs.size(); ++k)
+      os << "    output " << k << ": " << detail::describe(outs[k]) << "\n";
     ++shown;
   }
   double rest = 0;
@@ -142,6 +225,117 @@ inline void print_profile(std::ostream& os, const std::string& message,
   os << fmt("   ... (remaining %zu Apply instances account for %.2f%%(%.2fs) of the runtime)\n", applies.size() - shown,
             thunk_t > 0 ? 100.0 * rest / thunk_t : 0.0, rest);
   os << "\n";
+  bool memory = false;
+  for (const auto& f : fns) memory |= f->memory;
+  if (memory) print_memory_profile(os, fns);
+  print_tips(os, fns);
+}
+
+inline void print_memory_profile(std::ostream& os, const std::vector<std::shared_ptr<function_profile>>& fns) {
+  using detail::fmt;
+  using detail::kb;
+  double current = 0, no_inplace = 0, no_gc = 0, measured = 0;
+  for (const auto& f : fns) {
+    current = std::max(current, detail::simulate_peak(*f, true, f->gc));
+    no_inplace = std::max(no_inplace, detail::simulate_peak(*f, false, f->gc));
+    no_gc = std::max(no_gc, detail::simulate_peak(*f, true, false));
+    measured = std::max(measured, static_cast<double>(f->measured_peak_bytes));
+  }
+  os << "Memory Profile\n(Simulated from the nodes' output sizes; in brackets, measured through xsym's allocator)\n---\n";
+  auto block = [&](const char* title, double cpu, const std::string& extra) {
+    os << "    " << title << "\n";
+    os << "        CPU: " << kb(cpu) << extra << "\n";
+    os << "        GPU: 0KB\n";
+    os << "        CPU + GPU: " << kb(cpu) << extra << "\n";
+  };
+  block("Max peak memory with current setting", current, " (" + kb(measured) + ")");
+  block("Max peak memory with current setting and xsym flag optimizer_excluding=inplace", no_inplace, "");
+  block("Max peak memory if allow_gc=False (linker don't make a difference)", no_gc, "");
+  os << "---\n\n";
+  os << "    <Sum apply outputs (bytes)> <Apply outputs shape> <created/inplace/view> <Apply node>\n\n";
+  struct entry {
+    std::int64_t bytes;
+    std::string line;
+  };
+  std::vector<entry> entries;
+  std::int64_t total = 0;
+  for (const auto& f : fns) {
+    const function_graph& g = *f->graph;
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+      const apply_node& n = g.nodes[i];
+      std::int64_t bytes = 0;
+      std::string shapes = "[", kinds;
+      const auto& outs = f->node_outputs[i];
+      for (std::size_t o = 0; o < outs.size(); ++o) {
+        bytes += outs[o].nbytes();
+        shapes += (o ? ", " : "") + to_string(outs[o].shape);
+        kinds += (o ? " " : "") + std::string(n.fn->is_view() ? "v" : n.fn->is_inplace() && o == 0 ? "i" : "c");
+      }
+      total += bytes;
+      entries.push_back({bytes, fmt("%14lldB  ", static_cast<long long>(bytes)) + shapes + "] " + kinds + " " + g.node_text(n)});
+    }
+  }
+  std::stable_sort(entries.begin(), entries.end(), [](const entry& a, const entry& b) { return a.bytes > b.bytes; });
+  const std::int64_t min_size = config.profiling.min_memory_size.value();
+  std::size_t shown = 0;
+  std::int64_t rest = 0;
+  for (const auto& e : entries) {
+    if (e.bytes >= min_size && static_cast<std::int64_t>(shown) < config.profiling.n_apply.value()) {
+      os << "   " << e.line << "\n";
+      ++shown;
+    } else {
+      rest += e.bytes;
+    }
+  }
+  os << fmt("   ... (remaining %zu Apply account for %6lldB/%lldB ((%.2f%%)) of the Apply with dense outputs sizes)\n",
+            entries.size() - shown, static_cast<long long>(rest), static_cast<long long>(total),
+            total ? 100.0 * static_cast<double>(rest) / static_cast<double>(total) : 0.0);
+  os << "\n    <created/inplace/view> is taken from the Op's declaration.\n";
+  os << "    Apply nodes marked 'inplace' or 'view' may actually allocate memory (an in-place node allocates when "
+        "its input is still shared at run time); the measured peak above includes that.\n\n";
+}
+
+inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<function_profile>>& fns) {
+  std::vector<std::string> tips;
+  auto add = [&](std::string t) {
+    if (std::find(tips.begin(), tips.end(), t) == tips.end()) tips.push_back(std::move(t));
+  };
+  for (const auto& f : fns) {
+    const function_graph& g = *f->graph;
+    for (const auto& n : g.nodes) {
+      for (int s : n.outputs)
+        if (g.slots[static_cast<std::size_t>(s)].type == dtype::float64)
+          add("Try compiling with -DXSYM_FLOATX=float (float32): this graph computes in float64");
+      const op& o = *n.fn;
+      auto is_two = [&](int s) {
+        const slot& v = g.slots[static_cast<std::size_t>(s)];
+        return v.kind == var_kind::constant && v.source->constant.size() == 1 && v.source->constant.flat_as_double(0) == 2.0;
+      };
+      if (o.kind == op_kind::elemwise && o.scalar == scalar_op::pow && is_two(n.inputs[1]))
+        add("Replace pow(x, 2) by sqr(x) (or x * x): " + g.node_text(n));
+      if (o.kind == op_kind::composite)
+        for (const auto& ins : o.fused->code)
+          if (ins.op == scalar_op::pow) add("A Composite computes pow: if the exponent is 2, use sqr(x) instead");
+      if (o.kind == op_kind::dot) {
+        bool matrix = false;
+        for (int s : n.inputs) matrix |= g.slots[static_cast<std::size_t>(s)].rank == 2;
+        if (matrix) add("A dot was not turned into Gemv/Dot22 (is the blas rewrite excluded?): " + g.node_text(n));
+      }
+      if (o.kind == op_kind::dot || o.kind == op_kind::gemv || o.kind == op_kind::dot22)
+        for (int s : n.inputs) {
+          const slot& v = g.slots[static_cast<std::size_t>(s)];
+          if (v.owner >= 0 && g.nodes[static_cast<std::size_t>(v.owner)].fn->scalar == scalar_op::cast &&
+              g.nodes[static_cast<std::size_t>(v.owner)].fn->kind == op_kind::elemwise)
+            add("A dot mixes dtypes and casts an operand on every call; give both operands the same dtype: " +
+                g.node_text(n));
+        }
+    }
+  }
+  os << "Here are tips to potentially make your code run faster\n"
+        "                 (if you think of new ones, suggest them on the issue tracker).\n"
+        "                 Test them first, as they are not guaranteed to always provide a speedup.\n";
+  if (tips.empty()) os << "  Sorry, no tip for today.\n";
+  for (const auto& t : tips) os << "  - " << t << "\n";
 }
 
 inline void profile_stats::print_summary(std::ostream& os) const {
