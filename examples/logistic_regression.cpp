@@ -16,7 +16,9 @@ using real = xsym::floatX;
 
 int main(int argc, char** argv) try {
   const std::size_t n = 400, feats = 784;
-  const long steps = argc > 1 ? std::atol(argv[1]) : 10000;
+  // Steps: the first argument, else $XSYM_LOGREG_STEPS, else the seed's 10000.
+  const char* env_steps = std::getenv("XSYM_LOGREG_STEPS");
+  const long steps = argc > 1 ? std::atol(argv[1]) : env_steps ? std::atol(env_steps) : 10000;
   if (steps < 0) throw std::invalid_argument("logistic_regression: steps must be >= 0");
 
   // Data with a fixed seed: X ~ N(0, 1), Y in {0, 1}, w ~ N(0, 1).
