@@ -12,5 +12,6 @@
 #include "compile/function.hpp"
 #include "profile/report.hpp"
 #include "profile/registry.hpp"
+#include "profile/scope.hpp"
 
 #endif

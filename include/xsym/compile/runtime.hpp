@@ -10,6 +10,7 @@
 #include "../backend/cpu/reduce.hpp"
 #include "../graph/fgraph.hpp"
 #include "../profile/profile_stats.hpp"
+#include "../profile/scope.hpp"
 #include "../rewrite/inplace.hpp"
 #include "../rewrite/canonicalize.hpp"
 #include "options.hpp"
@@ -209,7 +210,14 @@ class function_runtime {
     bind_thunks();
     const double t3 = detail::wall_seconds();
 
-    const bool profiling = options.profile.value_or(config.profile.value()) || options.stats;
+    const bool profiling = profiling_compiled_in && (options.profile.value_or(config.profile.value()) || options.stats);
+    // Scopes need the compile-time facts even of functions that are not profiled themselves.
+    m_scope_model.implementation = m_plan.reference_kernels ? "ref" : "cpu";
+    m_scope_model.rewrite_seconds = t1 - t0;
+    m_scope_model.validate_seconds = t2 - t1;
+    m_scope_model.linker_seconds = t3 - t2;
+    m_scope_model.gc = m_plan.gc;
+    m_scope_model.dead_after = m_dead_after;
     if (profiling) {
       m_stats = options.stats ? options.stats : std::make_shared<profile_stats>(m_name);
       m_profile = m_stats->add_function(m_name, m_graph);
@@ -223,6 +231,7 @@ class function_runtime {
       m_profile->gc = m_plan.gc;
       m_profile->dead_after = m_dead_after;
       m_profile->memory = config.profile_memory.value();
+      m_profile->optimizer = config.profile_optimizer.value();
     }
   }
 
@@ -234,10 +243,13 @@ class function_runtime {
   /// @brief Runs the function on args (one per input, in order); fills out with one value per output.
   void call(const ndarray* args, std::vector<ndarray>& out) {
     std::lock_guard lock(m_mutex);
-    const std::uint64_t c0 = m_profile ? detail::ticks() : 0;
-    const std::int64_t mem0 = m_profile && m_profile->memory ? allocated().current : 0;
-    if (m_profile && m_profile->memory) reset_peak_memory();
-    const bool sample = m_profile && (m_profile->calls & (m_profile->calls - 1)) == 0;
+    // One predictable branch when profiling is off; nothing at all when compiled out.
+    const bool timed = profiling_compiled_in && (m_profile || detail::any_scope_active());
+    const std::uint64_t c0 = timed ? detail::ticks() : 0;
+    const bool memory = m_profile && m_profile->memory;
+    const std::int64_t mem0 = memory ? allocated().current : 0;
+    if (memory) reset_peak_memory();
+    const bool sample = timed && (m_sample_calls & (m_sample_calls - 1)) == 0;
     ndarray* values = m_values.data();
     for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) {
       const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[i])];
@@ -254,7 +266,7 @@ class function_runtime {
     }
     std::size_t i = 0;
     try {
-      if (m_profile) {
+      if (timed) {
         const std::uint64_t f0 = detail::ticks();
         std::uint64_t t = f0;
         for (; i < m_thunks.size(); ++i) {
@@ -262,8 +274,8 @@ class function_runtime {
           const std::uint64_t t1 = detail::ticks();
           m_scratch_ticks[i] = t1 - t;
           if (sample) record_shapes(i, values);
-          t = detail::ticks();
           if (m_plan.gc) release_dead(i);
+          t = sample ? detail::ticks() : t1;
         }
         m_fn_ticks_last = t - f0;
       } else {
@@ -280,9 +292,15 @@ class function_runtime {
     for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) out[o] = values[m_graph->outputs[o]];
     apply_updates(values);
     release_after_call();
-    if (m_profile) {
-      if (m_profile->memory) m_profile->measured_peak_bytes = std::max(m_profile->measured_peak_bytes, allocated().peak - mem0);
-      record_call(c0);
+    if (timed) {
+      if (memory) m_profile->measured_peak_bytes = std::max(m_profile->measured_peak_bytes, allocated().peak - mem0);
+      const std::uint64_t call_ticks = detail::ticks() - c0;
+      ++m_sample_calls;
+      if (m_profile) record_call(*m_profile, call_ticks, sample);
+      detail::for_each_active_scope([&](profile_scope& scope) {
+        function_profile& p = scope.record_for(this, m_name, m_graph, m_scope_model);
+        record_call(p, call_ticks, sample || p.calls == 0);
+      });
     }
   }
 
@@ -447,6 +465,12 @@ class function_runtime {
     }
   }
 
+  // Shapes live in m_last_shapes until a profile takes a copy.
+  void copy_shapes(function_profile& p) {
+    p.node_inputs = m_last_inputs;
+    p.node_outputs = m_last_outputs;
+  }
+
   void record_shapes(std::size_t i, const ndarray* values) {
     auto info_of = [](const ndarray& a) {
       value_info v;
@@ -457,27 +481,31 @@ class function_runtime {
       return v;
     };
     const apply_node& n = m_graph->nodes[i];
-    auto& ins = m_profile->node_inputs[i];
-    auto& outs = m_profile->node_outputs[i];
+    if (m_last_inputs.size() != m_graph->nodes.size()) {
+      m_last_inputs.assign(m_graph->nodes.size(), {});
+      m_last_outputs.assign(m_graph->nodes.size(), {});
+    }
+    auto& ins = m_last_inputs[i];
+    auto& outs = m_last_outputs[i];
     ins.clear();
     outs.clear();
     for (int s : n.inputs) ins.push_back(info_of(values[s]));
     for (int s : n.outputs) outs.push_back(info_of(values[s]));
   }
 
-  void record_call(std::uint64_t c0) {
-    function_profile& p = *m_profile;
+  void record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes) {
     if (p.skip_next_call) {
       p.skip_next_call = false;
       return;
     }
+    if (take_shapes && !m_last_inputs.empty()) copy_shapes(p);
     ++p.calls;
     for (std::size_t i = 0; i < m_scratch_ticks.size(); ++i) {
       p.node_ticks[i] += m_scratch_ticks[i];
       ++p.node_calls[i];
     }
     p.fn_ticks += m_fn_ticks_last;
-    p.call_ticks += detail::ticks() - c0;
+    p.call_ticks += call_ticks;
   }
 
   [[noreturn]] void throw_node_error(std::size_t i, const std::exception& e) {
@@ -501,6 +529,9 @@ class function_runtime {
   std::uint64_t m_fn_ticks_last = 0;
   std::shared_ptr<profile_stats> m_stats;
   std::shared_ptr<function_profile> m_profile;
+  function_profile m_scope_model;  // compile facts copied into each scope's record
+  std::vector<std::vector<value_info>> m_last_inputs, m_last_outputs;
+  std::int64_t m_sample_calls = 0;
   std::mutex m_mutex;
 };
 

@@ -1,6 +1,7 @@
 #ifndef XSYM_PROFILE_PROFILE_STATS_HPP
 #define XSYM_PROFILE_PROFILE_STATS_HPP
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,6 +43,7 @@ struct function_profile {
   std::vector<std::vector<int>> dead_after;  // slots freed after each node (gc), for the memory profile
   bool gc = true;
   bool memory = false;                 // profile_memory was on
+  bool optimizer = false;              // profile_optimizer was on
   std::int64_t measured_peak_bytes = 0;  // largest growth of the library's allocations during a call
 
   double call_time() const { return static_cast<double>(call_ticks) * detail::seconds_per_tick(); }
@@ -82,6 +84,22 @@ class profile_stats {
   }
   const std::string& message() const { return m_message; }
 
+  /// @brief Time spent in a user region (XSYM_PROFILE_SCOPE), reported as its own class.
+  struct region {
+    std::uint64_t ticks = 0;
+    std::int64_t calls = 0;
+  };
+  void add_region(const std::string& name, std::uint64_t ticks) {
+    std::lock_guard lock(m_mutex);
+    auto& r = m_regions[name];
+    r.ticks += ticks;
+    ++r.calls;
+  }
+  std::vector<std::pair<std::string, region>> regions() const {
+    std::lock_guard lock(m_mutex);
+    return {m_regions.begin(), m_regions.end()};
+  }
+
   /// @brief Prints the Theano-format report to os (defined in profile/report.hpp).
   void print_summary(std::ostream& os) const;
   void print_summary() const;
@@ -90,6 +108,7 @@ class profile_stats {
   std::string m_message;
   mutable std::mutex m_mutex;
   std::vector<std::shared_ptr<function_profile>> m_functions;
+  std::map<std::string, region> m_regions;
 };
 
 }  // namespace xsym

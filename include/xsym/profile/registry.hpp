@@ -8,10 +8,13 @@
 #include <vector>
 
 #include "report.hpp"
+#include "scope.hpp"
 
 namespace xsym {
 
 namespace detail {
+inline std::ostream& report_stream(std::ofstream& file);
+
 struct exit_registry {
   std::mutex mutex;
   std::vector<std::shared_ptr<profile_stats>> stats;
@@ -26,26 +29,18 @@ inline void print_exit_reports() {
   auto& r = exit_reports();
   std::lock_guard lock(r.mutex);
   std::vector<std::shared_ptr<function_profile>> all;
-  for (const auto& s : r.stats)
+  region_list regions;
+  for (const auto& s : r.stats) {
     for (const auto& f : s->functions()) all.push_back(f);
-  if (all.empty()) return;
-  std::string dest = "stderr";
-  try {
-    dest = config.profiling.destination.value();
-  } catch (const std::exception&) {
+    for (auto& reg : s->regions()) regions.push_back(reg);
   }
+  if (all.empty() && regions.empty()) return;
   std::ofstream file;
-  std::ostream* os = &std::cerr;
-  if (dest == "stdout") os = &std::cout;
-  else if (dest != "stderr") {
-    file.open(dest);
-    if (file) os = &file;
-    else std::cerr << "xsym: cannot open profiling.destination '" << dest << "'; printing the profile to stderr\n";
-  }
+  std::ostream* os = &report_stream(file);
   for (const auto& s : r.stats) s->print_summary(*os);
-  if (all.size() > 1)
+  if (r.stats.size() > 1)
     print_profile(*os, "Sum of all(" + std::to_string(r.stats.size()) + ") printed profiles at exit.", all,
-                  report_limits::from_config());
+                  report_limits::from_config(), regions);
   os->flush();
 }
 }  // namespace detail
@@ -57,6 +52,65 @@ inline void register_for_exit_report(const std::shared_ptr<profile_stats>& s) {
   if (std::find(r.stats.begin(), r.stats.end(), s) != r.stats.end()) return;
   if (r.stats.empty()) std::atexit(&detail::print_exit_reports);
   r.stats.push_back(s);
+}
+
+namespace detail {
+inline std::ostream& report_stream(std::ofstream& file) {
+  std::string dest = "stderr";
+  try {
+    dest = config.profiling.destination.value();
+  } catch (const std::exception&) {
+  }
+  if (dest == "stdout") return std::cout;
+  if (dest == "stderr") return std::cerr;
+  file.open(dest, std::ios::app);
+  if (file) return file;
+  std::cerr << "xsym: cannot open profiling.destination '" << dest << "'; printing the profile to stderr\n";
+  return std::cerr;
+}
+
+/// User regions timed outside any scope, printed at exit when profile=True.
+inline std::shared_ptr<profile_stats>& global_regions() {
+  static std::shared_ptr<profile_stats>* s = [] {
+    auto* p = new std::shared_ptr<profile_stats>(std::make_shared<profile_stats>("user regions"));
+    register_for_exit_report(*p);
+    return p;
+  }();
+  return *s;
+}
+
+inline region_timer::~region_timer() {
+  const std::uint64_t t = ticks() - m_start;
+  bool any = false;
+  for_each_active_scope([&](profile_scope& s) {
+    s.stats().add_region(m_name, t);
+    any = true;
+  });
+  if (!any) {
+    bool on = false;
+    try {
+      on = config.profile.value();
+    } catch (const std::exception&) {
+    }
+    if (on) global_regions()->add_region(m_name, t);
+  }
+}
+}  // namespace detail
+
+inline profile_scope::~profile_scope() {
+  if constexpr (profiling_compiled_in) {
+    auto& r = detail::scope_list();
+    {
+      std::lock_guard lock(r.mutex);
+      r.scopes.erase(std::find(r.scopes.begin(), r.scopes.end(), this));
+      r.active.fetch_sub(1, std::memory_order_relaxed);
+    }
+    if (m_print) {
+      std::ofstream file;
+      std::ostream& os = detail::report_stream(file);
+      m_stats->print_summary(os);
+    }
+  }
 }
 
 }  // namespace xsym

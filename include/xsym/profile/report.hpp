@@ -126,10 +126,14 @@ inline double simulate_peak(const function_profile& f, bool inplace, bool gc) {
 
 inline void print_memory_profile(std::ostream& os, const std::vector<std::shared_ptr<function_profile>>& fns);
 inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<function_profile>>& fns);
+inline void print_optimizer_profile(std::ostream& os, const std::vector<std::shared_ptr<function_profile>>& fns);
 
 /// @brief Prints the Theano-format report for the given functions as one profile.
+using region_list = std::vector<std::pair<std::string, profile_stats::region>>;
+
 inline void print_profile(std::ostream& os, const std::string& message,
-                          const std::vector<std::shared_ptr<function_profile>>& fns, report_limits lim) {
+                          const std::vector<std::shared_ptr<function_profile>>& fns, report_limits lim,
+                          const region_list& regions = {}) {
   using detail::fmt;
   std::int64_t calls = 0;
   double call_t = 0, fn_t = 0, thunk_t = 0, rewrite_t = 0, validate_t = 0, link_t = 0;
@@ -158,7 +162,10 @@ inline void print_profile(std::ostream& os, const std::string& message,
   os << fmt("       xsym validate time: %es\n", validate_t);
   os << fmt("    xsym Linker time (kernel binding and buffer planning): %es\n", link_t);
   os << "\n";
-  if (calls == 0) {
+  double region_t = 0;
+  for (const auto& [name, r] : regions) region_t += static_cast<double>(r.ticks) * detail::seconds_per_tick();
+  if (!regions.empty()) os << fmt("  Time in user regions (XSYM_PROFILE_SCOPE): %es\n\n", region_t);
+  if (calls == 0 && regions.empty()) {
     os << "No execution time accumulated (hint: try config profiling.time_thunks=1)\n\n";
     return;
   }
@@ -186,6 +193,22 @@ inline void print_profile(std::ostream& os, const std::string& message,
       applies.push_back(std::move(r));
     }
   }
+  for (const auto& [name, reg] : regions) {
+    const double t = static_cast<double>(reg.ticks) * detail::seconds_per_tick();
+    auto& c = by_class["xsym::UserRegion"];
+    c.key = "xsym::UserRegion";
+    c.type = "user";
+    c.time += t;
+    c.calls += reg.calls;
+    c.applies += 1;
+    auto& o = by_op[name];
+    o.key = name;
+    o.type = "user";
+    o.time += t;
+    o.calls += reg.calls;
+    o.applies = 1;
+  }
+  thunk_t += region_t;  // percentages are of everything timed: nodes and user regions
   auto values = [](const std::map<std::string, detail::row>& m) {
     std::vector<detail::row> v;
     for (const auto& [k, r] : m) v.push_back(r);
@@ -228,6 +251,9 @@ inline void print_profile(std::ostream& os, const std::string& message,
   bool memory = false;
   for (const auto& f : fns) memory |= f->memory;
   if (memory) print_memory_profile(os, fns);
+  bool optimizer = false;
+  for (const auto& f : fns) optimizer |= f->optimizer;
+  if (optimizer) print_optimizer_profile(os, fns);
   print_tips(os, fns);
 }
 
@@ -295,6 +321,25 @@ inline void print_memory_profile(std::ostream& os, const std::vector<std::shared
         "its input is still shared at run time); the measured peak above includes that.\n\n";
 }
 
+/// @brief Per rewrite: time, times applied, Apply nodes before and after, and what it did.
+inline void print_optimizer_profile(std::ostream& os, const std::vector<std::shared_ptr<function_profile>>& fns) {
+  using detail::fmt;
+  os << "Optimizer Profile\n-----------------\n";
+  for (const auto& f : fns) {
+    double total = 0;
+    for (const auto& r : f->rewrites) total += r.seconds;
+    os << fmt(" Function '%s': %zu rewrites in %.6es, Apply nodes %d -> %zu\n", f->name.c_str(), f->rewrites.size(), total,
+              f->nodes_before_rewrites, f->graph->nodes.size());
+    os << "    <time> <% of rewrite time> <#applied> <nodes before> <nodes after> <rewrite>\n";
+    for (const auto& r : f->rewrites) {
+      os << fmt("    %.3es  %5.1f%%  %6d  %6d  %6d  %s\n", r.seconds, total > 0 ? 100.0 * r.seconds / total : 0.0, r.applied,
+                r.nodes_before, r.nodes_after, r.name.c_str());
+      for (const auto& note : r.notes) os << "        " << note << "\n";
+    }
+    os << "\n";
+  }
+}
+
 inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<function_profile>>& fns) {
   std::vector<std::string> tips;
   auto add = [&](std::string t) {
@@ -342,7 +387,7 @@ inline void profile_stats::print_summary(std::ostream& os) const {
   const auto fns = functions();
   std::string message = m_message;
   if (message.empty() && fns.size() == 1) message = fns.front()->name;
-  print_profile(os, message, fns, report_limits::from_config());
+  print_profile(os, message, fns, report_limits::from_config(), regions());
 }
 
 inline void profile_stats::print_summary() const {

@@ -173,6 +173,11 @@ var_ptr fuse_tree(const var_ptr& v, std::unordered_map<std::uint64_t, int>& user
       return;
     }
     if (!leaf_reg.count(x->id)) {
+      if (is_elem(x))
+        rec.notes.push_back("not fused into " + v->fn->name() + ": its input " + x->fn->name() +
+                            (users[x->id] > 1 ? " has " + std::to_string(users[x->id] % 1000) + " users" +
+                                                    (users[x->id] >= 1000 ? " and is an output" : "")
+                                              : std::string(" would exceed the register limit")));
       leaf_reg[x->id] = static_cast<int>(leaves.size());
       leaves.push_back(x);
     }
