@@ -13,5 +13,6 @@
 #include "profile/report.hpp"
 #include "profile/registry.hpp"
 #include "profile/scope.hpp"
+#include "profile/export.hpp"
 
 #endif

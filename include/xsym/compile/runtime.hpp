@@ -268,6 +268,7 @@ class function_runtime {
     try {
       if (timed) {
         const std::uint64_t f0 = detail::ticks();
+        m_fn_start = f0;
         std::uint64_t t = f0;
         for (; i < m_thunks.size(); ++i) {
           m_thunks[i].run(m_thunks[i], values);
@@ -506,6 +507,16 @@ class function_runtime {
     }
     p.fn_ticks += m_fn_ticks_last;
     p.call_ticks += call_ticks;
+    if (p.events.size() < p.max_trace_events) {
+      if (p.events.capacity() == 0) p.events.reserve(std::min<std::size_t>(p.max_trace_events, 1 << 16));
+      static std::atomic<std::uint32_t> thread_counter{0};
+      thread_local const std::uint32_t thread_id = thread_counter++;
+      std::uint64_t t = m_fn_start;
+      for (std::size_t i = 0; i < m_scratch_ticks.size() && p.events.size() < p.max_trace_events; ++i) {
+        p.events.push_back({static_cast<std::uint32_t>(i), thread_id, t, m_scratch_ticks[i]});
+        t += m_scratch_ticks[i];
+      }
+    }
   }
 
   [[noreturn]] void throw_node_error(std::size_t i, const std::exception& e) {
@@ -532,6 +543,7 @@ class function_runtime {
   function_profile m_scope_model;  // compile facts copied into each scope's record
   std::vector<std::vector<value_info>> m_last_inputs, m_last_outputs;
   std::int64_t m_sample_calls = 0;
+  std::uint64_t m_fn_start = 0;
   std::mutex m_mutex;
 };
 

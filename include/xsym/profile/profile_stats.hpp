@@ -22,6 +22,14 @@ struct value_info {
   std::int64_t nbytes() const { return shape.size() * static_cast<std::int64_t>(dtype_size(type)); }
 };
 
+/// @brief One Apply node's run, for the Chrome trace export.
+struct trace_event {
+  std::uint32_t node;
+  std::uint32_t thread;
+  std::uint64_t start;  // ticks
+  std::uint64_t duration;
+};
+
 /// @brief Everything measured about one compiled function: calls, per-Apply times, compile phases.
 struct function_profile {
   std::string name;
@@ -45,6 +53,8 @@ struct function_profile {
   bool memory = false;                 // profile_memory was on
   bool optimizer = false;              // profile_optimizer was on
   std::int64_t measured_peak_bytes = 0;  // largest growth of the library's allocations during a call
+  std::size_t max_trace_events = 0;      // 0: no trace; else events kept (first ones)
+  std::vector<trace_event> events;
 
   double call_time() const { return static_cast<double>(call_ticks) * detail::seconds_per_tick(); }
   double fn_time() const { return static_cast<double>(fn_ticks) * detail::seconds_per_tick(); }
@@ -67,6 +77,7 @@ class profile_stats {
   /// @brief Registers a function; the returned record is updated by that function's calls.
   std::shared_ptr<function_profile> add_function(std::string name, std::shared_ptr<const function_graph> g) {
     auto p = std::make_shared<function_profile>();
+    p->max_trace_events = m_trace_events;
     p->name = std::move(name);
     p->node_ticks.assign(g->nodes.size(), 0);
     p->node_calls.assign(g->nodes.size(), 0);
@@ -83,6 +94,13 @@ class profile_stats {
     return m_functions;
   }
   const std::string& message() const { return m_message; }
+
+  /// @brief Keep up to max_events node runs per function for write_chrome_trace.
+  void enable_trace(std::size_t max_events = 1 << 20) {
+    std::lock_guard lock(m_mutex);
+    m_trace_events = max_events;
+    for (auto& f : m_functions) f->max_trace_events = max_events;
+  }
 
   /// @brief Time spent in a user region (XSYM_PROFILE_SCOPE), reported as its own class.
   struct region {
@@ -109,6 +127,7 @@ class profile_stats {
   mutable std::mutex m_mutex;
   std::vector<std::shared_ptr<function_profile>> m_functions;
   std::map<std::string, region> m_regions;
+  std::size_t m_trace_events = 0;
 };
 
 }  // namespace xsym

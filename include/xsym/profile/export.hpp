@@ -1,0 +1,186 @@
+#ifndef XSYM_PROFILE_EXPORT_HPP
+#define XSYM_PROFILE_EXPORT_HPP
+
+// Machine-readable forms of a profile: JSON (every number of the text report), Chrome
+// trace events (loads in Perfetto and chrome://tracing) and Graphviz DOT of the graph.
+#include <fstream>
+#include <ostream>
+#include <string>
+
+#include "report.hpp"
+
+namespace xsym {
+
+namespace detail {
+inline std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) out += fmt("\\u%04x", c);
+        else out += c;
+    }
+  }
+  return out + "\"";
+}
+
+inline std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  return fmt("%.9g", v);
+}
+
+inline std::string json_value_info(const value_info& v) {
+  std::string s = "{\"dtype\": " + json_string(std::string(dtype_name(v.type))) + ", \"shape\": [";
+  for (int d = 0; d < v.shape.rank; ++d) s += (d ? ", " : "") + std::to_string(v.shape[d]);
+  s += "], \"strides\": [";
+  for (int d = 0; d < v.shape.rank; ++d)
+    s += (d ? ", " : "") + std::to_string(v.strides[static_cast<std::size_t>(d)] * static_cast<std::int64_t>(dtype_size(v.type)));
+  return s + "], \"c_contiguous\": " + (v.c_contiguous ? "true" : "false") + "}";
+}
+
+// Hex colour from white (no time) to red (all of it).
+inline std::string heat(double share) {
+  const int g = static_cast<int>(255 * (1.0 - std::clamp(share, 0.0, 1.0)));
+  return fmt("#ff%02x%02x", g, g);
+}
+
+inline std::string dot_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\' || c == '{' || c == '}' || c == '<' || c == '>' || c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+}  // namespace detail
+
+/// @brief Writes every number of the report as JSON: functions, nodes, memory, rewrites, regions.
+inline void write_json(const profile_stats& stats, std::ostream& os) {
+  using detail::json_number;
+  using detail::json_string;
+  os << "{\n  \"message\": " << json_string(stats.message()) << ",\n  \"functions\": [";
+  const auto fns = stats.functions();
+  for (std::size_t fi = 0; fi < fns.size(); ++fi) {
+    const function_profile& f = *fns[fi];
+    const function_graph& g = *f.graph;
+    os << (fi ? "," : "") << "\n    {\n      \"name\": " << json_string(f.name) << ",\n";
+    os << "      \"calls\": " << f.calls << ",\n";
+    os << "      \"call_time_s\": " << json_number(f.call_time()) << ",\n";
+    os << "      \"fn_time_s\": " << json_number(f.fn_time()) << ",\n";
+    os << "      \"thunk_time_s\": " << json_number(f.thunk_time()) << ",\n";
+    os << "      \"compile\": {\"rewrite_s\": " << json_number(f.rewrite_seconds)
+       << ", \"validate_s\": " << json_number(f.validate_seconds) << ", \"linker_s\": " << json_number(f.linker_seconds)
+       << "},\n";
+    os << "      \"implementation\": " << json_string(f.implementation) << ",\n";
+    os << "      \"memory\": {\"peak_current_bytes\": " << json_number(detail::simulate_peak(f, true, f.gc))
+       << ", \"peak_no_inplace_bytes\": " << json_number(detail::simulate_peak(f, false, f.gc))
+       << ", \"peak_no_gc_bytes\": " << json_number(detail::simulate_peak(f, true, false))
+       << ", \"measured_peak_bytes\": " << f.measured_peak_bytes << "},\n";
+    os << "      \"nodes\": [";
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+      const apply_node& n = g.nodes[i];
+      const double t = f.node_time(i);
+      const auto& ins = f.node_inputs[i];
+      const auto& outs = f.node_outputs[i];
+      os << (i ? "," : "") << "\n        {\"id\": " << i << ", \"op\": " << json_string(n.op_name())
+         << ", \"class\": " << json_string(n.class_name()) << ", \"apply\": " << json_string(g.node_text(n))
+         << ", \"time_s\": " << json_number(t) << ", \"calls\": " << f.node_calls[i]
+         << ", \"flops\": " << json_number(detail::node_flops(n, ins, outs))
+         << ", \"bytes\": " << json_number(detail::node_bytes(ins, outs))
+         << ", \"inplace\": " << (n.fn->is_inplace() ? "true" : "false") << ", \"view\": " << (n.fn->is_view() ? "true" : "false")
+         << ",\n         \"inputs\": [";
+      for (std::size_t k = 0; k < ins.size(); ++k) os << (k ? ", " : "") << detail::json_value_info(ins[k]);
+      os << "],\n         \"outputs\": [";
+      for (std::size_t k = 0; k < outs.size(); ++k) os << (k ? ", " : "") << detail::json_value_info(outs[k]);
+      os << "]";
+      if (n.fn->kind == op_kind::composite) {
+        os << ",\n         \"absorbed\": [";
+        for (std::size_t k = 0; k < n.fn->fused->absorbed.size(); ++k)
+          os << (k ? ", " : "") << json_string(n.fn->fused->absorbed[k]);
+        os << "]";
+      }
+      os << "}";
+    }
+    os << "\n      ],\n      \"rewrites\": [";
+    for (std::size_t r = 0; r < f.rewrites.size(); ++r) {
+      const auto& rw = f.rewrites[r];
+      os << (r ? "," : "") << "\n        {\"name\": " << json_string(rw.name) << ", \"time_s\": " << json_number(rw.seconds)
+         << ", \"applied\": " << rw.applied << ", \"nodes_before\": " << rw.nodes_before
+         << ", \"nodes_after\": " << rw.nodes_after << "}";
+    }
+    os << "\n      ]\n    }";
+  }
+  os << "\n  ],\n  \"regions\": [";
+  const auto regions = stats.regions();
+  for (std::size_t r = 0; r < regions.size(); ++r)
+    os << (r ? ", " : "") << "{\"name\": " << json_string(regions[r].first)
+       << ", \"time_s\": " << json_number(static_cast<double>(regions[r].second.ticks) * detail::seconds_per_tick())
+       << ", \"calls\": " << regions[r].second.calls << "}";
+  os << "]\n}\n";
+}
+
+/// @brief Chrome trace events, one per recorded node run (stats.enable_trace() first).
+inline void write_chrome_trace(const profile_stats& stats, std::ostream& os) {
+  const double us = detail::seconds_per_tick() * 1e6;
+  std::uint64_t origin = ~std::uint64_t{0};
+  const auto fns = stats.functions();
+  for (const auto& f : fns)
+    for (const auto& e : f->events) origin = std::min(origin, e.start);
+  os << "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [";
+  bool first = true;
+  for (std::size_t fi = 0; fi < fns.size(); ++fi) {
+    const function_profile& f = *fns[fi];
+    for (const auto& e : f.events) {
+      os << (first ? "\n" : ",\n") << "{\"name\": " << detail::json_string(f.graph->nodes[e.node].op_name())
+         << ", \"cat\": " << detail::json_string(f.name) << ", \"ph\": \"X\", \"pid\": 1, \"tid\": " << e.thread
+         << ", \"ts\": " << detail::json_number(static_cast<double>(e.start - origin) * us)
+         << ", \"dur\": " << detail::json_number(static_cast<double>(e.duration) * us)
+         << ", \"args\": {\"apply\": " << detail::json_string(f.graph->node_text(static_cast<int>(e.node)))
+         << ", \"id\": " << e.node << "}}";
+      first = false;
+    }
+  }
+  os << "\n]}\n";
+}
+
+/// @brief Graphviz DOT of a function's graph; with a profile, nodes are shaded by share of time.
+inline void write_dot(const function_graph& g, std::ostream& os, const function_profile* prof = nullptr) {
+  os << "digraph xsym {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n";
+  const double total = prof ? prof->thunk_time() : 0;
+  for (std::size_t s = 0; s < g.slots.size(); ++s) {
+    const slot& v = g.slots[s];
+    if (v.owner >= 0) continue;
+    os << "  s" << s << " [shape=ellipse, label=\"" << detail::dot_escape(g.slot_text(static_cast<int>(s))) << "\\n"
+       << dtype_name(v.type) << "\"];\n";
+  }
+  for (const auto& n : g.nodes) {
+    const double t = prof ? prof->node_time(static_cast<std::size_t>(n.id)) : 0;
+    const double share = total > 0 ? t / total : 0;
+    os << "  n" << n.id << " [shape=box, style=filled, fillcolor=\"" << detail::heat(share) << "\", label=\""
+       << detail::dot_escape(n.op_name());
+    if (prof) os << "\\n" << detail::fmt("%.1f%% (%.2es)", 100 * share, t);
+    os << "\"];\n";
+  }
+  auto source = [&](int s) {
+    const slot& v = g.slots[static_cast<std::size_t>(s)];
+    return v.owner >= 0 ? "n" + std::to_string(v.owner) : "s" + std::to_string(s);
+  };
+  for (const auto& n : g.nodes)
+    for (std::size_t k = 0; k < n.inputs.size(); ++k)
+      os << "  " << source(n.inputs[k]) << " -> n" << n.id << " [label=\"" << k << "\"];\n";
+  for (std::size_t o = 0; o < g.outputs.size(); ++o)
+    os << "  out" << o << " [shape=plaintext, label=\"output " << o << "\"];\n  " << source(g.outputs[o]) << " -> out" << o
+       << ";\n";
+  for (std::size_t u = 0; u < g.updates.size(); ++u)
+    os << "  upd" << u << " [shape=plaintext, label=\"update " << detail::dot_escape(g.slot_text(g.updates[u].first))
+       << "\"];\n  " << source(g.updates[u].second) << " -> upd" << u << " [style=dashed];\n";
+  os << "}\n";
+}
+
+}  // namespace xsym
+
+#endif
