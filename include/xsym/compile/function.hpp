@@ -90,17 +90,16 @@ template <class EC, std::size_t N, xt::layout_type L, class Tag>
 struct static_rank<xt::xtensor_container<EC, N, L, Tag>> : std::integral_constant<int, static_cast<int>(N)> {};
 
 // Turns one call argument into a runtime array: a view of the caller's memory when the
-// element type matches, else a converted copy kept in `keep`.
+// element type matches, else a converted copy (which the returned array owns).
 template <class E, std::size_t N, class Arg>
 ndarray bind_argument(const Arg& arg, const std::string& fname, const std::string& iname, std::size_t index,
-                      std::vector<ndarray>& keep) {
+                      int) {
   using A = std::remove_cvref_t<Arg>;
   if constexpr (std::is_arithmetic_v<A>) {
     static_assert(N == 0, "xsym: a plain number can only be passed for a rank-0 (scalar) input");
     static_assert(lossless_v<E, A> || std::is_floating_point_v<E>,
                   "xsym: this number's type cannot be converted to the input's element type without loss");
-    keep.push_back(scalar_array(static_cast<E>(arg)));
-    return keep.back();
+    return scalar_array(static_cast<E>(arg));
   } else {
     static_assert(std::is_base_of_v<xt::xexpression<A>, A>,
                   "xsym: call a function with xtensor containers or expressions (xt::xtensor, xt::xarray, xt::adapt)");
@@ -121,8 +120,7 @@ ndarray bind_argument(const Arg& arg, const std::string& fname, const std::strin
         if (shape[d] == 1) st[d] = 0;
       return ndarray::wrap(dtype_of<E>(), to_shape(shape), st.data(), const_cast<T*>(arg.data()));
     } else {
-      keep.push_back(copy_to_ndarray<E>(xt::cast<E>(arg)));
-      return keep.back();
+      return copy_to_ndarray<E>(xt::cast<E>(arg));
     }
   }
 }
@@ -142,11 +140,11 @@ struct result_converter;
 template <class... V>
 struct result_converter<std::tuple<V...>> {
   using type = std::tuple<result_of_t<V>...>;
-  static type convert(const std::vector<ndarray>& out) {
+  static type convert(const ndarray* out) {
     return convert_impl(out, std::index_sequence_for<V...>{});
   }
   template <std::size_t... I>
-  static type convert_impl(const std::vector<ndarray>& out, std::index_sequence<I...>) {
+  static type convert_impl(const ndarray* out, std::index_sequence<I...>) {
     return type{convert_result<V>(out[I])...};
   }
 };
@@ -172,14 +170,13 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
   template <class... Args>
   result_type operator()(const Args&... args) const {
     static_assert(sizeof...(Args) == sizeof...(In), "xsym: wrong number of arguments: pass one value per input");
-    std::vector<ndarray> keep;
-    keep.reserve(sizeof...(Args));
     std::array<ndarray, sizeof...(In) + 1> bound;
-    bind_all(bound, keep, std::index_sequence_for<Args...>{}, args...);
-    std::vector<ndarray> out;
-    m_rt->call(bound.data(), out);
-    if constexpr (Single) return std::get<0>(converter::convert(out));
-    else return converter::convert(out);
+    bind_all(bound, std::index_sequence_for<Args...>{}, args...);
+    // Results are copied out while the function's lock is held: its buffers are reused.
+    return m_rt->call(bound.data(), [](const ndarray* out) -> result_type {
+      if constexpr (Single) return detail::convert_result<std::tuple_element_t<0, std::tuple<Out...>>>(out[0]);
+      else return converter::convert(out);
+    });
   }
 
   /// @brief The Apply nodes in the order they run.
@@ -198,9 +195,9 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
 
  private:
   template <std::size_t... I, class... Args>
-  void bind_all(std::array<ndarray, sizeof...(In) + 1>& bound, std::vector<ndarray>& keep, std::index_sequence<I...>,
+  void bind_all(std::array<ndarray, sizeof...(In) + 1>& bound, std::index_sequence<I...>,
                 const Args&... args) const {
-    ((bound[I] = detail::bind_argument<typename In::value_type, In::rank>(args, m_rt->name(), m_input_names[I], I, keep)),
+    ((bound[I] = detail::bind_argument<typename In::value_type, In::rank>(args, m_rt->name(), m_input_names[I], I, 0)),
      ...);
   }
 
@@ -230,7 +227,7 @@ auto make_function(std::string name, const inputs_t<In...>& in, const OutTuple& 
   std::apply([&](const auto&... v) { (out_nodes.push_back(v.node()), ...); }, outs);
   auto rt = std::make_shared<function_runtime>(std::move(name), in_nodes, out_nodes, ups, opts);
   // As in Theano, every profiled function's report is printed at exit.
-  if (rt->stats()) register_for_exit_report(rt->stats());
+  if (rt->stats() && rt->stats()->print_at_exit()) register_for_exit_report(rt->stats());
   return std::pair{rt, names};
 }
 }  // namespace detail

@@ -19,6 +19,30 @@ namespace xsym {
 
 namespace detail {
 
+/// Buffers released during a call, handed to later nodes instead of going back to malloc.
+struct buffer_pool {
+  struct entry {
+    std::shared_ptr<std::byte> owner;
+    std::size_t capacity;
+  };
+  std::vector<entry> free;
+
+  void give(ndarray& a) {
+    if (a.owner() && a.owner().use_count() == 1 && a.capacity() > 0) free.push_back({a.owner(), a.capacity()});
+    a.release();
+  }
+  bool take(ndarray& slot, dtype t, const shape_t& shape, std::size_t bytes) {
+    for (std::size_t i = 0; i < free.size(); ++i) {
+      if (free[i].capacity < bytes || free[i].capacity > 2 * bytes + 64) continue;
+      slot = ndarray::in_buffer(t, shape, std::move(free[i].owner), free[i].capacity);
+      free[i] = std::move(free.back());
+      free.pop_back();
+      return true;
+    }
+    return false;
+  }
+};
+
 /// One Apply node bound to its kernel.
 struct thunk {
   void (*run)(const thunk&, ndarray* values) = nullptr;
@@ -26,19 +50,18 @@ struct thunk {
   cpu::compiled_program prog;  // elementwise nodes
   std::vector<std::uint8_t> slot_bcast;  // inputs' broadcastable patterns
   dtype out_type = dtype::float64;
+  buffer_pool* pool = nullptr;
 };
 
 // Gives `slot` a C-contiguous buffer of that shape, reusing the one it holds when nothing
 // else refers to it (so a no-gc function allocates nothing in steady state).
-inline void prepare_output(ndarray& slot, dtype t, const shape_t& shape) {
+inline void prepare_output(ndarray& slot, dtype t, const shape_t& shape, buffer_pool* pool = nullptr) {
   const auto bytes = static_cast<std::size_t>(shape.size()) * dtype_size(t);
-  if (slot.owner() && slot.owner().use_count() == 1 && slot.type() == t && slot.capacity() >= bytes &&
-      slot.capacity() <= 2 * bytes + 64) {
-    std::array<std::int64_t, max_rank> st{};
-    slot = slot.view(shape, st);
-    slot.set_c_strides();
+  if (slot.owner() && slot.owner().use_count() == 1 && slot.capacity() >= bytes && slot.capacity() <= 2 * bytes + 64) {
+    slot = ndarray::in_buffer(t, shape, slot.owner(), slot.capacity());
     return;
   }
+  if (pool && pool->take(slot, t, shape, bytes)) return;
   slot = ndarray::empty(t, shape);
 }
 
@@ -64,7 +87,7 @@ inline void run_elemwise(const thunk& t, ndarray* values) {
         continue;
       }
     }
-    prepare_output(out, t.prog.prog->reg_types[static_cast<std::size_t>(t.prog.prog->outputs[o])], shape);
+    prepare_output(out, t.prog.prog->reg_types[static_cast<std::size_t>(t.prog.prog->outputs[o])], shape, t.pool);
     outs[o] = &out;
   }
   cpu::run_program(t.prog, ins, outs);
@@ -98,7 +121,7 @@ inline void run_reduce(const thunk& t, ndarray* values) {
                               t.node->fn->reduction == reduce_op::prod
                           ? reduce_result_type(n.fn->reduction, in.type())
                           : in.type(),
-                 s);
+                 s, t.pool);
   cpu::run_reduce(*n.fn, in, out);
 }
 
@@ -112,26 +135,26 @@ inline void run_dot_family(const thunk& t, ndarray* values) {
   if (o.kind == op_kind::gemv) {
     s.rank = 1;
     s[0] = o.transpose_a ? a.shape(1) : a.shape(0);
-    prepare_output(out, a.type(), s);
+    prepare_output(out, a.type(), s, t.pool);
     cpu::run_gemv(a, o.transpose_a, b, out);
   } else if (a.rank() == 1 && b.rank() == 1) {
-    prepare_output(out, a.type(), s);
+    prepare_output(out, a.type(), s, t.pool);
     cpu::run_dot(a, b, out);
   } else if (a.rank() == 2 && b.rank() == 1) {
     s.rank = 1;
     s[0] = a.shape(0);
-    prepare_output(out, a.type(), s);
+    prepare_output(out, a.type(), s, t.pool);
     cpu::run_gemv(a, false, b, out);
   } else if (a.rank() == 1 && b.rank() == 2) {
     s.rank = 1;
     s[0] = b.shape(1);
-    prepare_output(out, a.type(), s);
+    prepare_output(out, a.type(), s, t.pool);
     cpu::run_gemv(b, true, a, out);
   } else {
     s.rank = 2;
     s[0] = a.shape(0);
     s[1] = b.shape(1);
-    prepare_output(out, a.type(), s);
+    prepare_output(out, a.type(), s, t.pool);
     cpu::run_dot22(a, b, out);
   }
 }
@@ -142,7 +165,7 @@ inline void run_shape_prod(const thunk& t, ndarray* values) {
   std::int64_t count = 1;
   for (int a : n.fn->axes) count *= in.shape(a);
   ndarray& out = values[n.outputs[0]];
-  prepare_output(out, out.has_value() ? out.type() : t.out_type, shape_t{});
+  prepare_output(out, t.out_type, shape_t{}, t.pool);
   xsym::detail::visit_dtype(out.type(), [&](auto z) { *out.data_as<decltype(z)>() = static_cast<decltype(z)>(count); });
 }
 
@@ -240,8 +263,10 @@ class function_runtime {
   const std::shared_ptr<profile_stats>& stats() const { return m_stats; }
   const detail::resolved_plan& plan() const { return m_plan; }
 
-  /// @brief Runs the function on args (one per input, in order); fills out with one value per output.
-  void call(const ndarray* args, std::vector<ndarray>& out) {
+  /// @brief Runs the function on args (one per input, in order) and returns convert(outputs),
+  /// called while the function's buffers are still reserved for this call.
+  template <class Convert>
+  auto call(const ndarray* args, Convert&& convert) {
     std::lock_guard lock(m_mutex);
     // One predictable branch when profiling is off; nothing at all when compiled out.
     const bool timed = profiling_compiled_in && (m_profile || detail::any_scope_active());
@@ -289,8 +314,9 @@ class function_runtime {
       release_all_but_constants();
       throw_node_error(i, e);
     }
-    out.resize(m_graph->outputs.size());
-    for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) out[o] = values[m_graph->outputs[o]];
+    for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) m_out[o] = values[m_graph->outputs[o]];
+    auto result = convert(m_out.data());
+    for (auto& o : m_out) o.release();
     apply_updates(values);
     release_after_call();
     if (timed) {
@@ -303,6 +329,7 @@ class function_runtime {
         record_call(p, call_ticks, sample || p.calls == 0);
       });
     }
+    return result;
   }
 
  private:
@@ -381,12 +408,15 @@ class function_runtime {
   void bind_thunks() {
     const function_graph& g = *m_graph;
     m_values.assign(g.slots.size(), ndarray{});
+    m_out.assign(g.outputs.size(), ndarray{});
+    m_pool.free.reserve(g.slots.size());
     for (std::size_t s = 0; s < g.slots.size(); ++s)
       if (g.slots[s].kind == var_kind::constant) m_values[s] = g.slots[s].source->constant;
     m_thunks.resize(g.nodes.size());
     for (const apply_node& n : g.nodes) {
       detail::thunk& t = m_thunks[static_cast<std::size_t>(n.id)];
       t.node = &n;
+      t.pool = &m_pool;
       for (int in : n.inputs) t.slot_bcast.push_back(g.slots[static_cast<std::size_t>(in)].broadcastable);
       switch (n.fn->kind) {
         case op_kind::elemwise:
@@ -423,7 +453,7 @@ class function_runtime {
   }
 
   void release_dead(std::size_t node) {
-    for (int s : m_dead_after[node]) m_values[static_cast<std::size_t>(s)].release();
+    for (int s : m_dead_after[node]) m_pool.give(m_values[static_cast<std::size_t>(s)]);
   }
 
   // Inputs, shared values and views are not kept: a kept reference would pin user memory or
@@ -432,12 +462,9 @@ class function_runtime {
     for (int s : m_graph->inputs) m_values[static_cast<std::size_t>(s)].release();
     for (int s : m_shared_slots) m_values[static_cast<std::size_t>(s)].release();
     for (int s : m_view_slots) m_values[static_cast<std::size_t>(s)].release();
-    if (m_plan.gc)
-      for (int s : m_graph->outputs)
-        if (m_graph->slots[static_cast<std::size_t>(s)].kind == var_kind::apply) m_values[static_cast<std::size_t>(s)].release();
-    for (auto [target, value] : m_graph->updates)
-      if (m_graph->slots[static_cast<std::size_t>(value)].kind == var_kind::apply && m_plan.gc)
-        m_values[static_cast<std::size_t>(value)].release();
+    // Output buffers are kept for the next call (they are results, not intermediates); what
+    // the pool still holds goes back to the system, as gc promises.
+    m_pool.free.clear();
   }
 
   void release_all_but_constants() {
@@ -533,6 +560,8 @@ class function_runtime {
   std::shared_ptr<const function_graph> m_graph;
   std::vector<detail::thunk> m_thunks;
   std::vector<ndarray> m_values;
+  std::vector<ndarray> m_out;
+  detail::buffer_pool m_pool;
   std::vector<int> m_shared_slots;
   std::vector<int> m_view_slots;
   std::vector<std::vector<int>> m_dead_after;

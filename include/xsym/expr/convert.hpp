@@ -47,8 +47,12 @@ xt::xtensor<T, N> to_xtensor(const ndarray& a) {
   std::array<std::size_t, N> shape{};
   for (std::size_t i = 0; i < N; ++i) shape[i] = static_cast<std::size_t>(a.shape(static_cast<int>(i)));
   xt::xtensor<T, N> out(shape);
-  const ndarray c = a.contiguous();
-  if (c.size()) std::memcpy(out.data(), c.data(), c.nbytes());
+  if (a.size() == 0) return out;
+  if (a.is_c_contiguous()) std::memcpy(out.data(), a.data(), a.nbytes());
+  else {
+    const ndarray c = a.contiguous();
+    std::memcpy(out.data(), c.data(), c.nbytes());
+  }
   return out;
 }
 

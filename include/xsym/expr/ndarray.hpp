@@ -121,6 +121,18 @@ class ndarray {
     return a;
   }
 
+  /// @brief A C-contiguous array in an existing buffer of `capacity` bytes (buffer reuse).
+  static ndarray in_buffer(dtype dt, const shape_t& shape, std::shared_ptr<std::byte> owner, std::size_t capacity) {
+    ndarray a;
+    a.m_dtype = dt;
+    a.m_shape = shape;
+    a.set_c_strides();
+    a.m_owner = std::move(owner);
+    a.m_data = a.m_owner.get();
+    a.m_capacity = capacity;
+    return a;
+  }
+
   /// @brief Wraps memory the caller keeps alive (no copy, no ownership).
   static ndarray wrap(dtype dt, const shape_t& shape, const std::int64_t* strides, void* data) {
     ndarray a;

@@ -4,6 +4,7 @@
 // Reverse-mode symbolic differentiation on the graph. The result is an ordinary expression,
 // so merge, fusion and in-place rewrites apply to it like to any other.
 #include <tuple>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -48,8 +49,16 @@ inline var_ptr fill_like(const var_ptr& g, const var_ptr& x) {
   return elemwise(scalar_op::switch_, {make_constant(scalar_array(true)), g, cast(x, g->type)});
 }
 
-// Sums g over the dimensions where x is broadcastable but g is not, so g takes x's pattern.
-inline var_ptr sum_to_pattern(var_ptr g, const var_ptr& x) {
+// Sums g, the adjoint of the elementwise z, over the dimensions where its input x is
+// broadcastable but g is not, so g takes x's pattern. A g that is broadcastable where z is not
+// stands for one value repeated along z's dimension (the adjoint of a sum, say): it is filled
+// to z's shape first, so that the sum counts every repetition.
+inline var_ptr sum_to_pattern(var_ptr g, const var_ptr& x, const var_ptr& z) {
+  for (int d = 0; d < x->rank; ++d)
+    if (is_broadcastable(x, d) && is_broadcastable(g, d) && !is_broadcastable(z, d)) {
+      g = fill_like(g, z);
+      break;
+    }
   std::vector<int> axes;
   for (int d = 0; d < x->rank; ++d)
     if (is_broadcastable(x, d) && !is_broadcastable(g, d)) axes.push_back(d);
@@ -111,7 +120,7 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
       }
       // Undo broadcasting: an input that broadcasts gets the sum over the broadcast dimensions.
       for (std::size_t i = 0; i < r.size(); ++i)
-        if (r[i]) r[i] = sum_to_pattern(r[i], in[i]);
+        if (r[i]) r[i] = sum_to_pattern(r[i], in[i], z);
       return r;
     }
     case op_kind::dimshuffle: {
@@ -221,6 +230,10 @@ inline std::vector<var_ptr> grad(const var_ptr& cost, const std::vector<var_ptr>
   }
   return out;
 }
+template <class... W, std::size_t... I>
+auto typed_grads(const std::vector<var_ptr>& gs, std::index_sequence<I...>) {
+  return std::tuple<var<typename W::value_type, W::rank>...>{var<typename W::value_type, W::rank>(gs[I])...};
+}
 }  // namespace detail
 
 /// @brief Gradients of a scalar cost with respect to each wrt, as expressions of wrt's type.
@@ -235,16 +248,13 @@ auto grad(const var<C, 0>& cost, const W&... wrt) {
   static_assert((is_var_v<W> && ...), "xsym::grad: differentiate with respect to symbolic variables");
   static_assert((std::is_floating_point_v<typename W::value_type> && ...),
                 "xsym::grad: variables to differentiate with respect to must be float or double");
-  auto gs = detail::grad(cost.node(), {wrt.node()...}, disconnected::raise);
-  std::size_t i = 0;
-  return std::tuple<var<typename W::value_type, W::rank>...>{var<typename W::value_type, W::rank>(gs[i++])...};
+  return detail::typed_grads<W...>(detail::grad(cost.node(), {wrt.node()...}, disconnected::raise),
+                                   std::index_sequence_for<W...>{});
 }
 template <class C, class... W>
 auto grad(disconnected policy, const var<C, 0>& cost, const W&... wrt) {
   static_assert(std::is_floating_point_v<C>, "xsym::grad: the cost must be float or double");
-  auto gs = detail::grad(cost.node(), {wrt.node()...}, policy);
-  std::size_t i = 0;
-  return std::tuple<var<typename W::value_type, W::rank>...>{var<typename W::value_type, W::rank>(gs[i++])...};
+  return detail::typed_grads<W...>(detail::grad(cost.node(), {wrt.node()...}, policy), std::index_sequence_for<W...>{});
 }
 template <class C, std::size_t N, class... W>
   requires(N > 0)

@@ -72,7 +72,10 @@ struct function_profile {
 /// Give the same object to several functions to see them summed in one report.
 class profile_stats {
  public:
-  explicit profile_stats(std::string message = "") : m_message(std::move(message)) {}
+  /// @brief print_at_exit=false keeps this profile out of the report printed when the process exits.
+  explicit profile_stats(std::string message = "", bool print_at_exit = true)
+      : m_message(std::move(message)), m_print_at_exit(print_at_exit) {}
+  bool print_at_exit() const { return m_print_at_exit; }
 
   /// @brief Registers a function; the returned record is updated by that function's calls.
   std::shared_ptr<function_profile> add_function(std::string name, std::shared_ptr<const function_graph> g) {
@@ -124,6 +127,7 @@ class profile_stats {
 
  private:
   std::string m_message;
+  bool m_print_at_exit = true;
   mutable std::mutex m_mutex;
   std::vector<std::shared_ptr<function_profile>> m_functions;
   std::map<std::string, region> m_regions;

@@ -15,12 +15,18 @@ namespace xsym::cpu {
 struct compiled_program {
   std::shared_ptr<const program> prog;
   std::vector<kernel_fn> kernels;
+  std::vector<int> arity;  // per instruction, looked up once
+  bool direct = false;     // one instruction writing the only output: no scratch needed
 };
 
 template <bool Simd>
 compiled_program compile_program(std::shared_ptr<const program> p) {
   compiled_program cp;
-  for (const auto& ins : p->code) cp.kernels.push_back(kernel_for<Simd>(ins));
+  for (const auto& ins : p->code) {
+    cp.kernels.push_back(kernel_for<Simd>(ins));
+    cp.arity.push_back(info(ins.op).arity);
+  }
+  cp.direct = p->code.size() == 1 && p->outputs.size() == 1 && p->outputs[0] == p->code[0].dst;
   cp.prog = std::move(p);
   return cp;
 }
@@ -76,10 +82,10 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
   const program& p = *cp.prog;
   const int n_in = p.n_inputs;
   const void* args[3];
-  if (p.code.size() == 1 && p.outputs.size() == 1 && p.outputs[0] == p.code[0].dst) {
+  if (cp.direct) {
     const instruction& ins = p.code[0];
     unsigned mask = 0;
-    for (int j = 0; j < info(ins.op).arity; ++j) {
+    for (int j = 0; j < cp.arity[0]; ++j) {
       args[j] = in[ins.args[j]];
       if (in_scalar[ins.args[j]]) mask |= 1u << j;
     }
@@ -102,7 +108,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
     for (std::size_t i = 0; i < p.code.size(); ++i) {
       const instruction& ins = p.code[i];
       unsigned mask = 0;
-      for (int j = 0; j < info(ins.op).arity; ++j) {
+      for (int j = 0; j < cp.arity[i]; ++j) {
         args[j] = reg[ins.args[j]];
         if (ins.args[j] < n_in && in_scalar[ins.args[j]]) mask |= 1u << j;
       }

@@ -1,0 +1,331 @@
+// xsym's benchmarks against hand-written Eigen, xtensor and plain loops, measured in one run.
+// Prints one JSON object per result on stdout; bench/run.py collects them into
+// bench/results/latest.json and prints the table with the bars.
+//
+// Built twice: as bench_xsym (impl names xsym, xsym_profiled) and with XSYM_PROFILING=0 as
+// bench_xsym_noprof (impl name xsym_noprof, the xsym rows only).
+#include <Eigen/Dense>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <xtensor/xmath.hpp>
+#include <xtensor/xnoalias.hpp>
+#include <xtensor/xtensor.hpp>
+#include <xsym/xsym.hpp>
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct timing {
+  double median, min;
+  int repeats;
+};
+
+// Median and minimum of `repeats` timed runs of f (after one warm-up run), divided by `per`.
+timing measure(const std::function<void()>& f, int repeats, double per) {
+  f();
+  std::vector<double> t;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = clock_type::now();
+    f();
+    t.push_back(std::chrono::duration<double>(clock_type::now() - t0).count() / per);
+  }
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t.front(), repeats};
+}
+
+bool noprof_build() { return !xsym::profiling_compiled_in; }
+
+// Profiled functions record into a profile that is not printed at exit.
+xsym::profile bench_profile(bool on) {
+  return on ? xsym::profile(std::make_shared<xsym::profile_stats>("bench", false)) : xsym::profile(false);
+}
+
+void emit(const char* bench, const std::string& impl, const char* dtype, double size, timing t, const char* extra = "") {
+  std::printf("{\"benchmark\": \"%s\", \"impl\": \"%s\", \"dtype\": \"%s\", \"size\": %.0f, \"median_s\": %.6e, "
+              "\"min_s\": %.6e, \"repeats\": %d%s}\n",
+              bench, impl.c_str(), dtype, size, t.median, t.min, t.repeats, extra);
+  std::fflush(stdout);
+}
+
+std::string xsym_impl(bool profiled) { return noprof_build() ? "xsym_noprof" : profiled ? "xsym_profiled" : "xsym"; }
+
+void check(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "bench: result check failed: %s\n", what);
+    std::exit(1);
+  }
+}
+
+// ---- logistic regression: seconds per training step ---------------------------------------
+template <class T>
+struct logreg_data {
+  static constexpr int n = 400, feats = 784;
+  xt::xtensor<T, 2> X = xt::empty<T>({n, feats});
+  xt::xtensor<T, 1> Y = xt::empty<T>({n});
+  xt::xtensor<T, 1> w0 = xt::empty<T>({feats});
+  logreg_data() {
+    std::mt19937 rng(42);
+    std::normal_distribution<double> normal;
+    std::bernoulli_distribution coin(0.5);
+    for (auto& v : X) v = static_cast<T>(normal(rng));
+    for (auto& v : Y) v = coin(rng) ? T(1) : T(0);
+    for (auto& v : w0) v = static_cast<T>(normal(rng));
+  }
+};
+
+template <class T>
+void bench_logreg(const char* dtype, int steps) {
+  logreg_data<T> d;
+  const int n = logreg_data<T>::n, feats = logreg_data<T>::feats;
+  std::vector<T> final_w;  // every implementation must end at the same weights
+  auto compare = [&](const T* w, const char* who) {
+    if (final_w.empty()) {
+      final_w.assign(w, w + feats);
+      return;
+    }
+    double err = 0, scale = 0;
+    for (int i = 0; i < feats; ++i) {
+      err = std::max(err, std::abs(double(w[i]) - double(final_w[i])));
+      scale = std::max(scale, std::abs(double(final_w[i])));
+    }
+    check(err <= (sizeof(T) == 4 ? 1e-2 : 1e-8) * std::max(1.0, scale), who);
+  };
+
+  for (bool profiled : {false, true}) {
+    if (profiled && noprof_build()) continue;
+    xsym::config.profile = false;
+    auto x = xsym::matrix<T>("x");
+    auto y = xsym::vector<T>("y");
+    auto w = xsym::shared(d.w0, "w");
+    auto b = xsym::shared(T(0), "b");
+    auto p_1 = 1 / (1 + exp(-dot(x, w) - b));
+    auto xent = -y * log(p_1) - (1 - y) * log(1 - p_1);
+    auto cost = mean(xent) + 0.01 * sum(w * w);
+    auto [gw, gb] = xsym::grad(cost, w, b);
+    auto train = xsym::function("train", xsym::inputs(x, y), xsym::outputs(p_1 > 0.5, xent),
+                                xsym::updates(xsym::update(w, w - 0.01 * gw), xsym::update(b, b - 0.01 * gb)),
+                                xsym::profile(bench_profile(profiled)));
+    auto t = measure([&] {
+      w.set_value(d.w0);
+      b.set_value(T(0));
+      for (int i = 0; i < steps; ++i) train(d.X, d.Y);
+    }, 5, steps);
+    compare(w.get_value().data(), "xsym logreg");
+    emit("logreg", xsym_impl(profiled), dtype, steps, t);
+  }
+  if (noprof_build()) return;
+
+  {  // Eigen, written as a careful user would: two matrix-vector products per step.
+    using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+    Eigen::Map<const Mat> X(d.X.data(), n, feats);
+    Eigen::Map<const Vec> Y(d.Y.data(), n);
+    Vec w(feats), z(n), p(n), g(n), xent(n);
+    Eigen::Array<bool, Eigen::Dynamic, 1> pred(n);
+    T b = 0;
+    auto t = measure([&] {
+      w = Eigen::Map<const Vec>(d.w0.data(), feats);
+      b = 0;
+      for (int i = 0; i < steps; ++i) {
+        z.noalias() = X * w;
+        z.array() += b;
+        p = (T(1) / (T(1) + (-z.array()).exp())).matrix();
+        pred = p.array() > T(0.5);
+        // softplus forms, as xsym's stabilised graph computes them
+        xent = (Y.array() * ((-z.array()).max(T(0)) + (-(z.array().abs())).exp().log1p()) +
+                (T(1) - Y.array()) * (z.array().max(T(0)) + (-(z.array().abs())).exp().log1p()))
+                   .matrix();
+        g = ((p - Y) / T(n));
+        const T gb = g.sum();
+        w = T(1 - 0.01 * 0.02) * w;
+        w.noalias() -= T(0.01) * (X.transpose() * g);
+        b -= T(0.01) * gb;
+      }
+    }, 5, steps);
+    compare(w.data(), "eigen logreg");
+    emit("logreg", "eigen", dtype, steps, t);
+  }
+  {  // xtensor, with its xsimd-vectorised expressions and a hand loop for the products.
+    xt::xtensor<T, 1> w = d.w0, z = xt::empty<T>({n}), p = xt::empty<T>({n}), g = xt::empty<T>({n}),
+                      xent = xt::empty<T>({n}), gw = xt::empty<T>({feats});
+    xt::xtensor<bool, 1> pred = xt::empty<bool>({n});
+    T b = 0;
+    auto t = measure([&] {
+      w = d.w0;
+      b = 0;
+      for (int i = 0; i < steps; ++i) {
+        for (int r = 0; r < n; ++r) {
+          T s = 0;
+          const T* row = d.X.data() + r * feats;
+          for (int c = 0; c < feats; ++c) s += row[c] * w(c);
+          z(r) = s + b;
+        }
+        xt::noalias(p) = T(1) / (T(1) + xt::exp(-z));
+        xt::noalias(pred) = p > T(0.5);
+        xt::noalias(xent) = d.Y * (xt::maximum(-z, T(0)) + xt::log1p(xt::exp(-xt::abs(z)))) +
+                            (T(1) - d.Y) * (xt::maximum(z, T(0)) + xt::log1p(xt::exp(-xt::abs(z))));
+        xt::noalias(g) = (p - d.Y) / T(n);
+        const T gb = xt::sum(g)();
+        gw.fill(0);
+        for (int r = 0; r < n; ++r) {
+          const T* row = d.X.data() + r * feats;
+          const T gr = g(r);
+          for (int c = 0; c < feats; ++c) gw(c) += row[c] * gr;
+        }
+        xt::noalias(w) = T(1 - 0.01 * 0.02) * w - T(0.01) * gw;
+        b -= T(0.01) * gb;
+      }
+    }, 5, steps);
+    compare(w.data(), "xtensor logreg");
+    emit("logreg", "xtensor", dtype, steps, t);
+  }
+}
+
+// ---- fused elementwise: seconds per element ------------------------------------------------
+void bench_elemwise(std::size_t n) {
+  using T = float;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(0.05f, 0.95f);
+  xt::xtensor<T, 1> X = xt::empty<T>({n}), Y = xt::empty<T>({n}), Z = xt::empty<T>({n}), out = xt::empty<T>({n});
+  for (std::size_t i = 0; i < n; ++i) {
+    X(i) = u(rng);
+    Y(i) = u(rng) > 0.5f ? 1.0f : 0.0f;
+    Z(i) = u(rng);
+  }
+  const int repeats = n >= 10000000 ? 7 : n >= 100000 ? 30 : 300;
+  const int inner = n >= 100000 ? 1 : static_cast<int>(100000 / n);
+  auto x = xsym::vector<T>("x"), y = xsym::vector<T>("y"), z = xsym::vector<T>("z");
+  struct kernel {
+    const char* name;
+    std::function<T(T, T, T)> scalar;
+  };
+  const kernel kernels[] = {
+      {"elemwise_add3mul", [](T a, T b, T c) { return (a + b + c) * 2; }},
+      {"elemwise_sigmoid", [](T a, T, T) { return 1 / (1 + std::exp(-a)); }},
+      {"elemwise_xent", [](T p, T yy, T) { return -yy * std::log(p) - (1 - yy) * std::log(1 - p); }},
+  };
+  for (const auto& k : kernels) {
+    const std::string name = k.name;
+    std::function<void()> run_xsym;
+    // The three expressions as a user writes them.
+    auto f3 = xsym::function("add3mul", xsym::inputs(x, y, z), (x + y + z) * 2);
+    auto fs = xsym::function("sigmoid", xsym::inputs(x), 1 / (1 + exp(-x)), xsym::linker("cvm_nogc"));
+    auto fx = xsym::function("xent", xsym::inputs(x, y), -y * log(x) - (1 - y) * log(1 - x), xsym::linker("cvm_nogc"));
+    xt::xtensor<T, 1> r;
+    if (name == "elemwise_add3mul") run_xsym = [&] { for (int i = 0; i < inner; ++i) r = f3(X, Y, Z); };
+    if (name == "elemwise_sigmoid") run_xsym = [&] { for (int i = 0; i < inner; ++i) r = fs(X); };
+    if (name == "elemwise_xent") run_xsym = [&] { for (int i = 0; i < inner; ++i) r = fx(X, Y); };
+    const double per = static_cast<double>(n) * inner;
+    auto verify = [&](const T* got, const char* who) {
+      for (std::size_t i = 0; i < n; i += std::max<std::size_t>(1, n / 1000)) {
+        const T want = k.scalar(X(i), name == "elemwise_xent" ? Y(i) : Y(i), Z(i));
+        check(std::abs(got[i] - want) <= 1e-4f * std::max(1.0f, std::abs(want)), who);
+      }
+    };
+    emit(k.name, xsym_impl(false), "float32", static_cast<double>(n), measure(run_xsym, repeats, per));
+    verify(r.data(), "xsym elemwise");
+    if (noprof_build()) continue;
+
+    Eigen::Map<const Eigen::ArrayXf> ex(X.data(), n), ey(Y.data(), n), ez(Z.data(), n);
+    Eigen::ArrayXf eo(n);
+    std::function<void()> run_eigen;
+    if (name == "elemwise_add3mul") run_eigen = [&] { for (int i = 0; i < inner; ++i) eo = (ex + ey + ez) * 2.0f; };
+    if (name == "elemwise_sigmoid") run_eigen = [&] { for (int i = 0; i < inner; ++i) eo = 1.0f / (1.0f + (-ex).exp()); };
+    if (name == "elemwise_xent")
+      run_eigen = [&] { for (int i = 0; i < inner; ++i) eo = -ey * ex.log() - (1.0f - ey) * (1.0f - ex).log(); };
+    emit(k.name, "eigen", "float32", static_cast<double>(n), measure(run_eigen, repeats, per));
+    verify(eo.data(), "eigen elemwise");
+
+    std::function<void()> run_xt;
+    if (name == "elemwise_add3mul") run_xt = [&] { for (int i = 0; i < inner; ++i) xt::noalias(out) = (X + Y + Z) * 2.0f; };
+    if (name == "elemwise_sigmoid") run_xt = [&] { for (int i = 0; i < inner; ++i) xt::noalias(out) = 1.0f / (1.0f + xt::exp(-X)); };
+    if (name == "elemwise_xent")
+      run_xt = [&] { for (int i = 0; i < inner; ++i) xt::noalias(out) = -Y * xt::log(X) - (1.0f - Y) * xt::log(1.0f - X); };
+    emit(k.name, "xtensor", "float32", static_cast<double>(n), measure(run_xt, repeats, per));
+    verify(out.data(), "xtensor elemwise");
+
+    std::function<void()> run_loop = [&] {
+      for (int i = 0; i < inner; ++i)
+        for (std::size_t j = 0; j < n; ++j) out(j) = k.scalar(X(j), Y(j), Z(j));
+    };
+    emit(k.name, "loop", "float32", static_cast<double>(n), measure(run_loop, repeats, per));
+    verify(out.data(), "loop elemwise");
+  }
+}
+
+// ---- overheads --------------------------------------------------------------------------------
+void bench_overheads() {
+  auto x = xsym::vector<double>("x"), y = xsym::vector<double>("y"), z = xsym::vector<double>("z");
+  const xt::xtensor<double, 1> a{1}, b{2}, c{3};
+  const int calls = 200000;
+  for (bool profiled : {false, true}) {
+    if (profiled && noprof_build()) continue;
+    auto f = xsym::function("f", xsym::inputs(x, y, z), (x + y + z) * 2, xsym::profile(bench_profile(profiled)));
+    double sink = 0;
+    auto t = measure([&] { for (int i = 0; i < calls; ++i) sink += f(a, b, c)(0); }, 7, calls);
+    check(sink > 0, "call overhead result");
+    emit("call_overhead", xsym_impl(profiled), "float64", 1, t);
+  }
+  if (noprof_build()) return;
+  // Per-node overhead: a 64-node chain of scalar ops, profiled minus unprofiled, per node.
+  auto chain = [&](bool profiled) {
+    auto s = xsym::scalar<double>("s");
+    xsym::var<double, 0> e = s;
+    for (int i = 0; i < 64; ++i) e = (i % 2 ? e * 1.0001 : e + 0.5);
+    return xsym::function("chain", xsym::inputs(s), e, xsym::profile(bench_profile(profiled)),
+                          xsym::optimizer_excluding("fusion:inplace"));
+  };
+  auto f0 = chain(false), f1 = chain(true);
+  const int n_calls = 20000;
+  double sink = 0;
+  auto t0 = measure([&] { for (int i = 0; i < n_calls; ++i) sink += f0(1.0); }, 7, n_calls);
+  auto t1 = measure([&] { for (int i = 0; i < n_calls; ++i) sink += f1(1.0); }, 7, n_calls);
+  const double nodes = static_cast<double>(f1.toposort().size());
+  emit("profile_node_overhead", "xsym_profiled", "float64", nodes,
+       {(t1.median - t0.median) / nodes, (t1.min - t0.min) / nodes, t1.repeats});
+  check(sink > 0, "chain result");
+
+  // Building `train` (the function object) from its expressions.
+  using T = float;
+  auto xx = xsym::matrix<T>("x");
+  auto yy = xsym::vector<T>("y");
+  auto w = xsym::shared(xt::xtensor<T, 1>(xt::zeros<T>({784})), "w");
+  auto bb = xsym::shared(T(0), "b");
+  auto p_1 = 1 / (1 + exp(-dot(xx, w) - bb));
+  auto xent = -yy * log(p_1) - (1 - yy) * log(1 - p_1);
+  auto cost = mean(xent) + 0.01 * sum(w * w);
+  auto [gw, gb] = xsym::grad(cost, w, bb);
+  auto t = measure([&] {
+    auto train = xsym::function("train", xsym::inputs(xx, yy), xsym::outputs(p_1 > 0.5, xent),
+                                xsym::updates(xsym::update(w, w - 0.01 * gw), xsym::update(bb, bb - 0.01 * gb)));
+    check(train.toposort().size() > 3, "train built");
+  }, 51, 1);
+  emit("compile_function", "xsym", "float32", 1, t);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const std::string only = argc > 1 ? argv[1] : "";
+  const int steps = std::getenv("XSYM_BENCH_STEPS") ? std::atoi(std::getenv("XSYM_BENCH_STEPS")) : 1000;
+  if (only.empty() || only == "logreg") {
+    bench_logreg<float>("float32", steps);
+    bench_logreg<double>("float64", steps);
+  }
+  if (only.empty() || only == "elemwise")
+    for (std::size_t n : {std::size_t(1000), std::size_t(100000), std::size_t(10000000)}) bench_elemwise(n);
+  if (only.empty() || only == "overhead") bench_overheads();
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench: %s\n", e.what());
+  return 1;
+}
