@@ -12,6 +12,7 @@
 #include "../profile/profile_stats.hpp"
 #include "../profile/scope.hpp"
 #include "../rewrite/inplace.hpp"
+#include "../rewrite/multi_fusion.hpp"
 #include "../rewrite/canonicalize.hpp"
 #include "options.hpp"
 
@@ -220,6 +221,16 @@ class function_runtime {
     run_pass("elemwise_fusion", detail::fusion_pass);
     const double t1 = detail::wall_seconds();
     build_graph(input_vars, roots, output_vars.size(), update_vars, options);
+    if (m_plan.rewrites.count("multi_output_fusion")) {
+      rewrite_record rec;
+      rec.name = "multi_output_fusion";
+      rec.nodes_before = static_cast<int>(m_graph->nodes.size());
+      const double s0 = detail::wall_seconds();
+      detail::multi_output_fusion_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
+      rec.seconds = detail::wall_seconds() - s0;
+      rec.nodes_after = static_cast<int>(m_graph->nodes.size());
+      records.push_back(std::move(rec));
+    }
     if (m_plan.rewrites.count("inplace_elemwise")) {
       rewrite_record rec;
       rec.name = "inplace_elemwise";
@@ -441,7 +452,7 @@ class function_runtime {
     std::unordered_set<int> keep(g.outputs.begin(), g.outputs.end());
     for (auto [target, value] : g.updates) keep.insert(value);
     for (std::size_t s = 0; s < g.slots.size(); ++s) {
-      if (g.slots[s].kind != var_kind::apply || keep.count(static_cast<int>(s))) continue;
+      if (g.slots[s].kind != var_kind::apply || g.slots[s].owner < 0 || keep.count(static_cast<int>(s))) continue;
       const auto& c = clients[s];
       const int last = c.empty() ? g.slots[s].owner : *std::max_element(c.begin(), c.end());
       m_dead_after[static_cast<std::size_t>(last)].push_back(static_cast<int>(s));

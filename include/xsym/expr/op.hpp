@@ -124,7 +124,9 @@ struct op {
         }
         return "Elemwise{" + std::string(info(scalar).name) + "," + inplace + "}";
       case op_kind::composite:
-        return "Elemwise{Composite{" + fused->text + "}}" + destroy_suffix();
+        // Long composites print as Theano's do; the profile lists their full text and parts.
+        return "Elemwise{Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}}" +
+               destroy_suffix();
       case op_kind::dimshuffle: {
         std::string n = "InplaceDimShuffle{";
         for (std::size_t i = 0; i < pattern.size(); ++i)
@@ -166,7 +168,9 @@ struct op {
   }
 
   /// @brief Two ops with the same signature compute the same function (merge uses it).
-  std::string signature() const { return name() + (transpose_a ? "/T" : ""); }
+  std::string signature() const {
+    return name() + (transpose_a ? "/T" : "") + (kind == op_kind::composite ? "/" + fused->text : std::string());
+  }
 
  private:
   std::string destroy_suffix() const {

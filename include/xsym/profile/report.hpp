@@ -237,6 +237,15 @@ inline void print_profile(std::ostream& os, const std::string& message,
     const std::string gbs = bytes > 0 && per_call > 0 ? fmt("%7.2f", bytes / per_call / 1e9) : std::string(7, ' ');
     os << fmt("  %5.1f%%   %5.1f%%      %6.3fs       %.2es   %6lld %5zu %s %s %s  %s\n", p, cum, r.time, per_call,
               static_cast<long long>(r.calls), r.node, mflops.c_str(), gflops.c_str(), gbs.c_str(), r.key.c_str());
+    const apply_node& node = f.graph->nodes[r.node];
+    if (node.fn->kind == op_kind::composite) {
+      // Map a fused node back to the user's code: its full text and the ops it absorbed.
+      os << "    composite: " << node.fn->fused->text << "\n    absorbed:";
+      std::map<std::string, int> counts;
+      for (const auto& a : node.fn->fused->absorbed) ++counts[a];
+      for (const auto& [a, c] : counts) os << " " << a << (c > 1 ? " x" + std::to_string(c) : "");
+      os << "\n";
+    }
     for (std::size_t k = 0; k < ins.size(); ++k)
       os << "    input " << k << ": " << detail::describe(ins[k]) << "\n";
     for (std::size_t k = 0; k < outs.size(); ++k)

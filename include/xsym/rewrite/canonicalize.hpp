@@ -8,7 +8,28 @@
 
 namespace xsym::detail {
 
+// The shape of an elementwise result is the shape of any input with the same pattern: ask
+// the input, so the shape does not wait for (or tie a fused group to) the result.
+inline var_ptr canonical_shape(const var_ptr& v) {
+  var_ptr x = v->inputs[0];
+  bool moved = false;
+  while (x->kind == var_kind::apply && (x->fn->kind == op_kind::elemwise || x->fn->kind == op_kind::composite)) {
+    var_ptr next;
+    for (const auto& in : x->inputs)
+      if (in->rank == x->rank && in->broadcastable == x->broadcastable) {
+        next = in;
+        break;
+      }
+    if (!next) break;
+    x = next;
+    moved = true;
+  }
+  if (!moved) return nullptr;
+  return shape_prod(x, v->fn->axes, v->type);
+}
+
 inline var_ptr canonical_node(const var_ptr& v) {
+  if (v->kind == var_kind::apply && v->fn->kind == op_kind::shape_prod) return canonical_shape(v);
   if (v->kind != var_kind::apply || v->fn->kind != op_kind::elemwise) return nullptr;
   const auto& in = v->inputs;
   auto same_kind = [&](const var_ptr& x) {
@@ -52,7 +73,7 @@ inline std::vector<var_ptr> canonicalize_pass(const std::vector<var_ptr>& roots,
       var_ptr r = canonical_node(nv);
       if (!r || r->type != nv->type || r->rank != nv->rank) break;
       ++rec.applied;
-      rec.notes.push_back(nv->fn->name() + " simplified");
+      rec.notes.push_back(nv->fn->name() + " simplified to " + (r->kind == var_kind::apply ? r->fn->name() : r->name));
       nv = r;
     }
     return nv;

@@ -40,6 +40,7 @@ inline const std::vector<rewrite_info>& rewrite_registry() {
       {"constant_folding", {"canonicalize", "constant_folding", "fast_run", "fast_compile"}},
       {"blas", {"blas", "fast_run"}},
       {"elemwise_fusion", {"fusion", "fast_run"}},
+      {"multi_output_fusion", {"fusion", "fast_run"}},
       {"inplace_elemwise", {"inplace", "fast_run"}},
   };
   return r;

@@ -67,20 +67,36 @@ void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, s
 }
 
 // y = sum_c x[c] * A[:, c] when A's columns are contiguous (a transposed row-major matrix).
+// Four columns per pass over y: one load and one store of y serve four multiply-adds.
 template <class T>
 void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k) {
   for (std::int64_t i = 0; i < m; ++i) y[i] = T(0);
-  for (std::int64_t c = 0; c < k; ++c) {
+  std::int64_t c = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+    for (; c + 4 <= k; c += 4) {
+      const T* c0 = a + c * lda;
+      const T* c1 = c0 + lda;
+      const T* c2 = c1 + lda;
+      const T* c3 = c2 + lda;
+      const B x0(x[c]), x1(x[c + 1]), x2(x[c + 2]), x3(x[c + 3]);
+      std::int64_t i = 0;
+      for (; i + w <= m; i += w) {
+        B acc = B::load_unaligned(y + i);
+        acc = xsimd::fma(B::load_unaligned(c0 + i), x0, acc);
+        acc = xsimd::fma(B::load_unaligned(c1 + i), x1, acc);
+        acc = xsimd::fma(B::load_unaligned(c2 + i), x2, acc);
+        acc = xsimd::fma(B::load_unaligned(c3 + i), x3, acc);
+        acc.store_unaligned(y + i);
+      }
+      for (; i < m; ++i) y[i] += c0[i] * x[c] + c1[i] * x[c + 1] + c2[i] * x[c + 2] + c3[i] * x[c + 3];
+    }
+  }
+  for (; c < k; ++c) {
     const T* col = a + c * lda;
     const T xc = x[c];
-    std::int64_t i = 0;
-    if constexpr (std::is_floating_point_v<T>) {
-      using B = xsimd::batch<T>;
-      constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-      const B xv(xc);
-      for (; i + w <= m; i += w) xsimd::fma(B::load_unaligned(col + i), xv, B::load_unaligned(y + i)).store_unaligned(y + i);
-    }
-    for (; i < m; ++i) y[i] += col[i] * xc;
+    for (std::int64_t i = 0; i < m; ++i) y[i] += col[i] * xc;
   }
 }
 }  // namespace detail
