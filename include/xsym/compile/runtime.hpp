@@ -133,7 +133,27 @@ inline void run_dot_family(const thunk& t, ndarray* values) {
   ndarray& out = values[n.outputs[0]];
   const op& o = *n.fn;
   shape_t s;
-  if (o.kind == op_kind::gemv) {
+  if (o.kind == op_kind::gemv && o.accumulate) {
+    // out = y0 + alpha * op(A) x, in y0's buffer when it dies here.
+    const ndarray& y0 = values[n.inputs[0]];
+    const ndarray& A = values[n.inputs[1]];
+    const ndarray& xv = values[n.inputs[2]];
+    const std::int64_t m = o.transpose_a ? A.shape(1) : A.shape(0);
+    if (y0.rank() != 1 || y0.shape(0) != m)
+      throw shape_error("Gemv: the accumulated vector has shape " + to_string(y0.shape()) + " but the product has " +
+                        std::to_string(m) + " rows");
+    ndarray& y0_slot = values[n.inputs[0]];
+    if (o.is_inplace() && y0.is_c_contiguous() && y0.owner() && y0.owner().use_count() == 1) {
+      out = std::move(y0_slot);
+    } else {
+      s.rank = 1;
+      s[0] = m;
+      prepare_output(out, y0.type(), s, t.pool);
+      const ndarray c = y0.contiguous();
+      std::memcpy(out.data(), c.data(), out.nbytes());
+    }
+    cpu::run_gemv(A, o.transpose_a, xv, out, o.alpha, true);
+  } else if (o.kind == op_kind::gemv) {
     s.rank = 1;
     s[0] = o.transpose_a ? a.shape(1) : a.shape(0);
     prepare_output(out, a.type(), s, t.pool);
@@ -218,6 +238,7 @@ class function_runtime {
     run_pass("constant_folding", detail::constant_folding_pass);
     run_pass("merge", detail::merge_pass);
     run_pass("blas", detail::blas_pass);
+    run_pass("blas", detail::gemv_accumulate_pass);
     run_pass("elemwise_fusion", detail::fusion_pass);
     const double t1 = detail::wall_seconds();
     build_graph(input_vars, roots, output_vars.size(), update_vars, options);

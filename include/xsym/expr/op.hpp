@@ -2,6 +2,7 @@
 #define XSYM_EXPR_OP_HPP
 
 #include <charconv>
+#include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -107,6 +108,8 @@ struct op {
   std::vector<int> axes;                       // reduce: sorted; empty with all_axes
   bool all_axes = false;
   bool transpose_a = false;                    // gemv: the matrix is used transposed
+  bool accumulate = false;                     // gemv: inputs (y0, A, x), output y0 + alpha * op(A) x
+  double alpha = 1.0;
   std::shared_ptr<const program> fused;        // composite
   std::vector<std::pair<int, int>> destroy_map;  // (output, input) pairs written in place
 
@@ -141,7 +144,13 @@ struct op {
         return n + "}";
       }
       case op_kind::dot: return "dot";
-      case op_kind::gemv: return "Gemv{" + inplace + "}";
+      case op_kind::gemv:
+        if (accumulate) {
+          char buf[64];
+          std::snprintf(buf, sizeof buf, ",alpha=%g", alpha);
+          return "Gemv{" + inplace + buf + "}";
+        }
+        return "Gemv{" + inplace + "}";
       case op_kind::dot22: return "Dot22";
       case op_kind::shape_prod: {
         std::string n = axes.size() == 1 ? "Shape_i{" : "ShapeProd{";

@@ -129,7 +129,9 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
         if (std::find(o.axes.begin(), o.axes.end(), d) == o.axes.end()) b |= static_cast<std::uint8_t>(bit(in[0], d) << j++);
       return b;
     }
-    case op_kind::gemv: return bit(in[0], o.transpose_a ? 1 : 0);
+    case op_kind::gemv:
+      if (o.accumulate) return static_cast<std::uint8_t>(in[0]->broadcastable & bit(in[1], o.transpose_a ? 1 : 0));
+      return bit(in[0], o.transpose_a ? 1 : 0);
     case op_kind::shape_prod: return 0;
     case op_kind::dot22: return static_cast<std::uint8_t>(bit(in[0], 0) | (bit(in[1], 1) << 1));
     case op_kind::dot:

@@ -255,6 +255,60 @@ var_ptr fuse_tree(const var_ptr& v, std::unordered_map<std::uint64_t, int>& user
   return make_apply(std::move(c), std::move(new_inputs), v->type, v->rank);
 }
 
+inline bool uniform_constant(const var_ptr& v, double& value) {
+  if (v->kind != var_kind::constant || v->constant.size() == 0) return false;
+  value = v->constant.flat_as_double(0);
+  for (std::int64_t i = 1; i < v->constant.size(); ++i)
+    if (v->constant.flat_as_double(i) != value) return false;
+  return true;
+}
+
+/// gemv_accumulate (part of blas): `a - c * (b + gemv(A, x))` becomes
+/// Gemv{alpha=-c}(a - c * b, A, x): the product is added into the elementwise result
+/// instead of being stored and read again. Also `a - c * gemv`, `a + c * gemv`.
+inline std::vector<var_ptr> gemv_accumulate_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {
+  std::unordered_map<std::uint64_t, int> users;
+  for (const auto& v : topo_order(roots))
+    for (const auto& in : v->inputs) ++users[in->id];
+  for (const auto& r : roots) users[r->id] += 1000;
+  auto is = [](const var_ptr& v, scalar_op s) {
+    return v->kind == var_kind::apply && v->fn->kind == op_kind::elemwise && v->fn->scalar == s;
+  };
+  auto plain_gemv = [&](const var_ptr& v) {
+    return v->kind == var_kind::apply && v->fn->kind == op_kind::gemv && !v->fn->accumulate && users[v->id] == 1;
+  };
+  return rebuild(roots, [&](const var_ptr& v, std::vector<var_ptr>& ins, bool changed) -> var_ptr {
+    var_ptr nv = with_inputs(v, std::move(ins), changed);
+    if (!(is(nv, scalar_op::sub) || is(nv, scalar_op::add))) return nv;
+    const var_ptr& a = nv->inputs[0];
+    const var_ptr& m = nv->inputs[1];
+    if (!is(m, scalar_op::mul) || users[v->inputs[1]->id] != 1) return nv;
+    double c = 0;
+    if (!uniform_constant(m->inputs[0], c)) return nv;
+    var_ptr g, b;
+    const var_ptr& t = m->inputs[1];
+    if (plain_gemv(t)) g = t;
+    else if (is(t, scalar_op::add) && plain_gemv(t->inputs[1])) {
+      g = t->inputs[1];
+      b = t->inputs[0];
+    } else if (is(t, scalar_op::add) && plain_gemv(t->inputs[0])) {
+      g = t->inputs[0];
+      b = t->inputs[1];
+    } else {
+      return nv;
+    }
+    if (g->type != nv->type || g->rank != 1 || nv->rank != 1 || a->rank != 1) return nv;
+    var_ptr y0 = b ? elemwise(nv->fn->scalar, {a, elemwise(scalar_op::mul, {m->inputs[0], b})}) : a;
+    if (y0->type != nv->type || y0->broadcastable != nv->broadcastable) return nv;
+    op o = *g->fn;
+    o.accumulate = true;
+    o.alpha = is(nv, scalar_op::sub) ? -c : c;
+    ++rec.applied;
+    rec.notes.push_back("gemv_accumulate: " + nv->fn->name() + " of a Gemv became " + o.name());
+    return make_apply(std::move(o), {y0, g->inputs[0], g->inputs[1]}, nv->type, nv->rank);
+  });
+}
+
 /// elemwise_fusion: each maximal tree of elementwise ops whose inner results have no other
 /// user becomes one Composite node, run as one loop over cache-sized blocks.
 inline std::vector<var_ptr> fusion_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {

@@ -3,6 +3,8 @@
 
 #include <cblas.h>
 
+#include <vector>
+
 #include <xsimd/xsimd.hpp>
 
 #include "../../expr/ndarray.hpp"
@@ -30,7 +32,7 @@ T dot_span(const T* a, const T* b, std::int64_t n) {
 
 // y[r] = dot(A[r, :], x) for four rows at a time, so each load of x serves four rows.
 template <class T>
-void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k) {
+void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha, bool acc) {
   std::int64_t r = 0;
   if constexpr (std::is_floating_point_v<T>) {
     using B = xsimd::batch<T>;
@@ -57,20 +59,26 @@ void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, s
         t2 += a2[i] * x[i];
         t3 += a3[i] * x[i];
       }
-      y[r] = t0;
-      y[r + 1] = t1;
-      y[r + 2] = t2;
-      y[r + 3] = t3;
+      y[r] = (acc ? y[r] : T(0)) + alpha * t0;
+      y[r + 1] = (acc ? y[r + 1] : T(0)) + alpha * t1;
+      y[r + 2] = (acc ? y[r + 2] : T(0)) + alpha * t2;
+      y[r + 3] = (acc ? y[r + 3] : T(0)) + alpha * t3;
     }
   }
-  for (; r < m; ++r) y[r] = dot_span(a + r * lda, x, k);
+  for (; r < m; ++r) y[r] = (acc ? y[r] : T(0)) + alpha * dot_span(a + r * lda, x, k);
 }
 
 // y = sum_c x[c] * A[:, c] when A's columns are contiguous (a transposed row-major matrix).
 // Four columns per pass over y: one load and one store of y serve four multiply-adds.
 template <class T>
-void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k) {
-  for (std::int64_t i = 0; i < m; ++i) y[i] = T(0);
+void gemv_columns(const T* a, std::int64_t lda, const T* x_in, T* y, std::int64_t m, std::int64_t k, T alpha, bool acc) {
+  if (!acc)
+    for (std::int64_t i = 0; i < m; ++i) y[i] = T(0);
+  // alpha folds into the coefficients: one multiply per column, not per element.
+  thread_local std::vector<T> scaled;
+  scaled.assign(x_in, x_in + k);
+  for (auto& v : scaled) v *= alpha;
+  const T* x = scaled.data();
   std::int64_t c = 0;
   if constexpr (std::is_floating_point_v<T>) {
     using B = xsimd::batch<T>;
@@ -102,7 +110,8 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m
 }  // namespace detail
 
 /// @brief y = op(A) x, op(A) = A or Aᵀ; A may be row-major or a transposed view of one.
-inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, ndarray& y) {
+inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, ndarray& y, double alpha = 1.0,
+                     bool accumulate = false) {
   std::int64_t m = a_in.shape(0), k = a_in.shape(1);
   std::int64_t rs = a_in.stride(0), cs = a_in.stride(1);
   if (transpose) {
@@ -122,8 +131,9 @@ inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, n
   xsym::detail::visit_dtype(a.type(), [&](auto z) {
     using T = decltype(z);
     if constexpr (!std::is_same_v<T, bool>) {
-      if (cs == 1 || k == 1) detail::gemv_rows(a.data_as<T>(), rs, x.data_as<T>(), y.data_as<T>(), m, k);
-      else detail::gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k);
+      const T al = static_cast<T>(alpha);
+      if (cs == 1 || k == 1) detail::gemv_rows(a.data_as<T>(), rs, x.data_as<T>(), y.data_as<T>(), m, k, al, accumulate);
+      else detail::gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k, al, accumulate);
     }
   });
 }
