@@ -494,9 +494,9 @@ class function_runtime {
     for (int s : m_graph->inputs) m_values[static_cast<std::size_t>(s)].release();
     for (int s : m_shared_slots) m_values[static_cast<std::size_t>(s)].release();
     for (int s : m_view_slots) m_values[static_cast<std::size_t>(s)].release();
-    // Output buffers are kept for the next call (they are results, not intermediates); what
-    // the pool still holds goes back to the system, as gc promises.
-    m_pool.free.clear();
+    // Output buffers are kept for the next call (they are results, not intermediates), and so
+    // are the pooled ones: the next call reuses them instead of asking malloc (and the kernel,
+    // for large buffers) again. Within a call, gc still bounds the peak.
   }
 
   void release_all_but_constants() {

@@ -124,6 +124,8 @@ class profile_stats {
   /// @brief Prints the Theano-format report to os (defined in profile/report.hpp).
   void print_summary(std::ostream& os) const;
   void print_summary() const;
+  /// @brief This profile and another side by side, per op and per Apply node (profile/report.hpp).
+  void print_diff_summary(std::ostream& os, const profile_stats& other) const;
 
  private:
   std::string m_message;

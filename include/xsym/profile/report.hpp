@@ -11,6 +11,7 @@
 
 #include "../config/config.hpp"
 #include "profile_stats.hpp"
+#include "roofline.hpp"
 
 namespace xsym {
 
@@ -218,7 +219,14 @@ inline void print_profile(std::ostream& os, const std::string& message,
   detail::print_rows(os, values(by_class), thunk_t, lim.n_ops, "Classes");
   os << "\nOps\n---\n<% time> <sum %> <apply time> <time per call> <type> <#call> <#apply> <Op name>\n";
   detail::print_rows(os, values(by_op), thunk_t, lim.n_ops, "Ops");
-  os << "\nApply\n------\n<% time> <sum %> <apply time> <time per call> <#call> <id> <Mflops> <Gflops/s> <GB/s> <Apply name>\n";
+  bool roof = false;
+  try {
+    roof = config.profiling.roofline.value();
+  } catch (const std::exception&) {
+  }
+  const machine_limits limits = roof ? roofline() : machine_limits{};
+  os << "\nApply\n------\n<% time> <sum %> <apply time> <time per call> <#call> <id> <Mflops> <Gflops/s> <GB/s>"
+     << (roof ? " <%BW> <%peak>" : "") << " <Apply name>\n";
   std::stable_sort(applies.begin(), applies.end(), [](const auto& a, const auto& b) { return a.time > b.time; });
   double cum = 0;
   std::size_t shown = 0;
@@ -235,8 +243,16 @@ inline void print_profile(std::ostream& os, const std::string& message,
     const std::string mflops = flops > 0 ? fmt("%8.3f", flops / 1e6) : std::string(8, ' ');
     const std::string gflops = flops > 0 && per_call > 0 ? fmt("%9.2f", flops / per_call / 1e9) : std::string(9, ' ');
     const std::string gbs = bytes > 0 && per_call > 0 ? fmt("%7.2f", bytes / per_call / 1e9) : std::string(7, ' ');
-    os << fmt("  %5.1f%%   %5.1f%%      %6.3fs       %.2es   %6lld %5zu %s %s %s  %s\n", p, cum, r.time, per_call,
-              static_cast<long long>(r.calls), r.node, mflops.c_str(), gflops.c_str(), gbs.c_str(), r.key.c_str());
+    std::string roof_cols;
+    if (roof) {
+      // Share of this machine's bandwidth and peak: near 100% means the node is at its limit.
+      const double bw = bytes > 0 && per_call > 0 ? 100.0 * bytes / per_call / limits.bandwidth_for(bytes) : -1;
+      const double pk = flops > 0 && per_call > 0 ? 100.0 * flops / per_call / limits.peak_flops : -1;
+      roof_cols = (bw >= 0 ? fmt(" %5.1f%%", bw) : std::string(7, ' ')) + (pk >= 0 ? fmt(" %6.1f%%", pk) : std::string(8, ' '));
+    }
+    os << fmt("  %5.1f%%   %5.1f%%      %6.3fs       %.2es   %6lld %5zu %s %s %s%s  %s\n", p, cum, r.time, per_call,
+              static_cast<long long>(r.calls), r.node, mflops.c_str(), gflops.c_str(), gbs.c_str(), roof_cols.c_str(),
+              r.key.c_str());
     const apply_node& node = f.graph->nodes[r.node];
     if (node.fn->kind == op_kind::composite) {
       // Map a fused node back to the user's code: its full text and the ops it absorbed.
@@ -256,6 +272,12 @@ inline void print_profile(std::ostream& os, const std::string& message,
   for (std::size_t i = shown; i < applies.size(); ++i) rest += applies[i].time;
   os << fmt("   ... (remaining %zu Apply instances account for %.2f%%(%.2fs) of the runtime)\n", applies.size() - shown,
             thunk_t > 0 ? 100.0 * rest / thunk_t : 0.0, rest);
+  if (roof)
+    os << fmt("   (<%%BW>: of this machine's bandwidth for the node's footprint, probed once: %.1f GB/s within L2 "
+              "(%.0f KiB), %.1f GB/s within the last-level cache (%.0f MiB), %.1f GB/s from memory; <%%peak>: of "
+              "%.1f Gflop/s, the float32 FMA peak of one core)\n",
+              limits.bandwidth_small / 1e9, limits.l2_bytes / 1024, limits.bandwidth_medium / 1e9,
+              limits.llc_bytes / 1048576, limits.bandwidth / 1e9, limits.peak_flops / 1e9);
   os << "\n";
   bool memory = false;
   for (const auto& f : fns) memory |= f->memory;
@@ -390,6 +412,59 @@ inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<funct
         "                 Test them first, as they are not guaranteed to always provide a speedup.\n";
   if (tips.empty()) os << "  Sorry, no tip for today.\n";
   for (const auto& t : tips) os << "  - " << t << "\n";
+}
+
+/// @brief Two profiles side by side, per op and per Apply node (matched by their text), e.g.
+/// fusion on against fusion off. Times are per call of the functions.
+inline void print_diff_summary(std::ostream& os, const profile_stats& a, const profile_stats& b) {
+  using detail::fmt;
+  struct side {
+    std::map<std::string, double> ops, applies;
+    double total = 0;
+    std::int64_t calls = 0;
+  };
+  auto collect = [](const profile_stats& s) {
+    side r;
+    for (const auto& f : s.functions()) {
+      r.calls = std::max(r.calls, f->calls);
+      for (std::size_t i = 0; i < f->graph->nodes.size(); ++i) {
+        const double t = f->calls ? f->node_time(i) / static_cast<double>(f->calls) : 0.0;
+        r.ops[f->graph->nodes[i].op_name()] += t;
+        r.applies[f->name + ": " + f->graph->node_text(f->graph->nodes[i])] += t;
+        r.total += t;
+      }
+    }
+    return r;
+  };
+  const side sa = collect(a), sb = collect(b);
+  auto name_of = [](const profile_stats& s) { return s.message().empty() ? std::string("?") : s.message(); };
+  os << "Profile difference\n==================\n";
+  os << "  A: " << name_of(a) << " (" << sa.calls << " calls)\n  B: " << name_of(b) << " (" << sb.calls << " calls)\n";
+  os << fmt("  Time per call in thunks: A %.3es, B %.3es, B/A %.2f\n\n", sa.total, sb.total,
+            sa.total > 0 ? sb.total / sa.total : 0.0);
+  auto table = [&](const char* title, const std::map<std::string, double>& ma, const std::map<std::string, double>& mb) {
+    os << title << "\n<time A per call> <time B per call> <B/A> <name>\n";
+    std::map<std::string, std::pair<double, double>> rows;
+    for (const auto& [k, v] : ma) rows[k].first = v;
+    for (const auto& [k, v] : mb) rows[k].second = v;
+    std::vector<std::pair<std::string, std::pair<double, double>>> sorted(rows.begin(), rows.end());
+    std::stable_sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) {
+      return std::max(x.second.first, x.second.second) > std::max(y.second.first, y.second.second);
+    });
+    for (const auto& [k, v] : sorted) {
+      const std::string ta = v.first > 0 ? fmt("%.3es", v.first) : std::string("        -");
+      const std::string tb = v.second > 0 ? fmt("%.3es", v.second) : std::string("        -");
+      const std::string ratio = v.first > 0 && v.second > 0 ? fmt("%6.2f", v.second / v.first) : std::string("     -");
+      os << "  " << ta << "  " << tb << "  " << ratio << "  " << k << "\n";
+    }
+    os << "\n";
+  };
+  table("Ops\n---", sa.ops, sb.ops);
+  table("Apply\n------", sa.applies, sb.applies);
+}
+
+inline void profile_stats::print_diff_summary(std::ostream& os, const profile_stats& other) const {
+  xsym::print_diff_summary(os, *this, other);
 }
 
 inline void profile_stats::print_summary(std::ostream& os) const {
