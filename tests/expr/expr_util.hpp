@@ -82,7 +82,7 @@ struct tolerance<double> {
 /// An element passes when |a - e| <= atol + rtol * max(|e|, scale[i]) (scale: e.g. sum |a_i b_i|
 /// of a dot product, the size of the terms that cancelled).
 template <class R, std::size_t N>
-std::string mismatch(const xt::xtensor<R, N>& actual, const std::vector<double>& expected,
+std::string differences(const xt::xtensor<R, N>& actual, const std::vector<double>& expected,
                      const std::vector<double>& scale = {}, double rtol = tolerance<R>::rtol,
                      double atol = tolerance<R>::atol) {
   if (actual.size() != expected.size())

@@ -70,7 +70,6 @@ inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
         detail::reducer<Acc> r{o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction};
         const In* src = in.data_as<In>();
         Out* dst = out.data_as<Out>();
-        const std::int64_t n_out = kept.size();
         const bool red_contig = red.rank == 0 || [&] {
           std::int64_t e = 1;
           for (int d = red.rank - 1; d >= 0; --d) {

@@ -1,0 +1,51 @@
+#ifndef XSYM_TESTS_COMPILE_COMPILE_UTIL_HPP
+#define XSYM_TESTS_COMPILE_COMPILE_UTIL_HPP
+
+#include "expr/expr_util.hpp"
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+namespace xsym_test {
+
+/// Gives a test the built-in flag defaults: no XSYM_FLAGS, no rc file, no code assignments.
+/// Restores the environment and resets the config when it goes out of scope.
+class clean_config {
+ public:
+  clean_config() : m_flags(get("XSYM_FLAGS")), m_rc(get("XSYMRC")) {
+    ::unsetenv("XSYM_FLAGS");
+    ::setenv("XSYMRC", "", 1);  // an empty list: read no rc file
+    xsym::config.reset();
+  }
+  ~clean_config() {
+    restore("XSYM_FLAGS", m_flags);
+    restore("XSYMRC", m_rc);
+    xsym::config.reset();
+  }
+  clean_config(const clean_config&) = delete;
+  clean_config& operator=(const clean_config&) = delete;
+
+ private:
+  static std::optional<std::string> get(const char* name) {
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  }
+  static void restore(const char* name, const std::optional<std::string>& v) {
+    if (v) ::setenv(name, v->c_str(), 1);
+    else ::unsetenv(name);
+  }
+  std::optional<std::string> m_flags, m_rc;
+};
+
+/// The op names of a compiled function's Apply nodes, in execution order.
+template <class F>
+std::vector<std::string> op_names(const F& f) {
+  std::vector<std::string> names;
+  for (const auto& n : f.toposort()) names.push_back(n.op_name());
+  return names;
+}
+
+}  // namespace xsym_test
+
+#endif

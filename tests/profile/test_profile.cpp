@@ -1,0 +1,269 @@
+// The profiler: report structure on the seeds' example, limits, sums, memory numbers,
+// exports, scopes and thread safety. Timings are never asserted, only structure and counts.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include <xsym/xsym.hpp>
+
+namespace {
+
+struct config_guard {
+  config_guard() { xsym::config.reset(); }
+  ~config_guard() { xsym::config.reset(); }
+};
+
+std::shared_ptr<xsym::profile_stats> quiet_stats(const std::string& name) {
+  return std::make_shared<xsym::profile_stats>(name, false);
+}
+
+// The seeds' profiling example, profiled into `stats`, called `calls` times.
+template <class... Options>
+auto seeds_example(const std::shared_ptr<xsym::profile_stats>& stats, int calls, Options... options) {
+  auto x = xsym::vector<double>("x"), y = xsym::vector<double>("y"), z = xsym::vector<double>("z");
+  auto f = xsym::function("profiling_example", xsym::inputs(x, y, z), xsym::outputs((x + y + z) * 2),
+                          xsym::profile(stats), options...);
+  const xt::xtensor<double, 1> a{1}, b{2}, c{3};
+  for (int i = 0; i < calls; ++i) {
+    auto [r] = f(a, b, c);
+    REQUIRE(r(0) == 12.0);
+  }
+  return f;
+}
+
+std::string report(const xsym::profile_stats& s) {
+  std::ostringstream os;
+  s.print_summary(os);
+  return os.str();
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("report of the seeds' example without fusion has the seed's sections and nodes", "[profile]") {
+  config_guard guard;
+  auto stats = quiet_stats("");
+  seeds_example(stats, 3, xsym::optimizer_excluding("fusion:inplace"));
+  const std::string r = report(*stats);
+  for (const char* section : {"Function profiling", "Message: profiling_example", "Time in 3 calls to Function.__call__",
+                              "Time in Function.fn.__call__", "Time in thunks", "Total compilation time",
+                              "Number of Apply nodes: 3", "\nClass\n---", "\nOps\n---", "\nApply\n------",
+                              "<% time> <sum %> <apply time> <time per call> <type> <#call> <#apply> <Class name>",
+                              "<Op name>"})
+    CHECK(r.find(section) != std::string::npos);
+  // Classes merge all three nodes; Ops merge the two adds; Apply lists each node.
+  CHECK(r.find("     9       3   xsym::Elemwise") != std::string::npos);
+  CHECK(r.find("     6       2   Elemwise{add,no_inplace}") != std::string::npos);
+  CHECK(r.find("     3       1   Elemwise{mul,no_inplace}") != std::string::npos);
+  CHECK(r.find("Elemwise{add,no_inplace}(x, y)") != std::string::npos);
+  CHECK(r.find("Elemwise{add,no_inplace}(Elemwise{add,no_inplace}.0, z)") != std::string::npos);
+  CHECK(r.find("Elemwise{mul,no_inplace}(Elemwise{add,no_inplace}.0, TensorConstant{(1,) of 2.0})") != std::string::npos);
+  CHECK(r.find("remaining 0 Apply instances") != std::string::npos);
+  CHECK(count(r, "input 0: dtype=float64, shape=(1,), strides=c") == 3);
+}
+
+TEST_CASE("report of the seeds' example with fusion has one Composite node", "[profile]") {
+  config_guard guard;
+  auto stats = quiet_stats("");
+  seeds_example(stats, 2);
+  const std::string r = report(*stats);
+  CHECK(r.find("Number of Apply nodes: 1") != std::string::npos);
+  CHECK(r.find("Elemwise{Composite{((i0 + i1 + i2) * i3)}}(x, y, z, TensorConstant{(1,) of 2.0})") != std::string::npos);
+  CHECK(r.find("absorbed: Elemwise{add,no_inplace} x2 Elemwise{mul,no_inplace}") != std::string::npos);
+  CHECK(r.find("Time in 2 calls") != std::string::npos);
+}
+
+TEST_CASE("n_apply and n_ops cut the sections with a remaining line", "[profile]") {
+  config_guard guard;
+  xsym::config.profiling.n_apply = 1;
+  xsym::config.profiling.n_ops = 1;
+  auto stats = quiet_stats("");
+  seeds_example(stats, 1, xsym::optimizer_excluding("fusion:inplace"));
+  const std::string r = report(*stats);
+  CHECK(r.find("remaining 1 Ops account for") != std::string::npos);
+  CHECK(r.find("remaining 2 Apply instances account for") != std::string::npos);
+  CHECK(count(r, "input 0: dtype") == 1);
+}
+
+TEST_CASE("profile_stats shared by two functions sums their calls and nodes", "[profile]") {
+  config_guard guard;
+  auto stats = quiet_stats("both");
+  seeds_example(stats, 2, xsym::optimizer_excluding("fusion:inplace"));
+  seeds_example(stats, 5);
+  REQUIRE(stats->functions().size() == 2);
+  const std::string r = report(*stats);
+  CHECK(r.find("Message: both") != std::string::npos);
+  CHECK(r.find("Time in 7 calls to Function.__call__") != std::string::npos);
+  CHECK(r.find("Number of Apply nodes: 4") != std::string::npos);
+  // The class row sums 2 calls x 3 nodes and 5 calls x 1 node.
+  CHECK(r.find("    11       4   xsym::Elemwise") != std::string::npos);
+}
+
+TEST_CASE("memory profile equals hand-computed bytes and min_memory_size cuts it", "[profile]") {
+  config_guard guard;
+  xsym::config.profile_memory = true;
+  auto stats = quiet_stats("");
+  auto x = xsym::vector<double>("x");
+  // exp(x) (1000 doubles) then sum: unfused, no in-place: 8000 bytes then 8 bytes.
+  auto f = xsym::function("mem", xsym::inputs(x), xsym::sum(exp(x)), xsym::profile(stats),
+                          xsym::optimizer_excluding("fusion:inplace"));
+  f(xt::xtensor<double, 1>(xt::ones<double>({1000})));
+  const std::string r = report(*stats);
+  CHECK(r.find("Memory Profile") != std::string::npos);
+  CHECK(r.find("8000B  [(1000,)] c Elemwise{exp,no_inplace}(x)") != std::string::npos);
+  // Peak: both outputs alive at once at the Sum (8008 bytes, printed as 8KB).
+  CHECK(r.find("CPU: 8KB") != std::string::npos);
+  xsym::config.profiling.min_memory_size = 100;
+  const std::string cut = report(*stats);
+  CHECK(cut.find("8B  [()] c Sum(") == std::string::npos);
+  CHECK(cut.find("remaining 1 Apply account for      8B/8008B") != std::string::npos);
+}
+
+TEST_CASE("JSON export parses and agrees with the profile", "[profile]") {
+  config_guard guard;
+  auto stats = quiet_stats("json");
+  seeds_example(stats, 4, xsym::optimizer_excluding("fusion:inplace"));
+  std::ostringstream os;
+  xsym::write_json(*stats, os);
+  const auto j = nlohmann::json::parse(os.str());
+  REQUIRE(j["functions"].size() == 1);
+  const auto& f = j["functions"][0];
+  CHECK(f["name"] == "profiling_example");
+  CHECK(f["calls"] == 4);
+  REQUIRE(f["nodes"].size() == 3);
+  double node_sum = 0;
+  for (const auto& n : f["nodes"]) {
+    CHECK(n["calls"] == 4);
+    node_sum += n["time_s"].get<double>();
+  }
+  CHECK(node_sum == Approx(f["thunk_time_s"].get<double>()).epsilon(1e-6));
+  CHECK(f["nodes"][0]["apply"] == "Elemwise{add,no_inplace}(x, y)");
+  CHECK(f["nodes"][0]["inputs"][0]["shape"] == nlohmann::json::array({1}));
+}
+
+TEST_CASE("Chrome trace has one event per node run", "[profile]") {
+  config_guard guard;
+  auto stats = quiet_stats("trace");
+  stats->enable_trace();
+  seeds_example(stats, 5, xsym::optimizer_excluding("fusion:inplace"));
+  std::ostringstream os;
+  xsym::write_chrome_trace(*stats, os);
+  const auto j = nlohmann::json::parse(os.str());
+  REQUIRE(j["traceEvents"].size() == 15);
+  for (const auto& e : j["traceEvents"]) {
+    CHECK(e["ph"] == "X");
+    CHECK(e["dur"].get<double>() >= 0);
+  }
+}
+
+TEST_CASE("Graphviz export names every node and edge", "[profile]") {
+  config_guard guard;
+  auto stats = quiet_stats("dot");
+  auto f = seeds_example(stats, 1, xsym::optimizer_excluding("fusion:inplace"));
+  std::ostringstream os;
+  xsym::write_dot(f.graph(), os, stats->functions()[0].get());
+  const std::string d = os.str();
+  CHECK(d.rfind("digraph", 0) == 0);
+  CHECK(count(d, "shape=box") == 3);
+  CHECK(count(d, " -> n") == 6);  // 2 + 2 + 2 inputs
+}
+
+TEST_CASE("a scope aggregates every call made inside it, on every thread", "[profile][threads]") {
+  config_guard guard;
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("f", xsym::inputs(x), exp(x) + 1);  // not profiled itself
+  auto g = xsym::function("g", xsym::inputs(x), xsym::sum(x));
+  const xt::xtensor<double, 1> a = xt::ones<double>({64});
+  xsym::profile_scope scope("epoch", false);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 250; ++i) {
+        f(a);
+        g(a);
+      }
+    });
+  for (auto& t : threads) t.join();
+  {
+    XSYM_PROFILE_SCOPE("user work");
+  }
+  const auto fns = scope.stats().functions();
+  REQUIRE(fns.size() == 2);
+  for (const auto& p : fns) {
+    CHECK(p->calls == 1000);
+    for (auto c : p->node_calls) CHECK(c == 1000);
+  }
+  const auto regions = scope.stats().regions();
+  REQUIRE(regions.size() == 1);
+  CHECK(regions[0].first == "user work");
+  CHECK(regions[0].second.calls == 1);
+  CHECK(report(scope.stats()).find("xsym::UserRegion") != std::string::npos);
+}
+
+TEST_CASE("threads calling one profiled function give exact counts", "[profile][threads]") {
+  config_guard guard;
+  auto stats = quiet_stats("threads");
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("f", xsym::inputs(x), x * 2, xsym::profile(stats));
+  const xt::xtensor<double, 1> a = xt::ones<double>({16});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 500; ++i) REQUIRE(f(a)(3) == 2.0);
+    });
+  for (auto& t : threads) t.join();
+  CHECK(stats->functions()[0]->calls == 2000);
+}
+
+TEST_CASE("ignore_first_call leaves the warm-up call out", "[profile]") {
+  config_guard guard;
+  xsym::config.profiling.ignore_first_call = true;
+  auto stats = quiet_stats("");
+  seeds_example(stats, 3);
+  CHECK(stats->functions()[0]->calls == 2);
+}
+
+TEST_CASE("optimizer profile lists each rewrite with node counts", "[profile]") {
+  config_guard guard;
+  xsym::config.profile_optimizer = true;
+  auto stats = quiet_stats("");
+  seeds_example(stats, 1);
+  const std::string r = report(*stats);
+  CHECK(r.find("Optimizer Profile") != std::string::npos);
+  CHECK(r.find("elemwise_fusion") != std::string::npos);
+  CHECK(r.find("fused 3 elementwise ops into Composite{((i0 + i1 + i2) * i3)}") != std::string::npos);
+  CHECK(r.find("Apply nodes 3 -> 1") != std::string::npos);
+}
+
+TEST_CASE("diff summary puts two profiles side by side", "[profile]") {
+  config_guard guard;
+  auto fused = quiet_stats("fused"), unfused = quiet_stats("unfused");
+  seeds_example(fused, 2);
+  seeds_example(unfused, 2, xsym::optimizer_excluding("fusion:inplace"));
+  std::ostringstream os;
+  fused->print_diff_summary(os, *unfused);
+  const std::string d = os.str();
+  CHECK(d.find("A: fused (2 calls)") != std::string::npos);
+  CHECK(d.find("B: unfused (2 calls)") != std::string::npos);
+  CHECK(d.find("Elemwise{Composite{((i0 + i1 + i2) * i3)}}") != std::string::npos);
+  CHECK(d.find("Elemwise{mul,no_inplace}") != std::string::npos);
+}
+
+TEST_CASE("tips name float64 and pow(x, 2)", "[profile]") {
+  config_guard guard;
+  auto stats = quiet_stats("");
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("tips", xsym::inputs(x), xsym::pow(x, 2.0), xsym::profile(stats),
+                          xsym::optimizer_excluding("fusion"));
+  f(xt::xtensor<double, 1>{1, 2});
+  const std::string r = report(*stats);
+  CHECK(r.find("Try compiling with -DXSYM_FLOATX=float") != std::string::npos);
+  CHECK(r.find("Replace pow(x, 2) by sqr(x)") != std::string::npos);
+}
