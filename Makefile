@@ -4,7 +4,7 @@ JOBS ?= 2
 BUILD_TYPE ?= Release
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test clean
+.PHONY: all deps configure build demo test bench clean
 
 all: build
 
@@ -23,6 +23,13 @@ demo: configure
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Benchmarks: their own -O3 -march=native build, then bench/run.py writes bench/results/latest.json.
+bench:
+	@XSYM_DEPS_BENCH=1 bash scripts/install-deps.sh
+	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DXSYM_BUILD_BENCH=ON -DXSYM_BUILD_TESTS=OFF >/dev/null
+	@cmake --build build-bench -j $(JOBS) --target bench_xsym bench_xsym_noprof logistic_regression
+	python3 bench/run.py --build build-bench
 
 clean:
 	rm -rf $(BUILD)

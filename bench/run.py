@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Runs xsym's benchmarks, prints the table with the bars, writes bench/results/latest.json.
+
+Every ratio is against a baseline measured in the same run on the same machine.
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_bench(binary, args=(), env=None):
+    out = subprocess.run([str(binary), *args], capture_output=True, text=True, env=env, check=False)
+    if out.returncode != 0:
+        sys.exit(f"bench: {binary} failed:\n{out.stderr}")
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+def build_cost(build_dir):
+    """Wall time and peak memory of compiling examples/logistic_regression.cpp at -O2."""
+    flags = subprocess.run(["cmake", "--build", str(build_dir), "--target", "help"], capture_output=True, text=True)
+    del flags
+    cmd = ["g++", "-std=c++20", "-O2", "-march=native", f"-I{ROOT/'include'}", "-c",
+           str(ROOT / "examples" / "logistic_regression.cpp"), "-o", os.devnull]
+    times = []
+    peak = 0
+    for _ in range(3):
+        t0 = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        subprocess.run(cmd, check=True)
+        times.append(time.perf_counter() - t0)
+        peak = max(peak, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, before)
+    times.sort()
+    return {"benchmark": "build_example", "impl": "xsym", "dtype": "float32", "size": 1,
+            "median_s": times[1], "min_s": times[0], "repeats": 3, "peak_rss_mb": peak / 1024.0}
+
+
+def pytensor_peer():
+    script = ROOT / "bench" / "peers" / "logreg_pytensor.py"
+    try:
+        out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired:
+        return [], "PyTensor peer timed out"
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    return rows, ("" if rows else (out.stderr.strip().splitlines() or ["PyTensor not available"])[-1])
+
+
+def machine():
+    cpu = ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform(),
+            "compiler": subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout.splitlines()[0],
+            "loadavg_start": os.getloadavg()[0]}
+
+
+def find(results, bench, impl, dtype=None, size=None):
+    for r in results:
+        if r["benchmark"] == bench and r["impl"] == impl and (dtype is None or r["dtype"] == dtype) \
+                and (size is None or r["size"] == size):
+            return r
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build-bench")
+    ap.add_argument("--quick", action="store_true", help="fewer steps (smoke test)")
+    args = ap.parse_args()
+    build = ROOT / args.build
+    env = dict(os.environ)
+    env["XSYM_BENCH_STEPS"] = "200" if args.quick else "2000"
+    env.pop("XSYM_FLAGS", None)
+    results = run_bench(build / "bench" / "bench_xsym", env=env)
+    results += run_bench(build / "bench" / "bench_xsym_noprof", env=env)
+    results.append(build_cost(build))
+    peer_rows, peer_note = ([], "skipped (--quick)") if args.quick else pytensor_peer()
+    results += peer_rows
+
+    bars = []
+
+    def bar(name, value, limit, what):
+        ok = value is not None and value <= limit
+        bars.append((name, value, limit, "ok" if ok else "MISSED", what))
+
+    for dt in ("float32", "float64"):
+        x = find(results, "logreg", "xsym", dt)
+        e = find(results, "logreg", "eigen", dt)
+        p = find(results, "logreg", "xsym_profiled", dt)
+        if x and e:
+            bar(f"logreg {dt}: xsym / eigen", x["median_s"] / e["median_s"], 1.05, "time per step")
+        if x and p:
+            bar(f"logreg {dt}: profiled / xsym", p["median_s"] / x["median_s"], 1.10, "time per step")
+    for b in ("elemwise_add3mul", "elemwise_sigmoid", "elemwise_xent"):
+        for n in (1e5, 1e7):
+            x = find(results, b, "xsym", size=n)
+            peers = [find(results, b, i, size=n) for i in ("eigen", "xtensor", "loop")]
+            peers = [r["median_s"] for r in peers if r]
+            if x and peers:
+                bar(f"{b} n={n:.0e}: xsym / best peer", x["median_s"] / min(peers), 1.05, "time per element")
+    co = find(results, "call_overhead", "xsym_noprof")
+    cp = find(results, "call_overhead", "xsym_profiled")
+    po = find(results, "profile_node_overhead", "xsym_profiled")
+    cf = find(results, "compile_function", "xsym")
+    be = find(results, "build_example", "xsym")
+    if co:
+        bar("call overhead, profiling compiled out (ns)", co["median_s"] * 1e9, 100, "3-node function, 1 element")
+    if cp:
+        bar("call overhead, profiling on (ns)", cp["median_s"] * 1e9, 300, "3-node function, 1 element")
+    if po:
+        bar("profiling overhead per Apply node (ns)", po["median_s"] * 1e9, 25, "")
+    if cf:
+        bar("build train (ms)", cf["median_s"] * 1e3, 1.0, "function() of the logistic regression")
+    if be:
+        bar("compile logistic_regression.cpp (s)", be["median_s"], 20, "-O2")
+        bar("compile logistic_regression.cpp peak (MB)", be["peak_rss_mb"], 2048, "")
+
+    print(f"{'benchmark':<22} {'impl':<14} {'dtype':<8} {'size':>10} {'median':>12} {'min':>12}")
+    for r in results:
+        print(f"{r['benchmark']:<22} {r['impl']:<14} {r['dtype']:<8} {r['size']:>10.0f} {r['median_s']:>12.4e} {r['min_s']:>12.4e}")
+    print()
+    print(f"{'bar':<52} {'value':>10} {'limit':>8}  result")
+    for name, value, limit, status, _ in bars:
+        v = "n/a" if value is None else f"{value:.3f}"
+        print(f"{name:<52} {v:>10} {limit:>8}  {status}")
+    if peer_note:
+        print(f"\nPyTensor peer: {peer_note}")
+    out = {"machine": machine(), "results": results,
+           "bars": [{"bar": n, "value": v, "limit": l, "status": s} for n, v, l, s, _ in bars]}
+    out["machine"]["loadavg_end"] = os.getloadavg()[0]
+    dest = ROOT / "bench" / "results" / "latest.json"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"\nwrote {dest.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
