@@ -2,6 +2,8 @@
 #define XSYM_COMPILE_OPTIONS_HPP
 
 #include <algorithm>
+#include <array>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "../config/config.hpp"
+#include "../graph/fgraph.hpp"
 #include "../rewrite/rewrites.hpp"
 
 namespace xsym {
@@ -23,6 +26,16 @@ class compile_error : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+/// @brief What MonitorMode's callbacks see: one Apply node and its values.
+struct node_event {
+  const function_graph* graph = nullptr;
+  const apply_node* node = nullptr;
+  std::vector<const ndarray*> inputs;
+  std::vector<const ndarray*> outputs;  // empty before the node runs
+  std::string text() const { return graph->node_text(*node); }
+};
+using monitor_callback = std::function<void(const node_event&)>;
+
 /// @brief Per-function choices; unset ones come from xsym::config.
 struct function_options {
   std::optional<std::string> mode;
@@ -32,6 +45,25 @@ struct function_options {
   std::optional<bool> profile;
   std::shared_ptr<profile_stats> stats;
   bool ignore_unused_inputs = false;
+  std::optional<bool> check_isfinite;                 // DebugMode
+  std::optional<std::array<bool, 3>> nan_guard;      // NanGuardMode: nan, inf, big are errors
+  monitor_callback monitor_pre, monitor_post;          // MonitorMode
+  bool is_reference = false;                          // DebugMode's unoptimised twin
+};
+
+/// @brief DebugMode: every node is checked against the reference kernels, the outputs
+/// against the graph without fusion or in-place rewrites; see xsym::debug_mode_error.
+struct debug_mode {
+  std::optional<bool> check_isfinite;
+};
+/// @brief NanGuardMode: raise xsym::nan_guard_error at the first node producing NaN, Inf or a
+/// value of magnitude above 1e10, as selected.
+struct nan_guard_mode {
+  bool nan_is_error = true, inf_is_error = true, big_is_error = true;
+};
+/// @brief MonitorMode: call pre before and post after every Apply node.
+struct monitor_mode {
+  monitor_callback pre, post;
 };
 
 /// @brief The mode a function compiles with, e.g. xsym::mode("FAST_COMPILE").
@@ -58,6 +90,19 @@ inline void apply_option(function_options& o, const optimizer_including& x) { o.
 inline void apply_option(function_options& o, const optimizer_excluding& x) { o.excluding = x.names; }
 inline void apply_option(function_options& o, const optimizer_requiring& x) { o.requiring = x.names; }
 inline void apply_option(function_options& o, const ignore_unused_inputs&) { o.ignore_unused_inputs = true; }
+inline void apply_option(function_options& o, const debug_mode& d) {
+  o.mode = "DebugMode";
+  o.check_isfinite = d.check_isfinite;
+}
+inline void apply_option(function_options& o, const nan_guard_mode& n) {
+  o.mode = "NanGuardMode";
+  o.nan_guard = std::array<bool, 3>{n.nan_is_error, n.inf_is_error, n.big_is_error};
+}
+inline void apply_option(function_options& o, const monitor_mode& m) {
+  o.mode = "MonitorMode";
+  o.monitor_pre = m.pre;
+  o.monitor_post = m.post;
+}
 
 inline std::vector<std::string> split_colon(const std::string& s) {
   std::vector<std::string> out;
@@ -75,6 +120,10 @@ struct resolved_plan {
   std::set<std::string> rewrites;
   bool reference_kernels = false;
   bool gc = true;
+  bool debug = false, check_isfinite = true;
+  bool nan_guard = false;
+  std::array<bool, 3> guard{true, true, true};
+  bool monitor = false;
 };
 
 inline resolved_plan resolve_plan(const function_options& o) {
@@ -86,9 +135,17 @@ inline resolved_plan resolve_plan(const function_options& o) {
   if (p.mode == "FAST_COMPILE") {
     optimizer = "fast_compile";
     link = "py";
+  } else if (p.mode == "DebugMode") {
+    p.debug = true;
+    p.check_isfinite = o.check_isfinite.value_or(config.DebugMode.check_isfinite.value());
+  } else if (p.mode == "NanGuardMode") {
+    p.nan_guard = true;
+    if (o.nan_guard) p.guard = *o.nan_guard;
+  } else if (p.mode == "MonitorMode") {
+    p.monitor = true;
   } else if (p.mode != "FAST_RUN") {
-    throw compile_error("xsym: mode '" + p.mode +
-                        "' is not available yet in this version (FAST_RUN and FAST_COMPILE are)");
+    throw compile_error("xsym: unknown mode '" + p.mode +
+                        "' (choose FAST_RUN, FAST_COMPILE, DebugMode, NanGuardMode or MonitorMode)");
   }
   if (link != "cvm" && link != "cvm_nogc" && link != "py")
     throw compile_error("xsym: unknown linker '" + link + "' (choose cvm, cvm_nogc or py)");

@@ -1,7 +1,9 @@
 #ifndef XSYM_COMPILE_RUNTIME_HPP
 #define XSYM_COMPILE_RUNTIME_HPP
 
+#include <iostream>
 #include <mutex>
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -14,11 +16,20 @@
 #include "../rewrite/inplace.hpp"
 #include "../rewrite/multi_fusion.hpp"
 #include "../rewrite/canonicalize.hpp"
+#include "checks.hpp"
 #include "options.hpp"
 
 namespace xsym {
 
 namespace detail {
+namespace testing {
+/// Test-only: a rewrite that runs in FAST_RUN after the others and may be deliberately
+/// wrong, to prove that DebugMode catches a wrong rewrite.
+inline std::function<std::vector<var_ptr>(const std::vector<var_ptr>&)>& extra_fast_run_rewrite() {
+  static std::function<std::vector<var_ptr>(const std::vector<var_ptr>&)> f;
+  return f;
+}
+}  // namespace testing
 
 /// Buffers released during a call, handed to later nodes instead of going back to malloc.
 struct buffer_pool {
@@ -218,6 +229,7 @@ class function_runtime {
       : m_name(std::move(name)) {
     const double t0 = detail::wall_seconds();
     m_plan = detail::resolve_plan(options);
+    m_is_reference = options.is_reference;
     std::vector<var_ptr> roots = output_vars;
     for (auto& [target, value] : update_vars) roots.push_back(value);
     const int nodes_before = detail::count_applies(roots);
@@ -239,6 +251,8 @@ class function_runtime {
     run_pass("merge", detail::merge_pass);
     run_pass("blas", detail::blas_pass);
     run_pass("blas", detail::gemv_accumulate_pass);
+    if (detail::testing::extra_fast_run_rewrite() && m_plan.rewrites.count("elemwise_fusion"))
+      roots = detail::testing::extra_fast_run_rewrite()(roots);
     run_pass("elemwise_fusion", detail::fusion_pass);
     const double t1 = detail::wall_seconds();
     build_graph(input_vars, roots, output_vars.size(), update_vars, options);
@@ -262,7 +276,21 @@ class function_runtime {
       records.push_back(std::move(rec));
     }
     const double t2 = detail::wall_seconds();
-    bind_thunks();
+    m_thunks = bind_thunks(m_plan.reference_kernels);
+    if (m_plan.debug) {
+      m_ref_thunks = bind_thunks(true);
+      function_options ref = options;
+      ref.mode = "FAST_COMPILE";
+      ref.profile = false;
+      ref.stats = nullptr;
+      ref.is_reference = true;
+      ref.ignore_unused_inputs = true;
+      m_reference = std::make_unique<function_runtime>(m_name + " (DebugMode reference)", input_vars, output_vars,
+                                                       update_vars, ref);
+    }
+    m_monitor_pre = options.monitor_pre;
+    m_monitor_post = options.monitor_post;
+    m_checked = m_plan.debug || m_plan.nan_guard || m_plan.monitor;
     const double t3 = detail::wall_seconds();
 
     const bool profiling = profiling_compiled_in && (options.profile.value_or(config.profile.value()) || options.stats);
@@ -336,12 +364,25 @@ class function_runtime {
           t = sample ? detail::ticks() : t1;
         }
         m_fn_ticks_last = t - f0;
+      } else if (m_checked) {
+        if (m_plan.nan_guard) guard_inputs(values);
+        for (; i < m_thunks.size(); ++i) {
+          run_checked(i, values);
+          if (m_plan.gc) release_dead(i);
+        }
+        if (m_plan.debug) check_against_reference(args, values);
       } else {
         for (; i < m_thunks.size(); ++i) {
           m_thunks[i].run(m_thunks[i], values);
           if (m_plan.gc) release_dead(i);
         }
       }
+    } catch (const debug_mode_error&) {
+      release_all_but_constants();
+      throw;
+    } catch (const nan_guard_error&) {
+      release_all_but_constants();
+      throw;
     } catch (const std::exception& e) {
       release_all_but_constants();
       throw_node_error(i, e);
@@ -349,7 +390,7 @@ class function_runtime {
     for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) m_out[o] = values[m_graph->outputs[o]];
     auto result = convert(m_out.data());
     for (auto& o : m_out) o.release();
-    apply_updates(values);
+    if (!m_is_reference) apply_updates(values);
     release_after_call();
     if (timed) {
       if (memory) m_profile->measured_peak_bytes = std::max(m_profile->measured_peak_bytes, allocated().peak - mem0);
@@ -437,16 +478,16 @@ class function_runtime {
     m_graph = std::move(g);
   }
 
-  void bind_thunks() {
+  std::vector<detail::thunk> bind_thunks(bool reference) {
     const function_graph& g = *m_graph;
     m_values.assign(g.slots.size(), ndarray{});
     m_out.assign(g.outputs.size(), ndarray{});
     m_pool.free.reserve(g.slots.size());
     for (std::size_t s = 0; s < g.slots.size(); ++s)
       if (g.slots[s].kind == var_kind::constant) m_values[s] = g.slots[s].source->constant;
-    m_thunks.resize(g.nodes.size());
+    std::vector<detail::thunk> thunks(g.nodes.size());
     for (const apply_node& n : g.nodes) {
-      detail::thunk& t = m_thunks[static_cast<std::size_t>(n.id)];
+      detail::thunk& t = thunks[static_cast<std::size_t>(n.id)];
       t.node = &n;
       t.pool = &m_pool;
       for (int in : n.inputs) t.slot_bcast.push_back(g.slots[static_cast<std::size_t>(in)].broadcastable);
@@ -454,7 +495,7 @@ class function_runtime {
         case op_kind::elemwise:
         case op_kind::composite: {
           auto prog = n.fn->kind == op_kind::composite ? n.fn->fused : detail::single_op_program(g, n);
-          t.prog = m_plan.reference_kernels ? cpu::compile_program<false>(prog) : cpu::compile_program<true>(prog);
+          t.prog = reference ? cpu::compile_program<false>(prog) : cpu::compile_program<true>(prog);
           t.run = &detail::run_elemwise;
           break;
         }
@@ -482,6 +523,7 @@ class function_runtime {
       if (g.slots[s].owner >= 0 && g.nodes[static_cast<std::size_t>(g.slots[s].owner)].fn->is_view())
         m_view_slots.push_back(static_cast<int>(s));
     m_scratch_ticks.assign(g.nodes.size(), 0);
+    return thunks;
   }
 
   void release_dead(std::size_t node) {
@@ -525,6 +567,170 @@ class function_runtime {
     }
   }
 
+  node_event event_for(std::size_t i, const ndarray* values, bool with_outputs) const {
+    node_event e;
+    e.graph = m_graph.get();
+    e.node = &m_graph->nodes[i];
+    for (int s : e.node->inputs) e.inputs.push_back(&values[s]);
+    if (with_outputs)
+      for (int s : e.node->outputs) e.outputs.push_back(&values[s]);
+    return e;
+  }
+
+  // One node under DebugMode, NanGuardMode or MonitorMode.
+  void run_checked(std::size_t i, ndarray* values) {
+    const apply_node& n = m_graph->nodes[i];
+    if (m_monitor_pre) m_monitor_pre(event_for(i, values, false));
+    else if (m_plan.monitor && !m_monitor_post) print_monitor(i, values, false);
+    std::vector<ndarray> snapshot, ref_in;
+    if (m_plan.debug)
+      for (int s : n.inputs) {
+        snapshot.push_back(detail::deep_copy(values[s]));
+        ref_in.push_back(detail::deep_copy(values[s]));
+      }
+    m_thunks[i].run(m_thunks[i], values);
+    if (m_plan.debug) debug_check_node(i, values, snapshot, ref_in);
+    if (m_plan.nan_guard) guard_outputs(i, values);
+    if (m_monitor_post) m_monitor_post(event_for(i, values, true));
+    else if (m_plan.monitor && !m_monitor_pre) print_monitor(i, values, true);
+  }
+
+  // Flag-only MonitorMode: each node and a summary of its values on stderr.
+  void print_monitor(std::size_t i, const ndarray* values, bool after) const {
+    const apply_node& n = m_graph->nodes[i];
+    auto summary = [](const ndarray& a) {
+      std::ostringstream os;
+      os << dtype_name(a.type()) << to_string(a.shape());
+      if (a.size() > 0) {
+        os << " [";
+        for (std::int64_t k = 0; k < std::min<std::int64_t>(a.size(), 4); ++k) os << (k ? " " : "") << a.flat_as_double(k);
+        os << (a.size() > 4 ? " ...]" : "]");
+      }
+      return os.str();
+    };
+    std::cerr << "xsym MonitorMode: " << m_name << " node " << i << (after ? " done " : " starts ") << m_graph->node_text(n)
+              << "\n";
+    const auto& slots = after ? n.outputs : n.inputs;
+    for (std::size_t k = 0; k < slots.size(); ++k)
+      std::cerr << "    " << (after ? "output " : "input ") << k << ": " << summary(values[slots[k]]) << "\n";
+  }
+
+  [[noreturn]] void debug_fail(std::size_t i, const ndarray* values, const std::string& what) const {
+    const apply_node& n = m_graph->nodes[i];
+    std::string shapes;
+    for (std::size_t k = 0; k < n.inputs.size(); ++k)
+      shapes += (k ? ", " : "") + to_string(values[n.inputs[k]].shape());
+    throw debug_mode_error("xsym DebugMode: function '" + m_name + "', Apply node " + std::to_string(i) + " " +
+                           m_graph->node_text(n) + " (input shapes " + shapes + "): " + what);
+  }
+
+  void debug_check_node(std::size_t i, ndarray* values, const std::vector<ndarray>& snapshot, std::vector<ndarray>& ref_in) {
+    const apply_node& n = m_graph->nodes[i];
+    // The same node with the reference kernels, on copies of its inputs.
+    std::vector<ndarray> ref_values(m_graph->slots.size());
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) ref_values[static_cast<std::size_t>(n.inputs[k])] = ref_in[k];
+    detail::thunk ref = m_ref_thunks[i];
+    ref.pool = nullptr;
+    ref.run(ref, ref_values.data());
+    for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+      const ndarray& got = values[n.outputs[o]];
+      const ndarray& want = ref_values[static_cast<std::size_t>(n.outputs[o])];
+      if (auto m = detail::compare_arrays(got, want))
+        debug_fail(i, values, "output " + std::to_string(o) + " differs from the reference kernels: " +
+                                  detail::describe_mismatch(got, *m));
+      if (m_plan.check_isfinite)
+        for (int what : {0, 1})
+          if (const auto bad = detail::first_bad(got, what); bad >= 0)
+            debug_fail(i, values, "output " + std::to_string(o) + " has " + (what ? "Inf" : "NaN") + " at index " +
+                                      detail::index_text(got.shape(), bad) + " (DebugMode.check_isfinite)");
+    }
+    // Inputs outside the destroy map must be untouched.
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      bool destroyed = false;
+      for (auto [o, in] : n.fn->destroy_map) destroyed |= in == static_cast<int>(k);
+      if (destroyed) continue;
+      const ndarray& now = values[n.inputs[k]];
+      if (!now.has_value()) continue;
+      if (auto m = detail::compare_arrays(now, snapshot[k]); m && m->max_abs > 0)
+        debug_fail(i, values, "input " + std::to_string(k) + " changed although the node does not declare it destroyed: " +
+                                  detail::describe_mismatch(now, *m));
+    }
+    // Outputs alias inputs only as declared: views may, in-place outputs must, others must not.
+    for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+      const ndarray& out = values[n.outputs[o]];
+      for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+        bool declared = n.fn->is_view();
+        for (auto [dst, in] : n.fn->destroy_map) declared |= dst == static_cast<int>(o) && in == static_cast<int>(k);
+        if (!declared && detail::overlaps(out, values[n.inputs[k]]))
+          debug_fail(i, values, "output " + std::to_string(o) + " shares memory with input " + std::to_string(k) +
+                                    ", which the node does not declare (view map or destroy map)");
+      }
+    }
+  }
+
+  void guard_inputs(const ndarray* values) const {
+    auto check = [&](int s, const std::string& what) {
+      const char* names[3] = {"NaN", "Inf", "a value above 1e10 in magnitude"};
+      for (int w = 0; w < 3; ++w)
+        if (m_plan.guard[static_cast<std::size_t>(w)])
+          if (const auto bad = detail::first_bad(values[s], w); bad >= 0)
+            throw nan_guard_error("xsym NanGuardMode: function '" + m_name + "': " + what + " contains " + names[w] +
+                                  " at index " + detail::index_text(values[s].shape(), bad) +
+                                  " (it came from an input, before any node ran)");
+    };
+    for (int s : m_graph->inputs) check(s, "input '" + m_graph->slots[static_cast<std::size_t>(s)].name + "'");
+    for (int s : m_shared_slots) check(s, "shared variable '" + m_graph->slots[static_cast<std::size_t>(s)].name + "'");
+  }
+
+  void guard_outputs(std::size_t i, const ndarray* values) const {
+    const apply_node& n = m_graph->nodes[i];
+    const char* names[3] = {"NaN", "Inf", "a value above 1e10 in magnitude"};
+    for (std::size_t o = 0; o < n.outputs.size(); ++o)
+      for (int w = 0; w < 3; ++w)
+        if (m_plan.guard[static_cast<std::size_t>(w)])
+          if (const auto bad = detail::first_bad(values[n.outputs[o]], w); bad >= 0)
+            throw nan_guard_error("xsym NanGuardMode: function '" + m_name + "', Apply node " + std::to_string(i) + " " +
+                                  m_graph->node_text(n) + " produced " + names[w] + " in output " + std::to_string(o) +
+                                  " at index " + detail::index_text(values[n.outputs[o]].shape(), bad) +
+                                  " (its inputs had none: it came from this node)");
+  }
+
+  // The whole function against its twin built without fusion, in-place or BLAS rewrites.
+  void check_against_reference(const ndarray* args, const ndarray* values) {
+    std::vector<ndarray> outs, ups;
+    m_reference->evaluate(args, outs, ups);
+    auto fail = [&](const std::string& what) {
+      throw debug_mode_error("xsym DebugMode: function '" + m_name + "': " + what);
+    };
+    auto producer = [&](int s) {
+      const int owner = m_graph->slots[static_cast<std::size_t>(s)].owner;
+      return owner < 0 ? std::string() : " (computed by Apply node " + std::to_string(owner) + " " + m_graph->node_text(owner) + ")";
+    };
+    for (std::size_t o = 0; o < outs.size(); ++o)
+      if (auto m = detail::compare_arrays(values[m_graph->outputs[o]], outs[o]))
+        fail("output " + std::to_string(o) + producer(m_graph->outputs[o]) +
+             " differs from the graph without optimizations (a rewrite changed the result): " +
+             detail::describe_mismatch(values[m_graph->outputs[o]], *m));
+    for (std::size_t u = 0; u < ups.size(); ++u)
+      if (auto m = detail::compare_arrays(values[m_graph->updates[u].second], ups[u]))
+        fail("the update of '" + m_graph->slot_text(m_graph->updates[u].first) +
+             "' differs from the graph without optimizations: " + detail::describe_mismatch(values[m_graph->updates[u].second], *m));
+  }
+
+ public:
+  /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
+  void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups) {
+    std::lock_guard lock(m_mutex);
+    ndarray* values = m_values.data();
+    for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) values[m_graph->inputs[i]] = args[i];
+    for (int s : m_shared_slots) values[s] = m_graph->slots[static_cast<std::size_t>(s)].source->shared->value;
+    for (std::size_t i = 0; i < m_thunks.size(); ++i) m_thunks[i].run(m_thunks[i], values);
+    for (int s : m_graph->outputs) outs.push_back(detail::deep_copy(values[s]));
+    for (auto [t, v] : m_graph->updates) ups.push_back(detail::deep_copy(values[v]));
+    release_all_but_constants();
+  }
+
+ private:
   // Shapes live in m_last_shapes until a profile takes a copy.
   void copy_shapes(function_profile& p) {
     p.node_inputs = m_last_inputs;
@@ -601,6 +807,11 @@ class function_runtime {
   std::uint64_t m_fn_ticks_last = 0;
   std::shared_ptr<profile_stats> m_stats;
   std::shared_ptr<function_profile> m_profile;
+  std::vector<detail::thunk> m_ref_thunks;           // DebugMode: reference kernels per node
+  std::unique_ptr<function_runtime> m_reference;      // DebugMode: the unoptimised twin
+  monitor_callback m_monitor_pre, m_monitor_post;
+  bool m_checked = false;
+  bool m_is_reference = false;
   function_profile m_scope_model;  // compile facts copied into each scope's record
   std::vector<std::vector<value_info>> m_last_inputs, m_last_outputs;
   std::int64_t m_sample_calls = 0;

@@ -4,6 +4,7 @@
 // The only header that includes xsimd: every vectorized loop of the CPU backend lives here.
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <type_traits>
 
@@ -166,6 +167,28 @@ kernel_fn typed_kernel(dtype t) {
 }
 }  // namespace detail
 
+namespace testing {
+/// Test-only: the vectorized kernel of this op is deliberately wrong (its first element is
+/// off by 1e-3), to prove that DebugMode catches a broken op. Read when a function is built.
+inline std::optional<scalar_op>& broken_simd_kernel() {
+  static std::optional<scalar_op> op;
+  return op;
+}
+}  // namespace testing
+
+namespace detail {
+template <class T>
+void perturb_first(void* dst, std::int64_t n) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (n > 0) static_cast<T*>(dst)[0] += T(1e-3);
+}
+template <scalar_op S, class T>
+void broken_arith(void* dst, const void* const* args, unsigned mask, std::int64_t n) {
+  arith<S, T, true>(dst, args, mask, n);
+  perturb_first<T>(dst, n);
+}
+}  // namespace detail
+
 /// @brief The kernel for one instruction; Simd=false gives the reference (plain scalar) loops.
 template <bool Simd>
 kernel_fn kernel_for(const instruction& ins) {
@@ -193,6 +216,11 @@ kernel_fn kernel_for(const instruction& ins) {
   if (!k)
     throw std::logic_error("xsym: no CPU kernel for " + std::string(info(ins.op).name) + " on " +
                            std::string(dtype_name(ins.in_type)));
+  if constexpr (Simd) {
+    if (testing::broken_simd_kernel() == ins.op && ins.op == scalar_op::exp)
+      k = ins.in_type == dtype::float32 ? &detail::broken_arith<scalar_op::exp, float>
+                                        : &detail::broken_arith<scalar_op::exp, double>;
+  }
   return k;
 }
 

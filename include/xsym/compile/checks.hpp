@@ -1,0 +1,128 @@
+#ifndef XSYM_COMPILE_CHECKS_HPP
+#define XSYM_COMPILE_CHECKS_HPP
+
+// What DebugMode and NanGuardMode check, on runtime arrays.
+#include <cmath>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "../expr/variable.hpp"
+
+namespace xsym {
+
+/// @brief DebugMode found an optimised result that differs from the reference, an input
+/// changed outside a node's destroy map, a view that aliases what it did not declare, or a
+/// non-finite value (DebugMode.check_isfinite).
+class debug_mode_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// @brief NanGuardMode found NaN, Inf or a huge value; the message names where it first appeared.
+class nan_guard_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+/// An owning C-contiguous copy (the snapshot DebugMode compares against).
+inline ndarray deep_copy(const ndarray& a) {
+  if (!a.has_value()) return a;
+  return cast_array(a, a.type());
+}
+
+struct mismatch {
+  double max_abs = 0, max_rel = 0;
+  std::int64_t first_index = -1;  // C-order index of the first element out of tolerance
+  double got = 0, want = 0;
+};
+
+/// Elementwise comparison with a tolerance fit for the dtype; NaN equals NaN.
+inline std::optional<mismatch> compare_arrays(const ndarray& got, const ndarray& want) {
+  if (!(got.shape() == want.shape()) || got.type() != want.type()) {
+    mismatch m;
+    m.first_index = 0;
+    m.max_abs = INFINITY;
+    return m;
+  }
+  const bool f32 = got.type() == dtype::float32;
+  const double rtol = f32 ? 1e-4 : is_float(got.type()) ? 1e-9 : 0.0;
+  const double atol = f32 ? 1e-6 : is_float(got.type()) ? 1e-12 : 0.0;
+  mismatch m;
+  bool bad = false;
+  for (std::int64_t i = 0; i < got.size(); ++i) {
+    const double g = got.flat_as_double(i), w = want.flat_as_double(i);
+    if (std::isnan(g) && std::isnan(w)) continue;
+    if (g == w) continue;
+    const double abs_err = std::abs(g - w);
+    const double rel_err = abs_err / std::max(std::abs(w), 1e-300);
+    m.max_abs = std::max(m.max_abs, std::isnan(abs_err) ? INFINITY : abs_err);
+    m.max_rel = std::max(m.max_rel, std::isnan(rel_err) ? INFINITY : rel_err);
+    if (!(abs_err <= atol + rtol * std::abs(w)) && m.first_index < 0) {
+      m.first_index = i;
+      m.got = g;
+      m.want = w;
+      bad = true;
+    }
+  }
+  if (!bad) return std::nullopt;
+  return m;
+}
+
+inline std::string index_text(const shape_t& s, std::int64_t flat) {
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(s.rank));
+  for (int d = s.rank - 1; d >= 0; --d) {
+    idx[static_cast<std::size_t>(d)] = s[d] ? flat % s[d] : 0;
+    flat = s[d] ? flat / s[d] : 0;
+  }
+  std::string t = "(";
+  for (std::size_t i = 0; i < idx.size(); ++i) t += (i ? ", " : "") + std::to_string(idx[i]);
+  return t + (idx.size() == 1 ? ",)" : ")");
+}
+
+inline std::string describe_mismatch(const ndarray& got, const mismatch& m) {
+  std::ostringstream os;
+  if (m.first_index < 0 || std::isinf(m.max_abs)) {
+    os << "shapes or dtypes differ";
+    return os.str();
+  }
+  os << "max abs error " << m.max_abs << ", max rel error " << m.max_rel << ", first difference at index "
+     << index_text(got.shape(), m.first_index) << ": " << m.got << " instead of " << m.want;
+  return os.str();
+}
+
+/// The first element that is NaN (what=0), infinite (1) or of magnitude above 1e10 (2).
+inline std::int64_t first_bad(const ndarray& a, int what) {
+  if (!is_float(a.type())) return what == 2 ? -1 : -1;
+  for (std::int64_t i = 0; i < a.size(); ++i) {
+    const double v = a.flat_as_double(i);
+    if ((what == 0 && std::isnan(v)) || (what == 1 && std::isinf(v)) || (what == 2 && std::isfinite(v) && std::abs(v) > 1e10))
+      return i;
+  }
+  return -1;
+}
+
+/// Whether two arrays' memory overlaps.
+inline bool overlaps(const ndarray& a, const ndarray& b) {
+  if (!a.has_value() || !b.has_value() || a.size() == 0 || b.size() == 0) return false;
+  auto extent = [](const ndarray& x) {
+    std::int64_t lo = 0, hi = 0;
+    for (int d = 0; d < x.rank(); ++d) {
+      const std::int64_t span = (x.shape(d) - 1) * x.stride(d);
+      (span < 0 ? lo : hi) += span;
+    }
+    const auto es = static_cast<std::int64_t>(dtype_size(x.type()));
+    return std::pair{x.data() + lo * es, x.data() + (hi + 1) * es};
+  };
+  const auto [a0, a1] = extent(a);
+  const auto [b0, b1] = extent(b);
+  return a0 < b1 && b0 < a1;
+}
+
+}  // namespace detail
+}  // namespace xsym
+
+#endif
