@@ -25,31 +25,18 @@
 
 namespace grad_test {
 
-using xsym::var_ptr;
-
-/// The value of one symbolic input or shared variable (float64), in C order.
-struct arg {
-  var_ptr node;
+/// A value in C order with its shape: a compiled function's result, flattened.
+struct flat_value {
   std::vector<std::int64_t> shape;
   std::vector<double> data;
-
-  xsym::ndarray array() const {
-    xsym::shape_t s;
-    s.rank = static_cast<int>(shape.size());
-    for (int d = 0; d < s.rank; ++d) s[d] = shape[static_cast<std::size_t>(d)];
-    xsym::ndarray a = xsym::ndarray::empty(xsym::dtype::float64, s);
-    std::copy(data.begin(), data.end(), a.data_as<double>());
-    return a;
-  }
 };
-
-template <std::size_t N>
-arg make_arg(const var_ptr& node, const xt::xtensor<double, N>& value) {
-  arg a;
-  a.node = node;
-  for (std::size_t d = 0; d < N; ++d) a.shape.push_back(static_cast<std::int64_t>(value.shape()[d]));
-  a.data.assign(value.begin(), value.end());
-  return a;
+inline flat_value to_flat(double v) { return {{}, {v}}; }
+template <class T, std::size_t N>
+flat_value to_flat(const xt::xtensor<T, N>& a) {
+  flat_value f;
+  for (std::size_t d = 0; d < N; ++d) f.shape.push_back(static_cast<std::int64_t>(a.shape()[d]));
+  f.data.assign(a.begin(), a.end());
+  return f;
 }
 
 inline std::string shape_text(const std::vector<std::int64_t>& s) {
@@ -58,57 +45,22 @@ inline std::string shape_text(const std::vector<std::int64_t>& s) {
   return t + (s.size() == 1 ? ",)" : ")");
 }
 
-inline std::vector<std::int64_t> shape_of(const xsym::ndarray& a) {
-  std::vector<std::int64_t> s;
-  for (int d = 0; d < a.rank(); ++d) s.push_back(a.shape(d));
-  return s;
-}
-
-inline std::vector<double> flat(const xsym::ndarray& a) {
-  std::vector<double> v(static_cast<std::size_t>(a.size()));
-  for (std::int64_t i = 0; i < a.size(); ++i) v[static_cast<std::size_t>(i)] = a.flat_as_double(i);
-  return v;
-}
-
-/// A compiled function over the symbolic inputs among `args` (shared ones are set before each
-/// call), through the untyped runtime that xsym::function wraps.
-class compiled {
- public:
-  compiled(const std::vector<arg>& args, const std::vector<var_ptr>& outputs, const std::string& mode = "FAST_RUN",
-           const std::string& excluding = "") {
-    std::vector<var_ptr> ins;
-    for (const auto& a : args)
-      if (a.node->kind == xsym::var_kind::input) ins.push_back(a.node);
-    xsym::function_options o;
-    o.mode = mode;
-    if (!excluding.empty()) o.excluding = excluding;
-    o.ignore_unused_inputs = true;
-    m_rt = std::make_shared<xsym::function_runtime>("grad_check", ins, outputs,
-                                                    std::vector<std::pair<var_ptr, var_ptr>>{}, o);
-  }
-
-  std::vector<xsym::ndarray> operator()(const std::vector<arg>& args) const {
-    std::vector<xsym::ndarray> in;
-    for (const auto& a : args) {
-      if (a.node->kind == xsym::var_kind::input) {
-        in.push_back(a.array());
-      } else {
-        auto& sv = *a.node->shared;
-        std::lock_guard lock(sv.mutex);
-        sv.value = a.array();
-      }
-    }
-    in.emplace_back();  // never empty
-    std::vector<xsym::ndarray> out;
-    m_rt->call(in.data(), out);
-    return out;
-  }
-
-  const xsym::function_graph& graph() const { return m_rt->graph(); }
-
- private:
-  std::shared_ptr<xsym::function_runtime> m_rt;
+/// A symbolic input (Shared: a shared variable) with the value to check the gradient at.
+template <std::size_t N, bool Shared>
+struct at_t {
+  static constexpr std::size_t rank = N;
+  static constexpr bool is_shared = Shared;
+  std::conditional_t<Shared, xsym::shared_var<double, N>, xsym::var<double, N>> v;
+  xt::xtensor<double, N> value;
 };
+template <std::size_t N>
+at_t<N, false> at(const xsym::var<double, N>& v, xt::xtensor<double, N> value) {
+  return {v, std::move(value)};
+}
+template <std::size_t N>
+at_t<N, true> at(const xsym::shared_var<double, N>& v, xt::xtensor<double, N> value) {
+  return {v, std::move(value)};
+}
 
 struct fd_options {
   xsym::disconnected policy = xsym::disconnected::raise;
@@ -118,117 +70,142 @@ struct fd_options {
   std::string excluding;         // rewrites left out of the FAST_RUN builds (optimizer_excluding)
 };
 
-/// "" when grads[k] (the symbolic gradient wrt args[k]; null to skip) has args[k]'s shape and
-/// matches central differences of cost in every element; else what differs.
-inline std::string fd_mismatch(const var_ptr& cost, const std::vector<arg>& args, const std::vector<var_ptr>& grads,
-                               const fd_options& opt = {}) {
-  // Shared values are put back as they were afterwards.
-  std::vector<xsym::ndarray> saved;
-  for (const auto& a : args)
-    if (a.node->kind == xsym::var_kind::shared) saved.push_back(a.node->shared->value);
+/// Compiles the gradient of cost wrt every `at` (xsym::grad, xsym::function: the public API)
+/// and the cost, and compares the gradient with central differences of the compiled cost.
+template <class... A>
+class checker {
+ public:
+  checker(const xsym::var<double, 0>& cost, const fd_options& opt, const A&... in)
+      : m_cost(cost), m_opt(opt), m_in(in...), m_vals(in.value...) {}
 
-  std::vector<var_ptr> outs;
-  for (const auto& g : grads)
-    if (g) outs.push_back(g);
-  std::vector<std::vector<xsym::ndarray>> results;
-  results.push_back(compiled(args, outs, "FAST_RUN", opt.excluding)(args));
-  if (opt.fast_compile_too) results.push_back(compiled(args, outs, "FAST_COMPILE")(args));
-  const compiled f(args, {cost}, "FAST_RUN", opt.excluding);
-  auto eval = [&](const std::vector<arg>& a) { return f(a)[0].flat_as_double(0); };
-
-  std::ostringstream os;
-  os.precision(12);
-  int bad = 0;
-  const double f0 = eval(args);
-  if (!std::isfinite(f0)) os << " the cost is not finite (" << f0 << ");", ++bad;
-  std::size_t out_index = 0;
-  for (std::size_t k = 0; k < args.size() && k < grads.size(); ++k) {
-    if (!grads[k]) continue;
-    const arg& a = args[k];
-    std::vector<double> fd(a.data.size());
-    std::vector<arg> p = args;
-    for (std::size_t i = 0; i < a.data.size(); ++i) {
-      const double x = a.data[i];
-      const double h = opt.h * std::max(1.0, std::abs(x));
-      p[k].data[i] = x + h;
-      const double fp = eval(p);
-      p[k].data[i] = x - h;
-      const double fm = eval(p);
-      p[k].data[i] = x;
-      fd[i] = (fp - fm) / (2 * h);
+  /// "" when every gradient has its variable's shape and matches in every element; else what differs.
+  std::string mismatch() {
+    auto gs = std::apply([&](const auto&... a) { return xsym::grad(m_opt.policy, m_cost, a.v...); }, m_in);
+    static_assert(std::is_same_v<decltype(gs), std::tuple<xsym::var<double, A::rank>...>>,
+                  "xsym::grad returns expressions of the variables' types");
+    const auto outs = std::apply([](const auto&... g) { return xsym::outputs(g...); }, gs);
+    std::vector<std::pair<const char*, std::vector<flat_value>>> results;
+    {
+      auto g = build(outs, xsym::mode("FAST_RUN"), xsym::optimizer_excluding(m_opt.excluding));
+      results.emplace_back("FAST_RUN", to_flat_all(call(g)));
     }
-    for (std::size_t r = 0; r < results.size(); ++r) {
-      const xsym::ndarray& g = results[r][out_index];
-      const char* mode = r == 0 ? "FAST_RUN" : "FAST_COMPILE";
-      const std::string who = "d/d" + (a.node->name.empty() ? "arg" + std::to_string(k) : a.node->name);
-      if (g.type() != xsym::dtype::float64) {
-        os << " " << who << " (" << mode << ") has dtype " << xsym::dtype_name(g.type()) << ";";
-        ++bad;
-        continue;
+    if (m_opt.fast_compile_too) {
+      auto g = build(outs, xsym::mode("FAST_COMPILE"));
+      results.emplace_back("FAST_COMPILE", to_flat_all(call(g)));
+    }
+    const auto f = build(m_cost, xsym::mode("FAST_RUN"), xsym::optimizer_excluding(m_opt.excluding));
+
+    std::ostringstream os;
+    os.precision(12);
+    int bad = 0;
+    const double f0 = call(f);
+    if (!std::isfinite(f0)) os << " the cost is not finite (" << f0 << ");", ++bad;
+    for_each_index([&](auto k) {
+      auto& value = std::get<k>(m_vals);
+      const auto& a = std::get<k>(m_in);
+      std::vector<double> fd(value.size());
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        const double x = value.data()[i];
+        const double h = m_opt.h * std::max(1.0, std::abs(x));
+        value.data()[i] = x + h;
+        const double fp = call(f);
+        value.data()[i] = x - h;
+        const double fm = call(f);
+        value.data()[i] = x;
+        fd[i] = (fp - fm) / (2 * h);
       }
-      if (shape_of(g) != a.shape) {
-        os << " " << who << " (" << mode << ") has shape " << shape_text(shape_of(g)) << ", the variable "
-           << shape_text(a.shape) << ";";
-        ++bad;
-        continue;
-      }
-      const std::vector<double> gv = flat(g);
-      for (std::size_t i = 0; i < fd.size(); ++i) {
-        const bool ok = std::abs(gv[i] - fd[i]) <= opt.tol * std::max(1.0, std::abs(fd[i]));
-        if (!ok) {
-          if (bad < 6) os << " " << who << "[" << i << "] (" << mode << ") = " << gv[i] << ", finite differences " << fd[i] << ";";
+      const std::string who = "d/d" + a.v.name();
+      const flat_value expected = to_flat(a.value);
+      for (const auto& [mode, r] : results) {
+        const flat_value& g = r[k];
+        if (g.shape != expected.shape) {
+          os << " " << who << " (" << mode << ") has shape " << shape_text(g.shape) << ", the variable "
+             << shape_text(expected.shape) << ";";
           ++bad;
+          continue;
         }
+        for (std::size_t i = 0; i < fd.size(); ++i)
+          if (!(std::abs(g.data[i] - fd[i]) <= m_opt.tol * std::max(1.0, std::abs(fd[i])))) {
+            if (bad < 6) os << " " << who << "[" << i << "] (" << mode << ") = " << g.data[i] << ", finite differences " << fd[i] << ";";
+            ++bad;
+          }
       }
-    }
-    ++out_index;
+    });
+    // Shared variables get their values back.
+    for_each_index([&](auto k) {
+      if constexpr (std::tuple_element_t<k, std::tuple<A...>>::is_shared) std::get<k>(m_in).v.set_value(std::get<k>(m_in).value);
+    });
+    if (!bad) return "";
+    return std::to_string(bad) + " mismatches:" + os.str();
   }
-  std::size_t s = 0;
-  for (const auto& a : args)
-    if (a.node->kind == xsym::var_kind::shared) a.node->shared->value = saved[s++];
-  if (!bad) return "";
-  return std::to_string(bad) + " mismatches:" + os.str();
-}
 
-/// A symbolic variable with the value to check its gradient at.
-template <std::size_t N>
-struct at_t {
-  xsym::var<double, N> v;
-  xt::xtensor<double, N> value;
+ private:
+  template <class F>
+  void for_each_index(F&& f) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) { (f(std::integral_constant<std::size_t, I>{}), ...); }(
+        std::index_sequence_for<A...>{});
+  }
+
+  // A function of the symbolic inputs among the `at`s (shared variables are no inputs).
+  template <class Out, class... Options>
+  auto build(const Out& out, const Options&... options) const {
+    const auto ins = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::tuple_cat(input_of<I>()...);
+    }(std::index_sequence_for<A...>{});
+    return std::apply(
+        [&](const auto&... v) {
+          return xsym::function("grad_check", xsym::inputs(v...), out, xsym::ignore_unused_inputs{}, options...);
+        },
+        ins);
+  }
+  template <std::size_t I>
+  auto input_of() const {
+    using a_t = std::tuple_element_t<I, std::tuple<A...>>;
+    if constexpr (a_t::is_shared) return std::tuple<>{};
+    else return std::tuple<xsym::var<double, a_t::rank>>{std::get<I>(m_in).v};
+  }
+
+  // Calls f with the current values: shared variables are set, inputs passed.
+  template <class F>
+  auto call(const F& f) {
+    for_each_index([&](auto k) {
+      if constexpr (std::tuple_element_t<k, std::tuple<A...>>::is_shared) std::get<k>(m_in).v.set_value(std::get<k>(m_vals));
+    });
+    const auto args = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::tuple_cat(value_of<I>()...);
+    }(std::index_sequence_for<A...>{});
+    return std::apply([&](const auto&... v) { return f(v...); }, args);
+  }
+  template <std::size_t I>
+  auto value_of() const {
+    using a_t = std::tuple_element_t<I, std::tuple<A...>>;
+    if constexpr (a_t::is_shared) return std::tuple<>{};
+    else return std::tuple<const xt::xtensor<double, a_t::rank>&>{std::get<I>(m_vals)};
+  }
+
+  template <class... R>
+  static std::vector<flat_value> to_flat_all(const std::tuple<R...>& r) {
+    return std::apply([](const auto&... v) { return std::vector<flat_value>{to_flat(v)...}; }, r);
+  }
+
+  xsym::var<double, 0> m_cost;
+  fd_options m_opt;
+  std::tuple<A...> m_in;
+  std::tuple<xt::xtensor<double, A::rank>...> m_vals;
 };
-template <std::size_t N>
-at_t<N> at(const xsym::var<double, N>& v, xt::xtensor<double, N> value) {
-  return {v, std::move(value)};
-}
-
-/// The gradients xsym::grad(policy, cost, x...) returns, as nodes, checked for their static types.
-template <std::size_t... N>
-std::vector<var_ptr> grad_nodes(xsym::disconnected policy, const xsym::var<double, 0>& cost, const at_t<N>&... in) {
-  auto gs = xsym::grad(policy, cost, in.v...);
-  static_assert(std::is_same_v<decltype(gs), std::tuple<xsym::var<double, N>...>>);
-  std::vector<var_ptr> nodes;
-  std::apply([&](const auto&... g) { (nodes.push_back(g.node()), ...); }, gs);
-  return nodes;
-}
 
 /// Checks the gradient of cost wrt each of in against finite differences (one CHECK).
-template <std::size_t... N>
-void check_grad(const std::string& what, const xsym::var<double, 0>& cost, const at_t<N>&... in) {
+template <class... A>
+void check_grad(const std::string& what, const xsym::var<double, 0>& cost, const A&... in) {
   INFO(what);
-  const auto gs = xsym::grad(cost, in.v...);
-  static_assert(std::is_same_v<std::remove_const_t<decltype(gs)>, std::tuple<xsym::var<double, N>...>>);
-  std::vector<var_ptr> nodes;
-  std::apply([&](const auto&... g) { (nodes.push_back(g.node()), ...); }, gs);
-  CHECK(fd_mismatch(cost.node(), {make_arg(in.v.node(), in.value)...}, nodes) == "");
+  CHECK(checker<A...>(cost, fd_options{}, in...).mismatch() == "");
 }
 
-/// As check_grad, with a step and tolerance of one's own.
-template <std::size_t... N>
-void check_grad_opt(const std::string& what, const fd_options& opt, const xsym::var<double, 0>& cost,
-                    const at_t<N>&... in) {
+/// As check_grad, with a policy, step or tolerance of one's own.
+template <class... A>
+void check_grad_opt(const std::string& what, const fd_options& opt, const xsym::var<double, 0>& cost, const A&... in) {
   INFO(what);
-  const auto nodes = grad_nodes(opt.policy, cost, in...);
-  CHECK(fd_mismatch(cost.node(), {make_arg(in.v.node(), in.value)...}, nodes, opt) == "");
+  CHECK(checker<A...>(cost, opt, in...).mismatch() == "");
 }
 
 // ---- random data ----------------------------------------------------------------------------

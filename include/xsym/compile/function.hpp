@@ -210,7 +210,7 @@ template <class... In, class OutTuple, class... Rest>
 auto make_function(std::string name, const inputs_t<In...>& in, const OutTuple& outs, const Rest&... rest) {
   function_options opts;
   std::vector<std::pair<var_ptr, var_ptr>> ups;
-  auto take = [&](const auto& r) {
+  [[maybe_unused]] auto take = [&](const auto& r) {
     using R = std::remove_cvref_t<decltype(r)>;
     if constexpr (std::is_same_v<R, updates_t>) {
       for (const auto& u : r.list) ups.push_back({u.target, u.value});

@@ -25,7 +25,9 @@ struct reducer {
   }
   Acc combine(Acc a, Acc b) const {
     switch (op) {
-      case reduce_op::prod: return a * b;
+      case reduce_op::prod:
+        if constexpr (std::is_same_v<Acc, bool>) return a && b;
+        else return a * b;
       case reduce_op::max: return b > a || b != b ? b : a;  // NaN wins, as in numpy
       case reduce_op::min: return b < a || b != b ? b : a;
       default: return a + b;

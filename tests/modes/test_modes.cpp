@@ -1,0 +1,153 @@
+// DebugMode, NanGuardMode and MonitorMode: each catches what it promises, names the node,
+// and leaves correct functions alone.
+#include <catch2/catch.hpp>
+
+#include <xsym/xsym.hpp>
+
+namespace {
+struct hooks_guard {
+  hooks_guard() { xsym::config.reset(); }
+  ~hooks_guard() {
+    xsym::cpu::testing::broken_simd_kernel().reset();
+    xsym::detail::testing::extra_fast_run_rewrite() = nullptr;
+    xsym::config.reset();
+  }
+};
+
+// A deliberately wrong rewrite: every add becomes a sub.
+std::vector<xsym::var_ptr> add_becomes_sub(const std::vector<xsym::var_ptr>& roots) {
+  return xsym::detail::rebuild(roots, [](const xsym::var_ptr& v, std::vector<xsym::var_ptr>& ins, bool changed) {
+    if (v->kind == xsym::var_kind::apply && v->fn->kind == xsym::op_kind::elemwise && v->fn->scalar == xsym::scalar_op::add)
+      return xsym::detail::elemwise(xsym::scalar_op::sub, ins);
+    return xsym::detail::with_inputs(v, ins, changed);
+  });
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("DebugMode passes correct functions, with the seeds' example and the logistic regression", "[modes]") {
+  hooks_guard guard;
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("f", xsym::inputs(x), 10 * x, xsym::mode("DebugMode"));
+  CHECK(f(xt::xtensor<double, 1>{5})(0) == 50.0);
+  CHECK(f(xt::xtensor<double, 1>{0})(0) == 0.0);
+
+  auto m = xsym::matrix<float>("m");
+  auto y = xsym::vector<float>("y");
+  auto w = xsym::shared(xt::xtensor<float, 1>{0.5f, -0.25f, 1.0f}, "w");
+  auto b = xsym::shared(0.0f, "b");
+  auto p = 1 / (1 + exp(-dot(m, w) - b));
+  auto cost = mean(-y * log(p) - (1 - y) * log(1 - p)) + 0.01 * sum(w * w);
+  auto [gw, gb] = xsym::grad(cost, w, b);
+  auto train = xsym::function("train", xsym::inputs(m, y), xsym::outputs(p > 0.5, cost),
+                              xsym::updates(xsym::update(w, w - 0.1 * gw), xsym::update(b, b - 0.1 * gb)),
+                              xsym::debug_mode{});
+  const xt::xtensor<float, 2> M{{1, 2, 3}, {0, -1, 2}, {2, 0, -1}, {1, 1, 1}};
+  const xt::xtensor<float, 1> Y{1, 0, 1, 0};
+  for (int i = 0; i < 5; ++i) REQUIRE_NOTHROW(train(M, Y));
+}
+
+TEST_CASE("DebugMode catches a broken op and names the node, shapes, error and index", "[modes]") {
+  hooks_guard guard;
+  xsym::cpu::testing::broken_simd_kernel() = xsym::scalar_op::exp;
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("broken_op", xsym::inputs(x), exp(x) * 2, xsym::mode("DebugMode"));
+  CHECK_THROWS_AS(f(xt::xtensor<double, 1>{1, 2, 3}), xsym::debug_mode_error);
+  const std::string msg = message_of([&] { f(xt::xtensor<double, 1>{1, 2, 3}); });
+  CHECK(msg.find("function 'broken_op'") != std::string::npos);
+  CHECK(msg.find("Apply node 0 Elemwise{Composite{(exp(i0) * i1)}}(x, TensorConstant{(1,) of 2.0})") != std::string::npos);
+  CHECK(msg.find("input shapes (3,), (1,)") != std::string::npos);
+  CHECK(msg.find("max abs error 0.002") != std::string::npos);
+  CHECK(msg.find("first difference at index (0,)") != std::string::npos);
+  // Without DebugMode the broken kernel goes unnoticed: that is what DebugMode is for.
+  auto g = xsym::function("unchecked", xsym::inputs(x), exp(x) * 2);
+  CHECK(g(xt::xtensor<double, 1>{0})(0) != 2.0);
+}
+
+TEST_CASE("DebugMode catches a wrong rewrite against the unoptimised graph", "[modes]") {
+  hooks_guard guard;
+  xsym::detail::testing::extra_fast_run_rewrite() = add_becomes_sub;
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("wrong_rewrite", xsym::inputs(x), xsym::outputs(x + 1), xsym::mode("DebugMode"));
+  const std::string msg = message_of([&] { f(xt::xtensor<double, 1>{1, 2}); });
+  CHECK(msg.find("xsym DebugMode: function 'wrong_rewrite'") != std::string::npos);
+  CHECK(msg.find("differs from the graph without optimizations") != std::string::npos);
+  CHECK(msg.find("0 instead of 2") != std::string::npos);
+}
+
+TEST_CASE("DebugMode.check_isfinite reports NaN produced by a node", "[modes]") {
+  hooks_guard guard;
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("nan", xsym::inputs(x), sqrt(x), xsym::mode("DebugMode"));
+  const std::string msg = message_of([&] { f(xt::xtensor<double, 1>{4, -1}); });
+  CHECK(msg.find("has NaN at index (1,)") != std::string::npos);
+  auto g = xsym::function("nan_ok", xsym::inputs(x), sqrt(x), xsym::debug_mode{false});
+  CHECK(std::isnan(g(xt::xtensor<double, 1>{4, -1})(1)));
+}
+
+TEST_CASE("a failed DebugMode call leaves shared variables unchanged and the function usable", "[modes]") {
+  hooks_guard guard;
+  auto x = xsym::vector<double>("x");
+  auto s = xsym::shared(xt::xtensor<double, 1>{1, 2}, "s");
+  auto f = xsym::function("upd", xsym::inputs(x), xsym::outputs(sqrt(x)), xsym::updates(xsym::update(s, s + x)),
+                          xsym::mode("DebugMode"));
+  CHECK_THROWS_AS(f(xt::xtensor<double, 1>{-1, 1}), xsym::debug_mode_error);
+  CHECK((s.get_value() == xt::xtensor<double, 1>{1, 2}));
+  f(xt::xtensor<double, 1>{1, 1});
+  CHECK((s.get_value() == xt::xtensor<double, 1>{2, 3}));
+}
+
+TEST_CASE("NanGuardMode names the node that produced NaN, Inf or a big value, or the input", "[modes]") {
+  hooks_guard guard;
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("guarded", xsym::inputs(x), log(x) * 2, xsym::nan_guard_mode{},
+                          xsym::optimizer_excluding("fusion"));
+  std::string msg = message_of([&] { f(xt::xtensor<double, 1>{1, -1}); });
+  CHECK(msg.find("Apply node 0 Elemwise{log,no_inplace}(x) produced NaN in output 0 at index (1,)") != std::string::npos);
+  msg = message_of([&] { f(xt::xtensor<double, 1>{1, 0}); });
+  CHECK(msg.find("produced Inf") != std::string::npos);
+  msg = message_of([&] { f(xt::xtensor<double, 1>{1, std::nan("")}); });
+  CHECK(msg.find("input 'x' contains NaN") != std::string::npos);
+  CHECK(msg.find("it came from an input") != std::string::npos);
+  auto big = xsym::function("big", xsym::inputs(x), exp(x), xsym::nan_guard_mode{true, true, true});
+  msg = message_of([&] { big(xt::xtensor<double, 1>{30}); });
+  CHECK(msg.find("a value above 1e10") != std::string::npos);
+  auto lax = xsym::function("lax", xsym::inputs(x), exp(x), xsym::nan_guard_mode{true, true, false});
+  CHECK(lax(xt::xtensor<double, 1>{30})(0) > 1e10);
+}
+
+TEST_CASE("MonitorMode calls back before and after every node with its values", "[modes]") {
+  hooks_guard guard;
+  auto x = xsym::vector<double>("x");
+  std::vector<std::string> log;
+  auto pre = [&](const xsym::node_event& e) { log.push_back("pre " + e.text()); };
+  auto post = [&](const xsym::node_event& e) {
+    log.push_back("post " + e.node->op_name() + " = " + std::to_string(e.outputs[0]->flat_as_double(0)));
+  };
+  auto f = xsym::function("monitored", xsym::inputs(x), exp(x) + 1, xsym::monitor_mode{pre, post},
+                          xsym::optimizer_excluding("fusion:inplace"));
+  CHECK(f(xt::xtensor<double, 1>{0})(0) == 2.0);
+  REQUIRE(log.size() == 4);
+  CHECK(log[0] == "pre Elemwise{exp,no_inplace}(x)");
+  CHECK(log[1] == "post Elemwise{exp,no_inplace} = 1.000000");
+  CHECK(log[3] == "post Elemwise{add,no_inplace} = 2.000000");
+}
+
+TEST_CASE("modes are chosen by flag too, and an unknown mode is a clear error", "[modes]") {
+  hooks_guard guard;
+  auto x = xsym::vector<double>("x");
+  xsym::config.mode = "NanGuardMode";
+  auto f = xsym::function("flagged", xsym::inputs(x), log(x));
+  CHECK_THROWS_AS(f(xt::xtensor<double, 1>{-1}), xsym::nan_guard_error);
+  xsym::config.reset();
+  CHECK_THROWS_WITH(xsym::function("bad", xsym::inputs(x), x, xsym::mode("FAST_WALK")),
+                    Catch::Contains("unknown mode 'FAST_WALK'"));
+}
