@@ -2,7 +2,8 @@
 # Installs xsym's Debian build dependencies when any is missing.
 set -euo pipefail
 
-packages=(g++ cmake make python3 libxtensor-dev libxsimd-dev xtl-dev catch2 libopenblas-dev nlohmann-json3-dev)
+packages=(g++ cmake make python3 libxtensor-dev libxsimd-dev xtl-dev catch2 libopenblas-dev nlohmann-json3-dev
+          clang libclang-rt-dev)
 # `make bench` also needs Eigen (the hand-written baseline).
 [ "${XSYM_DEPS_BENCH:-0}" = 1 ] && packages+=(libeigen3-dev)
 missing=()
