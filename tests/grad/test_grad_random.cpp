@@ -12,6 +12,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <variant>
 
 using namespace grad_test;
@@ -21,19 +22,33 @@ namespace {
 using s_t = xsym::var<double, 0>;
 using v_t = xsym::var<double, 1>;
 using m_t = xsym::var<double, 2>;
-using expr = std::variant<s_t, v_t, m_t>;
+using value = std::variant<s_t, v_t, m_t>;
+
+/// A generated expression and its C++ text (printed when its check fails).
+struct expr {
+  value v;
+  std::string text;
+};
 
 constexpr std::size_t n = 3;  // vectors have n elements, matrices n x n
 
-int rank_of(const expr& e) { return static_cast<int>(e.index()); }
+int rank_of(const expr& e) { return static_cast<int>(e.v.index()); }
 
 template <class F>
-expr map1(const expr& x, F f) {
-  return std::visit([&](const auto& a) -> expr { return f(a); }, x);
+expr map1(const expr& x, F f, std::string text) {
+  return {std::visit([&](const auto& a) -> value { return f(a); }, x.v), std::move(text)};
 }
 template <class F>
-expr map2(const expr& x, const expr& y, F f) {
-  return std::visit([&](const auto& a, const auto& b) -> expr { return f(a, b); }, x, y);
+expr map2(const expr& x, const expr& y, F f, std::string text) {
+  return {std::visit([&](const auto& a, const auto& b) -> value { return f(a, b); }, x.v, y.v), std::move(text)};
+}
+std::string call(const char* f, const expr& x) { return std::string(f) + "(" + x.text + ")"; }
+std::string call(const char* f, const expr& x, const expr& y) { return std::string(f) + "(" + x.text + ", " + y.text + ")"; }
+std::string infix(const expr& x, const char* op, const expr& y) { return "(" + x.text + " " + op + " " + y.text + ")"; }
+std::string num(double k) {
+  std::ostringstream os;
+  os << k;
+  return os.str();
 }
 
 class generator {
@@ -65,9 +80,9 @@ class generator {
   /// The scalar cost: the tree itself, or sum(tree * R) / mean(tree) for a tensor.
   s_t cost(const expr& e) {
     switch (rank_of(e)) {
-      case 0: return std::get<0>(e) * 1.0;
-      case 1: return chance(0.2) ? mean(std::get<1>(e)) : sum(std::get<1>(e) * weights<1>(m_rng, {n}));
-      default: return chance(0.2) ? mean(std::get<2>(e)) : sum(std::get<2>(e) * weights<2>(m_rng, {n, n}));
+      case 0: return std::get<0>(e.v) * 1.0;
+      case 1: return chance(0.2) ? mean(std::get<1>(e.v)) : sum(std::get<1>(e.v) * weights<1>(m_rng, {n}));
+      default: return chance(0.2) ? mean(std::get<2>(e.v)) : sum(std::get<2>(e.v) * weights<2>(m_rng, {n, n}));
     }
   }
 
@@ -95,7 +110,7 @@ class generator {
           auto f = xsym::function("probe", xsym::inputs(m_s, m_a, m_M, m_N), v, xsym::ignore_unused_inputs{});
           return to_flat(f(m_S, m_A, m_MV, m_NV)).data;
         },
-        e);
+        e.v);
   }
 
   bool moderate(const expr& e) {
@@ -118,10 +133,10 @@ class generator {
 
   expr leaf() {
     const double u = unit();
-    if (u < 0.15) return m_s;
-    if (u < 0.45) return m_a;
-    if (u < 0.75) return m_M;
-    return m_N;
+    if (u < 0.15) return {m_s, "s"};
+    if (u < 0.45) return {m_a, "a"};
+    if (u < 0.75) return {m_M, "M"};
+    return {m_N, "N"};
   }
 
   // A positive form of x for log and sqrt: exp, softplus or sqr + 1 of it.
@@ -130,12 +145,12 @@ class generator {
     if (min_of(v) >= 0.1) return x;
     switch (pick(3)) {
       case 0:
-        if (max_of(v) <= 2.5) return note("exp (positive)", map1(x, [](const auto& a) { return exp(a); }));
+        if (max_of(v) <= 2.5) return note("exp (positive)", map1(x, [](const auto& a) { return exp(a); }, call("exp", x)));
         [[fallthrough]];
       case 1:
-        if (min_of(v) >= -3) return note("softplus (positive)", map1(x, [](const auto& a) { return softplus(a); }));
+        if (min_of(v) >= -3) return note("softplus (positive)", map1(x, [](const auto& a) { return softplus(a); }, call("softplus", x)));
         [[fallthrough]];
-      default: return note("sqr + 1 (positive)", map1(x, [](const auto& a) { return sqr(a) + 1.0; }));
+      default: return note("sqr + 1 (positive)", map1(x, [](const auto& a) { return sqr(a) + 1.0; }, "(" + call("sqr", x) + " + 1.0)"));
     }
   }
 
@@ -143,27 +158,38 @@ class generator {
     const expr x = tree(depth - 1);
     const auto v = values(x);
     switch (pick(13)) {
-      case 0: return note("neg", map1(x, [](const auto& a) { return -a; }));
-      case 1: return note("sqr", map1(x, [](const auto& a) { return sqr(a); }));
-      case 2: return note("sqrt", map1(positive(x), [](const auto& a) { return sqrt(a); }));
+      case 0: return note("neg", map1(x, [](const auto& a) { return -a; }, "(-" + x.text + ")"));
+      case 1: return note("sqr", map1(x, [](const auto& a) { return sqr(a); }, call("sqr", x)));
+      case 2: {
+        const expr p = positive(x);
+        return note("sqrt", map1(p, [](const auto& a) { return sqrt(a); }, call("sqrt", p)));
+      }
       case 3:
         if (max_of(v) > 2.5) return std::nullopt;
-        return note("exp", map1(x, [](const auto& a) { return exp(a); }));
-      case 4: return note("log", map1(positive(x), [](const auto& a) { return log(a); }));
+        return note("exp", map1(x, [](const auto& a) { return exp(a); }, call("exp", x)));
+      case 4: {
+        const expr p = positive(x);
+        return note("log", map1(p, [](const auto& a) { return log(a); }, call("log", p)));
+      }
       case 5:
-        if (min_of(v) < -0.8) return note("log1p", map1(x, [](const auto& a) { return log1p(sqr(a)); }));
-        return note("log1p", map1(x, [](const auto& a) { return log1p(a); }));
+        if (min_of(v) < -0.8)
+          return note("log1p", map1(x, [](const auto& a) { return log1p(sqr(a)); }, "log1p(" + call("sqr", x) + ")"));
+        return note("log1p", map1(x, [](const auto& a) { return log1p(a); }, call("log1p", x)));
       case 6:
         if (max_of(v) > 2.5) return std::nullopt;
-        return note("expm1", map1(x, [](const auto& a) { return expm1(a); }));
+        return note("expm1", map1(x, [](const auto& a) { return expm1(a); }, call("expm1", x)));
       case 7:
         if (min_abs(v) < 0.01) return std::nullopt;
-        return note("abs", map1(x, [](const auto& a) { return abs(a); }));
-      case 8: return note("tanh", map1(x, [](const auto& a) { return tanh(a); }));
-      case 9: return note("sigmoid", map1(x, [](const auto& a) { return sigmoid(a); }));
-      case 10: return note("softplus", map1(x, [](const auto& a) { return softplus(a); }));
-      case 11: return note("log(sigmoid) (stabilized)", map1(x, [](const auto& a) { return log(1 / (1 + exp(-a))); }));
-      default: return note("log(1 - sigmoid) (stabilized)", map1(x, [](const auto& a) { return log(1 - sigmoid(a)); }));
+        return note("abs", map1(x, [](const auto& a) { return abs(a); }, call("abs", x)));
+      case 8: return note("tanh", map1(x, [](const auto& a) { return tanh(a); }, call("tanh", x)));
+      case 9: return note("sigmoid", map1(x, [](const auto& a) { return sigmoid(a); }, call("sigmoid", x)));
+      case 10: return note("softplus", map1(x, [](const auto& a) { return softplus(a); }, call("softplus", x)));
+      case 11:
+        return note("log(sigmoid) (stabilized)",
+                    map1(x, [](const auto& a) { return log(1 / (1 + exp(-a))); }, "log(1 / (1 + exp(-" + x.text + ")))"));
+      default:
+        return note("log(1 - sigmoid) (stabilized)",
+                    map1(x, [](const auto& a) { return log(1 - sigmoid(a)); }, "log(1 - sigmoid(" + x.text + "))"));
     }
   }
 
@@ -171,37 +197,37 @@ class generator {
     expr l = tree(depth - 1);
     expr r = tree(depth - 1);
     auto apart = [&](const expr& a, const expr& b) {
-      return min_abs(values(map2(a, b, [](const auto& p, const auto& q) { return p - q; }))) >= 0.01;
+      return min_abs(values(map2(a, b, [](const auto& p, const auto& q) { return p - q; }, ""))) >= 0.01;
     };
     switch (pick(8)) {
-      case 0: return note("add", map2(l, r, [](const auto& a, const auto& b) { return a + b; }));
-      case 1: return note("sub", map2(l, r, [](const auto& a, const auto& b) { return a - b; }));
-      case 2: return note("mul", map2(l, r, [](const auto& a, const auto& b) { return a * b; }));
+      case 0: return note("add", map2(l, r, [](const auto& a, const auto& b) { return a + b; }, infix(l, "+", r)));
+      case 1: return note("sub", map2(l, r, [](const auto& a, const auto& b) { return a - b; }, infix(l, "-", r)));
+      case 2: return note("mul", map2(l, r, [](const auto& a, const auto& b) { return a * b; }, infix(l, "*", r)));
       case 3:
-        if (min_abs(values(r)) < 0.2) r = map1(r, [](const auto& a) { return sqr(a) + 0.5; });
-        return note("true_div", map2(l, r, [](const auto& a, const auto& b) { return a / b; }));
+        if (min_abs(values(r)) < 0.2) r = map1(r, [](const auto& a) { return sqr(a) + 0.5; }, "(" + call("sqr", r) + " + 0.5)");
+        return note("true_div", map2(l, r, [](const auto& a, const auto& b) { return a / b; }, infix(l, "/", r)));
       case 4: {
-        if (min_of(values(l)) < 0.2) l = map1(l, [](const auto& a) { return sqr(a) + 0.5; });
-        if (max_of(values(r)) > 2 || min_of(values(r)) < -2) r = map1(r, [](const auto& a) { return 1.5 * tanh(a); });
-        return note("pow", map2(l, r, [](const auto& a, const auto& b) { return pow(a, b); }));
+        if (min_of(values(l)) < 0.2) l = map1(l, [](const auto& a) { return sqr(a) + 0.5; }, "(" + call("sqr", l) + " + 0.5)");
+        if (max_of(values(r)) > 2 || min_of(values(r)) < -2)
+          r = map1(r, [](const auto& a) { return 1.5 * tanh(a); }, "(1.5 * " + call("tanh", r) + ")");
+        return note("pow", map2(l, r, [](const auto& a, const auto& b) { return pow(a, b); }, call("pow", l, r)));
       }
       case 5:
         if (!apart(l, r)) return std::nullopt;
-        return note("maximum", map2(l, r, [](const auto& a, const auto& b) { return maximum(a, b); }));
+        return note("maximum", map2(l, r, [](const auto& a, const auto& b) { return maximum(a, b); }, call("maximum", l, r)));
       case 6:
         if (!apart(l, r)) return std::nullopt;
-        return note("minimum", map2(l, r, [](const auto& a, const auto& b) { return minimum(a, b); }));
+        return note("minimum", map2(l, r, [](const auto& a, const auto& b) { return minimum(a, b); }, call("minimum", l, r)));
       default: {
         if (!apart(l, r)) return std::nullopt;
         const expr c = tree(depth - 1);
         const expr branches[] = {l, r, c};
         const expr& p = branches[pick(3)];
         const expr& q = branches[pick(3)];
-        return note("switch", std::visit(
-                                  [](const auto& a, const auto& b, const auto& t, const auto& f) -> expr {
-                                    return xsym::switch_(a > b, t, f);
-                                  },
-                                  l, r, p, q));
+        return note("switch", {std::visit([](const auto& a, const auto& b, const auto& t,
+                                             const auto& f) -> value { return xsym::switch_(a > b, t, f); },
+                                          l.v, r.v, p.v, q.v),
+                               "switch_(" + infix(l, ">", r) + ", " + p.text + ", " + q.text + ")"});
       }
     }
   }
@@ -211,17 +237,20 @@ class generator {
     static constexpr double numbers[] = {0.5, -1.5, 2.0, 3.0, 0.25, -0.75};
     const double k = numbers[pick(6)];
     switch (pick(7)) {
-      case 0: return note("x + k", map1(x, [k](const auto& a) { return a + k; }));
-      case 1: return note("k - x", map1(x, [k](const auto& a) { return k - a; }));
-      case 2: return note("k * x", map1(x, [k](const auto& a) { return k * a; }));
-      case 3: return note("x / k", map1(x, [k](const auto& a) { return a / k; }));
-      case 4: return note("k / (sqr(x) + 1)", map1(x, [k](const auto& a) { return k / (sqr(a) + 1); }));
-      case 5: return note("pow(x, 3)", map1(x, [](const auto& a) { return pow(a, 3); }));
+      case 0: return note("x + k", map1(x, [k](const auto& a) { return a + k; }, "(" + x.text + " + " + num(k) + ")"));
+      case 1: return note("k - x", map1(x, [k](const auto& a) { return k - a; }, "(" + num(k) + " - " + x.text + ")"));
+      case 2: return note("k * x", map1(x, [k](const auto& a) { return k * a; }, "(" + num(k) + " * " + x.text + ")"));
+      case 3: return note("x / k", map1(x, [k](const auto& a) { return a / k; }, "(" + x.text + " / " + num(k) + ")"));
+      case 4:
+        return note("k / (sqr(x) + 1)", map1(x, [k](const auto& a) { return k / (sqr(a) + 1); },
+                                              "(" + num(k) + " / (" + call("sqr", x) + " + 1))"));
+      case 5: return note("pow(x, 3)", map1(x, [](const auto& a) { return pow(a, 3); }, "pow(" + x.text + ", 3)"));
       default: {
         const auto v = values(x);
         for (double e : v)
           if (std::abs(e - k) < 0.01) return std::nullopt;
-        return note("maximum(x, k)", map1(x, [k](const auto& a) { return maximum(a, k); }));
+        return note("maximum(x, k)",
+                    map1(x, [k](const auto& a) { return maximum(a, k); }, "maximum(" + x.text + ", " + num(k) + ")"));
       }
     }
   }
@@ -253,12 +282,12 @@ class generator {
     const int axis = rank_of(x) == 1 ? (chance(0.5) ? -1 : 0) : pick(4) - 1;
     if (op >= 3 && !no_ties(values(x), rank_of(x), axis == 2 ? -1 : axis)) return std::nullopt;
     const std::string name = std::string(names[op]) + (axis < 0 ? "" : axis == 2 ? "{0,1}" : "(axis)");
-    auto red = [&](const auto& a) -> expr {
+    auto red = [&](const auto& a) -> value {
       constexpr std::size_t N = std::remove_cvref_t<decltype(a)>::rank;
       if constexpr (N == 0) {
         return a;
       } else {
-        auto go = [&](auto f) -> expr {
+        auto go = [&](auto f) -> value {
           if (axis < 0) return f(a);
           if constexpr (N == 2)
             if (axis == 2) return f.template operator()<2>(a, {0, 1});
@@ -273,7 +302,9 @@ class generator {
         }
       }
     };
-    return note(name.c_str(), std::visit(red, x));
+    const std::string text = std::string(names[op]) + "(" + x.text +
+                             (axis < 0 ? std::string() : axis == 2 ? std::string(", {0, 1}") : ", " + std::to_string(axis)) + ")";
+    return note(name.c_str(), {std::visit(red, x.v), text});
   }
 
   template <int Op>
@@ -307,8 +338,8 @@ class generator {
   // A vector or matrix operand for dot: a scalar tree is scaled onto the vector input.
   expr operand(int depth) {
     expr x = tree(depth - 1);
-    if (rank_of(x) == 0) x = std::get<0>(x) * m_a;
-    if (rank_of(x) == 2 && chance(0.35)) x = note("transpose (dot operand)", std::get<2>(x).T());
+    if (rank_of(x) == 0) x = {std::get<0>(x.v) * m_a, "(" + x.text + " * a)"};
+    if (rank_of(x) == 2 && chance(0.35)) x = note("transpose (dot operand)", {std::get<2>(x.v).T(), x.text + ".T()"});
     return x;
   }
 
@@ -318,14 +349,15 @@ class generator {
     const int rl = rank_of(l), rr = rank_of(r);
     const char* name = rl == 1 ? (rr == 1 ? "dot(vector, vector)" : "dot(vector, matrix)")
                                : (rr == 1 ? "dot(matrix, vector)" : "dot(matrix, matrix)");
-    return note(name, std::visit(
-                          [](const auto& a, const auto& b) -> expr {
-                            constexpr std::size_t NA = std::remove_cvref_t<decltype(a)>::rank;
-                            constexpr std::size_t NB = std::remove_cvref_t<decltype(b)>::rank;
-                            if constexpr (NA == 0 || NB == 0) return a * b;  // not reached
-                            else return dot(a, b);
-                          },
-                          l, r));
+    return note(name, {std::visit(
+                           [](const auto& a, const auto& b) -> value {
+                             constexpr std::size_t NA = std::remove_cvref_t<decltype(a)>::rank;
+                             constexpr std::size_t NB = std::remove_cvref_t<decltype(b)>::rank;
+                             if constexpr (NA == 0 || NB == 0) return a * b;  // not reached
+                             else return dot(a, b);
+                           },
+                           l.v, r.v),
+                       call("dot", l, r)});
   }
 
   std::optional<expr> shape(int depth) {
@@ -333,27 +365,33 @@ class generator {
       case 0: {
         const expr x = tree(depth - 1);
         if (rank_of(x) != 2) return std::nullopt;
-        return note("transpose", transpose(std::get<2>(x)));
+        return note("transpose", {transpose(std::get<2>(x.v)), call("transpose", x)});
       }
       case 1: {  // an outer sum or product of two vectors: a column against a row
-        const auto col = dimshuffle(vector_of(tree(depth - 1)), 0, 'x');
-        const auto row = dimshuffle(vector_of(tree(depth - 1)), 'x', 0);
-        return chance(0.5) ? note("outer sum (dimshuffle)", col + row) : note("outer product (dimshuffle)", col * row);
+        const expr u = vector_of(tree(depth - 1));
+        const expr w = vector_of(tree(depth - 1));
+        const auto col = dimshuffle(std::get<1>(u.v), 0, 'x');
+        const auto row = dimshuffle(std::get<1>(w.v), 'x', 0);
+        const std::string ct = "dimshuffle(" + u.text + ", 0, 'x')", rt = "dimshuffle(" + w.text + ", 'x', 0)";
+        return chance(0.5) ? note("outer sum (dimshuffle)", {col + row, "(" + ct + " + " + rt + ")"})
+                           : note("outer product (dimshuffle)", {col * row, "(" + ct + " * " + rt + ")"});
       }
       default: {  // a vector broadcast along a matrix's columns
         const expr m = tree(depth - 1);
         if (rank_of(m) != 2) return std::nullopt;
-        return note("column broadcast (dimshuffle)", std::get<2>(m) * dimshuffle(vector_of(tree(depth - 1)), 0, 'x'));
+        const expr u = vector_of(tree(depth - 1));
+        return note("column broadcast (dimshuffle)", {std::get<2>(m.v) * dimshuffle(std::get<1>(u.v), 0, 'x'),
+                                                      "(" + m.text + " * dimshuffle(" + u.text + ", 0, 'x'))"});
       }
     }
   }
 
   // A vector from any tree: a scalar scales the vector input, a matrix multiplies it.
-  v_t vector_of(const expr& x) {
+  expr vector_of(const expr& x) {
     switch (rank_of(x)) {
-      case 0: return std::get<0>(x) * m_a;
-      case 1: return std::get<1>(x);
-      default: return dot(std::get<2>(x), m_a);
+      case 0: return {std::get<0>(x.v) * m_a, "(" + x.text + " * a)"};
+      case 1: return x;
+      default: return {dot(std::get<2>(x.v), m_a), "dot(" + x.text + ", a)"};
     }
   }
 
@@ -379,7 +417,9 @@ TEST_CASE("grad of random composite expressions matches finite differences", "[g
     const expr e = g.tree(3 + i % 3);
     const s_t c = g.cost(e);
     nodes += xsym::detail::count_applies({c.node()});
-    g.check("expression " + std::to_string(i) + " (seed " + std::to_string(1000 + i) + ")", c);
+    g.check("expression " + std::to_string(i) + " (seed " + std::to_string(1000 + i) + "): " + e.text +
+                (rank_of(e) == 0 ? "" : " in sum(_ * R) or mean(_)"),
+            c);
     for (const auto& [k, v] : g.used()) used[k] += v;
   }
   INFO(nodes << " Apply nodes in all");

@@ -203,8 +203,9 @@ TEMPLATE_TEST_CASE("the seeds' logistic regression trains as a float64 reference
     w_scale = std::max(w_scale, std::abs(ref.w()[j]));
     w_err = std::max(w_err, std::abs(static_cast<double>(w_end(j)) - ref.w()[j]));
   }
-  // float64: 1e-6 relative; float32 drifts over 10000 steps of float32 arithmetic: 1e-3.
-  const double param_rtol = std::is_same_v<real, double> ? 1e-6 : 1e-3;
+  // float64: 1e-6 relative. float32 drifts over 10000 steps of float32 arithmetic, the more
+  // since the update accumulates X^T (p - y) column by column into w in float32: 5e-3.
+  const double param_rtol = std::is_same_v<real, double> ? 1e-6 : 5e-3;
   INFO("max |w - w_ref| = " << w_err << " (max |w_ref| = " << w_scale << "), b = " << b_end << ", b_ref = " << ref.b());
   CHECK(w_err <= param_rtol * w_scale);
   CHECK(std::abs(b_end - ref.b()) <= param_rtol * std::max(std::abs(ref.b()), 0.01 * w_scale));

@@ -187,8 +187,9 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
   /// @brief This function's profile (throws when it was built without profiling).
   profile_stats& profile() const {
     if (!m_rt->stats())
-      throw std::logic_error("xsym: function '" + m_rt->name() +
-                             "' was built without profiling: pass xsym::profile(true) or set profile=True");
+      throw std::logic_error("xsym: function '" + m_rt->name() + "' has no profile: " +
+                             (profiling_compiled_in ? "pass xsym::profile(true) or set profile=True"
+                                                    : "this program was built with XSYM_PROFILING=0"));
     return *m_rt->stats();
   }
   const std::shared_ptr<function_runtime>& runtime() const { return m_rt; }

@@ -133,8 +133,8 @@ inline resolved_plan resolve_plan(const function_options& o) {
   std::string optimizer = o.optimizer.value_or(config.optimizer.value());
   std::string link = o.linker.value_or(config.linker.value());
   if (p.mode == "FAST_COMPILE") {
-    optimizer = "fast_compile";
-    link = "py";
+    optimizer = o.optimizer.value_or("fast_compile");
+    link = o.linker.value_or("py");  // an explicit linker wins over the mode's
   } else if (p.mode == "DebugMode") {
     p.debug = true;
     p.check_isfinite = o.check_isfinite.value_or(config.DebugMode.check_isfinite.value());
@@ -147,6 +147,13 @@ inline resolved_plan resolve_plan(const function_options& o) {
     throw compile_error("xsym: unknown mode '" + p.mode +
                         "' (choose FAST_RUN, FAST_COMPILE, DebugMode, NanGuardMode or MonitorMode)");
   }
+  // Flags that name what this build cannot do are errors, never silently ignored.
+  if (config.device.value() != "cpu")
+    throw compile_error("xsym: device=" + config.device.value() +
+                        " is not available: this version has the CPU backend only (set device=cpu)");
+  if (config.openmp.value())
+    throw compile_error("xsym: openmp=True is not available: this version runs each function on one thread "
+                        "(set openmp=False)");
   if (link != "cvm" && link != "cvm_nogc" && link != "py")
     throw compile_error("xsym: unknown linker '" + link + "' (choose cvm, cvm_nogc or py)");
   p.linker = link;

@@ -227,6 +227,7 @@ class function_runtime {
   function_runtime(std::string name, const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& output_vars,
                    const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options)
       : m_name(std::move(name)) {
+    config.ensure_loaded();  // reading XSYM_FLAGS and rc files is not rewrite time
     const double t0 = detail::wall_seconds();
     m_plan = detail::resolve_plan(options);
     m_is_reference = options.is_reference;
@@ -250,7 +251,7 @@ class function_runtime {
     run_pass("constant_folding", detail::constant_folding_pass);
     run_pass("merge", detail::merge_pass);
     run_pass("blas", detail::blas_pass);
-    run_pass("blas", detail::gemv_accumulate_pass);
+    run_pass("gemv_accumulate", detail::gemv_accumulate_pass);
     if (detail::testing::extra_fast_run_rewrite() && m_plan.rewrites.count("elemwise_fusion"))
       roots = detail::testing::extra_fast_run_rewrite()(roots);
     run_pass("elemwise_fusion", detail::fusion_pass);
@@ -356,10 +357,11 @@ class function_runtime {
         m_fn_start = f0;
         std::uint64_t t = f0;
         for (; i < m_thunks.size(); ++i) {
+          if (sample) record_shapes(i, values, true);  // before: an in-place node consumes its input
           m_thunks[i].run(m_thunks[i], values);
           const std::uint64_t t1 = detail::ticks();
           m_scratch_ticks[i] = t1 - t;
-          if (sample) record_shapes(i, values);
+          if (sample) record_shapes(i, values, false);
           if (m_plan.gc) release_dead(i);
           t = sample ? detail::ticks() : t1;
         }
@@ -737,7 +739,7 @@ class function_runtime {
     p.node_outputs = m_last_outputs;
   }
 
-  void record_shapes(std::size_t i, const ndarray* values) {
+  void record_shapes(std::size_t i, const ndarray* values, bool inputs) {
     auto info_of = [](const ndarray& a) {
       value_info v;
       v.type = a.type();
@@ -753,10 +755,13 @@ class function_runtime {
     }
     auto& ins = m_last_inputs[i];
     auto& outs = m_last_outputs[i];
-    ins.clear();
-    outs.clear();
-    for (int s : n.inputs) ins.push_back(info_of(values[s]));
-    for (int s : n.outputs) outs.push_back(info_of(values[s]));
+    if (inputs) {
+      ins.clear();
+      for (int s : n.inputs) ins.push_back(info_of(values[s]));
+    } else {
+      outs.clear();
+      for (int s : n.outputs) outs.push_back(info_of(values[s]));
+    }
   }
 
   void record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes) {

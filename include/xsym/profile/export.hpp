@@ -90,7 +90,7 @@ inline void write_json(const profile_stats& stats, std::ostream& os) {
          << ", \"class\": " << json_string(n.class_name()) << ", \"apply\": " << json_string(g.node_text(n))
          << ", \"time_s\": " << json_number(t) << ", \"calls\": " << f.node_calls[i]
          << ", \"flops\": " << json_number(detail::node_flops(n, ins, outs))
-         << ", \"bytes\": " << json_number(detail::node_bytes(ins, outs))
+         << ", \"bytes\": " << json_number(detail::node_bytes(n, ins, outs))
          << ", \"inplace\": " << (n.fn->is_inplace() ? "true" : "false") << ", \"view\": " << (n.fn->is_view() ? "true" : "false")
          << ",\n         \"inputs\": [";
       for (std::size_t k = 0; k < ins.size(); ++k) os << (k ? ", " : "") << detail::json_value_info(ins[k]);
@@ -153,7 +153,7 @@ inline void write_dot(const function_graph& g, std::ostream& os, const function_
   const double total = prof ? prof->thunk_time() : 0;
   for (std::size_t s = 0; s < g.slots.size(); ++s) {
     const slot& v = g.slots[s];
-    if (v.owner >= 0) continue;
+    if (v.owner >= 0 || v.kind == var_kind::apply) continue;  // computed values are nodes; fused-away ones are gone
     os << "  s" << s << " [shape=ellipse, label=\"" << detail::dot_escape(g.slot_text(static_cast<int>(s))) << "\\n"
        << dtype_name(v.type) << "\"];\n";
   }
@@ -170,8 +170,12 @@ inline void write_dot(const function_graph& g, std::ostream& os, const function_
     return v.owner >= 0 ? "n" + std::to_string(v.owner) : "s" + std::to_string(s);
   };
   for (const auto& n : g.nodes)
-    for (std::size_t k = 0; k < n.inputs.size(); ++k)
-      os << "  " << source(n.inputs[k]) << " -> n" << n.id << " [label=\"" << k << "\"];\n";
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      const slot& v = g.slots[static_cast<std::size_t>(n.inputs[k])];
+      const bool multi = v.owner >= 0 && g.nodes[static_cast<std::size_t>(v.owner)].outputs.size() > 1;
+      os << "  " << source(n.inputs[k]) << " -> n" << n.id << " [label=\""
+         << (multi ? "out " + std::to_string(v.owner_output) + " -> " : std::string()) << k << "\"];\n";
+    }
   for (std::size_t o = 0; o < g.outputs.size(); ++o)
     os << "  out" << o << " [shape=plaintext, label=\"output " << o << "\"];\n  " << source(g.outputs[o]) << " -> out" << o
        << ";\n";
@@ -179,6 +183,17 @@ inline void write_dot(const function_graph& g, std::ostream& os, const function_
     os << "  upd" << u << " [shape=plaintext, label=\"update " << detail::dot_escape(g.slot_text(g.updates[u].first))
        << "\"];\n  " << source(g.updates[u].second) << " -> upd" << u << " [style=dashed];\n";
   os << "}\n";
+}
+
+/// @brief Graphviz DOT of a compiled function, shaded by its profile when it has one.
+template <class F>
+  requires requires(const F& f) { f.runtime(); }
+void write_dot(const F& f, std::ostream& os) {
+  const function_profile* prof = nullptr;
+  if (const auto& stats = f.runtime()->stats())
+    for (const auto& p : stats->functions())
+      if (p->graph.get() == &f.graph()) prof = p.get();
+  write_dot(f.graph(), os, prof);
 }
 
 }  // namespace xsym

@@ -73,7 +73,10 @@ inline std::vector<var_ptr> canonicalize_pass(const std::vector<var_ptr>& roots,
       var_ptr r = canonical_node(nv);
       if (!r || r->type != nv->type || r->rank != nv->rank) break;
       ++rec.applied;
-      rec.notes.push_back(nv->fn->name() + " simplified to " + (r->kind == var_kind::apply ? r->fn->name() : r->name));
+      const std::string to = r->kind == var_kind::apply      ? r->fn->name()
+                             : r->kind == var_kind::constant ? std::string("a constant")
+                                                             : "'" + r->name + "'";
+      rec.notes.push_back(nv->fn->name() + " simplified to " + to);
       nv = r;
     }
     return nv;

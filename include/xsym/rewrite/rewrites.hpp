@@ -39,6 +39,7 @@ inline const std::vector<rewrite_info>& rewrite_registry() {
       {"canonicalize", {"canonicalize", "fast_run", "fast_compile"}},
       {"constant_folding", {"canonicalize", "constant_folding", "fast_run", "fast_compile"}},
       {"blas", {"blas", "fast_run"}},
+      {"gemv_accumulate", {"blas", "fast_run"}},
       {"elemwise_fusion", {"fusion", "fast_run"}},
       {"multi_output_fusion", {"fusion", "fast_run"}},
       {"inplace_elemwise", {"inplace", "fast_run"}},

@@ -1,0 +1,414 @@
+// Reductions over every axis combination, every dtype and ranks 1 to 3; dot in its four rank
+// combinations (plain, through the BLAS rewrite and with reference kernels) with transposed
+// operands; dimshuffle / transpose values. All against loops.
+#include "expr_util.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+using namespace xsym_test;
+
+namespace {
+
+enum class red { sum, prod, max, min, mean };
+constexpr red all_reductions[] = {red::sum, red::prod, red::max, red::min, red::mean};
+
+const char* red_name(red r) {
+  switch (r) {
+    case red::sum: return "sum";
+    case red::prod: return "prod";
+    case red::max: return "max";
+    case red::min: return "min";
+    case red::mean: return "mean";
+  }
+  return "?";
+}
+
+template <red R>
+struct reducer {
+  template <class... A>
+  auto operator()(const A&... a) const {
+    if constexpr (R == red::sum) return xsym::sum(a...);
+    else if constexpr (R == red::prod) return xsym::prod(a...);
+    else if constexpr (R == red::max) return xsym::max(a...);
+    else if constexpr (R == red::min) return xsym::min(a...);
+    else return xsym::mean(a...);
+  }
+};
+
+// numpy's result types, written out independently of the library's traits.
+template <red R, class T>
+using expected_reduce_t = std::conditional_t<
+    R == red::max || R == red::min, T,
+    std::conditional_t<std::is_floating_point_v<T>, T, std::conditional_t<R == red::mean, double, std::int64_t>>>;
+
+// Reference: reduce data (C order, shape) over the normalized axes; returns the kept shape and values.
+std::pair<std::vector<std::size_t>, std::vector<double>> ref_reduce(red r, const std::vector<double>& data,
+                                                                    const std::vector<std::size_t>& shape,
+                                                                    const std::vector<int>& axes) {
+  const std::size_t rank = shape.size();
+  std::vector<bool> reduced(rank, false);
+  for (int a : axes) reduced[static_cast<std::size_t>(a)] = true;
+  std::vector<std::size_t> out_shape;
+  for (std::size_t d = 0; d < rank; ++d)
+    if (!reduced[d]) out_shape.push_back(shape[d]);
+  std::size_t out_size = 1, count = 1;
+  for (std::size_t d = 0; d < rank; ++d) (reduced[d] ? count : out_size) *= shape[d];
+  const double init = r == red::prod ? 1.0
+                      : r == red::max ? -std::numeric_limits<double>::infinity()
+                      : r == red::min ? std::numeric_limits<double>::infinity()
+                                      : 0.0;
+  std::vector<double> acc(out_size, init);
+  std::vector<std::size_t> idx(rank, 0);
+  for (std::size_t flat = 0; flat < data.size(); ++flat) {
+    std::size_t o = 0;
+    for (std::size_t d = 0; d < rank; ++d)
+      if (!reduced[d]) o = o * shape[d] + idx[d];
+    const double v = data[flat];
+    double& a = acc[o];
+    switch (r) {
+      case red::sum:
+      case red::mean: a += v; break;
+      case red::prod: a *= v; break;
+      case red::max: a = std::max(a, v); break;
+      case red::min: a = std::min(a, v); break;
+    }
+    for (std::size_t d = rank; d-- > 0;) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  if (r == red::mean)
+    for (double& a : acc) a /= static_cast<double>(count);
+  return {out_shape, acc};
+}
+
+template <class T>
+T reduce_test_value(std::mt19937& rng, red r) {
+  if (r != red::prod) return random_value<T>(rng, -100, 100);
+  // Products of a thousand numbers stay finite (and exact for integers).
+  if constexpr (std::is_same_v<T, bool>) return std::bernoulli_distribution(0.97)(rng);
+  else if constexpr (std::is_integral_v<T>)
+    return static_cast<T>((std::bernoulli_distribution(0.04)(rng) ? 2 : 1) * (std::bernoulli_distribution(0.5)(rng) ? 1 : -1));
+  else return random_value<T>(rng, 0.6, 1.5);
+}
+
+std::vector<int> normalized(std::vector<int> axes, int rank) {
+  for (int& a : axes)
+    if (a < 0) a += rank;
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+
+// Compiles e = reduction(x) and checks it on every shape; instantiated once per (input type,
+// rank, result type, result rank) rather than once per reduction and axis list.
+template <class T, std::size_t N, class V, std::size_t K>
+void run_reduction(red r, const xsym::var<T, N>& x, const xsym::var<V, K>& e,
+                   const std::vector<std::array<std::size_t, N>>& shapes, const std::vector<int>& axes) {
+  auto f = xsym::function("reduce", xsym::inputs(x), e);
+  std::mt19937 rng(static_cast<unsigned>(N * 100 + axes.size()));
+  const auto norm = normalized(axes, static_cast<int>(N));
+  for (const auto& shape : shapes) {
+    std::string shape_text;
+    for (auto d : shape) shape_text += std::to_string(d) + " ";
+    INFO("shape " << shape_text);
+    xt::xtensor<T, N> data(shape);
+    for (auto& v : data) v = reduce_test_value<T>(rng, r);
+    auto [rshape, expected] = ref_reduce(r, to_doubles(data), shape_vector(shape), norm);
+    if constexpr (K == 0) {
+      const V res = f(data);
+      CHECK(differences(xt::xtensor<V, 1>{res}, expected) == "");
+    } else {
+      const xt::xtensor<V, K> res = f(data);
+      CHECK(shape_vector(res.shape()) == rshape);
+      CHECK(differences(res, expected) == "");
+    }
+  }
+}
+
+template <red R, class T, std::size_t N, class... Axis>
+void check_reduction(const xsym::var<T, N>& x, const std::vector<std::array<std::size_t, N>>& shapes,
+                     const std::vector<int>& axes, const Axis&... axis) {
+  auto e = reducer<R>{}(x, axis...);
+  CHECK(std::is_same_v<typename decltype(e)::value_type, expected_reduce_t<R, T>>);
+  run_reduction(R, x, e, shapes, axes);
+}
+
+template <red R, class T, std::size_t N>
+void check_all_axes(const std::vector<std::array<std::size_t, N>>& shapes) {
+  auto x = xsym::tensor<T, N>("x");
+  std::vector<int> everything(N);
+  std::iota(everything.begin(), everything.end(), 0);
+  {
+    INFO("all axes");
+    check_reduction<R>(x, shapes, everything);
+  }
+  for (int a = -static_cast<int>(N); a < static_cast<int>(N); ++a) {
+    INFO("axis " << a);
+    check_reduction<R>(x, shapes, {a}, a);
+  }
+  if constexpr (N >= 2) {
+    const std::vector<std::array<int, 2>> pairs =
+        N == 2 ? std::vector<std::array<int, 2>>{{0, 1}, {1, 0}, {-1, 0}, {-2, -1}}
+               : std::vector<std::array<int, 2>>{{0, 1}, {0, 2}, {1, 2}, {2, 0}, {-1, -3}, {-2, 0}};
+    for (const auto& p : pairs) {
+      INFO("axes {" << p[0] << ", " << p[1] << "}");
+      const int ax[2] = {p[0], p[1]};
+      check_reduction<R>(x, shapes, {p[0], p[1]}, ax);
+    }
+  }
+  if constexpr (N == 3) {
+    INFO("axes {2, -2, 0}");
+    const int ax[3] = {2, -2, 0};
+    check_reduction<R>(x, shapes, {2, -2, 0}, ax);
+  }
+}
+
+template <red R>
+void check_reduction_family() {
+  for_each_type(all_types{}, []<class T>() {
+    INFO(red_name(R) << " on " << type_name<T>());
+    check_all_axes<R, T, 1>({{1}, {7}, {33}, {1000}});
+    check_all_axes<R, T, 2>({{3, 5}, {1, 9}, {17, 1}, {33, 29}});
+    check_all_axes<R, T, 3>({{2, 3, 4}, {5, 1, 7}, {3, 17, 9}});
+  });
+}
+
+// Naive matrix product in double; returns the values and, per element, sum |a_ik b_kj| (the
+// scale that float rounding is relative to).
+struct product {
+  std::vector<double> value, scale;
+};
+product ref_matmul(const std::vector<double>& a, const std::vector<double>& b, std::size_t m, std::size_t k,
+                   std::size_t n) {
+  product p{std::vector<double>(m * n, 0.0), std::vector<double>(m * n, 0.0)};
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      for (std::size_t q = 0; q < k; ++q) {
+        p.value[i * n + j] += a[i * k + q] * b[q * n + j];
+        p.scale[i * n + j] += std::abs(a[i * k + q] * b[q * n + j]);
+      }
+  return p;
+}
+
+template <class T, std::size_t N>
+std::vector<double> transposed_doubles(const xt::xtensor<T, N>& a) {
+  if constexpr (N == 1) return to_doubles(a);
+  else return to_doubles(xt::xtensor<T, 2>(xt::transpose(a)));
+}
+
+struct dot_shape {
+  std::size_t m, k, n;
+};
+const dot_shape dot_shapes[] = {{1, 1, 1}, {4, 7, 5}, {1, 33, 1}, {9, 1, 3}, {37, 53, 29}, {2, 300, 3}};
+
+// Every option set a dot must give the same values under.
+template <class F>
+void for_each_dot_config(F&& f) {
+  f("default", xsym::linker("cvm"));
+  f("no blas rewrite", xsym::optimizer_excluding("blas"));
+  f("reference kernels", xsym::linker("py"));
+}
+
+// numpy's type for a product of TA and TB, written out for the pairs tested below.
+template <class TA, class TB>
+using expected_dot_t = std::conditional_t<std::is_same_v<TA, TB>, TA,
+                                          std::conditional_t<std::is_integral_v<TA> && std::is_integral_v<TB>,
+                                                             std::int64_t, double>>;
+
+template <class R, std::size_t N>
+std::string dot_mismatch(const xt::xtensor<R, N>& r, const product& p) {
+  // Rounding grows with the length of the sums; relative to sum |a_k b_k| it stays small.
+  return differences(r, p.value, p.scale, std::is_same_v<R, float> ? 1e-4 : tolerance<R>::rtol, tolerance<R>::atol);
+}
+
+template <class TA, class TB>
+void check_dot_pair() {
+  using R = expected_dot_t<TA, TB>;
+  INFO("dot of " << type_name<TA>() << " and " << type_name<TB>());
+  auto A = xsym::matrix<TA>("A");    // (m, k)
+  auto At = xsym::matrix<TA>("At");  // (k, m), used transposed
+  auto B = xsym::matrix<TB>("B");    // (k, n)
+  auto Bt = xsym::matrix<TB>("Bt");  // (n, k), used transposed
+  auto u = xsym::vector<TA>("u");    // (k)
+  auto v = xsym::vector<TB>("v");    // (k)
+  auto vv = xsym::dot(u, v);
+  auto mv = xsym::dot(A, v);
+  auto vm = xsym::dot(u, B);
+  auto mm = xsym::dot(A, B);
+  CHECK(std::is_same_v<typename decltype(vv)::value_type, R>);
+  CHECK(decltype(vv)::rank == 0);
+  CHECK(decltype(mv)::rank == 1);
+  CHECK(decltype(vm)::rank == 1);
+  CHECK(decltype(mm)::rank == 2);
+  auto outs = xsym::outputs(vv, mv, xsym::dot(At.T(), v), vm, xsym::dot(u, Bt.T()), mm, xsym::dot(At.T(), B),
+                            xsym::dot(A, Bt.T()), xsym::dot(xsym::transpose(At), xsym::transpose(Bt)));
+  const double lo = std::is_integral_v<TA> ? -10 : -1, hi = -lo;
+  for_each_dot_config([&](const char* config, const auto& option) {
+    auto f = xsym::function("dot", xsym::inputs(A, At, B, Bt, u, v), outs, option);
+    std::mt19937 rng(1001);
+    for (const auto& s : dot_shapes) {
+      INFO(config << ", m " << s.m << ", k " << s.k << ", n " << s.n);
+      const auto a = random_tensor<TA, 2>(rng, {s.m, s.k}, lo, hi);
+      const xt::xtensor<TA, 2> at = xt::transpose(a);
+      const auto b = random_tensor<TB, 2>(rng, {s.k, s.n}, lo, hi);
+      const xt::xtensor<TB, 2> bt = xt::transpose(b);
+      const auto uu = random_tensor<TA, 1>(rng, {s.k}, lo, hi);
+      const auto vvv = random_tensor<TB, 1>(rng, {s.k}, lo, hi);
+      auto [r_vv, r_mv, r_mtv, r_vm, r_vmt, r_mm, r_mtm, r_mmt, r_mtmt] = f(a, at, b, bt, uu, vvv);
+      const auto da = to_doubles(a), db = to_doubles(b), du = to_doubles(uu), dv = to_doubles(vvv);
+      const product p_vv = ref_matmul(du, dv, 1, s.k, 1);
+      const product p_mv = ref_matmul(da, dv, s.m, s.k, 1);
+      const product p_vm = ref_matmul(du, db, 1, s.k, s.n);
+      const product p_mm = ref_matmul(da, db, s.m, s.k, s.n);
+      CHECK(dot_mismatch(xt::xtensor<R, 1>{r_vv}, p_vv) == "");
+      CHECK(dot_mismatch(r_mv, p_mv) == "");
+      CHECK(dot_mismatch(r_mtv, p_mv) == "");
+      CHECK(dot_mismatch(r_vm, p_vm) == "");
+      CHECK(dot_mismatch(r_vmt, p_vm) == "");
+      REQUIRE(shape_vector(r_mm.shape()) == std::vector<std::size_t>{s.m, s.n});
+      CHECK(dot_mismatch(r_mm, p_mm) == "");
+      CHECK(dot_mismatch(r_mtm, p_mm) == "");
+      CHECK(dot_mismatch(r_mmt, p_mm) == "");
+      CHECK(dot_mismatch(r_mtmt, p_mm) == "");
+    }
+  });
+}
+
+}  // namespace
+
+TEST_CASE("sum over every axis combination matches a loop", "[expr][reduce]") {
+  check_reduction_family<red::sum>();
+}
+
+TEST_CASE("prod over every axis combination matches a loop", "[expr][reduce]") {
+  check_reduction_family<red::prod>();
+}
+
+TEST_CASE("max over every axis combination matches a loop", "[expr][reduce]") {
+  check_reduction_family<red::max>();
+}
+
+TEST_CASE("min over every axis combination matches a loop", "[expr][reduce]") {
+  check_reduction_family<red::min>();
+}
+
+TEST_CASE("mean over every axis combination matches a loop", "[expr][reduce]") {
+  check_reduction_family<red::mean>();
+}
+
+TEST_CASE("reductions of empty arrays, NaN, and names of the reduce ops", "[expr][reduce]") {
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("empty", xsym::inputs(x), xsym::outputs(xsym::sum(x), xsym::prod(x)));
+  const xt::xtensor<double, 1> empty = xt::zeros<double>({0});
+  auto [s, p] = f(empty);
+  CHECK(s == 0.0);
+  CHECK(p == 1.0);
+  auto g = xsym::function("empty_max", xsym::inputs(x), xsym::max(x));
+  CHECK_THROWS_AS(g(empty), xsym::shape_error);
+
+  // As in numpy, a NaN anywhere makes max and min NaN.
+  auto h = xsym::function("nan", xsym::inputs(x), xsym::outputs(xsym::max(x), xsym::min(x)));
+  const xt::xtensor<double, 1> with_nan{1.0, std::nan(""), 3.0};
+  auto [mx, mn] = h(with_nan);
+  CHECK(std::isnan(mx));
+  CHECK(std::isnan(mn));
+
+  // Negative axes are normalized and sorted; a full reduction prints without axes.
+  auto t = xsym::tensor3<float>("t");
+  auto k = xsym::function("names", xsym::inputs(t), xsym::outputs(xsym::sum(t, -1), xsym::sum(t, {2, 0}), xsym::sum(t, {0, 1, 2})));
+  std::vector<std::string> names;
+  for (const auto& n : k.toposort()) names.push_back(n.op_name());
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"Sum", "Sum{0,2}", "Sum{2}"});
+}
+
+TEST_CASE("bad reduction axes are rejected when the expression is built", "[expr][reduce]") {
+  auto m = xsym::matrix<double>("m");
+  auto t = xsym::tensor3<double>("t");
+  CHECK_THROWS_AS(xsym::sum(m, 2), xsym::graph_error);
+  CHECK_THROWS_AS(xsym::max(m, -3), xsym::graph_error);
+  CHECK_THROWS_AS(xsym::mean(m, {0, 0}), xsym::graph_error);
+  CHECK_THROWS_AS(xsym::prod(t, {1, -2}), xsym::graph_error);
+  CHECK_THROWS_WITH(xsym::sum(t, {0, 5}), Catch::Matchers::Contains("axis 5"));
+}
+
+TEST_CASE("dot in all four rank combinations, with transposed operands", "[expr][dot]") {
+  check_dot_pair<float, float>();
+  check_dot_pair<double, double>();
+  check_dot_pair<std::int32_t, std::int32_t>();
+  check_dot_pair<std::int64_t, std::int64_t>();
+  check_dot_pair<std::int32_t, float>();
+  check_dot_pair<float, double>();
+}
+
+TEST_CASE("dot of vectors of every length, and shapes that do not align", "[expr][dot]") {
+  auto u = xsym::vector<double>("u");
+  auto v = xsym::vector<double>("v");
+  auto f = xsym::function("vdot", xsym::inputs(u, v), xsym::dot(u, v));
+  std::mt19937 rng(4);
+  for (std::size_t n : sizes) {
+    INFO("size " << n);
+    const auto a = random_tensor<double, 1>(rng, {n}, -1, 1);
+    const auto b = random_tensor<double, 1>(rng, {n}, -1, 1);
+    const product p = ref_matmul(to_doubles(a), to_doubles(b), 1, n, 1);
+    CHECK(dot_mismatch(xt::xtensor<double, 1>{f(a, b)}, p) == "");
+  }
+  const xt::xtensor<double, 1> three = xt::ones<double>({3}), four = xt::ones<double>({4});
+  CHECK_THROWS_AS(f(three, four), xsym::shape_error);
+  auto m = xsym::matrix<double>("m");
+  auto g = xsym::function("mdot", xsym::inputs(m, v), xsym::dot(m, v));
+  const xt::xtensor<double, 2> m34 = xt::ones<double>({3, 4});
+  CHECK_THROWS_AS(g(m34, three), xsym::shape_error);
+  auto h = xsym::function("mmdot", xsym::inputs(m), xsym::dot(m, m));
+  CHECK_THROWS_AS(h(m34), xsym::shape_error);
+}
+
+TEST_CASE("dimshuffle and transpose move values where the pattern says", "[expr][shape]") {
+  std::mt19937 rng(6);
+  auto m = xsym::matrix<double>("m");
+  auto v = xsym::vector<double>("v");
+  auto t = xsym::tensor3<double>("t");
+  auto f = xsym::function("shuffle", xsym::inputs(m, v, t),
+                          xsym::outputs(xsym::transpose(m), xsym::dimshuffle(m, 1, 'x', 0), xsym::dimshuffle(v, 'x', 0),
+                                        xsym::dimshuffle(v, 0, 'x'), xsym::dimshuffle(t, 2, 0, 1), m.T().T(),
+                                        xsym::dimshuffle(m, 'x', 1, 'x', 0), xsym::transpose(v)));
+  const auto M = random_tensor<double, 2>(rng, {3, 5}, -9, 9);
+  const auto V = random_tensor<double, 1>(rng, {4}, -9, 9);
+  const auto T = random_tensor<double, 3>(rng, {2, 3, 4}, -9, 9);
+  auto [mt, m1x0, vrow, vcol, t201, mtt, mx1x0, vt] = f(M, V, T);
+  CHECK(shape_vector(mt.shape()) == std::vector<std::size_t>{5, 3});
+  CHECK(shape_vector(m1x0.shape()) == std::vector<std::size_t>{5, 1, 3});
+  CHECK(shape_vector(vrow.shape()) == std::vector<std::size_t>{1, 4});
+  CHECK(shape_vector(vcol.shape()) == std::vector<std::size_t>{4, 1});
+  CHECK(shape_vector(t201.shape()) == std::vector<std::size_t>{4, 2, 3});
+  CHECK(shape_vector(mx1x0.shape()) == std::vector<std::size_t>{1, 5, 1, 3});
+  std::vector<double> e_mt, e_t201;
+  for (std::size_t j = 0; j < 5; ++j)
+    for (std::size_t i = 0; i < 3; ++i) e_mt.push_back(M(i, j));
+  for (std::size_t k = 0; k < 4; ++k)
+    for (std::size_t i = 0; i < 2; ++i)
+      for (std::size_t j = 0; j < 3; ++j) e_t201.push_back(T(i, j, k));
+  CHECK(differences(mt, e_mt) == "");
+  CHECK(differences(m1x0, e_mt) == "");
+  CHECK(differences(mx1x0, e_mt) == "");
+  CHECK(differences(vrow, to_doubles(V)) == "");
+  CHECK(differences(vcol, to_doubles(V)) == "");
+  CHECK(differences(t201, e_t201) == "");
+  CHECK(differences(mtt, to_doubles(M)) == "");
+  CHECK(differences(vt, to_doubles(V)) == "");
+
+  bool named = false;
+  for (const auto& n : f.toposort()) named |= n.op_name() == "InplaceDimShuffle{1,x,0}";
+  CHECK(named);
+}
+
+TEST_CASE("bad dimshuffle patterns are rejected when the expression is built", "[expr][shape]") {
+  auto m = xsym::matrix<double>("m");
+  auto v = xsym::vector<double>("v");
+  CHECK_THROWS_AS(xsym::dimshuffle(m, 0, 0), xsym::graph_error);       // dimension 1 dropped
+  CHECK_THROWS_AS(xsym::dimshuffle(m, 0, 2), xsym::graph_error);       // no dimension 2
+  CHECK_THROWS_AS(xsym::dimshuffle(m, 'y', 0, 1), xsym::graph_error);  // only 'x' is a new axis
+  CHECK_THROWS_AS(xsym::dimshuffle(v, 0, 0), xsym::graph_error);       // dimension 0 twice
+  CHECK_THROWS_AS(xsym::dimshuffle(m, 1, -2, 0), xsym::graph_error);
+}
