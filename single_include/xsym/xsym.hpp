@@ -1157,6 +1157,9 @@ class ndarray {
   /// @brief A C-contiguous copy (or this array when it already is one).
   ndarray contiguous() const;
 
+  /// @brief A C-contiguous copy into `dst`, reusing dst's buffer when it is large enough and unshared.
+  void copy_contiguous_into(ndarray& dst) const;
+
   /// @brief Element i of a C-order traversal, converted to double (tests and printing).
   double flat_as_double(std::int64_t i) const;
 
@@ -1213,6 +1216,28 @@ inline ndarray ndarray::contiguous() const {
     dst += es;
   });
   return out;
+}
+
+inline void ndarray::copy_contiguous_into(ndarray& dst) const {
+  const std::size_t bytes = nbytes();
+  if (!(dst.m_owner && dst.m_owner.use_count() == 1 && dst.m_capacity >= bytes)) dst = empty(m_dtype, m_shape);
+  else {
+    auto owner = dst.m_owner;
+    const auto cap = dst.m_capacity;
+    dst = ndarray{};
+    dst.m_dtype = m_dtype;
+    dst.m_shape = m_shape;
+    dst.set_c_strides();
+    dst.m_owner = std::move(owner);
+    dst.m_data = dst.m_owner.get();
+    dst.m_capacity = cap;
+  }
+  const std::size_t es = dtype_size(m_dtype);
+  std::byte* out = dst.data();
+  detail::for_each_offset(m_shape, m_strides, [&](std::int64_t off) {
+    std::memcpy(out, m_data + off * static_cast<std::int64_t>(es), es);
+    out += es;
+  });
 }
 
 inline double ndarray::flat_as_double(std::int64_t i) const {
@@ -4639,7 +4664,9 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   if (total == 0) return;
   if (static_cast<int>(p.reg_types.size()) > 64) throw std::logic_error("xsym: fused program too large");
 
-  std::vector<ndarray> keep;  // contiguous copies that must outlive the loop
+  // Contiguous copies of strided inputs, in buffers kept per thread between calls.
+  thread_local std::vector<ndarray> copies;
+  std::size_t n_copies = 0;
   const std::byte* base[64];
   bool scalar[64];
   std::array<std::int64_t, max_rank> strides[64];
@@ -4647,8 +4674,10 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   for (int k = 0; k < n_in; ++k) {
     const ndarray* a = ins[k];
     if (a->size() != 1 && a->rank() > 0 && a->stride(a->rank() - 1) != 1 && a->shape(a->rank() - 1) != 1) {
-      keep.push_back(a->contiguous());
-      a = &keep.back();
+      if (copies.size() <= n_copies) copies.resize(n_copies + 8);
+      ndarray& c = copies[n_copies++];
+      a->copy_contiguous_into(c);
+      a = &c;
     }
     base[k] = a->data();
     scalar[k] = a->size() == 1;
@@ -5649,14 +5678,15 @@ inline void run_elemwise(const thunk& t, ndarray* values) {
   const shape_t shape = cpu::broadcast_shape(ins, bcast, static_cast<int>(n.inputs.size()));
   ndarray* outs[8] = {};
   ndarray* destroyed = nullptr;
+  ndarray spare;
   for (std::size_t o = 0; o < n.outputs.size(); ++o) {
     ndarray& out = values[n.outputs[o]];
     if (o == 0 && !n.fn->destroy_map.empty()) {
       // The input dies here: take its buffer when it has the output's shape and is ours alone.
       ndarray& victim = values[n.inputs[static_cast<std::size_t>(n.fn->destroy_map[0].second)]];
       if (victim.shape() == shape && victim.is_c_contiguous() && victim.owner() && victim.owner().use_count() == 1) {
-        out = std::move(victim);
-        victim = out;  // still read below as an input; dropped once the node has run
+        spare = std::move(out);  // the buffer this output had goes to the input's producer
+        out = victim;            // the input is still read below; it is replaced once the node has run
         destroyed = &victim;
         outs[o] = &out;
         continue;
@@ -5666,7 +5696,8 @@ inline void run_elemwise(const thunk& t, ndarray* values) {
     outs[o] = &out;
   }
   cpu::run_program(t.prog, ins, outs);
-  if (destroyed) destroyed->release();
+  // The consumed input's slot keeps the spare buffer, so its producer reuses it next call.
+  if (destroyed) *destroyed = std::move(spare);
 }
 
 inline void run_dimshuffle(const thunk& t, ndarray* values) {
@@ -6113,6 +6144,13 @@ class function_runtime {
 
   // Every update is computed before any is applied: values read the old shared state.
   void apply_updates(ndarray* values) {
+    // This call's references to shared values are done with (unless one is itself an update
+    // value): dropping them lets an old buffer be recognised as ours alone and reused.
+    for (int s : m_shared_slots) {
+      bool is_value = false;
+      for (auto [t, v] : m_graph->updates) is_value |= v == s;
+      if (!is_value) values[s].release();
+    }
     for (auto [target, value] : m_graph->updates) {
       auto& sv = *m_graph->slots[static_cast<std::size_t>(target)].source->shared;
       ndarray& v = values[value];

@@ -353,7 +353,7 @@ TEST_CASE("a warm cvm_nogc function with intermediates allocates nothing per cal
 
 // Known bug: an in-place node takes its input's buffer and drops its own previous one, so
 // the producer of that input allocates a new buffer on every call.
-TEST_CASE("a warm cvm_nogc function with in-place nodes allocates nothing per call", "[compile][memory][!mayfail]") {
+TEST_CASE("a warm cvm_nogc function with in-place nodes allocates nothing per call", "[compile][memory]") {
   clean_config guard;
   nogc_fixture t;
   auto f = xsym::function("nogc_inplace", xsym::inputs(t.x, t.v), t.outputs(), xsym::linker("cvm_nogc"));
@@ -366,7 +366,7 @@ TEST_CASE("a warm cvm_nogc function with in-place nodes allocates nothing per ca
 // Known bug: apply_updates keeps the shared variable's old buffer for the next call only when
 // its use count is 1, but the function's own slot for the shared variable still holds it at
 // that point (it is released afterwards), so the buffer is dropped and reallocated every call.
-TEST_CASE("a warm cvm_nogc function with updates allocates nothing per call", "[compile][memory][!mayfail]") {
+TEST_CASE("a warm cvm_nogc function with updates allocates nothing per call", "[compile][memory]") {
   clean_config guard;
   nogc_fixture t;
   auto f = xsym::function("nogc_updates", xsym::inputs(t.x, t.v), xsym::outputs(xsym::sum(t.x * t.v, 1)),
@@ -378,7 +378,7 @@ TEST_CASE("a warm cvm_nogc function with updates allocates nothing per call", "[
 
 // Known gap: an elementwise input whose last dimension is not contiguous (a transposed view)
 // is copied to a fresh contiguous buffer on every call.
-TEST_CASE("a warm cvm_nogc function with transposed operands allocates nothing per call", "[compile][memory][!mayfail]") {
+TEST_CASE("a warm cvm_nogc function with transposed operands allocates nothing per call", "[compile][memory]") {
   clean_config guard;
   auto x = xsym::matrix<double>("x");
   auto y = xsym::matrix<double>("y");

@@ -86,14 +86,15 @@ inline void run_elemwise(const thunk& t, ndarray* values) {
   const shape_t shape = cpu::broadcast_shape(ins, bcast, static_cast<int>(n.inputs.size()));
   ndarray* outs[8] = {};
   ndarray* destroyed = nullptr;
+  ndarray spare;
   for (std::size_t o = 0; o < n.outputs.size(); ++o) {
     ndarray& out = values[n.outputs[o]];
     if (o == 0 && !n.fn->destroy_map.empty()) {
       // The input dies here: take its buffer when it has the output's shape and is ours alone.
       ndarray& victim = values[n.inputs[static_cast<std::size_t>(n.fn->destroy_map[0].second)]];
       if (victim.shape() == shape && victim.is_c_contiguous() && victim.owner() && victim.owner().use_count() == 1) {
-        out = std::move(victim);
-        victim = out;  // still read below as an input; dropped once the node has run
+        spare = std::move(out);  // the buffer this output had goes to the input's producer
+        out = victim;            // the input is still read below; it is replaced once the node has run
         destroyed = &victim;
         outs[o] = &out;
         continue;
@@ -103,7 +104,8 @@ inline void run_elemwise(const thunk& t, ndarray* values) {
     outs[o] = &out;
   }
   cpu::run_program(t.prog, ins, outs);
-  if (destroyed) destroyed->release();
+  // The consumed input's slot keeps the spare buffer, so its producer reuses it next call.
+  if (destroyed) *destroyed = std::move(spare);
 }
 
 inline void run_dimshuffle(const thunk& t, ndarray* values) {
@@ -550,6 +552,13 @@ class function_runtime {
 
   // Every update is computed before any is applied: values read the old shared state.
   void apply_updates(ndarray* values) {
+    // This call's references to shared values are done with (unless one is itself an update
+    // value): dropping them lets an old buffer be recognised as ours alone and reused.
+    for (int s : m_shared_slots) {
+      bool is_value = false;
+      for (auto [t, v] : m_graph->updates) is_value |= v == s;
+      if (!is_value) values[s].release();
+    }
     for (auto [target, value] : m_graph->updates) {
       auto& sv = *m_graph->slots[static_cast<std::size_t>(target)].source->shared;
       ndarray& v = values[value];

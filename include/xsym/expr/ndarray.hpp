@@ -177,6 +177,9 @@ class ndarray {
   /// @brief A C-contiguous copy (or this array when it already is one).
   ndarray contiguous() const;
 
+  /// @brief A C-contiguous copy into `dst`, reusing dst's buffer when it is large enough and unshared.
+  void copy_contiguous_into(ndarray& dst) const;
+
   /// @brief Element i of a C-order traversal, converted to double (tests and printing).
   double flat_as_double(std::int64_t i) const;
 
@@ -233,6 +236,28 @@ inline ndarray ndarray::contiguous() const {
     dst += es;
   });
   return out;
+}
+
+inline void ndarray::copy_contiguous_into(ndarray& dst) const {
+  const std::size_t bytes = nbytes();
+  if (!(dst.m_owner && dst.m_owner.use_count() == 1 && dst.m_capacity >= bytes)) dst = empty(m_dtype, m_shape);
+  else {
+    auto owner = dst.m_owner;
+    const auto cap = dst.m_capacity;
+    dst = ndarray{};
+    dst.m_dtype = m_dtype;
+    dst.m_shape = m_shape;
+    dst.set_c_strides();
+    dst.m_owner = std::move(owner);
+    dst.m_data = dst.m_owner.get();
+    dst.m_capacity = cap;
+  }
+  const std::size_t es = dtype_size(m_dtype);
+  std::byte* out = dst.data();
+  detail::for_each_offset(m_shape, m_strides, [&](std::int64_t off) {
+    std::memcpy(out, m_data + off * static_cast<std::int64_t>(es), es);
+    out += es;
+  });
 }
 
 inline double ndarray::flat_as_double(std::int64_t i) const {

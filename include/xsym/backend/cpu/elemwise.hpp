@@ -131,7 +131,9 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   if (total == 0) return;
   if (static_cast<int>(p.reg_types.size()) > 64) throw std::logic_error("xsym: fused program too large");
 
-  std::vector<ndarray> keep;  // contiguous copies that must outlive the loop
+  // Contiguous copies of strided inputs, in buffers kept per thread between calls.
+  thread_local std::vector<ndarray> copies;
+  std::size_t n_copies = 0;
   const std::byte* base[64];
   bool scalar[64];
   std::array<std::int64_t, max_rank> strides[64];
@@ -139,8 +141,10 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   for (int k = 0; k < n_in; ++k) {
     const ndarray* a = ins[k];
     if (a->size() != 1 && a->rank() > 0 && a->stride(a->rank() - 1) != 1 && a->shape(a->rank() - 1) != 1) {
-      keep.push_back(a->contiguous());
-      a = &keep.back();
+      if (copies.size() <= n_copies) copies.resize(n_copies + 8);
+      ndarray& c = copies[n_copies++];
+      a->copy_contiguous_into(c);
+      a = &c;
     }
     base[k] = a->data();
     scalar[k] = a->size() == 1;
