@@ -4,7 +4,7 @@ JOBS ?= 2
 BUILD_TYPE ?= Release
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test test-sanitize bench clean
+.PHONY: all deps configure build demo test test-long test-sanitize bench clean
 
 all: build
 
@@ -23,6 +23,10 @@ demo: configure
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The differential test on 50000 random graphs instead of 1000.
+test-long: build
+	@cd $(BUILD) && XSYM_RANDOM_GRAPHS=50000 ctest --output-on-failure -R "^compile$$"
 
 # The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer, in its own build.
 test-sanitize: deps

@@ -211,8 +211,10 @@ TEST_CASE("fusion, inplace, merge, the other rewrites and every linker give the 
   int graphs = 0, attempts = 0;
   std::size_t fused_nodes = 0, unfused_nodes = 0;
   int with_composite = 0, with_inplace = 0;
-  while (graphs < 100) {
-    REQUIRE(++attempts < 1000);
+  // 1000 graphs in the suite; XSYM_RANDOM_GRAPHS=50000 (make test-long) for a longer run.
+  const int wanted = std::getenv("XSYM_RANDOM_GRAPHS") ? std::atoi(std::getenv("XSYM_RANDOM_GRAPHS")) : 1000;
+  while (graphs < wanted) {
+    REQUIRE(++attempts < 10 * wanted + 100);
     const random_graph g = make_graph(rng);
     std::vector<sym> pool = leaves;
     for (const step& s : g.steps) pool.push_back(build(s, pool));
