@@ -2522,15 +2522,17 @@ var_ptr fuse_tree(const var_ptr& v, std::unordered_map<std::uint64_t, int>& user
   std::vector<var_ptr> leaves;
   std::unordered_map<std::uint64_t, int> leaf_reg;
   int n_ops = 0;
+  int op_budget = max_registers;  // lowered until leaves + ops fit the register file
+  std::vector<std::string> notes;
   std::function<void(const var_ptr&, bool)> find_leaves = [&](const var_ptr& x, bool top) {
-    if (top || (is_elem(x) && users[x->id] == 1 && static_cast<int>(leaves.size()) + n_ops < max_registers)) {
+    if (top || (is_elem(x) && users[x->id] == 1 && n_ops < op_budget)) {
       ++n_ops;
       for (const auto& in : x->inputs) find_leaves(in, false);
       return;
     }
     if (!leaf_reg.count(x->id)) {
       if (is_elem(x))
-        rec.notes.push_back("not fused into " + v->fn->name() + ": its input " + x->fn->name() +
+        notes.push_back("not fused into " + v->fn->name() + ": its input " + x->fn->name() +
                             (users[x->id] > 1 ? " has " + std::to_string(users[x->id] % 1000) + " users" +
                                                     (users[x->id] >= 1000 ? " and is an output" : "")
                                               : std::string(" would exceed the register limit")));
@@ -2538,7 +2540,19 @@ var_ptr fuse_tree(const var_ptr& v, std::unordered_map<std::uint64_t, int>& user
       leaves.push_back(x);
     }
   };
-  find_leaves(v, true);
+  // The walk cannot know how many leaves an op brings before it visits them: retry with fewer
+  // ops until leaves + ops fit (each op needs a register, each distinct leaf one more).
+  while (true) {
+    leaves.clear();
+    leaf_reg.clear();
+    notes.clear();
+    n_ops = 0;
+    find_leaves(v, true);
+    const int used = static_cast<int>(leaves.size()) + n_ops;
+    if (used <= max_registers || op_budget <= 1) break;
+    op_budget = std::max(1, n_ops - (used - max_registers) - 1);
+  }
+  for (auto& n : notes) rec.notes.push_back(std::move(n));
   if (n_ops == 1) {
     std::vector<var_ptr> ins;
     bool changed = false;
@@ -2987,7 +3001,9 @@ inline std::vector<var_ptr> grad(const var_ptr& cost, const std::vector<var_ptr>
       out.push_back(a->second);
       continue;
     }
-    if (policy == disconnected::raise)
+    // In the graph but reached only through comparisons or integer casts: a true zero.
+    const bool in_graph = std::any_of(order.begin(), order.end(), [&](const var_ptr& v) { return v->id == w->id; });
+    if (policy == disconnected::raise && !in_graph)
       throw graph_error("xsym::grad: the cost does not depend on '" + w->name +
                         "' (pass xsym::disconnected::zeros to get a zero gradient instead)");
     out.push_back(ew(scalar_op::switch_, {constant_like(dtype::bool_, 0), w, constant_like(w->type, 0)}));
@@ -4172,9 +4188,17 @@ void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, s
 // y = sum_c x[c] * A[:, c] when A's columns are contiguous (a transposed row-major matrix).
 // Four columns per pass over y: one load and one store of y serve four multiply-adds.
 template <class T>
-void gemv_columns(const T* a, std::int64_t lda, const T* x_in, T* y, std::int64_t m, std::int64_t k, T alpha, bool acc) {
-  if (!acc)
+void gemv_columns(const T* a, std::int64_t lda, const T* x_in, T* y_out, std::int64_t m, std::int64_t k, T alpha, bool acc) {
+  // Accumulating: the product is summed apart, then added once. Summing 400 small terms
+  // straight into a y of larger magnitude would lose their low bits (float32 drifts).
+  thread_local std::vector<T> product;
+  T* y = y_out;
+  if (acc) {
+    product.assign(static_cast<std::size_t>(m), T(0));
+    y = product.data();
+  } else {
     for (std::int64_t i = 0; i < m; ++i) y[i] = T(0);
+  }
   // alpha folds into the coefficients: one multiply per column, not per element.
   thread_local std::vector<T> scaled;
   scaled.assign(x_in, x_in + k);
@@ -4207,6 +4231,8 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x_in, T* y, std::int64_
     const T xc = x[c];
     for (std::int64_t i = 0; i < m; ++i) y[i] += col[i] * xc;
   }
+  if (acc)
+    for (std::int64_t i = 0; i < m; ++i) y_out[i] += y[i];
 }
 }  // namespace detail
 
@@ -4945,6 +4971,9 @@ inline std::shared_ptr<const program> node_program(const function_graph& g, cons
   return p;
 }
 
+/// The executor's limit on the outputs of one fused node.
+inline constexpr std::size_t max_fused_outputs = 8;
+
 inline void multi_output_fusion_pass(function_graph& g, rewrite_record& rec) {
   const std::size_t n_nodes = g.nodes.size();
   auto elementwise = [&](std::size_t i) {
@@ -4953,47 +4982,67 @@ inline void multi_output_fusion_pass(function_graph& g, rewrite_record& rec) {
   };
   std::vector<int> group(n_nodes);
   std::iota(group.begin(), group.end(), 0);
-  std::function<int(int)> find = [&](int a) { return group[static_cast<std::size_t>(a)] == a ? a : group[static_cast<std::size_t>(a)] = find(group[static_cast<std::size_t>(a)]); };
-  const auto clients = g.clients();
-  auto consumers_of = [&](std::size_t i) {
-    std::vector<int> c;
-    for (int s : g.nodes[i].outputs)
-      for (int id : clients[static_cast<std::size_t>(s)]) c.push_back(id);
-    return c;
+  std::function<int(int)> find = [&](int a) {
+    return group[static_cast<std::size_t>(a)] == a ? a : group[static_cast<std::size_t>(a)] = find(group[static_cast<std::size_t>(a)]);
   };
-  // A merged group must not feed a node outside it that (directly or not) feeds it back.
-  auto convex = [&](int ga, int gb) {
-    std::vector<char> in_group(n_nodes, 0), reach(n_nodes, 0);
-    for (std::size_t i = 0; i < n_nodes; ++i) in_group[i] = find(static_cast<int>(i)) == ga || find(static_cast<int>(i)) == gb;
-    // Nodes reachable from the group through outside nodes.
+  std::vector<std::vector<int>> members_of(n_nodes);
+  for (std::size_t i = 0; i < n_nodes; ++i) members_of[i] = {static_cast<int>(i)};
+  std::vector<std::size_t> registers_of(n_nodes);
+  for (std::size_t i = 0; i < n_nodes; ++i)
+    registers_of[i] = elementwise(i) ? node_program(g, g.nodes[i])->reg_types.size() : 0;
+  const auto clients = g.clients();
+  std::vector<char> kept(g.slots.size(), 0);
+  for (int s : g.outputs) kept[static_cast<std::size_t>(s)] = 1;
+  for (auto [t, v] : g.updates) kept[static_cast<std::size_t>(v)] = 1;
+  // Merging two groups must keep the graph of groups acyclic: no path from the merged group
+  // back to itself through other groups (a node outside feeding it from its own outputs).
+  auto acyclic_after_merge = [&](int ga, int gb) {
+    std::vector<char> seen(n_nodes, 0);
     std::vector<int> stack;
-    for (std::size_t i = 0; i < n_nodes; ++i)
-      if (in_group[i])
-        for (int c : consumers_of(i))
-          if (!in_group[static_cast<std::size_t>(c)] && !reach[static_cast<std::size_t>(c)]) {
-            reach[static_cast<std::size_t>(c)] = 1;
-            stack.push_back(c);
+    auto push_consumers = [&](int grp) {
+      for (int i : members_of[static_cast<std::size_t>(grp)])
+        for (int s : g.nodes[static_cast<std::size_t>(i)].outputs)
+          for (int c : clients[static_cast<std::size_t>(s)]) {
+            const int h = find(c);
+            if (h == ga || h == gb) continue;
+            if (!seen[static_cast<std::size_t>(h)]) {
+              seen[static_cast<std::size_t>(h)] = 1;
+              stack.push_back(h);
+            }
           }
+    };
+    push_consumers(ga);
+    push_consumers(gb);
     while (!stack.empty()) {
-      const int x = stack.back();
+      const int h = stack.back();
       stack.pop_back();
-      for (int c : consumers_of(static_cast<std::size_t>(x))) {
-        if (in_group[static_cast<std::size_t>(c)]) return false;
-        if (!reach[static_cast<std::size_t>(c)]) {
-          reach[static_cast<std::size_t>(c)] = 1;
-          stack.push_back(c);
-        }
-      }
+      for (int i : members_of[static_cast<std::size_t>(h)])
+        for (int s : g.nodes[static_cast<std::size_t>(i)].outputs)
+          for (int c : clients[static_cast<std::size_t>(s)]) {
+            const int k = find(c);
+            if (k == ga || k == gb) return false;
+            if (!seen[static_cast<std::size_t>(k)]) {
+              seen[static_cast<std::size_t>(k)] = 1;
+              stack.push_back(k);
+            }
+          }
     }
     return true;
   };
-  auto registers = [&](int ga, int gb) {
-    std::size_t r = 0;
-    for (std::size_t i = 0; i < n_nodes; ++i) {
-      const int f = find(static_cast<int>(i));
-      if (f == ga || f == gb) r += node_program(g, g.nodes[i])->reg_types.size();
-    }
-    return r;
+  // Outputs the merged group would need: values read outside it or kept by the function.
+  auto outputs_after_merge = [&](int ga, int gb) {
+    std::size_t n = 0;
+    for (int grp : {ga, gb})
+      for (int i : members_of[static_cast<std::size_t>(grp)]) {
+        const int s = g.nodes[static_cast<std::size_t>(i)].outputs[0];
+        bool outside = kept[static_cast<std::size_t>(s)] != 0;
+        for (int c : clients[static_cast<std::size_t>(s)]) {
+          const int h = find(c);
+          outside |= h != ga && h != gb;
+        }
+        n += outside;
+      }
+    return n;
   };
   for (std::size_t c = 0; c < n_nodes; ++c) {
     if (!elementwise(c)) continue;
@@ -5004,23 +5053,31 @@ inline void multi_output_fusion_pass(function_graph& g, rewrite_record& rec) {
       if (s.rank != out.rank || s.broadcastable != out.broadcastable) continue;
       const int ga = find(s.owner), gb = find(static_cast<int>(c));
       if (ga == gb) continue;
-      if (registers(ga, gb) > 60) {
+      if (registers_of[static_cast<std::size_t>(ga)] + registers_of[static_cast<std::size_t>(gb)] > 60) {
         rec.notes.push_back("not merged: " + g.node_text(s.owner) + " with its user would exceed the register limit");
         continue;
       }
-      if (!convex(ga, gb)) {
+      if (outputs_after_merge(ga, gb) > max_fused_outputs) {
+        rec.notes.push_back("not merged: " + g.node_text(s.owner) + " with its user would need more than " +
+                            std::to_string(max_fused_outputs) + " outputs");
+        continue;
+      }
+      if (!acyclic_after_merge(ga, gb)) {
         rec.notes.push_back("not merged: " + g.node_text(s.owner) + " feeds its user also through a non-elementwise node");
         continue;
       }
       group[static_cast<std::size_t>(gb)] = ga;
+      auto& ma = members_of[static_cast<std::size_t>(ga)];
+      auto& mb = members_of[static_cast<std::size_t>(gb)];
+      ma.insert(ma.end(), mb.begin(), mb.end());
+      mb.clear();
+      std::sort(ma.begin(), ma.end());  // topological: node ids are in topological order
+      registers_of[static_cast<std::size_t>(ga)] += registers_of[static_cast<std::size_t>(gb)];
     }
   }
   // Build one Composite per group of two or more nodes, at the position of its last node.
   std::vector<std::vector<int>> members(n_nodes);
   for (std::size_t i = 0; i < n_nodes; ++i) members[static_cast<std::size_t>(find(static_cast<int>(i)))].push_back(static_cast<int>(i));
-  std::vector<char> kept(g.slots.size(), 0);
-  for (int s : g.outputs) kept[static_cast<std::size_t>(s)] = 1;
-  for (auto [t, v] : g.updates) kept[static_cast<std::size_t>(v)] = 1;
   std::vector<apply_node> new_nodes;
   std::vector<int> replaced_at(n_nodes, -1);  // group leader -> index in new_nodes
   std::vector<char> absorbed_node(n_nodes, 0);
@@ -5676,6 +5733,7 @@ inline void run_elemwise(const thunk& t, ndarray* values) {
   std::uint8_t bcast[64];
   for (std::size_t k = 0; k < n.inputs.size(); ++k) bcast[k] = t.slot_bcast[k];
   const shape_t shape = cpu::broadcast_shape(ins, bcast, static_cast<int>(n.inputs.size()));
+  if (n.outputs.size() > 8) throw std::logic_error("xsym: a fused node has more than 8 outputs");
   ndarray* outs[8] = {};
   ndarray* destroyed = nullptr;
   ndarray spare;

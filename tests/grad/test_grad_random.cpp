@@ -86,9 +86,10 @@ class generator {
     }
   }
 
-  void check(const std::string& what, const s_t& c) {
+  void check(const std::string& what, const s_t& c, const std::string& excluding) {
     fd_options o;
     o.policy = xsym::disconnected::zeros;  // a tree need not use every input
+    o.excluding = excluding;
     check_grad_opt(what, o, c, at(m_s, m_S), at(m_a, m_A), at(m_M, m_MV), at(m_N, m_NV));
   }
 
@@ -408,7 +409,9 @@ class generator {
 
 }  // namespace
 
-TEST_CASE("grad of random composite expressions matches finite differences", "[grad][random]") {
+namespace {
+// The 100 expressions of the test below, compiled without the rewrites in `excluding`.
+std::map<std::string, int> check_random_expressions(const std::string& excluding) {
   std::map<std::string, int> used;
   int nodes = 0;
   const int count = 100;
@@ -419,14 +422,20 @@ TEST_CASE("grad of random composite expressions matches finite differences", "[g
     nodes += xsym::detail::count_applies({c.node()});
     g.check("expression " + std::to_string(i) + " (seed " + std::to_string(1000 + i) + "): " + e.text +
                 (rank_of(e) == 0 ? "" : " in sum(_ * R) or mean(_)"),
-            c);
+            c, excluding);
     for (const auto& [k, v] : g.used()) used[k] += v;
   }
-  INFO(nodes << " Apply nodes in all");
   if (std::getenv("XSYM_GRAD_RANDOM_STATS")) {
     std::cout << nodes << " Apply nodes in " << count << " costs\n";
     for (const auto& [k, v] : used) std::cout << "  " << k << ": " << v << "\n";
   }
+  return used;
+}
+}  // namespace
+
+TEST_CASE("grad of random composite expressions matches finite differences", "[grad][random]") {
+  // multi_output_fusion is left out: see the next test.
+  const auto used = check_random_expressions("multi_output_fusion");
   // Every kind of node was drawn somewhere.
   for (const char* k : {"neg", "sqr", "sqrt", "exp", "log", "log1p", "expm1", "abs", "tanh", "sigmoid", "softplus", "add",
                         "sub", "mul", "true_div", "pow", "maximum", "minimum", "switch", "x + k", "k * x", "sum", "mean",
@@ -438,4 +447,11 @@ TEST_CASE("grad of random composite expressions matches finite differences", "[g
     INFO(k);
     CHECK(total > 0);
   }
+}
+
+TEST_CASE("grad of random composite expressions, compiled with every FAST_RUN rewrite", "[grad][random][fusion]") {
+  // Library bugs in multi_output_fusion (rewrite/multi_fusion.hpp): some of these gradients
+  // fail to compile ("multi_output_fusion produced a cycle") or get nodes with more outputs
+  // than the runtime holds (see the chain test).
+  check_random_expressions("");
 }

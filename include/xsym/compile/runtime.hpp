@@ -84,6 +84,7 @@ inline void run_elemwise(const thunk& t, ndarray* values) {
   std::uint8_t bcast[64];
   for (std::size_t k = 0; k < n.inputs.size(); ++k) bcast[k] = t.slot_bcast[k];
   const shape_t shape = cpu::broadcast_shape(ins, bcast, static_cast<int>(n.inputs.size()));
+  if (n.outputs.size() > 8) throw std::logic_error("xsym: a fused node has more than 8 outputs");
   ndarray* outs[8] = {};
   ndarray* destroyed = nullptr;
   ndarray spare;

@@ -223,7 +223,9 @@ inline std::vector<var_ptr> grad(const var_ptr& cost, const std::vector<var_ptr>
       out.push_back(a->second);
       continue;
     }
-    if (policy == disconnected::raise)
+    // In the graph but reached only through comparisons or integer casts: a true zero.
+    const bool in_graph = std::any_of(order.begin(), order.end(), [&](const var_ptr& v) { return v->id == w->id; });
+    if (policy == disconnected::raise && !in_graph)
       throw graph_error("xsym::grad: the cost does not depend on '" + w->name +
                         "' (pass xsym::disconnected::zeros to get a zero gradient instead)");
     out.push_back(ew(scalar_op::switch_, {constant_like(dtype::bool_, 0), w, constant_like(w->type, 0)}));

@@ -168,15 +168,17 @@ var_ptr fuse_tree(const var_ptr& v, std::unordered_map<std::uint64_t, int>& user
   std::vector<var_ptr> leaves;
   std::unordered_map<std::uint64_t, int> leaf_reg;
   int n_ops = 0;
+  int op_budget = max_registers;  // lowered until leaves + ops fit the register file
+  std::vector<std::string> notes;
   std::function<void(const var_ptr&, bool)> find_leaves = [&](const var_ptr& x, bool top) {
-    if (top || (is_elem(x) && users[x->id] == 1 && static_cast<int>(leaves.size()) + n_ops < max_registers)) {
+    if (top || (is_elem(x) && users[x->id] == 1 && n_ops < op_budget)) {
       ++n_ops;
       for (const auto& in : x->inputs) find_leaves(in, false);
       return;
     }
     if (!leaf_reg.count(x->id)) {
       if (is_elem(x))
-        rec.notes.push_back("not fused into " + v->fn->name() + ": its input " + x->fn->name() +
+        notes.push_back("not fused into " + v->fn->name() + ": its input " + x->fn->name() +
                             (users[x->id] > 1 ? " has " + std::to_string(users[x->id] % 1000) + " users" +
                                                     (users[x->id] >= 1000 ? " and is an output" : "")
                                               : std::string(" would exceed the register limit")));
@@ -184,7 +186,19 @@ var_ptr fuse_tree(const var_ptr& v, std::unordered_map<std::uint64_t, int>& user
       leaves.push_back(x);
     }
   };
-  find_leaves(v, true);
+  // The walk cannot know how many leaves an op brings before it visits them: retry with fewer
+  // ops until leaves + ops fit (each op needs a register, each distinct leaf one more).
+  while (true) {
+    leaves.clear();
+    leaf_reg.clear();
+    notes.clear();
+    n_ops = 0;
+    find_leaves(v, true);
+    const int used = static_cast<int>(leaves.size()) + n_ops;
+    if (used <= max_registers || op_budget <= 1) break;
+    op_budget = std::max(1, n_ops - (used - max_registers) - 1);
+  }
+  for (auto& n : notes) rec.notes.push_back(std::move(n));
   if (n_ops == 1) {
     std::vector<var_ptr> ins;
     bool changed = false;

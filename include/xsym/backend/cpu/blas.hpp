@@ -71,9 +71,17 @@ void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, s
 // y = sum_c x[c] * A[:, c] when A's columns are contiguous (a transposed row-major matrix).
 // Four columns per pass over y: one load and one store of y serve four multiply-adds.
 template <class T>
-void gemv_columns(const T* a, std::int64_t lda, const T* x_in, T* y, std::int64_t m, std::int64_t k, T alpha, bool acc) {
-  if (!acc)
+void gemv_columns(const T* a, std::int64_t lda, const T* x_in, T* y_out, std::int64_t m, std::int64_t k, T alpha, bool acc) {
+  // Accumulating: the product is summed apart, then added once. Summing 400 small terms
+  // straight into a y of larger magnitude would lose their low bits (float32 drifts).
+  thread_local std::vector<T> product;
+  T* y = y_out;
+  if (acc) {
+    product.assign(static_cast<std::size_t>(m), T(0));
+    y = product.data();
+  } else {
     for (std::int64_t i = 0; i < m; ++i) y[i] = T(0);
+  }
   // alpha folds into the coefficients: one multiply per column, not per element.
   thread_local std::vector<T> scaled;
   scaled.assign(x_in, x_in + k);
@@ -106,6 +114,8 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x_in, T* y, std::int64_
     const T xc = x[c];
     for (std::int64_t i = 0; i < m; ++i) y[i] += col[i] * xc;
   }
+  if (acc)
+    for (std::int64_t i = 0; i < m; ++i) y_out[i] += y[i];
 }
 }  // namespace detail
 
