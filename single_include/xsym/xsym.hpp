@@ -1431,6 +1431,11 @@ struct op {
   std::vector<std::pair<int, int>> destroy_map;  // (output, input) pairs written in place
 
   bool is_inplace() const { return !destroy_map.empty(); }
+  /// @brief (output, input) pairs where the output is a view of the input (Theano's view_map).
+  std::vector<std::pair<int, int>> view_map() const {
+    if (kind == op_kind::dimshuffle) return {{0, 0}};
+    return {};
+  }
   bool is_view() const { return kind == op_kind::dimshuffle; }
 
   /// @brief The op's name as the profile's Ops section prints it.
@@ -5540,6 +5545,11 @@ struct linker {
   std::string name;
   explicit linker(std::string n) : name(std::move(n)) {}
 };
+/// @brief The rewrite set: fast_run, fast_compile, merge, or None (no rewrite at all).
+struct optimizer {
+  std::string name;
+  explicit optimizer(std::string n) : name(std::move(n)) {}
+};
 /// @brief Rewrites to add, remove or require, as colon-separated names or tags.
 struct optimizer_including { std::string names; explicit optimizer_including(std::string n) : names(std::move(n)) {} };
 struct optimizer_excluding { std::string names; explicit optimizer_excluding(std::string n) : names(std::move(n)) {} };
@@ -5550,6 +5560,7 @@ struct ignore_unused_inputs {};
 namespace detail {
 inline void apply_option(function_options& o, const mode& m) { o.mode = m.name; }
 inline void apply_option(function_options& o, const linker& l) { o.linker = l.name; }
+inline void apply_option(function_options& o, const optimizer& x) { o.optimizer = x.name; }
 inline void apply_option(function_options& o, const optimizer_including& x) { o.including = x.names; }
 inline void apply_option(function_options& o, const optimizer_excluding& x) { o.excluding = x.names; }
 inline void apply_option(function_options& o, const optimizer_requiring& x) { o.requiring = x.names; }
@@ -5853,24 +5864,6 @@ inline void run_shape_prod(const thunk& t, ndarray* values) {
   xsym::detail::visit_dtype(out.type(), [&](auto z) { *out.data_as<decltype(z)>() = static_cast<decltype(z)>(count); });
 }
 
-// A single Elemwise op runs as a one-instruction program: one executor for fused and unfused.
-inline std::shared_ptr<const program> single_op_program(const function_graph& g, const apply_node& n) {
-  auto p = std::make_shared<program>();
-  p->n_inputs = static_cast<int>(n.inputs.size());
-  for (int in : n.inputs) p->reg_types.push_back(g.slots[static_cast<std::size_t>(in)].type);
-  instruction ins{};
-  ins.op = n.fn->scalar;
-  ins.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
-  ins.in_type = ins.op == scalar_op::switch_ ? p->reg_types[1] : p->reg_types[0];
-  for (std::size_t j = 0; j < n.inputs.size(); ++j) ins.args[j] = static_cast<int>(j);
-  ins.dst = p->n_inputs;
-  p->reg_types.push_back(ins.out_type);
-  p->code.push_back(ins);
-  p->outputs = {ins.dst};
-  p->text = std::string(info(ins.op).name);
-  return p;
-}
-
 }  // namespace detail
 
 /// @brief A built function: its graph, one thunk per Apply node, and the values between them.
@@ -6148,7 +6141,8 @@ class function_runtime {
       switch (n.fn->kind) {
         case op_kind::elemwise:
         case op_kind::composite: {
-          auto prog = n.fn->kind == op_kind::composite ? n.fn->fused : detail::single_op_program(g, n);
+          // A single Elemwise op runs as a one-instruction program: one executor for fused and unfused.
+          auto prog = detail::node_program(g, n);
           t.prog = reference ? cpu::compile_program<false>(prog) : cpu::compile_program<true>(prog);
           t.run = &detail::run_elemwise;
           break;

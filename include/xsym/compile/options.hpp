@@ -76,6 +76,11 @@ struct linker {
   std::string name;
   explicit linker(std::string n) : name(std::move(n)) {}
 };
+/// @brief The rewrite set: fast_run, fast_compile, merge, or None (no rewrite at all).
+struct optimizer {
+  std::string name;
+  explicit optimizer(std::string n) : name(std::move(n)) {}
+};
 /// @brief Rewrites to add, remove or require, as colon-separated names or tags.
 struct optimizer_including { std::string names; explicit optimizer_including(std::string n) : names(std::move(n)) {} };
 struct optimizer_excluding { std::string names; explicit optimizer_excluding(std::string n) : names(std::move(n)) {} };
@@ -86,6 +91,7 @@ struct ignore_unused_inputs {};
 namespace detail {
 inline void apply_option(function_options& o, const mode& m) { o.mode = m.name; }
 inline void apply_option(function_options& o, const linker& l) { o.linker = l.name; }
+inline void apply_option(function_options& o, const optimizer& x) { o.optimizer = x.name; }
 inline void apply_option(function_options& o, const optimizer_including& x) { o.including = x.names; }
 inline void apply_option(function_options& o, const optimizer_excluding& x) { o.excluding = x.names; }
 inline void apply_option(function_options& o, const optimizer_requiring& x) { o.requiring = x.names; }

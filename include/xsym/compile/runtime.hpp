@@ -204,24 +204,6 @@ inline void run_shape_prod(const thunk& t, ndarray* values) {
   xsym::detail::visit_dtype(out.type(), [&](auto z) { *out.data_as<decltype(z)>() = static_cast<decltype(z)>(count); });
 }
 
-// A single Elemwise op runs as a one-instruction program: one executor for fused and unfused.
-inline std::shared_ptr<const program> single_op_program(const function_graph& g, const apply_node& n) {
-  auto p = std::make_shared<program>();
-  p->n_inputs = static_cast<int>(n.inputs.size());
-  for (int in : n.inputs) p->reg_types.push_back(g.slots[static_cast<std::size_t>(in)].type);
-  instruction ins{};
-  ins.op = n.fn->scalar;
-  ins.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
-  ins.in_type = ins.op == scalar_op::switch_ ? p->reg_types[1] : p->reg_types[0];
-  for (std::size_t j = 0; j < n.inputs.size(); ++j) ins.args[j] = static_cast<int>(j);
-  ins.dst = p->n_inputs;
-  p->reg_types.push_back(ins.out_type);
-  p->code.push_back(ins);
-  p->outputs = {ins.dst};
-  p->text = std::string(info(ins.op).name);
-  return p;
-}
-
 }  // namespace detail
 
 /// @brief A built function: its graph, one thunk per Apply node, and the values between them.
@@ -499,7 +481,8 @@ class function_runtime {
       switch (n.fn->kind) {
         case op_kind::elemwise:
         case op_kind::composite: {
-          auto prog = n.fn->kind == op_kind::composite ? n.fn->fused : detail::single_op_program(g, n);
+          // A single Elemwise op runs as a one-instruction program: one executor for fused and unfused.
+          auto prog = detail::node_program(g, n);
           t.prog = reference ? cpu::compile_program<false>(prog) : cpu::compile_program<true>(prog);
           t.run = &detail::run_elemwise;
           break;

@@ -114,6 +114,11 @@ struct op {
   std::vector<std::pair<int, int>> destroy_map;  // (output, input) pairs written in place
 
   bool is_inplace() const { return !destroy_map.empty(); }
+  /// @brief (output, input) pairs where the output is a view of the input (Theano's view_map).
+  std::vector<std::pair<int, int>> view_map() const {
+    if (kind == op_kind::dimshuffle) return {{0, 0}};
+    return {};
+  }
   bool is_view() const { return kind == op_kind::dimshuffle; }
 
   /// @brief The op's name as the profile's Ops section prints it.
