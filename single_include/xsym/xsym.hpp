@@ -1473,7 +1473,13 @@ struct op {
           return "Gemv{" + inplace + buf + "}";
         }
         return "Gemv{" + inplace + "}";
-      case op_kind::dot22: return "Dot22";
+      case op_kind::dot22:
+        if (accumulate) {
+          char buf[64];
+          std::snprintf(buf, sizeof buf, ",alpha=%g", alpha);
+          return "Gemm{" + inplace + buf + "}";
+        }
+        return "Dot22";
       case op_kind::shape_prod: {
         std::string n = axes.size() == 1 ? "Shape_i{" : "ShapeProd{";
         for (std::size_t i = 0; i < axes.size(); ++i) n += (i ? "," : "") + std::to_string(axes[i]);
@@ -1492,7 +1498,7 @@ struct op {
       case op_kind::reduce: return "xsym::CAReduce";
       case op_kind::dot: return "xsym::Dot";
       case op_kind::gemv: return "xsym::Gemv";
-      case op_kind::dot22: return "xsym::Dot22";
+      case op_kind::dot22: return accumulate ? "xsym::Gemm" : "xsym::Dot22";
       case op_kind::shape_prod: return "xsym::Shape";
     }
     return "?";
@@ -1664,7 +1670,10 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
       if (o.accumulate) return static_cast<std::uint8_t>(in[0]->broadcastable & bit(in[1], o.transpose_a ? 1 : 0));
       return bit(in[0], o.transpose_a ? 1 : 0);
     case op_kind::shape_prod: return 0;
-    case op_kind::dot22: return static_cast<std::uint8_t>(bit(in[0], 0) | (bit(in[1], 1) << 1));
+    case op_kind::dot22:
+      if (o.accumulate)
+        return static_cast<std::uint8_t>(in[0]->broadcastable & (bit(in[1], 0) | (bit(in[2], 1) << 1)));
+      return static_cast<std::uint8_t>(bit(in[0], 0) | (bit(in[1], 1) << 1));
     case op_kind::dot:
       if (in[0]->rank == 2 && in[1]->rank == 1) return bit(in[0], 0);
       if (in[0]->rank == 1 && in[1]->rank == 2) return bit(in[1], 1);
@@ -2639,7 +2648,8 @@ inline bool uniform_constant(const var_ptr& v, double& value) {
 
 /// gemv_accumulate (part of blas): `a - c * (b + gemv(A, x))` becomes
 /// Gemv{alpha=-c}(a - c * b, A, x): the product is added into the elementwise result
-/// instead of being stored and read again. Also `a - c * gemv`, `a + c * gemv`.
+/// instead of being stored and read again. Also `a - c * gemv`, `a + c * gemv`, and the
+/// same with a matrix product (Dot22), which becomes Gemm{alpha}.
 inline std::vector<var_ptr> gemv_accumulate_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {
   std::unordered_map<std::uint64_t, int> users;
   for (const auto& v : topo_order(roots))
@@ -2649,7 +2659,8 @@ inline std::vector<var_ptr> gemv_accumulate_pass(const std::vector<var_ptr>& roo
     return v->kind == var_kind::apply && v->fn->kind == op_kind::elemwise && v->fn->scalar == s;
   };
   auto plain_gemv = [&](const var_ptr& v) {
-    return v->kind == var_kind::apply && v->fn->kind == op_kind::gemv && !v->fn->accumulate && users[v->id] == 1;
+    return v->kind == var_kind::apply && (v->fn->kind == op_kind::gemv || v->fn->kind == op_kind::dot22) &&
+           !v->fn->accumulate && users[v->id] == 1;
   };
   return rebuild(roots, [&](const var_ptr& v, std::vector<var_ptr>& ins, bool changed) -> var_ptr {
     var_ptr nv = with_inputs(v, std::move(ins), changed);
@@ -2671,14 +2682,14 @@ inline std::vector<var_ptr> gemv_accumulate_pass(const std::vector<var_ptr>& roo
     } else {
       return nv;
     }
-    if (g->type != nv->type || g->rank != 1 || nv->rank != 1 || a->rank != 1) return nv;
+    if (g->type != nv->type || g->rank != nv->rank || a->rank != nv->rank) return nv;
     var_ptr y0 = b ? elemwise(nv->fn->scalar, {a, elemwise(scalar_op::mul, {m->inputs[0], b})}) : a;
     if (y0->type != nv->type || y0->broadcastable != nv->broadcastable) return nv;
     op o = *g->fn;
     o.accumulate = true;
     o.alpha = is(nv, scalar_op::sub) ? -c : c;
     ++rec.applied;
-    rec.notes.push_back("gemv_accumulate: " + nv->fn->name() + " of a Gemv became " + o.name());
+    rec.notes.push_back("gemv_accumulate: " + nv->fn->name() + " of a product became " + o.name());
     return make_apply(std::move(o), {y0, g->inputs[0], g->inputs[1]}, nv->type, nv->rank);
   });
 }
@@ -3473,7 +3484,7 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
     case op_kind::composite: return out * static_cast<double>(n.fn->fused->code.size());
     case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
     case op_kind::gemv: return 2.0 * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape.size());
-    case op_kind::dot22: return 2.0 * out * static_cast<double>(ins[0].shape[1]);
+    case op_kind::dot22: return 2.0 * out * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape[1]);
     case op_kind::dot:
       return ins[0].shape.rank == 2 && ins[1].shape.rank == 2 ? 2.0 * out * static_cast<double>(ins[0].shape[1])
                                                               : 2.0 * static_cast<double>(std::max(ins[0].shape.size(), ins[1].shape.size()));
@@ -4326,8 +4337,9 @@ inline void run_dot(const ndarray& a_in, const ndarray& b_in, ndarray& out) {
   });
 }
 
-/// @brief C = A B for matrices; BLAS for floating types, a plain loop for integers.
-inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c) {
+/// @brief C = A B for matrices (or, accumulating, C += alpha A B); BLAS for floating types,
+/// a plain loop for integers.
+inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c, double alpha = 1.0, bool accumulate = false) {
   const std::int64_t m = a_in.shape(0), k = a_in.shape(1), n = b_in.shape(1);
   if (b_in.shape(0) != k)
     throw shape_error("matrix product: shapes " + to_string(a_in.shape()) + " and " + to_string(b_in.shape()) +
@@ -4351,14 +4363,16 @@ inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c) {
       lda = std::max<std::int64_t>(lda, ta == CblasNoTrans ? k : m);
       ldb = std::max<std::int64_t>(ldb, tb == CblasNoTrans ? n : k);
       if (k == 0) {
-        for (std::int64_t i = 0; i < m * n; ++i) c.data_as<T>()[i] = T(0);
+        if (!accumulate)
+          for (std::int64_t i = 0; i < m * n; ++i) c.data_as<T>()[i] = T(0);
         return;
       }
+      const T beta = accumulate ? T(1) : T(0);
       if constexpr (std::is_same_v<T, float>)
-        cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0f, ap, int(lda), bp, int(ldb), 0.0f,
-                    c.data_as<float>(), int(n));
+        cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), static_cast<float>(alpha), ap, int(lda), bp, int(ldb),
+                    beta, c.data_as<float>(), int(n));
       else
-        cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0, ap, int(lda), bp, int(ldb), 0.0,
+        cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), alpha, ap, int(lda), bp, int(ldb), beta,
                     c.data_as<double>(), int(n));
     } else if constexpr (!std::is_same_v<T, bool>) {
       const T* ap = a_in.data_as<T>();
@@ -4368,7 +4382,7 @@ inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c) {
         for (std::int64_t j = 0; j < n; ++j) {
           T s = 0;
           for (std::int64_t p = 0; p < k; ++p) s += ap[i * a_in.stride(0) + p * a_in.stride(1)] * bp[p * b_in.stride(0) + j * b_in.stride(1)];
-          cp[i * n + j] = s;
+          cp[i * n + j] = accumulate ? static_cast<T>(cp[i * n + j] + static_cast<T>(alpha) * s) : s;
         }
     }
   });
@@ -4929,7 +4943,7 @@ inline void inplace_pass(function_graph& g, rewrite_record& rec) {
   std::unordered_set<int> kept(g.outputs.begin(), g.outputs.end());
   for (auto [target, value] : g.updates) kept.insert(value);
   for (apply_node& n : g.nodes) {
-    const bool gemv_acc = n.fn->kind == op_kind::gemv && n.fn->accumulate;
+    const bool gemv_acc = (n.fn->kind == op_kind::gemv || n.fn->kind == op_kind::dot22) && n.fn->accumulate;
     if (n.fn->kind != op_kind::elemwise && n.fn->kind != op_kind::composite && !gemv_acc) continue;
     const slot& out = g.slots[static_cast<std::size_t>(n.outputs[0])];
     for (std::size_t k = 0; k < (gemv_acc ? 1 : n.inputs.size()); ++k) {
@@ -5851,7 +5865,24 @@ inline void run_dot_family(const thunk& t, ndarray* values) {
   ndarray& out = values[n.outputs[0]];
   const op& o = *n.fn;
   shape_t s;
-  if (o.kind == op_kind::gemv && o.accumulate) {
+  if (o.kind == op_kind::dot22 && o.accumulate) {
+    // out = y0 + alpha * A B, in y0's buffer when it dies here.
+    const ndarray& y0 = values[n.inputs[0]];
+    const ndarray& A = values[n.inputs[1]];
+    const ndarray& B = values[n.inputs[2]];
+    if (y0.rank() != 2 || y0.shape(0) != A.shape(0) || y0.shape(1) != B.shape(1))
+      throw shape_error("Gemm: the accumulated matrix has shape " + to_string(y0.shape()) + " but the product is " +
+                        std::to_string(A.shape(0)) + " x " + std::to_string(B.shape(1)));
+    ndarray& y0_slot = values[n.inputs[0]];
+    if (o.is_inplace() && y0.is_c_contiguous() && y0.owner() && y0.owner().use_count() == 1) {
+      out = std::move(y0_slot);
+    } else {
+      prepare_output(out, y0.type(), y0.shape(), t.pool);
+      const ndarray c = y0.contiguous();
+      std::memcpy(out.data(), c.data(), out.nbytes());
+    }
+    cpu::run_dot22(A, B, out, o.alpha, true);
+  } else if (o.kind == op_kind::gemv && o.accumulate) {
     // out = y0 + alpha * op(A) x, in y0's buffer when it dies here.
     const ndarray& y0 = values[n.inputs[0]];
     const ndarray& A = values[n.inputs[1]];

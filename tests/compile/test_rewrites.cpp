@@ -88,6 +88,10 @@ TEST_CASE("blas: products become Gemv and Dot22; gemv_accumulate folds scale and
   CHECK(any_contains(names(h), "Dot22"));
   auto k = check_same(xsym::inputs(a, m, v), a - 0.01 * (a * 0.5 + xsym::dot(m, v)), A, M, V);
   CHECK(any_contains(names(k), "Gemv{inplace,alpha=-0.01}"));
+  auto q = xsym::matrix<double>("q");
+  const xt::xtensor<double, 2> Q{{1, 0}, {0.5, 2}};
+  auto gm = check_same(xsym::inputs(q, m), q + 0.5 * xsym::dot(m, m.T()), Q, M);
+  CHECK((any_contains(names(gm), "Gemm{inplace,alpha=0.5}") || any_contains(names(gm), "Gemm{no_inplace,alpha=0.5}")));
   auto no_blas = xsym::function("no_blas", xsym::inputs(m, v), xsym::dot(m, v), xsym::optimizer_excluding("blas"));
   CHECK(names(no_blas) == std::vector<std::string>{"dot"});
   CHECK((no_blas(M, V) == f(M, V)));

@@ -147,7 +147,24 @@ inline void run_dot_family(const thunk& t, ndarray* values) {
   ndarray& out = values[n.outputs[0]];
   const op& o = *n.fn;
   shape_t s;
-  if (o.kind == op_kind::gemv && o.accumulate) {
+  if (o.kind == op_kind::dot22 && o.accumulate) {
+    // out = y0 + alpha * A B, in y0's buffer when it dies here.
+    const ndarray& y0 = values[n.inputs[0]];
+    const ndarray& A = values[n.inputs[1]];
+    const ndarray& B = values[n.inputs[2]];
+    if (y0.rank() != 2 || y0.shape(0) != A.shape(0) || y0.shape(1) != B.shape(1))
+      throw shape_error("Gemm: the accumulated matrix has shape " + to_string(y0.shape()) + " but the product is " +
+                        std::to_string(A.shape(0)) + " x " + std::to_string(B.shape(1)));
+    ndarray& y0_slot = values[n.inputs[0]];
+    if (o.is_inplace() && y0.is_c_contiguous() && y0.owner() && y0.owner().use_count() == 1) {
+      out = std::move(y0_slot);
+    } else {
+      prepare_output(out, y0.type(), y0.shape(), t.pool);
+      const ndarray c = y0.contiguous();
+      std::memcpy(out.data(), c.data(), out.nbytes());
+    }
+    cpu::run_dot22(A, B, out, o.alpha, true);
+  } else if (o.kind == op_kind::gemv && o.accumulate) {
     // out = y0 + alpha * op(A) x, in y0's buffer when it dies here.
     const ndarray& y0 = values[n.inputs[0]];
     const ndarray& A = values[n.inputs[1]];

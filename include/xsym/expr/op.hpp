@@ -156,7 +156,13 @@ struct op {
           return "Gemv{" + inplace + buf + "}";
         }
         return "Gemv{" + inplace + "}";
-      case op_kind::dot22: return "Dot22";
+      case op_kind::dot22:
+        if (accumulate) {
+          char buf[64];
+          std::snprintf(buf, sizeof buf, ",alpha=%g", alpha);
+          return "Gemm{" + inplace + buf + "}";
+        }
+        return "Dot22";
       case op_kind::shape_prod: {
         std::string n = axes.size() == 1 ? "Shape_i{" : "ShapeProd{";
         for (std::size_t i = 0; i < axes.size(); ++i) n += (i ? "," : "") + std::to_string(axes[i]);
@@ -175,7 +181,7 @@ struct op {
       case op_kind::reduce: return "xsym::CAReduce";
       case op_kind::dot: return "xsym::Dot";
       case op_kind::gemv: return "xsym::Gemv";
-      case op_kind::dot22: return "xsym::Dot22";
+      case op_kind::dot22: return accumulate ? "xsym::Gemm" : "xsym::Dot22";
       case op_kind::shape_prod: return "xsym::Shape";
     }
     return "?";

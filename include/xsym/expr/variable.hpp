@@ -133,7 +133,10 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
       if (o.accumulate) return static_cast<std::uint8_t>(in[0]->broadcastable & bit(in[1], o.transpose_a ? 1 : 0));
       return bit(in[0], o.transpose_a ? 1 : 0);
     case op_kind::shape_prod: return 0;
-    case op_kind::dot22: return static_cast<std::uint8_t>(bit(in[0], 0) | (bit(in[1], 1) << 1));
+    case op_kind::dot22:
+      if (o.accumulate)
+        return static_cast<std::uint8_t>(in[0]->broadcastable & (bit(in[1], 0) | (bit(in[2], 1) << 1)));
+      return static_cast<std::uint8_t>(bit(in[0], 0) | (bit(in[1], 1) << 1));
     case op_kind::dot:
       if (in[0]->rank == 2 && in[1]->rank == 1) return bit(in[0], 0);
       if (in[0]->rank == 1 && in[1]->rank == 2) return bit(in[1], 1);

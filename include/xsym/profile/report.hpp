@@ -86,7 +86,7 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
     case op_kind::composite: return out * static_cast<double>(n.fn->fused->code.size());
     case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
     case op_kind::gemv: return 2.0 * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape.size());
-    case op_kind::dot22: return 2.0 * out * static_cast<double>(ins[0].shape[1]);
+    case op_kind::dot22: return 2.0 * out * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape[1]);
     case op_kind::dot:
       return ins[0].shape.rank == 2 && ins[1].shape.rank == 2 ? 2.0 * out * static_cast<double>(ins[0].shape[1])
                                                               : 2.0 * static_cast<double>(std::max(ins[0].shape.size(), ins[1].shape.size()));

@@ -15,7 +15,7 @@ inline void inplace_pass(function_graph& g, rewrite_record& rec) {
   std::unordered_set<int> kept(g.outputs.begin(), g.outputs.end());
   for (auto [target, value] : g.updates) kept.insert(value);
   for (apply_node& n : g.nodes) {
-    const bool gemv_acc = n.fn->kind == op_kind::gemv && n.fn->accumulate;
+    const bool gemv_acc = (n.fn->kind == op_kind::gemv || n.fn->kind == op_kind::dot22) && n.fn->accumulate;
     if (n.fn->kind != op_kind::elemwise && n.fn->kind != op_kind::composite && !gemv_acc) continue;
     const slot& out = g.slots[static_cast<std::size_t>(n.outputs[0])];
     for (std::size_t k = 0; k < (gemv_acc ? 1 : n.inputs.size()); ++k) {

@@ -280,7 +280,8 @@ inline bool uniform_constant(const var_ptr& v, double& value) {
 
 /// gemv_accumulate (part of blas): `a - c * (b + gemv(A, x))` becomes
 /// Gemv{alpha=-c}(a - c * b, A, x): the product is added into the elementwise result
-/// instead of being stored and read again. Also `a - c * gemv`, `a + c * gemv`.
+/// instead of being stored and read again. Also `a - c * gemv`, `a + c * gemv`, and the
+/// same with a matrix product (Dot22), which becomes Gemm{alpha}.
 inline std::vector<var_ptr> gemv_accumulate_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {
   std::unordered_map<std::uint64_t, int> users;
   for (const auto& v : topo_order(roots))
@@ -290,7 +291,8 @@ inline std::vector<var_ptr> gemv_accumulate_pass(const std::vector<var_ptr>& roo
     return v->kind == var_kind::apply && v->fn->kind == op_kind::elemwise && v->fn->scalar == s;
   };
   auto plain_gemv = [&](const var_ptr& v) {
-    return v->kind == var_kind::apply && v->fn->kind == op_kind::gemv && !v->fn->accumulate && users[v->id] == 1;
+    return v->kind == var_kind::apply && (v->fn->kind == op_kind::gemv || v->fn->kind == op_kind::dot22) &&
+           !v->fn->accumulate && users[v->id] == 1;
   };
   return rebuild(roots, [&](const var_ptr& v, std::vector<var_ptr>& ins, bool changed) -> var_ptr {
     var_ptr nv = with_inputs(v, std::move(ins), changed);
@@ -312,14 +314,14 @@ inline std::vector<var_ptr> gemv_accumulate_pass(const std::vector<var_ptr>& roo
     } else {
       return nv;
     }
-    if (g->type != nv->type || g->rank != 1 || nv->rank != 1 || a->rank != 1) return nv;
+    if (g->type != nv->type || g->rank != nv->rank || a->rank != nv->rank) return nv;
     var_ptr y0 = b ? elemwise(nv->fn->scalar, {a, elemwise(scalar_op::mul, {m->inputs[0], b})}) : a;
     if (y0->type != nv->type || y0->broadcastable != nv->broadcastable) return nv;
     op o = *g->fn;
     o.accumulate = true;
     o.alpha = is(nv, scalar_op::sub) ? -c : c;
     ++rec.applied;
-    rec.notes.push_back("gemv_accumulate: " + nv->fn->name() + " of a Gemv became " + o.name());
+    rec.notes.push_back("gemv_accumulate: " + nv->fn->name() + " of a product became " + o.name());
     return make_apply(std::move(o), {y0, g->inputs[0], g->inputs[1]}, nv->type, nv->rank);
   });
 }

@@ -204,8 +204,9 @@ inline void run_dot(const ndarray& a_in, const ndarray& b_in, ndarray& out) {
   });
 }
 
-/// @brief C = A B for matrices; BLAS for floating types, a plain loop for integers.
-inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c) {
+/// @brief C = A B for matrices (or, accumulating, C += alpha A B); BLAS for floating types,
+/// a plain loop for integers.
+inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c, double alpha = 1.0, bool accumulate = false) {
   const std::int64_t m = a_in.shape(0), k = a_in.shape(1), n = b_in.shape(1);
   if (b_in.shape(0) != k)
     throw shape_error("matrix product: shapes " + to_string(a_in.shape()) + " and " + to_string(b_in.shape()) +
@@ -229,14 +230,16 @@ inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c) {
       lda = std::max<std::int64_t>(lda, ta == CblasNoTrans ? k : m);
       ldb = std::max<std::int64_t>(ldb, tb == CblasNoTrans ? n : k);
       if (k == 0) {
-        for (std::int64_t i = 0; i < m * n; ++i) c.data_as<T>()[i] = T(0);
+        if (!accumulate)
+          for (std::int64_t i = 0; i < m * n; ++i) c.data_as<T>()[i] = T(0);
         return;
       }
+      const T beta = accumulate ? T(1) : T(0);
       if constexpr (std::is_same_v<T, float>)
-        cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0f, ap, int(lda), bp, int(ldb), 0.0f,
-                    c.data_as<float>(), int(n));
+        cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), static_cast<float>(alpha), ap, int(lda), bp, int(ldb),
+                    beta, c.data_as<float>(), int(n));
       else
-        cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0, ap, int(lda), bp, int(ldb), 0.0,
+        cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), alpha, ap, int(lda), bp, int(ldb), beta,
                     c.data_as<double>(), int(n));
     } else if constexpr (!std::is_same_v<T, bool>) {
       const T* ap = a_in.data_as<T>();
@@ -246,7 +249,7 @@ inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c) {
         for (std::int64_t j = 0; j < n; ++j) {
           T s = 0;
           for (std::int64_t p = 0; p < k; ++p) s += ap[i * a_in.stride(0) + p * a_in.stride(1)] * bp[p * b_in.stride(0) + j * b_in.stride(1)];
-          cp[i * n + j] = s;
+          cp[i * n + j] = accumulate ? static_cast<T>(cp[i * n + j] + static_cast<T>(alpha) * s) : s;
         }
     }
   });
