@@ -1220,18 +1220,10 @@ inline ndarray ndarray::contiguous() const {
 
 inline void ndarray::copy_contiguous_into(ndarray& dst) const {
   const std::size_t bytes = nbytes();
-  if (!(dst.m_owner && dst.m_owner.use_count() == 1 && dst.m_capacity >= bytes)) dst = empty(m_dtype, m_shape);
-  else {
-    auto owner = dst.m_owner;
-    const auto cap = dst.m_capacity;
-    dst = ndarray{};
-    dst.m_dtype = m_dtype;
-    dst.m_shape = m_shape;
-    dst.set_c_strides();
-    dst.m_owner = std::move(owner);
-    dst.m_data = dst.m_owner.get();
-    dst.m_capacity = cap;
-  }
+  if (dst.m_owner && dst.m_owner.use_count() == 1 && dst.m_capacity >= bytes)
+    dst = in_buffer(m_dtype, m_shape, dst.m_owner, dst.m_capacity);
+  else
+    dst = empty(m_dtype, m_shape);
   const std::size_t es = dtype_size(m_dtype);
   std::byte* out = dst.data();
   detail::for_each_offset(m_shape, m_strides, [&](std::int64_t off) {
@@ -1723,7 +1715,6 @@ inline var_ptr cast(const var_ptr& v, dtype to) {
 
 inline var_ptr dimshuffle(const var_ptr& v, std::vector<int> pattern) {
   std::vector<bool> used(static_cast<std::size_t>(v->rank), false);
-  int last = -1;
   for (int p : pattern) {
     if (p < -1 || p >= v->rank)
       throw graph_error("xsym::dimshuffle: dimension " + std::to_string(p) + " does not exist in a rank-" +
@@ -1732,10 +1723,8 @@ inline var_ptr dimshuffle(const var_ptr& v, std::vector<int> pattern) {
       if (used[static_cast<std::size_t>(p)])
         throw graph_error("xsym::dimshuffle: dimension " + std::to_string(p) + " appears twice in the pattern");
       used[static_cast<std::size_t>(p)] = true;
-      last = p;
     }
   }
-  (void)last;
   if (static_cast<int>(pattern.size()) > max_rank)
     throw graph_error("xsym::dimshuffle: rank " + std::to_string(pattern.size()) + " exceeds max_rank");
   for (int d = 0; d < v->rank; ++d)
@@ -2241,12 +2230,10 @@ struct apply_node {
 
 namespace detail {
 inline std::string constant_text(const ndarray& c) {
-  const bool fl = is_float(c.type());
   auto num = [&](std::int64_t i) {
     const double v = c.flat_as_double(i);
     return c.type() == dtype::bool_ ? std::string(v != 0 ? "True" : "False") : format_float_for(c.type(), v);
   };
-  (void)fl;
   if (c.rank() == 0) return "TensorConstant{" + num(0) + "}";
   bool uniform = true;
   for (std::int64_t i = 1; i < c.size() && uniform; ++i) uniform = c.flat_as_double(i) == c.flat_as_double(0);
@@ -4157,6 +4144,13 @@ std::int64_t peel_for(const T* a, std::int64_t lda, std::int64_t n) {
   return p <= n ? p : -1;
 }
 
+// One vector load, aligned or not, so a loop is written once for both.
+template <bool Aligned, class B, class T>
+B load(const T* p) {
+  if constexpr (Aligned) return B::load_aligned(p);
+  else return B::load_unaligned(p);
+}
+
 template <class T>
 T dot_span(const T* a, const T* b, std::int64_t n) {
   std::int64_t i = 0;
@@ -4197,23 +4191,18 @@ void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, s
         t2 += a2[i] * x[i];
         t3 += a3[i] * x[i];
       }
-      if (peel >= 0) {
+      auto rows4 = [&](auto aligned) {
+        constexpr bool al = decltype(aligned)::value;
         for (; i + w <= k; i += w) {
           const B xv = B::load_unaligned(x + i);
-          s0 = xsimd::fma(B::load_aligned(a0 + i), xv, s0);
-          s1 = xsimd::fma(B::load_aligned(a1 + i), xv, s1);
-          s2 = xsimd::fma(B::load_aligned(a2 + i), xv, s2);
-          s3 = xsimd::fma(B::load_aligned(a3 + i), xv, s3);
+          s0 = xsimd::fma(load<al, B>(a0 + i), xv, s0);
+          s1 = xsimd::fma(load<al, B>(a1 + i), xv, s1);
+          s2 = xsimd::fma(load<al, B>(a2 + i), xv, s2);
+          s3 = xsimd::fma(load<al, B>(a3 + i), xv, s3);
         }
-      } else {
-        for (; i + w <= k; i += w) {
-          const B xv = B::load_unaligned(x + i);
-          s0 = xsimd::fma(B::load_unaligned(a0 + i), xv, s0);
-          s1 = xsimd::fma(B::load_unaligned(a1 + i), xv, s1);
-          s2 = xsimd::fma(B::load_unaligned(a2 + i), xv, s2);
-          s3 = xsimd::fma(B::load_unaligned(a3 + i), xv, s3);
-        }
-      }
+      };
+      if (peel >= 0) rows4(std::true_type{});
+      else rows4(std::false_type{});
       t0 += xsimd::hadd(s0);
       t1 += xsimd::hadd(s1);
       t2 += xsimd::hadd(s2);
@@ -4265,24 +4254,19 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x_in, T* y_out, std::in
       std::int64_t i = 0;
       const std::int64_t peel = peel_for(c0, lda, m);
       for (; i < peel; ++i) y[i] += c0[i] * x[c] + c1[i] * x[c + 1] + c2[i] * x[c + 2] + c3[i] * x[c + 3];
-      if (peel >= 0) {
+      auto columns4 = [&](auto aligned) {
+        constexpr bool al = decltype(aligned)::value;
         for (; i + w <= m; i += w) {
           B acc = B::load_unaligned(y + i);
-          acc = xsimd::fma(B::load_aligned(c0 + i), x0, acc);
-          acc = xsimd::fma(B::load_aligned(c1 + i), x1, acc);
-          acc = xsimd::fma(B::load_aligned(c2 + i), x2, acc);
-          acc = xsimd::fma(B::load_aligned(c3 + i), x3, acc);
+          acc = xsimd::fma(load<al, B>(c0 + i), x0, acc);
+          acc = xsimd::fma(load<al, B>(c1 + i), x1, acc);
+          acc = xsimd::fma(load<al, B>(c2 + i), x2, acc);
+          acc = xsimd::fma(load<al, B>(c3 + i), x3, acc);
           acc.store_unaligned(y + i);
         }
-      }
-      for (; i + w <= m; i += w) {
-        B acc = B::load_unaligned(y + i);
-        acc = xsimd::fma(B::load_unaligned(c0 + i), x0, acc);
-        acc = xsimd::fma(B::load_unaligned(c1 + i), x1, acc);
-        acc = xsimd::fma(B::load_unaligned(c2 + i), x2, acc);
-        acc = xsimd::fma(B::load_unaligned(c3 + i), x3, acc);
-        acc.store_unaligned(y + i);
-      }
+      };
+      if (peel >= 0) columns4(std::true_type{});
+      else columns4(std::false_type{});
       for (; i < m; ++i) y[i] += c0[i] * x[c] + c1[i] * x[c + 1] + c2[i] * x[c + 2] + c3[i] * x[c + 3];
     }
   }

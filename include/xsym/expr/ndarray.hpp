@@ -240,18 +240,10 @@ inline ndarray ndarray::contiguous() const {
 
 inline void ndarray::copy_contiguous_into(ndarray& dst) const {
   const std::size_t bytes = nbytes();
-  if (!(dst.m_owner && dst.m_owner.use_count() == 1 && dst.m_capacity >= bytes)) dst = empty(m_dtype, m_shape);
-  else {
-    auto owner = dst.m_owner;
-    const auto cap = dst.m_capacity;
-    dst = ndarray{};
-    dst.m_dtype = m_dtype;
-    dst.m_shape = m_shape;
-    dst.set_c_strides();
-    dst.m_owner = std::move(owner);
-    dst.m_data = dst.m_owner.get();
-    dst.m_capacity = cap;
-  }
+  if (dst.m_owner && dst.m_owner.use_count() == 1 && dst.m_capacity >= bytes)
+    dst = in_buffer(m_dtype, m_shape, dst.m_owner, dst.m_capacity);
+  else
+    dst = empty(m_dtype, m_shape);
   const std::size_t es = dtype_size(m_dtype);
   std::byte* out = dst.data();
   detail::for_each_offset(m_shape, m_strides, [&](std::int64_t off) {

@@ -186,7 +186,6 @@ inline var_ptr cast(const var_ptr& v, dtype to) {
 
 inline var_ptr dimshuffle(const var_ptr& v, std::vector<int> pattern) {
   std::vector<bool> used(static_cast<std::size_t>(v->rank), false);
-  int last = -1;
   for (int p : pattern) {
     if (p < -1 || p >= v->rank)
       throw graph_error("xsym::dimshuffle: dimension " + std::to_string(p) + " does not exist in a rank-" +
@@ -195,10 +194,8 @@ inline var_ptr dimshuffle(const var_ptr& v, std::vector<int> pattern) {
       if (used[static_cast<std::size_t>(p)])
         throw graph_error("xsym::dimshuffle: dimension " + std::to_string(p) + " appears twice in the pattern");
       used[static_cast<std::size_t>(p)] = true;
-      last = p;
     }
   }
-  (void)last;
   if (static_cast<int>(pattern.size()) > max_rank)
     throw graph_error("xsym::dimshuffle: rank " + std::to_string(pattern.size()) + " exceeds max_rank");
   for (int d = 0; d < v->rank; ++d)

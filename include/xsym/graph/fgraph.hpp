@@ -37,12 +37,10 @@ struct apply_node {
 
 namespace detail {
 inline std::string constant_text(const ndarray& c) {
-  const bool fl = is_float(c.type());
   auto num = [&](std::int64_t i) {
     const double v = c.flat_as_double(i);
     return c.type() == dtype::bool_ ? std::string(v != 0 ? "True" : "False") : format_float_for(c.type(), v);
   };
-  (void)fl;
   if (c.rank() == 0) return "TensorConstant{" + num(0) + "}";
   bool uniform = true;
   for (std::int64_t i = 1; i < c.size() && uniform; ++i) uniform = c.flat_as_double(i) == c.flat_as_double(0);

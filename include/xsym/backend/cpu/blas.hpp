@@ -24,6 +24,13 @@ std::int64_t peel_for(const T* a, std::int64_t lda, std::int64_t n) {
   return p <= n ? p : -1;
 }
 
+// One vector load, aligned or not, so a loop is written once for both.
+template <bool Aligned, class B, class T>
+B load(const T* p) {
+  if constexpr (Aligned) return B::load_aligned(p);
+  else return B::load_unaligned(p);
+}
+
 template <class T>
 T dot_span(const T* a, const T* b, std::int64_t n) {
   std::int64_t i = 0;
@@ -64,23 +71,18 @@ void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, s
         t2 += a2[i] * x[i];
         t3 += a3[i] * x[i];
       }
-      if (peel >= 0) {
+      auto rows4 = [&](auto aligned) {
+        constexpr bool al = decltype(aligned)::value;
         for (; i + w <= k; i += w) {
           const B xv = B::load_unaligned(x + i);
-          s0 = xsimd::fma(B::load_aligned(a0 + i), xv, s0);
-          s1 = xsimd::fma(B::load_aligned(a1 + i), xv, s1);
-          s2 = xsimd::fma(B::load_aligned(a2 + i), xv, s2);
-          s3 = xsimd::fma(B::load_aligned(a3 + i), xv, s3);
+          s0 = xsimd::fma(load<al, B>(a0 + i), xv, s0);
+          s1 = xsimd::fma(load<al, B>(a1 + i), xv, s1);
+          s2 = xsimd::fma(load<al, B>(a2 + i), xv, s2);
+          s3 = xsimd::fma(load<al, B>(a3 + i), xv, s3);
         }
-      } else {
-        for (; i + w <= k; i += w) {
-          const B xv = B::load_unaligned(x + i);
-          s0 = xsimd::fma(B::load_unaligned(a0 + i), xv, s0);
-          s1 = xsimd::fma(B::load_unaligned(a1 + i), xv, s1);
-          s2 = xsimd::fma(B::load_unaligned(a2 + i), xv, s2);
-          s3 = xsimd::fma(B::load_unaligned(a3 + i), xv, s3);
-        }
-      }
+      };
+      if (peel >= 0) rows4(std::true_type{});
+      else rows4(std::false_type{});
       t0 += xsimd::hadd(s0);
       t1 += xsimd::hadd(s1);
       t2 += xsimd::hadd(s2);
@@ -132,24 +134,19 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x_in, T* y_out, std::in
       std::int64_t i = 0;
       const std::int64_t peel = peel_for(c0, lda, m);
       for (; i < peel; ++i) y[i] += c0[i] * x[c] + c1[i] * x[c + 1] + c2[i] * x[c + 2] + c3[i] * x[c + 3];
-      if (peel >= 0) {
+      auto columns4 = [&](auto aligned) {
+        constexpr bool al = decltype(aligned)::value;
         for (; i + w <= m; i += w) {
           B acc = B::load_unaligned(y + i);
-          acc = xsimd::fma(B::load_aligned(c0 + i), x0, acc);
-          acc = xsimd::fma(B::load_aligned(c1 + i), x1, acc);
-          acc = xsimd::fma(B::load_aligned(c2 + i), x2, acc);
-          acc = xsimd::fma(B::load_aligned(c3 + i), x3, acc);
+          acc = xsimd::fma(load<al, B>(c0 + i), x0, acc);
+          acc = xsimd::fma(load<al, B>(c1 + i), x1, acc);
+          acc = xsimd::fma(load<al, B>(c2 + i), x2, acc);
+          acc = xsimd::fma(load<al, B>(c3 + i), x3, acc);
           acc.store_unaligned(y + i);
         }
-      }
-      for (; i + w <= m; i += w) {
-        B acc = B::load_unaligned(y + i);
-        acc = xsimd::fma(B::load_unaligned(c0 + i), x0, acc);
-        acc = xsimd::fma(B::load_unaligned(c1 + i), x1, acc);
-        acc = xsimd::fma(B::load_unaligned(c2 + i), x2, acc);
-        acc = xsimd::fma(B::load_unaligned(c3 + i), x3, acc);
-        acc.store_unaligned(y + i);
-      }
+      };
+      if (peel >= 0) columns4(std::true_type{});
+      else columns4(std::false_type{});
       for (; i < m; ++i) y[i] += c0[i] * x[c] + c1[i] * x[c + 1] + c2[i] * x[c + 2] + c3[i] * x[c + 3];
     }
   }
