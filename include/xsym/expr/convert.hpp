@@ -39,13 +39,15 @@ ndarray copy_to_ndarray(const xt::xexpression<E>& expr) {
 
 /// An xtensor container holding a copy of a runtime array (any strides).
 template <class T, std::size_t N>
-xt::xtensor<T, N> to_xtensor(const ndarray& a) {
+xt::xtensor<T, N> to_xtensor(const ndarray& value) {
+  const ndarray a = on_host(value);
   if (a.type() != dtype_of<T>() || a.rank() != static_cast<int>(N))
     throw std::logic_error("xsym: internal error: value of type " + std::string(dtype_name(a.type())) + "/" +
                            std::to_string(a.rank()) + " read as " + std::string(dtype_name(dtype_of<T>())) +
                            "/" + std::to_string(N));
   std::array<std::size_t, N> shape{};
-  for (std::size_t i = 0; i < N; ++i) shape[i] = static_cast<std::size_t>(a.shape(static_cast<int>(i)));
+  if constexpr (N > 0)
+    for (std::size_t i = 0; i < N; ++i) shape[i] = static_cast<std::size_t>(a.shape(static_cast<int>(i)));
   xt::xtensor<T, N> out(shape);
   if (a.size() == 0) return out;
   if (a.is_c_contiguous()) std::memcpy(out.data(), a.data(), a.nbytes());

@@ -121,8 +121,12 @@ class ndarray {
     return a;
   }
 
+  /// @brief A new C-contiguous array in device memory (needs the GPU backend), uninitialised.
+  static ndarray empty_on_device(dtype dt, const shape_t& shape);
+
   /// @brief A C-contiguous array in an existing buffer of `capacity` bytes (buffer reuse).
-  static ndarray in_buffer(dtype dt, const shape_t& shape, std::shared_ptr<std::byte> owner, std::size_t capacity) {
+  static ndarray in_buffer(dtype dt, const shape_t& shape, std::shared_ptr<std::byte> owner, std::size_t capacity,
+                           bool on_device = false) {
     ndarray a;
     a.m_dtype = dt;
     a.m_shape = shape;
@@ -130,6 +134,7 @@ class ndarray {
     a.m_owner = std::move(owner);
     a.m_data = a.m_owner.get();
     a.m_capacity = capacity;
+    a.m_on_device = on_device;
     return a;
   }
 
@@ -156,6 +161,8 @@ class ndarray {
   template <class T> T* data_as() const { return reinterpret_cast<T*>(m_data); }
   const std::shared_ptr<std::byte>& owner() const { return m_owner; }
   std::size_t capacity() const { return m_capacity; }
+  /// @brief True when the buffer is in GPU memory: host code must not read it.
+  bool on_device() const { return m_on_device; }
 
   bool is_c_contiguous() const {
     std::int64_t expected = 1;
@@ -199,7 +206,51 @@ class ndarray {
   std::shared_ptr<std::byte> m_owner;
   std::byte* m_data = nullptr;
   std::size_t m_capacity = 0;
+  bool m_on_device = false;
+
+  void require_host(const char* what) const {
+    if (m_on_device)
+      throw std::logic_error(std::string("xsym: internal error: ") + what + " read an array in device memory on the host");
+  }
 };
+
+namespace detail {
+/// What the GPU backend provides to code that does not include it (set when it is linked in).
+struct device_functions {
+  std::shared_ptr<std::byte> (*allocate)(std::size_t bytes) = nullptr;
+  ndarray (*to_host)(const ndarray&) = nullptr;        // a C-contiguous host copy
+  ndarray (*to_device)(const ndarray&) = nullptr;      // a C-contiguous device copy of a host array
+  ndarray (*copy_on_device)(const ndarray&) = nullptr; // a C-contiguous device copy of a device array
+  memory_counters (*allocated)() = nullptr;            // null unless XSYM_COMPUTE_GPU_MEM_USED=1
+  const char* implementation = "";                     // "cuda" or "thrust-omp"
+};
+inline device_functions& device_hooks() {
+  static device_functions f;
+  return f;
+}
+inline const device_functions& require_device(const char* what) {
+  const auto& h = device_hooks();
+  if (!h.allocate)
+    throw std::logic_error(std::string("xsym: ") + what +
+                           " needs the GPU backend, which this program was built without (include <xsym/gpu.hpp>)");
+  return h;
+}
+/// The array itself when it is in host memory, else a host copy.
+inline ndarray on_host(const ndarray& a) { return a.on_device() ? require_device("reading a device array").to_host(a) : a; }
+}  // namespace detail
+
+inline ndarray ndarray::empty_on_device(dtype dt, const shape_t& shape) {
+  ndarray a;
+  a.m_dtype = dt;
+  a.m_shape = shape;
+  a.set_c_strides();
+  const auto bytes = static_cast<std::size_t>(shape.size()) * dtype_size(dt);
+  a.m_owner = detail::require_device("a device array").allocate(bytes);
+  a.m_data = a.m_owner.get();
+  a.m_capacity = bytes;
+  a.m_on_device = true;
+  return a;
+}
 
 namespace detail {
 // Calls f(offset) for every element of shape in C order, with offset in elements for strides.
@@ -228,6 +279,7 @@ void for_each_offset(const shape_t& shape, const std::array<std::int64_t, max_ra
 
 inline ndarray ndarray::contiguous() const {
   if (is_c_contiguous()) return *this;
+  if (m_on_device) return detail::require_device("a device copy").copy_on_device(*this);
   ndarray out = empty(m_dtype, m_shape);
   const std::size_t es = dtype_size(m_dtype);
   std::byte* dst = out.data();
@@ -239,6 +291,7 @@ inline ndarray ndarray::contiguous() const {
 }
 
 inline void ndarray::copy_contiguous_into(ndarray& dst) const {
+  require_host("copy_contiguous_into");
   const std::size_t bytes = nbytes();
   if (dst.m_owner && dst.m_owner.use_count() == 1 && dst.m_capacity >= bytes)
     dst = in_buffer(m_dtype, m_shape, dst.m_owner, dst.m_capacity);
@@ -253,6 +306,7 @@ inline void ndarray::copy_contiguous_into(ndarray& dst) const {
 }
 
 inline double ndarray::flat_as_double(std::int64_t i) const {
+  require_host("flat_as_double");
   std::int64_t off = 0;
   for (int d = m_shape.rank - 1; d >= 0; --d) {
     off += (i % m_shape[d]) * m_strides[static_cast<std::size_t>(d)];

@@ -77,7 +77,7 @@ constexpr std::string_view reduce_name(reduce_op r) {
 }
 
 /// @brief Which family an op belongs to: the "Class" section of a profile.
-enum class op_kind : std::uint8_t { elemwise, composite, dimshuffle, reduce, dot, gemv, dot22, shape_prod };
+enum class op_kind : std::uint8_t { elemwise, composite, dimshuffle, reduce, dot, gemv, dot22, shape_prod, transfer };
 
 /// @brief One instruction of a fused elementwise program (see compile/elemwise.hpp).
 struct instruction {
@@ -112,6 +112,8 @@ struct op {
   double alpha = 1.0;
   std::shared_ptr<const program> fused;        // composite
   std::vector<std::pair<int, int>> destroy_map;  // (output, input) pairs written in place
+  bool on_gpu = false;                         // runs on the device (device=cuda)
+  bool to_device = false;                      // transfer: GpuFromHost (else HostFromGpu)
 
   bool is_inplace() const { return !destroy_map.empty(); }
   /// @brief (output, input) pairs where the output is a view of the input (Theano's view_map).
@@ -123,6 +125,40 @@ struct op {
 
   /// @brief The op's name as the profile's Ops section prints it.
   std::string name() const {
+    if (kind == op_kind::transfer) return to_device ? "GpuFromHost" : "HostFromGpu";
+    if (on_gpu) return gpu_name();
+    return cpu_name();
+  }
+
+  /// @brief The op's class, as the profile's Class section prints it.
+  std::string class_name() const {
+    if (kind == op_kind::transfer) return to_device ? "xsym::GpuFromHost" : "xsym::HostFromGpu";
+    std::string c = cpu_class_name();
+    return on_gpu ? "xsym::Gpu" + c.substr(6) : c;
+  }
+
+ private:
+  // Theano's GPU names: GpuElemwise{...}, GpuCAReduce{add}{0}, GpuGemv{...}, GpuDimShuffle{...}.
+  std::string gpu_name() const {
+    if (kind == op_kind::reduce) {
+      const char* scalar = reduction == reduce_op::sum    ? "add"
+                           : reduction == reduce_op::prod ? "mul"
+                           : reduction == reduce_op::max  ? "maximum"
+                           : reduction == reduce_op::min  ? "minimum"
+                                                          : "mean";
+      std::string n = std::string("GpuCAReduce{") + scalar + "}";
+      if (all_axes) return n;
+      n += "{";
+      for (std::size_t i = 0; i < axes.size(); ++i) n += (i ? "," : "") + std::to_string(axes[i]);
+      return n + "}";
+    }
+    std::string n = cpu_name();
+    if (kind == op_kind::dimshuffle) return "Gpu" + n.substr(7);  // InplaceDimShuffle -> GpuDimShuffle
+    if (kind == op_kind::dot) return "GpuDot";
+    return "Gpu" + n;
+  }
+
+  std::string cpu_name() const {
     const std::string inplace = destroy_map.empty() ? "no_inplace" : "inplace";
     switch (kind) {
       case op_kind::elemwise:
@@ -168,12 +204,12 @@ struct op {
         for (std::size_t i = 0; i < axes.size(); ++i) n += (i ? "," : "") + std::to_string(axes[i]);
         return n + "}";
       }
+      case op_kind::transfer: return "Transfer";
     }
     return "?";
   }
 
-  /// @brief The op's class, as the profile's Class section prints it.
-  std::string class_name() const {
+  std::string cpu_class_name() const {
     switch (kind) {
       case op_kind::elemwise:
       case op_kind::composite: return "xsym::Elemwise";
@@ -183,10 +219,12 @@ struct op {
       case op_kind::gemv: return "xsym::Gemv";
       case op_kind::dot22: return accumulate ? "xsym::Gemm" : "xsym::Dot22";
       case op_kind::shape_prod: return "xsym::Shape";
+      case op_kind::transfer: return "xsym::Transfer";
     }
     return "?";
   }
 
+ public:
   /// @brief Two ops with the same signature compute the same function (merge uses it).
   std::string signature() const {
     return name() + (transpose_a ? "/T" : "") + (kind == op_kind::composite ? "/" + fused->text : std::string());

@@ -1,6 +1,7 @@
 #ifndef XSYM_EXPR_VAR_HPP
 #define XSYM_EXPR_VAR_HPP
 
+#include <concepts>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -309,10 +310,11 @@ auto dot(const var<A, NA>& a, const var<B, NB>& b) {
   var<result, 0> fname(const var<E, N>& a) {                                                              \
     return var<result, 0>(detail::reduce(a.node(), reduce_op::rop, {}, true));                            \
   }                                                                                                       \
-  template <class E, std::size_t N>                                                                       \
-  var<result, N - 1> fname(const var<E, N>& a, int axis) {                                                \
+  /* a template, so that a braced {0} picks the axes overload (EDG/nvcc finds int ambiguous) */          \
+  template <class E, std::size_t N, std::integral I>                                                      \
+  var<result, N - 1> fname(const var<E, N>& a, I axis) {                                                  \
     static_assert(N >= 1, "xsym::" #fname ": a rank-0 tensor has no axis to reduce");                     \
-    return var<result, N - 1>(detail::reduce(a.node(), reduce_op::rop, {axis}, false));                   \
+    return var<result, N - 1>(detail::reduce(a.node(), reduce_op::rop, {static_cast<int>(axis)}, false)); \
   }                                                                                                       \
   template <class E, std::size_t N, std::size_t K>                                                        \
   var<result, N - K> fname(const var<E, N>& a, const int (&axes)[K]) {                                    \

@@ -21,6 +21,7 @@ struct slot {
   int owner = -1;     // index of the Apply node that computes it
   int owner_output = 0;
   var_ptr source;     // the symbolic variable (constants and shared values live there)
+  bool on_device = false;  // its values live in GPU memory (device=cuda)
 };
 
 /// @brief One step of a compiled function: an op applied to input slots, writing output slots.
