@@ -43,6 +43,7 @@ struct function_options {
   std::optional<std::string> optimizer;
   std::optional<std::string> including, excluding, requiring;
   std::optional<bool> profile;
+  std::optional<std::string> device;                  // cpu | cuda; the flag when unset
   std::shared_ptr<profile_stats> stats;
   bool ignore_unused_inputs = false;
   std::optional<bool> check_isfinite;                 // DebugMode
@@ -87,6 +88,11 @@ struct optimizer_excluding { std::string names; explicit optimizer_excluding(std
 struct optimizer_requiring { std::string names; explicit optimizer_requiring(std::string n) : names(std::move(n)) {} };
 /// @brief Accept inputs that no output depends on (Theano's on_unused_input='ignore').
 struct ignore_unused_inputs {};
+/// @brief Where this function runs: "cpu", or "cuda" (needs <xsym/gpu.hpp>); the device flag otherwise.
+struct device {
+  std::string name;
+  explicit device(std::string n) : name(std::move(n)) {}
+};
 
 namespace detail {
 inline void apply_option(function_options& o, const mode& m) { o.mode = m.name; }
@@ -96,6 +102,7 @@ inline void apply_option(function_options& o, const optimizer_including& x) { o.
 inline void apply_option(function_options& o, const optimizer_excluding& x) { o.excluding = x.names; }
 inline void apply_option(function_options& o, const optimizer_requiring& x) { o.requiring = x.names; }
 inline void apply_option(function_options& o, const ignore_unused_inputs&) { o.ignore_unused_inputs = true; }
+inline void apply_option(function_options& o, const device& d) { o.device = d.name; }
 inline void apply_option(function_options& o, const debug_mode& d) {
   o.mode = "DebugMode";
   o.check_isfinite = d.check_isfinite;
@@ -126,6 +133,7 @@ struct resolved_plan {
   std::set<std::string> rewrites;
   bool reference_kernels = false;
   bool gc = true;
+  bool gpu = false;  // device=cuda
   bool debug = false, check_isfinite = true;
   bool nan_guard = false;
   std::array<bool, 3> guard{true, true, true};
@@ -154,9 +162,20 @@ inline resolved_plan resolve_plan(const function_options& o) {
                         "' (choose FAST_RUN, FAST_COMPILE, DebugMode, NanGuardMode or MonitorMode)");
   }
   // Flags that name what this build cannot do are errors, never silently ignored.
-  if (config.device.value() != "cpu")
-    throw compile_error("xsym: device=" + config.device.value() +
-                        " is not available: this version has the CPU backend only (set device=cpu)");
+  const std::string dev = o.device.value_or(config.device.value());
+  if (dev == "cuda") {
+    if (!device_hooks().allocate)
+      throw compile_error(
+          "xsym: device=cuda, but this program was built without xsym's GPU backend: include <xsym/gpu.hpp> and "
+          "compile with nvcc (or with g++ -fopenmp -DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP "
+          "-I<cuda>/include/cccl to run the GPU code on the CPU), or set device=cpu");
+    if (p.debug || p.nan_guard || p.monitor)
+      throw compile_error("xsym: mode=" + p.mode + " checks values on the host and is not available with device=cuda "
+                          "(set device=cpu to debug the graph)");
+    p.gpu = true;
+  } else if (dev != "cpu") {
+    throw compile_error("xsym: device=" + dev + " is unknown (choose cpu or cuda)");
+  }
   if (config.openmp.value())
     throw compile_error("xsym: openmp=True is not available: this version runs each function on one thread "
                         "(set openmp=False)");

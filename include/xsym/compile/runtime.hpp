@@ -16,6 +16,7 @@
 #include "../rewrite/inplace.hpp"
 #include "../rewrite/multi_fusion.hpp"
 #include "../rewrite/canonicalize.hpp"
+#include "../rewrite/gpu_placement.hpp"
 #include "checks.hpp"
 #include "options.hpp"
 
@@ -36,17 +37,19 @@ struct buffer_pool {
   struct entry {
     std::shared_ptr<std::byte> owner;
     std::size_t capacity;
+    bool on_device;
   };
   std::vector<entry> free;
 
   void give(ndarray& a) {
-    if (a.owner() && a.owner().use_count() == 1 && a.capacity() > 0) free.push_back({a.owner(), a.capacity()});
+    if (a.owner() && a.owner().use_count() == 1 && a.capacity() > 0)
+      free.push_back({a.owner(), a.capacity(), a.on_device()});
     a.release();
   }
-  bool take(ndarray& slot, dtype t, const shape_t& shape, std::size_t bytes) {
+  bool take(ndarray& slot, dtype t, const shape_t& shape, std::size_t bytes, bool on_device = false) {
     for (std::size_t i = 0; i < free.size(); ++i) {
-      if (free[i].capacity < bytes || free[i].capacity > 2 * bytes + 64) continue;
-      slot = ndarray::in_buffer(t, shape, std::move(free[i].owner), free[i].capacity);
+      if (free[i].on_device != on_device || free[i].capacity < bytes || free[i].capacity > 2 * bytes + 64) continue;
+      slot = ndarray::in_buffer(t, shape, std::move(free[i].owner), free[i].capacity, on_device);
       free[i] = std::move(free.back());
       free.pop_back();
       return true;
@@ -63,21 +66,47 @@ struct thunk {
   std::vector<std::uint8_t> slot_bcast;  // inputs' broadcastable patterns
   dtype out_type = dtype::float64;
   buffer_pool* pool = nullptr;
+  std::shared_ptr<const void> device_state;  // GPU backend: the node's data in device memory
 };
+
+/// Per-node device timing (CUDA events), installed by the GPU backend under CUDA.
+class device_timer {
+ public:
+  virtual ~device_timer() = default;
+  virtual void node_begin(std::size_t node) = 0;
+  virtual void node_end(std::size_t node) = 0;
+  /// Waits for the device; replaces the host ticks of device nodes with their device times.
+  virtual void collect(std::uint64_t* node_ticks) = 0;
+};
+
+/// What the GPU backend adds to the runtime when it is included (null otherwise).
+struct gpu_runtime_hooks {
+  void (*bind)(thunk& t, const function_graph& g, const apply_node& n) = nullptr;
+  std::unique_ptr<device_timer> (*make_timer)(const function_graph& g) = nullptr;
+};
+inline gpu_runtime_hooks& gpu_runtime() {
+  static gpu_runtime_hooks h;
+  return h;
+}
 
 // Gives `slot` a C-contiguous buffer of that shape, reusing the one it holds when nothing
 // else refers to it (so a no-gc function allocates nothing in steady state).
-inline void prepare_output(ndarray& slot, dtype t, const shape_t& shape, buffer_pool* pool = nullptr) {
+inline void prepare_output(ndarray& slot, dtype t, const shape_t& shape, buffer_pool* pool = nullptr,
+                           bool on_device = false) {
   const auto bytes = static_cast<std::size_t>(shape.size()) * dtype_size(t);
-  if (slot.owner() && slot.owner().use_count() == 1 && slot.capacity() >= bytes && slot.capacity() <= 2 * bytes + 64) {
-    slot = ndarray::in_buffer(t, shape, slot.owner(), slot.capacity());
+  if (slot.owner() && slot.owner().use_count() == 1 && slot.on_device() == on_device && slot.capacity() >= bytes &&
+      slot.capacity() <= 2 * bytes + 64) {
+    slot = ndarray::in_buffer(t, shape, slot.owner(), slot.capacity(), on_device);
     return;
   }
-  if (pool && pool->take(slot, t, shape, bytes)) return;
-  slot = ndarray::empty(t, shape);
+  if (pool && pool->take(slot, t, shape, bytes, on_device)) return;
+  slot = on_device ? ndarray::empty_on_device(t, shape) : ndarray::empty(t, shape);
 }
 
-inline void run_elemwise(const thunk& t, ndarray* values) {
+// An elementwise node on either backend: outputs prepared (or an input taken over in place),
+// then `exec(ins, outs)` runs the kernel.
+template <bool OnDevice, class Exec>
+void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
   const apply_node& n = *t.node;
   const ndarray* ins[64];
   for (std::size_t k = 0; k < n.inputs.size(); ++k) ins[k] = &values[n.inputs[k]];
@@ -101,12 +130,17 @@ inline void run_elemwise(const thunk& t, ndarray* values) {
         continue;
       }
     }
-    prepare_output(out, t.prog.prog->reg_types[static_cast<std::size_t>(t.prog.prog->outputs[o])], shape, t.pool);
+    prepare_output(out, t.prog.prog->reg_types[static_cast<std::size_t>(t.prog.prog->outputs[o])], shape, t.pool,
+                   OnDevice);
     outs[o] = &out;
   }
-  cpu::run_program(t.prog, ins, outs);
+  exec(ins, outs);
   // The consumed input's slot keeps the spare buffer, so its producer reuses it next call.
   if (destroyed) *destroyed = std::move(spare);
+}
+
+inline void run_elemwise(const thunk& t, ndarray* values) {
+  elemwise_node<false>(t, values, [&](const ndarray* const* ins, ndarray* const* outs) { cpu::run_program(t.prog, ins, outs); });
 }
 
 inline void run_dimshuffle(const thunk& t, ndarray* values) {
@@ -278,8 +312,19 @@ class function_runtime {
       rec.seconds = detail::wall_seconds() - s0;
       records.push_back(std::move(rec));
     }
+    if (m_plan.gpu) {
+      rewrite_record rec;
+      rec.name = "gpu_placement";
+      rec.nodes_before = static_cast<int>(m_graph->nodes.size());
+      const double s0 = detail::wall_seconds();
+      detail::gpu_placement_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
+      rec.seconds = detail::wall_seconds() - s0;
+      rec.nodes_after = static_cast<int>(m_graph->nodes.size());
+      records.push_back(std::move(rec));
+    }
     const double t2 = detail::wall_seconds();
     m_thunks = bind_thunks(m_plan.reference_kernels);
+    if (m_plan.gpu && detail::gpu_runtime().make_timer) m_device_timer = detail::gpu_runtime().make_timer(*m_graph);
     if (m_plan.debug) {
       m_ref_thunks = bind_thunks(true);
       function_options ref = options;
@@ -299,6 +344,7 @@ class function_runtime {
     const bool profiling = profiling_compiled_in && (options.profile.value_or(config.profile.value()) || options.stats);
     // Scopes need the compile-time facts even of functions that are not profiled themselves.
     m_scope_model.implementation = m_plan.reference_kernels ? "ref" : "cpu";
+    m_scope_model.device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
     m_scope_model.rewrite_seconds = t1 - t0;
     m_scope_model.validate_seconds = t2 - t1;
     m_scope_model.linker_seconds = t3 - t2;
@@ -308,6 +354,7 @@ class function_runtime {
       m_stats = options.stats ? options.stats : std::make_shared<profile_stats>(m_name);
       m_profile = m_stats->add_function(m_name, m_graph);
       m_profile->implementation = m_plan.reference_kernels ? "ref" : "cpu";
+      m_profile->device_implementation = m_scope_model.device_implementation;
       m_profile->rewrite_seconds = t1 - t0;
       m_profile->validate_seconds = t2 - t1;
       m_profile->linker_seconds = t3 - t2;
@@ -337,6 +384,8 @@ class function_runtime {
     const bool memory = m_profile && m_profile->memory;
     const std::int64_t mem0 = memory ? allocated().current : 0;
     if (memory) reset_peak_memory();
+    const auto device_allocated = m_plan.gpu ? detail::device_hooks().allocated : nullptr;
+    const std::int64_t device_mem0 = memory && device_allocated ? device_allocated().current : 0;
     const bool sample = timed && (m_sample_calls & (m_sample_calls - 1)) == 0;
     ndarray* values = m_values.data();
     for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) {
@@ -350,6 +399,7 @@ class function_runtime {
     }
     for (int s : m_shared_slots) {
       auto& sv = *m_graph->slots[static_cast<std::size_t>(s)].source->shared;
+      if (m_graph->slots[static_cast<std::size_t>(s)].on_device != sv.value.on_device()) place_shared(s, sv);
       values[s] = sv.value;
     }
     std::size_t i = 0;
@@ -360,13 +410,16 @@ class function_runtime {
         std::uint64_t t = f0;
         for (; i < m_thunks.size(); ++i) {
           if (sample) record_shapes(i, values, true);  // before: an in-place node consumes its input
+          if (m_device_timer) m_device_timer->node_begin(i);
           m_thunks[i].run(m_thunks[i], values);
+          if (m_device_timer) m_device_timer->node_end(i);
           const std::uint64_t t1 = detail::ticks();
           m_scratch_ticks[i] = t1 - t;
           if (sample) record_shapes(i, values, false);
           if (m_plan.gc) release_dead(i);
           t = sample ? detail::ticks() : t1;
         }
+        if (m_device_timer) m_device_timer->collect(m_scratch_ticks.data());
         m_fn_ticks_last = t - f0;
       } else if (m_checked) {
         if (m_plan.nan_guard) guard_inputs(values);
@@ -398,6 +451,9 @@ class function_runtime {
     release_after_call();
     if (timed) {
       if (memory) m_profile->measured_peak_bytes = std::max(m_profile->measured_peak_bytes, allocated().peak - mem0);
+      if (memory && device_allocated)
+        m_profile->measured_device_peak_bytes =
+            std::max(m_profile->measured_device_peak_bytes, device_allocated().peak - device_mem0);
       const std::uint64_t call_ticks = detail::ticks() - c0;
       ++m_sample_calls;
       if (m_profile) record_call(*m_profile, call_ticks, sample);
@@ -488,13 +544,20 @@ class function_runtime {
     m_out.assign(g.outputs.size(), ndarray{});
     m_pool.free.reserve(g.slots.size());
     for (std::size_t s = 0; s < g.slots.size(); ++s)
-      if (g.slots[s].kind == var_kind::constant) m_values[s] = g.slots[s].source->constant;
+      if (g.slots[s].kind == var_kind::constant)
+        m_values[s] = g.slots[s].on_device ? detail::device_hooks().to_device(g.slots[s].source->constant)
+                                           : g.slots[s].source->constant;
     std::vector<detail::thunk> thunks(g.nodes.size());
     for (const apply_node& n : g.nodes) {
       detail::thunk& t = thunks[static_cast<std::size_t>(n.id)];
       t.node = &n;
       t.pool = &m_pool;
       for (int in : n.inputs) t.slot_bcast.push_back(g.slots[static_cast<std::size_t>(in)].broadcastable);
+      t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
+      if (n.fn->on_gpu || n.fn->kind == op_kind::transfer) {
+        detail::gpu_runtime().bind(t, g, n);
+        continue;
+      }
       switch (n.fn->kind) {
         case op_kind::elemwise:
         case op_kind::composite: {
@@ -510,6 +573,7 @@ class function_runtime {
         case op_kind::gemv:
         case op_kind::dot22: t.run = &detail::run_dot_family; break;
         case op_kind::shape_prod: t.run = &detail::run_shape_prod; break;
+        case op_kind::transfer: break;  // bound by the GPU backend above
       }
       t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
     }
@@ -572,10 +636,23 @@ class function_runtime {
         sv.value = std::move(v);
         if (!m_plan.gc && old.owner() && old.owner().use_count() == 1) v = std::move(old);
         else v.release();
+      } else if (v.on_device()) {
+        sv.value = detail::device_hooks().copy_on_device(v);  // a fresh buffer: never alias another value
       } else {
         sv.value = v.contiguous();
         if (sv.value.owner() == v.owner()) sv.value = detail::cast_array(v, v.type());  // never alias another value
       }
+    }
+  }
+
+  // A shared variable's value moves to where this function reads it: to the device once (it
+  // stays there, as Theano's GPU shared variables do), or a host copy for a CPU function.
+  void place_shared(int s, shared_value& sv) {
+    std::lock_guard lock(sv.mutex);
+    if (m_graph->slots[static_cast<std::size_t>(s)].on_device) {
+      if (!sv.value.on_device()) sv.value = detail::device_hooks().to_device(sv.value);
+    } else if (sv.value.on_device()) {
+      sv.value = detail::device_hooks().to_host(sv.value);
     }
   }
 
@@ -819,6 +896,7 @@ class function_runtime {
   std::vector<int> m_view_slots;
   std::vector<std::vector<int>> m_dead_after;
   std::vector<std::uint64_t> m_scratch_ticks;
+  std::unique_ptr<detail::device_timer> m_device_timer;  // CUDA events per node (GPU backend, CUDA builds)
   std::uint64_t m_fn_ticks_last = 0;
   std::shared_ptr<profile_stats> m_stats;
   std::shared_ptr<function_profile> m_profile;

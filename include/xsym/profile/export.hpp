@@ -76,9 +76,13 @@ inline void write_json(const profile_stats& stats, std::ostream& os) {
        << ", \"validate_s\": " << json_number(f.validate_seconds) << ", \"linker_s\": " << json_number(f.linker_seconds)
        << "},\n";
     os << "      \"implementation\": " << json_string(f.implementation) << ",\n";
-    os << "      \"memory\": {\"peak_current_bytes\": " << json_number(detail::simulate_peak(f, true, f.gc))
-       << ", \"peak_no_inplace_bytes\": " << json_number(detail::simulate_peak(f, false, f.gc))
-       << ", \"peak_no_gc_bytes\": " << json_number(detail::simulate_peak(f, true, false))
+    os << "      \"device_implementation\": " << json_string(f.device_implementation) << ",\n";
+    const auto peak = detail::simulate_peak(f, true, f.gc);
+    os << "      \"memory\": {\"peak_current_bytes\": " << json_number(peak.first)
+       << ", \"peak_no_inplace_bytes\": " << json_number(detail::simulate_peak(f, false, f.gc).first)
+       << ", \"peak_no_gc_bytes\": " << json_number(detail::simulate_peak(f, true, false).first)
+       << ", \"device_peak_current_bytes\": " << json_number(peak.second)
+       << ", \"measured_device_peak_bytes\": " << f.measured_device_peak_bytes
        << ", \"measured_peak_bytes\": " << f.measured_peak_bytes << "},\n";
     os << "      \"nodes\": [";
     for (std::size_t i = 0; i < g.nodes.size(); ++i) {

@@ -34,7 +34,8 @@ struct trace_event {
 struct function_profile {
   std::string name;
   std::shared_ptr<const function_graph> graph;
-  std::string implementation = "cpu";  // the profile's <type>: cpu (vectorized), ref (reference), gpu
+  std::string implementation = "cpu";  // the profile's <type>: cpu (vectorized), ref (reference)
+  std::string device_implementation;   // <type> of GPU nodes and transfers: cuda, thrust-omp
   std::int64_t calls = 0;
   std::uint64_t call_ticks = 0;        // whole operator(): argument checks, run, results
   std::uint64_t fn_ticks = 0;          // running the thunks, with the loop around them
@@ -53,6 +54,14 @@ struct function_profile {
   bool memory = false;                 // profile_memory was on
   bool optimizer = false;              // profile_optimizer was on
   std::int64_t measured_peak_bytes = 0;  // largest growth of the library's allocations during a call
+  std::int64_t measured_device_peak_bytes = -1;  // the same in device memory; -1: not counted
+
+  /// @brief The <type> of node i: where and how it ran.
+  const std::string& node_implementation(std::size_t i) const {
+    const op& o = *graph->nodes[i].fn;
+    return (o.on_gpu || o.kind == op_kind::transfer) && !device_implementation.empty() ? device_implementation
+                                                                                        : implementation;
+  }
   std::size_t max_trace_events = 0;      // 0: no trace; else events kept (first ones)
   std::vector<trace_event> events;
 

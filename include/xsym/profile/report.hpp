@@ -107,22 +107,24 @@ inline double node_bytes(const apply_node& n, const std::vector<value_info>& ins
 inline std::string kb(double bytes) { return fmt("%.0fKB", std::ceil(bytes / 1024.0)); }
 
 // Peak bytes of node outputs alive at once, replaying the node order: with gc, without in-place.
-inline double simulate_peak(const function_profile& f, bool inplace, bool gc) {
+// Returns {host peak, device peak}.
+inline std::pair<double, double> simulate_peak(const function_profile& f, bool inplace, bool gc) {
   const function_graph& g = *f.graph;
   std::vector<double> created(g.slots.size(), 0);
-  double cur = 0, peak = 0;
+  double cur[2] = {0, 0}, peak[2] = {0, 0};
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const apply_node& n = g.nodes[i];
     for (std::size_t o = 0; o < n.outputs.size(); ++o) {
       if (f.node_outputs[i].size() <= o || n.fn->is_view() || (inplace && n.fn->is_inplace())) continue;
-      created[static_cast<std::size_t>(n.outputs[o])] = static_cast<double>(f.node_outputs[i][o].nbytes());
-      cur += created[static_cast<std::size_t>(n.outputs[o])];
+      const auto s = static_cast<std::size_t>(n.outputs[o]);
+      created[s] = static_cast<double>(f.node_outputs[i][o].nbytes());
+      cur[g.slots[s].on_device] += created[s];
     }
-    peak = std::max(peak, cur);
+    for (int d : {0, 1}) peak[d] = std::max(peak[d], cur[d]);
     if (gc && i < f.dead_after.size())
-      for (int s : f.dead_after[i]) cur -= created[static_cast<std::size_t>(s)];
+      for (int s : f.dead_after[i]) cur[g.slots[static_cast<std::size_t>(s)].on_device] -= created[static_cast<std::size_t>(s)];
   }
-  return peak;
+  return {peak[0], peak[1]};
 }
 
 }  // namespace detail
@@ -182,7 +184,7 @@ inline void print_profile(std::ostream& os, const std::string& message,
       for (auto* m : {&by_class, &by_op}) {
         auto& r = (*m)[m == &by_class ? n.class_name() : n.op_name()];
         r.key = m == &by_class ? n.class_name() : n.op_name();
-        r.type = f->implementation;
+        r.type = f->node_implementation(i);
         r.time += t;
         r.calls += f->node_calls[i];
         r.applies += 1;
@@ -293,23 +295,31 @@ inline void print_profile(std::ostream& os, const std::string& message,
 inline void print_memory_profile(std::ostream& os, const std::vector<std::shared_ptr<function_profile>>& fns) {
   using detail::fmt;
   using detail::kb;
-  double current = 0, no_inplace = 0, no_gc = 0, measured = 0;
+  std::pair<double, double> current, no_inplace, no_gc;
+  double measured = 0, measured_device = -1;
+  auto take_max = [](std::pair<double, double>& a, std::pair<double, double> b) {
+    a = {std::max(a.first, b.first), std::max(a.second, b.second)};
+  };
   for (const auto& f : fns) {
-    current = std::max(current, detail::simulate_peak(*f, true, f->gc));
-    no_inplace = std::max(no_inplace, detail::simulate_peak(*f, false, f->gc));
-    no_gc = std::max(no_gc, detail::simulate_peak(*f, true, false));
+    take_max(current, detail::simulate_peak(*f, true, f->gc));
+    take_max(no_inplace, detail::simulate_peak(*f, false, f->gc));
+    take_max(no_gc, detail::simulate_peak(*f, true, false));
     measured = std::max(measured, static_cast<double>(f->measured_peak_bytes));
+    measured_device = std::max(measured_device, static_cast<double>(f->measured_device_peak_bytes));
   }
   os << "Memory Profile\n(Simulated from the nodes' output sizes; in brackets, measured through xsym's allocator)\n---\n";
-  auto block = [&](const char* title, double cpu, const std::string& extra) {
+  auto block = [&](const char* title, std::pair<double, double> sim, bool with_measured) {
+    const auto [cpu, gpu] = sim;
+    const bool gpu_measured = with_measured && measured_device >= 0;
     os << "    " << title << "\n";
-    os << "        CPU: " << kb(cpu) << extra << "\n";
-    os << "        GPU: 0KB\n";
-    os << "        CPU + GPU: " << kb(cpu) << extra << "\n";
+    os << "        CPU: " << kb(cpu) << (with_measured ? " (" + kb(measured) + ")" : "") << "\n";
+    os << "        GPU: " << kb(gpu) << (gpu_measured ? " (" + kb(measured_device) + ")" : "") << "\n";
+    os << "        CPU + GPU: " << kb(cpu + gpu)
+       << (with_measured ? " (" + kb(measured + std::max(0.0, measured_device)) + ")" : "") << "\n";
   };
-  block("Max peak memory with current setting", current, " (" + kb(measured) + ")");
-  block("Max peak memory with current setting and xsym flag optimizer_excluding=inplace", no_inplace, "");
-  block("Max peak memory if allow_gc=False (linker don't make a difference)", no_gc, "");
+  block("Max peak memory with current setting", current, true);
+  block("Max peak memory with current setting and xsym flag optimizer_excluding=inplace", no_inplace, false);
+  block("Max peak memory if allow_gc=False (linker don't make a difference)", no_gc, false);
   os << "---\n\n";
   os << "    <Sum apply outputs (bytes)> <Apply outputs shape> <created/inplace/view> <Apply node>\n\n";
   struct entry {

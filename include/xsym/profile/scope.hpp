@@ -66,6 +66,7 @@ class profile_scope {
     if (!rec) {
       rec = m_stats->add_function(name, g);
       rec->implementation = model.implementation;
+      rec->device_implementation = model.device_implementation;
       rec->rewrite_seconds = model.rewrite_seconds;
       rec->validate_seconds = model.validate_seconds;
       rec->linker_seconds = model.linker_seconds;
