@@ -10,7 +10,11 @@
 
 #include <xtensor/xio.hpp>
 #include <xtensor/xview.hpp>
+#ifdef XSYM_EXAMPLE_GPU
+#include <xsym/gpu.hpp>  // device=cuda runs train on the GPU (or on Thrust's OpenMP system)
+#else
 #include <xsym/xsym.hpp>
+#endif
 
 using real = xsym::floatX;
 

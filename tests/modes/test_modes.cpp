@@ -151,3 +151,19 @@ TEST_CASE("modes are chosen by flag too, and an unknown mode is a clear error", 
   CHECK_THROWS_WITH(xsym::function("bad", xsym::inputs(x), x, xsym::mode("FAST_WALK")),
                     Catch::Contains("unknown mode 'FAST_WALK'"));
 }
+
+TEST_CASE("device=cuda without the GPU backend, or an unknown device, is a clear error", "[modes]") {
+  hooks_guard guard;
+  auto x = xsym::vector<float>("x");
+  auto msg = message_of([&] { xsym::function("f", xsym::inputs(x), x + 1, xsym::device("cuda")); });
+  CHECK_THAT(msg, Catch::Contains("device=cuda") && Catch::Contains("without xsym's GPU backend") &&
+                      Catch::Contains("<xsym/gpu.hpp>"));
+  xsym::config.device = std::string("cuda");
+  msg = message_of([&] { xsym::function("f", xsym::inputs(x), x + 1); });
+  CHECK_THAT(msg, Catch::Contains("without xsym's GPU backend"));
+  // The per-function option wins over the flag.
+  auto f = xsym::function("f", xsym::inputs(x), x + 1, xsym::device("cpu"));
+  CHECK(f(xt::xtensor<float, 1>{1})(0) == 2.0f);
+  msg = message_of([&] { xsym::function("f", xsym::inputs(x), x + 1, xsym::device("tpu")); });
+  CHECK_THAT(msg, Catch::Contains("device=tpu is unknown"));
+}

@@ -1,0 +1,269 @@
+// The GPU backend, run through Thrust's OpenMP system (no GPU needed): every result equals the
+// CPU backend's on random inputs, transfers sit where expected, device memory is counted exactly.
+// Built with XSYM_COMPUTE_GPU_MEM_USED=1; the same file is compiled (not run) by nvcc.
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <sstream>
+
+#include <xsym/gpu.hpp>
+
+#include "compile/compile_util.hpp"
+
+namespace {
+using xsym_test::clean_config;
+
+std::mt19937& rng() {
+  static std::mt19937 r(7);
+  return r;
+}
+
+template <class T, std::size_t N>
+xt::xtensor<T, N> random_array(const std::array<std::size_t, N>& shape, double lo = -2, double hi = 2) {
+  xt::xtensor<T, N> a(shape);
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (auto& v : a) v = static_cast<T>(u(rng()));
+  return a;
+}
+
+template <class A, class B>
+void require_close(const A& got, const B& want, double rtol) {
+  REQUIRE(got.shape() == want.shape());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double g = static_cast<double>(got.data()[i]), w = static_cast<double>(want.data()[i]);
+    INFO("element " << i << ": gpu " << g << ", cpu " << w);
+    REQUIRE(std::abs(g - w) <= rtol * (1 + std::abs(w)));
+  }
+}
+
+template <class F>
+std::vector<std::string> names(const F& f) {
+  return xsym_test::op_names(f);
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("fused elementwise on the device equals the CPU backend, one kernel per Composite", "[gpu]") {
+  clean_config cfg;
+  auto x = xsym::matrix<float>("x");
+  auto y = xsym::matrix<float>("y");
+  auto r = xsym::row<float>("r");
+  auto expr = xsym::exp(-x) * 2 + y / (1 + xsym::abs(r)) - xsym::log1p(xsym::sqr(x)) + xsym::tanh(y) * xsym::sigmoid(x);
+  auto cpu = xsym::function("cpu", xsym::inputs(x, y, r), expr);
+  auto gpu = xsym::function("gpu", xsym::inputs(x, y, r), expr, xsym::device("cuda"));
+  const auto n = names(gpu);
+  // Three inputs up, one fused kernel, one result down.
+  REQUIRE(n.size() == 5);
+  CHECK(std::count(n.begin(), n.end(), "GpuFromHost") == 3);
+  CHECK(n[3].rfind("GpuElemwise{Composite{", 0) == 0);
+  CHECK(n[4] == "HostFromGpu");
+  for (std::size_t rows : {1u, 7u, 300u}) {
+    const auto a = random_array<float, 2>({rows, 37}), b = random_array<float, 2>({rows, 37});
+    const auto c = random_array<float, 2>({1, 37});
+    require_close(gpu(a, b, c), cpu(a, b, c), 1e-5);
+  }
+}
+
+TEST_CASE("strided and broadcast operands, comparisons, switch, casts and integer arithmetic on the device", "[gpu]") {
+  clean_config cfg;
+  auto x = xsym::matrix<double>("x");
+  auto c = xsym::col<double>("c");
+  auto i = xsym::matrix<std::int32_t>("i");
+  auto expr = xsym::switch_(x.T() > 0.5, x.T() * c.T(), xsym::maximum(x.T(), -1.0)) + xsym::cast<double>(i * 3 - 1);
+  auto cmp = x >= 0;
+  auto cpu = xsym::function("cpu", xsym::inputs(x, c, i), xsym::outputs(expr, cmp));
+  auto gpu = xsym::function("gpu", xsym::inputs(x, c, i), xsym::outputs(expr, cmp), xsym::device("cuda"));
+  const auto a = random_array<double, 2>({5, 4});
+  const auto col = random_array<double, 2>({5, 1});
+  xt::xtensor<std::int32_t, 2> ints = xt::xtensor<std::int32_t, 2>::from_shape({4, 5});
+  for (std::size_t k = 0; k < ints.size(); ++k) ints.data()[k] = static_cast<std::int32_t>(k) - 7;
+  auto [g0, g1] = gpu(a, col, ints);
+  auto [c0, c1] = cpu(a, col, ints);
+  require_close(g0, c0, 1e-12);
+  REQUIRE(bool(g1 == c1));
+}
+
+TEST_CASE("reductions on the device equal the CPU backend over every axis set", "[gpu]") {
+  clean_config cfg;
+  auto x = xsym::tensor3<double>("x");
+  auto outs = xsym::outputs(xsym::sum(x, {0}), xsym::mean(x, {1, 2}), xsym::max(x, {2}), xsym::min(x, {0, 2}),
+                            xsym::prod(x, {1}), xsym::sum(x), xsym::max(x), xsym::mean(x));
+  auto cpu = xsym::function("cpu", xsym::inputs(x), outs);
+  auto gpu = xsym::function("gpu", xsym::inputs(x), outs, xsym::device("cuda"));
+  bool saw_reduce = false;
+  for (const auto& n : names(gpu)) saw_reduce |= n.rfind("GpuCAReduce{", 0) == 0;
+  CHECK(saw_reduce);
+  const auto a = random_array<double, 3>({6, 5, 33}, 0.5, 1.5);
+  auto g = gpu(a);
+  auto c = cpu(a);
+  require_close(std::get<0>(g), std::get<0>(c), 1e-12);
+  require_close(std::get<1>(g), std::get<1>(c), 1e-12);
+  require_close(std::get<2>(g), std::get<2>(c), 0);
+  require_close(std::get<3>(g), std::get<3>(c), 0);
+  require_close(std::get<4>(g), std::get<4>(c), 1e-12);
+  CHECK(std::get<5>(g) == Approx(std::get<5>(c)).epsilon(1e-12));
+  CHECK(std::get<6>(g) == std::get<6>(c));
+  CHECK(std::get<7>(g) == Approx(std::get<7>(c)).epsilon(1e-12));
+}
+
+TEST_CASE("products on the device: GpuGemv, transposed, GpuDot22, vector dot, GpuGemm accumulation", "[gpu]") {
+  clean_config cfg;
+  auto A = xsym::matrix<double>("A");
+  auto B = xsym::matrix<double>("B");
+  auto v = xsym::vector<double>("v");
+  auto u = xsym::vector<double>("u");
+  auto outs = xsym::outputs(xsym::dot(A, v), xsym::dot(A.T(), u), xsym::dot(A, B), xsym::dot(v, v),
+                            B - 0.25 * xsym::dot(A.T(), A), u - 0.5 * xsym::dot(A, v));
+  auto cpu = xsym::function("cpu", xsym::inputs(A, B, v, u), outs);
+  auto gpu = xsym::function("gpu", xsym::inputs(A, B, v, u), outs, xsym::device("cuda"));
+  const auto n = names(gpu);
+  CHECK(std::any_of(n.begin(), n.end(), [](const std::string& s) { return s.rfind("GpuGemv", 0) == 0; }));
+  CHECK(std::any_of(n.begin(), n.end(), [](const std::string& s) { return s.rfind("GpuGemm", 0) == 0; }));
+  const auto a = random_array<double, 2>({9, 9}), b = random_array<double, 2>({9, 9});
+  const auto vv = random_array<double, 1>({9}), uu = random_array<double, 1>({9});
+  auto g = gpu(a, b, vv, uu);
+  auto c = cpu(a, b, vv, uu);
+  require_close(std::get<0>(g), std::get<0>(c), 1e-12);
+  require_close(std::get<1>(g), std::get<1>(c), 1e-12);
+  require_close(std::get<2>(g), std::get<2>(c), 1e-12);
+  CHECK(std::get<3>(g) == Approx(std::get<3>(c)).epsilon(1e-12));
+  require_close(std::get<4>(g), std::get<4>(c), 1e-12);
+  require_close(std::get<5>(g), std::get<5>(c), 1e-12);
+  // A shape error names the GPU node and the shapes.
+  const auto msg = message_of([&] { gpu(a, b, random_array<double, 1>({4}), uu); });
+  CHECK_THAT(msg, Catch::Contains("Apply node") && Catch::Contains("Gpu") && Catch::Contains("(4,)"));
+}
+
+TEST_CASE("the logistic regression trains on the device as on the CPU; shared variables live on the device",
+          "[gpu]") {
+  clean_config cfg;
+  const std::size_t n = 60, feats = 30;
+  const auto X = random_array<float, 2>({n, feats});
+  xt::xtensor<float, 1> Y = xt::zeros<float>({n});
+  for (std::size_t i = 0; i < n; i += 2) Y(i) = 1;
+  const auto w0 = random_array<float, 1>({feats});
+  auto build = [&](const char* device, auto& w, auto& b) {
+    auto x = xsym::matrix<float>("x");
+    auto y = xsym::vector<float>("y");
+    auto p_1 = 1 / (1 + exp(-dot(x, w) - b));
+    auto xent = -y * log(p_1) - (1 - y) * log(1 - p_1);
+    auto cost = mean(xent) + 0.01 * sum(w * w);
+    auto [gw, gb] = xsym::grad(cost, w, b);
+    return xsym::function("train", xsym::inputs(x, y), xsym::outputs(p_1 > 0.5, xent),
+                          xsym::updates(xsym::update(w, w - 0.1 * gw), xsym::update(b, b - 0.1 * gb)),
+                          xsym::device(device));
+  };
+  auto wc = xsym::shared(w0, "w");
+  auto bc = xsym::shared(0.0f, "b");
+  auto wg = xsym::shared(w0, "w");
+  auto bg = xsym::shared(0.0f, "b");
+  auto cpu = build("cpu", wc, bc);
+  auto gpu = build("cuda", wg, bg);
+  const auto n_gpu = names(gpu);
+  CHECK(std::any_of(n_gpu.begin(), n_gpu.end(), [](const std::string& s) { return s.rfind("GpuGemv", 0) == 0; }));
+  for (const auto& s : n_gpu) INFO(s);
+  // Two inputs up, two outputs down: the shared variables w and b need no transfer.
+  CHECK(std::count(n_gpu.begin(), n_gpu.end(), "GpuFromHost") == 2);
+  CHECK(std::count(n_gpu.begin(), n_gpu.end(), "HostFromGpu") == 2);
+  for (int step = 0; step < 25; ++step) {
+    auto [pc, ec] = cpu(X, Y);
+    auto [pg, eg] = gpu(X, Y);
+    require_close(eg, ec, 1e-4);
+  }
+  require_close(wg.get_value(), wc.get_value(), 1e-4);
+  CHECK(bg.get_value()() == Approx(bc.get_value()()).epsilon(1e-4));
+  // set_value goes to the host; the next call places it on the device again.
+  wg.set_value(w0);
+  wc.set_value(w0);
+  require_close(std::get<1>(gpu(X, Y)), std::get<1>(cpu(X, Y)), 1e-4);
+  require_close(wg.get_value(), wc.get_value(), 1e-4);
+}
+
+TEST_CASE("a shared variable moves between a GPU function and a CPU function that both use it", "[gpu]") {
+  clean_config cfg;
+  auto s = xsym::shared(xt::xtensor<double, 1>{1, 2, 3}, "s");
+  auto x = xsym::vector<double>("x");
+  auto on_gpu = xsym::function("g", xsym::inputs(x), s * x, xsym::updates(xsym::update(s, s + 1)), xsym::device("cuda"));
+  auto on_cpu = xsym::function("c", xsym::inputs(x), s - x, xsym::updates(xsym::update(s, s * 2)));
+  const xt::xtensor<double, 1> one{1, 1, 1};
+  CHECK(bool(on_gpu(one) == xt::xtensor<double, 1>{1, 2, 3}));  // s -> 2 3 4, on the device
+  CHECK(bool(on_cpu(one) == xt::xtensor<double, 1>{1, 2, 3}));  // s -> 4 6 8, back on the host
+  CHECK(bool(on_gpu(one) == xt::xtensor<double, 1>{4, 6, 8}));  // s -> 5 7 9
+  CHECK(bool(s.get_value() == xt::xtensor<double, 1>{5, 7, 9}));
+}
+
+TEST_CASE("the device flag places every function; device(\"cpu\") keeps one on the host", "[gpu]") {
+  clean_config cfg;
+  xsym::config.device = std::string("cuda");
+  auto x = xsym::vector<float>("x");
+  auto f = xsym::function("f", xsym::inputs(x), x * 3);
+  auto g = xsym::function("g", xsym::inputs(x), x * 3, xsym::device("cpu"));
+  CHECK(names(f) == std::vector<std::string>{"GpuFromHost", "GpuElemwise{mul,no_inplace}", "HostFromGpu"});
+  CHECK(names(g) == std::vector<std::string>{"Elemwise{mul,no_inplace}"});
+  // An output that is an input comes back untouched: no transfer.
+  auto h = xsym::function("h", xsym::inputs(x), xsym::outputs(x, x + 1));
+  const auto nh = names(h);
+  CHECK(std::count(nh.begin(), nh.end(), "GpuFromHost") == 1);
+  CHECK(std::count(nh.begin(), nh.end(), "HostFromGpu") == 1);
+  const auto [same, plus] = h(xt::xtensor<float, 1>{1, 2});
+  CHECK(bool(same == xt::xtensor<float, 1>{1, 2}));
+  CHECK(bool(plus == xt::xtensor<float, 1>{2, 3}));
+}
+
+TEST_CASE("device memory is counted exactly, and a warm call allocates none", "[gpu]") {
+  clean_config cfg;
+  const std::size_t n = 1000;
+  auto x = xsym::vector<float>("x");
+  auto f = xsym::function("f", xsym::inputs(x), x * 2 + 1, xsym::device("cuda"));
+  const auto a = random_array<float, 1>({n});
+  const auto before = xsym::cuda::allocated();
+  xsym::cuda::reset_peak_memory();
+  f(a);
+  const auto first = xsym::cuda::allocated();
+  // GpuFromHost(x) and the kernel's output, both n floats, alive together; both kept for reuse.
+  CHECK(first.peak - before.current == static_cast<std::int64_t>(2 * n * sizeof(float)));
+  CHECK(first.allocations - before.allocations == 2);
+  f(a);
+  f(a);
+  CHECK(xsym::cuda::allocated().allocations == first.allocations);
+  CHECK(xsym::cuda::allocated().current == first.current);
+}
+
+TEST_CASE("the profile shows the device: GPU ops and classes, the implementation, GPU memory", "[gpu]") {
+  clean_config cfg;
+  xsym::config.profile_memory = true;
+  auto stats = std::make_shared<xsym::profile_stats>("gpu profile", false);
+  auto x = xsym::matrix<float>("x");
+  auto v = xsym::vector<float>("v");
+  auto f = xsym::function("f", xsym::inputs(x, v), xsym::sum(xsym::exp(xsym::dot(x, v)) + 1), xsym::device("cuda"),
+                          xsym::profile(stats));
+  const auto a = random_array<float, 2>({100, 50});
+  const auto b = random_array<float, 1>({50});
+  for (int i = 0; i < 3; ++i) f(a, b);
+  std::ostringstream os;
+  stats->print_summary(os);
+  const std::string text = os.str();
+  INFO(text);
+  for (const char* want : {"Function profiling", "Message: gpu profile", "Time in 3 calls", "xsym::GpuFromHost", "xsym::GpuGemv",
+                           "xsym::HostFromGpu", "GpuCAReduce{add}", "thrust-omp", "Memory Profile"})
+    CHECK_THAT(text, Catch::Contains(want));
+  // Device bytes are measured too (XSYM_COMPUTE_GPU_MEM_USED=1), in brackets after the simulated ones.
+  CHECK_THAT(text, Catch::Matches("[\\s\\S]*GPU: [1-9][0-9]*KB \\([1-9][0-9]*KB\\)[\\s\\S]*"));
+  const auto& prof = *stats->functions().front();
+  for (std::size_t i = 0; i < prof.graph->nodes.size(); ++i) CHECK(prof.node_calls[i] == 3);
+}
+
+TEST_CASE("device=cuda refuses the host-checking modes with a clear error", "[gpu]") {
+  clean_config cfg;
+  auto x = xsym::vector<float>("x");
+  const auto msg = message_of([&] { xsym::function("f", xsym::inputs(x), x + 1, xsym::device("cuda"), xsym::mode("DebugMode")); });
+  CHECK_THAT(msg, Catch::Contains("mode=DebugMode") && Catch::Contains("device=cuda"));
+}
