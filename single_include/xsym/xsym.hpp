@@ -855,6 +855,7 @@ inline config_t config;
 #ifndef XSYM_EXPR_VAR_HPP
 #define XSYM_EXPR_VAR_HPP
 
+#include <concepts>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -1101,8 +1102,12 @@ class ndarray {
     return a;
   }
 
+  /// @brief A new C-contiguous array in device memory (needs the GPU backend), uninitialised.
+  static ndarray empty_on_device(dtype dt, const shape_t& shape);
+
   /// @brief A C-contiguous array in an existing buffer of `capacity` bytes (buffer reuse).
-  static ndarray in_buffer(dtype dt, const shape_t& shape, std::shared_ptr<std::byte> owner, std::size_t capacity) {
+  static ndarray in_buffer(dtype dt, const shape_t& shape, std::shared_ptr<std::byte> owner, std::size_t capacity,
+                           bool on_device = false) {
     ndarray a;
     a.m_dtype = dt;
     a.m_shape = shape;
@@ -1110,6 +1115,7 @@ class ndarray {
     a.m_owner = std::move(owner);
     a.m_data = a.m_owner.get();
     a.m_capacity = capacity;
+    a.m_on_device = on_device;
     return a;
   }
 
@@ -1136,6 +1142,8 @@ class ndarray {
   template <class T> T* data_as() const { return reinterpret_cast<T*>(m_data); }
   const std::shared_ptr<std::byte>& owner() const { return m_owner; }
   std::size_t capacity() const { return m_capacity; }
+  /// @brief True when the buffer is in GPU memory: host code must not read it.
+  bool on_device() const { return m_on_device; }
 
   bool is_c_contiguous() const {
     std::int64_t expected = 1;
@@ -1179,7 +1187,51 @@ class ndarray {
   std::shared_ptr<std::byte> m_owner;
   std::byte* m_data = nullptr;
   std::size_t m_capacity = 0;
+  bool m_on_device = false;
+
+  void require_host(const char* what) const {
+    if (m_on_device)
+      throw std::logic_error(std::string("xsym: internal error: ") + what + " read an array in device memory on the host");
+  }
 };
+
+namespace detail {
+/// What the GPU backend provides to code that does not include it (set when it is linked in).
+struct device_functions {
+  std::shared_ptr<std::byte> (*allocate)(std::size_t bytes) = nullptr;
+  ndarray (*to_host)(const ndarray&) = nullptr;        // a C-contiguous host copy
+  ndarray (*to_device)(const ndarray&) = nullptr;      // a C-contiguous device copy of a host array
+  ndarray (*copy_on_device)(const ndarray&) = nullptr; // a C-contiguous device copy of a device array
+  memory_counters (*allocated)() = nullptr;            // null unless XSYM_COMPUTE_GPU_MEM_USED=1
+  const char* implementation = "";                     // "cuda" or "thrust-omp"
+};
+inline device_functions& device_hooks() {
+  static device_functions f;
+  return f;
+}
+inline const device_functions& require_device(const char* what) {
+  const auto& h = device_hooks();
+  if (!h.allocate)
+    throw std::logic_error(std::string("xsym: ") + what +
+                           " needs the GPU backend, which this program was built without (include <xsym/gpu.hpp>)");
+  return h;
+}
+/// The array itself when it is in host memory, else a host copy.
+inline ndarray on_host(const ndarray& a) { return a.on_device() ? require_device("reading a device array").to_host(a) : a; }
+}  // namespace detail
+
+inline ndarray ndarray::empty_on_device(dtype dt, const shape_t& shape) {
+  ndarray a;
+  a.m_dtype = dt;
+  a.m_shape = shape;
+  a.set_c_strides();
+  const auto bytes = static_cast<std::size_t>(shape.size()) * dtype_size(dt);
+  a.m_owner = detail::require_device("a device array").allocate(bytes);
+  a.m_data = a.m_owner.get();
+  a.m_capacity = bytes;
+  a.m_on_device = true;
+  return a;
+}
 
 namespace detail {
 // Calls f(offset) for every element of shape in C order, with offset in elements for strides.
@@ -1208,6 +1260,7 @@ void for_each_offset(const shape_t& shape, const std::array<std::int64_t, max_ra
 
 inline ndarray ndarray::contiguous() const {
   if (is_c_contiguous()) return *this;
+  if (m_on_device) return detail::require_device("a device copy").copy_on_device(*this);
   ndarray out = empty(m_dtype, m_shape);
   const std::size_t es = dtype_size(m_dtype);
   std::byte* dst = out.data();
@@ -1219,6 +1272,7 @@ inline ndarray ndarray::contiguous() const {
 }
 
 inline void ndarray::copy_contiguous_into(ndarray& dst) const {
+  require_host("copy_contiguous_into");
   const std::size_t bytes = nbytes();
   if (dst.m_owner && dst.m_owner.use_count() == 1 && dst.m_capacity >= bytes)
     dst = in_buffer(m_dtype, m_shape, dst.m_owner, dst.m_capacity);
@@ -1233,6 +1287,7 @@ inline void ndarray::copy_contiguous_into(ndarray& dst) const {
 }
 
 inline double ndarray::flat_as_double(std::int64_t i) const {
+  require_host("flat_as_double");
   std::int64_t off = 0;
   for (int d = m_shape.rank - 1; d >= 0; --d) {
     off += (i % m_shape[d]) * m_strides[static_cast<std::size_t>(d)];
@@ -1276,13 +1331,15 @@ ndarray copy_to_ndarray(const xt::xexpression<E>& expr) {
 
 /// An xtensor container holding a copy of a runtime array (any strides).
 template <class T, std::size_t N>
-xt::xtensor<T, N> to_xtensor(const ndarray& a) {
+xt::xtensor<T, N> to_xtensor(const ndarray& value) {
+  const ndarray a = on_host(value);
   if (a.type() != dtype_of<T>() || a.rank() != static_cast<int>(N))
     throw std::logic_error("xsym: internal error: value of type " + std::string(dtype_name(a.type())) + "/" +
                            std::to_string(a.rank()) + " read as " + std::string(dtype_name(dtype_of<T>())) +
                            "/" + std::to_string(N));
   std::array<std::size_t, N> shape{};
-  for (std::size_t i = 0; i < N; ++i) shape[i] = static_cast<std::size_t>(a.shape(static_cast<int>(i)));
+  if constexpr (N > 0)
+    for (std::size_t i = 0; i < N; ++i) shape[i] = static_cast<std::size_t>(a.shape(static_cast<int>(i)));
   xt::xtensor<T, N> out(shape);
   if (a.size() == 0) return out;
   if (a.is_c_contiguous()) std::memcpy(out.data(), a.data(), a.nbytes());
@@ -1386,7 +1443,7 @@ constexpr std::string_view reduce_name(reduce_op r) {
 }
 
 /// @brief Which family an op belongs to: the "Class" section of a profile.
-enum class op_kind : std::uint8_t { elemwise, composite, dimshuffle, reduce, dot, gemv, dot22, shape_prod };
+enum class op_kind : std::uint8_t { elemwise, composite, dimshuffle, reduce, dot, gemv, dot22, shape_prod, transfer };
 
 /// @brief One instruction of a fused elementwise program (see compile/elemwise.hpp).
 struct instruction {
@@ -1421,6 +1478,8 @@ struct op {
   double alpha = 1.0;
   std::shared_ptr<const program> fused;        // composite
   std::vector<std::pair<int, int>> destroy_map;  // (output, input) pairs written in place
+  bool on_gpu = false;                         // runs on the device (device=cuda)
+  bool to_device = false;                      // transfer: GpuFromHost (else HostFromGpu)
 
   bool is_inplace() const { return !destroy_map.empty(); }
   /// @brief (output, input) pairs where the output is a view of the input (Theano's view_map).
@@ -1432,6 +1491,40 @@ struct op {
 
   /// @brief The op's name as the profile's Ops section prints it.
   std::string name() const {
+    if (kind == op_kind::transfer) return to_device ? "GpuFromHost" : "HostFromGpu";
+    if (on_gpu) return gpu_name();
+    return cpu_name();
+  }
+
+  /// @brief The op's class, as the profile's Class section prints it.
+  std::string class_name() const {
+    if (kind == op_kind::transfer) return to_device ? "xsym::GpuFromHost" : "xsym::HostFromGpu";
+    std::string c = cpu_class_name();
+    return on_gpu ? "xsym::Gpu" + c.substr(6) : c;
+  }
+
+ private:
+  // Theano's GPU names: GpuElemwise{...}, GpuCAReduce{add}{0}, GpuGemv{...}, GpuDimShuffle{...}.
+  std::string gpu_name() const {
+    if (kind == op_kind::reduce) {
+      const char* scalar = reduction == reduce_op::sum    ? "add"
+                           : reduction == reduce_op::prod ? "mul"
+                           : reduction == reduce_op::max  ? "maximum"
+                           : reduction == reduce_op::min  ? "minimum"
+                                                          : "mean";
+      std::string n = std::string("GpuCAReduce{") + scalar + "}";
+      if (all_axes) return n;
+      n += "{";
+      for (std::size_t i = 0; i < axes.size(); ++i) n += (i ? "," : "") + std::to_string(axes[i]);
+      return n + "}";
+    }
+    std::string n = cpu_name();
+    if (kind == op_kind::dimshuffle) return "Gpu" + n.substr(7);  // InplaceDimShuffle -> GpuDimShuffle
+    if (kind == op_kind::dot) return "GpuDot";
+    return "Gpu" + n;
+  }
+
+  std::string cpu_name() const {
     const std::string inplace = destroy_map.empty() ? "no_inplace" : "inplace";
     switch (kind) {
       case op_kind::elemwise:
@@ -1477,12 +1570,12 @@ struct op {
         for (std::size_t i = 0; i < axes.size(); ++i) n += (i ? "," : "") + std::to_string(axes[i]);
         return n + "}";
       }
+      case op_kind::transfer: return "Transfer";
     }
     return "?";
   }
 
-  /// @brief The op's class, as the profile's Class section prints it.
-  std::string class_name() const {
+  std::string cpu_class_name() const {
     switch (kind) {
       case op_kind::elemwise:
       case op_kind::composite: return "xsym::Elemwise";
@@ -1492,10 +1585,12 @@ struct op {
       case op_kind::gemv: return "xsym::Gemv";
       case op_kind::dot22: return accumulate ? "xsym::Gemm" : "xsym::Dot22";
       case op_kind::shape_prod: return "xsym::Shape";
+      case op_kind::transfer: return "xsym::Transfer";
     }
     return "?";
   }
 
+ public:
   /// @brief Two ops with the same signature compute the same function (merge uses it).
   std::string signature() const {
     return name() + (transpose_a ? "/T" : "") + (kind == op_kind::composite ? "/" + fused->text : std::string());
@@ -1662,6 +1757,7 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
       if (o.accumulate) return static_cast<std::uint8_t>(in[0]->broadcastable & bit(in[1], o.transpose_a ? 1 : 0));
       return bit(in[0], o.transpose_a ? 1 : 0);
     case op_kind::shape_prod: return 0;
+    case op_kind::transfer: return in[0]->broadcastable;
     case op_kind::dot22:
       if (o.accumulate)
         return static_cast<std::uint8_t>(in[0]->broadcastable & (bit(in[1], 0) | (bit(in[2], 1) << 1)));
@@ -2171,10 +2267,11 @@ auto dot(const var<A, NA>& a, const var<B, NB>& b) {
   var<result, 0> fname(const var<E, N>& a) {                                                              \
     return var<result, 0>(detail::reduce(a.node(), reduce_op::rop, {}, true));                            \
   }                                                                                                       \
-  template <class E, std::size_t N>                                                                       \
-  var<result, N - 1> fname(const var<E, N>& a, int axis) {                                                \
+  /* a template, so that a braced {0} picks the axes overload (EDG/nvcc finds int ambiguous) */          \
+  template <class E, std::size_t N, std::integral I>                                                      \
+  var<result, N - 1> fname(const var<E, N>& a, I axis) {                                                  \
     static_assert(N >= 1, "xsym::" #fname ": a rank-0 tensor has no axis to reduce");                     \
-    return var<result, N - 1>(detail::reduce(a.node(), reduce_op::rop, {axis}, false));                   \
+    return var<result, N - 1>(detail::reduce(a.node(), reduce_op::rop, {static_cast<int>(axis)}, false)); \
   }                                                                                                       \
   template <class E, std::size_t N, std::size_t K>                                                        \
   var<result, N - K> fname(const var<E, N>& a, const int (&axes)[K]) {                                    \
@@ -2214,6 +2311,7 @@ struct slot {
   int owner = -1;     // index of the Apply node that computes it
   int owner_output = 0;
   var_ptr source;     // the symbolic variable (constants and shared values live there)
+  bool on_device = false;  // its values live in GPU memory (device=cuda)
 };
 
 /// @brief One step of a compiled function: an op applied to input slots, writing output slots.
@@ -3167,7 +3265,8 @@ struct trace_event {
 struct function_profile {
   std::string name;
   std::shared_ptr<const function_graph> graph;
-  std::string implementation = "cpu";  // the profile's <type>: cpu (vectorized), ref (reference), gpu
+  std::string implementation = "cpu";  // the profile's <type>: cpu (vectorized), ref (reference)
+  std::string device_implementation;   // <type> of GPU nodes and transfers: cuda, thrust-omp
   std::int64_t calls = 0;
   std::uint64_t call_ticks = 0;        // whole operator(): argument checks, run, results
   std::uint64_t fn_ticks = 0;          // running the thunks, with the loop around them
@@ -3186,6 +3285,14 @@ struct function_profile {
   bool memory = false;                 // profile_memory was on
   bool optimizer = false;              // profile_optimizer was on
   std::int64_t measured_peak_bytes = 0;  // largest growth of the library's allocations during a call
+  std::int64_t measured_device_peak_bytes = -1;  // the same in device memory; -1: not counted
+
+  /// @brief The <type> of node i: where and how it ran.
+  const std::string& node_implementation(std::size_t i) const {
+    const op& o = *graph->nodes[i].fn;
+    return (o.on_gpu || o.kind == op_kind::transfer) && !device_implementation.empty() ? device_implementation
+                                                                                        : implementation;
+  }
   std::size_t max_trace_events = 0;      // 0: no trace; else events kept (first ones)
   std::vector<trace_event> events;
 
@@ -3492,22 +3599,24 @@ inline double node_bytes(const apply_node& n, const std::vector<value_info>& ins
 inline std::string kb(double bytes) { return fmt("%.0fKB", std::ceil(bytes / 1024.0)); }
 
 // Peak bytes of node outputs alive at once, replaying the node order: with gc, without in-place.
-inline double simulate_peak(const function_profile& f, bool inplace, bool gc) {
+// Returns {host peak, device peak}.
+inline std::pair<double, double> simulate_peak(const function_profile& f, bool inplace, bool gc) {
   const function_graph& g = *f.graph;
   std::vector<double> created(g.slots.size(), 0);
-  double cur = 0, peak = 0;
+  double cur[2] = {0, 0}, peak[2] = {0, 0};
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const apply_node& n = g.nodes[i];
     for (std::size_t o = 0; o < n.outputs.size(); ++o) {
       if (f.node_outputs[i].size() <= o || n.fn->is_view() || (inplace && n.fn->is_inplace())) continue;
-      created[static_cast<std::size_t>(n.outputs[o])] = static_cast<double>(f.node_outputs[i][o].nbytes());
-      cur += created[static_cast<std::size_t>(n.outputs[o])];
+      const auto s = static_cast<std::size_t>(n.outputs[o]);
+      created[s] = static_cast<double>(f.node_outputs[i][o].nbytes());
+      cur[g.slots[s].on_device] += created[s];
     }
-    peak = std::max(peak, cur);
+    for (int d : {0, 1}) peak[d] = std::max(peak[d], cur[d]);
     if (gc && i < f.dead_after.size())
-      for (int s : f.dead_after[i]) cur -= created[static_cast<std::size_t>(s)];
+      for (int s : f.dead_after[i]) cur[g.slots[static_cast<std::size_t>(s)].on_device] -= created[static_cast<std::size_t>(s)];
   }
-  return peak;
+  return {peak[0], peak[1]};
 }
 
 }  // namespace detail
@@ -3567,7 +3676,7 @@ inline void print_profile(std::ostream& os, const std::string& message,
       for (auto* m : {&by_class, &by_op}) {
         auto& r = (*m)[m == &by_class ? n.class_name() : n.op_name()];
         r.key = m == &by_class ? n.class_name() : n.op_name();
-        r.type = f->implementation;
+        r.type = f->node_implementation(i);
         r.time += t;
         r.calls += f->node_calls[i];
         r.applies += 1;
@@ -3678,23 +3787,31 @@ inline void print_profile(std::ostream& os, const std::string& message,
 inline void print_memory_profile(std::ostream& os, const std::vector<std::shared_ptr<function_profile>>& fns) {
   using detail::fmt;
   using detail::kb;
-  double current = 0, no_inplace = 0, no_gc = 0, measured = 0;
+  std::pair<double, double> current, no_inplace, no_gc;
+  double measured = 0, measured_device = -1;
+  auto take_max = [](std::pair<double, double>& a, std::pair<double, double> b) {
+    a = {std::max(a.first, b.first), std::max(a.second, b.second)};
+  };
   for (const auto& f : fns) {
-    current = std::max(current, detail::simulate_peak(*f, true, f->gc));
-    no_inplace = std::max(no_inplace, detail::simulate_peak(*f, false, f->gc));
-    no_gc = std::max(no_gc, detail::simulate_peak(*f, true, false));
+    take_max(current, detail::simulate_peak(*f, true, f->gc));
+    take_max(no_inplace, detail::simulate_peak(*f, false, f->gc));
+    take_max(no_gc, detail::simulate_peak(*f, true, false));
     measured = std::max(measured, static_cast<double>(f->measured_peak_bytes));
+    measured_device = std::max(measured_device, static_cast<double>(f->measured_device_peak_bytes));
   }
   os << "Memory Profile\n(Simulated from the nodes' output sizes; in brackets, measured through xsym's allocator)\n---\n";
-  auto block = [&](const char* title, double cpu, const std::string& extra) {
+  auto block = [&](const char* title, std::pair<double, double> sim, bool with_measured) {
+    const auto [cpu, gpu] = sim;
+    const bool gpu_measured = with_measured && measured_device >= 0;
     os << "    " << title << "\n";
-    os << "        CPU: " << kb(cpu) << extra << "\n";
-    os << "        GPU: 0KB\n";
-    os << "        CPU + GPU: " << kb(cpu) << extra << "\n";
+    os << "        CPU: " << kb(cpu) << (with_measured ? " (" + kb(measured) + ")" : "") << "\n";
+    os << "        GPU: " << kb(gpu) << (gpu_measured ? " (" + kb(measured_device) + ")" : "") << "\n";
+    os << "        CPU + GPU: " << kb(cpu + gpu)
+       << (with_measured ? " (" + kb(measured + std::max(0.0, measured_device)) + ")" : "") << "\n";
   };
-  block("Max peak memory with current setting", current, " (" + kb(measured) + ")");
-  block("Max peak memory with current setting and xsym flag optimizer_excluding=inplace", no_inplace, "");
-  block("Max peak memory if allow_gc=False (linker don't make a difference)", no_gc, "");
+  block("Max peak memory with current setting", current, true);
+  block("Max peak memory with current setting and xsym flag optimizer_excluding=inplace", no_inplace, false);
+  block("Max peak memory if allow_gc=False (linker don't make a difference)", no_gc, false);
   os << "---\n\n";
   os << "    <Sum apply outputs (bytes)> <Apply outputs shape> <created/inplace/view> <Apply node>\n\n";
   struct entry {
@@ -3938,6 +4055,7 @@ class profile_scope {
     if (!rec) {
       rec = m_stats->add_function(name, g);
       rec->implementation = model.implementation;
+      rec->device_implementation = model.device_implementation;
       rec->rewrite_seconds = model.rewrite_seconds;
       rec->validate_seconds = model.validate_seconds;
       rec->linker_seconds = model.linker_seconds;
@@ -5382,6 +5500,97 @@ inline std::vector<var_ptr> constant_folding_pass(const std::vector<var_ptr>& ro
 
 #endif
 // ---- end include/xsym/rewrite/canonicalize.hpp ----
+// ---- begin include/xsym/rewrite/gpu_placement.hpp ----
+#ifndef XSYM_REWRITE_GPU_PLACEMENT_HPP
+#define XSYM_REWRITE_GPU_PLACEMENT_HPP
+
+#include <map>
+#include <memory>
+
+
+namespace xsym::detail {
+
+/// device=cuda, after every other rewrite: each Apply node becomes its GPU op; function
+/// inputs reach the device through GpuFromHost nodes and outputs come back through
+/// HostFromGpu nodes; shared variables and constants live on the device (no transfer per call).
+inline void gpu_placement_pass(function_graph& g, rewrite_record& rec) {
+  std::vector<apply_node> body = std::move(g.nodes);
+  std::vector<apply_node> head, tail;
+  auto transfer = [](bool to_device) {
+    auto o = std::make_shared<op>();
+    o->kind = op_kind::transfer;
+    o->to_device = to_device;
+    return std::shared_ptr<const op>(std::move(o));
+  };
+  const auto up = transfer(true), down = transfer(false);
+  for (auto& s : g.slots) s.on_device = s.kind != var_kind::input;
+  for (auto& n : body) {
+    auto o = std::make_shared<op>(*n.fn);
+    o->on_gpu = true;
+    n.fn = std::move(o);
+  }
+  // A device copy of each host slot that device code reads, made once per call.
+  std::map<int, int> device_copy;
+  auto device_slot_of = [&](int s) {
+    if (g.slots[static_cast<std::size_t>(s)].on_device) return s;
+    if (auto it = device_copy.find(s); it != device_copy.end()) return it->second;
+    slot d = g.slots[static_cast<std::size_t>(s)];
+    d.kind = var_kind::apply;
+    d.name.clear();
+    d.on_device = true;
+    g.slots.push_back(std::move(d));
+    const int ds = static_cast<int>(g.slots.size()) - 1;
+    apply_node t;
+    t.fn = up;
+    t.inputs = {s};
+    t.outputs = {ds};
+    head.push_back(std::move(t));
+    device_copy[s] = ds;
+    return ds;
+  };
+  for (auto& n : body)
+    for (int& in : n.inputs) in = device_slot_of(in);
+  for (auto& [target, value] : g.updates) value = device_slot_of(value);
+  std::map<int, int> host_copy;
+  for (int& o : g.outputs) {
+    if (!g.slots[static_cast<std::size_t>(o)].on_device) continue;
+    if (auto it = host_copy.find(o); it != host_copy.end()) {
+      o = it->second;
+      continue;
+    }
+    slot h = g.slots[static_cast<std::size_t>(o)];
+    h.kind = var_kind::apply;
+    h.on_device = false;
+    if (h.source && h.source->kind == var_kind::shared) h.name.clear();
+    g.slots.push_back(std::move(h));
+    const int hs = static_cast<int>(g.slots.size()) - 1;
+    apply_node t;
+    t.fn = down;
+    t.inputs = {o};
+    t.outputs = {hs};
+    tail.push_back(std::move(t));
+    host_copy[o] = hs;
+    o = hs;
+  }
+  g.nodes.clear();
+  for (auto* part : {&head, &body, &tail})
+    for (auto& n : *part) g.nodes.push_back(std::move(n));
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    apply_node& n = g.nodes[i];
+    n.id = static_cast<int>(i);
+    for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+      slot& s = g.slots[static_cast<std::size_t>(n.outputs[o])];
+      s.owner = n.id;
+      s.owner_output = static_cast<int>(o);
+    }
+  }
+  rec.applied = static_cast<int>(head.size() + tail.size());
+}
+
+}  // namespace xsym::detail
+
+#endif
+// ---- end include/xsym/rewrite/gpu_placement.hpp ----
 // ---- begin include/xsym/compile/checks.hpp ----
 #ifndef XSYM_COMPILE_CHECKS_HPP
 #define XSYM_COMPILE_CHECKS_HPP
@@ -5554,6 +5763,7 @@ struct function_options {
   std::optional<std::string> optimizer;
   std::optional<std::string> including, excluding, requiring;
   std::optional<bool> profile;
+  std::optional<std::string> device;                  // cpu | cuda; the flag when unset
   std::shared_ptr<profile_stats> stats;
   bool ignore_unused_inputs = false;
   std::optional<bool> check_isfinite;                 // DebugMode
@@ -5598,6 +5808,11 @@ struct optimizer_excluding { std::string names; explicit optimizer_excluding(std
 struct optimizer_requiring { std::string names; explicit optimizer_requiring(std::string n) : names(std::move(n)) {} };
 /// @brief Accept inputs that no output depends on (Theano's on_unused_input='ignore').
 struct ignore_unused_inputs {};
+/// @brief Where this function runs: "cpu", or "cuda" (needs <xsym/gpu.hpp>); the device flag otherwise.
+struct device {
+  std::string name;
+  explicit device(std::string n) : name(std::move(n)) {}
+};
 
 namespace detail {
 inline void apply_option(function_options& o, const mode& m) { o.mode = m.name; }
@@ -5607,6 +5822,7 @@ inline void apply_option(function_options& o, const optimizer_including& x) { o.
 inline void apply_option(function_options& o, const optimizer_excluding& x) { o.excluding = x.names; }
 inline void apply_option(function_options& o, const optimizer_requiring& x) { o.requiring = x.names; }
 inline void apply_option(function_options& o, const ignore_unused_inputs&) { o.ignore_unused_inputs = true; }
+inline void apply_option(function_options& o, const device& d) { o.device = d.name; }
 inline void apply_option(function_options& o, const debug_mode& d) {
   o.mode = "DebugMode";
   o.check_isfinite = d.check_isfinite;
@@ -5637,6 +5853,7 @@ struct resolved_plan {
   std::set<std::string> rewrites;
   bool reference_kernels = false;
   bool gc = true;
+  bool gpu = false;  // device=cuda
   bool debug = false, check_isfinite = true;
   bool nan_guard = false;
   std::array<bool, 3> guard{true, true, true};
@@ -5665,9 +5882,20 @@ inline resolved_plan resolve_plan(const function_options& o) {
                         "' (choose FAST_RUN, FAST_COMPILE, DebugMode, NanGuardMode or MonitorMode)");
   }
   // Flags that name what this build cannot do are errors, never silently ignored.
-  if (config.device.value() != "cpu")
-    throw compile_error("xsym: device=" + config.device.value() +
-                        " is not available: this version has the CPU backend only (set device=cpu)");
+  const std::string dev = o.device.value_or(config.device.value());
+  if (dev == "cuda") {
+    if (!device_hooks().allocate)
+      throw compile_error(
+          "xsym: device=cuda, but this program was built without xsym's GPU backend: include <xsym/gpu.hpp> and "
+          "compile with nvcc (or with g++ -fopenmp -DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP "
+          "-I<cuda>/include/cccl to run the GPU code on the CPU), or set device=cpu");
+    if (p.debug || p.nan_guard || p.monitor)
+      throw compile_error("xsym: mode=" + p.mode + " checks values on the host and is not available with device=cuda "
+                          "(set device=cpu to debug the graph)");
+    p.gpu = true;
+  } else if (dev != "cpu") {
+    throw compile_error("xsym: device=" + dev + " is unknown (choose cpu or cuda)");
+  }
   if (config.openmp.value())
     throw compile_error("xsym: openmp=True is not available: this version runs each function on one thread "
                         "(set openmp=False)");
@@ -5738,17 +5966,19 @@ struct buffer_pool {
   struct entry {
     std::shared_ptr<std::byte> owner;
     std::size_t capacity;
+    bool on_device;
   };
   std::vector<entry> free;
 
   void give(ndarray& a) {
-    if (a.owner() && a.owner().use_count() == 1 && a.capacity() > 0) free.push_back({a.owner(), a.capacity()});
+    if (a.owner() && a.owner().use_count() == 1 && a.capacity() > 0)
+      free.push_back({a.owner(), a.capacity(), a.on_device()});
     a.release();
   }
-  bool take(ndarray& slot, dtype t, const shape_t& shape, std::size_t bytes) {
+  bool take(ndarray& slot, dtype t, const shape_t& shape, std::size_t bytes, bool on_device = false) {
     for (std::size_t i = 0; i < free.size(); ++i) {
-      if (free[i].capacity < bytes || free[i].capacity > 2 * bytes + 64) continue;
-      slot = ndarray::in_buffer(t, shape, std::move(free[i].owner), free[i].capacity);
+      if (free[i].on_device != on_device || free[i].capacity < bytes || free[i].capacity > 2 * bytes + 64) continue;
+      slot = ndarray::in_buffer(t, shape, std::move(free[i].owner), free[i].capacity, on_device);
       free[i] = std::move(free.back());
       free.pop_back();
       return true;
@@ -5765,21 +5995,47 @@ struct thunk {
   std::vector<std::uint8_t> slot_bcast;  // inputs' broadcastable patterns
   dtype out_type = dtype::float64;
   buffer_pool* pool = nullptr;
+  std::shared_ptr<const void> device_state;  // GPU backend: the node's data in device memory
 };
+
+/// Per-node device timing (CUDA events), installed by the GPU backend under CUDA.
+class device_timer {
+ public:
+  virtual ~device_timer() = default;
+  virtual void node_begin(std::size_t node) = 0;
+  virtual void node_end(std::size_t node) = 0;
+  /// Waits for the device; replaces the host ticks of device nodes with their device times.
+  virtual void collect(std::uint64_t* node_ticks) = 0;
+};
+
+/// What the GPU backend adds to the runtime when it is included (null otherwise).
+struct gpu_runtime_hooks {
+  void (*bind)(thunk& t, const function_graph& g, const apply_node& n) = nullptr;
+  std::unique_ptr<device_timer> (*make_timer)(const function_graph& g) = nullptr;
+};
+inline gpu_runtime_hooks& gpu_runtime() {
+  static gpu_runtime_hooks h;
+  return h;
+}
 
 // Gives `slot` a C-contiguous buffer of that shape, reusing the one it holds when nothing
 // else refers to it (so a no-gc function allocates nothing in steady state).
-inline void prepare_output(ndarray& slot, dtype t, const shape_t& shape, buffer_pool* pool = nullptr) {
+inline void prepare_output(ndarray& slot, dtype t, const shape_t& shape, buffer_pool* pool = nullptr,
+                           bool on_device = false) {
   const auto bytes = static_cast<std::size_t>(shape.size()) * dtype_size(t);
-  if (slot.owner() && slot.owner().use_count() == 1 && slot.capacity() >= bytes && slot.capacity() <= 2 * bytes + 64) {
-    slot = ndarray::in_buffer(t, shape, slot.owner(), slot.capacity());
+  if (slot.owner() && slot.owner().use_count() == 1 && slot.on_device() == on_device && slot.capacity() >= bytes &&
+      slot.capacity() <= 2 * bytes + 64) {
+    slot = ndarray::in_buffer(t, shape, slot.owner(), slot.capacity(), on_device);
     return;
   }
-  if (pool && pool->take(slot, t, shape, bytes)) return;
-  slot = ndarray::empty(t, shape);
+  if (pool && pool->take(slot, t, shape, bytes, on_device)) return;
+  slot = on_device ? ndarray::empty_on_device(t, shape) : ndarray::empty(t, shape);
 }
 
-inline void run_elemwise(const thunk& t, ndarray* values) {
+// An elementwise node on either backend: outputs prepared (or an input taken over in place),
+// then `exec(ins, outs)` runs the kernel.
+template <bool OnDevice, class Exec>
+void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
   const apply_node& n = *t.node;
   const ndarray* ins[64];
   for (std::size_t k = 0; k < n.inputs.size(); ++k) ins[k] = &values[n.inputs[k]];
@@ -5803,12 +6059,17 @@ inline void run_elemwise(const thunk& t, ndarray* values) {
         continue;
       }
     }
-    prepare_output(out, t.prog.prog->reg_types[static_cast<std::size_t>(t.prog.prog->outputs[o])], shape, t.pool);
+    prepare_output(out, t.prog.prog->reg_types[static_cast<std::size_t>(t.prog.prog->outputs[o])], shape, t.pool,
+                   OnDevice);
     outs[o] = &out;
   }
-  cpu::run_program(t.prog, ins, outs);
+  exec(ins, outs);
   // The consumed input's slot keeps the spare buffer, so its producer reuses it next call.
   if (destroyed) *destroyed = std::move(spare);
+}
+
+inline void run_elemwise(const thunk& t, ndarray* values) {
+  elemwise_node<false>(t, values, [&](const ndarray* const* ins, ndarray* const* outs) { cpu::run_program(t.prog, ins, outs); });
 }
 
 inline void run_dimshuffle(const thunk& t, ndarray* values) {
@@ -5980,8 +6241,19 @@ class function_runtime {
       rec.seconds = detail::wall_seconds() - s0;
       records.push_back(std::move(rec));
     }
+    if (m_plan.gpu) {
+      rewrite_record rec;
+      rec.name = "gpu_placement";
+      rec.nodes_before = static_cast<int>(m_graph->nodes.size());
+      const double s0 = detail::wall_seconds();
+      detail::gpu_placement_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
+      rec.seconds = detail::wall_seconds() - s0;
+      rec.nodes_after = static_cast<int>(m_graph->nodes.size());
+      records.push_back(std::move(rec));
+    }
     const double t2 = detail::wall_seconds();
     m_thunks = bind_thunks(m_plan.reference_kernels);
+    if (m_plan.gpu && detail::gpu_runtime().make_timer) m_device_timer = detail::gpu_runtime().make_timer(*m_graph);
     if (m_plan.debug) {
       m_ref_thunks = bind_thunks(true);
       function_options ref = options;
@@ -6001,6 +6273,7 @@ class function_runtime {
     const bool profiling = profiling_compiled_in && (options.profile.value_or(config.profile.value()) || options.stats);
     // Scopes need the compile-time facts even of functions that are not profiled themselves.
     m_scope_model.implementation = m_plan.reference_kernels ? "ref" : "cpu";
+    m_scope_model.device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
     m_scope_model.rewrite_seconds = t1 - t0;
     m_scope_model.validate_seconds = t2 - t1;
     m_scope_model.linker_seconds = t3 - t2;
@@ -6010,6 +6283,7 @@ class function_runtime {
       m_stats = options.stats ? options.stats : std::make_shared<profile_stats>(m_name);
       m_profile = m_stats->add_function(m_name, m_graph);
       m_profile->implementation = m_plan.reference_kernels ? "ref" : "cpu";
+      m_profile->device_implementation = m_scope_model.device_implementation;
       m_profile->rewrite_seconds = t1 - t0;
       m_profile->validate_seconds = t2 - t1;
       m_profile->linker_seconds = t3 - t2;
@@ -6039,6 +6313,8 @@ class function_runtime {
     const bool memory = m_profile && m_profile->memory;
     const std::int64_t mem0 = memory ? allocated().current : 0;
     if (memory) reset_peak_memory();
+    const auto device_allocated = m_plan.gpu ? detail::device_hooks().allocated : nullptr;
+    const std::int64_t device_mem0 = memory && device_allocated ? device_allocated().current : 0;
     const bool sample = timed && (m_sample_calls & (m_sample_calls - 1)) == 0;
     ndarray* values = m_values.data();
     for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) {
@@ -6052,6 +6328,7 @@ class function_runtime {
     }
     for (int s : m_shared_slots) {
       auto& sv = *m_graph->slots[static_cast<std::size_t>(s)].source->shared;
+      if (m_graph->slots[static_cast<std::size_t>(s)].on_device != sv.value.on_device()) place_shared(s, sv);
       values[s] = sv.value;
     }
     std::size_t i = 0;
@@ -6062,13 +6339,16 @@ class function_runtime {
         std::uint64_t t = f0;
         for (; i < m_thunks.size(); ++i) {
           if (sample) record_shapes(i, values, true);  // before: an in-place node consumes its input
+          if (m_device_timer) m_device_timer->node_begin(i);
           m_thunks[i].run(m_thunks[i], values);
+          if (m_device_timer) m_device_timer->node_end(i);
           const std::uint64_t t1 = detail::ticks();
           m_scratch_ticks[i] = t1 - t;
           if (sample) record_shapes(i, values, false);
           if (m_plan.gc) release_dead(i);
           t = sample ? detail::ticks() : t1;
         }
+        if (m_device_timer) m_device_timer->collect(m_scratch_ticks.data());
         m_fn_ticks_last = t - f0;
       } else if (m_checked) {
         if (m_plan.nan_guard) guard_inputs(values);
@@ -6100,6 +6380,9 @@ class function_runtime {
     release_after_call();
     if (timed) {
       if (memory) m_profile->measured_peak_bytes = std::max(m_profile->measured_peak_bytes, allocated().peak - mem0);
+      if (memory && device_allocated)
+        m_profile->measured_device_peak_bytes =
+            std::max(m_profile->measured_device_peak_bytes, device_allocated().peak - device_mem0);
       const std::uint64_t call_ticks = detail::ticks() - c0;
       ++m_sample_calls;
       if (m_profile) record_call(*m_profile, call_ticks, sample);
@@ -6190,13 +6473,20 @@ class function_runtime {
     m_out.assign(g.outputs.size(), ndarray{});
     m_pool.free.reserve(g.slots.size());
     for (std::size_t s = 0; s < g.slots.size(); ++s)
-      if (g.slots[s].kind == var_kind::constant) m_values[s] = g.slots[s].source->constant;
+      if (g.slots[s].kind == var_kind::constant)
+        m_values[s] = g.slots[s].on_device ? detail::device_hooks().to_device(g.slots[s].source->constant)
+                                           : g.slots[s].source->constant;
     std::vector<detail::thunk> thunks(g.nodes.size());
     for (const apply_node& n : g.nodes) {
       detail::thunk& t = thunks[static_cast<std::size_t>(n.id)];
       t.node = &n;
       t.pool = &m_pool;
       for (int in : n.inputs) t.slot_bcast.push_back(g.slots[static_cast<std::size_t>(in)].broadcastable);
+      t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
+      if (n.fn->on_gpu || n.fn->kind == op_kind::transfer) {
+        detail::gpu_runtime().bind(t, g, n);
+        continue;
+      }
       switch (n.fn->kind) {
         case op_kind::elemwise:
         case op_kind::composite: {
@@ -6212,6 +6502,7 @@ class function_runtime {
         case op_kind::gemv:
         case op_kind::dot22: t.run = &detail::run_dot_family; break;
         case op_kind::shape_prod: t.run = &detail::run_shape_prod; break;
+        case op_kind::transfer: break;  // bound by the GPU backend above
       }
       t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
     }
@@ -6274,10 +6565,23 @@ class function_runtime {
         sv.value = std::move(v);
         if (!m_plan.gc && old.owner() && old.owner().use_count() == 1) v = std::move(old);
         else v.release();
+      } else if (v.on_device()) {
+        sv.value = detail::device_hooks().copy_on_device(v);  // a fresh buffer: never alias another value
       } else {
         sv.value = v.contiguous();
         if (sv.value.owner() == v.owner()) sv.value = detail::cast_array(v, v.type());  // never alias another value
       }
+    }
+  }
+
+  // A shared variable's value moves to where this function reads it: to the device once (it
+  // stays there, as Theano's GPU shared variables do), or a host copy for a CPU function.
+  void place_shared(int s, shared_value& sv) {
+    std::lock_guard lock(sv.mutex);
+    if (m_graph->slots[static_cast<std::size_t>(s)].on_device) {
+      if (!sv.value.on_device()) sv.value = detail::device_hooks().to_device(sv.value);
+    } else if (sv.value.on_device()) {
+      sv.value = detail::device_hooks().to_host(sv.value);
     }
   }
 
@@ -6521,6 +6825,7 @@ class function_runtime {
   std::vector<int> m_view_slots;
   std::vector<std::vector<int>> m_dead_after;
   std::vector<std::uint64_t> m_scratch_ticks;
+  std::unique_ptr<detail::device_timer> m_device_timer;  // CUDA events per node (GPU backend, CUDA builds)
   std::uint64_t m_fn_ticks_last = 0;
   std::shared_ptr<profile_stats> m_stats;
   std::shared_ptr<function_profile> m_profile;
@@ -6880,9 +7185,13 @@ inline void write_json(const profile_stats& stats, std::ostream& os) {
        << ", \"validate_s\": " << json_number(f.validate_seconds) << ", \"linker_s\": " << json_number(f.linker_seconds)
        << "},\n";
     os << "      \"implementation\": " << json_string(f.implementation) << ",\n";
-    os << "      \"memory\": {\"peak_current_bytes\": " << json_number(detail::simulate_peak(f, true, f.gc))
-       << ", \"peak_no_inplace_bytes\": " << json_number(detail::simulate_peak(f, false, f.gc))
-       << ", \"peak_no_gc_bytes\": " << json_number(detail::simulate_peak(f, true, false))
+    os << "      \"device_implementation\": " << json_string(f.device_implementation) << ",\n";
+    const auto peak = detail::simulate_peak(f, true, f.gc);
+    os << "      \"memory\": {\"peak_current_bytes\": " << json_number(peak.first)
+       << ", \"peak_no_inplace_bytes\": " << json_number(detail::simulate_peak(f, false, f.gc).first)
+       << ", \"peak_no_gc_bytes\": " << json_number(detail::simulate_peak(f, true, false).first)
+       << ", \"device_peak_current_bytes\": " << json_number(peak.second)
+       << ", \"measured_device_peak_bytes\": " << f.measured_device_peak_bytes
        << ", \"measured_peak_bytes\": " << f.measured_peak_bytes << "},\n";
     os << "      \"nodes\": [";
     for (std::size_t i = 0; i < g.nodes.size(); ++i) {
