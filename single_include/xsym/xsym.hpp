@@ -1178,7 +1178,47 @@ class ndarray {
       s *= m_shape[i];
     }
   }
-  void release() { *this = ndarray{}; }
+  /// @brief Drops the buffer: no value (has_value() is false, the shape is rank 0).
+  void release() {
+    m_owner.reset();
+    m_data = nullptr;
+    m_capacity = 0;
+    m_dtype = dtype::float64;
+    m_shape.rank = 0;
+    m_on_device = false;
+  }
+
+  /// @brief Makes this array a C-contiguous value of dtype dt and this shape in the buffer it
+  /// already owns (buffer reuse without touching the reference count). The caller checked
+  /// that the buffer is ours alone and holds shape.size() elements of dt.
+  void reuse_buffer(dtype dt, const shape_t& shape) {
+    m_dtype = dt;
+    // Element by element: a shape just written by the caller is read back without a stall.
+    m_shape.rank = shape.rank;
+    for (int i = 0; i < max_rank; ++i) m_shape[i] = i < shape.rank ? shape[i] : 0;
+    set_c_strides();
+    m_data = m_owner.get();
+  }
+
+  /// @brief Makes this array a view of memory the caller keeps alive (as wrap does), in place,
+  /// from an xtensor-style shape and strides (rank shape.size() <= max_rank); a dimension of
+  /// extent 1 gets stride 0.
+  template <class Shape, class Strides>
+  void rewrap(dtype dt, const Shape& shape, const Strides& strides, void* data) {
+    m_owner.reset();
+    m_dtype = dt;
+    const int r = static_cast<int>(shape.size());
+    m_shape.rank = r;
+    for (int i = 0; i < max_rank; ++i) {
+      const auto u = static_cast<std::size_t>(i);
+      const std::int64_t extent = i < r ? static_cast<std::int64_t>(shape[u]) : 0;
+      m_shape.dims[u] = extent;
+      m_strides[u] = i < r && extent != 1 ? static_cast<std::int64_t>(strides[u]) : 0;
+    }
+    m_data = static_cast<std::byte*>(data);
+    m_capacity = 0;
+    m_on_device = false;  // user memory is host memory
+  }
 
  private:
   dtype m_dtype = dtype::float64;
@@ -4232,6 +4272,7 @@ inline profile_scope::~profile_scope() {
 
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -4735,12 +4776,26 @@ kernel_fn kernel_for(const instruction& ins) {
 
 namespace xsym::cpu {
 
+/// @brief One instruction with everything the executor needs, looked up once.
+struct compiled_step {
+  kernel_fn kernel = nullptr;
+  int arity = 0;
+  int args[3] = {0, 0, 0};
+  int dst = 0;
+  unsigned arg_bits = 0;  // bit j set for j < arity
+};
+
 /// @brief A program with its kernels looked up once, when the function is built.
 struct compiled_program {
   std::shared_ptr<const program> prog;
   std::vector<kernel_fn> kernels;
   std::vector<int> arity;  // per instruction, looked up once
+  std::vector<compiled_step> steps;
+  std::vector<std::int64_t> out_bytes;  // element size of each output
   bool direct = false;     // one instruction writing the only output: no scratch needed
+  // The output that only the last instruction writes, or -1: that instruction writes it in
+  // place (nothing reads it after, so an output sharing an input's buffer is still safe).
+  int last_out = -1;
 };
 
 template <bool Simd>
@@ -4749,15 +4804,63 @@ compiled_program compile_program(std::shared_ptr<const program> p) {
   for (const auto& ins : p->code) {
     cp.kernels.push_back(kernel_for<Simd>(ins));
     cp.arity.push_back(info(ins.op).arity);
+    compiled_step st;
+    st.kernel = cp.kernels.back();
+    st.arity = cp.arity.back();
+    st.dst = ins.dst;
+    for (int j = 0; j < st.arity; ++j) st.args[j] = ins.args[j];  // unused arguments read register 0
+    st.arg_bits = (1u << st.arity) - 1;
+    cp.steps.push_back(st);
   }
+  for (int r : p->outputs) cp.out_bytes.push_back(static_cast<std::int64_t>(dtype_size(p->reg_types[static_cast<std::size_t>(r)])));
   cp.direct = p->code.size() == 1 && p->outputs.size() == 1 && p->outputs[0] == p->code[0].dst;
+  if (!p->code.empty() && p->code.back().dst >= p->n_inputs) {
+    const int r = p->code.back().dst;
+    bool written_before = false;
+    for (std::size_t i = 0; i + 1 < p->code.size(); ++i) written_before |= p->code[i].dst == r;
+    for (std::size_t o = 0; o < p->outputs.size() && !written_before; ++o)
+      if (p->outputs[o] == r) {
+        cp.last_out = static_cast<int>(o);
+        break;
+      }
+  }
   cp.prog = std::move(p);
   return cp;
 }
 
+namespace detail {
+// broadcast_shape's checks done again dimension by dimension, to throw the error it describes.
+[[noreturn]] inline void throw_broadcast_error(const ndarray* const* ins, const std::uint8_t* bcast, int n);
+}  // namespace detail
+
 /// @brief The output shape of an elementwise op, with Theano's rule: a dimension broadcasts
 /// only where its input is statically broadcastable (always 1); others must match exactly.
 inline shape_t broadcast_shape(const ndarray* const* ins, const std::uint8_t* bcast, int n) {
+  // One pass over the inputs; any mismatch goes to the slow path for its exact message.
+  const int rank = ins[0]->rank();
+  shape_t out;
+  out.rank = rank;
+  unsigned have = 0;  // dimensions some non-broadcastable input has fixed
+  for (int k = 0; k < n; ++k) {
+    const shape_t& s = ins[k]->shape();
+    const unsigned b = bcast[k];
+    for (int d = 0; d < rank; ++d) {
+      if ((b >> d) & 1u) {
+        if (s[d] != 1) detail::throw_broadcast_error(ins, bcast, n);
+      } else if ((have >> d) & 1u) {
+        if (s[d] != out[d]) detail::throw_broadcast_error(ins, bcast, n);
+      } else {
+        out[d] = s[d];
+        have |= 1u << d;
+      }
+    }
+  }
+  for (int d = 0; d < rank; ++d)
+    if (!((have >> d) & 1u)) out[d] = 1;
+  return out;
+}
+
+[[noreturn]] inline void detail::throw_broadcast_error(const ndarray* const* ins, const std::uint8_t* bcast, int n) {
   shape_t out;
   out.rank = ins[0]->rank();
   for (int d = 0; d < out.rank; ++d) {
@@ -4786,7 +4889,7 @@ inline shape_t broadcast_shape(const ndarray* const* ins, const std::uint8_t* bc
       }
     }
   }
-  return out;
+  throw std::logic_error("xsym: internal error: broadcast_shape found a mismatch its slow path does not");
 }
 
 namespace detail {
@@ -4825,21 +4928,35 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
     tmp[r] = sc.regs.data() + r * block_size;
     reg[r] = tmp[r];
   }
+  // Bit r: input register r is one value broadcast over the span (no other register is).
+  std::uint64_t scalar_bits = 0;
+  for (int r = 0; r < n_in; ++r) scalar_bits |= static_cast<std::uint64_t>(in_scalar[r]) << r;
+  const int last_out = cp.last_out;
+  const int last_reg = last_out >= 0 ? p.outputs[static_cast<std::size_t>(last_out)] : 0;
+  const compiled_step* steps = cp.steps.data();
+  const std::size_t n_steps = cp.steps.size();
   for (std::int64_t off = 0; off < n; off += block_size) {
     const std::int64_t m = std::min(block_size, n - off);
     for (int r = 0; r < n_in; ++r)
       reg[r] = in_scalar[r] ? in[r] : in[r] + off * static_cast<std::int64_t>(dtype_size(p.reg_types[static_cast<std::size_t>(r)]));
-    for (std::size_t i = 0; i < p.code.size(); ++i) {
-      const instruction& ins = p.code[i];
-      unsigned mask = 0;
-      for (int j = 0; j < cp.arity[i]; ++j) {
-        args[j] = reg[ins.args[j]];
-        if (ins.args[j] < n_in && in_scalar[ins.args[j]]) mask |= 1u << j;
-      }
-      cp.kernels[i](tmp[ins.dst], args, mask, m);
+    if (last_out >= 0) {
+      tmp[last_reg] = out[last_out] + off * cp.out_bytes[static_cast<std::size_t>(last_out)];
+      reg[last_reg] = tmp[last_reg];
+    }
+    for (std::size_t i = 0; i < n_steps; ++i) {
+      const compiled_step& st = steps[i];
+      args[0] = reg[st.args[0]];
+      args[1] = reg[st.args[1]];
+      args[2] = reg[st.args[2]];
+      const unsigned mask = static_cast<unsigned>(((scalar_bits >> st.args[0]) & 1u) |
+                                                  (((scalar_bits >> st.args[1]) & 1u) << 1) |
+                                                  (((scalar_bits >> st.args[2]) & 1u) << 2)) &
+                            st.arg_bits;
+      st.kernel(tmp[st.dst], args, mask, m);
     }
     for (std::size_t o = 0; o < p.outputs.size(); ++o) {
-      const auto es = static_cast<std::int64_t>(dtype_size(p.reg_types[static_cast<std::size_t>(p.outputs[o])]));
+      if (static_cast<int>(o) == last_out) continue;
+      const std::int64_t es = cp.out_bytes[o];
       std::memcpy(out[o] + off * es, reg[p.outputs[o]], static_cast<std::size_t>(m * es));
     }
   }
@@ -4855,26 +4972,26 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   if (total == 0) return;
   if (static_cast<int>(p.reg_types.size()) > 64) throw std::logic_error("xsym: fused program too large");
 
-  // Contiguous copies of strided inputs, in buffers kept per thread between calls.
-  thread_local std::vector<ndarray> copies;
   std::size_t n_copies = 0;
+  const ndarray* arr[64];
   const std::byte* base[64];
   bool scalar[64];
-  std::array<std::int64_t, max_rank> strides[64];
   bool flat = true;
   for (int k = 0; k < n_in; ++k) {
     const ndarray* a = ins[k];
-    if (a->size() != 1 && a->rank() > 0 && a->stride(a->rank() - 1) != 1 && a->shape(a->rank() - 1) != 1) {
+    const bool one = a->size() == 1;
+    if (!one && a->rank() > 0 && a->stride(a->rank() - 1) != 1 && a->shape(a->rank() - 1) != 1) {
+      // Contiguous copies of strided inputs, in buffers kept per thread between calls.
+      thread_local std::vector<ndarray> copies;
       if (copies.size() <= n_copies) copies.resize(n_copies + 8);
       ndarray& c = copies[n_copies++];
       a->copy_contiguous_into(c);
       a = &c;
     }
+    arr[k] = a;
     base[k] = a->data();
-    scalar[k] = a->size() == 1;
-    for (int d = 0; d < shape.rank; ++d)
-      strides[k][static_cast<std::size_t>(d)] = a->shape(d) == 1 ? 0 : a->stride(d);
-    if (!scalar[k] && !(a->shape() == shape && a->is_c_contiguous())) flat = false;
+    scalar[k] = one;
+    if (!one && !(a->shape() == shape && a->is_c_contiguous())) flat = false;
   }
   std::byte* out_base[8];
   for (std::size_t o = 0; o < p.outputs.size(); ++o) out_base[o] = outs[o]->data();
@@ -4882,6 +4999,10 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     detail::run_span(cp, base, scalar, out_base, total);
     return;
   }
+  std::array<std::int64_t, max_rank> strides[64];
+  for (int k = 0; k < n_in; ++k)
+    for (int d = 0; d < shape.rank; ++d)
+      strides[k][static_cast<std::size_t>(d)] = arr[k]->shape(d) == 1 ? 0 : arr[k]->stride(d);
   // Row by row over the last axis; an input either walks the row (stride 1) or repeats one value.
   const std::int64_t len = shape[shape.rank - 1];
   const std::int64_t rows = total / len;
@@ -6025,7 +6146,7 @@ inline void prepare_output(ndarray& slot, dtype t, const shape_t& shape, buffer_
   const auto bytes = static_cast<std::size_t>(shape.size()) * dtype_size(t);
   if (slot.owner() && slot.owner().use_count() == 1 && slot.on_device() == on_device && slot.capacity() >= bytes &&
       slot.capacity() <= 2 * bytes + 64) {
-    slot = ndarray::in_buffer(t, shape, slot.owner(), slot.capacity(), on_device);
+    slot.reuse_buffer(t, shape);
     return;
   }
   if (pool && pool->take(slot, t, shape, bytes, on_device)) return;
@@ -6038,21 +6159,21 @@ template <bool OnDevice, class Exec>
 void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
   const apply_node& n = *t.node;
   const ndarray* ins[64];
-  for (std::size_t k = 0; k < n.inputs.size(); ++k) ins[k] = &values[n.inputs[k]];
-  std::uint8_t bcast[64];
-  for (std::size_t k = 0; k < n.inputs.size(); ++k) bcast[k] = t.slot_bcast[k];
-  const shape_t shape = cpu::broadcast_shape(ins, bcast, static_cast<int>(n.inputs.size()));
+  const std::size_t n_in = n.inputs.size();
+  const int* in_slots = n.inputs.data();
+  for (std::size_t k = 0; k < n_in; ++k) ins[k] = &values[in_slots[k]];
+  const shape_t shape = cpu::broadcast_shape(ins, t.slot_bcast.data(), static_cast<int>(n_in));
   if (n.outputs.size() > 8) throw std::logic_error("xsym: a fused node has more than 8 outputs");
-  ndarray* outs[8] = {};
+  ndarray* outs[8];
   ndarray* destroyed = nullptr;
-  ndarray spare;
+  std::optional<ndarray> spare;  // only an in-place node needs one
   for (std::size_t o = 0; o < n.outputs.size(); ++o) {
     ndarray& out = values[n.outputs[o]];
     if (o == 0 && !n.fn->destroy_map.empty()) {
       // The input dies here: take its buffer when it has the output's shape and is ours alone.
       ndarray& victim = values[n.inputs[static_cast<std::size_t>(n.fn->destroy_map[0].second)]];
       if (victim.shape() == shape && victim.is_c_contiguous() && victim.owner() && victim.owner().use_count() == 1) {
-        spare = std::move(out);  // the buffer this output had goes to the input's producer
+        spare.emplace(std::move(out));  // the buffer this output had goes to the input's producer
         out = victim;            // the input is still read below; it is replaced once the node has run
         destroyed = &victim;
         outs[o] = &out;
@@ -6065,7 +6186,7 @@ void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
   }
   exec(ins, outs);
   // The consumed input's slot keeps the spare buffer, so its producer reuses it next call.
-  if (destroyed) *destroyed = std::move(spare);
+  if (destroyed) *destroyed = std::move(*spare);
 }
 
 inline void run_elemwise(const thunk& t, ndarray* values) {
@@ -6306,26 +6427,45 @@ class function_runtime {
   /// called while the function's buffers are still reserved for this call.
   template <class Convert>
   auto call(const ndarray* args, Convert&& convert) {
+    return call_with(
+        [args](ndarray* values, const std::vector<int>& inputs) {
+          for (std::size_t i = 0; i < inputs.size(); ++i) values[inputs[i]] = args[i];
+        },
+        std::forward<Convert>(convert));
+  }
+
+  /// @brief As call, but bind(values, input_slots) writes input i's value straight into
+  /// values[input_slots[i]] under the lock (no array of arguments is built and copied).
+  /// When bind or an input check throws, no node has run and the inputs are released.
+  template <class Bind, class Convert>
+  auto call_with(Bind&& bind, Convert&& convert) {
     std::lock_guard lock(m_mutex);
     // One predictable branch when profiling is off; nothing at all when compiled out.
     const bool timed = profiling_compiled_in && (m_profile || detail::any_scope_active());
     const std::uint64_t c0 = timed ? detail::ticks() : 0;
+    ndarray* values = m_values.data();
+    try {
+      bind(values, m_graph->inputs);
+      for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) {
+        const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[i])];
+        if (!s.broadcastable) continue;
+        const ndarray& a = values[m_graph->inputs[i]];
+        for (int d = 0; d < s.rank; ++d)
+          if (((s.broadcastable >> d) & 1u) && a.shape(d) != 1)
+            throw shape_error("xsym: function '" + m_name + "': input " + std::to_string(i) + " ('" + s.name +
+                              "') is declared broadcastable in dimension " + std::to_string(d) +
+                              " (always 1) but got shape " + to_string(a.shape()));
+      }
+    } catch (...) {
+      release_after_call();
+      throw;
+    }
     const bool memory = m_profile && m_profile->memory;
     const std::int64_t mem0 = memory ? allocated().current : 0;
     if (memory) reset_peak_memory();
     const auto device_allocated = m_plan.gpu ? detail::device_hooks().allocated : nullptr;
     const std::int64_t device_mem0 = memory && device_allocated ? device_allocated().current : 0;
     const bool sample = timed && (m_sample_calls & (m_sample_calls - 1)) == 0;
-    ndarray* values = m_values.data();
-    for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) {
-      const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[i])];
-      for (int d = 0; d < s.rank; ++d)
-        if (((s.broadcastable >> d) & 1u) && args[i].shape(d) != 1)
-          throw shape_error("xsym: function '" + m_name + "': input " + std::to_string(i) + " ('" + s.name +
-                            "') is declared broadcastable in dimension " + std::to_string(d) +
-                            " (always 1) but got shape " + to_string(args[i].shape()));
-      values[m_graph->inputs[i]] = args[i];
-    }
     for (int s : m_shared_slots) {
       auto& sv = *m_graph->slots[static_cast<std::size_t>(s)].source->shared;
       if (m_graph->slots[static_cast<std::size_t>(s)].on_device != sv.value.on_device()) place_shared(s, sv);
@@ -6351,12 +6491,15 @@ class function_runtime {
         if (m_device_timer) m_device_timer->collect(m_scratch_ticks.data());
         m_fn_ticks_last = t - f0;
       } else if (m_checked) {
+        std::vector<ndarray> args;  // DebugMode runs the unoptimised twin on the same arguments
+        if (m_plan.debug)
+          for (int s : m_graph->inputs) args.push_back(values[s]);
         if (m_plan.nan_guard) guard_inputs(values);
         for (; i < m_thunks.size(); ++i) {
           run_checked(i, values);
           if (m_plan.gc) release_dead(i);
         }
-        if (m_plan.debug) check_against_reference(args, values);
+        if (m_plan.debug) check_against_reference(args.data(), values);
       } else {
         for (; i < m_thunks.size(); ++i) {
           m_thunks[i].run(m_thunks[i], values);
@@ -6373,10 +6516,15 @@ class function_runtime {
       release_all_but_constants();
       throw_node_error(i, e);
     }
-    for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) m_out[o] = values[m_graph->outputs[o]];
-    auto result = convert(m_out.data());
-    for (auto& o : m_out) o.release();
-    if (!m_is_reference) apply_updates(values);
+    // One output is read in place; several are gathered (their slots need not be adjacent).
+    auto result = [&] {
+      if (m_graph->outputs.size() == 1) return convert(static_cast<const ndarray*>(&values[m_graph->outputs[0]]));
+      for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) m_out[o] = values[m_graph->outputs[o]];
+      auto r = convert(static_cast<const ndarray*>(m_out.data()));
+      for (auto& o : m_out) o.release();
+      return r;
+    }();
+    if (!m_is_reference && (!m_shared_slots.empty() || !m_graph->updates.empty())) apply_updates(values);
     release_after_call();
     if (timed) {
       if (memory) m_profile->measured_peak_bytes = std::max(m_profile->measured_peak_bytes, allocated().peak - mem0);
@@ -6925,17 +7073,17 @@ struct static_rank : std::integral_constant<int, -1> {};
 template <class EC, std::size_t N, xt::layout_type L, class Tag>
 struct static_rank<xt::xtensor_container<EC, N, L, Tag>> : std::integral_constant<int, static_cast<int>(N)> {};
 
-// Turns one call argument into a runtime array: a view of the caller's memory when the
-// element type matches, else a converted copy (which the returned array owns).
+// Turns one call argument into a runtime array in dst: a view of the caller's memory when the
+// element type matches, else a converted copy (which dst owns).
 template <class E, std::size_t N, class Arg>
-ndarray bind_argument(const Arg& arg, const std::string& fname, const std::string& iname, std::size_t index,
-                      int) {
+void bind_argument(ndarray& dst, const Arg& arg, const std::string& fname, const std::string& iname,
+                   std::size_t index) {
   using A = std::remove_cvref_t<Arg>;
   if constexpr (std::is_arithmetic_v<A>) {
     static_assert(N == 0, "xsym: a plain number can only be passed for a rank-0 (scalar) input");
     static_assert(lossless_v<E, A> || std::is_floating_point_v<E>,
                   "xsym: this number's type cannot be converted to the input's element type without loss");
-    return scalar_array(static_cast<E>(arg));
+    dst = scalar_array(static_cast<E>(arg));
   } else {
     static_assert(std::is_base_of_v<xt::xexpression<A>, A>,
                   "xsym: call a function with xtensor containers or expressions (xt::xtensor, xt::xarray, xt::adapt)");
@@ -6950,13 +7098,12 @@ ndarray bind_argument(const Arg& arg, const std::string& fname, const std::strin
       throw shape_error("xsym: function '" + fname + "': input " + std::to_string(index) + " ('" + iname +
                         "') has rank " + std::to_string(N) + ", got an argument of rank " + std::to_string(shape.size()));
     if constexpr (std::is_same_v<T, E> && strided_memory<A>) {
-      std::array<std::int64_t, max_rank> st{};
-      for (std::size_t d = 0; d < N; ++d) st[d] = static_cast<std::int64_t>(arg.strides()[d]);
-      for (std::size_t d = 0; d < N; ++d)
-        if (shape[d] == 1) st[d] = 0;
-      return ndarray::wrap(dtype_of<E>(), to_shape(shape), st.data(), const_cast<T*>(arg.data()));
+      if constexpr (N > static_cast<std::size_t>(max_rank))
+        throw std::invalid_argument("xsym: rank " + std::to_string(N) + " exceeds max_rank");
+      else
+        dst.rewrap(dtype_of<E>(), shape, arg.strides(), const_cast<T*>(arg.data()));
     } else {
-      return copy_to_ndarray<E>(xt::cast<E>(arg));
+      dst = copy_to_ndarray<E>(xt::cast<E>(arg));
     }
   }
 }
@@ -7006,13 +7153,16 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
   template <class... Args>
   result_type operator()(const Args&... args) const {
     static_assert(sizeof...(Args) == sizeof...(In), "xsym: wrong number of arguments: pass one value per input");
-    std::array<ndarray, sizeof...(In) + 1> bound;
-    bind_all(bound, std::index_sequence_for<Args...>{}, args...);
-    // Results are copied out while the function's lock is held: its buffers are reused.
-    return m_rt->call(bound.data(), [](const ndarray* out) -> result_type {
-      if constexpr (Single) return detail::convert_result<std::tuple_element_t<0, std::tuple<Out...>>>(out[0]);
-      else return converter::convert(out);
-    });
+    // Arguments are bound straight into the function's input slots, under its lock; results
+    // are copied out while the lock is held (its buffers are reused).
+    return m_rt->call_with(
+        [&](ndarray* values, const std::vector<int>& slots) {
+          bind_all(values, slots, std::index_sequence_for<Args...>{}, args...);
+        },
+        [](const ndarray* out) -> result_type {
+          if constexpr (Single) return detail::convert_result<std::tuple_element_t<0, std::tuple<Out...>>>(out[0]);
+          else return converter::convert(out);
+        });
   }
 
   /// @brief The Apply nodes in the order they run.
@@ -7032,9 +7182,10 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
 
  private:
   template <std::size_t... I, class... Args>
-  void bind_all(std::array<ndarray, sizeof...(In) + 1>& bound, std::index_sequence<I...>,
-                const Args&... args) const {
-    ((bound[I] = detail::bind_argument<typename In::value_type, In::rank>(args, m_rt->name(), m_input_names[I], I, 0)),
+  void bind_all([[maybe_unused]] ndarray* values, [[maybe_unused]] const std::vector<int>& slots,
+                std::index_sequence<I...>, const Args&... args) const {
+    (detail::bind_argument<typename In::value_type, In::rank>(values[slots[I]], args, m_rt->name(), m_input_names[I],
+                                                              I),
      ...);
   }
 

@@ -377,3 +377,91 @@ TEST_CASE("toposort puts producers before users, and debugprint shows ops and in
     CHECK(has_gemv);
   }
 }
+
+TEST_CASE("the per-call fast paths: changing shapes, broadcasting and errors between calls", "[compile][function]") {
+  clean_config guard;
+  auto x = xsym::vector<double>("x");
+  auto y = xsym::vector<double>("y");
+  auto z = xsym::vector<double>("z");
+  SECTION("the seeds' fused function over sizes that cross the executor's 256-element blocks") {
+    // One fused node; with inplace its output may take an intermediate's buffer.
+    for (const char* excluding : {"", "inplace"}) {
+      INFO("optimizer_excluding '" << excluding << "'");
+      auto f = xsym::function("f", xsym::inputs(x, y, z), (x + y + z) * 2, xsym::optimizer_excluding(excluding));
+      std::mt19937 rng(7);
+      for (std::size_t n : {1, 300, 1, 0, 513, 256, 257, 1}) {
+        INFO("size " << n);
+        const auto a = random_tensor<double, 1>(rng, {n}, -2, 2);
+        const auto b = random_tensor<double, 1>(rng, {n}, -2, 2);
+        const auto c = random_tensor<double, 1>(rng, {n}, -2, 2);
+        std::vector<double> expected;
+        for (std::size_t i = 0; i < n; ++i) expected.push_back((a(i) + b(i) + c(i)) * 2);
+        CHECK(differences(f(a, b, c), expected) == "");
+      }
+    }
+  }
+  SECTION("a longer fused program whose last instruction writes an output in place") {
+    auto e = xsym::exp(x) * y + (x - y) * 2.0;
+    auto f = xsym::function("g", xsym::inputs(x, y), xsym::outputs(e * e + x, e - y));
+    std::mt19937 rng(8);
+    for (std::size_t n : {700, 3, 257}) {
+      const auto a = random_tensor<double, 1>(rng, {n}, -1, 1);
+      const auto b = random_tensor<double, 1>(rng, {n}, -1, 1);
+      std::vector<double> want0, want1;
+      for (std::size_t i = 0; i < n; ++i) {
+        const double v = std::exp(a(i)) * b(i) + (a(i) - b(i)) * 2.0;
+        want0.push_back(v * v + a(i));
+        want1.push_back(v - b(i));
+      }
+      auto [r0, r1] = f(a, b);
+      CHECK(differences(r0, want0) == "");
+      CHECK(differences(r1, want1) == "");
+    }
+  }
+  SECTION("broadcasting rows against matrices of changing shapes, then a mismatch, then a good call") {
+    auto m = xsym::matrix<double>("m");
+    auto r = xsym::row<double>("r");
+    auto f = xsym::function("h", xsym::inputs(m, r), xsym::outputs(m * r + 1.0, m - r));
+    for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{2, 3}, {4, 5}, {1, 1}, {3, 300}}) {
+      INFO(rows << " x " << cols);
+      xt::xtensor<double, 2> a = xt::empty<double>({rows, cols});
+      xt::xtensor<double, 2> b = xt::empty<double>({std::size_t{1}, cols});
+      for (std::size_t i = 0; i < a.size(); ++i) a.data()[i] = 0.5 * static_cast<double>(i);
+      for (std::size_t j = 0; j < cols; ++j) b(0, j) = 1.0 + static_cast<double>(j);
+      auto [p, d] = f(a, b);
+      REQUIRE(p.shape() == a.shape());
+      REQUIRE(d.shape() == a.shape());
+      std::vector<double> want_p, want_d;
+      for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t j = 0; j < cols; ++j) {
+          want_p.push_back(a(i, j) * b(0, j) + 1.0);
+          want_d.push_back(a(i, j) - b(0, j));
+        }
+      CHECK(differences(xt::xtensor<double, 1>(xt::flatten(p)), want_p) == "");
+      CHECK(differences(xt::xtensor<double, 1>(xt::flatten(d)), want_d) == "");
+    }
+    const xt::xtensor<double, 2> a23 = xt::ones<double>({2, 3}), b14 = xt::ones<double>({1, 4}),
+                                 b23 = xt::ones<double>({2, 3}), b13 = xt::ones<double>({1, 3});
+    CHECK_THROWS_AS(f(a23, b14), xsym::shape_error);
+    CHECK_THROWS_WITH(f(a23, b14), Contains("'h'") && Contains("shapes do not match") && Contains("(2, 3)") &&
+                                       Contains("(1, 4)") && Contains("(dimension 1: "));
+    // The row is declared broadcastable in dimension 0: two rows are refused before any node runs.
+    CHECK_THROWS_WITH(f(a23, b23), Contains("input 1 ('r') is declared broadcastable in dimension 0") &&
+                                       Contains("(2, 3)"));
+    auto [p, d] = f(a23, b13);
+    CHECK(differences(xt::xtensor<double, 1>(xt::flatten(p)), {2, 2, 2, 2, 2, 2}) == "");
+    CHECK(differences(xt::xtensor<double, 1>(xt::flatten(d)), {0, 0, 0, 0, 0, 0}) == "");
+  }
+  SECTION("an argument that fails to bind leaves nothing behind and the function keeps working") {
+    auto f = xsym::function("k", xsym::inputs(x, y), x * y);
+    const xt::xarray<float> converted = xt::ones<float>({3});  // bound as a float64 copy
+    const xt::xarray<double> matrix = xt::ones<double>({2, 2});
+    const xt::xtensor<double, 1> three{1, 2, 3};
+    CHECK(differences(f(converted, three), {1, 2, 3}) == "");
+    const auto before = xsym::allocated().current;
+    CHECK_THROWS_WITH(f(converted, matrix), Contains("input 1 ('y')") && Contains("rank"));
+    CHECK(xsym::allocated().current == before);  // the copy of argument 0 was released
+    CHECK(differences(f(converted, three), {1, 2, 3}) == "");
+    CHECK(differences(f(three, three), {1, 4, 9}) == "");
+  }
+}

@@ -89,17 +89,17 @@ struct static_rank : std::integral_constant<int, -1> {};
 template <class EC, std::size_t N, xt::layout_type L, class Tag>
 struct static_rank<xt::xtensor_container<EC, N, L, Tag>> : std::integral_constant<int, static_cast<int>(N)> {};
 
-// Turns one call argument into a runtime array: a view of the caller's memory when the
-// element type matches, else a converted copy (which the returned array owns).
+// Turns one call argument into a runtime array in dst: a view of the caller's memory when the
+// element type matches, else a converted copy (which dst owns).
 template <class E, std::size_t N, class Arg>
-ndarray bind_argument(const Arg& arg, const std::string& fname, const std::string& iname, std::size_t index,
-                      int) {
+void bind_argument(ndarray& dst, const Arg& arg, const std::string& fname, const std::string& iname,
+                   std::size_t index) {
   using A = std::remove_cvref_t<Arg>;
   if constexpr (std::is_arithmetic_v<A>) {
     static_assert(N == 0, "xsym: a plain number can only be passed for a rank-0 (scalar) input");
     static_assert(lossless_v<E, A> || std::is_floating_point_v<E>,
                   "xsym: this number's type cannot be converted to the input's element type without loss");
-    return scalar_array(static_cast<E>(arg));
+    dst = scalar_array(static_cast<E>(arg));
   } else {
     static_assert(std::is_base_of_v<xt::xexpression<A>, A>,
                   "xsym: call a function with xtensor containers or expressions (xt::xtensor, xt::xarray, xt::adapt)");
@@ -114,13 +114,12 @@ ndarray bind_argument(const Arg& arg, const std::string& fname, const std::strin
       throw shape_error("xsym: function '" + fname + "': input " + std::to_string(index) + " ('" + iname +
                         "') has rank " + std::to_string(N) + ", got an argument of rank " + std::to_string(shape.size()));
     if constexpr (std::is_same_v<T, E> && strided_memory<A>) {
-      std::array<std::int64_t, max_rank> st{};
-      for (std::size_t d = 0; d < N; ++d) st[d] = static_cast<std::int64_t>(arg.strides()[d]);
-      for (std::size_t d = 0; d < N; ++d)
-        if (shape[d] == 1) st[d] = 0;
-      return ndarray::wrap(dtype_of<E>(), to_shape(shape), st.data(), const_cast<T*>(arg.data()));
+      if constexpr (N > static_cast<std::size_t>(max_rank))
+        throw std::invalid_argument("xsym: rank " + std::to_string(N) + " exceeds max_rank");
+      else
+        dst.rewrap(dtype_of<E>(), shape, arg.strides(), const_cast<T*>(arg.data()));
     } else {
-      return copy_to_ndarray<E>(xt::cast<E>(arg));
+      dst = copy_to_ndarray<E>(xt::cast<E>(arg));
     }
   }
 }
@@ -170,13 +169,16 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
   template <class... Args>
   result_type operator()(const Args&... args) const {
     static_assert(sizeof...(Args) == sizeof...(In), "xsym: wrong number of arguments: pass one value per input");
-    std::array<ndarray, sizeof...(In) + 1> bound;
-    bind_all(bound, std::index_sequence_for<Args...>{}, args...);
-    // Results are copied out while the function's lock is held: its buffers are reused.
-    return m_rt->call(bound.data(), [](const ndarray* out) -> result_type {
-      if constexpr (Single) return detail::convert_result<std::tuple_element_t<0, std::tuple<Out...>>>(out[0]);
-      else return converter::convert(out);
-    });
+    // Arguments are bound straight into the function's input slots, under its lock; results
+    // are copied out while the lock is held (its buffers are reused).
+    return m_rt->call_with(
+        [&](ndarray* values, const std::vector<int>& slots) {
+          bind_all(values, slots, std::index_sequence_for<Args...>{}, args...);
+        },
+        [](const ndarray* out) -> result_type {
+          if constexpr (Single) return detail::convert_result<std::tuple_element_t<0, std::tuple<Out...>>>(out[0]);
+          else return converter::convert(out);
+        });
   }
 
   /// @brief The Apply nodes in the order they run.
@@ -196,9 +198,10 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
 
  private:
   template <std::size_t... I, class... Args>
-  void bind_all(std::array<ndarray, sizeof...(In) + 1>& bound, std::index_sequence<I...>,
-                const Args&... args) const {
-    ((bound[I] = detail::bind_argument<typename In::value_type, In::rank>(args, m_rt->name(), m_input_names[I], I, 0)),
+  void bind_all([[maybe_unused]] ndarray* values, [[maybe_unused]] const std::vector<int>& slots,
+                std::index_sequence<I...>, const Args&... args) const {
+    (detail::bind_argument<typename In::value_type, In::rank>(values[slots[I]], args, m_rt->name(), m_input_names[I],
+                                                              I),
      ...);
   }
 

@@ -3,6 +3,7 @@
 
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -96,7 +97,7 @@ inline void prepare_output(ndarray& slot, dtype t, const shape_t& shape, buffer_
   const auto bytes = static_cast<std::size_t>(shape.size()) * dtype_size(t);
   if (slot.owner() && slot.owner().use_count() == 1 && slot.on_device() == on_device && slot.capacity() >= bytes &&
       slot.capacity() <= 2 * bytes + 64) {
-    slot = ndarray::in_buffer(t, shape, slot.owner(), slot.capacity(), on_device);
+    slot.reuse_buffer(t, shape);
     return;
   }
   if (pool && pool->take(slot, t, shape, bytes, on_device)) return;
@@ -109,21 +110,21 @@ template <bool OnDevice, class Exec>
 void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
   const apply_node& n = *t.node;
   const ndarray* ins[64];
-  for (std::size_t k = 0; k < n.inputs.size(); ++k) ins[k] = &values[n.inputs[k]];
-  std::uint8_t bcast[64];
-  for (std::size_t k = 0; k < n.inputs.size(); ++k) bcast[k] = t.slot_bcast[k];
-  const shape_t shape = cpu::broadcast_shape(ins, bcast, static_cast<int>(n.inputs.size()));
+  const std::size_t n_in = n.inputs.size();
+  const int* in_slots = n.inputs.data();
+  for (std::size_t k = 0; k < n_in; ++k) ins[k] = &values[in_slots[k]];
+  const shape_t shape = cpu::broadcast_shape(ins, t.slot_bcast.data(), static_cast<int>(n_in));
   if (n.outputs.size() > 8) throw std::logic_error("xsym: a fused node has more than 8 outputs");
-  ndarray* outs[8] = {};
+  ndarray* outs[8];
   ndarray* destroyed = nullptr;
-  ndarray spare;
+  std::optional<ndarray> spare;  // only an in-place node needs one
   for (std::size_t o = 0; o < n.outputs.size(); ++o) {
     ndarray& out = values[n.outputs[o]];
     if (o == 0 && !n.fn->destroy_map.empty()) {
       // The input dies here: take its buffer when it has the output's shape and is ours alone.
       ndarray& victim = values[n.inputs[static_cast<std::size_t>(n.fn->destroy_map[0].second)]];
       if (victim.shape() == shape && victim.is_c_contiguous() && victim.owner() && victim.owner().use_count() == 1) {
-        spare = std::move(out);  // the buffer this output had goes to the input's producer
+        spare.emplace(std::move(out));  // the buffer this output had goes to the input's producer
         out = victim;            // the input is still read below; it is replaced once the node has run
         destroyed = &victim;
         outs[o] = &out;
@@ -136,7 +137,7 @@ void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
   }
   exec(ins, outs);
   // The consumed input's slot keeps the spare buffer, so its producer reuses it next call.
-  if (destroyed) *destroyed = std::move(spare);
+  if (destroyed) *destroyed = std::move(*spare);
 }
 
 inline void run_elemwise(const thunk& t, ndarray* values) {
@@ -377,26 +378,45 @@ class function_runtime {
   /// called while the function's buffers are still reserved for this call.
   template <class Convert>
   auto call(const ndarray* args, Convert&& convert) {
+    return call_with(
+        [args](ndarray* values, const std::vector<int>& inputs) {
+          for (std::size_t i = 0; i < inputs.size(); ++i) values[inputs[i]] = args[i];
+        },
+        std::forward<Convert>(convert));
+  }
+
+  /// @brief As call, but bind(values, input_slots) writes input i's value straight into
+  /// values[input_slots[i]] under the lock (no array of arguments is built and copied).
+  /// When bind or an input check throws, no node has run and the inputs are released.
+  template <class Bind, class Convert>
+  auto call_with(Bind&& bind, Convert&& convert) {
     std::lock_guard lock(m_mutex);
     // One predictable branch when profiling is off; nothing at all when compiled out.
     const bool timed = profiling_compiled_in && (m_profile || detail::any_scope_active());
     const std::uint64_t c0 = timed ? detail::ticks() : 0;
+    ndarray* values = m_values.data();
+    try {
+      bind(values, m_graph->inputs);
+      for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) {
+        const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[i])];
+        if (!s.broadcastable) continue;
+        const ndarray& a = values[m_graph->inputs[i]];
+        for (int d = 0; d < s.rank; ++d)
+          if (((s.broadcastable >> d) & 1u) && a.shape(d) != 1)
+            throw shape_error("xsym: function '" + m_name + "': input " + std::to_string(i) + " ('" + s.name +
+                              "') is declared broadcastable in dimension " + std::to_string(d) +
+                              " (always 1) but got shape " + to_string(a.shape()));
+      }
+    } catch (...) {
+      release_after_call();
+      throw;
+    }
     const bool memory = m_profile && m_profile->memory;
     const std::int64_t mem0 = memory ? allocated().current : 0;
     if (memory) reset_peak_memory();
     const auto device_allocated = m_plan.gpu ? detail::device_hooks().allocated : nullptr;
     const std::int64_t device_mem0 = memory && device_allocated ? device_allocated().current : 0;
     const bool sample = timed && (m_sample_calls & (m_sample_calls - 1)) == 0;
-    ndarray* values = m_values.data();
-    for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) {
-      const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[i])];
-      for (int d = 0; d < s.rank; ++d)
-        if (((s.broadcastable >> d) & 1u) && args[i].shape(d) != 1)
-          throw shape_error("xsym: function '" + m_name + "': input " + std::to_string(i) + " ('" + s.name +
-                            "') is declared broadcastable in dimension " + std::to_string(d) +
-                            " (always 1) but got shape " + to_string(args[i].shape()));
-      values[m_graph->inputs[i]] = args[i];
-    }
     for (int s : m_shared_slots) {
       auto& sv = *m_graph->slots[static_cast<std::size_t>(s)].source->shared;
       if (m_graph->slots[static_cast<std::size_t>(s)].on_device != sv.value.on_device()) place_shared(s, sv);
@@ -422,12 +442,15 @@ class function_runtime {
         if (m_device_timer) m_device_timer->collect(m_scratch_ticks.data());
         m_fn_ticks_last = t - f0;
       } else if (m_checked) {
+        std::vector<ndarray> args;  // DebugMode runs the unoptimised twin on the same arguments
+        if (m_plan.debug)
+          for (int s : m_graph->inputs) args.push_back(values[s]);
         if (m_plan.nan_guard) guard_inputs(values);
         for (; i < m_thunks.size(); ++i) {
           run_checked(i, values);
           if (m_plan.gc) release_dead(i);
         }
-        if (m_plan.debug) check_against_reference(args, values);
+        if (m_plan.debug) check_against_reference(args.data(), values);
       } else {
         for (; i < m_thunks.size(); ++i) {
           m_thunks[i].run(m_thunks[i], values);
@@ -444,10 +467,15 @@ class function_runtime {
       release_all_but_constants();
       throw_node_error(i, e);
     }
-    for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) m_out[o] = values[m_graph->outputs[o]];
-    auto result = convert(m_out.data());
-    for (auto& o : m_out) o.release();
-    if (!m_is_reference) apply_updates(values);
+    // One output is read in place; several are gathered (their slots need not be adjacent).
+    auto result = [&] {
+      if (m_graph->outputs.size() == 1) return convert(static_cast<const ndarray*>(&values[m_graph->outputs[0]]));
+      for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) m_out[o] = values[m_graph->outputs[o]];
+      auto r = convert(static_cast<const ndarray*>(m_out.data()));
+      for (auto& o : m_out) o.release();
+      return r;
+    }();
+    if (!m_is_reference && (!m_shared_slots.empty() || !m_graph->updates.empty())) apply_updates(values);
     release_after_call();
     if (timed) {
       if (memory) m_profile->measured_peak_bytes = std::max(m_profile->measured_peak_bytes, allocated().peak - mem0);

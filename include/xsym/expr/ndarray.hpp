@@ -197,7 +197,47 @@ class ndarray {
       s *= m_shape[i];
     }
   }
-  void release() { *this = ndarray{}; }
+  /// @brief Drops the buffer: no value (has_value() is false, the shape is rank 0).
+  void release() {
+    m_owner.reset();
+    m_data = nullptr;
+    m_capacity = 0;
+    m_dtype = dtype::float64;
+    m_shape.rank = 0;
+    m_on_device = false;
+  }
+
+  /// @brief Makes this array a C-contiguous value of dtype dt and this shape in the buffer it
+  /// already owns (buffer reuse without touching the reference count). The caller checked
+  /// that the buffer is ours alone and holds shape.size() elements of dt.
+  void reuse_buffer(dtype dt, const shape_t& shape) {
+    m_dtype = dt;
+    // Element by element: a shape just written by the caller is read back without a stall.
+    m_shape.rank = shape.rank;
+    for (int i = 0; i < max_rank; ++i) m_shape[i] = i < shape.rank ? shape[i] : 0;
+    set_c_strides();
+    m_data = m_owner.get();
+  }
+
+  /// @brief Makes this array a view of memory the caller keeps alive (as wrap does), in place,
+  /// from an xtensor-style shape and strides (rank shape.size() <= max_rank); a dimension of
+  /// extent 1 gets stride 0.
+  template <class Shape, class Strides>
+  void rewrap(dtype dt, const Shape& shape, const Strides& strides, void* data) {
+    m_owner.reset();
+    m_dtype = dt;
+    const int r = static_cast<int>(shape.size());
+    m_shape.rank = r;
+    for (int i = 0; i < max_rank; ++i) {
+      const auto u = static_cast<std::size_t>(i);
+      const std::int64_t extent = i < r ? static_cast<std::int64_t>(shape[u]) : 0;
+      m_shape.dims[u] = extent;
+      m_strides[u] = i < r && extent != 1 ? static_cast<std::int64_t>(strides[u]) : 0;
+    }
+    m_data = static_cast<std::byte*>(data);
+    m_capacity = 0;
+    m_on_device = false;  // user memory is host memory
+  }
 
  private:
   dtype m_dtype = dtype::float64;

@@ -11,12 +11,26 @@
 
 namespace xsym::cpu {
 
+/// @brief One instruction with everything the executor needs, looked up once.
+struct compiled_step {
+  kernel_fn kernel = nullptr;
+  int arity = 0;
+  int args[3] = {0, 0, 0};
+  int dst = 0;
+  unsigned arg_bits = 0;  // bit j set for j < arity
+};
+
 /// @brief A program with its kernels looked up once, when the function is built.
 struct compiled_program {
   std::shared_ptr<const program> prog;
   std::vector<kernel_fn> kernels;
   std::vector<int> arity;  // per instruction, looked up once
+  std::vector<compiled_step> steps;
+  std::vector<std::int64_t> out_bytes;  // element size of each output
   bool direct = false;     // one instruction writing the only output: no scratch needed
+  // The output that only the last instruction writes, or -1: that instruction writes it in
+  // place (nothing reads it after, so an output sharing an input's buffer is still safe).
+  int last_out = -1;
 };
 
 template <bool Simd>
@@ -25,15 +39,63 @@ compiled_program compile_program(std::shared_ptr<const program> p) {
   for (const auto& ins : p->code) {
     cp.kernels.push_back(kernel_for<Simd>(ins));
     cp.arity.push_back(info(ins.op).arity);
+    compiled_step st;
+    st.kernel = cp.kernels.back();
+    st.arity = cp.arity.back();
+    st.dst = ins.dst;
+    for (int j = 0; j < st.arity; ++j) st.args[j] = ins.args[j];  // unused arguments read register 0
+    st.arg_bits = (1u << st.arity) - 1;
+    cp.steps.push_back(st);
   }
+  for (int r : p->outputs) cp.out_bytes.push_back(static_cast<std::int64_t>(dtype_size(p->reg_types[static_cast<std::size_t>(r)])));
   cp.direct = p->code.size() == 1 && p->outputs.size() == 1 && p->outputs[0] == p->code[0].dst;
+  if (!p->code.empty() && p->code.back().dst >= p->n_inputs) {
+    const int r = p->code.back().dst;
+    bool written_before = false;
+    for (std::size_t i = 0; i + 1 < p->code.size(); ++i) written_before |= p->code[i].dst == r;
+    for (std::size_t o = 0; o < p->outputs.size() && !written_before; ++o)
+      if (p->outputs[o] == r) {
+        cp.last_out = static_cast<int>(o);
+        break;
+      }
+  }
   cp.prog = std::move(p);
   return cp;
 }
 
+namespace detail {
+// broadcast_shape's checks done again dimension by dimension, to throw the error it describes.
+[[noreturn]] inline void throw_broadcast_error(const ndarray* const* ins, const std::uint8_t* bcast, int n);
+}  // namespace detail
+
 /// @brief The output shape of an elementwise op, with Theano's rule: a dimension broadcasts
 /// only where its input is statically broadcastable (always 1); others must match exactly.
 inline shape_t broadcast_shape(const ndarray* const* ins, const std::uint8_t* bcast, int n) {
+  // One pass over the inputs; any mismatch goes to the slow path for its exact message.
+  const int rank = ins[0]->rank();
+  shape_t out;
+  out.rank = rank;
+  unsigned have = 0;  // dimensions some non-broadcastable input has fixed
+  for (int k = 0; k < n; ++k) {
+    const shape_t& s = ins[k]->shape();
+    const unsigned b = bcast[k];
+    for (int d = 0; d < rank; ++d) {
+      if ((b >> d) & 1u) {
+        if (s[d] != 1) detail::throw_broadcast_error(ins, bcast, n);
+      } else if ((have >> d) & 1u) {
+        if (s[d] != out[d]) detail::throw_broadcast_error(ins, bcast, n);
+      } else {
+        out[d] = s[d];
+        have |= 1u << d;
+      }
+    }
+  }
+  for (int d = 0; d < rank; ++d)
+    if (!((have >> d) & 1u)) out[d] = 1;
+  return out;
+}
+
+[[noreturn]] inline void detail::throw_broadcast_error(const ndarray* const* ins, const std::uint8_t* bcast, int n) {
   shape_t out;
   out.rank = ins[0]->rank();
   for (int d = 0; d < out.rank; ++d) {
@@ -62,7 +124,7 @@ inline shape_t broadcast_shape(const ndarray* const* ins, const std::uint8_t* bc
       }
     }
   }
-  return out;
+  throw std::logic_error("xsym: internal error: broadcast_shape found a mismatch its slow path does not");
 }
 
 namespace detail {
@@ -101,21 +163,35 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
     tmp[r] = sc.regs.data() + r * block_size;
     reg[r] = tmp[r];
   }
+  // Bit r: input register r is one value broadcast over the span (no other register is).
+  std::uint64_t scalar_bits = 0;
+  for (int r = 0; r < n_in; ++r) scalar_bits |= static_cast<std::uint64_t>(in_scalar[r]) << r;
+  const int last_out = cp.last_out;
+  const int last_reg = last_out >= 0 ? p.outputs[static_cast<std::size_t>(last_out)] : 0;
+  const compiled_step* steps = cp.steps.data();
+  const std::size_t n_steps = cp.steps.size();
   for (std::int64_t off = 0; off < n; off += block_size) {
     const std::int64_t m = std::min(block_size, n - off);
     for (int r = 0; r < n_in; ++r)
       reg[r] = in_scalar[r] ? in[r] : in[r] + off * static_cast<std::int64_t>(dtype_size(p.reg_types[static_cast<std::size_t>(r)]));
-    for (std::size_t i = 0; i < p.code.size(); ++i) {
-      const instruction& ins = p.code[i];
-      unsigned mask = 0;
-      for (int j = 0; j < cp.arity[i]; ++j) {
-        args[j] = reg[ins.args[j]];
-        if (ins.args[j] < n_in && in_scalar[ins.args[j]]) mask |= 1u << j;
-      }
-      cp.kernels[i](tmp[ins.dst], args, mask, m);
+    if (last_out >= 0) {
+      tmp[last_reg] = out[last_out] + off * cp.out_bytes[static_cast<std::size_t>(last_out)];
+      reg[last_reg] = tmp[last_reg];
+    }
+    for (std::size_t i = 0; i < n_steps; ++i) {
+      const compiled_step& st = steps[i];
+      args[0] = reg[st.args[0]];
+      args[1] = reg[st.args[1]];
+      args[2] = reg[st.args[2]];
+      const unsigned mask = static_cast<unsigned>(((scalar_bits >> st.args[0]) & 1u) |
+                                                  (((scalar_bits >> st.args[1]) & 1u) << 1) |
+                                                  (((scalar_bits >> st.args[2]) & 1u) << 2)) &
+                            st.arg_bits;
+      st.kernel(tmp[st.dst], args, mask, m);
     }
     for (std::size_t o = 0; o < p.outputs.size(); ++o) {
-      const auto es = static_cast<std::int64_t>(dtype_size(p.reg_types[static_cast<std::size_t>(p.outputs[o])]));
+      if (static_cast<int>(o) == last_out) continue;
+      const std::int64_t es = cp.out_bytes[o];
       std::memcpy(out[o] + off * es, reg[p.outputs[o]], static_cast<std::size_t>(m * es));
     }
   }
@@ -131,26 +207,26 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   if (total == 0) return;
   if (static_cast<int>(p.reg_types.size()) > 64) throw std::logic_error("xsym: fused program too large");
 
-  // Contiguous copies of strided inputs, in buffers kept per thread between calls.
-  thread_local std::vector<ndarray> copies;
   std::size_t n_copies = 0;
+  const ndarray* arr[64];
   const std::byte* base[64];
   bool scalar[64];
-  std::array<std::int64_t, max_rank> strides[64];
   bool flat = true;
   for (int k = 0; k < n_in; ++k) {
     const ndarray* a = ins[k];
-    if (a->size() != 1 && a->rank() > 0 && a->stride(a->rank() - 1) != 1 && a->shape(a->rank() - 1) != 1) {
+    const bool one = a->size() == 1;
+    if (!one && a->rank() > 0 && a->stride(a->rank() - 1) != 1 && a->shape(a->rank() - 1) != 1) {
+      // Contiguous copies of strided inputs, in buffers kept per thread between calls.
+      thread_local std::vector<ndarray> copies;
       if (copies.size() <= n_copies) copies.resize(n_copies + 8);
       ndarray& c = copies[n_copies++];
       a->copy_contiguous_into(c);
       a = &c;
     }
+    arr[k] = a;
     base[k] = a->data();
-    scalar[k] = a->size() == 1;
-    for (int d = 0; d < shape.rank; ++d)
-      strides[k][static_cast<std::size_t>(d)] = a->shape(d) == 1 ? 0 : a->stride(d);
-    if (!scalar[k] && !(a->shape() == shape && a->is_c_contiguous())) flat = false;
+    scalar[k] = one;
+    if (!one && !(a->shape() == shape && a->is_c_contiguous())) flat = false;
   }
   std::byte* out_base[8];
   for (std::size_t o = 0; o < p.outputs.size(); ++o) out_base[o] = outs[o]->data();
@@ -158,6 +234,10 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     detail::run_span(cp, base, scalar, out_base, total);
     return;
   }
+  std::array<std::int64_t, max_rank> strides[64];
+  for (int k = 0; k < n_in; ++k)
+    for (int d = 0; d < shape.rank; ++d)
+      strides[k][static_cast<std::size_t>(d)] = arr[k]->shape(d) == 1 ? 0 : arr[k]->stride(d);
   // Row by row over the last axis; an input either walks the row (stride 1) or repeats one value.
   const std::int64_t len = shape[shape.rank - 1];
   const std::int64_t rows = total / len;
