@@ -3846,8 +3846,10 @@ inline void print_memory_profile(std::ostream& os, const std::vector<std::shared
     os << "    " << title << "\n";
     os << "        CPU: " << kb(cpu) << (with_measured ? " (" + kb(measured) + ")" : "") << "\n";
     os << "        GPU: " << kb(gpu) << (gpu_measured ? " (" + kb(measured_device) + ")" : "") << "\n";
+    // A measured total only when both parts are measured (device bytes need XSYM_COMPUTE_GPU_MEM_USED=1).
+    const bool total_measured = with_measured && (gpu_measured || gpu == 0);
     os << "        CPU + GPU: " << kb(cpu + gpu)
-       << (with_measured ? " (" + kb(measured + std::max(0.0, measured_device)) + ")" : "") << "\n";
+       << (total_measured ? " (" + kb(measured + std::max(0.0, measured_device)) + ")" : "") << "\n";
   };
   block("Max peak memory with current setting", current, true);
   block("Max peak memory with current setting and xsym flag optimizer_excluding=inplace", no_inplace, false);
