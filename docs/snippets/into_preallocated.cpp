@@ -12,5 +12,5 @@ int main() {
   xt::xtensor<float, 1> prod = xt::empty<float>({3});  // allocated once, by the caller
   float total = 0;
   for (int step = 0; step < 100; ++step) f.into(prod, total)(a, b);  // no allocation once warm
-  std::cout << prod << " " << total << "\n";  // { 5., 11., 19.} 6
+  std::cout << prod << " " << total << "\n";  // {  5.,  11.,  19.} 6
 }
