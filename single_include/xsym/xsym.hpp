@@ -4798,7 +4798,22 @@ struct compiled_program {
   // The output that only the last instruction writes, or -1: that instruction writes it in
   // place (nothing reads it after, so an output sharing an input's buffer is still safe).
   int last_out = -1;
+  // Elements per block of a span: the scratch registers of one block stay in L1, and a block
+  // is long enough that a kernel call's fixed cost is small next to its loop. Always a multiple
+  // of 64, hence of every SIMD width: only a span's last n % width elements take the scalar
+  // tail, whatever the block, so the block size does not change any result.
+  std::int64_t block = 256;
+  // Byte offset of each scratch register in the per-thread scratch area (inputs: unused), and
+  // the area's size. Registers are packed by their dtype's size, each on its own cache lines,
+  // staggered by one line so that no two sit 4 KiB apart (store-to-load aliasing).
+  std::vector<std::size_t> reg_offset;
+  std::size_t scratch_bytes = 0;
 };
+
+namespace detail {
+inline constexpr std::int64_t min_block = 256, max_block = 4096;
+inline constexpr std::int64_t scratch_budget = 12 * 1024;  // bytes of scratch registers per block
+}  // namespace detail
 
 template <bool Simd>
 compiled_program compile_program(std::shared_ptr<const program> p) {
@@ -4826,6 +4841,21 @@ compiled_program compile_program(std::shared_ptr<const program> p) {
         break;
       }
   }
+  // Registers a block writes in scratch: every one that is not an input (the output that the
+  // last instruction writes in place needs none, but counting it keeps this simple).
+  const std::int64_t scratch_regs = std::max<std::int64_t>(1, static_cast<std::int64_t>(p->reg_types.size()) - p->n_inputs);
+  std::int64_t widest = 1;
+  for (dtype t : p->reg_types) widest = std::max<std::int64_t>(widest, static_cast<std::int64_t>(dtype_size(t)));
+  const std::int64_t fit = detail::scratch_budget / (scratch_regs * widest) / 64 * 64;
+  cp.block = std::clamp(fit, detail::min_block, detail::max_block);
+  cp.reg_offset.assign(p->reg_types.size(), 0);
+  std::size_t at = 0;
+  for (std::size_t r = static_cast<std::size_t>(p->n_inputs); r < p->reg_types.size(); ++r) {
+    cp.reg_offset[r] = at;
+    const std::size_t bytes = static_cast<std::size_t>(cp.block) * dtype_size(p->reg_types[r]);
+    at += (bytes + 63) / 64 * 64 + 64;
+  }
+  cp.scratch_bytes = at;
   cp.prog = std::move(p);
   return cp;
 }
@@ -4895,10 +4925,9 @@ inline shape_t broadcast_shape(const ndarray* const* ins, const std::uint8_t* bc
 }
 
 namespace detail {
-constexpr std::int64_t block_size = 256;  // elements per register: registers stay in L1
 
 struct scratch {
-  std::vector<double> regs;  // double-sized slots fit every dtype
+  std::vector<double> regs;  // doubles: 8-byte aligned storage for any dtype
 };
 inline scratch& thread_scratch() {
   thread_local scratch s;
@@ -4922,12 +4951,17 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
     return;
   }
   const auto n_regs = p.reg_types.size();
+  const std::int64_t block_size = cp.block;
   auto& sc = thread_scratch();
-  if (sc.regs.size() < n_regs * block_size) sc.regs.resize(n_regs * block_size);
+  // Registers start on cache lines: full-width stores never split a line.
+  const std::size_t words = cp.scratch_bytes / sizeof(double) + 8;
+  if (sc.regs.size() < words) sc.regs.resize(words);
+  std::byte* const regs =
+      reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(sc.regs.data()) + 63) & ~std::uintptr_t{63});
   const void* reg[64];
   void* tmp[64];
   for (std::size_t r = static_cast<std::size_t>(n_in); r < n_regs; ++r) {
-    tmp[r] = sc.regs.data() + r * block_size;
+    tmp[r] = regs + cp.reg_offset[r];
     reg[r] = tmp[r];
   }
   // Bit r: input register r is one value broadcast over the span (no other register is).
@@ -6118,6 +6152,9 @@ struct thunk {
   std::vector<std::uint8_t> slot_bcast;  // inputs' broadcastable patterns
   dtype out_type = dtype::float64;
   buffer_pool* pool = nullptr;
+  // Per slot, the caller's memory an output is written into during an into(...) call (null
+  // for every slot otherwise); owned by the runtime, null for reference thunks.
+  const ndarray* const* dests = nullptr;
   std::shared_ptr<const void> device_state;  // GPU backend: the node's data in device memory
 };
 
@@ -6155,6 +6192,19 @@ inline void prepare_output(ndarray& slot, dtype t, const shape_t& shape, buffer_
   slot = on_device ? ndarray::empty_on_device(t, shape) : ndarray::empty(t, shape);
 }
 
+// The caller's memory for this output slot when an into(...) call bound some, with this dtype
+// and shape: the slot's own buffer goes to the pool (the next plain call takes it back) and the
+// node writes straight into the caller's array. Only ever a host, C-contiguous destination that
+// overlaps no input or shared value (the runtime checked when it bound it).
+inline bool take_destination(const thunk& t, int slot, ndarray& out, dtype type, const shape_t& shape) {
+  if (!t.dests) return false;
+  const ndarray* d = t.dests[slot];
+  if (!d || d->type() != type || !(d->shape() == shape)) return false;
+  if (t.pool && out.owner()) t.pool->give(out);
+  out = *d;
+  return true;
+}
+
 // An elementwise node on either backend: outputs prepared (or an input taken over in place),
 // then `exec(ins, outs)` runs the kernel.
 template <bool OnDevice, class Exec>
@@ -6166,11 +6216,18 @@ void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
   for (std::size_t k = 0; k < n_in; ++k) ins[k] = &values[in_slots[k]];
   const shape_t shape = cpu::broadcast_shape(ins, t.slot_bcast.data(), static_cast<int>(n_in));
   if (n.outputs.size() > 8) throw std::logic_error("xsym: a fused node has more than 8 outputs");
-  ndarray* outs[8];
+  ndarray* outs[8] = {};
   ndarray* destroyed = nullptr;
   std::optional<ndarray> spare;  // only an in-place node needs one
   for (std::size_t o = 0; o < n.outputs.size(); ++o) {
     ndarray& out = values[n.outputs[o]];
+    if constexpr (!OnDevice) {
+      if (take_destination(t, n.outputs[o], out,
+                           t.prog.prog->reg_types[static_cast<std::size_t>(t.prog.prog->outputs[o])], shape)) {
+        outs[o] = &out;
+        continue;
+      }
+    }
     if (o == 0 && !n.fn->destroy_map.empty()) {
       // The input dies here: take its buffer when it has the output's shape and is ours alone.
       ndarray& victim = values[n.inputs[static_cast<std::size_t>(n.fn->destroy_map[0].second)]];
@@ -6189,6 +6246,28 @@ void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
   exec(ins, outs);
   // The consumed input's slot keeps the spare buffer, so its producer reuses it next call.
   if (destroyed) *destroyed = std::move(*spare);
+}
+
+// Copies a value into a destination in the caller's memory (same dtype and shape, any strides),
+// unless the node already wrote it there.
+inline void copy_into_destination(const ndarray& value, const ndarray& dst) {
+  if (value.size() == 0) return;
+  ndarray src = on_host(value);
+  bool same = src.data() == dst.data();
+  for (int d = 0; same && d < dst.rank(); ++d) same = dst.shape(d) == 1 || src.stride(d) == dst.stride(d);
+  if (same) return;  // written in place, or the output is the very array the caller passed
+  if (overlaps(src, dst)) src = deep_copy(src);  // e.g. an input's transpose written back into that input
+  const std::size_t es = dtype_size(dst.type());
+  if (src.is_c_contiguous() && dst.is_c_contiguous()) {
+    std::memcpy(dst.data(), src.data(), src.nbytes());
+    return;
+  }
+  const ndarray c = src.contiguous();
+  const std::byte* p = c.data();
+  for_each_offset(dst.shape(), dst.strides(), [&](std::int64_t off) {
+    std::memcpy(dst.data() + off * static_cast<std::int64_t>(es), p, es);
+    p += es;
+  });
 }
 
 inline void run_elemwise(const thunk& t, ndarray* values) {
@@ -6218,11 +6297,11 @@ inline void run_reduce(const thunk& t, ndarray* values) {
   for (int d = 0; d < in.rank(); ++d)
     if (std::find(axes.begin(), axes.end(), d) == axes.end()) s[s.rank++] = in.shape(d);
   ndarray& out = values[n.outputs[0]];
-  prepare_output(out, t.node->fn->reduction == reduce_op::mean || t.node->fn->reduction == reduce_op::sum ||
-                              t.node->fn->reduction == reduce_op::prod
-                          ? reduce_result_type(n.fn->reduction, in.type())
-                          : in.type(),
-                 s, t.pool);
+  const dtype type = t.node->fn->reduction == reduce_op::mean || t.node->fn->reduction == reduce_op::sum ||
+                             t.node->fn->reduction == reduce_op::prod
+                         ? reduce_result_type(n.fn->reduction, in.type())
+                         : in.type();
+  if (!take_destination(t, n.outputs[0], out, type, s)) prepare_output(out, type, s, t.pool);
   cpu::run_reduce(*n.fn, in, out);
 }
 
@@ -6440,7 +6519,7 @@ class function_runtime {
   /// values[input_slots[i]] under the lock (no array of arguments is built and copied).
   /// When bind or an input check throws, no node has run and the inputs are released.
   template <class Bind, class Convert>
-  auto call_with(Bind&& bind, Convert&& convert) {
+  auto call_with(Bind&& bind, Convert&& convert, const ndarray* dests = nullptr) {
     std::lock_guard lock(m_mutex);
     // One predictable branch when profiling is off; nothing at all when compiled out.
     const bool timed = profiling_compiled_in && (m_profile || detail::any_scope_active());
@@ -6472,6 +6551,14 @@ class function_runtime {
       auto& sv = *m_graph->slots[static_cast<std::size_t>(s)].source->shared;
       if (m_graph->slots[static_cast<std::size_t>(s)].on_device != sv.value.on_device()) place_shared(s, sv);
       values[s] = sv.value;
+    }
+    if (dests) {
+      try {
+        bind_destinations(dests);
+      } catch (...) {
+        release_after_call();
+        throw;
+      }
     }
     std::size_t i = 0;
     try {
@@ -6520,11 +6607,18 @@ class function_runtime {
     }
     // One output is read in place; several are gathered (their slots need not be adjacent).
     auto result = [&] {
-      if (m_graph->outputs.size() == 1) return convert(static_cast<const ndarray*>(&values[m_graph->outputs[0]]));
-      for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) m_out[o] = values[m_graph->outputs[o]];
-      auto r = convert(static_cast<const ndarray*>(m_out.data()));
-      for (auto& o : m_out) o.release();
-      return r;
+      try {
+        if (m_graph->outputs.size() == 1) return convert(static_cast<const ndarray*>(&values[m_graph->outputs[0]]));
+        for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) m_out[o] = values[m_graph->outputs[o]];
+        auto r = convert(static_cast<const ndarray*>(m_out.data()));
+        for (auto& o : m_out) o.release();
+        return r;
+      } catch (...) {
+        // Nothing is updated; nothing keeps a pointer to the caller's memory.
+        for (auto& o : m_out) o.release();
+        release_after_call();
+        throw;
+      }
     }();
     if (!m_is_reference && (!m_shared_slots.empty() || !m_graph->updates.empty())) apply_updates(values);
     release_after_call();
@@ -6544,7 +6638,69 @@ class function_runtime {
     return result;
   }
 
+  /// @brief Runs the function and writes output o into dests[o] (host arrays in the caller's
+  /// memory, any strides, each of its output's dtype and rank). An output whose node can write
+  /// it straight into its destination does so (no copy); the others are copied in at the end.
+  /// Throws shape_error (and updates nothing) when a destination's shape differs from its
+  /// output's, std::invalid_argument when two destinations share memory.
+  template <class Bind>
+  void call_into(Bind&& bind, const ndarray* dests) {
+    call_with(
+        std::forward<Bind>(bind), [&](const ndarray* out) { return finish_into(out, dests); }, dests);
+  }
+
  private:
+  // Marks the outputs that their nodes may write straight into the caller's memory: host,
+  // C-contiguous, of the output's dtype, not an update's new value (that buffer goes to the
+  // shared variable), and overlapping no input or shared value (a node would overwrite what a
+  // later node still reads). The others are copied in by finish_into.
+  void bind_destinations(const ndarray* dests) {
+    const auto& outs = m_graph->outputs;
+    for (std::size_t o = 0; o < outs.size(); ++o) {
+      const ndarray& d = dests[o];
+      for (std::size_t p = 0; p < o; ++p)
+        if (detail::overlaps(d, dests[p]))
+          throw std::invalid_argument("xsym: function '" + m_name + "': into(...): the destinations of outputs " +
+                                      std::to_string(p) + " and " + std::to_string(o) + " share memory");
+      const int s = outs[o];
+      const slot& sl = m_graph->slots[static_cast<std::size_t>(s)];
+      if (sl.kind != var_kind::apply || sl.on_device || m_dest_of_slot[static_cast<std::size_t>(s)] || d.type() != sl.type ||
+          d.size() == 0 || !d.is_c_contiguous())
+        continue;
+      bool ok = true;
+      for (auto [t, v] : m_graph->updates) ok &= v != s;
+      for (int in : m_graph->inputs) ok = ok && !detail::overlaps(d, m_values[static_cast<std::size_t>(in)]);
+      for (int sh : m_shared_slots) ok = ok && !detail::overlaps(d, m_values[static_cast<std::size_t>(sh)]);
+      if (!ok) continue;
+      m_dest_of_slot[static_cast<std::size_t>(s)] = &d;
+      m_dest_slots.push_back(s);
+    }
+  }
+
+  // Copies the outputs that were not written in place into their destinations (after checking
+  // every shape, so a wrong one leaves the others untouched where they were not written yet).
+  int finish_into(const ndarray* out, const ndarray* dests) {
+    const std::size_t n = m_graph->outputs.size();
+    for (std::size_t o = 0; o < n; ++o)
+      if (!(out[o].shape() == dests[o].shape()))
+        throw shape_error("xsym: function '" + m_name + "': output " + std::to_string(o) + " has shape " +
+                          to_string(out[o].shape()) + " but its destination in into(...) has shape " +
+                          to_string(dests[o].shape()) + " (a destination is not resized: give it the output's shape)");
+    // An output read from memory that another destination receives (an input passed through,
+    // or a view of one, whose array is also a destination) is taken aside before any is written.
+    std::vector<ndarray> aside;
+    for (std::size_t o = 0; o < n; ++o)
+      for (std::size_t p = 0; p < n; ++p)
+        if (p != o && detail::overlaps(out[o], dests[p])) {
+          if (aside.empty()) aside.resize(n);
+          aside[o] = detail::deep_copy(detail::on_host(out[o]));
+          break;
+        }
+    for (std::size_t o = 0; o < n; ++o)
+      detail::copy_into_destination(aside.empty() || !aside[o].has_value() ? out[o] : aside[o], dests[o]);
+    return 0;
+  }
+
   void build_graph(const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& roots, std::size_t n_outputs,
                    const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options) {
     auto g = std::make_shared<function_graph>();
@@ -6621,6 +6777,8 @@ class function_runtime {
     const function_graph& g = *m_graph;
     m_values.assign(g.slots.size(), ndarray{});
     m_out.assign(g.outputs.size(), ndarray{});
+    if (m_dest_of_slot.size() != g.slots.size()) m_dest_of_slot.assign(g.slots.size(), nullptr);
+    m_dest_slots.reserve(g.outputs.size());
     m_pool.free.reserve(g.slots.size());
     for (std::size_t s = 0; s < g.slots.size(); ++s)
       if (g.slots[s].kind == var_kind::constant)
@@ -6631,6 +6789,7 @@ class function_runtime {
       detail::thunk& t = thunks[static_cast<std::size_t>(n.id)];
       t.node = &n;
       t.pool = &m_pool;
+      t.dests = m_dest_of_slot.data();  // DebugMode's reference copies clear it
       for (int in : n.inputs) t.slot_bcast.push_back(g.slots[static_cast<std::size_t>(in)].broadcastable);
       t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
       if (n.fn->on_gpu || n.fn->kind == op_kind::transfer) {
@@ -6681,6 +6840,7 @@ class function_runtime {
   // Inputs, shared values and views are not kept: a kept reference would pin user memory or
   // stop buffer reuse.
   void release_after_call() {
+    release_destinations();
     for (int s : m_graph->inputs) m_values[static_cast<std::size_t>(s)].release();
     for (int s : m_shared_slots) m_values[static_cast<std::size_t>(s)].release();
     for (int s : m_view_slots) m_values[static_cast<std::size_t>(s)].release();
@@ -6689,7 +6849,17 @@ class function_runtime {
     // for large buffers) again. Within a call, gc still bounds the peak.
   }
 
+  // Slots that held the caller's memory during an into(...) call keep no pointer to it.
+  void release_destinations() {
+    for (int s : m_dest_slots) {
+      m_values[static_cast<std::size_t>(s)].release();
+      m_dest_of_slot[static_cast<std::size_t>(s)] = nullptr;
+    }
+    m_dest_slots.clear();
+  }
+
   void release_all_but_constants() {
+    release_destinations();
     for (std::size_t s = 0; s < m_values.size(); ++s)
       if (m_graph->slots[s].kind != var_kind::constant) m_values[s].release();
   }
@@ -6799,6 +6969,7 @@ class function_runtime {
     for (std::size_t k = 0; k < n.inputs.size(); ++k) ref_values[static_cast<std::size_t>(n.inputs[k])] = ref_in[k];
     detail::thunk ref = m_ref_thunks[i];
     ref.pool = nullptr;
+    ref.dests = nullptr;
     ref.run(ref, ref_values.data());
     for (std::size_t o = 0; o < n.outputs.size(); ++o) {
       const ndarray& got = values[n.outputs[o]];
@@ -6970,6 +7141,8 @@ class function_runtime {
   std::vector<detail::thunk> m_thunks;
   std::vector<ndarray> m_values;
   std::vector<ndarray> m_out;
+  std::vector<const ndarray*> m_dest_of_slot;  // into(...): per slot, the caller's array its node writes
+  std::vector<int> m_dest_slots;               // the slots bound in this call
   detail::buffer_pool m_pool;
   std::vector<int> m_shared_slots;
   std::vector<int> m_view_slots;
@@ -7120,6 +7293,37 @@ result_of_t<V> convert_result(const ndarray& a) {
   else return to_xtensor<typename V::value_type, V::rank>(a);
 }
 
+// Turns one into(...) destination into a runtime array that views the caller's memory.
+template <class E, std::size_t N, class D>
+void bind_destination(ndarray& dst, D& d, const std::string& fname, std::size_t index) {
+  static_assert(!std::is_const_v<D>, "xsym: into(...) writes its outputs: pass writable destinations, not const ones");
+  if constexpr (std::is_arithmetic_v<D>) {
+    static_assert(N == 0, "xsym: into(...): a plain number can only receive a rank-0 (scalar) output");
+    static_assert(std::is_same_v<D, E>,
+                  "xsym: into(...): a destination's element type must equal its output's (no conversion is made)");
+    dst = ndarray::wrap(dtype_of<E>(), shape_t{}, nullptr, &d);
+  } else {
+    static_assert(std::is_base_of_v<xt::xexpression<D>, D> && strided_memory<D>,
+                  "xsym: into(...) writes into xtensor containers (xt::xtensor, xt::xarray, xt::adapt) or a plain "
+                  "number for a scalar output");
+    static_assert(std::is_same_v<typename D::value_type, E>,
+                  "xsym: into(...): a destination's element type must equal its output's (no conversion is made)");
+    constexpr int sr = static_rank<D>::value;
+    static_assert(sr < 0 || sr == static_cast<int>(N), "xsym: into(...): a destination's rank differs from its output's rank");
+    const auto& shape = d.shape();
+    if (shape.size() != N)
+      throw shape_error("xsym: function '" + fname + "': into(...): output " + std::to_string(index) + " has rank " +
+                        std::to_string(N) + ", its destination has rank " + std::to_string(shape.size()));
+    if constexpr (N > static_cast<std::size_t>(max_rank)) {
+      throw std::invalid_argument("xsym: rank " + std::to_string(N) + " exceeds max_rank");
+    } else {
+      E* data = d.data();
+      if constexpr (requires { d.data_offset(); }) data += d.data_offset();
+      dst.rewrap(dtype_of<E>(), shape, d.strides(), data);
+    }
+  }
+}
+
 template <class R>
 struct result_converter;
 template <class... V>
@@ -7167,6 +7371,38 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
         });
   }
 
+  /// @brief Writes the outputs into the caller's arrays: `f.into(out)(x, y)`, as
+  /// `xt::noalias(out) = ...` does. One destination per output, each of its output's element
+  /// type and rank (checked at compile time): an xt::xtensor, xt::xarray or xt::adapt (any
+  /// strides), or a plain number for a rank-0 output. A destination is never resized: one
+  /// whose shape differs from its output's throws shape_error (and no update is applied).
+  /// A C-contiguous destination is written by the kernel itself, with no copy and, once warm,
+  /// no allocation; others are copied into. A destination may be an argument of the same call
+  /// (the function then computes into its own buffer and copies at the end); two destinations
+  /// must not share memory. The returned call object refers to this function and to the
+  /// destinations: call it at once, or keep it while both live to call it again.
+  template <class... D>
+  auto into(D&... dests) const {
+    static_assert(sizeof...(D) == sizeof...(Out), "xsym: into(...) takes one destination per output");
+    return into_call<D...>(this, dests...);
+  }
+
+  /// @brief What into(...) returns: call it with the function's arguments.
+  template <class... D>
+  class into_call {
+   public:
+    into_call(const function_object* f, D&... d) : m_f(f), m_dests(d...) {}
+    template <class... Args>
+    void operator()(const Args&... args) const {
+      static_assert(sizeof...(Args) == sizeof...(In), "xsym: wrong number of arguments: pass one value per input");
+      m_f->run_into(m_dests, std::index_sequence_for<D...>{}, args...);
+    }
+
+   private:
+    const function_object* m_f;
+    std::tuple<D&...> m_dests;
+  };
+
   /// @brief The Apply nodes in the order they run.
   const std::vector<apply_node>& toposort() const { return m_rt->graph().nodes; }
   /// @brief The compiled graph (slots, nodes, outputs, updates).
@@ -7189,6 +7425,20 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
     (detail::bind_argument<typename In::value_type, In::rank>(values[slots[I]], args, m_rt->name(), m_input_names[I],
                                                               I),
      ...);
+  }
+
+  template <class Tuple, std::size_t... O, class... Args>
+  void run_into(const Tuple& dests, std::index_sequence<O...>, const Args&... args) const {
+    ndarray wraps[sizeof...(O)];
+    (detail::bind_destination<typename std::tuple_element_t<O, std::tuple<Out...>>::value_type,
+                                   std::tuple_element_t<O, std::tuple<Out...>>::rank>(wraps[O], std::get<O>(dests),
+                                                                                      m_rt->name(), O),
+     ...);
+    m_rt->call_into(
+        [&](ndarray* values, const std::vector<int>& slots) {
+          bind_all(values, slots, std::index_sequence_for<Args...>{}, args...);
+        },
+        static_cast<const ndarray*>(wraps));
   }
 
   std::shared_ptr<function_runtime> m_rt;

@@ -134,6 +134,37 @@ result_of_t<V> convert_result(const ndarray& a) {
   else return to_xtensor<typename V::value_type, V::rank>(a);
 }
 
+// Turns one into(...) destination into a runtime array that views the caller's memory.
+template <class E, std::size_t N, class D>
+void bind_destination(ndarray& dst, D& d, const std::string& fname, std::size_t index) {
+  static_assert(!std::is_const_v<D>, "xsym: into(...) writes its outputs: pass writable destinations, not const ones");
+  if constexpr (std::is_arithmetic_v<D>) {
+    static_assert(N == 0, "xsym: into(...): a plain number can only receive a rank-0 (scalar) output");
+    static_assert(std::is_same_v<D, E>,
+                  "xsym: into(...): a destination's element type must equal its output's (no conversion is made)");
+    dst = ndarray::wrap(dtype_of<E>(), shape_t{}, nullptr, &d);
+  } else {
+    static_assert(std::is_base_of_v<xt::xexpression<D>, D> && strided_memory<D>,
+                  "xsym: into(...) writes into xtensor containers (xt::xtensor, xt::xarray, xt::adapt) or a plain "
+                  "number for a scalar output");
+    static_assert(std::is_same_v<typename D::value_type, E>,
+                  "xsym: into(...): a destination's element type must equal its output's (no conversion is made)");
+    constexpr int sr = static_rank<D>::value;
+    static_assert(sr < 0 || sr == static_cast<int>(N), "xsym: into(...): a destination's rank differs from its output's rank");
+    const auto& shape = d.shape();
+    if (shape.size() != N)
+      throw shape_error("xsym: function '" + fname + "': into(...): output " + std::to_string(index) + " has rank " +
+                        std::to_string(N) + ", its destination has rank " + std::to_string(shape.size()));
+    if constexpr (N > static_cast<std::size_t>(max_rank)) {
+      throw std::invalid_argument("xsym: rank " + std::to_string(N) + " exceeds max_rank");
+    } else {
+      E* data = d.data();
+      if constexpr (requires { d.data_offset(); }) data += d.data_offset();
+      dst.rewrap(dtype_of<E>(), shape, d.strides(), data);
+    }
+  }
+}
+
 template <class R>
 struct result_converter;
 template <class... V>
@@ -181,6 +212,38 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
         });
   }
 
+  /// @brief Writes the outputs into the caller's arrays: `f.into(out)(x, y)`, as
+  /// `xt::noalias(out) = ...` does. One destination per output, each of its output's element
+  /// type and rank (checked at compile time): an xt::xtensor, xt::xarray or xt::adapt (any
+  /// strides), or a plain number for a rank-0 output. A destination is never resized: one
+  /// whose shape differs from its output's throws shape_error (and no update is applied).
+  /// A C-contiguous destination is written by the kernel itself, with no copy and, once warm,
+  /// no allocation; others are copied into. A destination may be an argument of the same call
+  /// (the function then computes into its own buffer and copies at the end); two destinations
+  /// must not share memory. The returned call object refers to this function and to the
+  /// destinations: call it at once, or keep it while both live to call it again.
+  template <class... D>
+  auto into(D&... dests) const {
+    static_assert(sizeof...(D) == sizeof...(Out), "xsym: into(...) takes one destination per output");
+    return into_call<D...>(this, dests...);
+  }
+
+  /// @brief What into(...) returns: call it with the function's arguments.
+  template <class... D>
+  class into_call {
+   public:
+    into_call(const function_object* f, D&... d) : m_f(f), m_dests(d...) {}
+    template <class... Args>
+    void operator()(const Args&... args) const {
+      static_assert(sizeof...(Args) == sizeof...(In), "xsym: wrong number of arguments: pass one value per input");
+      m_f->run_into(m_dests, std::index_sequence_for<D...>{}, args...);
+    }
+
+   private:
+    const function_object* m_f;
+    std::tuple<D&...> m_dests;
+  };
+
   /// @brief The Apply nodes in the order they run.
   const std::vector<apply_node>& toposort() const { return m_rt->graph().nodes; }
   /// @brief The compiled graph (slots, nodes, outputs, updates).
@@ -203,6 +266,20 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
     (detail::bind_argument<typename In::value_type, In::rank>(values[slots[I]], args, m_rt->name(), m_input_names[I],
                                                               I),
      ...);
+  }
+
+  template <class Tuple, std::size_t... O, class... Args>
+  void run_into(const Tuple& dests, std::index_sequence<O...>, const Args&... args) const {
+    ndarray wraps[sizeof...(O)];
+    (detail::bind_destination<typename std::tuple_element_t<O, std::tuple<Out...>>::value_type,
+                                   std::tuple_element_t<O, std::tuple<Out...>>::rank>(wraps[O], std::get<O>(dests),
+                                                                                      m_rt->name(), O),
+     ...);
+    m_rt->call_into(
+        [&](ndarray* values, const std::vector<int>& slots) {
+          bind_all(values, slots, std::index_sequence_for<Args...>{}, args...);
+        },
+        static_cast<const ndarray*>(wraps));
   }
 
   std::shared_ptr<function_runtime> m_rt;

@@ -67,6 +67,9 @@ struct thunk {
   std::vector<std::uint8_t> slot_bcast;  // inputs' broadcastable patterns
   dtype out_type = dtype::float64;
   buffer_pool* pool = nullptr;
+  // Per slot, the caller's memory an output is written into during an into(...) call (null
+  // for every slot otherwise); owned by the runtime, null for reference thunks.
+  const ndarray* const* dests = nullptr;
   std::shared_ptr<const void> device_state;  // GPU backend: the node's data in device memory
 };
 
@@ -104,6 +107,19 @@ inline void prepare_output(ndarray& slot, dtype t, const shape_t& shape, buffer_
   slot = on_device ? ndarray::empty_on_device(t, shape) : ndarray::empty(t, shape);
 }
 
+// The caller's memory for this output slot when an into(...) call bound some, with this dtype
+// and shape: the slot's own buffer goes to the pool (the next plain call takes it back) and the
+// node writes straight into the caller's array. Only ever a host, C-contiguous destination that
+// overlaps no input or shared value (the runtime checked when it bound it).
+inline bool take_destination(const thunk& t, int slot, ndarray& out, dtype type, const shape_t& shape) {
+  if (!t.dests) return false;
+  const ndarray* d = t.dests[slot];
+  if (!d || d->type() != type || !(d->shape() == shape)) return false;
+  if (t.pool && out.owner()) t.pool->give(out);
+  out = *d;
+  return true;
+}
+
 // An elementwise node on either backend: outputs prepared (or an input taken over in place),
 // then `exec(ins, outs)` runs the kernel.
 template <bool OnDevice, class Exec>
@@ -115,11 +131,18 @@ void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
   for (std::size_t k = 0; k < n_in; ++k) ins[k] = &values[in_slots[k]];
   const shape_t shape = cpu::broadcast_shape(ins, t.slot_bcast.data(), static_cast<int>(n_in));
   if (n.outputs.size() > 8) throw std::logic_error("xsym: a fused node has more than 8 outputs");
-  ndarray* outs[8];
+  ndarray* outs[8] = {};
   ndarray* destroyed = nullptr;
   std::optional<ndarray> spare;  // only an in-place node needs one
   for (std::size_t o = 0; o < n.outputs.size(); ++o) {
     ndarray& out = values[n.outputs[o]];
+    if constexpr (!OnDevice) {
+      if (take_destination(t, n.outputs[o], out,
+                           t.prog.prog->reg_types[static_cast<std::size_t>(t.prog.prog->outputs[o])], shape)) {
+        outs[o] = &out;
+        continue;
+      }
+    }
     if (o == 0 && !n.fn->destroy_map.empty()) {
       // The input dies here: take its buffer when it has the output's shape and is ours alone.
       ndarray& victim = values[n.inputs[static_cast<std::size_t>(n.fn->destroy_map[0].second)]];
@@ -138,6 +161,28 @@ void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
   exec(ins, outs);
   // The consumed input's slot keeps the spare buffer, so its producer reuses it next call.
   if (destroyed) *destroyed = std::move(*spare);
+}
+
+// Copies a value into a destination in the caller's memory (same dtype and shape, any strides),
+// unless the node already wrote it there.
+inline void copy_into_destination(const ndarray& value, const ndarray& dst) {
+  if (value.size() == 0) return;
+  ndarray src = on_host(value);
+  bool same = src.data() == dst.data();
+  for (int d = 0; same && d < dst.rank(); ++d) same = dst.shape(d) == 1 || src.stride(d) == dst.stride(d);
+  if (same) return;  // written in place, or the output is the very array the caller passed
+  if (overlaps(src, dst)) src = deep_copy(src);  // e.g. an input's transpose written back into that input
+  const std::size_t es = dtype_size(dst.type());
+  if (src.is_c_contiguous() && dst.is_c_contiguous()) {
+    std::memcpy(dst.data(), src.data(), src.nbytes());
+    return;
+  }
+  const ndarray c = src.contiguous();
+  const std::byte* p = c.data();
+  for_each_offset(dst.shape(), dst.strides(), [&](std::int64_t off) {
+    std::memcpy(dst.data() + off * static_cast<std::int64_t>(es), p, es);
+    p += es;
+  });
 }
 
 inline void run_elemwise(const thunk& t, ndarray* values) {
@@ -167,11 +212,11 @@ inline void run_reduce(const thunk& t, ndarray* values) {
   for (int d = 0; d < in.rank(); ++d)
     if (std::find(axes.begin(), axes.end(), d) == axes.end()) s[s.rank++] = in.shape(d);
   ndarray& out = values[n.outputs[0]];
-  prepare_output(out, t.node->fn->reduction == reduce_op::mean || t.node->fn->reduction == reduce_op::sum ||
-                              t.node->fn->reduction == reduce_op::prod
-                          ? reduce_result_type(n.fn->reduction, in.type())
-                          : in.type(),
-                 s, t.pool);
+  const dtype type = t.node->fn->reduction == reduce_op::mean || t.node->fn->reduction == reduce_op::sum ||
+                             t.node->fn->reduction == reduce_op::prod
+                         ? reduce_result_type(n.fn->reduction, in.type())
+                         : in.type();
+  if (!take_destination(t, n.outputs[0], out, type, s)) prepare_output(out, type, s, t.pool);
   cpu::run_reduce(*n.fn, in, out);
 }
 
@@ -389,7 +434,7 @@ class function_runtime {
   /// values[input_slots[i]] under the lock (no array of arguments is built and copied).
   /// When bind or an input check throws, no node has run and the inputs are released.
   template <class Bind, class Convert>
-  auto call_with(Bind&& bind, Convert&& convert) {
+  auto call_with(Bind&& bind, Convert&& convert, const ndarray* dests = nullptr) {
     std::lock_guard lock(m_mutex);
     // One predictable branch when profiling is off; nothing at all when compiled out.
     const bool timed = profiling_compiled_in && (m_profile || detail::any_scope_active());
@@ -421,6 +466,14 @@ class function_runtime {
       auto& sv = *m_graph->slots[static_cast<std::size_t>(s)].source->shared;
       if (m_graph->slots[static_cast<std::size_t>(s)].on_device != sv.value.on_device()) place_shared(s, sv);
       values[s] = sv.value;
+    }
+    if (dests) {
+      try {
+        bind_destinations(dests);
+      } catch (...) {
+        release_after_call();
+        throw;
+      }
     }
     std::size_t i = 0;
     try {
@@ -469,11 +522,18 @@ class function_runtime {
     }
     // One output is read in place; several are gathered (their slots need not be adjacent).
     auto result = [&] {
-      if (m_graph->outputs.size() == 1) return convert(static_cast<const ndarray*>(&values[m_graph->outputs[0]]));
-      for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) m_out[o] = values[m_graph->outputs[o]];
-      auto r = convert(static_cast<const ndarray*>(m_out.data()));
-      for (auto& o : m_out) o.release();
-      return r;
+      try {
+        if (m_graph->outputs.size() == 1) return convert(static_cast<const ndarray*>(&values[m_graph->outputs[0]]));
+        for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) m_out[o] = values[m_graph->outputs[o]];
+        auto r = convert(static_cast<const ndarray*>(m_out.data()));
+        for (auto& o : m_out) o.release();
+        return r;
+      } catch (...) {
+        // Nothing is updated; nothing keeps a pointer to the caller's memory.
+        for (auto& o : m_out) o.release();
+        release_after_call();
+        throw;
+      }
     }();
     if (!m_is_reference && (!m_shared_slots.empty() || !m_graph->updates.empty())) apply_updates(values);
     release_after_call();
@@ -493,7 +553,69 @@ class function_runtime {
     return result;
   }
 
+  /// @brief Runs the function and writes output o into dests[o] (host arrays in the caller's
+  /// memory, any strides, each of its output's dtype and rank). An output whose node can write
+  /// it straight into its destination does so (no copy); the others are copied in at the end.
+  /// Throws shape_error (and updates nothing) when a destination's shape differs from its
+  /// output's, std::invalid_argument when two destinations share memory.
+  template <class Bind>
+  void call_into(Bind&& bind, const ndarray* dests) {
+    call_with(
+        std::forward<Bind>(bind), [&](const ndarray* out) { return finish_into(out, dests); }, dests);
+  }
+
  private:
+  // Marks the outputs that their nodes may write straight into the caller's memory: host,
+  // C-contiguous, of the output's dtype, not an update's new value (that buffer goes to the
+  // shared variable), and overlapping no input or shared value (a node would overwrite what a
+  // later node still reads). The others are copied in by finish_into.
+  void bind_destinations(const ndarray* dests) {
+    const auto& outs = m_graph->outputs;
+    for (std::size_t o = 0; o < outs.size(); ++o) {
+      const ndarray& d = dests[o];
+      for (std::size_t p = 0; p < o; ++p)
+        if (detail::overlaps(d, dests[p]))
+          throw std::invalid_argument("xsym: function '" + m_name + "': into(...): the destinations of outputs " +
+                                      std::to_string(p) + " and " + std::to_string(o) + " share memory");
+      const int s = outs[o];
+      const slot& sl = m_graph->slots[static_cast<std::size_t>(s)];
+      if (sl.kind != var_kind::apply || sl.on_device || m_dest_of_slot[static_cast<std::size_t>(s)] || d.type() != sl.type ||
+          d.size() == 0 || !d.is_c_contiguous())
+        continue;
+      bool ok = true;
+      for (auto [t, v] : m_graph->updates) ok &= v != s;
+      for (int in : m_graph->inputs) ok = ok && !detail::overlaps(d, m_values[static_cast<std::size_t>(in)]);
+      for (int sh : m_shared_slots) ok = ok && !detail::overlaps(d, m_values[static_cast<std::size_t>(sh)]);
+      if (!ok) continue;
+      m_dest_of_slot[static_cast<std::size_t>(s)] = &d;
+      m_dest_slots.push_back(s);
+    }
+  }
+
+  // Copies the outputs that were not written in place into their destinations (after checking
+  // every shape, so a wrong one leaves the others untouched where they were not written yet).
+  int finish_into(const ndarray* out, const ndarray* dests) {
+    const std::size_t n = m_graph->outputs.size();
+    for (std::size_t o = 0; o < n; ++o)
+      if (!(out[o].shape() == dests[o].shape()))
+        throw shape_error("xsym: function '" + m_name + "': output " + std::to_string(o) + " has shape " +
+                          to_string(out[o].shape()) + " but its destination in into(...) has shape " +
+                          to_string(dests[o].shape()) + " (a destination is not resized: give it the output's shape)");
+    // An output read from memory that another destination receives (an input passed through,
+    // or a view of one, whose array is also a destination) is taken aside before any is written.
+    std::vector<ndarray> aside;
+    for (std::size_t o = 0; o < n; ++o)
+      for (std::size_t p = 0; p < n; ++p)
+        if (p != o && detail::overlaps(out[o], dests[p])) {
+          if (aside.empty()) aside.resize(n);
+          aside[o] = detail::deep_copy(detail::on_host(out[o]));
+          break;
+        }
+    for (std::size_t o = 0; o < n; ++o)
+      detail::copy_into_destination(aside.empty() || !aside[o].has_value() ? out[o] : aside[o], dests[o]);
+    return 0;
+  }
+
   void build_graph(const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& roots, std::size_t n_outputs,
                    const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options) {
     auto g = std::make_shared<function_graph>();
@@ -570,6 +692,8 @@ class function_runtime {
     const function_graph& g = *m_graph;
     m_values.assign(g.slots.size(), ndarray{});
     m_out.assign(g.outputs.size(), ndarray{});
+    if (m_dest_of_slot.size() != g.slots.size()) m_dest_of_slot.assign(g.slots.size(), nullptr);
+    m_dest_slots.reserve(g.outputs.size());
     m_pool.free.reserve(g.slots.size());
     for (std::size_t s = 0; s < g.slots.size(); ++s)
       if (g.slots[s].kind == var_kind::constant)
@@ -580,6 +704,7 @@ class function_runtime {
       detail::thunk& t = thunks[static_cast<std::size_t>(n.id)];
       t.node = &n;
       t.pool = &m_pool;
+      t.dests = m_dest_of_slot.data();  // DebugMode's reference copies clear it
       for (int in : n.inputs) t.slot_bcast.push_back(g.slots[static_cast<std::size_t>(in)].broadcastable);
       t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
       if (n.fn->on_gpu || n.fn->kind == op_kind::transfer) {
@@ -630,6 +755,7 @@ class function_runtime {
   // Inputs, shared values and views are not kept: a kept reference would pin user memory or
   // stop buffer reuse.
   void release_after_call() {
+    release_destinations();
     for (int s : m_graph->inputs) m_values[static_cast<std::size_t>(s)].release();
     for (int s : m_shared_slots) m_values[static_cast<std::size_t>(s)].release();
     for (int s : m_view_slots) m_values[static_cast<std::size_t>(s)].release();
@@ -638,7 +764,17 @@ class function_runtime {
     // for large buffers) again. Within a call, gc still bounds the peak.
   }
 
+  // Slots that held the caller's memory during an into(...) call keep no pointer to it.
+  void release_destinations() {
+    for (int s : m_dest_slots) {
+      m_values[static_cast<std::size_t>(s)].release();
+      m_dest_of_slot[static_cast<std::size_t>(s)] = nullptr;
+    }
+    m_dest_slots.clear();
+  }
+
   void release_all_but_constants() {
+    release_destinations();
     for (std::size_t s = 0; s < m_values.size(); ++s)
       if (m_graph->slots[s].kind != var_kind::constant) m_values[s].release();
   }
@@ -748,6 +884,7 @@ class function_runtime {
     for (std::size_t k = 0; k < n.inputs.size(); ++k) ref_values[static_cast<std::size_t>(n.inputs[k])] = ref_in[k];
     detail::thunk ref = m_ref_thunks[i];
     ref.pool = nullptr;
+    ref.dests = nullptr;
     ref.run(ref, ref_values.data());
     for (std::size_t o = 0; o < n.outputs.size(); ++o) {
       const ndarray& got = values[n.outputs[o]];
@@ -919,6 +1056,8 @@ class function_runtime {
   std::vector<detail::thunk> m_thunks;
   std::vector<ndarray> m_values;
   std::vector<ndarray> m_out;
+  std::vector<const ndarray*> m_dest_of_slot;  // into(...): per slot, the caller's array its node writes
+  std::vector<int> m_dest_slots;               // the slots bound in this call
   detail::buffer_pool m_pool;
   std::vector<int> m_shared_slots;
   std::vector<int> m_view_slots;

@@ -31,7 +31,22 @@ struct compiled_program {
   // The output that only the last instruction writes, or -1: that instruction writes it in
   // place (nothing reads it after, so an output sharing an input's buffer is still safe).
   int last_out = -1;
+  // Elements per block of a span: the scratch registers of one block stay in L1, and a block
+  // is long enough that a kernel call's fixed cost is small next to its loop. Always a multiple
+  // of 64, hence of every SIMD width: only a span's last n % width elements take the scalar
+  // tail, whatever the block, so the block size does not change any result.
+  std::int64_t block = 256;
+  // Byte offset of each scratch register in the per-thread scratch area (inputs: unused), and
+  // the area's size. Registers are packed by their dtype's size, each on its own cache lines,
+  // staggered by one line so that no two sit 4 KiB apart (store-to-load aliasing).
+  std::vector<std::size_t> reg_offset;
+  std::size_t scratch_bytes = 0;
 };
+
+namespace detail {
+inline constexpr std::int64_t min_block = 256, max_block = 4096;
+inline constexpr std::int64_t scratch_budget = 12 * 1024;  // bytes of scratch registers per block
+}  // namespace detail
 
 template <bool Simd>
 compiled_program compile_program(std::shared_ptr<const program> p) {
@@ -59,6 +74,21 @@ compiled_program compile_program(std::shared_ptr<const program> p) {
         break;
       }
   }
+  // Registers a block writes in scratch: every one that is not an input (the output that the
+  // last instruction writes in place needs none, but counting it keeps this simple).
+  const std::int64_t scratch_regs = std::max<std::int64_t>(1, static_cast<std::int64_t>(p->reg_types.size()) - p->n_inputs);
+  std::int64_t widest = 1;
+  for (dtype t : p->reg_types) widest = std::max<std::int64_t>(widest, static_cast<std::int64_t>(dtype_size(t)));
+  const std::int64_t fit = detail::scratch_budget / (scratch_regs * widest) / 64 * 64;
+  cp.block = std::clamp(fit, detail::min_block, detail::max_block);
+  cp.reg_offset.assign(p->reg_types.size(), 0);
+  std::size_t at = 0;
+  for (std::size_t r = static_cast<std::size_t>(p->n_inputs); r < p->reg_types.size(); ++r) {
+    cp.reg_offset[r] = at;
+    const std::size_t bytes = static_cast<std::size_t>(cp.block) * dtype_size(p->reg_types[r]);
+    at += (bytes + 63) / 64 * 64 + 64;
+  }
+  cp.scratch_bytes = at;
   cp.prog = std::move(p);
   return cp;
 }
@@ -128,10 +158,9 @@ inline shape_t broadcast_shape(const ndarray* const* ins, const std::uint8_t* bc
 }
 
 namespace detail {
-constexpr std::int64_t block_size = 256;  // elements per register: registers stay in L1
 
 struct scratch {
-  std::vector<double> regs;  // double-sized slots fit every dtype
+  std::vector<double> regs;  // doubles: 8-byte aligned storage for any dtype
 };
 inline scratch& thread_scratch() {
   thread_local scratch s;
@@ -155,12 +184,17 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
     return;
   }
   const auto n_regs = p.reg_types.size();
+  const std::int64_t block_size = cp.block;
   auto& sc = thread_scratch();
-  if (sc.regs.size() < n_regs * block_size) sc.regs.resize(n_regs * block_size);
+  // Registers start on cache lines: full-width stores never split a line.
+  const std::size_t words = cp.scratch_bytes / sizeof(double) + 8;
+  if (sc.regs.size() < words) sc.regs.resize(words);
+  std::byte* const regs =
+      reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(sc.regs.data()) + 63) & ~std::uintptr_t{63});
   const void* reg[64];
   void* tmp[64];
   for (std::size_t r = static_cast<std::size_t>(n_in); r < n_regs; ++r) {
-    tmp[r] = sc.regs.data() + r * block_size;
+    tmp[r] = regs + cp.reg_offset[r];
     reg[r] = tmp[r];
   }
   // Bit r: input register r is one value broadcast over the span (no other register is).
