@@ -267,3 +267,18 @@ TEST_CASE("device=cuda refuses the host-checking modes with a clear error", "[gp
   const auto msg = message_of([&] { xsym::function("f", xsym::inputs(x), x + 1, xsym::device("cuda"), xsym::mode("DebugMode")); });
   CHECK_THAT(msg, Catch::Contains("mode=DebugMode") && Catch::Contains("device=cuda"));
 }
+
+TEST_CASE("into(...) writes a device function's outputs into the caller's arrays", "[gpu]") {
+  clean_config cfg;
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("f", xsym::inputs(x), xsym::outputs(xsym::exp(x) * 2, xsym::sum(x)), xsym::device("cuda"));
+  const auto a = random_array<double, 1>({50});
+  xt::xtensor<double, 1> out = xt::zeros<double>({50});
+  double total = 0;
+  f.into(out, total)(a);
+  const auto [want, want_total] = f(a);
+  require_close(out, want, 0);
+  CHECK(total == want_total);
+  xt::xtensor<double, 1> wrong = xt::zeros<double>({49});
+  CHECK_THROWS_AS(f.into(wrong, total)(a), xsym::shape_error);
+}
