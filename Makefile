@@ -4,7 +4,7 @@ JOBS ?= 2
 BUILD_TYPE ?= Release
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test test-long test-sanitize bench clean
+.PHONY: all deps configure build demo test test-long test-sanitize bench cuda clean
 
 all: build
 
@@ -39,6 +39,10 @@ test-sanitize: deps
 	@cmake --build build-sanitize -j $(JOBS) --target $(addprefix test_,$(SANITIZE_AREAS))
 	@cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -R "^($(subst $(space),|,$(SANITIZE_AREAS)))$$"
+
+# The CUDA builds (needs nvcc): the GPU test file (also part of make test) and the example.
+cuda: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target test_gpu_cuda_build logistic_regression_cuda_build
 
 # Benchmarks: their own -O3 -march=native build, then bench/run.py writes bench/results/latest.json.
 bench:
