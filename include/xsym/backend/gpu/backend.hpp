@@ -24,15 +24,20 @@ struct elemwise_state {
   std::shared_ptr<std::byte> code;
 };
 
-inline ndarray to_host(const ndarray& a) {
-  if (!a.on_device()) return a;
+// A device array's elements in C order into `host` (allocated, C-contiguous).
+inline void copy_to_host(const ndarray& a, ndarray& host) {
   ndarray src = a;
   if (!a.is_c_contiguous()) {
     src = ndarray::empty_on_device(a.type(), a.shape());
     gather(a, src);
   }
+  cuda::detail::copy_bytes(host.data(), src.data(), src.nbytes(), cuda::detail::direction::to_host);
+}
+
+inline ndarray to_host(const ndarray& a) {
+  if (!a.on_device()) return a;
   ndarray h = ndarray::empty(a.type(), a.shape());
-  cuda::detail::copy_bytes(h.data(), src.data(), h.nbytes(), cuda::detail::direction::to_host);
+  copy_to_host(a, h);
   return h;
 }
 
@@ -234,14 +239,9 @@ inline void run_to_device(const thunk& t, ndarray* values) {
 inline void run_to_host(const thunk& t, ndarray* values) {
   const apply_node& n = *t.node;
   const ndarray& in = values[n.inputs[0]];
-  ndarray src = in;
-  if (!in.is_c_contiguous()) {
-    src = ndarray::empty_on_device(in.type(), in.shape());
-    gather(in, src);
-  }
   ndarray& out = values[n.outputs[0]];
   xsym::detail::prepare_output(out, in.type(), in.shape(), t.pool, false);
-  cuda::detail::copy_bytes(out.data(), src.data(), src.nbytes(), cuda::detail::direction::to_host);
+  copy_to_host(in, out);
 }
 
 inline void bind(thunk& t, const function_graph& g, const apply_node& n) {
