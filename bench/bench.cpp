@@ -275,6 +275,24 @@ void bench_overheads() {
     auto t = measure([&] { for (int i = 0; i < calls; ++i) sink += f(a, b, c)(0); }, 7, calls);
     check(sink > 0, "call overhead result");
     emit("call_overhead", xsym_impl(profiled), "float64", 1, t);
+    // The same call writing into a preallocated result: the function's own overhead, without
+    // the allocation of the xt::xtensor it returns (xtensor's 64-byte aligned allocator).
+    xt::xtensor<double, 1> r{0};
+    sink = 0;
+    t = measure([&] { for (int i = 0; i < calls; ++i) { f.into(r)(a, b, c); sink += r(0); } }, 7, calls);
+    check(sink == 12.0 * 8 * calls, "call overhead (into) result");
+    emit("call_overhead_into", xsym_impl(profiled), "float64", 1, t);
+  }
+  if (!noprof_build()) {
+    // Baseline: the same expression hand-written with xtensor, returning a fresh xt::xtensor.
+    auto hand = [](const xt::xtensor<double, 1>& p, const xt::xtensor<double, 1>& q, const xt::xtensor<double, 1>& s) {
+      xt::xtensor<double, 1> out = (p + q + s) * 2.0;
+      return out;
+    };
+    double sink = 0;
+    auto t = measure([&] { for (int i = 0; i < calls; ++i) sink += hand(a, b, c)(0); }, 7, calls);
+    check(sink == 12.0 * 8 * calls, "call overhead (xtensor) result");
+    emit("call_overhead", "xtensor", "float64", 1, t);
   }
   if (noprof_build()) return;
   // Per-node overhead: a 64-node chain of scalar ops, profiled minus unprofiled, per node.

@@ -107,18 +107,24 @@ inline std::int64_t first_bad(const ndarray& a, int what) {
 
 /// Whether two arrays' memory overlaps.
 inline bool overlaps(const ndarray& a, const ndarray& b) {
-  if (!a.has_value() || !b.has_value() || a.size() == 0 || b.size() == 0) return false;
-  auto extent = [](const ndarray& x) {
-    std::int64_t lo = 0, hi = 0;
+  // Byte ranges [lo, hi) each array's elements span (a negative stride extends lo); called
+  // per destination and input on every into(...) call, so kept to one pass over each shape.
+  auto range = [](const ndarray& x, std::intptr_t& lo, std::intptr_t& hi) {
+    std::int64_t down = 0, up = 0;
     for (int d = 0; d < x.rank(); ++d) {
-      const std::int64_t span = (x.shape(d) - 1) * x.stride(d);
-      (span < 0 ? lo : hi) += span;
+      const std::int64_t n = x.shape(d);
+      if (n == 0) return false;
+      const std::int64_t span = (n - 1) * x.stride(d);
+      (span < 0 ? down : up) += span;
     }
     const auto es = static_cast<std::int64_t>(dtype_size(x.type()));
-    return std::pair{x.data() + lo * es, x.data() + (hi + 1) * es};
+    lo = reinterpret_cast<std::intptr_t>(x.data()) + down * es;
+    hi = reinterpret_cast<std::intptr_t>(x.data()) + (up + 1) * es;
+    return true;
   };
-  const auto [a0, a1] = extent(a);
-  const auto [b0, b1] = extent(b);
+  if (!a.has_value() || !b.has_value()) return false;
+  std::intptr_t a0, a1, b0, b1;
+  if (!range(a, a0, a1) || !range(b, b0, b1)) return false;
   return a0 < b1 && b0 < a1;
 }
 

@@ -130,7 +130,10 @@ using result_of_t = std::conditional_t<V::rank == 0, typename V::value_type, xt:
 
 template <class V>
 result_of_t<V> convert_result(const ndarray& a) {
-  if constexpr (V::rank == 0) return *a.contiguous().template data_as<typename V::value_type>();
+  if constexpr (V::rank == 0) {
+    if (a.on_device()) return *on_host(a).template data_as<typename V::value_type>();
+    return *a.template data_as<typename V::value_type>();  // one element: any strides read it
+  }
   else return to_xtensor<typename V::value_type, V::rank>(a);
 }
 

@@ -40,7 +40,8 @@ ndarray copy_to_ndarray(const xt::xexpression<E>& expr) {
 /// An xtensor container holding a copy of a runtime array (any strides).
 template <class T, std::size_t N>
 xt::xtensor<T, N> to_xtensor(const ndarray& value) {
-  const ndarray a = on_host(value);
+  if (value.on_device()) return to_xtensor<T, N>(on_host(value));
+  const ndarray& a = value;  // no copy: each would cost two atomic reference-count updates
   if (a.type() != dtype_of<T>() || a.rank() != static_cast<int>(N))
     throw std::logic_error("xsym: internal error: value of type " + std::string(dtype_name(a.type())) + "/" +
                            std::to_string(a.rank()) + " read as " + std::string(dtype_name(dtype_of<T>())) +

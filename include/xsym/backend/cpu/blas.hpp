@@ -49,63 +49,86 @@ T dot_span(const T* a, const T* b, std::int64_t n) {
   return s;
 }
 
-// y[r] = dot(A[r, :], x) for four rows at a time, so each load of x serves four rows.
+// y[r] = dot(A[r, :], x), R rows at a time: each load of x serves R rows, and R independent
+// accumulators keep both FMA units busy (4 chains would wait on the FMA latency).
+template <int R, bool Aligned, class T>
+void gemv_row_block(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t k, std::int64_t peel, T alpha,
+                    bool acc) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  B s[R];
+  T t[R];
+  for (int j = 0; j < R; ++j) {
+    s[j] = B(T(0));
+    t[j] = T(0);
+  }
+  std::int64_t i = 0;
+  for (; i < peel; ++i)
+    for (int j = 0; j < R; ++j) t[j] += a[j * lda + i] * x[i];
+  for (; i + w <= k; i += w) {
+    const B xv = B::load_unaligned(x + i);
+#pragma GCC unroll 8
+    for (int j = 0; j < R; ++j) s[j] = xsimd::fma(load<Aligned, B>(a + j * lda + i), xv, s[j]);
+  }
+  for (int j = 0; j < R; ++j) {
+    T v = t[j] + xsimd::hadd(s[j]);
+    for (std::int64_t ii = i; ii < k; ++ii) v += a[j * lda + ii] * x[ii];
+    y[j] = (acc ? y[j] : T(0)) + alpha * v;
+  }
+}
+
 template <class T>
 void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha, bool acc) {
   std::int64_t r = 0;
   if constexpr (std::is_floating_point_v<T>) {
-    using B = xsimd::batch<T>;
-    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
     const std::int64_t peel = peel_for(a, lda, k);
-    for (; r + 4 <= m; r += 4) {
-      const T* a0 = a + r * lda;
-      const T* a1 = a0 + lda;
-      const T* a2 = a1 + lda;
-      const T* a3 = a2 + lda;
-      B s0(T(0)), s1(T(0)), s2(T(0)), s3(T(0));
-      T t0 = 0, t1 = 0, t2 = 0, t3 = 0;
-      std::int64_t i = 0;
-      for (; i < peel; ++i) {  // peel < 0: none, and the unaligned loop below
-        t0 += a0[i] * x[i];
-        t1 += a1[i] * x[i];
-        t2 += a2[i] * x[i];
-        t3 += a3[i] * x[i];
-      }
-      auto rows4 = [&](auto aligned) {
-        constexpr bool al = decltype(aligned)::value;
-        for (; i + w <= k; i += w) {
-          const B xv = B::load_unaligned(x + i);
-          s0 = xsimd::fma(load<al, B>(a0 + i), xv, s0);
-          s1 = xsimd::fma(load<al, B>(a1 + i), xv, s1);
-          s2 = xsimd::fma(load<al, B>(a2 + i), xv, s2);
-          s3 = xsimd::fma(load<al, B>(a3 + i), xv, s3);
-        }
-      };
-      if (peel >= 0) rows4(std::true_type{});
-      else rows4(std::false_type{});
-      t0 += xsimd::hadd(s0);
-      t1 += xsimd::hadd(s1);
-      t2 += xsimd::hadd(s2);
-      t3 += xsimd::hadd(s3);
-      for (; i < k; ++i) {
-        t0 += a0[i] * x[i];
-        t1 += a1[i] * x[i];
-        t2 += a2[i] * x[i];
-        t3 += a3[i] * x[i];
-      }
-      y[r] = (acc ? y[r] : T(0)) + alpha * t0;
-      y[r + 1] = (acc ? y[r + 1] : T(0)) + alpha * t1;
-      y[r + 2] = (acc ? y[r + 2] : T(0)) + alpha * t2;
-      y[r + 3] = (acc ? y[r + 3] : T(0)) + alpha * t3;
-    }
+    auto blocks = [&](auto aligned) {
+      constexpr bool al = decltype(aligned)::value;
+      const std::int64_t p = al ? peel : 0;
+      for (; r + 8 <= m; r += 8) gemv_row_block<8, al>(a + r * lda, lda, x, y + r, k, p, alpha, acc);
+      for (; r + 4 <= m; r += 4) gemv_row_block<4, al>(a + r * lda, lda, x, y + r, k, p, alpha, acc);
+    };
+    if (peel >= 0) blocks(std::true_type{});
+    else blocks(std::false_type{});
   }
   for (; r < m; ++r) y[r] = (acc ? y[r] : T(0)) + alpha * dot_span(a + r * lda, x, k);
 }
 
-// y = sum_c x[c] * A[:, c] when A's columns are contiguous (a transposed row-major matrix).
-// Four columns per pass over y: one load and one store of y serve four multiply-adds.
+// y += sum_c x[c] * A[:, c] when A's columns are contiguous (a transposed row-major matrix).
+// Columns go in blocks of 16: for each strip of 8 vectors of y, the block's 16 columns are
+// summed in registers and y is loaded and stored once per block, not once per column.
 template <class T>
-void gemv_columns(const T* a, std::int64_t lda, const T* x_in, T* y_out, std::int64_t m, std::int64_t k, T alpha, bool acc) {
+void gemv_column_block(const T* a, std::int64_t lda, const T* xs, T* y, std::int64_t m, std::int64_t cols) {
+  std::int64_t i = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+    for (; i + 8 * w <= m; i += 8 * w) {
+      B s[8];
+      for (int q = 0; q < 8; ++q) s[q] = B::load_unaligned(y + i + q * w);
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const B xc(xs[j]);
+        const T* col = a + j * lda + i;
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; ++q) s[q] = xsimd::fma(B::load_unaligned(col + q * w), xc, s[q]);
+      }
+      for (int q = 0; q < 8; ++q) s[q].store_unaligned(y + i + q * w);
+    }
+    for (; i + w <= m; i += w) {
+      B s = B::load_unaligned(y + i);
+      for (std::int64_t j = 0; j < cols; ++j) s = xsimd::fma(B::load_unaligned(a + j * lda + i), B(xs[j]), s);
+      s.store_unaligned(y + i);
+    }
+  }
+  for (; i < m; ++i) {
+    T s = y[i];
+    for (std::int64_t j = 0; j < cols; ++j) s += a[j * lda + i] * xs[j];
+    y[i] = s;
+  }
+}
+
+template <class T>
+void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64_t m, std::int64_t k, T alpha, bool acc) {
   // Accumulating: the product is summed apart, then added once. Summing 400 small terms
   // straight into a y of larger magnitude would lose their low bits (float32 drifts).
   thread_local std::vector<T> product;
@@ -116,44 +139,12 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x_in, T* y_out, std::in
   } else {
     for (std::int64_t i = 0; i < m; ++i) y[i] = T(0);
   }
-  // alpha folds into the coefficients: one multiply per column, not per element.
-  thread_local std::vector<T> scaled;
-  scaled.assign(x_in, x_in + k);
-  for (auto& v : scaled) v *= alpha;
-  const T* x = scaled.data();
-  std::int64_t c = 0;
-  if constexpr (std::is_floating_point_v<T>) {
-    using B = xsimd::batch<T>;
-    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-    for (; c + 4 <= k; c += 4) {
-      const T* c0 = a + c * lda;
-      const T* c1 = c0 + lda;
-      const T* c2 = c1 + lda;
-      const T* c3 = c2 + lda;
-      const B x0(x[c]), x1(x[c + 1]), x2(x[c + 2]), x3(x[c + 3]);
-      std::int64_t i = 0;
-      const std::int64_t peel = peel_for(c0, lda, m);
-      for (; i < peel; ++i) y[i] += c0[i] * x[c] + c1[i] * x[c + 1] + c2[i] * x[c + 2] + c3[i] * x[c + 3];
-      auto columns4 = [&](auto aligned) {
-        constexpr bool al = decltype(aligned)::value;
-        for (; i + w <= m; i += w) {
-          B acc = B::load_unaligned(y + i);
-          acc = xsimd::fma(load<al, B>(c0 + i), x0, acc);
-          acc = xsimd::fma(load<al, B>(c1 + i), x1, acc);
-          acc = xsimd::fma(load<al, B>(c2 + i), x2, acc);
-          acc = xsimd::fma(load<al, B>(c3 + i), x3, acc);
-          acc.store_unaligned(y + i);
-        }
-      };
-      if (peel >= 0) columns4(std::true_type{});
-      else columns4(std::false_type{});
-      for (; i < m; ++i) y[i] += c0[i] * x[c] + c1[i] * x[c + 1] + c2[i] * x[c + 2] + c3[i] * x[c + 3];
-    }
-  }
-  for (; c < k; ++c) {
-    const T* col = a + c * lda;
-    const T xc = x[c];
-    for (std::int64_t i = 0; i < m; ++i) y[i] += col[i] * xc;
+  constexpr std::int64_t block = 16;
+  for (std::int64_t c = 0; c < k; c += block) {
+    const std::int64_t cols = std::min(block, k - c);
+    T xs[block];  // alpha folds into the coefficients: one multiply per column
+    for (std::int64_t j = 0; j < cols; ++j) xs[j] = alpha * x[c + j];
+    gemv_column_block(a + c * lda, lda, xs, y, m, cols);
   }
   if (acc)
     for (std::int64_t i = 0; i < m; ++i) y_out[i] += y[i];

@@ -27,6 +27,7 @@ struct compiled_program {
   std::vector<int> arity;  // per instruction, looked up once
   std::vector<compiled_step> steps;
   std::vector<std::int64_t> out_bytes;  // element size of each output
+  std::vector<std::int64_t> in_bytes;   // element size of each input
   bool direct = false;     // one instruction writing the only output: no scratch needed
   // The output that only the last instruction writes, or -1: that instruction writes it in
   // place (nothing reads it after, so an output sharing an input's buffer is still safe).
@@ -62,6 +63,8 @@ compiled_program compile_program(std::shared_ptr<const program> p) {
     st.arg_bits = (1u << st.arity) - 1;
     cp.steps.push_back(st);
   }
+  for (int r = 0; r < p->n_inputs; ++r)
+    cp.in_bytes.push_back(static_cast<std::int64_t>(dtype_size(p->reg_types[static_cast<std::size_t>(r)])));
   for (int r : p->outputs) cp.out_bytes.push_back(static_cast<std::int64_t>(dtype_size(p->reg_types[static_cast<std::size_t>(r)])));
   cp.direct = p->code.size() == 1 && p->outputs.size() == 1 && p->outputs[0] == p->code[0].dst;
   if (!p->code.empty() && p->code.back().dst >= p->n_inputs) {
@@ -207,7 +210,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
   for (std::int64_t off = 0; off < n; off += block_size) {
     const std::int64_t m = std::min(block_size, n - off);
     for (int r = 0; r < n_in; ++r)
-      reg[r] = in_scalar[r] ? in[r] : in[r] + off * static_cast<std::int64_t>(dtype_size(p.reg_types[static_cast<std::size_t>(r)]));
+      reg[r] = in_scalar[r] ? in[r] : in[r] + off * cp.in_bytes[static_cast<std::size_t>(r)];
     if (last_out >= 0) {
       tmp[last_reg] = out[last_out] + off * cp.out_bytes[static_cast<std::size_t>(last_out)];
       reg[last_reg] = tmp[last_reg];
