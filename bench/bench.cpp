@@ -100,9 +100,13 @@ void bench_logreg(const char* dtype, int steps) {
     check(err <= (sizeof(T) == 4 ? 1e-2 : 1e-8) * std::max(1.0, scale), who);
   };
 
-  for (bool profiled : {false, true}) {
+  // xsym, then profiled, then with openmp=True (OMP_NUM_THREADS threads; needs -fopenmp).
+  for (int variant : {0, 1, 2}) {
+    const bool profiled = variant == 1, openmp = variant == 2;
     if (profiled && noprof_build()) continue;
+    if (openmp && !xsym::cpu::openmp_compiled_in) continue;
     xsym::config.profile = false;
+    xsym::config.openmp = openmp;
     auto x = xsym::matrix<T>("x");
     auto y = xsym::vector<T>("y");
     auto w = xsym::shared(d.w0, "w");
@@ -120,7 +124,8 @@ void bench_logreg(const char* dtype, int steps) {
       for (int i = 0; i < steps; ++i) train(d.X, d.Y);
     }, 5, steps);
     compare(w.get_value().data(), "xsym logreg");
-    emit("logreg", xsym_impl(profiled), dtype, steps, t);
+    emit("logreg", openmp ? "xsym_openmp" : xsym_impl(profiled), dtype, steps, t);
+    xsym::config.openmp = false;
   }
   if (noprof_build()) return;
 

@@ -105,6 +105,10 @@ def main():
             bar(f"logreg {dt}: xsym / eigen", x["median_s"] / e["median_s"], 1.05, "time per step")
         if x and p:
             bar(f"logreg {dt}: profiled / xsym", p["median_s"] / x["median_s"], 1.10, "time per step")
+    x, o = find(results, "logreg", "xsym", "float64"), find(results, "logreg", "xsym_openmp", "float64")
+    if x and o:  # optional bar: faster with threads than without (a ratio below 1)
+        bar(f"logreg float64: openmp=True / one thread ({os.environ.get('OMP_NUM_THREADS', os.cpu_count())} threads)",
+            o["median_s"] / x["median_s"], 1.0, "time per step")
     for b in ("elemwise_add3mul", "elemwise_sigmoid", "elemwise_xent"):
         for n in (1e5, 1e7):
             x = find(results, b, "xsym", size=n)
@@ -114,6 +118,8 @@ def main():
                 bar(f"{b} n={n:.0e}: xsym / best peer", x["median_s"] / min(peers), 1.05, "time per element")
     co = find(results, "call_overhead", "xsym_noprof")
     cp = find(results, "call_overhead", "xsym_profiled")
+    ci = find(results, "call_overhead_into", "xsym_noprof")
+    cpi = find(results, "call_overhead_into", "xsym_profiled")
     po = find(results, "profile_node_overhead", "xsym_profiled")
     cf = find(results, "compile_function", "xsym")
     be = find(results, "build_example", "xsym")
@@ -121,6 +127,12 @@ def main():
         bar("call overhead, profiling compiled out (ns)", co["median_s"] * 1e9, 100, "3-node function, 1 element")
     if cp:
         bar("call overhead, profiling on (ns)", cp["median_s"] * 1e9, 300, "3-node function, 1 element")
+    # The same calls writing into a preallocated result (f.into(out)): without the allocation of
+    # the xt::xtensor a plain call returns. Reported beside the bars above, not instead of them.
+    if ci:
+        bar("call overhead into(out), profiling compiled out (ns)", ci["median_s"] * 1e9, 100, "f.into(out)(a, b, c)")
+    if cpi:
+        bar("call overhead into(out), profiling on (ns)", cpi["median_s"] * 1e9, 300, "f.into(out)(a, b, c)")
     if po:
         bar("profiling overhead per Apply node (ns)", po["median_s"] * 1e9, 25, "")
     if cf:

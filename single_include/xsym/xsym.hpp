@@ -503,7 +503,8 @@ struct config_t {
   flag<bool> profile_optimizer;           ///< @brief Also profile graph rewrites.
   profiling_t profiling;                  ///< @brief [profiling] flags.
   debug_mode_t DebugMode;                 ///< @brief [DebugMode] flags.
-  flag<bool> openmp;                      ///< @brief Parallel elementwise kernels.
+  flag<bool> openmp;                      ///< @brief Parallel kernels (programs compiled with -fopenmp).
+  flag<std::int64_t> openmp_elemwise_minsize;  ///< @brief Smallest elementwise output run in parallel.
   flag<std::string> floatX;               ///< @brief Read-only mirror of XSYM_FLOATX: "float32" or "float64".
 
   /// @brief Assigns a flag by dotted name from text, as code (highest precedence), validated like XSYM_FLAGS.
@@ -692,7 +693,13 @@ inline config_t::config_t()
                         detail::bool_expected),
       profiling(*this),
       DebugMode(*this),
-      openmp(*this, "openmp", "Run elementwise kernels in parallel with OpenMP", false, detail::bool_expected),
+      openmp(*this, "openmp",
+             "Run large elementwise nodes and matrix-vector products on OpenMP's threads (OMP_NUM_THREADS); "
+             "needs a program compiled with -fopenmp",
+             false, detail::bool_expected),
+      openmp_elemwise_minsize(*this, "openmp_elemwise_minsize",
+                              "With openmp=True, the smallest elementwise output (in elements) split among threads",
+                              200000, "an integer >= 1", detail::at_least(1)),
       floatX(*this, "floatX", "Default float type; fixed at compile time by -DXSYM_FLOATX=float|double",
              std::string(detail::floatx_name()), "'" + std::string(detail::floatx_name()) + "' (set at compile time)",
              detail::check_floatx) {
@@ -715,6 +722,7 @@ inline config_t::config_t()
              &profiling.roofline,
              &DebugMode.check_isfinite,
              &openmp,
+             &openmp_elemwise_minsize,
              &floatX};
 }
 
@@ -1068,7 +1076,10 @@ struct shape_t {
     return n;
   }
   friend bool operator==(const shape_t& a, const shape_t& b) {
-    return a.rank == b.rank && std::equal(a.dims.begin(), a.dims.begin() + a.rank, b.dims.begin());
+    if (a.rank != b.rank) return false;
+    for (int i = 0; i < a.rank; ++i)  // a loop, not std::equal: that becomes a memcmp call
+      if (a.dims[static_cast<std::size_t>(i)] != b.dims[static_cast<std::size_t>(i)]) return false;
+    return true;
   }
 };
 
@@ -1372,7 +1383,8 @@ ndarray copy_to_ndarray(const xt::xexpression<E>& expr) {
 /// An xtensor container holding a copy of a runtime array (any strides).
 template <class T, std::size_t N>
 xt::xtensor<T, N> to_xtensor(const ndarray& value) {
-  const ndarray a = on_host(value);
+  if (value.on_device()) return to_xtensor<T, N>(on_host(value));
+  const ndarray& a = value;  // no copy: each would cost two atomic reference-count updates
   if (a.type() != dtype_of<T>() || a.rank() != static_cast<int>(N))
     throw std::logic_error("xsym: internal error: value of type " + std::string(dtype_name(a.type())) + "/" +
                            std::to_string(a.rank()) + " read as " + std::string(dtype_name(dtype_of<T>())) +
@@ -4272,6 +4284,7 @@ inline profile_scope::~profile_scope() {
 #ifndef XSYM_COMPILE_RUNTIME_HPP
 #define XSYM_COMPILE_RUNTIME_HPP
 
+#include <atomic>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -4289,6 +4302,80 @@ inline profile_scope::~profile_scope() {
 
 #include <xsimd/xsimd.hpp>
 
+// ---- begin include/xsym/backend/cpu/parallel.hpp ----
+#ifndef XSYM_BACKEND_CPU_PARALLEL_HPP
+#define XSYM_BACKEND_CPU_PARALLEL_HPP
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace xsym::cpu {
+
+/// @brief How many threads a kernel may use (openmp=True), and from which size it does.
+struct parallelism {
+  int threads = 1;
+  std::int64_t elemwise_minsize = 200000;  // elements of an elementwise node's output
+  std::int64_t product_minsize = 32768;    // elements of a matrix-vector product's matrix
+};
+
+/// @brief True when this translation unit was compiled with OpenMP (-fopenmp).
+inline constexpr bool openmp_compiled_in =
+#ifdef _OPENMP
+    true;
+#else
+    false;
+#endif
+
+/// @brief Threads OpenMP would use (1 without OpenMP).
+inline int max_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+/// @brief Runs f(begin, end) over [0, n), split among up to `threads` threads at multiples of
+/// `grain`. Kernels pick a grain at which splitting changes no result (whole SIMD blocks, whole
+/// rows), so a parallel run computes exactly what a serial one does.
+template <class F>
+void parallel_chunks(std::int64_t n, std::int64_t grain, int threads, F&& f) {
+#ifdef _OPENMP
+  const std::int64_t units = (n + grain - 1) / grain;
+  const int team = static_cast<int>(std::min<std::int64_t>(threads, units));
+  if (team > 1) {
+    std::exception_ptr error;  // an exception must not leave an OpenMP region
+#pragma omp parallel num_threads(team)
+    {
+      const std::int64_t id = omp_get_thread_num(), size = omp_get_num_threads();
+      const std::int64_t lo = std::min(n, units * id / size * grain);
+      const std::int64_t hi = std::min(n, units * (id + 1) / size * grain);
+      try {
+        if (lo < hi) f(lo, hi);
+      } catch (...) {
+#pragma omp critical(xsym_parallel_error)
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    return;
+  }
+#else
+  (void)grain;
+  (void)threads;
+#endif
+  f(std::int64_t{0}, n);
+}
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/parallel.hpp ----
 
 namespace xsym::cpu {
 
@@ -4330,63 +4417,87 @@ T dot_span(const T* a, const T* b, std::int64_t n) {
   return s;
 }
 
-// y[r] = dot(A[r, :], x) for four rows at a time, so each load of x serves four rows.
+// y[r] = dot(A[r, :], x), R rows at a time: each load of x serves R rows, and R independent
+// accumulators keep both FMA units busy (4 chains would wait on the FMA latency).
+template <int R, bool Aligned, class T>
+void gemv_row_block(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t k, std::int64_t peel, T alpha,
+                    bool acc) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  B s[R];
+  T t[R];
+  for (int j = 0; j < R; ++j) {
+    s[j] = B(T(0));
+    t[j] = T(0);
+  }
+  std::int64_t i = 0;
+  for (; i < peel; ++i)
+    for (int j = 0; j < R; ++j) t[j] += a[j * lda + i] * x[i];
+  for (; i + w <= k; i += w) {
+    const B xv = B::load_unaligned(x + i);
+#pragma GCC unroll 8
+    for (int j = 0; j < R; ++j) s[j] = xsimd::fma(load<Aligned, B>(a + j * lda + i), xv, s[j]);
+  }
+  for (int j = 0; j < R; ++j) {
+    T v = t[j] + xsimd::hadd(s[j]);
+    for (std::int64_t ii = i; ii < k; ++ii) v += a[j * lda + ii] * x[ii];
+    y[j] = (acc ? y[j] : T(0)) + alpha * v;
+  }
+}
+
 template <class T>
 void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha, bool acc) {
   std::int64_t r = 0;
   if constexpr (std::is_floating_point_v<T>) {
-    using B = xsimd::batch<T>;
-    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
     const std::int64_t peel = peel_for(a, lda, k);
-    for (; r + 4 <= m; r += 4) {
-      const T* a0 = a + r * lda;
-      const T* a1 = a0 + lda;
-      const T* a2 = a1 + lda;
-      const T* a3 = a2 + lda;
-      B s0(T(0)), s1(T(0)), s2(T(0)), s3(T(0));
-      T t0 = 0, t1 = 0, t2 = 0, t3 = 0;
-      std::int64_t i = 0;
-      for (; i < peel; ++i) {  // peel < 0: none, and the unaligned loop below
-        t0 += a0[i] * x[i];
-        t1 += a1[i] * x[i];
-        t2 += a2[i] * x[i];
-        t3 += a3[i] * x[i];
-      }
-      auto rows4 = [&](auto aligned) {
-        constexpr bool al = decltype(aligned)::value;
-        for (; i + w <= k; i += w) {
-          const B xv = B::load_unaligned(x + i);
-          s0 = xsimd::fma(load<al, B>(a0 + i), xv, s0);
-          s1 = xsimd::fma(load<al, B>(a1 + i), xv, s1);
-          s2 = xsimd::fma(load<al, B>(a2 + i), xv, s2);
-          s3 = xsimd::fma(load<al, B>(a3 + i), xv, s3);
-        }
-      };
-      if (peel >= 0) rows4(std::true_type{});
-      else rows4(std::false_type{});
-      t0 += xsimd::hadd(s0);
-      t1 += xsimd::hadd(s1);
-      t2 += xsimd::hadd(s2);
-      t3 += xsimd::hadd(s3);
-      for (; i < k; ++i) {
-        t0 += a0[i] * x[i];
-        t1 += a1[i] * x[i];
-        t2 += a2[i] * x[i];
-        t3 += a3[i] * x[i];
-      }
-      y[r] = (acc ? y[r] : T(0)) + alpha * t0;
-      y[r + 1] = (acc ? y[r + 1] : T(0)) + alpha * t1;
-      y[r + 2] = (acc ? y[r + 2] : T(0)) + alpha * t2;
-      y[r + 3] = (acc ? y[r + 3] : T(0)) + alpha * t3;
-    }
+    auto blocks = [&](auto aligned) {
+      constexpr bool al = decltype(aligned)::value;
+      const std::int64_t p = al ? peel : 0;
+      for (; r + 8 <= m; r += 8) gemv_row_block<8, al>(a + r * lda, lda, x, y + r, k, p, alpha, acc);
+      for (; r + 4 <= m; r += 4) gemv_row_block<4, al>(a + r * lda, lda, x, y + r, k, p, alpha, acc);
+    };
+    if (peel >= 0) blocks(std::true_type{});
+    else blocks(std::false_type{});
   }
   for (; r < m; ++r) y[r] = (acc ? y[r] : T(0)) + alpha * dot_span(a + r * lda, x, k);
 }
 
-// y = sum_c x[c] * A[:, c] when A's columns are contiguous (a transposed row-major matrix).
-// Four columns per pass over y: one load and one store of y serve four multiply-adds.
+// y += sum_c x[c] * A[:, c] when A's columns are contiguous (a transposed row-major matrix).
+// Columns go in blocks of 16: for each strip of 8 vectors of y, the block's 16 columns are
+// summed in registers and y is loaded and stored once per block, not once per column.
 template <class T>
-void gemv_columns(const T* a, std::int64_t lda, const T* x_in, T* y_out, std::int64_t m, std::int64_t k, T alpha, bool acc) {
+void gemv_column_block(const T* a, std::int64_t lda, const T* xs, T* y, std::int64_t m, std::int64_t cols) {
+  std::int64_t i = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+    for (; i + 8 * w <= m; i += 8 * w) {
+      B s[8];
+      for (int q = 0; q < 8; ++q) s[q] = B::load_unaligned(y + i + q * w);
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const B xc(xs[j]);
+        const T* col = a + j * lda + i;
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; ++q) s[q] = xsimd::fma(B::load_unaligned(col + q * w), xc, s[q]);
+      }
+      for (int q = 0; q < 8; ++q) s[q].store_unaligned(y + i + q * w);
+    }
+    for (; i + w <= m; i += w) {
+      B s = B::load_unaligned(y + i);
+      for (std::int64_t j = 0; j < cols; ++j) s = xsimd::fma(B::load_unaligned(a + j * lda + i), B(xs[j]), s);
+      s.store_unaligned(y + i);
+    }
+  }
+  for (; i < m; ++i) {
+    T s = y[i];
+    for (std::int64_t j = 0; j < cols; ++j) s += a[j * lda + i] * xs[j];
+    y[i] = s;
+  }
+}
+
+template <class T>
+void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64_t m, std::int64_t k, T alpha, bool acc,
+                  int threads = 1) {
   // Accumulating: the product is summed apart, then added once. Summing 400 small terms
   // straight into a y of larger magnitude would lose their low bits (float32 drifts).
   thread_local std::vector<T> product;
@@ -4397,45 +4508,19 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x_in, T* y_out, std::in
   } else {
     for (std::int64_t i = 0; i < m; ++i) y[i] = T(0);
   }
-  // alpha folds into the coefficients: one multiply per column, not per element.
-  thread_local std::vector<T> scaled;
-  scaled.assign(x_in, x_in + k);
-  for (auto& v : scaled) v *= alpha;
-  const T* x = scaled.data();
-  std::int64_t c = 0;
-  if constexpr (std::is_floating_point_v<T>) {
-    using B = xsimd::batch<T>;
-    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-    for (; c + 4 <= k; c += 4) {
-      const T* c0 = a + c * lda;
-      const T* c1 = c0 + lda;
-      const T* c2 = c1 + lda;
-      const T* c3 = c2 + lda;
-      const B x0(x[c]), x1(x[c + 1]), x2(x[c + 2]), x3(x[c + 3]);
-      std::int64_t i = 0;
-      const std::int64_t peel = peel_for(c0, lda, m);
-      for (; i < peel; ++i) y[i] += c0[i] * x[c] + c1[i] * x[c + 1] + c2[i] * x[c + 2] + c3[i] * x[c + 3];
-      auto columns4 = [&](auto aligned) {
-        constexpr bool al = decltype(aligned)::value;
-        for (; i + w <= m; i += w) {
-          B acc = B::load_unaligned(y + i);
-          acc = xsimd::fma(load<al, B>(c0 + i), x0, acc);
-          acc = xsimd::fma(load<al, B>(c1 + i), x1, acc);
-          acc = xsimd::fma(load<al, B>(c2 + i), x2, acc);
-          acc = xsimd::fma(load<al, B>(c3 + i), x3, acc);
-          acc.store_unaligned(y + i);
-        }
-      };
-      if (peel >= 0) columns4(std::true_type{});
-      else columns4(std::false_type{});
-      for (; i < m; ++i) y[i] += c0[i] * x[c] + c1[i] * x[c + 1] + c2[i] * x[c + 2] + c3[i] * x[c + 3];
+  constexpr std::int64_t block = 16;
+  // Threads take strips of y, each a whole number of 8-vector strips: every element is summed
+  // exactly as on one thread.
+  std::int64_t grain = 64;
+  if constexpr (std::is_floating_point_v<T>) grain = 8 * static_cast<std::int64_t>(xsimd::batch<T>::size);
+  parallel_chunks(m, grain, threads, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t c = 0; c < k; c += block) {
+      const std::int64_t cols = std::min(block, k - c);
+      T xs[block];  // alpha folds into the coefficients: one multiply per column
+      for (std::int64_t j = 0; j < cols; ++j) xs[j] = alpha * x[c + j];
+      gemv_column_block(a + c * lda + lo, lda, xs, y + lo, hi - lo, cols);
     }
-  }
-  for (; c < k; ++c) {
-    const T* col = a + c * lda;
-    const T xc = x[c];
-    for (std::int64_t i = 0; i < m; ++i) y[i] += col[i] * xc;
-  }
+  });
   if (acc)
     for (std::int64_t i = 0; i < m; ++i) y_out[i] += y[i];
 }
@@ -4443,7 +4528,7 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x_in, T* y_out, std::in
 
 /// @brief y = op(A) x, op(A) = A or Aᵀ; A may be row-major or a transposed view of one.
 inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, ndarray& y, double alpha = 1.0,
-                     bool accumulate = false) {
+                     bool accumulate = false, const parallelism& par = {}) {
   std::int64_t m = a_in.shape(0), k = a_in.shape(1);
   std::int64_t rs = a_in.stride(0), cs = a_in.stride(1);
   if (transpose) {
@@ -4464,8 +4549,16 @@ inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, n
     using T = decltype(z);
     if constexpr (!std::is_same_v<T, bool>) {
       const T al = static_cast<T>(alpha);
-      if (cs == 1 || k == 1) detail::gemv_rows(a.data_as<T>(), rs, x.data_as<T>(), y.data_as<T>(), m, k, al, accumulate);
-      else detail::gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k, al, accumulate);
+      const int threads = m * k >= par.product_minsize ? par.threads : 1;
+      if (cs == 1 || k == 1) {
+        // Threads take whole blocks of 8 rows: each row is summed as on one thread.
+        parallel_chunks(m, 8, threads, [&](std::int64_t lo, std::int64_t hi) {
+          detail::gemv_rows(a.data_as<T>() + lo * rs, rs, x.data_as<T>(), y.data_as<T>() + lo, hi - lo, k, al,
+                            accumulate);
+        });
+      } else {
+        detail::gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k, al, accumulate, threads);
+      }
     }
   });
 }
@@ -4794,6 +4887,7 @@ struct compiled_program {
   std::vector<int> arity;  // per instruction, looked up once
   std::vector<compiled_step> steps;
   std::vector<std::int64_t> out_bytes;  // element size of each output
+  std::vector<std::int64_t> in_bytes;   // element size of each input
   bool direct = false;     // one instruction writing the only output: no scratch needed
   // The output that only the last instruction writes, or -1: that instruction writes it in
   // place (nothing reads it after, so an output sharing an input's buffer is still safe).
@@ -4829,6 +4923,8 @@ compiled_program compile_program(std::shared_ptr<const program> p) {
     st.arg_bits = (1u << st.arity) - 1;
     cp.steps.push_back(st);
   }
+  for (int r = 0; r < p->n_inputs; ++r)
+    cp.in_bytes.push_back(static_cast<std::int64_t>(dtype_size(p->reg_types[static_cast<std::size_t>(r)])));
   for (int r : p->outputs) cp.out_bytes.push_back(static_cast<std::int64_t>(dtype_size(p->reg_types[static_cast<std::size_t>(r)])));
   cp.direct = p->code.size() == 1 && p->outputs.size() == 1 && p->outputs[0] == p->code[0].dst;
   if (!p->code.empty() && p->code.back().dst >= p->n_inputs) {
@@ -4974,7 +5070,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
   for (std::int64_t off = 0; off < n; off += block_size) {
     const std::int64_t m = std::min(block_size, n - off);
     for (int r = 0; r < n_in; ++r)
-      reg[r] = in_scalar[r] ? in[r] : in[r] + off * static_cast<std::int64_t>(dtype_size(p.reg_types[static_cast<std::size_t>(r)]));
+      reg[r] = in_scalar[r] ? in[r] : in[r] + off * cp.in_bytes[static_cast<std::size_t>(r)];
     if (last_out >= 0) {
       tmp[last_reg] = out[last_out] + off * cp.out_bytes[static_cast<std::size_t>(last_out)];
       reg[last_reg] = tmp[last_reg];
@@ -5000,7 +5096,8 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
 }  // namespace detail
 
 /// @brief Runs a fused elementwise program; outputs are C-contiguous with the broadcast shape.
-inline void run_program(const compiled_program& cp, const ndarray* const* ins, ndarray* const* outs) {
+inline void run_program(const compiled_program& cp, const ndarray* const* ins, ndarray* const* outs,
+                        const parallelism& par = {}) {
   const program& p = *cp.prog;
   const int n_in = p.n_inputs;
   const shape_t& shape = outs[0]->shape();
@@ -5031,8 +5128,17 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   }
   std::byte* out_base[8];
   for (std::size_t o = 0; o < p.outputs.size(); ++o) out_base[o] = outs[o]->data();
+  const int threads = total >= par.elemwise_minsize ? par.threads : 1;
+  const std::size_t n_out = p.outputs.size();
   if (flat) {
-    detail::run_span(cp, base, scalar, out_base, total);
+    // Threads take whole blocks: each element is computed as on one thread.
+    parallel_chunks(total, cp.block, threads, [&](std::int64_t lo, std::int64_t hi) {
+      const std::byte* in_at[64];
+      std::byte* out_at[8];
+      for (int k = 0; k < n_in; ++k) in_at[k] = scalar[k] ? base[k] : base[k] + lo * cp.in_bytes[static_cast<std::size_t>(k)];
+      for (std::size_t o = 0; o < n_out; ++o) out_at[o] = out_base[o] + lo * cp.out_bytes[o];
+      detail::run_span(cp, in_at, scalar, out_at, hi - lo);
+    });
     return;
   }
   std::array<std::int64_t, max_rank> strides[64];
@@ -5043,23 +5149,24 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   const std::int64_t len = shape[shape.rank - 1];
   const std::int64_t rows = total / len;
   bool row_scalar[64];
-  const std::byte* row_in[64];
-  std::byte* row_out[8];
   for (int k = 0; k < n_in; ++k) row_scalar[k] = strides[k][static_cast<std::size_t>(shape.rank - 1)] == 0;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::int64_t rem = r;
-    for (int k = 0; k < n_in; ++k) row_in[k] = base[k];
-    for (int d = shape.rank - 2; d >= 0; --d) {
-      const std::int64_t i = rem % shape[d];
-      rem /= shape[d];
-      for (int k = 0; k < n_in; ++k)
-        row_in[k] += i * strides[k][static_cast<std::size_t>(d)] *
-                     static_cast<std::int64_t>(dtype_size(p.reg_types[static_cast<std::size_t>(k)]));
+  // Threads take whole rows.
+  parallel_chunks(rows, 1, threads, [&](std::int64_t first, std::int64_t last) {
+    const std::byte* row_in[64];
+    std::byte* row_out[8];
+    for (std::int64_t r = first; r < last; ++r) {
+      std::int64_t rem = r;
+      for (int k = 0; k < n_in; ++k) row_in[k] = base[k];
+      for (int d = shape.rank - 2; d >= 0; --d) {
+        const std::int64_t i = rem % shape[d];
+        rem /= shape[d];
+        for (int k = 0; k < n_in; ++k)
+          row_in[k] += i * strides[k][static_cast<std::size_t>(d)] * cp.in_bytes[static_cast<std::size_t>(k)];
+      }
+      for (std::size_t o = 0; o < n_out; ++o) row_out[o] = out_base[o] + r * len * cp.out_bytes[o];
+      detail::run_span(cp, row_in, row_scalar, row_out, len);
     }
-    for (std::size_t o = 0; o < p.outputs.size(); ++o)
-      row_out[o] = out_base[o] + r * len * static_cast<std::int64_t>(dtype_size(outs[o]->type()));
-    detail::run_span(cp, row_in, row_scalar, row_out, len);
-  }
+  });
 }
 
 }  // namespace xsym::cpu
@@ -5857,18 +5964,24 @@ inline std::int64_t first_bad(const ndarray& a, int what) {
 
 /// Whether two arrays' memory overlaps.
 inline bool overlaps(const ndarray& a, const ndarray& b) {
-  if (!a.has_value() || !b.has_value() || a.size() == 0 || b.size() == 0) return false;
-  auto extent = [](const ndarray& x) {
-    std::int64_t lo = 0, hi = 0;
+  // Byte ranges [lo, hi) each array's elements span (a negative stride extends lo); called
+  // per destination and input on every into(...) call, so kept to one pass over each shape.
+  auto range = [](const ndarray& x, std::intptr_t& lo, std::intptr_t& hi) {
+    std::int64_t down = 0, up = 0;
     for (int d = 0; d < x.rank(); ++d) {
-      const std::int64_t span = (x.shape(d) - 1) * x.stride(d);
-      (span < 0 ? lo : hi) += span;
+      const std::int64_t n = x.shape(d);
+      if (n == 0) return false;
+      const std::int64_t span = (n - 1) * x.stride(d);
+      (span < 0 ? down : up) += span;
     }
     const auto es = static_cast<std::int64_t>(dtype_size(x.type()));
-    return std::pair{x.data() + lo * es, x.data() + (hi + 1) * es};
+    lo = reinterpret_cast<std::intptr_t>(x.data()) + down * es;
+    hi = reinterpret_cast<std::intptr_t>(x.data()) + (up + 1) * es;
+    return true;
   };
-  const auto [a0, a1] = extent(a);
-  const auto [b0, b1] = extent(b);
+  if (!a.has_value() || !b.has_value()) return false;
+  std::intptr_t a0, a1, b0, b1;
+  if (!range(a, a0, a1) || !range(b, b0, b1)) return false;
   return a0 < b1 && b0 < a1;
 }
 
@@ -6015,6 +6128,7 @@ struct resolved_plan {
   bool nan_guard = false;
   std::array<bool, 3> guard{true, true, true};
   bool monitor = false;
+  cpu::parallelism par;  // openmp=True: OpenMP's thread count, else one thread
 };
 
 inline resolved_plan resolve_plan(const function_options& o) {
@@ -6053,9 +6167,14 @@ inline resolved_plan resolve_plan(const function_options& o) {
   } else if (dev != "cpu") {
     throw compile_error("xsym: device=" + dev + " is unknown (choose cpu or cuda)");
   }
-  if (config.openmp.value())
-    throw compile_error("xsym: openmp=True is not available: this version runs each function on one thread "
-                        "(set openmp=False)");
+  if (config.openmp.value()) {
+    if (!cpu::openmp_compiled_in)
+      throw compile_error("xsym: openmp=True, but this program was compiled without OpenMP: compile with -fopenmp "
+                          "(link CMake's xsym::openmp target) or set openmp=False");
+    // Reference kernels (FAST_COMPILE, linker=py) stay serial: they are the plain loops DebugMode trusts.
+    if (!p.gpu) p.par.threads = cpu::max_threads();
+    p.par.elemwise_minsize = config.openmp_elemwise_minsize.value();
+  }
   if (link != "cvm" && link != "cvm_nogc" && link != "py")
     throw compile_error("xsym: unknown linker '" + link + "' (choose cvm, cvm_nogc or py)");
   p.linker = link;
@@ -6118,6 +6237,25 @@ inline std::function<std::vector<var_ptr>(const std::vector<var_ptr>&)>& extra_f
 }
 }  // namespace testing
 
+/// The lock that serialises calls of one function: an uncontended lock and unlock are one
+/// atomic operation each, inline (std::mutex goes through pthread: ~16 ns per call here);
+/// a waiting thread sleeps in the kernel (futex) rather than spinning.
+class call_lock {
+ public:
+  void lock() {
+    int expected = 0;
+    if (m_state.compare_exchange_strong(expected, 1, std::memory_order_acquire)) return;
+    // 2: locked, and someone may be waiting, so the unlock must wake a waiter.
+    while (m_state.exchange(2, std::memory_order_acquire) != 0) m_state.wait(2, std::memory_order_relaxed);
+  }
+  void unlock() {
+    if (m_state.exchange(0, std::memory_order_release) == 2) m_state.notify_one();
+  }
+
+ private:
+  std::atomic<int> m_state{0};
+};
+
 /// Buffers released during a call, handed to later nodes instead of going back to malloc.
 struct buffer_pool {
   struct entry {
@@ -6151,6 +6289,7 @@ struct thunk {
   cpu::compiled_program prog;  // elementwise nodes
   std::vector<std::uint8_t> slot_bcast;  // inputs' broadcastable patterns
   dtype out_type = dtype::float64;
+  cpu::parallelism par;  // openmp=True: threads for large elementwise nodes and products
   buffer_pool* pool = nullptr;
   // Per slot, the caller's memory an output is written into during an into(...) call (null
   // for every slot otherwise); owned by the runtime, null for reference thunks.
@@ -6271,7 +6410,7 @@ inline void copy_into_destination(const ndarray& value, const ndarray& dst) {
 }
 
 inline void run_elemwise(const thunk& t, ndarray* values) {
-  elemwise_node<false>(t, values, [&](const ndarray* const* ins, ndarray* const* outs) { cpu::run_program(t.prog, ins, outs); });
+  elemwise_node<false>(t, values, [&](const ndarray* const* ins, ndarray* const* outs) { cpu::run_program(t.prog, ins, outs, t.par); });
 }
 
 inline void run_dimshuffle(const thunk& t, ndarray* values) {
@@ -6348,12 +6487,12 @@ inline void run_dot_family(const thunk& t, ndarray* values) {
       const ndarray c = y0.contiguous();
       std::memcpy(out.data(), c.data(), out.nbytes());
     }
-    cpu::run_gemv(A, o.transpose_a, xv, out, o.alpha, true);
+    cpu::run_gemv(A, o.transpose_a, xv, out, o.alpha, true, t.par);
   } else if (o.kind == op_kind::gemv) {
     s.rank = 1;
     s[0] = o.transpose_a ? a.shape(1) : a.shape(0);
     prepare_output(out, a.type(), s, t.pool);
-    cpu::run_gemv(a, o.transpose_a, b, out);
+    cpu::run_gemv(a, o.transpose_a, b, out, 1.0, false, t.par);
   } else if (a.rank() == 1 && b.rank() == 1) {
     prepare_output(out, a.type(), s, t.pool);
     cpu::run_dot(a, b, out);
@@ -6361,12 +6500,12 @@ inline void run_dot_family(const thunk& t, ndarray* values) {
     s.rank = 1;
     s[0] = a.shape(0);
     prepare_output(out, a.type(), s, t.pool);
-    cpu::run_gemv(a, false, b, out);
+    cpu::run_gemv(a, false, b, out, 1.0, false, t.par);
   } else if (a.rank() == 1 && b.rank() == 2) {
     s.rank = 1;
     s[0] = b.shape(1);
     prepare_output(out, a.type(), s, t.pool);
-    cpu::run_gemv(b, true, a, out);
+    cpu::run_gemv(b, true, a, out, 1.0, false, t.par);
   } else {
     s.rank = 2;
     s[0] = a.shape(0);
@@ -6789,6 +6928,7 @@ class function_runtime {
       detail::thunk& t = thunks[static_cast<std::size_t>(n.id)];
       t.node = &n;
       t.pool = &m_pool;
+      t.par = m_plan.par;
       t.dests = m_dest_of_slot.data();  // DebugMode's reference copies clear it
       for (int in : n.inputs) t.slot_bcast.push_back(g.slots[static_cast<std::size_t>(in)].broadcastable);
       t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
@@ -7161,7 +7301,7 @@ class function_runtime {
   std::vector<std::vector<value_info>> m_last_inputs, m_last_outputs;
   std::int64_t m_sample_calls = 0;
   std::uint64_t m_fn_start = 0;
-  std::mutex m_mutex;
+  detail::call_lock m_mutex;
 };
 
 }  // namespace xsym
@@ -7289,7 +7429,10 @@ using result_of_t = std::conditional_t<V::rank == 0, typename V::value_type, xt:
 
 template <class V>
 result_of_t<V> convert_result(const ndarray& a) {
-  if constexpr (V::rank == 0) return *a.contiguous().template data_as<typename V::value_type>();
+  if constexpr (V::rank == 0) {
+    if (a.on_device()) return *on_host(a).template data_as<typename V::value_type>();
+    return *a.template data_as<typename V::value_type>();  // one element: any strides read it
+  }
   else return to_xtensor<typename V::value_type, V::rank>(a);
 }
 

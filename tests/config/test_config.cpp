@@ -99,6 +99,7 @@ const std::vector<std::string> all_flags = {"mode",
                                             "profiling.roofline",
                                             "DebugMode.check_isfinite",
                                             "openmp",
+                                            "openmp_elemwise_minsize",
                                             "floatX"};
 
 }  // namespace

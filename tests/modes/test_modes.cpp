@@ -152,6 +152,19 @@ TEST_CASE("modes are chosen by flag too, and an unknown mode is a clear error", 
                     Catch::Contains("unknown mode 'FAST_WALK'"));
 }
 
+TEST_CASE("openmp=True in a program compiled without OpenMP is a clear error", "[modes]") {
+  // This area is compiled without -fopenmp (the compile area's threads tests run with it).
+  static_assert(!xsym::cpu::openmp_compiled_in, "tests/modes must be compiled without OpenMP");
+  hooks_guard guard;
+  auto x = xsym::vector<float>("x");
+  xsym::config.openmp = true;
+  auto msg = message_of([&] { xsym::function("f", xsym::inputs(x), x + 1); });
+  CHECK_THAT(msg, Catch::Contains("openmp=True") && Catch::Contains("-fopenmp"));
+  xsym::config.openmp = false;
+  auto f = xsym::function("f", xsym::inputs(x), x + 1);
+  CHECK(f(xt::xtensor<float, 1>{1})(0) == 2.0f);
+}
+
 TEST_CASE("device=cuda without the GPU backend, or an unknown device, is a clear error", "[modes]") {
   hooks_guard guard;
   auto x = xsym::vector<float>("x");

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../backend/cpu/parallel.hpp"
 #include "../config/config.hpp"
 #include "../graph/fgraph.hpp"
 #include "../rewrite/rewrites.hpp"
@@ -138,6 +139,7 @@ struct resolved_plan {
   bool nan_guard = false;
   std::array<bool, 3> guard{true, true, true};
   bool monitor = false;
+  cpu::parallelism par;  // openmp=True: OpenMP's thread count, else one thread
 };
 
 inline resolved_plan resolve_plan(const function_options& o) {
@@ -176,9 +178,14 @@ inline resolved_plan resolve_plan(const function_options& o) {
   } else if (dev != "cpu") {
     throw compile_error("xsym: device=" + dev + " is unknown (choose cpu or cuda)");
   }
-  if (config.openmp.value())
-    throw compile_error("xsym: openmp=True is not available: this version runs each function on one thread "
-                        "(set openmp=False)");
+  if (config.openmp.value()) {
+    if (!cpu::openmp_compiled_in)
+      throw compile_error("xsym: openmp=True, but this program was compiled without OpenMP: compile with -fopenmp "
+                          "(link CMake's xsym::openmp target) or set openmp=False");
+    // Reference kernels (FAST_COMPILE, linker=py) stay serial: they are the plain loops DebugMode trusts.
+    if (!p.gpu) p.par.threads = cpu::max_threads();
+    p.par.elemwise_minsize = config.openmp_elemwise_minsize.value();
+  }
   if (link != "cvm" && link != "cvm_nogc" && link != "py")
     throw compile_error("xsym: unknown linker '" + link + "' (choose cvm, cvm_nogc or py)");
   p.linker = link;

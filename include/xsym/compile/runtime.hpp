@@ -86,6 +86,7 @@ struct thunk {
   cpu::compiled_program prog;  // elementwise nodes
   std::vector<std::uint8_t> slot_bcast;  // inputs' broadcastable patterns
   dtype out_type = dtype::float64;
+  cpu::parallelism par;  // openmp=True: threads for large elementwise nodes and products
   buffer_pool* pool = nullptr;
   // Per slot, the caller's memory an output is written into during an into(...) call (null
   // for every slot otherwise); owned by the runtime, null for reference thunks.
@@ -206,7 +207,7 @@ inline void copy_into_destination(const ndarray& value, const ndarray& dst) {
 }
 
 inline void run_elemwise(const thunk& t, ndarray* values) {
-  elemwise_node<false>(t, values, [&](const ndarray* const* ins, ndarray* const* outs) { cpu::run_program(t.prog, ins, outs); });
+  elemwise_node<false>(t, values, [&](const ndarray* const* ins, ndarray* const* outs) { cpu::run_program(t.prog, ins, outs, t.par); });
 }
 
 inline void run_dimshuffle(const thunk& t, ndarray* values) {
@@ -283,12 +284,12 @@ inline void run_dot_family(const thunk& t, ndarray* values) {
       const ndarray c = y0.contiguous();
       std::memcpy(out.data(), c.data(), out.nbytes());
     }
-    cpu::run_gemv(A, o.transpose_a, xv, out, o.alpha, true);
+    cpu::run_gemv(A, o.transpose_a, xv, out, o.alpha, true, t.par);
   } else if (o.kind == op_kind::gemv) {
     s.rank = 1;
     s[0] = o.transpose_a ? a.shape(1) : a.shape(0);
     prepare_output(out, a.type(), s, t.pool);
-    cpu::run_gemv(a, o.transpose_a, b, out);
+    cpu::run_gemv(a, o.transpose_a, b, out, 1.0, false, t.par);
   } else if (a.rank() == 1 && b.rank() == 1) {
     prepare_output(out, a.type(), s, t.pool);
     cpu::run_dot(a, b, out);
@@ -296,12 +297,12 @@ inline void run_dot_family(const thunk& t, ndarray* values) {
     s.rank = 1;
     s[0] = a.shape(0);
     prepare_output(out, a.type(), s, t.pool);
-    cpu::run_gemv(a, false, b, out);
+    cpu::run_gemv(a, false, b, out, 1.0, false, t.par);
   } else if (a.rank() == 1 && b.rank() == 2) {
     s.rank = 1;
     s[0] = b.shape(1);
     prepare_output(out, a.type(), s, t.pool);
-    cpu::run_gemv(b, true, a, out);
+    cpu::run_gemv(b, true, a, out, 1.0, false, t.par);
   } else {
     s.rank = 2;
     s[0] = a.shape(0);
@@ -724,6 +725,7 @@ class function_runtime {
       detail::thunk& t = thunks[static_cast<std::size_t>(n.id)];
       t.node = &n;
       t.pool = &m_pool;
+      t.par = m_plan.par;
       t.dests = m_dest_of_slot.data();  // DebugMode's reference copies clear it
       for (int in : n.inputs) t.slot_bcast.push_back(g.slots[static_cast<std::size_t>(in)].broadcastable);
       t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;

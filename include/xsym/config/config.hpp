@@ -478,7 +478,8 @@ struct config_t {
   flag<bool> profile_optimizer;           ///< @brief Also profile graph rewrites.
   profiling_t profiling;                  ///< @brief [profiling] flags.
   debug_mode_t DebugMode;                 ///< @brief [DebugMode] flags.
-  flag<bool> openmp;                      ///< @brief Parallel elementwise kernels.
+  flag<bool> openmp;                      ///< @brief Parallel kernels (programs compiled with -fopenmp).
+  flag<std::int64_t> openmp_elemwise_minsize;  ///< @brief Smallest elementwise output run in parallel.
   flag<std::string> floatX;               ///< @brief Read-only mirror of XSYM_FLOATX: "float32" or "float64".
 
   /// @brief Assigns a flag by dotted name from text, as code (highest precedence), validated like XSYM_FLAGS.
@@ -667,7 +668,13 @@ inline config_t::config_t()
                         detail::bool_expected),
       profiling(*this),
       DebugMode(*this),
-      openmp(*this, "openmp", "Run elementwise kernels in parallel with OpenMP", false, detail::bool_expected),
+      openmp(*this, "openmp",
+             "Run large elementwise nodes and matrix-vector products on OpenMP's threads (OMP_NUM_THREADS); "
+             "needs a program compiled with -fopenmp",
+             false, detail::bool_expected),
+      openmp_elemwise_minsize(*this, "openmp_elemwise_minsize",
+                              "With openmp=True, the smallest elementwise output (in elements) split among threads",
+                              200000, "an integer >= 1", detail::at_least(1)),
       floatX(*this, "floatX", "Default float type; fixed at compile time by -DXSYM_FLOATX=float|double",
              std::string(detail::floatx_name()), "'" + std::string(detail::floatx_name()) + "' (set at compile time)",
              detail::check_floatx) {
@@ -690,6 +697,7 @@ inline config_t::config_t()
              &profiling.roofline,
              &DebugMode.check_isfinite,
              &openmp,
+             &openmp_elemwise_minsize,
              &floatX};
 }
 

@@ -8,6 +8,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "../../expr/ndarray.hpp"
+#include "parallel.hpp"
 
 namespace xsym::cpu {
 
@@ -128,7 +129,8 @@ void gemv_column_block(const T* a, std::int64_t lda, const T* xs, T* y, std::int
 }
 
 template <class T>
-void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64_t m, std::int64_t k, T alpha, bool acc) {
+void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64_t m, std::int64_t k, T alpha, bool acc,
+                  int threads = 1) {
   // Accumulating: the product is summed apart, then added once. Summing 400 small terms
   // straight into a y of larger magnitude would lose their low bits (float32 drifts).
   thread_local std::vector<T> product;
@@ -140,12 +142,18 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
     for (std::int64_t i = 0; i < m; ++i) y[i] = T(0);
   }
   constexpr std::int64_t block = 16;
-  for (std::int64_t c = 0; c < k; c += block) {
-    const std::int64_t cols = std::min(block, k - c);
-    T xs[block];  // alpha folds into the coefficients: one multiply per column
-    for (std::int64_t j = 0; j < cols; ++j) xs[j] = alpha * x[c + j];
-    gemv_column_block(a + c * lda, lda, xs, y, m, cols);
-  }
+  // Threads take strips of y, each a whole number of 8-vector strips: every element is summed
+  // exactly as on one thread.
+  std::int64_t grain = 64;
+  if constexpr (std::is_floating_point_v<T>) grain = 8 * static_cast<std::int64_t>(xsimd::batch<T>::size);
+  parallel_chunks(m, grain, threads, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t c = 0; c < k; c += block) {
+      const std::int64_t cols = std::min(block, k - c);
+      T xs[block];  // alpha folds into the coefficients: one multiply per column
+      for (std::int64_t j = 0; j < cols; ++j) xs[j] = alpha * x[c + j];
+      gemv_column_block(a + c * lda + lo, lda, xs, y + lo, hi - lo, cols);
+    }
+  });
   if (acc)
     for (std::int64_t i = 0; i < m; ++i) y_out[i] += y[i];
 }
@@ -153,7 +161,7 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
 
 /// @brief y = op(A) x, op(A) = A or Aᵀ; A may be row-major or a transposed view of one.
 inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, ndarray& y, double alpha = 1.0,
-                     bool accumulate = false) {
+                     bool accumulate = false, const parallelism& par = {}) {
   std::int64_t m = a_in.shape(0), k = a_in.shape(1);
   std::int64_t rs = a_in.stride(0), cs = a_in.stride(1);
   if (transpose) {
@@ -174,8 +182,16 @@ inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, n
     using T = decltype(z);
     if constexpr (!std::is_same_v<T, bool>) {
       const T al = static_cast<T>(alpha);
-      if (cs == 1 || k == 1) detail::gemv_rows(a.data_as<T>(), rs, x.data_as<T>(), y.data_as<T>(), m, k, al, accumulate);
-      else detail::gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k, al, accumulate);
+      const int threads = m * k >= par.product_minsize ? par.threads : 1;
+      if (cs == 1 || k == 1) {
+        // Threads take whole blocks of 8 rows: each row is summed as on one thread.
+        parallel_chunks(m, 8, threads, [&](std::int64_t lo, std::int64_t hi) {
+          detail::gemv_rows(a.data_as<T>() + lo * rs, rs, x.data_as<T>(), y.data_as<T>() + lo, hi - lo, k, al,
+                            accumulate);
+        });
+      } else {
+        detail::gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k, al, accumulate, threads);
+      }
     }
   });
 }

@@ -7,6 +7,7 @@
 
 #include "../../expr/ndarray.hpp"
 #include "../../expr/op.hpp"
+#include "parallel.hpp"
 #include "scalar_kernels.hpp"
 
 namespace xsym::cpu {
@@ -236,7 +237,8 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
 }  // namespace detail
 
 /// @brief Runs a fused elementwise program; outputs are C-contiguous with the broadcast shape.
-inline void run_program(const compiled_program& cp, const ndarray* const* ins, ndarray* const* outs) {
+inline void run_program(const compiled_program& cp, const ndarray* const* ins, ndarray* const* outs,
+                        const parallelism& par = {}) {
   const program& p = *cp.prog;
   const int n_in = p.n_inputs;
   const shape_t& shape = outs[0]->shape();
@@ -267,8 +269,17 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   }
   std::byte* out_base[8];
   for (std::size_t o = 0; o < p.outputs.size(); ++o) out_base[o] = outs[o]->data();
+  const int threads = total >= par.elemwise_minsize ? par.threads : 1;
+  const std::size_t n_out = p.outputs.size();
   if (flat) {
-    detail::run_span(cp, base, scalar, out_base, total);
+    // Threads take whole blocks: each element is computed as on one thread.
+    parallel_chunks(total, cp.block, threads, [&](std::int64_t lo, std::int64_t hi) {
+      const std::byte* in_at[64];
+      std::byte* out_at[8];
+      for (int k = 0; k < n_in; ++k) in_at[k] = scalar[k] ? base[k] : base[k] + lo * cp.in_bytes[static_cast<std::size_t>(k)];
+      for (std::size_t o = 0; o < n_out; ++o) out_at[o] = out_base[o] + lo * cp.out_bytes[o];
+      detail::run_span(cp, in_at, scalar, out_at, hi - lo);
+    });
     return;
   }
   std::array<std::int64_t, max_rank> strides[64];
@@ -279,23 +290,24 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   const std::int64_t len = shape[shape.rank - 1];
   const std::int64_t rows = total / len;
   bool row_scalar[64];
-  const std::byte* row_in[64];
-  std::byte* row_out[8];
   for (int k = 0; k < n_in; ++k) row_scalar[k] = strides[k][static_cast<std::size_t>(shape.rank - 1)] == 0;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::int64_t rem = r;
-    for (int k = 0; k < n_in; ++k) row_in[k] = base[k];
-    for (int d = shape.rank - 2; d >= 0; --d) {
-      const std::int64_t i = rem % shape[d];
-      rem /= shape[d];
-      for (int k = 0; k < n_in; ++k)
-        row_in[k] += i * strides[k][static_cast<std::size_t>(d)] *
-                     static_cast<std::int64_t>(dtype_size(p.reg_types[static_cast<std::size_t>(k)]));
+  // Threads take whole rows.
+  parallel_chunks(rows, 1, threads, [&](std::int64_t first, std::int64_t last) {
+    const std::byte* row_in[64];
+    std::byte* row_out[8];
+    for (std::int64_t r = first; r < last; ++r) {
+      std::int64_t rem = r;
+      for (int k = 0; k < n_in; ++k) row_in[k] = base[k];
+      for (int d = shape.rank - 2; d >= 0; --d) {
+        const std::int64_t i = rem % shape[d];
+        rem /= shape[d];
+        for (int k = 0; k < n_in; ++k)
+          row_in[k] += i * strides[k][static_cast<std::size_t>(d)] * cp.in_bytes[static_cast<std::size_t>(k)];
+      }
+      for (std::size_t o = 0; o < n_out; ++o) row_out[o] = out_base[o] + r * len * cp.out_bytes[o];
+      detail::run_span(cp, row_in, row_scalar, row_out, len);
     }
-    for (std::size_t o = 0; o < p.outputs.size(); ++o)
-      row_out[o] = out_base[o] + r * len * static_cast<std::int64_t>(dtype_size(outs[o]->type()));
-    detail::run_span(cp, row_in, row_scalar, row_out, len);
-  }
+  });
 }
 
 }  // namespace xsym::cpu
