@@ -57,6 +57,30 @@
 #include <utility>
 #include <vector>
 
+// ---- begin include/xsym/config/cold.hpp ----
+#ifndef XSYM_CONFIG_COLD_HPP
+#define XSYM_CONFIG_COLD_HPP
+
+// XSYM_COLD_BEGIN ... XSYM_COLD_END around code that runs when a function is built, a flag is
+// parsed or a report printed, never per call: GCC compiles it at -O1, which cuts the time to
+// compile every program that includes xsym (all of it is inline). Only where the program is
+// built at -O2 or -O3 (so -O0 and -Os builds are left as they are), and only on GCC: clang and
+// nvcc see nothing. Define XSYM_NO_COLD_OPTIMIZE to compile everything at the program's level.
+// Hot code must not call small functions from such a region: GCC does not inline across it.
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && !defined(__INTEL_COMPILER) && \
+    defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__) && !defined(XSYM_NO_COLD_OPTIMIZE)
+#define XSYM_COLD_BEGIN _Pragma("GCC push_options") _Pragma("GCC optimize(\"O1\")")
+#define XSYM_COLD_END _Pragma("GCC pop_options")
+#else
+#define XSYM_COLD_BEGIN
+#define XSYM_COLD_END
+#endif
+
+#endif
+// ---- end include/xsym/config/cold.hpp ----
+
+XSYM_COLD_BEGIN  // flags are parsed and checked once, not per call
+
 // floatX is a type, so it is chosen when compiling, not at run time.
 #ifndef XSYM_FLOATX
 #define XSYM_FLOATX float
@@ -848,6 +872,7 @@ inline std::ostream& operator<<(std::ostream& os, const config_t& c) {
 inline config_t config;
 
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif  // XSYM_CONFIG_CONFIG_HPP
 // ---- end include/xsym/config/config.hpp ----
@@ -2507,6 +2532,8 @@ inline void debugprint(const function_graph& g, std::ostream& os) {
 #include <vector>
 
 
+XSYM_COLD_BEGIN  // rewrites run when a function is built
+
 namespace xsym {
 
 /// @brief What one rewrite did while a function was built (the optimizer profile prints it).
@@ -2856,9 +2883,12 @@ inline std::vector<var_ptr> fusion_pass(const std::vector<var_ptr>& roots, rewri
 
 }  // namespace detail
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/rewrite/rewrites.hpp ----
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym::detail {
 
@@ -2926,9 +2956,12 @@ inline std::vector<var_ptr> stabilize_pass(const std::vector<var_ptr>& roots, re
 }
 
 }  // namespace xsym::detail
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/rewrite/stabilize.hpp ----
+
+XSYM_COLD_BEGIN  // gradients are built once, before compiling
 
 namespace xsym {
 
@@ -3184,6 +3217,7 @@ auto grad(const var<C, N>&, const W&...) {
 }
 
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/grad/grad.hpp ----
@@ -3544,6 +3578,8 @@ inline const machine_limits& roofline() {
 
 #endif
 // ---- end include/xsym/profile/roofline.hpp ----
+
+XSYM_COLD_BEGIN  // reports are printed, not per call
 
 namespace xsym {
 
@@ -4026,6 +4062,7 @@ inline void profile_stats::print_summary() const {
 }
 
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/profile/report.hpp ----
@@ -4161,6 +4198,8 @@ class region_timer {
 #endif
 // ---- end include/xsym/profile/scope.hpp ----
 
+XSYM_COLD_BEGIN  // exit reports run once
+
 namespace xsym {
 
 namespace detail {
@@ -4229,6 +4268,8 @@ inline std::shared_ptr<profile_stats>& global_regions() {
   }();
   return *s;
 }
+
+XSYM_COLD_END  // what follows runs per timed region
 
 inline region_timer::~region_timer() {
   const std::uint64_t t = ticks() - m_start;
@@ -5215,6 +5256,8 @@ inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
 #include <unordered_set>
 
 
+XSYM_COLD_BEGIN  // rewrites run when a function is built
+
 namespace xsym::detail {
 
 /// inplace: an elementwise node writes its output into an input buffer that dies there.
@@ -5246,6 +5289,7 @@ inline void inplace_pass(function_graph& g, rewrite_record& rec) {
 }
 
 }  // namespace xsym::detail
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/rewrite/inplace.hpp ----
@@ -5260,6 +5304,8 @@ inline void inplace_pass(function_graph& g, rewrite_record& rec) {
 #include <functional>
 #include <numeric>
 
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym::detail {
 
@@ -5534,6 +5580,7 @@ inline void multi_output_fusion_pass(function_graph& g, rewrite_record& rec) {
 }
 
 }  // namespace xsym::detail
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/rewrite/multi_fusion.hpp ----
@@ -5543,6 +5590,8 @@ inline void multi_output_fusion_pass(function_graph& g, rewrite_record& rec) {
 
 // canonicalize: algebraic identities (x*1, x+0, x-0, x/1, --x, -(-a*b)) and
 // constant_folding: elementwise ops and dimshuffles of constants computed once, at build.
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym::detail {
 
@@ -5676,6 +5725,7 @@ inline std::vector<var_ptr> constant_folding_pass(const std::vector<var_ptr>& ro
 }
 
 }  // namespace xsym::detail
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/rewrite/canonicalize.hpp ----
@@ -5686,6 +5736,8 @@ inline std::vector<var_ptr> constant_folding_pass(const std::vector<var_ptr>& ro
 #include <map>
 #include <memory>
 
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym::detail {
 
@@ -5767,6 +5819,7 @@ inline void gpu_placement_pass(function_graph& g, rewrite_record& rec) {
 }
 
 }  // namespace xsym::detail
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/rewrite/gpu_placement.hpp ----
@@ -5914,6 +5967,8 @@ inline bool overlaps(const ndarray& a, const ndarray& b) {
 #include <string>
 #include <vector>
 
+
+XSYM_COLD_BEGIN  // options are resolved when a function is built
 
 namespace xsym {
 
@@ -6124,6 +6179,7 @@ inline resolved_plan resolve_plan(const function_options& o) {
 }
 }  // namespace detail
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/compile/options.hpp ----
@@ -7543,6 +7599,8 @@ std::string toposort_text(const F& f) {
 #include <string>
 
 
+XSYM_COLD_BEGIN  // exports run once, after profiling
+
 namespace xsym {
 
 namespace detail {
@@ -7735,6 +7793,7 @@ void write_dot(const F& f, std::ostream& os) {
 }
 
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/profile/export.hpp ----

@@ -15,6 +15,9 @@
 #include "../config/config.hpp"
 #include "../graph/fgraph.hpp"
 #include "../rewrite/rewrites.hpp"
+#include "../config/cold.hpp"
+
+XSYM_COLD_BEGIN  // options are resolved when a function is built
 
 namespace xsym {
 
@@ -225,5 +228,6 @@ inline resolved_plan resolve_plan(const function_options& o) {
 }
 }  // namespace detail
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif
