@@ -57,6 +57,30 @@
 #include <utility>
 #include <vector>
 
+// ---- begin include/xsym/config/cold.hpp ----
+#ifndef XSYM_CONFIG_COLD_HPP
+#define XSYM_CONFIG_COLD_HPP
+
+// XSYM_COLD_BEGIN ... XSYM_COLD_END around code that runs when a function is built, a flag is
+// parsed or a report printed, never per call: GCC compiles it at -O1, which cuts the time to
+// compile every program that includes xsym (all of it is inline). Only where the program is
+// built at -O2 or -O3 (so -O0 and -Os builds are left as they are), and only on GCC: clang and
+// nvcc see nothing. Define XSYM_NO_COLD_OPTIMIZE to compile everything at the program's level.
+// Hot code must not call small functions from such a region: GCC does not inline across it.
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && !defined(__INTEL_COMPILER) && \
+    defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__) && !defined(XSYM_NO_COLD_OPTIMIZE)
+#define XSYM_COLD_BEGIN _Pragma("GCC push_options") _Pragma("GCC optimize(\"O1\")")
+#define XSYM_COLD_END _Pragma("GCC pop_options")
+#else
+#define XSYM_COLD_BEGIN
+#define XSYM_COLD_END
+#endif
+
+#endif
+// ---- end include/xsym/config/cold.hpp ----
+
+XSYM_COLD_BEGIN  // flags are parsed and checked once, not per call
+
 // floatX is a type, so it is chosen when compiling, not at run time.
 #ifndef XSYM_FLOATX
 #define XSYM_FLOATX float
@@ -856,6 +880,7 @@ inline std::ostream& operator<<(std::ostream& os, const config_t& c) {
 inline config_t config;
 
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif  // XSYM_CONFIG_CONFIG_HPP
 // ---- end include/xsym/config/config.hpp ----
@@ -2519,6 +2544,8 @@ inline void debugprint(const function_graph& g, std::ostream& os) {
 #include <vector>
 
 
+XSYM_COLD_BEGIN  // rewrites run when a function is built
+
 namespace xsym {
 
 /// @brief What one rewrite did while a function was built (the optimizer profile prints it).
@@ -2868,9 +2895,12 @@ inline std::vector<var_ptr> fusion_pass(const std::vector<var_ptr>& roots, rewri
 
 }  // namespace detail
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/rewrite/rewrites.hpp ----
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym::detail {
 
@@ -2938,9 +2968,12 @@ inline std::vector<var_ptr> stabilize_pass(const std::vector<var_ptr>& roots, re
 }
 
 }  // namespace xsym::detail
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/rewrite/stabilize.hpp ----
+
+XSYM_COLD_BEGIN  // gradients are built once, before compiling
 
 namespace xsym {
 
@@ -3196,6 +3229,7 @@ auto grad(const var<C, N>&, const W&...) {
 }
 
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/grad/grad.hpp ----
@@ -3556,6 +3590,8 @@ inline const machine_limits& roofline() {
 
 #endif
 // ---- end include/xsym/profile/roofline.hpp ----
+
+XSYM_COLD_BEGIN  // reports are printed, not per call
 
 namespace xsym {
 
@@ -4038,6 +4074,7 @@ inline void profile_stats::print_summary() const {
 }
 
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/profile/report.hpp ----
@@ -4173,6 +4210,8 @@ class region_timer {
 #endif
 // ---- end include/xsym/profile/scope.hpp ----
 
+XSYM_COLD_BEGIN  // exit reports run once
+
 namespace xsym {
 
 namespace detail {
@@ -4241,6 +4280,8 @@ inline std::shared_ptr<profile_stats>& global_regions() {
   }();
   return *s;
 }
+
+XSYM_COLD_END  // what follows runs per timed region
 
 inline region_timer::~region_timer() {
   const std::uint64_t t = ticks() - m_start;
@@ -4801,7 +4842,7 @@ kernel_fn typed_kernel(dtype t) {
       constexpr bool float_only = info(S).float_only || S == scalar_op::sigmoid || S == scalar_op::softplus;
       if constexpr (std::is_same_v<T, bool>) return nullptr;
       else if constexpr (float_only && !std::is_floating_point_v<T>) return nullptr;
-      else return &arith<S, T, Simd>;
+      else return &arith<S, T, Simd && simd_type<T>>;  // integers: one scalar kernel serves both
     });
   }
 }
@@ -4909,11 +4950,12 @@ inline constexpr std::int64_t min_block = 256, max_block = 4096;
 inline constexpr std::int64_t scratch_budget = 12 * 1024;  // bytes of scratch registers per block
 }  // namespace detail
 
-template <bool Simd>
-compiled_program compile_program(std::shared_ptr<const program> p) {
+namespace detail {
+// One copy for both kernel sets: only the kernel lookup differs.
+inline compiled_program compile_program_with(std::shared_ptr<const program> p, kernel_fn (*kernel_of)(const instruction&)) {
   compiled_program cp;
   for (const auto& ins : p->code) {
-    cp.kernels.push_back(kernel_for<Simd>(ins));
+    cp.kernels.push_back(kernel_of(ins));
     cp.arity.push_back(info(ins.op).arity);
     compiled_step st;
     st.kernel = cp.kernels.back();
@@ -4954,6 +4996,13 @@ compiled_program compile_program(std::shared_ptr<const program> p) {
   cp.scratch_bytes = at;
   cp.prog = std::move(p);
   return cp;
+}
+}  // namespace detail
+
+/// @brief The program with its kernels looked up; Simd=false gives the reference kernels.
+template <bool Simd>
+compiled_program compile_program(std::shared_ptr<const program> p) {
+  return detail::compile_program_with(std::move(p), &kernel_for<Simd>);
 }
 
 namespace detail {
@@ -5213,6 +5262,72 @@ struct reducer {
 template <class In>
 using acc_t = std::conditional_t<std::is_floating_point_v<In>, double,
                                  std::conditional_t<std::is_same_v<In, bool>, std::int64_t, std::int64_t>>;
+
+// Kept axes first, reduced axes last, each with its own strides.
+struct reduce_layout {
+  shape_t kept, red;
+  std::array<std::int64_t, max_rank> kept_st{}, red_st{};
+  std::int64_t count = 0;
+};
+
+// The loop for one (input, accumulator, output) type triple; `dst` is C-contiguous.
+template <class In, class Acc, class Out>
+void reduce_loop(const op& o, const reduce_layout& l, const In* src, Out* dst) {
+  const shape_t& kept = l.kept;
+  const shape_t& red = l.red;
+  const auto& kept_st = l.kept_st;
+  const auto& red_st = l.red_st;
+  const std::int64_t count = l.count;
+  detail::reducer<Acc> r{o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction};
+  const bool red_contig = red.rank == 0 || [&] {
+    std::int64_t e = 1;
+    for (int d = red.rank - 1; d >= 0; --d) {
+      if (red[d] != 1 && red_st[static_cast<std::size_t>(d)] != e) return false;
+      e *= red[d];
+    }
+    return true;
+  }();
+  std::int64_t j = 0;
+  xsym::detail::for_each_offset(kept.rank ? kept : shape_t{{1}, 1}, kept_st, [&](std::int64_t koff) {
+    Acc acc = r.identity();
+    const In* p = src + koff;
+    if (red_contig) {
+      if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) {
+        // Four partial sums: independent chains the compiler can pipeline.
+        Acc s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        std::int64_t i = 0;
+        for (; i + 4 <= count; i += 4) {
+          s0 += static_cast<Acc>(p[i]);
+          s1 += static_cast<Acc>(p[i + 1]);
+          s2 += static_cast<Acc>(p[i + 2]);
+          s3 += static_cast<Acc>(p[i + 3]);
+        }
+        for (; i < count; ++i) s0 += static_cast<Acc>(p[i]);
+        acc = (s0 + s1) + (s2 + s3);
+      } else {
+        for (std::int64_t i = 0; i < count; ++i) acc = r.combine(acc, static_cast<Acc>(p[i]));
+      }
+    } else {
+      xsym::detail::for_each_offset(red, red_st, [&](std::int64_t roff) {
+        acc = r.combine(acc, static_cast<Acc>(p[roff]));
+      });
+    }
+    if (o.reduction == reduce_op::mean) dst[j++] = static_cast<Out>(static_cast<double>(acc) / static_cast<double>(count));
+    else dst[j++] = static_cast<Out>(acc);
+  });
+}
+
+// Into `out`: the loop for the dtype the runtime gives it (Natural) runs straight into it; any
+// other dtype gets Wide (the value before its final cast, so the same result as a direct cast)
+// and then the cast kernel.
+template <class In, class Acc, class Natural, class Wide>
+void reduce_into(const op& o, const reduce_layout& l, const ndarray& in, ndarray& out) {
+  if (out.type() == dtype_of<Natural>()) return reduce_loop<In, Acc, Natural>(o, l, in.data_as<In>(), out.data_as<Natural>());
+  ndarray tmp = ndarray::empty(dtype_of<Wide>(), out.shape());
+  reduce_loop<In, Acc, Wide>(o, l, in.data_as<In>(), tmp.data_as<Wide>());
+  const void* args[1] = {tmp.data()};
+  xsym::detail::visit_dtype(out.type(), [&](auto zo) { convert<Wide, decltype(zo)>(out.data(), args, 0, out.size()); });
+}
 }  // namespace detail
 
 /// @brief Reduces `in` over op.axes into `out` (already allocated with the kept dimensions).
@@ -5220,72 +5335,28 @@ inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
   const int rank = in.rank();
   std::vector<bool> reduced(static_cast<std::size_t>(rank), false);
   for (int a : o.axes) reduced[static_cast<std::size_t>(a)] = true;
-  // Kept axes first, reduced axes last, each with its own strides.
-  shape_t kept, red;
-  std::array<std::int64_t, max_rank> kept_st{}, red_st{};
+  detail::reduce_layout l;
   for (int d = 0; d < rank; ++d) {
     if (reduced[static_cast<std::size_t>(d)]) {
-      red_st[static_cast<std::size_t>(red.rank)] = in.stride(d);
-      red[red.rank++] = in.shape(d);
+      l.red_st[static_cast<std::size_t>(l.red.rank)] = in.stride(d);
+      l.red[l.red.rank++] = in.shape(d);
     } else {
-      kept_st[static_cast<std::size_t>(kept.rank)] = in.stride(d);
-      kept[kept.rank++] = in.shape(d);
+      l.kept_st[static_cast<std::size_t>(l.kept.rank)] = in.stride(d);
+      l.kept[l.kept.rank++] = in.shape(d);
     }
   }
-  const std::int64_t count = red.size();
-  if (count == 0 && (o.reduction == reduce_op::max || o.reduction == reduce_op::min))
+  l.count = l.red.size();
+  if (l.count == 0 && (o.reduction == reduce_op::max || o.reduction == reduce_op::min))
     throw shape_error("zero-size array to a reduction (" + std::string(reduce_name(o.reduction)) +
                       ") which has no identity; input shape " + to_string(in.shape()));
+  // Only the loops for the output dtype the runtime gives (reduce_result_type; the input's for
+  // max/min) are compiled per input dtype, not one per (input, output) pair.
   xsym::detail::visit_dtype(in.type(), [&](auto zi) {
     using In = decltype(zi);
-    xsym::detail::visit_dtype(out.type(), [&](auto zo) {
-      using Out = decltype(zo);
-      const bool minmax = o.reduction == reduce_op::max || o.reduction == reduce_op::min;
-      auto run = [&](auto acc_zero) {
-        using Acc = decltype(acc_zero);
-        detail::reducer<Acc> r{o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction};
-        const In* src = in.data_as<In>();
-        Out* dst = out.data_as<Out>();
-        const bool red_contig = red.rank == 0 || [&] {
-          std::int64_t e = 1;
-          for (int d = red.rank - 1; d >= 0; --d) {
-            if (red[d] != 1 && red_st[static_cast<std::size_t>(d)] != e) return false;
-            e *= red[d];
-          }
-          return true;
-        }();
-        std::int64_t j = 0;
-        xsym::detail::for_each_offset(kept.rank ? kept : shape_t{{1}, 1}, kept_st, [&](std::int64_t koff) {
-          Acc acc = r.identity();
-          const In* p = src + koff;
-          if (red_contig) {
-            if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) {
-              // Four partial sums: independent chains the compiler can pipeline.
-              Acc s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-              std::int64_t i = 0;
-              for (; i + 4 <= count; i += 4) {
-                s0 += static_cast<Acc>(p[i]);
-                s1 += static_cast<Acc>(p[i + 1]);
-                s2 += static_cast<Acc>(p[i + 2]);
-                s3 += static_cast<Acc>(p[i + 3]);
-              }
-              for (; i < count; ++i) s0 += static_cast<Acc>(p[i]);
-              acc = (s0 + s1) + (s2 + s3);
-            } else {
-              for (std::int64_t i = 0; i < count; ++i) acc = r.combine(acc, static_cast<Acc>(p[i]));
-            }
-          } else {
-            xsym::detail::for_each_offset(red, red_st, [&](std::int64_t roff) {
-              acc = r.combine(acc, static_cast<Acc>(p[roff]));
-            });
-          }
-          if (o.reduction == reduce_op::mean) dst[j++] = static_cast<Out>(static_cast<double>(acc) / static_cast<double>(count));
-          else dst[j++] = static_cast<Out>(acc);
-        });
-      };
-      if (minmax) run(In{});
-      else run(detail::acc_t<In>{});
-    });
+    using Acc = detail::acc_t<In>;
+    if (o.reduction == reduce_op::max || o.reduction == reduce_op::min) detail::reduce_into<In, In, In, In>(o, l, in, out);
+    else if (o.reduction == reduce_op::mean) detail::reduce_into<In, Acc, float_result_t<In>, double>(o, l, in, out);
+    else detail::reduce_into<In, Acc, sum_result_t<In>, Acc>(o, l, in, out);
   });
 }
 
@@ -5299,6 +5370,8 @@ inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
 
 #include <unordered_set>
 
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym::detail {
 
@@ -5331,6 +5404,7 @@ inline void inplace_pass(function_graph& g, rewrite_record& rec) {
 }
 
 }  // namespace xsym::detail
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/rewrite/inplace.hpp ----
@@ -5345,6 +5419,8 @@ inline void inplace_pass(function_graph& g, rewrite_record& rec) {
 #include <functional>
 #include <numeric>
 
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym::detail {
 
@@ -5619,6 +5695,7 @@ inline void multi_output_fusion_pass(function_graph& g, rewrite_record& rec) {
 }
 
 }  // namespace xsym::detail
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/rewrite/multi_fusion.hpp ----
@@ -5628,6 +5705,8 @@ inline void multi_output_fusion_pass(function_graph& g, rewrite_record& rec) {
 
 // canonicalize: algebraic identities (x*1, x+0, x-0, x/1, --x, -(-a*b)) and
 // constant_folding: elementwise ops and dimshuffles of constants computed once, at build.
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym::detail {
 
@@ -5761,6 +5840,7 @@ inline std::vector<var_ptr> constant_folding_pass(const std::vector<var_ptr>& ro
 }
 
 }  // namespace xsym::detail
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/rewrite/canonicalize.hpp ----
@@ -5771,6 +5851,8 @@ inline std::vector<var_ptr> constant_folding_pass(const std::vector<var_ptr>& ro
 #include <map>
 #include <memory>
 
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym::detail {
 
@@ -5852,6 +5934,7 @@ inline void gpu_placement_pass(function_graph& g, rewrite_record& rec) {
 }
 
 }  // namespace xsym::detail
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/rewrite/gpu_placement.hpp ----
@@ -6005,6 +6088,8 @@ inline bool overlaps(const ndarray& a, const ndarray& b) {
 #include <string>
 #include <vector>
 
+
+XSYM_COLD_BEGIN  // options are resolved when a function is built
 
 namespace xsym {
 
@@ -6221,6 +6306,7 @@ inline resolved_plan resolve_plan(const function_options& o) {
 }
 }  // namespace detail
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/compile/options.hpp ----
@@ -7664,6 +7750,8 @@ std::string toposort_text(const F& f) {
 #include <string>
 
 
+XSYM_COLD_BEGIN  // exports run once, after profiling
+
 namespace xsym {
 
 namespace detail {
@@ -7856,6 +7944,7 @@ void write_dot(const F& f, std::ostream& os) {
 }
 
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/profile/export.hpp ----

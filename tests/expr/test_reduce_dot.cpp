@@ -412,3 +412,44 @@ TEST_CASE("bad dimshuffle patterns are rejected when the expression is built", "
   CHECK_THROWS_AS(xsym::dimshuffle(v, 0, 0), xsym::graph_error);       // dimension 0 twice
   CHECK_THROWS_AS(xsym::dimshuffle(m, 1, -2, 0), xsym::graph_error);
 }
+
+TEST_CASE("cpu::run_reduce into an output dtype other than the runtime's", "[expr][reduce]") {
+  // The same values as a direct cast of the accumulator: float sums in double, int means in double.
+  using xsym::ndarray;
+  xsym::shape_t s2;
+  s2.rank = 2;
+  s2[0] = 2;
+  s2[1] = 3;
+  xsym::shape_t s1;
+  s1.rank = 1;
+  s1[0] = 2;
+  ndarray f = ndarray::empty(xsym::dtype::float32, s2);
+  ndarray i = ndarray::empty(xsym::dtype::int32, s2);
+  const float fv[] = {0.1f, 0.2f, 0.3f, 1e8f, 1.0f, -1e8f};
+  const std::int32_t iv[] = {1, 2, 4, -7, 3, 5};
+  for (int k = 0; k < 6; ++k) {
+    f.data_as<float>()[k] = fv[k];
+    i.data_as<std::int32_t>()[k] = iv[k];
+  }
+  xsym::op o;
+  o.kind = xsym::op_kind::reduce;
+  o.axes = {1};
+
+  o.reduction = xsym::reduce_op::sum;
+  ndarray sd = ndarray::empty(xsym::dtype::float64, s1);
+  xsym::cpu::run_reduce(o, f, sd);
+  CHECK(sd.data_as<double>()[0] == (double(0.1f) + double(0.2f)) + double(0.3f));
+  CHECK(sd.data_as<double>()[1] == (double(1e8f) + double(1.0f)) + double(-1e8f));
+
+  o.reduction = xsym::reduce_op::mean;
+  ndarray mf = ndarray::empty(xsym::dtype::float32, s1);
+  xsym::cpu::run_reduce(o, i, mf);
+  CHECK(mf.data_as<float>()[0] == static_cast<float>(7.0 / 3.0));
+  CHECK(mf.data_as<float>()[1] == static_cast<float>(1.0 / 3.0));
+
+  o.reduction = xsym::reduce_op::max;
+  ndarray xi = ndarray::empty(xsym::dtype::int64, s1);
+  xsym::cpu::run_reduce(o, f, xi);
+  CHECK(xi.data_as<std::int64_t>()[0] == 0);
+  CHECK(xi.data_as<std::int64_t>()[1] == 100000000);
+}

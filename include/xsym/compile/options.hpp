@@ -16,6 +16,9 @@
 #include "../config/config.hpp"
 #include "../graph/fgraph.hpp"
 #include "../rewrite/rewrites.hpp"
+#include "../config/cold.hpp"
+
+XSYM_COLD_BEGIN  // options are resolved when a function is built
 
 namespace xsym {
 
@@ -232,5 +235,6 @@ inline resolved_plan resolve_plan(const function_options& o) {
 }
 }  // namespace detail
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif

@@ -32,6 +32,10 @@
 #include <utility>
 #include <vector>
 
+#include "cold.hpp"
+
+XSYM_COLD_BEGIN  // flags are parsed and checked once, not per call
+
 // floatX is a type, so it is chosen when compiling, not at run time.
 #ifndef XSYM_FLOATX
 #define XSYM_FLOATX float
@@ -831,5 +835,6 @@ inline std::ostream& operator<<(std::ostream& os, const config_t& c) {
 inline config_t config;
 
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif  // XSYM_CONFIG_CONFIG_HPP

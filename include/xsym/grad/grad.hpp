@@ -10,6 +10,9 @@
 
 #include "../expr/var.hpp"
 #include "../rewrite/stabilize.hpp"
+#include "../config/cold.hpp"
+
+XSYM_COLD_BEGIN  // gradients are built once, before compiling
 
 namespace xsym {
 
@@ -265,5 +268,6 @@ auto grad(const var<C, N>&, const W&...) {
 }
 
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif

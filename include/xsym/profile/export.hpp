@@ -8,6 +8,9 @@
 #include <string>
 
 #include "report.hpp"
+#include "../config/cold.hpp"
+
+XSYM_COLD_BEGIN  // exports run once, after profiling
 
 namespace xsym {
 
@@ -201,5 +204,6 @@ void write_dot(const F& f, std::ostream& os) {
 }
 
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif

@@ -9,6 +9,9 @@
 
 #include "report.hpp"
 #include "scope.hpp"
+#include "../config/cold.hpp"
+
+XSYM_COLD_BEGIN  // exit reports run once
 
 namespace xsym {
 
@@ -78,6 +81,8 @@ inline std::shared_ptr<profile_stats>& global_regions() {
   }();
   return *s;
 }
+
+XSYM_COLD_END  // what follows runs per timed region
 
 inline region_timer::~region_timer() {
   const std::uint64_t t = ticks() - m_start;

@@ -12,6 +12,9 @@
 #include "../config/config.hpp"
 #include "profile_stats.hpp"
 #include "roofline.hpp"
+#include "../config/cold.hpp"
+
+XSYM_COLD_BEGIN  // reports are printed, not per call
 
 namespace xsym {
 
@@ -494,5 +497,6 @@ inline void profile_stats::print_summary() const {
 }
 
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif

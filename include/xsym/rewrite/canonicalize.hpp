@@ -5,6 +5,9 @@
 // constant_folding: elementwise ops and dimshuffles of constants computed once, at build.
 #include "../backend/cpu/elemwise.hpp"
 #include "stabilize.hpp"
+#include "../config/cold.hpp"
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym::detail {
 
@@ -138,5 +141,6 @@ inline std::vector<var_ptr> constant_folding_pass(const std::vector<var_ptr>& ro
 }
 
 }  // namespace xsym::detail
+XSYM_COLD_END
 
 #endif

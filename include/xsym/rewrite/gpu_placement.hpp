@@ -6,6 +6,9 @@
 
 #include "../graph/fgraph.hpp"
 #include "rewrites.hpp"
+#include "../config/cold.hpp"
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym::detail {
 
@@ -87,5 +90,6 @@ inline void gpu_placement_pass(function_graph& g, rewrite_record& rec) {
 }
 
 }  // namespace xsym::detail
+XSYM_COLD_END
 
 #endif

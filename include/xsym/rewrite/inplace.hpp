@@ -5,6 +5,9 @@
 
 #include "../graph/fgraph.hpp"
 #include "rewrites.hpp"
+#include "../config/cold.hpp"
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym::detail {
 
@@ -37,5 +40,6 @@ inline void inplace_pass(function_graph& g, rewrite_record& rec) {
 }
 
 }  // namespace xsym::detail
+XSYM_COLD_END
 
 #endif

@@ -10,6 +10,9 @@
 
 #include "../graph/fgraph.hpp"
 #include "rewrites.hpp"
+#include "../config/cold.hpp"
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym::detail {
 
@@ -284,5 +287,6 @@ inline void multi_output_fusion_pass(function_graph& g, rewrite_record& rec) {
 }
 
 }  // namespace xsym::detail
+XSYM_COLD_END
 
 #endif

@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "../expr/variable.hpp"
+#include "../config/cold.hpp"
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym {
 
@@ -363,5 +366,6 @@ inline std::vector<var_ptr> fusion_pass(const std::vector<var_ptr>& roots, rewri
 
 }  // namespace detail
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif

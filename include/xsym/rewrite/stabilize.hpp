@@ -8,6 +8,9 @@
 //   log(1 + x)             -> log1p(x)
 // so the seeds' cross-entropy stays finite where the literal formula gives log(0).
 #include "rewrites.hpp"
+#include "../config/cold.hpp"
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym::detail {
 
@@ -75,5 +78,6 @@ inline std::vector<var_ptr> stabilize_pass(const std::vector<var_ptr>& roots, re
 }
 
 }  // namespace xsym::detail
+XSYM_COLD_END
 
 #endif

@@ -50,11 +50,12 @@ inline constexpr std::int64_t min_block = 256, max_block = 4096;
 inline constexpr std::int64_t scratch_budget = 12 * 1024;  // bytes of scratch registers per block
 }  // namespace detail
 
-template <bool Simd>
-compiled_program compile_program(std::shared_ptr<const program> p) {
+namespace detail {
+// One copy for both kernel sets: only the kernel lookup differs.
+inline compiled_program compile_program_with(std::shared_ptr<const program> p, kernel_fn (*kernel_of)(const instruction&)) {
   compiled_program cp;
   for (const auto& ins : p->code) {
-    cp.kernels.push_back(kernel_for<Simd>(ins));
+    cp.kernels.push_back(kernel_of(ins));
     cp.arity.push_back(info(ins.op).arity);
     compiled_step st;
     st.kernel = cp.kernels.back();
@@ -95,6 +96,13 @@ compiled_program compile_program(std::shared_ptr<const program> p) {
   cp.scratch_bytes = at;
   cp.prog = std::move(p);
   return cp;
+}
+}  // namespace detail
+
+/// @brief The program with its kernels looked up; Simd=false gives the reference kernels.
+template <bool Simd>
+compiled_program compile_program(std::shared_ptr<const program> p) {
+  return detail::compile_program_with(std::move(p), &kernel_for<Simd>);
 }
 
 namespace detail {

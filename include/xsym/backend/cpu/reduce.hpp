@@ -6,6 +6,7 @@
 
 #include "../../expr/ndarray.hpp"
 #include "../../expr/op.hpp"
+#include "scalar_kernels.hpp"
 
 namespace xsym::cpu {
 
@@ -39,6 +40,72 @@ struct reducer {
 template <class In>
 using acc_t = std::conditional_t<std::is_floating_point_v<In>, double,
                                  std::conditional_t<std::is_same_v<In, bool>, std::int64_t, std::int64_t>>;
+
+// Kept axes first, reduced axes last, each with its own strides.
+struct reduce_layout {
+  shape_t kept, red;
+  std::array<std::int64_t, max_rank> kept_st{}, red_st{};
+  std::int64_t count = 0;
+};
+
+// The loop for one (input, accumulator, output) type triple; `dst` is C-contiguous.
+template <class In, class Acc, class Out>
+void reduce_loop(const op& o, const reduce_layout& l, const In* src, Out* dst) {
+  const shape_t& kept = l.kept;
+  const shape_t& red = l.red;
+  const auto& kept_st = l.kept_st;
+  const auto& red_st = l.red_st;
+  const std::int64_t count = l.count;
+  detail::reducer<Acc> r{o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction};
+  const bool red_contig = red.rank == 0 || [&] {
+    std::int64_t e = 1;
+    for (int d = red.rank - 1; d >= 0; --d) {
+      if (red[d] != 1 && red_st[static_cast<std::size_t>(d)] != e) return false;
+      e *= red[d];
+    }
+    return true;
+  }();
+  std::int64_t j = 0;
+  xsym::detail::for_each_offset(kept.rank ? kept : shape_t{{1}, 1}, kept_st, [&](std::int64_t koff) {
+    Acc acc = r.identity();
+    const In* p = src + koff;
+    if (red_contig) {
+      if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) {
+        // Four partial sums: independent chains the compiler can pipeline.
+        Acc s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        std::int64_t i = 0;
+        for (; i + 4 <= count; i += 4) {
+          s0 += static_cast<Acc>(p[i]);
+          s1 += static_cast<Acc>(p[i + 1]);
+          s2 += static_cast<Acc>(p[i + 2]);
+          s3 += static_cast<Acc>(p[i + 3]);
+        }
+        for (; i < count; ++i) s0 += static_cast<Acc>(p[i]);
+        acc = (s0 + s1) + (s2 + s3);
+      } else {
+        for (std::int64_t i = 0; i < count; ++i) acc = r.combine(acc, static_cast<Acc>(p[i]));
+      }
+    } else {
+      xsym::detail::for_each_offset(red, red_st, [&](std::int64_t roff) {
+        acc = r.combine(acc, static_cast<Acc>(p[roff]));
+      });
+    }
+    if (o.reduction == reduce_op::mean) dst[j++] = static_cast<Out>(static_cast<double>(acc) / static_cast<double>(count));
+    else dst[j++] = static_cast<Out>(acc);
+  });
+}
+
+// Into `out`: the loop for the dtype the runtime gives it (Natural) runs straight into it; any
+// other dtype gets Wide (the value before its final cast, so the same result as a direct cast)
+// and then the cast kernel.
+template <class In, class Acc, class Natural, class Wide>
+void reduce_into(const op& o, const reduce_layout& l, const ndarray& in, ndarray& out) {
+  if (out.type() == dtype_of<Natural>()) return reduce_loop<In, Acc, Natural>(o, l, in.data_as<In>(), out.data_as<Natural>());
+  ndarray tmp = ndarray::empty(dtype_of<Wide>(), out.shape());
+  reduce_loop<In, Acc, Wide>(o, l, in.data_as<In>(), tmp.data_as<Wide>());
+  const void* args[1] = {tmp.data()};
+  xsym::detail::visit_dtype(out.type(), [&](auto zo) { convert<Wide, decltype(zo)>(out.data(), args, 0, out.size()); });
+}
 }  // namespace detail
 
 /// @brief Reduces `in` over op.axes into `out` (already allocated with the kept dimensions).
@@ -46,72 +113,28 @@ inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
   const int rank = in.rank();
   std::vector<bool> reduced(static_cast<std::size_t>(rank), false);
   for (int a : o.axes) reduced[static_cast<std::size_t>(a)] = true;
-  // Kept axes first, reduced axes last, each with its own strides.
-  shape_t kept, red;
-  std::array<std::int64_t, max_rank> kept_st{}, red_st{};
+  detail::reduce_layout l;
   for (int d = 0; d < rank; ++d) {
     if (reduced[static_cast<std::size_t>(d)]) {
-      red_st[static_cast<std::size_t>(red.rank)] = in.stride(d);
-      red[red.rank++] = in.shape(d);
+      l.red_st[static_cast<std::size_t>(l.red.rank)] = in.stride(d);
+      l.red[l.red.rank++] = in.shape(d);
     } else {
-      kept_st[static_cast<std::size_t>(kept.rank)] = in.stride(d);
-      kept[kept.rank++] = in.shape(d);
+      l.kept_st[static_cast<std::size_t>(l.kept.rank)] = in.stride(d);
+      l.kept[l.kept.rank++] = in.shape(d);
     }
   }
-  const std::int64_t count = red.size();
-  if (count == 0 && (o.reduction == reduce_op::max || o.reduction == reduce_op::min))
+  l.count = l.red.size();
+  if (l.count == 0 && (o.reduction == reduce_op::max || o.reduction == reduce_op::min))
     throw shape_error("zero-size array to a reduction (" + std::string(reduce_name(o.reduction)) +
                       ") which has no identity; input shape " + to_string(in.shape()));
+  // Only the loops for the output dtype the runtime gives (reduce_result_type; the input's for
+  // max/min) are compiled per input dtype, not one per (input, output) pair.
   xsym::detail::visit_dtype(in.type(), [&](auto zi) {
     using In = decltype(zi);
-    xsym::detail::visit_dtype(out.type(), [&](auto zo) {
-      using Out = decltype(zo);
-      const bool minmax = o.reduction == reduce_op::max || o.reduction == reduce_op::min;
-      auto run = [&](auto acc_zero) {
-        using Acc = decltype(acc_zero);
-        detail::reducer<Acc> r{o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction};
-        const In* src = in.data_as<In>();
-        Out* dst = out.data_as<Out>();
-        const bool red_contig = red.rank == 0 || [&] {
-          std::int64_t e = 1;
-          for (int d = red.rank - 1; d >= 0; --d) {
-            if (red[d] != 1 && red_st[static_cast<std::size_t>(d)] != e) return false;
-            e *= red[d];
-          }
-          return true;
-        }();
-        std::int64_t j = 0;
-        xsym::detail::for_each_offset(kept.rank ? kept : shape_t{{1}, 1}, kept_st, [&](std::int64_t koff) {
-          Acc acc = r.identity();
-          const In* p = src + koff;
-          if (red_contig) {
-            if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) {
-              // Four partial sums: independent chains the compiler can pipeline.
-              Acc s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-              std::int64_t i = 0;
-              for (; i + 4 <= count; i += 4) {
-                s0 += static_cast<Acc>(p[i]);
-                s1 += static_cast<Acc>(p[i + 1]);
-                s2 += static_cast<Acc>(p[i + 2]);
-                s3 += static_cast<Acc>(p[i + 3]);
-              }
-              for (; i < count; ++i) s0 += static_cast<Acc>(p[i]);
-              acc = (s0 + s1) + (s2 + s3);
-            } else {
-              for (std::int64_t i = 0; i < count; ++i) acc = r.combine(acc, static_cast<Acc>(p[i]));
-            }
-          } else {
-            xsym::detail::for_each_offset(red, red_st, [&](std::int64_t roff) {
-              acc = r.combine(acc, static_cast<Acc>(p[roff]));
-            });
-          }
-          if (o.reduction == reduce_op::mean) dst[j++] = static_cast<Out>(static_cast<double>(acc) / static_cast<double>(count));
-          else dst[j++] = static_cast<Out>(acc);
-        });
-      };
-      if (minmax) run(In{});
-      else run(detail::acc_t<In>{});
-    });
+    using Acc = detail::acc_t<In>;
+    if (o.reduction == reduce_op::max || o.reduction == reduce_op::min) detail::reduce_into<In, In, In, In>(o, l, in, out);
+    else if (o.reduction == reduce_op::mean) detail::reduce_into<In, Acc, float_result_t<In>, double>(o, l, in, out);
+    else detail::reduce_into<In, Acc, sum_result_t<In>, Acc>(o, l, in, out);
   });
 }
 

@@ -161,7 +161,7 @@ kernel_fn typed_kernel(dtype t) {
       constexpr bool float_only = info(S).float_only || S == scalar_op::sigmoid || S == scalar_op::softplus;
       if constexpr (std::is_same_v<T, bool>) return nullptr;
       else if constexpr (float_only && !std::is_floating_point_v<T>) return nullptr;
-      else return &arith<S, T, Simd>;
+      else return &arith<S, T, Simd && simd_type<T>>;  // integers: one scalar kernel serves both
     });
   }
 }
