@@ -100,6 +100,16 @@ void bench_logreg(const char* dtype, int steps) {
     check(err <= (sizeof(T) == 4 ? 1e-2 : 1e-8) * std::max(1.0, scale), who);
   };
 
+  // Every implementation is registered, then timed round-robin (one run of each per round):
+  // this VM drifts by tens of percent over seconds, and interleaving spreads that drift over
+  // all of them instead of favouring whichever ran in a quiet moment.
+  struct runner {
+    std::string impl;
+    std::function<void()> run;      // `steps` training steps from the initial weights
+    std::function<void()> finish;   // checks the final weights
+  };
+  std::vector<runner> runners;
+
   // xsym, then profiled, then with openmp=True (OMP_NUM_THREADS threads; needs -fopenmp).
   for (int variant : {0, 1, 2}) {
     const bool profiled = variant == 1, openmp = variant == 2;
@@ -118,26 +128,26 @@ void bench_logreg(const char* dtype, int steps) {
     auto train = xsym::function("train", xsym::inputs(x, y), xsym::outputs(p_1 > 0.5, xent),
                                 xsym::updates(xsym::update(w, w - 0.01 * gw), xsym::update(b, b - 0.01 * gb)),
                                 xsym::profile(bench_profile(profiled)));
-    auto t = measure([&] {
-      w.set_value(d.w0);
-      b.set_value(T(0));
-      for (int i = 0; i < steps; ++i) train(d.X, d.Y);
-    }, 5, steps);
-    compare(w.get_value().data(), "xsym logreg");
-    emit("logreg", openmp ? "xsym_openmp" : xsym_impl(profiled), dtype, steps, t);
+    runners.push_back({openmp ? "xsym_openmp" : xsym_impl(profiled),
+                       [&d, w, b, train, steps]() mutable {
+                         w.set_value(d.w0);
+                         b.set_value(T(0));
+                         for (int i = 0; i < steps; ++i) train(d.X, d.Y);
+                       },
+                       [&compare, w] { compare(w.get_value().data(), "xsym logreg"); }});
     xsym::config.openmp = false;
   }
-  if (noprof_build()) return;
 
-  {  // Eigen, written as a careful user would: two matrix-vector products per step.
-    using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
-    Eigen::Map<const Mat> X(d.X.data(), n, feats);
-    Eigen::Map<const Vec> Y(d.Y.data(), n);
-    Vec w(feats), z(n), p(n), g(n), xent(n);
-    Eigen::Array<bool, Eigen::Dynamic, 1> pred(n);
-    T b = 0;
-    auto t = measure([&] {
+  // Eigen, written as a careful user would: two matrix-vector products per step.
+  using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+  Eigen::Map<const Mat> X(d.X.data(), n, feats);
+  Eigen::Map<const Vec> Y(d.Y.data(), n);
+  Vec ew(feats), z(n), p(n), g(n), exent(n);
+  Eigen::Array<bool, Eigen::Dynamic, 1> pred(n);
+  T eb = 0;
+  if (!noprof_build()) {
+    runners.push_back({"eigen", [&, &w = ew, &xent = exent, &b = eb] {
       w = Eigen::Map<const Vec>(d.w0.data(), feats);
       b = 0;
       for (int i = 0; i < steps; ++i) {
@@ -155,16 +165,16 @@ void bench_logreg(const char* dtype, int steps) {
         w.noalias() -= T(0.01) * (X.transpose() * g);
         b -= T(0.01) * gb;
       }
-    }, 5, steps);
-    compare(w.data(), "eigen logreg");
-    emit("logreg", "eigen", dtype, steps, t);
+    }, [&] { compare(ew.data(), "eigen logreg"); }});
   }
-  {  // xtensor, with its xsimd-vectorised expressions and a hand loop for the products.
-    xt::xtensor<T, 1> w = d.w0, z = xt::empty<T>({n}), p = xt::empty<T>({n}), g = xt::empty<T>({n}),
-                      xent = xt::empty<T>({n}), gw = xt::empty<T>({feats});
-    xt::xtensor<bool, 1> pred = xt::empty<bool>({n});
-    T b = 0;
-    auto t = measure([&] {
+  // xtensor, with its xsimd-vectorised expressions and a hand loop for the products.
+  xt::xtensor<T, 1> xw = d.w0, xz = xt::empty<T>({n}), xp = xt::empty<T>({n}), xg = xt::empty<T>({n}),
+                    xxent = xt::empty<T>({n}), xgw = xt::empty<T>({feats});
+  xt::xtensor<bool, 1> xpred = xt::empty<bool>({n});
+  T xb = 0;
+  if (!noprof_build()) {
+    runners.push_back({"xtensor", [&, &w = xw, &z = xz, &p = xp, &g = xg, &xent = xxent, &gw = xgw, &pred = xpred,
+                                   &b = xb] {
       w = d.w0;
       b = 0;
       for (int i = 0; i < steps; ++i) {
@@ -189,9 +199,23 @@ void bench_logreg(const char* dtype, int steps) {
         xt::noalias(w) = T(1 - 0.01 * 0.02) * w - T(0.01) * gw;
         b -= T(0.01) * gb;
       }
-    }, 5, steps);
-    compare(w.data(), "xtensor logreg");
-    emit("logreg", "xtensor", dtype, steps, t);
+    }, [&] { compare(xw.data(), "xtensor logreg"); }});
+  }
+
+  for (auto& r : runners) r.run();  // warm-up
+  const int repeats = 5;
+  std::vector<std::vector<double>> seconds(runners.size());
+  for (int rep = 0; rep < repeats; ++rep)
+    for (std::size_t k = 0; k < runners.size(); ++k) {
+      const auto t0 = clock_type::now();
+      runners[k].run();
+      seconds[k].push_back(std::chrono::duration<double>(clock_type::now() - t0).count() / steps);
+    }
+  for (std::size_t k = 0; k < runners.size(); ++k) {
+    runners[k].finish();
+    auto& t = seconds[k];
+    std::sort(t.begin(), t.end());
+    emit("logreg", runners[k].impl, dtype, steps, {t[t.size() / 2], t.front(), repeats});
   }
 }
 
