@@ -301,15 +301,15 @@ void bench_overheads() {
     if (profiled && noprof_build()) continue;
     auto f = xsym::function("f", xsym::inputs(x, y, z), (x + y + z) * 2, xsym::profile(bench_profile(profiled)));
     double sink = 0;
-    auto t = measure([&] { for (int i = 0; i < calls; ++i) sink += f(a, b, c)(0); }, 7, calls);
+    auto t = measure([&] { for (int i = 0; i < calls; ++i) sink += f(a, b, c)(0); }, 15, calls);
     check(sink > 0, "call overhead result");
     emit("call_overhead", xsym_impl(profiled), "float64", 1, t);
     // The same call writing into a preallocated result: the function's own overhead, without
     // the allocation of the xt::xtensor it returns (xtensor's 64-byte aligned allocator).
     xt::xtensor<double, 1> r{0};
     sink = 0;
-    t = measure([&] { for (int i = 0; i < calls; ++i) { f.into(r)(a, b, c); sink += r(0); } }, 7, calls);
-    check(sink == 12.0 * 8 * calls, "call overhead (into) result");
+    t = measure([&] { for (int i = 0; i < calls; ++i) { f.into(r)(a, b, c); sink += r(0); } }, 15, calls);
+    check(sink == 12.0 * 16 * calls, "call overhead (into) result");
     emit("call_overhead_into", xsym_impl(profiled), "float64", 1, t);
   }
   if (!noprof_build()) {
@@ -319,8 +319,8 @@ void bench_overheads() {
       return out;
     };
     double sink = 0;
-    auto t = measure([&] { for (int i = 0; i < calls; ++i) sink += hand(a, b, c)(0); }, 7, calls);
-    check(sink == 12.0 * 8 * calls, "call overhead (xtensor) result");
+    auto t = measure([&] { for (int i = 0; i < calls; ++i) sink += hand(a, b, c)(0); }, 15, calls);
+    check(sink == 12.0 * 16 * calls, "call overhead (xtensor) result");
     emit("call_overhead", "xtensor", "float64", 1, t);
   }
   if (noprof_build()) return;
@@ -333,13 +333,30 @@ void bench_overheads() {
                           xsym::optimizer_excluding("fusion:inplace"));
   };
   auto f0 = chain(false), f1 = chain(true);
-  const int n_calls = 20000;
+  const int n_calls = 20000, rounds = 15;
   double sink = 0;
-  auto t0 = measure([&] { for (int i = 0; i < n_calls; ++i) sink += f0(1.0); }, 7, n_calls);
-  auto t1 = measure([&] { for (int i = 0; i < n_calls; ++i) sink += f1(1.0); }, 7, n_calls);
+  // Paired rounds (unprofiled, then profiled, back to back): the median of the differences
+  // cancels the VM's drift, which two medians measured a second apart do not.
+  auto time_calls = [&](auto& f) {
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < n_calls; ++i) sink += f(1.0);
+    return std::chrono::duration<double>(clock_type::now() - t0).count() / n_calls;
+  };
+  time_calls(f0);
+  time_calls(f1);
+  std::vector<double> diffs, mins0, mins1;
+  for (int r = 0; r < rounds; ++r) {
+    const double a = time_calls(f0), b = time_calls(f1);
+    diffs.push_back(b - a);
+    mins0.push_back(a);
+    mins1.push_back(b);
+  }
+  std::sort(diffs.begin(), diffs.end());
   const double nodes = static_cast<double>(f1.toposort().size());
   emit("profile_node_overhead", "xsym_profiled", "float64", nodes,
-       {(t1.median - t0.median) / nodes, (t1.min - t0.min) / nodes, t1.repeats});
+       {diffs[diffs.size() / 2] / nodes,
+        (*std::min_element(mins1.begin(), mins1.end()) - *std::min_element(mins0.begin(), mins0.end())) / nodes,
+        rounds});
   check(sink > 0, "chain result");
 
   // Building `train` (the function object) from its expressions.
