@@ -4487,7 +4487,8 @@ void gemv_row_block(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t
 }
 
 template <class T>
-void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha, bool acc) {
+void gemv_rows_serial(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha,
+                      bool acc) {
   std::int64_t r = 0;
   if constexpr (std::is_floating_point_v<T>) {
     const std::int64_t peel = peel_for(a, lda, k);
@@ -4501,6 +4502,15 @@ void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, s
     else blocks(std::false_type{});
   }
   for (; r < m; ++r) y[r] = (acc ? y[r] : T(0)) + alpha * dot_span(a + r * lda, x, k);
+}
+
+template <class T>
+void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha, bool acc,
+               int threads = 1) {
+  // Threads take whole blocks of 8 rows: each row is summed as on one thread.
+  parallel_chunks(m, 8, threads, [&](std::int64_t lo, std::int64_t hi) {
+    gemv_rows_serial(a + lo * lda, lda, x, y + lo, hi - lo, k, alpha, acc);
+  });
 }
 
 // y += sum_c x[c] * A[:, c] when A's columns are contiguous (a transposed row-major matrix).
@@ -4591,15 +4601,8 @@ inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, n
     if constexpr (!std::is_same_v<T, bool>) {
       const T al = static_cast<T>(alpha);
       const int threads = m * k >= par.product_minsize ? par.threads : 1;
-      if (cs == 1 || k == 1) {
-        // Threads take whole blocks of 8 rows: each row is summed as on one thread.
-        parallel_chunks(m, 8, threads, [&](std::int64_t lo, std::int64_t hi) {
-          detail::gemv_rows(a.data_as<T>() + lo * rs, rs, x.data_as<T>(), y.data_as<T>() + lo, hi - lo, k, al,
-                            accumulate);
-        });
-      } else {
-        detail::gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k, al, accumulate, threads);
-      }
+      if (cs == 1 || k == 1) detail::gemv_rows(a.data_as<T>(), rs, x.data_as<T>(), y.data_as<T>(), m, k, al, accumulate, threads);
+      else detail::gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k, al, accumulate, threads);
     }
   });
 }
