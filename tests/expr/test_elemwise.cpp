@@ -176,6 +176,38 @@ TEST_CASE("small arguments keep their precision in log1p, expm1 and softplus", "
   CHECK(s(5) == Approx(std::log1p(std::exp(-30.0))).epsilon(1e-12));
 }
 
+TEST_CASE("sigmoid and softplus of u and -u in one Composite keep their precision when they share exp(-|u|)",
+          "[expr][elemwise]") {
+  // The vectorized kernels compute these four from one exp(-|u|) and one log1p; checked
+  // against long double at the extremes, where 1 / (1 + exp(-u)) and max(u, 0) + ... matter.
+  for_each_type(type_list<float, double>{}, []<class T>() {
+    auto u = xsym::vector<T>("u");
+    auto v = u + T(1);  // a repeated subexpression, computed once
+    auto f = xsym::function("shared", xsym::inputs(u),
+                            xsym::outputs(xsym::sigmoid(u), xsym::sigmoid(-u), xsym::softplus(u), xsym::softplus(-u),
+                                          xsym::sigmoid(v) * xsym::softplus(-v) + xsym::sigmoid(-v)));
+    std::vector<T> values{T(-800), T(-120), T(-88), T(-30), T(-1e-3), T(0), T(1e-30), T(1e-3), T(17), T(30), T(120), T(800)};
+    for (int i = 0; values.size() < 1037; ++i) values.push_back(T(-40 + 80.0 * i / 1000));
+    xt::xtensor<T, 1> a = xt::empty<T>({values.size()});
+    std::copy(values.begin(), values.end(), a.begin());
+    auto [s_pos, s_neg, p_pos, p_neg, mixed] = f(a);
+    using L = long double;
+    auto sig = [](L x) { return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x)); };
+    auto sp = [](L x) { return std::max(x, L(0)) + std::log1p(std::exp(-std::abs(x))); };
+    const L rel = sizeof(T) == 4 ? 2e-6L : 1e-14L, floor = std::numeric_limits<T>::min();
+    auto close = [&](T got, L want) { return std::abs(L(got) - want) <= rel * std::abs(want) + floor; };
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const L x = values[i], y = x + 1;
+      INFO("u = " << values[i]);
+      CHECK(close(s_pos(i), sig(x)));
+      CHECK(close(s_neg(i), sig(-x)));
+      CHECK(close(p_pos(i), sp(x)));
+      CHECK(close(p_neg(i), sp(-x)));
+      CHECK(close(mixed(i), sig(y) * sp(-y) + sig(-y)));
+    }
+  });
+}
+
 TEST_CASE("binary arithmetic ops match a loop on every numeric dtype", "[expr][elemwise]") {
   const binary_case plain{{-100, 100}, {-100, 100}};
   const binary_case ties{{-100, 100}, {-100, 100}, true};

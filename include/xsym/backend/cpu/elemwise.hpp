@@ -24,9 +24,10 @@ struct compiled_step {
 /// @brief A program with its kernels looked up once, when the function is built.
 struct compiled_program {
   std::shared_ptr<const program> prog;
-  std::vector<kernel_fn> kernels;
-  std::vector<int> arity;  // per instruction, looked up once
+  // What runs: the program's instructions, or for the vectorized set an equivalent sequence
+  // with repeated subexpressions computed once (see detail::share_work).
   std::vector<compiled_step> steps;
+  std::vector<dtype> reg_types;         // the program's registers, then any the steps added
   std::vector<std::int64_t> out_bytes;  // element size of each output
   std::vector<std::int64_t> in_bytes;   // element size of each input
   bool direct = false;     // one instruction writing the only output: no scratch needed
@@ -48,31 +49,135 @@ struct compiled_program {
 namespace detail {
 inline constexpr std::int64_t min_block = 256, max_block = 4096;
 inline constexpr std::int64_t scratch_budget = 12 * 1024;  // bytes of scratch registers per block
-}  // namespace detail
+inline constexpr std::size_t max_registers = 64;
 
-namespace detail {
+// Fusion emits a Composite's graph as a tree, so a subexpression used twice is computed twice
+// (the logistic regression's gradient Composite computes dot + b five times). For the
+// vectorized set this computes each distinct step once, and lets sigmoid and softplus of u
+// and -u share one exp(-|u|) (four exps and two log1ps become one of each). The reference set
+// runs the program as written, which is what DebugMode compares against.
+inline void share_work(const program& p, std::vector<compiled_step>& steps, std::vector<dtype>& reg_types) {
+  const std::size_t n_regs = reg_types.size();
+  std::vector<char> written(n_regs, 0), is_output(n_regs, 0);
+  for (const auto& ins : p.code) {
+    if (ins.dst < p.n_inputs || written[static_cast<std::size_t>(ins.dst)]) return;  // not single-assignment
+    written[static_cast<std::size_t>(ins.dst)] = 1;
+  }
+  for (int r : p.outputs) is_output[static_cast<std::size_t>(r)] = 1;
+
+  // 1. Each distinct (kernel, arguments) once; commutative arguments in a fixed order.
+  std::vector<int> alias(n_regs);
+  for (std::size_t r = 0; r < n_regs; ++r) alias[r] = static_cast<int>(r);
+  std::vector<compiled_step> kept;
+  std::vector<scalar_op> kept_op;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    compiled_step st = steps[i];
+    const scalar_op op = p.code[i].op;
+    for (int j = 0; j < st.arity; ++j) st.args[j] = alias[static_cast<std::size_t>(st.args[j])];
+    const bool commutative = op == scalar_op::add || op == scalar_op::mul || op == scalar_op::eq || op == scalar_op::neq;
+    if (commutative && st.args[1] < st.args[0]) std::swap(st.args[0], st.args[1]);
+    int same = -1;
+    for (std::size_t k = 0; k < kept.size() && same < 0; ++k)
+      if (kept[k].kernel == st.kernel && kept[k].arity == st.arity && kept[k].args[0] == st.args[0] &&
+          kept[k].args[1] == st.args[1] && kept[k].args[2] == st.args[2])
+        same = kept[k].dst;
+    if (same >= 0 && !is_output[static_cast<std::size_t>(st.dst)]) {
+      alias[static_cast<std::size_t>(st.dst)] = same;
+      continue;
+    }
+    kept.push_back(st);
+    kept_op.push_back(op);
+  }
+
+  // 2. sigmoid/softplus of u or -u, grouped by u: with two or more, share e = exp(-|u|).
+  std::vector<int> neg_of(n_regs, -1);  // register r = -neg_of[r]
+  for (std::size_t k = 0; k < kept.size(); ++k)
+    if (kept_op[k] == scalar_op::neg) neg_of[static_cast<std::size_t>(kept[k].dst)] = kept[k].args[0];
+  auto base_of = [&](int r) { return neg_of[static_cast<std::size_t>(r)] >= 0 ? neg_of[static_cast<std::size_t>(r)] : r; };
+  std::vector<compiled_step> out;
+  std::vector<char> rewritten(kept.size(), 0);
+  auto shareable = [&](std::size_t k) {
+    const dtype t = reg_types[static_cast<std::size_t>(kept[k].dst)];
+    return !rewritten[k] && (kept_op[k] == scalar_op::sigmoid || kept_op[k] == scalar_op::softplus) &&
+           (t == dtype::float32 || t == dtype::float64);
+  };
+  for (std::size_t k = 0; k < kept.size(); ++k) {
+    if (!shareable(k)) {
+      out.push_back(kept[k]);
+      continue;
+    }
+    const dtype t = reg_types[static_cast<std::size_t>(kept[k].dst)];
+    const int u = base_of(kept[k].args[0]);
+    std::vector<std::size_t> group;
+    bool any_softplus = false;
+    for (std::size_t m = k; m < kept.size(); ++m)
+      if (shareable(m) && reg_types[static_cast<std::size_t>(kept[m].dst)] == t && base_of(kept[m].args[0]) == u) {
+        group.push_back(m);
+        any_softplus |= kept_op[m] == scalar_op::softplus;
+      }
+    if (group.size() < 2 || reg_types.size() + (any_softplus ? 2 : 1) > max_registers) {
+      out.push_back(kept[k]);
+      continue;
+    }
+    auto kernel = [&](shared_exp_kernel which) {
+      return t == dtype::float32 ? shared_exp_kernel_for<float>(which) : shared_exp_kernel_for<double>(which);
+    };
+    auto unary_step = [&](kernel_fn f, int arg) {
+      compiled_step st;
+      st.kernel = f;
+      st.arity = 1;
+      st.args[0] = arg;
+      st.arg_bits = 1;
+      reg_types.push_back(t);
+      st.dst = static_cast<int>(reg_types.size() - 1);
+      out.push_back(st);
+      return st.dst;
+    };
+    // e and log1p(e) go just before the first member; u is computed before it.
+    const int e_reg = unary_step(kernel(shared_exp_kernel::exp_neg_abs), u);
+    int l_reg = -1;
+    if (any_softplus) {
+      instruction log1p{};
+      log1p.op = scalar_op::log1p;
+      log1p.in_type = log1p.out_type = t;
+      l_reg = unary_step(kernel_for<true>(log1p), e_reg);
+    }
+    for (std::size_t m : group) {
+      const bool sig = kept_op[m] == scalar_op::sigmoid;
+      kept[m].kernel = kernel(sig ? shared_exp_kernel::sigmoid_from_exp : shared_exp_kernel::softplus_from_log1p);
+      kept[m].arity = 2;
+      kept[m].args[1] = sig ? e_reg : l_reg;
+      kept[m].arg_bits = 3;
+      rewritten[m] = 1;  // the others stay where they are: their arguments may come later
+    }
+    out.push_back(kept[k]);
+  }
+  steps = std::move(out);
+}
+
 // One copy for both kernel sets: only the kernel lookup differs.
-inline compiled_program compile_program_with(std::shared_ptr<const program> p, kernel_fn (*kernel_of)(const instruction&)) {
+inline compiled_program compile_program_with(std::shared_ptr<const program> p, kernel_fn (*kernel_of)(const instruction&),
+                                             bool share) {
   compiled_program cp;
+  cp.reg_types = p->reg_types;
   for (const auto& ins : p->code) {
-    cp.kernels.push_back(kernel_of(ins));
-    cp.arity.push_back(info(ins.op).arity);
     compiled_step st;
-    st.kernel = cp.kernels.back();
-    st.arity = cp.arity.back();
+    st.kernel = kernel_of(ins);
+    st.arity = info(ins.op).arity;
     st.dst = ins.dst;
     for (int j = 0; j < st.arity; ++j) st.args[j] = ins.args[j];  // unused arguments read register 0
     st.arg_bits = (1u << st.arity) - 1;
     cp.steps.push_back(st);
   }
+  if (share) share_work(*p, cp.steps, cp.reg_types);
   for (int r = 0; r < p->n_inputs; ++r)
-    cp.in_bytes.push_back(static_cast<std::int64_t>(dtype_size(p->reg_types[static_cast<std::size_t>(r)])));
-  for (int r : p->outputs) cp.out_bytes.push_back(static_cast<std::int64_t>(dtype_size(p->reg_types[static_cast<std::size_t>(r)])));
-  cp.direct = p->code.size() == 1 && p->outputs.size() == 1 && p->outputs[0] == p->code[0].dst;
-  if (!p->code.empty() && p->code.back().dst >= p->n_inputs) {
-    const int r = p->code.back().dst;
+    cp.in_bytes.push_back(static_cast<std::int64_t>(dtype_size(cp.reg_types[static_cast<std::size_t>(r)])));
+  for (int r : p->outputs) cp.out_bytes.push_back(static_cast<std::int64_t>(dtype_size(cp.reg_types[static_cast<std::size_t>(r)])));
+  cp.direct = cp.steps.size() == 1 && p->outputs.size() == 1 && p->outputs[0] == cp.steps[0].dst;
+  if (!cp.steps.empty() && cp.steps.back().dst >= p->n_inputs) {
+    const int r = cp.steps.back().dst;
     bool written_before = false;
-    for (std::size_t i = 0; i + 1 < p->code.size(); ++i) written_before |= p->code[i].dst == r;
+    for (std::size_t i = 0; i + 1 < cp.steps.size(); ++i) written_before |= cp.steps[i].dst == r;
     for (std::size_t o = 0; o < p->outputs.size() && !written_before; ++o)
       if (p->outputs[o] == r) {
         cp.last_out = static_cast<int>(o);
@@ -81,16 +186,16 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
   }
   // Registers a block writes in scratch: every one that is not an input (the output that the
   // last instruction writes in place needs none, but counting it keeps this simple).
-  const std::int64_t scratch_regs = std::max<std::int64_t>(1, static_cast<std::int64_t>(p->reg_types.size()) - p->n_inputs);
+  const std::int64_t scratch_regs = std::max<std::int64_t>(1, static_cast<std::int64_t>(cp.reg_types.size()) - p->n_inputs);
   std::int64_t widest = 1;
-  for (dtype t : p->reg_types) widest = std::max<std::int64_t>(widest, static_cast<std::int64_t>(dtype_size(t)));
+  for (dtype t : cp.reg_types) widest = std::max<std::int64_t>(widest, static_cast<std::int64_t>(dtype_size(t)));
   const std::int64_t fit = detail::scratch_budget / (scratch_regs * widest) / 64 * 64;
   cp.block = std::clamp(fit, detail::min_block, detail::max_block);
-  cp.reg_offset.assign(p->reg_types.size(), 0);
+  cp.reg_offset.assign(cp.reg_types.size(), 0);
   std::size_t at = 0;
-  for (std::size_t r = static_cast<std::size_t>(p->n_inputs); r < p->reg_types.size(); ++r) {
+  for (std::size_t r = static_cast<std::size_t>(p->n_inputs); r < cp.reg_types.size(); ++r) {
     cp.reg_offset[r] = at;
-    const std::size_t bytes = static_cast<std::size_t>(cp.block) * dtype_size(p->reg_types[r]);
+    const std::size_t bytes = static_cast<std::size_t>(cp.block) * dtype_size(cp.reg_types[r]);
     at += (bytes + 63) / 64 * 64 + 64;
   }
   cp.scratch_bytes = at;
@@ -102,7 +207,7 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
 /// @brief The program with its kernels looked up; Simd=false gives the reference kernels.
 template <bool Simd>
 compiled_program compile_program(std::shared_ptr<const program> p) {
-  return detail::compile_program_with(std::move(p), &kernel_for<Simd>);
+  return detail::compile_program_with(std::move(p), &kernel_for<Simd>, Simd);
 }
 
 namespace detail {
@@ -186,16 +291,16 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
   const int n_in = p.n_inputs;
   const void* args[3];
   if (cp.direct) {
-    const instruction& ins = p.code[0];
+    const compiled_step& st = cp.steps[0];
     unsigned mask = 0;
-    for (int j = 0; j < cp.arity[0]; ++j) {
-      args[j] = in[ins.args[j]];
-      if (in_scalar[ins.args[j]]) mask |= 1u << j;
+    for (int j = 0; j < st.arity; ++j) {
+      args[j] = in[st.args[j]];
+      if (in_scalar[st.args[j]]) mask |= 1u << j;
     }
-    cp.kernels[0](out[0], args, mask, n);
+    st.kernel(out[0], args, mask, n);
     return;
   }
-  const auto n_regs = p.reg_types.size();
+  const auto n_regs = cp.reg_types.size();
   const std::int64_t block_size = cp.block;
   auto& sc = thread_scratch();
   // Registers start on cache lines: full-width stores never split a line.
@@ -252,7 +357,7 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   const shape_t& shape = outs[0]->shape();
   const std::int64_t total = shape.size();
   if (total == 0) return;
-  if (static_cast<int>(p.reg_types.size()) > 64) throw std::logic_error("xsym: fused program too large");
+  if (cp.reg_types.size() > detail::max_registers) throw std::logic_error("xsym: fused program too large");
 
   std::size_t n_copies = 0;
   const ndarray* arr[64];

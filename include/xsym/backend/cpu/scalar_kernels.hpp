@@ -70,6 +70,32 @@ struct fn<scalar_op::abs> {
   }
 };
 
+// sigmoid and softplus of u and of -u all follow from e = exp(-|u|), one exp for all four:
+// sigmoid(a) = 1/(1+e) where a >= 0, else e/(1+e); softplus(a) = max(a, 0) + log1p(e).
+// |a| = |u| for a = u or -u, so a is either. Used only by the vectorized kernel set, whose
+// programs share e between such ops (see compile_program): the reference set keeps the
+// plain ops, so DebugMode checks the sharing.
+struct exp_neg_abs_fn {
+  template <class X>
+  static X apply(X a, X) {
+    return xsimd::exp(-xsimd::abs(a));
+  }
+};
+struct sigmoid_from_exp_fn {
+  template <class X>
+  static X apply(X a, X e) {
+    const X r = X(1) / (X(1) + e);
+    if constexpr (std::is_arithmetic_v<X>) return a >= X(0) ? r : e * r;
+    else return xsimd::select(a >= X(0), r, e * r);
+  }
+};
+struct softplus_from_log1p_fn {
+  template <class X>
+  static X apply(X a, X l) {
+    return vmax(a, X(0)) + l;
+  }
+};
+
 template <scalar_op S>
 constexpr bool is_comparison = info(S).comparison;
 
@@ -86,14 +112,13 @@ bool compare(T a, T b) {
 template <class T>
 constexpr bool simd_type = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
-// dst[i] = op(a[i], b[i]) with the scalar cases hoisted out of the loop.
-template <scalar_op S, class T, bool Simd>
+// dst[i] = F::apply(a[i], b[i]) with the scalar cases hoisted out of the loop.
+template <class F, int Arity, class T, bool Simd>
 void arith(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
-  using F = fn<S>;
   T* d = static_cast<T*>(dstv);
   const T* a = static_cast<const T*>(args[0]);
-  const T* b = info(S).arity > 1 ? static_cast<const T*>(args[1]) : a;
-  const bool sa = mask & 1u, sb = info(S).arity > 1 ? (mask & 2u) != 0 : sa;
+  const T* b = Arity > 1 ? static_cast<const T*>(args[1]) : a;
+  const bool sa = mask & 1u, sb = Arity > 1 ? (mask & 2u) != 0 : sa;
   std::int64_t i = 0;
   if constexpr (Simd && simd_type<T>) {
     using B = xsimd::batch<T>;
@@ -120,13 +145,29 @@ void arith(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
   }
 }
 
+// Loops of exactly 64: GCC's -O2 vectorizer (the "very cheap" model) takes only loops that need
+// no scalar epilogue, and a bool result has no xsimd store worth using.
 template <scalar_op S, class T>
 void comparison(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
   bool* d = static_cast<bool*>(dstv);
   const T* a = static_cast<const T*>(args[0]);
   const T* b = static_cast<const T*>(args[1]);
+  constexpr std::int64_t chunk = 64;
+  std::int64_t i = 0;
+  if (mask == 0) {
+    for (; i + chunk <= n; i += chunk)
+      for (std::int64_t j = 0; j < chunk; ++j) d[i + j] = compare<S>(a[i + j], b[i + j]);
+  } else if (mask == 2u) {
+    const T bv = b[0];
+    for (; i + chunk <= n; i += chunk)
+      for (std::int64_t j = 0; j < chunk; ++j) d[i + j] = compare<S>(a[i + j], bv);
+  } else if (mask == 1u) {
+    const T av = a[0];
+    for (; i + chunk <= n; i += chunk)
+      for (std::int64_t j = 0; j < chunk; ++j) d[i + j] = compare<S>(av, b[i + j]);
+  }
   const std::int64_t ia = (mask & 1u) ? 0 : 1, ib = (mask & 2u) ? 0 : 1;
-  for (std::int64_t i = 0; i < n; ++i) d[i] = compare<S>(a[i * ia], b[i * ib]);
+  for (; i < n; ++i) d[i] = compare<S>(a[i * ia], b[i * ib]);
 }
 
 template <class T>
@@ -161,9 +202,23 @@ kernel_fn typed_kernel(dtype t) {
       constexpr bool float_only = info(S).float_only || S == scalar_op::sigmoid || S == scalar_op::softplus;
       if constexpr (std::is_same_v<T, bool>) return nullptr;
       else if constexpr (float_only && !std::is_floating_point_v<T>) return nullptr;
-      else return &arith<S, T, Simd && simd_type<T>>;  // integers: one scalar kernel serves both
+      else return &arith<fn<S>, info(S).arity, T, Simd && simd_type<T>>;  // integers: one scalar kernel serves both
     });
   }
+}
+
+/// @brief The CPU-only kernels behind shared sigmoid/softplus (see exp_neg_abs_fn).
+enum class shared_exp_kernel { exp_neg_abs, sigmoid_from_exp, softplus_from_log1p };
+
+template <class T>
+kernel_fn shared_exp_kernel_for(shared_exp_kernel k) {
+  static_assert(std::is_floating_point_v<T>, "shared sigmoid/softplus kernels are for float and double");
+  switch (k) {
+    case shared_exp_kernel::exp_neg_abs: return &arith<exp_neg_abs_fn, 1, T, true>;
+    case shared_exp_kernel::sigmoid_from_exp: return &arith<sigmoid_from_exp_fn, 2, T, true>;
+    case shared_exp_kernel::softplus_from_log1p: return &arith<softplus_from_log1p_fn, 2, T, true>;
+  }
+  return nullptr;
 }
 }  // namespace detail
 
@@ -184,7 +239,7 @@ void perturb_first(void* dst, std::int64_t n) {
 }
 template <scalar_op S, class T>
 void broken_arith(void* dst, const void* const* args, unsigned mask, std::int64_t n) {
-  arith<S, T, true>(dst, args, mask, n);
+  arith<fn<S>, info(S).arity, T, true>(dst, args, mask, n);
   perturb_first<T>(dst, n);
 }
 }  // namespace detail
