@@ -42,6 +42,25 @@ timing measure(const std::function<void()>& f, int repeats, double per) {
   return {t[t.size() / 2], t.front(), repeats};
 }
 
+// The same for several implementations, timed round-robin (one run of each per round), so
+// that this VM's drift over seconds spreads over all of them instead of favouring one.
+std::vector<timing> measure_round_robin(const std::vector<std::function<void()>>& fs, int repeats, double per) {
+  for (const auto& f : fs) f();
+  std::vector<std::vector<double>> t(fs.size());
+  for (int r = 0; r < repeats; ++r)
+    for (std::size_t k = 0; k < fs.size(); ++k) {
+      const auto t0 = clock_type::now();
+      fs[k]();
+      t[k].push_back(std::chrono::duration<double>(clock_type::now() - t0).count() / per);
+    }
+  std::vector<timing> out;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    out.push_back({v[v.size() / 2], v.front(), repeats});
+  }
+  return out;
+}
+
 bool noprof_build() { return !xsym::profiling_compiled_in; }
 
 // Profiled functions record into a profile that is not printed at exit.
@@ -261,34 +280,37 @@ void bench_elemwise(std::size_t n) {
         check(std::abs(got[i] - want) <= 1e-4f * std::max(1.0f, std::abs(want)), who);
       }
     };
-    emit(k.name, xsym_impl(false), "float32", static_cast<double>(n), measure(run_xsym, repeats, per));
-    verify(r.data(), "xsym elemwise");
-    if (noprof_build()) continue;
-
+    // Every implementation writes its own output, checked after all are timed.
+    std::vector<std::string> impls{xsym_impl(false)};
+    std::vector<std::function<void()>> runs{run_xsym};
+    std::vector<const T*> results{r.data()};
     Eigen::Map<const Eigen::ArrayXf> ex(X.data(), n), ey(Y.data(), n), ez(Z.data(), n);
     Eigen::ArrayXf eo(n);
-    std::function<void()> run_eigen;
-    if (name == "elemwise_add3mul") run_eigen = [&] { for (int i = 0; i < inner; ++i) eo = (ex + ey + ez) * 2.0f; };
-    if (name == "elemwise_sigmoid") run_eigen = [&] { for (int i = 0; i < inner; ++i) eo = 1.0f / (1.0f + (-ex).exp()); };
-    if (name == "elemwise_xent")
-      run_eigen = [&] { for (int i = 0; i < inner; ++i) eo = -ey * ex.log() - (1.0f - ey) * (1.0f - ex).log(); };
-    emit(k.name, "eigen", "float32", static_cast<double>(n), measure(run_eigen, repeats, per));
-    verify(eo.data(), "eigen elemwise");
-
-    std::function<void()> run_xt;
-    if (name == "elemwise_add3mul") run_xt = [&] { for (int i = 0; i < inner; ++i) xt::noalias(out) = (X + Y + Z) * 2.0f; };
-    if (name == "elemwise_sigmoid") run_xt = [&] { for (int i = 0; i < inner; ++i) xt::noalias(out) = 1.0f / (1.0f + xt::exp(-X)); };
-    if (name == "elemwise_xent")
-      run_xt = [&] { for (int i = 0; i < inner; ++i) xt::noalias(out) = -Y * xt::log(X) - (1.0f - Y) * xt::log(1.0f - X); };
-    emit(k.name, "xtensor", "float32", static_cast<double>(n), measure(run_xt, repeats, per));
-    verify(out.data(), "xtensor elemwise");
-
-    std::function<void()> run_loop = [&] {
-      for (int i = 0; i < inner; ++i)
-        for (std::size_t j = 0; j < n; ++j) out(j) = k.scalar(X(j), Y(j), Z(j));
-    };
-    emit(k.name, "loop", "float32", static_cast<double>(n), measure(run_loop, repeats, per));
-    verify(out.data(), "loop elemwise");
+    xt::xtensor<T, 1> lo = xt::empty<T>({n});
+    if (!noprof_build()) {
+      std::function<void()> run_eigen, run_xt;
+      if (name == "elemwise_add3mul") run_eigen = [&] { for (int i = 0; i < inner; ++i) eo = (ex + ey + ez) * 2.0f; };
+      if (name == "elemwise_sigmoid") run_eigen = [&] { for (int i = 0; i < inner; ++i) eo = 1.0f / (1.0f + (-ex).exp()); };
+      if (name == "elemwise_xent")
+        run_eigen = [&] { for (int i = 0; i < inner; ++i) eo = -ey * ex.log() - (1.0f - ey) * (1.0f - ex).log(); };
+      if (name == "elemwise_add3mul") run_xt = [&] { for (int i = 0; i < inner; ++i) xt::noalias(out) = (X + Y + Z) * 2.0f; };
+      if (name == "elemwise_sigmoid")
+        run_xt = [&] { for (int i = 0; i < inner; ++i) xt::noalias(out) = 1.0f / (1.0f + xt::exp(-X)); };
+      if (name == "elemwise_xent")
+        run_xt = [&] { for (int i = 0; i < inner; ++i) xt::noalias(out) = -Y * xt::log(X) - (1.0f - Y) * xt::log(1.0f - X); };
+      std::function<void()> run_loop = [&] {
+        for (int i = 0; i < inner; ++i)
+          for (std::size_t j = 0; j < n; ++j) lo(j) = k.scalar(X(j), Y(j), Z(j));
+      };
+      impls.insert(impls.end(), {"eigen", "xtensor", "loop"});
+      runs.insert(runs.end(), {run_eigen, run_xt, run_loop});
+      results.insert(results.end(), {eo.data(), out.data(), lo.data()});
+    }
+    const auto times = measure_round_robin(runs, repeats, per);
+    for (std::size_t j = 0; j < runs.size(); ++j) {
+      emit(k.name, impls[j], "float32", static_cast<double>(n), times[j]);
+      verify(results[j], (impls[j] + " elemwise").c_str());
+    }
   }
 }
 
