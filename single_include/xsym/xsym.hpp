@@ -4595,13 +4595,14 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
                   int threads = 1) {
   // Accumulating: the product is summed apart, then added once. Summing 400 small terms
   // straight into a y of larger magnitude would lose their low bits (float32 drifts).
-  thread_local std::vector<T> product;
+  // On cache lines, as y's strips are: a vector load or store across two lines costs two.
+  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> product;
   T* y = y_out;
   if (acc) {
     product.assign(static_cast<std::size_t>(m), T(0));
     y = product.data();
   } else {
-    for (std::int64_t i = 0; i < m; ++i) y[i] = T(0);
+    std::fill(y, y + m, T(0));
   }
   constexpr std::int64_t block = 16;
   // Threads take strips of y, each a whole number of 8-vector strips: every element is summed
@@ -4616,8 +4617,17 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
       gemv_column_block(a + c * lda + lo, lda, xs, y + lo, hi - lo, cols);
     }
   });
-  if (acc)
-    for (std::int64_t i = 0; i < m; ++i) y_out[i] += y[i];
+  if (acc) {
+    std::int64_t vectors_end = 0;
+    if constexpr (std::is_floating_point_v<T>) {
+      using B = xsimd::batch<T>;
+      constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+      vectors_end = m / w * w;
+      for (std::int64_t i = 0; i < vectors_end; i += w)
+        (B::load_unaligned(y_out + i) + B::load_aligned(y + i)).store_unaligned(y_out + i);
+    }
+    for (std::int64_t i = vectors_end; i < m; ++i) y_out[i] += y[i];
+  }
 }
 }  // namespace detail
 
