@@ -4,6 +4,10 @@
 
 #include <xsym/xsym.hpp>
 
+#include <random>
+
+#include <xtensor/xadapt.hpp>
+
 namespace {
 struct hooks_guard {
   hooks_guard() { xsym::config.reset(); }
@@ -70,6 +74,50 @@ TEST_CASE("DebugMode catches a broken op and names the node, shapes, error and i
   // Without DebugMode the broken kernel goes unnoticed: that is what DebugMode is for.
   auto g = xsym::function("unchecked", xsym::inputs(x), exp(x) * 2);
   CHECK(g(xt::xtensor<double, 1>{0})(0) != 2.0);
+}
+
+TEST_CASE("DebugMode judges a product that cancels by the size of its terms", "[modes]") {
+  hooks_guard guard;
+  // Each row's last element makes its dot with v zero in exact arithmetic: the float32
+  // results are rounding noise. The matrix starts one float past a cache line, so the kernel
+  // sums its first elements apart (to align its loads) where DebugMode's aligned copy does not.
+  const std::size_t rows = 16, k = 784;
+  std::vector<float> storage(rows * k + 16 + 1);
+  float* first = storage.data() + 1;
+  while (reinterpret_cast<std::uintptr_t>(first - 1) % 64 != 0) ++first;
+  auto a = xt::adapt(first, rows * k, xt::no_ownership(), std::array<std::size_t, 2>{rows, k});
+  xt::xtensor<float, 1> v = xt::empty<float>({k});
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  for (auto& e : a) e = normal(rng);
+  for (auto& e : v) e = normal(rng);
+  for (std::size_t r = 0; r < rows; ++r) {
+    double s = 0;
+    for (std::size_t j = 0; j + 1 < k; ++j) s += double(a(r, j)) * double(v(j));
+    a(r, k - 1) = static_cast<float>(-s / double(v(k - 1)));
+  }
+  auto m = xsym::matrix<float>("m");
+  auto x = xsym::vector<float>("x");
+  auto f = xsym::function("cancel", xsym::inputs(m, x), dot(m, x), xsym::debug_mode{});
+  xt::xtensor<float, 1> r;
+  REQUIRE_NOTHROW(r = f(a, v));
+  for (std::size_t i = 0; i < rows; ++i) CHECK(std::abs(r(i)) < 1e-2f);  // the terms sum to about 600 in size
+
+  // The scale widens the tolerance only as far as the terms' size: a real error still shows.
+  xsym::shape_t s;
+  s.rank = 1;
+  s[0] = 2;
+  auto filled = [&](float e0, float e1) {
+    auto arr = xsym::ndarray::empty(xsym::dtype::float32, s);
+    arr.data_as<float>()[0] = e0;
+    arr.data_as<float>()[1] = e1;
+    return arr;
+  };
+  const auto want = filled(1e-5f, 1.0f), scale = filled(600.0f, 1.0f);
+  CHECK_FALSE(xsym::detail::compare_arrays(filled(2e-3f, 1.0f), want, &scale));  // 2e-3 < 1e-4 * 600
+  CHECK(xsym::detail::compare_arrays(filled(2e-3f, 1.0f), want));                // no scale: far off
+  CHECK(xsym::detail::compare_arrays(filled(1.0f, 1.0f), want, &scale));         // 1 > 1e-4 * 600
+  CHECK(xsym::detail::compare_arrays(filled(1e-5f, 1.01f), want, &scale));       // element 1: scale 1
 }
 
 TEST_CASE("DebugMode catches a wrong rewrite against the unoptimised graph", "[modes]") {

@@ -40,9 +40,11 @@ struct mismatch {
   double got = 0, want = 0;
 };
 
-/// Elementwise comparison with a tolerance fit for the dtype; NaN equals NaN.
-inline std::optional<mismatch> compare_arrays(const ndarray& got, const ndarray& want) {
-  if (!(got.shape() == want.shape()) || got.type() != want.type()) {
+/// Elementwise comparison with a tolerance fit for the dtype; NaN equals NaN. With `scale`
+/// (same shape), element i is compared relative to max(|want[i]|, scale[i]): a product's
+/// rounding error grows with its terms, |A||x|, not with a result that cancels to near zero.
+inline std::optional<mismatch> compare_arrays(const ndarray& got, const ndarray& want, const ndarray* scale = nullptr) {
+  if (!(got.shape() == want.shape()) || got.type() != want.type() || (scale && !(scale->shape() == want.shape()))) {
     mismatch m;
     m.first_index = 0;
     m.max_abs = INFINITY;
@@ -61,7 +63,8 @@ inline std::optional<mismatch> compare_arrays(const ndarray& got, const ndarray&
     const double rel_err = abs_err / std::max(std::abs(w), 1e-300);
     m.max_abs = std::max(m.max_abs, std::isnan(abs_err) ? INFINITY : abs_err);
     m.max_rel = std::max(m.max_rel, std::isnan(rel_err) ? INFINITY : rel_err);
-    if (!(abs_err <= atol + rtol * std::abs(w)) && m.first_index < 0) {
+    const double magnitude = scale ? std::max(std::abs(w), scale->flat_as_double(i)) : std::abs(w);
+    if (!(abs_err <= atol + rtol * magnitude) && m.first_index < 0) {
       m.first_index = i;
       m.got = g;
       m.want = w;

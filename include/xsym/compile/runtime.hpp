@@ -899,6 +899,44 @@ class function_runtime {
                            m_graph->node_text(n) + " (input shapes " + shapes + "): " + what);
   }
 
+  // |y0| + |alpha| |op(A)| |x| for a product node (y0 when it accumulates), from the reference
+  // kernels run on absolute values; an empty array for any other node.
+  ndarray product_scale(const apply_node& n, const std::vector<ndarray>& ref_in) const {
+    const op& o = *n.fn;
+    const bool product = o.kind == op_kind::dot || o.kind == op_kind::gemv || o.kind == op_kind::dot22;
+    if (!product || n.outputs.size() != 1 || !is_float(ref_in[0].type())) return {};
+    const bool accumulates = o.accumulate && (o.kind == op_kind::gemv || o.kind == op_kind::dot22);
+    std::vector<ndarray> ref_values(m_graph->slots.size());
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      ndarray a;
+      ref_in[k].copy_contiguous_into(a);
+      xsym::detail::visit_dtype(a.type(), [&](auto z) {
+        using T = decltype(z);
+        if constexpr (std::is_floating_point_v<T>) {
+          T* p = a.data_as<T>();
+          for (std::int64_t e = 0; e < a.size(); ++e) p[e] = accumulates && k == 0 ? T(0) : std::abs(p[e]);
+        }
+      });
+      ref_values[static_cast<std::size_t>(n.inputs[k])] = std::move(a);
+    }
+    detail::thunk ref = m_ref_thunks[static_cast<std::size_t>(&n - m_graph->nodes.data())];
+    ref.pool = nullptr;
+    ref.dests = nullptr;
+    ref.run(ref, ref_values.data());
+    ndarray scale;
+    ref_values[static_cast<std::size_t>(n.outputs[0])].copy_contiguous_into(scale);
+    xsym::detail::visit_dtype(scale.type(), [&](auto z) {
+      using T = decltype(z);
+      if constexpr (std::is_floating_point_v<T>) {
+        T* p = scale.data_as<T>();
+        const ndarray y0 = accumulates ? ref_in[0].contiguous() : ndarray{};
+        for (std::int64_t e = 0; e < scale.size(); ++e)
+          p[e] = std::abs(p[e]) + (accumulates ? std::abs(y0.data_as<T>()[e]) : T(0));
+      }
+    });
+    return scale;
+  }
+
   void debug_check_node(std::size_t i, ndarray* values, const std::vector<ndarray>& snapshot, std::vector<ndarray>& ref_in) {
     const apply_node& n = m_graph->nodes[i];
     // The same node with the reference kernels, on copies of its inputs.
@@ -908,10 +946,11 @@ class function_runtime {
     ref.pool = nullptr;
     ref.dests = nullptr;
     ref.run(ref, ref_values.data());
+    const ndarray scale = product_scale(n, ref_in);
     for (std::size_t o = 0; o < n.outputs.size(); ++o) {
       const ndarray& got = values[n.outputs[o]];
       const ndarray& want = ref_values[static_cast<std::size_t>(n.outputs[o])];
-      if (auto m = detail::compare_arrays(got, want))
+      if (auto m = detail::compare_arrays(got, want, scale.data() && o == 0 ? &scale : nullptr))
         debug_fail(i, values, "output " + std::to_string(o) + " differs from the reference kernels: " +
                                   detail::describe_mismatch(got, *m));
       if (m_plan.check_isfinite)
