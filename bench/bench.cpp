@@ -29,21 +29,9 @@ struct timing {
   int repeats;
 };
 
-// Median and minimum of `repeats` timed runs of f (after one warm-up run), divided by `per`.
-timing measure(const std::function<void()>& f, int repeats, double per) {
-  f();
-  std::vector<double> t;
-  for (int r = 0; r < repeats; ++r) {
-    const auto t0 = clock_type::now();
-    f();
-    t.push_back(std::chrono::duration<double>(clock_type::now() - t0).count() / per);
-  }
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t.front(), repeats};
-}
-
-// The same for several implementations, timed round-robin (one run of each per round), so
-// that this VM's drift over seconds spreads over all of them instead of favouring one.
+// Median and minimum of `repeats` timed runs of each of fs (after one warm-up run each),
+// divided by `per`. Round-robin, one run of each per round: this VM's drift over seconds
+// spreads over all of them instead of favouring one.
 std::vector<timing> measure_round_robin(const std::vector<std::function<void()>>& fs, int repeats, double per) {
   for (const auto& f : fs) f();
   std::vector<std::vector<double>> t(fs.size());
@@ -59,6 +47,11 @@ std::vector<timing> measure_round_robin(const std::vector<std::function<void()>>
     out.push_back({v[v.size() / 2], v.front(), repeats});
   }
   return out;
+}
+
+// Median and minimum of `repeats` timed runs of f (after one warm-up run), divided by `per`.
+timing measure(const std::function<void()>& f, int repeats, double per) {
+  return measure_round_robin({f}, repeats, per).front();
 }
 
 bool noprof_build() { return !xsym::profiling_compiled_in; }

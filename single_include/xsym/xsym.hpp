@@ -4464,33 +4464,32 @@ T dot_span(const T* a, const T* b, std::int64_t n) {
 template <int R, class B, class T>
 [[gnu::always_inline]] inline void reduce_rows(const B* s, T* sums) {
 #if defined(__AVX512F__)
-  if constexpr (R == 8 && B::size * sizeof(T) == 64) {
+  if constexpr (R == 8 && std::is_same_v<T, float> && B::size == 16) {
+    // Halves added: h[j] holds 8 partial sums of row j; three rounds of pairwise adds leave one.
     __m256 h[8];
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
-      if constexpr (std::is_same_v<T, float>) {
-        const __m512 v = s[j];
-        h[j] = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-      } else {
-        const __m512d v = s[j];
-        h[j] = _mm256_castpd_ps(_mm256_add_pd(_mm512_castpd512_pd256(v), _mm512_extractf64x4_pd(v, 1)));
-      }
+      const __m512 v = s[j];
+      h[j] = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
     }
-    if constexpr (std::is_same_v<T, float>) {
-      // h[j] holds 8 partial sums of row j: three rounds of pairwise adds leave one per row.
-      const __m256 a01 = _mm256_hadd_ps(h[0], h[1]), a23 = _mm256_hadd_ps(h[2], h[3]);
-      const __m256 a45 = _mm256_hadd_ps(h[4], h[5]), a67 = _mm256_hadd_ps(h[6], h[7]);
-      const __m256 b0 = _mm256_hadd_ps(a01, a23), b1 = _mm256_hadd_ps(a45, a67);
-      _mm256_storeu_ps(sums, _mm256_add_ps(_mm256_permute2f128_ps(b0, b1, 0x20), _mm256_permute2f128_ps(b0, b1, 0x31)));
-    } else {
-      // h[j] holds 4 partial sums of row j.
+    const __m256 a01 = _mm256_hadd_ps(h[0], h[1]), a23 = _mm256_hadd_ps(h[2], h[3]);
+    const __m256 a45 = _mm256_hadd_ps(h[4], h[5]), a67 = _mm256_hadd_ps(h[6], h[7]);
+    const __m256 b0 = _mm256_hadd_ps(a01, a23), b1 = _mm256_hadd_ps(a45, a67);
+    _mm256_storeu_ps(sums, _mm256_add_ps(_mm256_permute2f128_ps(b0, b1, 0x20), _mm256_permute2f128_ps(b0, b1, 0x31)));
+    return;
+  } else if constexpr (R == 8 && std::is_same_v<T, double> && B::size == 8) {
+    // Halves added: h[j] holds 4 partial sums of row j; two rounds per group of 4 rows.
+    __m256d h[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m512d v = s[j];
+      h[j] = _mm256_add_pd(_mm512_castpd512_pd256(v), _mm512_extractf64x4_pd(v, 1));
+    }
 #pragma GCC unroll 2
-      for (int q = 0; q < 2; ++q) {
-        const __m256d c01 = _mm256_hadd_pd(_mm256_castps_pd(h[4 * q]), _mm256_castps_pd(h[4 * q + 1]));
-        const __m256d c23 = _mm256_hadd_pd(_mm256_castps_pd(h[4 * q + 2]), _mm256_castps_pd(h[4 * q + 3]));
-        _mm256_storeu_pd(sums + 4 * q,
-                         _mm256_add_pd(_mm256_permute2f128_pd(c01, c23, 0x20), _mm256_permute2f128_pd(c01, c23, 0x31)));
-      }
+    for (int q = 0; q < 2; ++q) {
+      const __m256d c01 = _mm256_hadd_pd(h[4 * q], h[4 * q + 1]), c23 = _mm256_hadd_pd(h[4 * q + 2], h[4 * q + 3]);
+      _mm256_storeu_pd(sums + 4 * q,
+                       _mm256_add_pd(_mm256_permute2f128_pd(c01, c23, 0x20), _mm256_permute2f128_pd(c01, c23, 0x31)));
     }
     return;
   }
@@ -7410,7 +7409,8 @@ class function_runtime {
 
   // |y0| + |alpha| |op(A)| |x| for a product node (y0 when it accumulates), from the reference
   // kernels run on absolute values; an empty array for any other node.
-  ndarray product_scale(const apply_node& n, const std::vector<ndarray>& ref_in) const {
+  ndarray product_scale(std::size_t i, const std::vector<ndarray>& ref_in) const {
+    const apply_node& n = m_graph->nodes[i];
     const op& o = *n.fn;
     const bool product = o.kind == op_kind::dot || o.kind == op_kind::gemv || o.kind == op_kind::dot22;
     if (!product || n.outputs.size() != 1 || !is_float(ref_in[0].type())) return {};
@@ -7428,7 +7428,7 @@ class function_runtime {
       });
       ref_values[static_cast<std::size_t>(n.inputs[k])] = std::move(a);
     }
-    detail::thunk ref = m_ref_thunks[static_cast<std::size_t>(&n - m_graph->nodes.data())];
+    detail::thunk ref = m_ref_thunks[i];
     ref.pool = nullptr;
     ref.dests = nullptr;
     ref.run(ref, ref_values.data());
@@ -7455,7 +7455,7 @@ class function_runtime {
     ref.pool = nullptr;
     ref.dests = nullptr;
     ref.run(ref, ref_values.data());
-    const ndarray scale = product_scale(n, ref_in);
+    const ndarray scale = product_scale(i, ref_in);
     for (std::size_t o = 0; o < n.outputs.size(); ++o) {
       const ndarray& got = values[n.outputs[o]];
       const ndarray& want = ref_values[static_cast<std::size_t>(n.outputs[o])];

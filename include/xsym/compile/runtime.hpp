@@ -901,7 +901,8 @@ class function_runtime {
 
   // |y0| + |alpha| |op(A)| |x| for a product node (y0 when it accumulates), from the reference
   // kernels run on absolute values; an empty array for any other node.
-  ndarray product_scale(const apply_node& n, const std::vector<ndarray>& ref_in) const {
+  ndarray product_scale(std::size_t i, const std::vector<ndarray>& ref_in) const {
+    const apply_node& n = m_graph->nodes[i];
     const op& o = *n.fn;
     const bool product = o.kind == op_kind::dot || o.kind == op_kind::gemv || o.kind == op_kind::dot22;
     if (!product || n.outputs.size() != 1 || !is_float(ref_in[0].type())) return {};
@@ -919,7 +920,7 @@ class function_runtime {
       });
       ref_values[static_cast<std::size_t>(n.inputs[k])] = std::move(a);
     }
-    detail::thunk ref = m_ref_thunks[static_cast<std::size_t>(&n - m_graph->nodes.data())];
+    detail::thunk ref = m_ref_thunks[i];
     ref.pool = nullptr;
     ref.dests = nullptr;
     ref.run(ref, ref_values.data());
@@ -946,7 +947,7 @@ class function_runtime {
     ref.pool = nullptr;
     ref.dests = nullptr;
     ref.run(ref, ref_values.data());
-    const ndarray scale = product_scale(n, ref_in);
+    const ndarray scale = product_scale(i, ref_in);
     for (std::size_t o = 0; o < n.outputs.size(); ++o) {
       const ndarray& got = values[n.outputs[o]];
       const ndarray& want = ref_values[static_cast<std::size_t>(n.outputs[o])];
