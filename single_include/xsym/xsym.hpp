@@ -78,6 +78,75 @@
 
 #endif
 // ---- end include/xsym/config/cold.hpp ----
+// ---- begin include/xsym/config/linkage.hpp ----
+#ifndef XSYM_CONFIG_LINKAGE_HPP
+#define XSYM_CONFIG_LINKAGE_HPP
+
+// Header-only by default: every definition is inline, and each program that includes xsym
+// compiles all of the runtime it reaches (building a function reaches every rewrite and kernel).
+//
+// With XSYM_COMPILED_LIB defined, a program's files see only the declarations of the runtime's
+// entry points (building a function, grad, printing reports, reading flags); their one
+// definition is compiled once, in src/xsym_runtime.cpp (the CMake target xsym::runtime). Each
+// file then compiles only what it calls directly. Both sides must be built with the same
+// XSYM_PROFILING and OpenMP setting: a mismatch fails to link, naming the setting.
+#if defined(XSYM_COMPILED_LIB) && !defined(XSYM_BUILDING_RUNTIME)
+#define XSYM_RUNTIME_DEFINITIONS 0
+#define XSYM_RUNTIME_VARIABLE extern
+#else
+#define XSYM_RUNTIME_DEFINITIONS 1
+#endif
+
+#ifdef XSYM_COMPILED_LIB
+#define XSYM_RUNTIME_INLINE
+#ifndef XSYM_RUNTIME_VARIABLE
+#define XSYM_RUNTIME_VARIABLE
+#endif
+#else
+#define XSYM_RUNTIME_INLINE inline
+#define XSYM_RUNTIME_VARIABLE inline
+#endif
+
+#ifdef XSYM_COMPILED_LIB
+#ifndef XSYM_PROFILING
+#define XSYM_LINKAGE_PROFILING 1
+#else
+#define XSYM_LINKAGE_PROFILING XSYM_PROFILING
+#endif
+namespace xsym::detail {
+// Defined only by the runtime built with the same settings, so a mismatch is a link error
+// whose undefined symbol names the setting that differs.
+#if XSYM_LINKAGE_PROFILING
+extern const int runtime_built_with_XSYM_PROFILING_1;
+#else
+extern const int runtime_built_with_XSYM_PROFILING_0;
+#endif
+#ifdef _OPENMP
+extern const int runtime_built_with_openmp;
+#else
+extern const int runtime_built_without_openmp;
+#endif
+#ifndef XSYM_BUILDING_RUNTIME
+// Emitted in every file that includes xsym (internal linkage, kept though unused), so every
+// link checks the settings.
+[[gnu::used]] static const int* const runtime_settings_check[] = {
+#if XSYM_LINKAGE_PROFILING
+    &runtime_built_with_XSYM_PROFILING_1,
+#else
+    &runtime_built_with_XSYM_PROFILING_0,
+#endif
+#ifdef _OPENMP
+    &runtime_built_with_openmp,
+#else
+    &runtime_built_without_openmp,
+#endif
+};
+#endif
+}  // namespace xsym::detail
+#endif
+
+#endif  // XSYM_CONFIG_LINKAGE_HPP
+// ---- end include/xsym/config/linkage.hpp ----
 
 XSYM_COLD_BEGIN  // flags are parsed and checked once, not per call
 
@@ -671,7 +740,9 @@ inline std::optional<std::string> read_rc_file(const rc_file& f) {
 
 }  // namespace detail
 
-inline config_t::profiling_t::profiling_t(const config_t& owner)
+// Making the flags and reading XSYM_FLAGS and rc files: compiled once with XSYM_COMPILED_LIB.
+#if XSYM_RUNTIME_DEFINITIONS
+XSYM_RUNTIME_INLINE config_t::profiling_t::profiling_t(const config_t& owner)
     : n_apply(owner, "profiling.n_apply", "Number of Apply nodes listed in profile reports", 20,
               "an integer >= 0", detail::at_least(0)),
       n_ops(owner, "profiling.n_ops", "Number of ops listed in profile reports", 20, "an integer >= 0",
@@ -687,11 +758,11 @@ inline config_t::profiling_t::profiling_t(const config_t& owner)
       roofline(owner, "profiling.roofline", "Add achieved FLOP/s and memory bandwidth per node to profile reports",
                false, detail::bool_expected) {}
 
-inline config_t::debug_mode_t::debug_mode_t(const config_t& owner)
+XSYM_RUNTIME_INLINE config_t::debug_mode_t::debug_mode_t(const config_t& owner)
     : check_isfinite(owner, "DebugMode.check_isfinite", "In DebugMode, raise an error when an output holds NaN or Inf",
                      true, detail::bool_expected) {}
 
-inline config_t::config_t()
+XSYM_RUNTIME_INLINE config_t::config_t()
     : mode(*this, "mode", "Default compilation mode of xsym::function", "FAST_RUN",
            detail::choices_expected(detail::mode_choices), detail::one_of(detail::mode_choices)),
       linker(*this, "linker", "cvm frees intermediates, cvm_nogc keeps buffers across calls, py is the reference",
@@ -750,14 +821,14 @@ inline config_t::config_t()
              &floatX};
 }
 
-inline std::vector<std::string_view> config_t::flag_names() const {
+XSYM_RUNTIME_INLINE std::vector<std::string_view> config_t::flag_names() const {
   std::vector<std::string_view> names;
   names.reserve(m_flags.size());
   for (const auto* f : m_flags) names.push_back(f->name());
   return names;
 }
 
-inline detail::flag_base& config_t::find(std::string_view name, std::string_view where) const {
+XSYM_RUNTIME_INLINE detail::flag_base& config_t::find(std::string_view name, std::string_view where) const {
   for (auto* f : m_flags)
     if (f->name() == name) return *f;
   std::string msg = "unknown flag '" + std::string(name) + "' (from " + std::string(where) + ")";
@@ -769,15 +840,15 @@ inline detail::flag_base& config_t::find(std::string_view name, std::string_view
   detail::fail(msg);
 }
 
-inline void config_t::set(std::string_view name, std::string_view value) {
+XSYM_RUNTIME_INLINE void config_t::set(std::string_view name, std::string_view value) {
   find(name, "code").set_text(detail::trim(value), "code");
 }
 
-inline std::string config_t::get(std::string_view name) const { return find(name, "code").text(); }
+XSYM_RUNTIME_INLINE std::string config_t::get(std::string_view name) const { return find(name, "code").text(); }
 
 // No half-applied environment is ever visible: the layers are cleared first, and if
 // anything throws the caller leaves m_loaded false, so the next read loads again.
-inline void config_t::load_locked() const {
+XSYM_RUNTIME_INLINE void config_t::load_locked() const {
   for (const auto* f : m_flags) f->forget_loaded();
   for (const auto& file : detail::rc_files_to_read()) {
     const auto text = detail::read_rc_file(file);
@@ -791,6 +862,7 @@ inline void config_t::load_locked() const {
     for (const auto& [key, value] : detail::parse_flags_string(env))
       find(key, "XSYM_FLAGS").load_text(value, flag_source::env, "XSYM_FLAGS", {});
 }
+#endif  // XSYM_RUNTIME_DEFINITIONS
 
 inline void config_t::ensure_loaded() const {
   if (m_loaded.load(std::memory_order_acquire)) return;
@@ -877,7 +949,7 @@ inline std::ostream& operator<<(std::ostream& os, const config_t& c) {
 }
 
 /// @brief The process-wide configuration: `xsym::config.profile = true;`.
-inline config_t config;
+XSYM_RUNTIME_VARIABLE config_t config;
 
 }  // namespace xsym
 XSYM_COLD_END
@@ -3150,7 +3222,12 @@ inline var_ptr add_all(const std::vector<var_ptr>& parts) {
 }
 
 /// Adjoints of cost with respect to each wrt: one reverse sweep, contributions summed per node.
-inline std::vector<var_ptr> grad(const var_ptr& cost, const std::vector<var_ptr>& wrt, disconnected policy) {
+/// Compiled once with XSYM_COMPILED_LIB.
+XSYM_RUNTIME_INLINE std::vector<var_ptr> grad(const var_ptr& cost, const std::vector<var_ptr>& wrt, disconnected policy)
+#if !XSYM_RUNTIME_DEFINITIONS
+    ;
+#else
+{
   if (cost->rank != 0) throw graph_error("xsym::grad: the cost must be a scalar (rank 0)");
   if (!is_float(cost->type)) throw graph_error("xsym::grad: the cost must be float32 or float64");
   // Differentiate the stable form: the gradient of log(1 - sigmoid(z)) is finite, that of
@@ -3196,6 +3273,7 @@ inline std::vector<var_ptr> grad(const var_ptr& cost, const std::vector<var_ptr>
   }
   return out;
 }
+#endif  // XSYM_RUNTIME_DEFINITIONS
 template <class... W, std::size_t... I>
 auto typed_grads(const std::vector<var_ptr>& gs, std::index_sequence<I...>) {
   return std::tuple<var<typename W::value_type, W::rank>...>{var<typename W::value_type, W::rank>(gs[I])...};
@@ -3716,9 +3794,16 @@ inline void print_optimizer_profile(std::ostream& os, const std::vector<std::sha
 /// @brief Prints the Theano-format report for the given functions as one profile.
 using region_list = std::vector<std::pair<std::string, profile_stats::region>>;
 
-inline void print_profile(std::ostream& os, const std::string& message,
-                          const std::vector<std::shared_ptr<function_profile>>& fns, report_limits lim,
-                          const region_list& regions = {}) {
+XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& message,
+                                       const std::vector<std::shared_ptr<function_profile>>& fns, report_limits lim,
+                                       const region_list& regions = {});
+XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stats& a, const profile_stats& b);
+
+// The reports: compiled once with XSYM_COMPILED_LIB.
+#if XSYM_RUNTIME_DEFINITIONS
+XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& message,
+                                       const std::vector<std::shared_ptr<function_profile>>& fns, report_limits lim,
+                                       const region_list& regions) {
   using detail::fmt;
   std::int64_t calls = 0;
   double call_t = 0, fn_t = 0, thunk_t = 0, rewrite_t = 0, validate_t = 0, link_t = 0;
@@ -4011,7 +4096,7 @@ inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<funct
 
 /// @brief Two profiles side by side, per op and per Apply node (matched by their text), e.g.
 /// fusion on against fusion off. Times are per call of the functions.
-inline void print_diff_summary(std::ostream& os, const profile_stats& a, const profile_stats& b) {
+XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stats& a, const profile_stats& b) {
   using detail::fmt;
   struct side {
     std::map<std::string, double> ops, applies;
@@ -4057,6 +4142,7 @@ inline void print_diff_summary(std::ostream& os, const profile_stats& a, const p
   table("Ops\n---", sa.ops, sb.ops);
   table("Apply\n------", sa.applies, sb.applies);
 }
+#endif  // XSYM_RUNTIME_DEFINITIONS
 
 inline void profile_stats::print_diff_summary(std::ostream& os, const profile_stats& other) const {
   xsym::print_diff_summary(os, *this, other);
@@ -6835,113 +6921,9 @@ inline void run_shape_prod(const thunk& t, ndarray* values) {
 /// @brief A built function: its graph, one thunk per Apply node, and the values between them.
 class function_runtime {
  public:
+  /// @brief Rewrites the graph of outputs and updates, then binds one thunk per Apply node.
   function_runtime(std::string name, const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& output_vars,
-                   const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options)
-      : m_name(std::move(name)) {
-    config.ensure_loaded();  // reading XSYM_FLAGS and rc files is not rewrite time
-    const double t0 = detail::wall_seconds();
-    m_plan = detail::resolve_plan(options);
-    m_is_reference = options.is_reference;
-    std::vector<var_ptr> roots = output_vars;
-    for (auto& [target, value] : update_vars) roots.push_back(value);
-    const int nodes_before = detail::count_applies(roots);
-    std::vector<rewrite_record> records;
-    auto run_pass = [&](const char* pass_name, auto&& pass) {
-      if (!m_plan.rewrites.count(pass_name)) return;
-      rewrite_record rec;
-      rec.name = pass_name;
-      rec.nodes_before = detail::count_applies(roots);
-      const double s0 = detail::wall_seconds();
-      roots = pass(roots, rec);
-      rec.seconds = detail::wall_seconds() - s0;
-      rec.nodes_after = detail::count_applies(roots);
-      records.push_back(std::move(rec));
-    };
-    run_pass("stabilize", detail::stabilize_pass);
-    run_pass("canonicalize", detail::canonicalize_pass);
-    run_pass("constant_folding", detail::constant_folding_pass);
-    run_pass("merge", detail::merge_pass);
-    run_pass("blas", detail::blas_pass);
-    run_pass("gemv_accumulate", detail::gemv_accumulate_pass);
-    if (detail::testing::extra_fast_run_rewrite() && m_plan.rewrites.count("elemwise_fusion"))
-      roots = detail::testing::extra_fast_run_rewrite()(roots);
-    run_pass("elemwise_fusion", detail::fusion_pass);
-    const double t1 = detail::wall_seconds();
-    build_graph(input_vars, roots, output_vars.size(), update_vars, options);
-    if (m_plan.rewrites.count("multi_output_fusion")) {
-      rewrite_record rec;
-      rec.name = "multi_output_fusion";
-      rec.nodes_before = static_cast<int>(m_graph->nodes.size());
-      const double s0 = detail::wall_seconds();
-      detail::multi_output_fusion_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
-      rec.seconds = detail::wall_seconds() - s0;
-      rec.nodes_after = static_cast<int>(m_graph->nodes.size());
-      records.push_back(std::move(rec));
-    }
-    if (m_plan.rewrites.count("inplace_elemwise")) {
-      rewrite_record rec;
-      rec.name = "inplace_elemwise";
-      rec.nodes_before = rec.nodes_after = static_cast<int>(m_graph->nodes.size());
-      const double s0 = detail::wall_seconds();
-      detail::inplace_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
-      rec.seconds = detail::wall_seconds() - s0;
-      records.push_back(std::move(rec));
-    }
-    if (m_plan.gpu) {
-      rewrite_record rec;
-      rec.name = "gpu_placement";
-      rec.nodes_before = static_cast<int>(m_graph->nodes.size());
-      const double s0 = detail::wall_seconds();
-      detail::gpu_placement_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
-      rec.seconds = detail::wall_seconds() - s0;
-      rec.nodes_after = static_cast<int>(m_graph->nodes.size());
-      records.push_back(std::move(rec));
-    }
-    const double t2 = detail::wall_seconds();
-    m_thunks = bind_thunks(m_plan.reference_kernels);
-    if (m_plan.gpu && detail::gpu_runtime().make_timer) m_device_timer = detail::gpu_runtime().make_timer(*m_graph);
-    if (m_plan.debug) {
-      m_ref_thunks = bind_thunks(true);
-      function_options ref = options;
-      ref.mode = "FAST_COMPILE";
-      ref.profile = false;
-      ref.stats = nullptr;
-      ref.is_reference = true;
-      ref.ignore_unused_inputs = true;
-      m_reference = std::make_unique<function_runtime>(m_name + " (DebugMode reference)", input_vars, output_vars,
-                                                       update_vars, ref);
-    }
-    m_monitor_pre = options.monitor_pre;
-    m_monitor_post = options.monitor_post;
-    m_checked = m_plan.debug || m_plan.nan_guard || m_plan.monitor;
-    const double t3 = detail::wall_seconds();
-
-    const bool profiling = profiling_compiled_in && (options.profile.value_or(config.profile.value()) || options.stats);
-    // Scopes need the compile-time facts even of functions that are not profiled themselves.
-    m_scope_model.implementation = m_plan.reference_kernels ? "ref" : "cpu";
-    m_scope_model.device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
-    m_scope_model.rewrite_seconds = t1 - t0;
-    m_scope_model.validate_seconds = t2 - t1;
-    m_scope_model.linker_seconds = t3 - t2;
-    m_scope_model.gc = m_plan.gc;
-    m_scope_model.dead_after = m_dead_after;
-    if (profiling) {
-      m_stats = options.stats ? options.stats : std::make_shared<profile_stats>(m_name);
-      m_profile = m_stats->add_function(m_name, m_graph);
-      m_profile->implementation = m_plan.reference_kernels ? "ref" : "cpu";
-      m_profile->device_implementation = m_scope_model.device_implementation;
-      m_profile->rewrite_seconds = t1 - t0;
-      m_profile->validate_seconds = t2 - t1;
-      m_profile->linker_seconds = t3 - t2;
-      m_profile->rewrites = std::move(records);
-      m_profile->nodes_before_rewrites = nodes_before;
-      m_profile->skip_next_call = config.profiling.ignore_first_call.value();
-      m_profile->gc = m_plan.gc;
-      m_profile->dead_after = m_dead_after;
-      m_profile->memory = config.profile_memory.value();
-      m_profile->optimizer = config.profile_optimizer.value();
-    }
-  }
+                   const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options);
 
   const function_graph& graph() const { return *m_graph; }
   const std::string& name() const { return m_name; }
@@ -7648,6 +7630,119 @@ class function_runtime {
   std::uint64_t m_fn_start = 0;
   detail::call_lock m_mutex;
 };
+
+// Building a function reaches every rewrite and kernel: compiled once with XSYM_COMPILED_LIB.
+#if XSYM_RUNTIME_DEFINITIONS
+XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const std::vector<var_ptr>& input_vars,
+                                                       const std::vector<var_ptr>& output_vars,
+                                                       const std::vector<std::pair<var_ptr, var_ptr>>& update_vars,
+                                                       const function_options& options)
+    : m_name(std::move(name)) {
+  config.ensure_loaded();  // reading XSYM_FLAGS and rc files is not rewrite time
+  const double t0 = detail::wall_seconds();
+  m_plan = detail::resolve_plan(options);
+  m_is_reference = options.is_reference;
+  std::vector<var_ptr> roots = output_vars;
+  for (auto& [target, value] : update_vars) roots.push_back(value);
+  const int nodes_before = detail::count_applies(roots);
+  std::vector<rewrite_record> records;
+  auto run_pass = [&](const char* pass_name, auto&& pass) {
+    if (!m_plan.rewrites.count(pass_name)) return;
+    rewrite_record rec;
+    rec.name = pass_name;
+    rec.nodes_before = detail::count_applies(roots);
+    const double s0 = detail::wall_seconds();
+    roots = pass(roots, rec);
+    rec.seconds = detail::wall_seconds() - s0;
+    rec.nodes_after = detail::count_applies(roots);
+    records.push_back(std::move(rec));
+  };
+  run_pass("stabilize", detail::stabilize_pass);
+  run_pass("canonicalize", detail::canonicalize_pass);
+  run_pass("constant_folding", detail::constant_folding_pass);
+  run_pass("merge", detail::merge_pass);
+  run_pass("blas", detail::blas_pass);
+  run_pass("gemv_accumulate", detail::gemv_accumulate_pass);
+  if (detail::testing::extra_fast_run_rewrite() && m_plan.rewrites.count("elemwise_fusion"))
+    roots = detail::testing::extra_fast_run_rewrite()(roots);
+  run_pass("elemwise_fusion", detail::fusion_pass);
+  const double t1 = detail::wall_seconds();
+  build_graph(input_vars, roots, output_vars.size(), update_vars, options);
+  if (m_plan.rewrites.count("multi_output_fusion")) {
+    rewrite_record rec;
+    rec.name = "multi_output_fusion";
+    rec.nodes_before = static_cast<int>(m_graph->nodes.size());
+    const double s0 = detail::wall_seconds();
+    detail::multi_output_fusion_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
+    rec.seconds = detail::wall_seconds() - s0;
+    rec.nodes_after = static_cast<int>(m_graph->nodes.size());
+    records.push_back(std::move(rec));
+  }
+  if (m_plan.rewrites.count("inplace_elemwise")) {
+    rewrite_record rec;
+    rec.name = "inplace_elemwise";
+    rec.nodes_before = rec.nodes_after = static_cast<int>(m_graph->nodes.size());
+    const double s0 = detail::wall_seconds();
+    detail::inplace_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
+    rec.seconds = detail::wall_seconds() - s0;
+    records.push_back(std::move(rec));
+  }
+  if (m_plan.gpu) {
+    rewrite_record rec;
+    rec.name = "gpu_placement";
+    rec.nodes_before = static_cast<int>(m_graph->nodes.size());
+    const double s0 = detail::wall_seconds();
+    detail::gpu_placement_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
+    rec.seconds = detail::wall_seconds() - s0;
+    rec.nodes_after = static_cast<int>(m_graph->nodes.size());
+    records.push_back(std::move(rec));
+  }
+  const double t2 = detail::wall_seconds();
+  m_thunks = bind_thunks(m_plan.reference_kernels);
+  if (m_plan.gpu && detail::gpu_runtime().make_timer) m_device_timer = detail::gpu_runtime().make_timer(*m_graph);
+  if (m_plan.debug) {
+    m_ref_thunks = bind_thunks(true);
+    function_options ref = options;
+    ref.mode = "FAST_COMPILE";
+    ref.profile = false;
+    ref.stats = nullptr;
+    ref.is_reference = true;
+    ref.ignore_unused_inputs = true;
+    m_reference = std::make_unique<function_runtime>(m_name + " (DebugMode reference)", input_vars, output_vars,
+                                                     update_vars, ref);
+  }
+  m_monitor_pre = options.monitor_pre;
+  m_monitor_post = options.monitor_post;
+  m_checked = m_plan.debug || m_plan.nan_guard || m_plan.monitor;
+  const double t3 = detail::wall_seconds();
+
+  const bool profiling = profiling_compiled_in && (options.profile.value_or(config.profile.value()) || options.stats);
+  // Scopes need the compile-time facts even of functions that are not profiled themselves.
+  m_scope_model.implementation = m_plan.reference_kernels ? "ref" : "cpu";
+  m_scope_model.device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
+  m_scope_model.rewrite_seconds = t1 - t0;
+  m_scope_model.validate_seconds = t2 - t1;
+  m_scope_model.linker_seconds = t3 - t2;
+  m_scope_model.gc = m_plan.gc;
+  m_scope_model.dead_after = m_dead_after;
+  if (profiling) {
+    m_stats = options.stats ? options.stats : std::make_shared<profile_stats>(m_name);
+    m_profile = m_stats->add_function(m_name, m_graph);
+    m_profile->implementation = m_plan.reference_kernels ? "ref" : "cpu";
+    m_profile->device_implementation = m_scope_model.device_implementation;
+    m_profile->rewrite_seconds = t1 - t0;
+    m_profile->validate_seconds = t2 - t1;
+    m_profile->linker_seconds = t3 - t2;
+    m_profile->rewrites = std::move(records);
+    m_profile->nodes_before_rewrites = nodes_before;
+    m_profile->skip_next_call = config.profiling.ignore_first_call.value();
+    m_profile->gc = m_plan.gc;
+    m_profile->dead_after = m_dead_after;
+    m_profile->memory = config.profile_memory.value();
+    m_profile->optimizer = config.profile_optimizer.value();
+  }
+}
+#endif  // XSYM_RUNTIME_DEFINITIONS
 
 }  // namespace xsym
 

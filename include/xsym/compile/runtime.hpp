@@ -327,113 +327,9 @@ inline void run_shape_prod(const thunk& t, ndarray* values) {
 /// @brief A built function: its graph, one thunk per Apply node, and the values between them.
 class function_runtime {
  public:
+  /// @brief Rewrites the graph of outputs and updates, then binds one thunk per Apply node.
   function_runtime(std::string name, const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& output_vars,
-                   const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options)
-      : m_name(std::move(name)) {
-    config.ensure_loaded();  // reading XSYM_FLAGS and rc files is not rewrite time
-    const double t0 = detail::wall_seconds();
-    m_plan = detail::resolve_plan(options);
-    m_is_reference = options.is_reference;
-    std::vector<var_ptr> roots = output_vars;
-    for (auto& [target, value] : update_vars) roots.push_back(value);
-    const int nodes_before = detail::count_applies(roots);
-    std::vector<rewrite_record> records;
-    auto run_pass = [&](const char* pass_name, auto&& pass) {
-      if (!m_plan.rewrites.count(pass_name)) return;
-      rewrite_record rec;
-      rec.name = pass_name;
-      rec.nodes_before = detail::count_applies(roots);
-      const double s0 = detail::wall_seconds();
-      roots = pass(roots, rec);
-      rec.seconds = detail::wall_seconds() - s0;
-      rec.nodes_after = detail::count_applies(roots);
-      records.push_back(std::move(rec));
-    };
-    run_pass("stabilize", detail::stabilize_pass);
-    run_pass("canonicalize", detail::canonicalize_pass);
-    run_pass("constant_folding", detail::constant_folding_pass);
-    run_pass("merge", detail::merge_pass);
-    run_pass("blas", detail::blas_pass);
-    run_pass("gemv_accumulate", detail::gemv_accumulate_pass);
-    if (detail::testing::extra_fast_run_rewrite() && m_plan.rewrites.count("elemwise_fusion"))
-      roots = detail::testing::extra_fast_run_rewrite()(roots);
-    run_pass("elemwise_fusion", detail::fusion_pass);
-    const double t1 = detail::wall_seconds();
-    build_graph(input_vars, roots, output_vars.size(), update_vars, options);
-    if (m_plan.rewrites.count("multi_output_fusion")) {
-      rewrite_record rec;
-      rec.name = "multi_output_fusion";
-      rec.nodes_before = static_cast<int>(m_graph->nodes.size());
-      const double s0 = detail::wall_seconds();
-      detail::multi_output_fusion_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
-      rec.seconds = detail::wall_seconds() - s0;
-      rec.nodes_after = static_cast<int>(m_graph->nodes.size());
-      records.push_back(std::move(rec));
-    }
-    if (m_plan.rewrites.count("inplace_elemwise")) {
-      rewrite_record rec;
-      rec.name = "inplace_elemwise";
-      rec.nodes_before = rec.nodes_after = static_cast<int>(m_graph->nodes.size());
-      const double s0 = detail::wall_seconds();
-      detail::inplace_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
-      rec.seconds = detail::wall_seconds() - s0;
-      records.push_back(std::move(rec));
-    }
-    if (m_plan.gpu) {
-      rewrite_record rec;
-      rec.name = "gpu_placement";
-      rec.nodes_before = static_cast<int>(m_graph->nodes.size());
-      const double s0 = detail::wall_seconds();
-      detail::gpu_placement_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
-      rec.seconds = detail::wall_seconds() - s0;
-      rec.nodes_after = static_cast<int>(m_graph->nodes.size());
-      records.push_back(std::move(rec));
-    }
-    const double t2 = detail::wall_seconds();
-    m_thunks = bind_thunks(m_plan.reference_kernels);
-    if (m_plan.gpu && detail::gpu_runtime().make_timer) m_device_timer = detail::gpu_runtime().make_timer(*m_graph);
-    if (m_plan.debug) {
-      m_ref_thunks = bind_thunks(true);
-      function_options ref = options;
-      ref.mode = "FAST_COMPILE";
-      ref.profile = false;
-      ref.stats = nullptr;
-      ref.is_reference = true;
-      ref.ignore_unused_inputs = true;
-      m_reference = std::make_unique<function_runtime>(m_name + " (DebugMode reference)", input_vars, output_vars,
-                                                       update_vars, ref);
-    }
-    m_monitor_pre = options.monitor_pre;
-    m_monitor_post = options.monitor_post;
-    m_checked = m_plan.debug || m_plan.nan_guard || m_plan.monitor;
-    const double t3 = detail::wall_seconds();
-
-    const bool profiling = profiling_compiled_in && (options.profile.value_or(config.profile.value()) || options.stats);
-    // Scopes need the compile-time facts even of functions that are not profiled themselves.
-    m_scope_model.implementation = m_plan.reference_kernels ? "ref" : "cpu";
-    m_scope_model.device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
-    m_scope_model.rewrite_seconds = t1 - t0;
-    m_scope_model.validate_seconds = t2 - t1;
-    m_scope_model.linker_seconds = t3 - t2;
-    m_scope_model.gc = m_plan.gc;
-    m_scope_model.dead_after = m_dead_after;
-    if (profiling) {
-      m_stats = options.stats ? options.stats : std::make_shared<profile_stats>(m_name);
-      m_profile = m_stats->add_function(m_name, m_graph);
-      m_profile->implementation = m_plan.reference_kernels ? "ref" : "cpu";
-      m_profile->device_implementation = m_scope_model.device_implementation;
-      m_profile->rewrite_seconds = t1 - t0;
-      m_profile->validate_seconds = t2 - t1;
-      m_profile->linker_seconds = t3 - t2;
-      m_profile->rewrites = std::move(records);
-      m_profile->nodes_before_rewrites = nodes_before;
-      m_profile->skip_next_call = config.profiling.ignore_first_call.value();
-      m_profile->gc = m_plan.gc;
-      m_profile->dead_after = m_dead_after;
-      m_profile->memory = config.profile_memory.value();
-      m_profile->optimizer = config.profile_optimizer.value();
-    }
-  }
+                   const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options);
 
   const function_graph& graph() const { return *m_graph; }
   const std::string& name() const { return m_name; }
@@ -1140,6 +1036,119 @@ class function_runtime {
   std::uint64_t m_fn_start = 0;
   detail::call_lock m_mutex;
 };
+
+// Building a function reaches every rewrite and kernel: compiled once with XSYM_COMPILED_LIB.
+#if XSYM_RUNTIME_DEFINITIONS
+XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const std::vector<var_ptr>& input_vars,
+                                                       const std::vector<var_ptr>& output_vars,
+                                                       const std::vector<std::pair<var_ptr, var_ptr>>& update_vars,
+                                                       const function_options& options)
+    : m_name(std::move(name)) {
+  config.ensure_loaded();  // reading XSYM_FLAGS and rc files is not rewrite time
+  const double t0 = detail::wall_seconds();
+  m_plan = detail::resolve_plan(options);
+  m_is_reference = options.is_reference;
+  std::vector<var_ptr> roots = output_vars;
+  for (auto& [target, value] : update_vars) roots.push_back(value);
+  const int nodes_before = detail::count_applies(roots);
+  std::vector<rewrite_record> records;
+  auto run_pass = [&](const char* pass_name, auto&& pass) {
+    if (!m_plan.rewrites.count(pass_name)) return;
+    rewrite_record rec;
+    rec.name = pass_name;
+    rec.nodes_before = detail::count_applies(roots);
+    const double s0 = detail::wall_seconds();
+    roots = pass(roots, rec);
+    rec.seconds = detail::wall_seconds() - s0;
+    rec.nodes_after = detail::count_applies(roots);
+    records.push_back(std::move(rec));
+  };
+  run_pass("stabilize", detail::stabilize_pass);
+  run_pass("canonicalize", detail::canonicalize_pass);
+  run_pass("constant_folding", detail::constant_folding_pass);
+  run_pass("merge", detail::merge_pass);
+  run_pass("blas", detail::blas_pass);
+  run_pass("gemv_accumulate", detail::gemv_accumulate_pass);
+  if (detail::testing::extra_fast_run_rewrite() && m_plan.rewrites.count("elemwise_fusion"))
+    roots = detail::testing::extra_fast_run_rewrite()(roots);
+  run_pass("elemwise_fusion", detail::fusion_pass);
+  const double t1 = detail::wall_seconds();
+  build_graph(input_vars, roots, output_vars.size(), update_vars, options);
+  if (m_plan.rewrites.count("multi_output_fusion")) {
+    rewrite_record rec;
+    rec.name = "multi_output_fusion";
+    rec.nodes_before = static_cast<int>(m_graph->nodes.size());
+    const double s0 = detail::wall_seconds();
+    detail::multi_output_fusion_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
+    rec.seconds = detail::wall_seconds() - s0;
+    rec.nodes_after = static_cast<int>(m_graph->nodes.size());
+    records.push_back(std::move(rec));
+  }
+  if (m_plan.rewrites.count("inplace_elemwise")) {
+    rewrite_record rec;
+    rec.name = "inplace_elemwise";
+    rec.nodes_before = rec.nodes_after = static_cast<int>(m_graph->nodes.size());
+    const double s0 = detail::wall_seconds();
+    detail::inplace_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
+    rec.seconds = detail::wall_seconds() - s0;
+    records.push_back(std::move(rec));
+  }
+  if (m_plan.gpu) {
+    rewrite_record rec;
+    rec.name = "gpu_placement";
+    rec.nodes_before = static_cast<int>(m_graph->nodes.size());
+    const double s0 = detail::wall_seconds();
+    detail::gpu_placement_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
+    rec.seconds = detail::wall_seconds() - s0;
+    rec.nodes_after = static_cast<int>(m_graph->nodes.size());
+    records.push_back(std::move(rec));
+  }
+  const double t2 = detail::wall_seconds();
+  m_thunks = bind_thunks(m_plan.reference_kernels);
+  if (m_plan.gpu && detail::gpu_runtime().make_timer) m_device_timer = detail::gpu_runtime().make_timer(*m_graph);
+  if (m_plan.debug) {
+    m_ref_thunks = bind_thunks(true);
+    function_options ref = options;
+    ref.mode = "FAST_COMPILE";
+    ref.profile = false;
+    ref.stats = nullptr;
+    ref.is_reference = true;
+    ref.ignore_unused_inputs = true;
+    m_reference = std::make_unique<function_runtime>(m_name + " (DebugMode reference)", input_vars, output_vars,
+                                                     update_vars, ref);
+  }
+  m_monitor_pre = options.monitor_pre;
+  m_monitor_post = options.monitor_post;
+  m_checked = m_plan.debug || m_plan.nan_guard || m_plan.monitor;
+  const double t3 = detail::wall_seconds();
+
+  const bool profiling = profiling_compiled_in && (options.profile.value_or(config.profile.value()) || options.stats);
+  // Scopes need the compile-time facts even of functions that are not profiled themselves.
+  m_scope_model.implementation = m_plan.reference_kernels ? "ref" : "cpu";
+  m_scope_model.device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
+  m_scope_model.rewrite_seconds = t1 - t0;
+  m_scope_model.validate_seconds = t2 - t1;
+  m_scope_model.linker_seconds = t3 - t2;
+  m_scope_model.gc = m_plan.gc;
+  m_scope_model.dead_after = m_dead_after;
+  if (profiling) {
+    m_stats = options.stats ? options.stats : std::make_shared<profile_stats>(m_name);
+    m_profile = m_stats->add_function(m_name, m_graph);
+    m_profile->implementation = m_plan.reference_kernels ? "ref" : "cpu";
+    m_profile->device_implementation = m_scope_model.device_implementation;
+    m_profile->rewrite_seconds = t1 - t0;
+    m_profile->validate_seconds = t2 - t1;
+    m_profile->linker_seconds = t3 - t2;
+    m_profile->rewrites = std::move(records);
+    m_profile->nodes_before_rewrites = nodes_before;
+    m_profile->skip_next_call = config.profiling.ignore_first_call.value();
+    m_profile->gc = m_plan.gc;
+    m_profile->dead_after = m_dead_after;
+    m_profile->memory = config.profile_memory.value();
+    m_profile->optimizer = config.profile_optimizer.value();
+  }
+}
+#endif  // XSYM_RUNTIME_DEFINITIONS
 
 }  // namespace xsym
 

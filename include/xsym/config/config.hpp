@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "cold.hpp"
+#include "linkage.hpp"
 
 XSYM_COLD_BEGIN  // flags are parsed and checked once, not per call
 
@@ -626,7 +627,9 @@ inline std::optional<std::string> read_rc_file(const rc_file& f) {
 
 }  // namespace detail
 
-inline config_t::profiling_t::profiling_t(const config_t& owner)
+// Making the flags and reading XSYM_FLAGS and rc files: compiled once with XSYM_COMPILED_LIB.
+#if XSYM_RUNTIME_DEFINITIONS
+XSYM_RUNTIME_INLINE config_t::profiling_t::profiling_t(const config_t& owner)
     : n_apply(owner, "profiling.n_apply", "Number of Apply nodes listed in profile reports", 20,
               "an integer >= 0", detail::at_least(0)),
       n_ops(owner, "profiling.n_ops", "Number of ops listed in profile reports", 20, "an integer >= 0",
@@ -642,11 +645,11 @@ inline config_t::profiling_t::profiling_t(const config_t& owner)
       roofline(owner, "profiling.roofline", "Add achieved FLOP/s and memory bandwidth per node to profile reports",
                false, detail::bool_expected) {}
 
-inline config_t::debug_mode_t::debug_mode_t(const config_t& owner)
+XSYM_RUNTIME_INLINE config_t::debug_mode_t::debug_mode_t(const config_t& owner)
     : check_isfinite(owner, "DebugMode.check_isfinite", "In DebugMode, raise an error when an output holds NaN or Inf",
                      true, detail::bool_expected) {}
 
-inline config_t::config_t()
+XSYM_RUNTIME_INLINE config_t::config_t()
     : mode(*this, "mode", "Default compilation mode of xsym::function", "FAST_RUN",
            detail::choices_expected(detail::mode_choices), detail::one_of(detail::mode_choices)),
       linker(*this, "linker", "cvm frees intermediates, cvm_nogc keeps buffers across calls, py is the reference",
@@ -705,14 +708,14 @@ inline config_t::config_t()
              &floatX};
 }
 
-inline std::vector<std::string_view> config_t::flag_names() const {
+XSYM_RUNTIME_INLINE std::vector<std::string_view> config_t::flag_names() const {
   std::vector<std::string_view> names;
   names.reserve(m_flags.size());
   for (const auto* f : m_flags) names.push_back(f->name());
   return names;
 }
 
-inline detail::flag_base& config_t::find(std::string_view name, std::string_view where) const {
+XSYM_RUNTIME_INLINE detail::flag_base& config_t::find(std::string_view name, std::string_view where) const {
   for (auto* f : m_flags)
     if (f->name() == name) return *f;
   std::string msg = "unknown flag '" + std::string(name) + "' (from " + std::string(where) + ")";
@@ -724,15 +727,15 @@ inline detail::flag_base& config_t::find(std::string_view name, std::string_view
   detail::fail(msg);
 }
 
-inline void config_t::set(std::string_view name, std::string_view value) {
+XSYM_RUNTIME_INLINE void config_t::set(std::string_view name, std::string_view value) {
   find(name, "code").set_text(detail::trim(value), "code");
 }
 
-inline std::string config_t::get(std::string_view name) const { return find(name, "code").text(); }
+XSYM_RUNTIME_INLINE std::string config_t::get(std::string_view name) const { return find(name, "code").text(); }
 
 // No half-applied environment is ever visible: the layers are cleared first, and if
 // anything throws the caller leaves m_loaded false, so the next read loads again.
-inline void config_t::load_locked() const {
+XSYM_RUNTIME_INLINE void config_t::load_locked() const {
   for (const auto* f : m_flags) f->forget_loaded();
   for (const auto& file : detail::rc_files_to_read()) {
     const auto text = detail::read_rc_file(file);
@@ -746,6 +749,7 @@ inline void config_t::load_locked() const {
     for (const auto& [key, value] : detail::parse_flags_string(env))
       find(key, "XSYM_FLAGS").load_text(value, flag_source::env, "XSYM_FLAGS", {});
 }
+#endif  // XSYM_RUNTIME_DEFINITIONS
 
 inline void config_t::ensure_loaded() const {
   if (m_loaded.load(std::memory_order_acquire)) return;
@@ -832,7 +836,7 @@ inline std::ostream& operator<<(std::ostream& os, const config_t& c) {
 }
 
 /// @brief The process-wide configuration: `xsym::config.profile = true;`.
-inline config_t config;
+XSYM_RUNTIME_VARIABLE config_t config;
 
 }  // namespace xsym
 XSYM_COLD_END

@@ -189,7 +189,12 @@ inline var_ptr add_all(const std::vector<var_ptr>& parts) {
 }
 
 /// Adjoints of cost with respect to each wrt: one reverse sweep, contributions summed per node.
-inline std::vector<var_ptr> grad(const var_ptr& cost, const std::vector<var_ptr>& wrt, disconnected policy) {
+/// Compiled once with XSYM_COMPILED_LIB.
+XSYM_RUNTIME_INLINE std::vector<var_ptr> grad(const var_ptr& cost, const std::vector<var_ptr>& wrt, disconnected policy)
+#if !XSYM_RUNTIME_DEFINITIONS
+    ;
+#else
+{
   if (cost->rank != 0) throw graph_error("xsym::grad: the cost must be a scalar (rank 0)");
   if (!is_float(cost->type)) throw graph_error("xsym::grad: the cost must be float32 or float64");
   // Differentiate the stable form: the gradient of log(1 - sigmoid(z)) is finite, that of
@@ -235,6 +240,7 @@ inline std::vector<var_ptr> grad(const var_ptr& cost, const std::vector<var_ptr>
   }
   return out;
 }
+#endif  // XSYM_RUNTIME_DEFINITIONS
 template <class... W, std::size_t... I>
 auto typed_grads(const std::vector<var_ptr>& gs, std::index_sequence<I...>) {
   return std::tuple<var<typename W::value_type, W::rank>...>{var<typename W::value_type, W::rank>(gs[I])...};

@@ -139,9 +139,16 @@ inline void print_optimizer_profile(std::ostream& os, const std::vector<std::sha
 /// @brief Prints the Theano-format report for the given functions as one profile.
 using region_list = std::vector<std::pair<std::string, profile_stats::region>>;
 
-inline void print_profile(std::ostream& os, const std::string& message,
-                          const std::vector<std::shared_ptr<function_profile>>& fns, report_limits lim,
-                          const region_list& regions = {}) {
+XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& message,
+                                       const std::vector<std::shared_ptr<function_profile>>& fns, report_limits lim,
+                                       const region_list& regions = {});
+XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stats& a, const profile_stats& b);
+
+// The reports: compiled once with XSYM_COMPILED_LIB.
+#if XSYM_RUNTIME_DEFINITIONS
+XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& message,
+                                       const std::vector<std::shared_ptr<function_profile>>& fns, report_limits lim,
+                                       const region_list& regions) {
   using detail::fmt;
   std::int64_t calls = 0;
   double call_t = 0, fn_t = 0, thunk_t = 0, rewrite_t = 0, validate_t = 0, link_t = 0;
@@ -434,7 +441,7 @@ inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<funct
 
 /// @brief Two profiles side by side, per op and per Apply node (matched by their text), e.g.
 /// fusion on against fusion off. Times are per call of the functions.
-inline void print_diff_summary(std::ostream& os, const profile_stats& a, const profile_stats& b) {
+XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stats& a, const profile_stats& b) {
   using detail::fmt;
   struct side {
     std::map<std::string, double> ops, applies;
@@ -480,6 +487,7 @@ inline void print_diff_summary(std::ostream& os, const profile_stats& a, const p
   table("Ops\n---", sa.ops, sb.ops);
   table("Apply\n------", sa.applies, sb.applies);
 }
+#endif  // XSYM_RUNTIME_DEFINITIONS
 
 inline void profile_stats::print_diff_summary(std::ostream& os, const profile_stats& other) const {
   xsym::print_diff_summary(os, *this, other);
