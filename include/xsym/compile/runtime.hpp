@@ -188,10 +188,12 @@ void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
 // unless the node already wrote it there.
 inline void copy_into_destination(const ndarray& value, const ndarray& dst) {
   if (value.size() == 0) return;
+  // Written in place, or the output is the very array the caller passed. Checked before
+  // on_host, whose copy costs two reference-count updates per call; a device value never is.
+  bool same = !value.on_device() && value.data() == dst.data();
+  for (int d = 0; same && d < dst.rank(); ++d) same = dst.shape(d) == 1 || value.stride(d) == dst.stride(d);
+  if (same) return;
   ndarray src = on_host(value);
-  bool same = src.data() == dst.data();
-  for (int d = 0; same && d < dst.rank(); ++d) same = dst.shape(d) == 1 || src.stride(d) == dst.stride(d);
-  if (same) return;  // written in place, or the output is the very array the caller passed
   if (overlaps(src, dst)) src = deep_copy(src);  // e.g. an input's transpose written back into that input
   const std::size_t es = dtype_size(dst.type());
   if (src.is_c_contiguous() && dst.is_c_contiguous()) {
