@@ -12,6 +12,7 @@
 #endif
 
 #include <xsym/xsym.hpp>
+#include <xtensor/xadapt.hpp>
 
 #include "compile_util.hpp"
 
@@ -111,6 +112,37 @@ TEST_CASE("openmp=True splits elementwise nodes and products without changing an
     const auto& e = std::get<3>(serial);
     for (std::size_t i = 0; i < X.size(); i += 97)
       CHECK(std::abs(double(e.flat(i)) - (std::exp(-double(X.flat(i))) * double(X.flat(i)) + 1)) <= 1e-5 * (1 + std::abs(double(e.flat(i)))));
+  }
+}
+
+TEST_CASE("openmp=True: the column product of a matrix off a cache line is the serial one, bit for bit", "[compile][openmp]") {
+  // Its first elements are summed apart to align the loads; threads must split after them.
+  xsym_test::clean_config guard;
+  const std::size_t rows = 300, cols = 1024;
+  std::vector<float> storage(rows * cols + 64);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  for (auto& e : storage) e = normal(rng);
+  float* line = storage.data();
+  while (reinterpret_cast<std::uintptr_t>(line) % 64 != 0) ++line;
+  xt::xtensor<float, 1> b = xt::empty<float>({rows});
+  for (auto& e : b) e = normal(rng);
+  auto x = xsym::matrix<float>("x");
+  auto v = xsym::vector<float>("v");
+  xsym::config.openmp = false;
+  auto serial_f = xsym::function("cols", xsym::inputs(x, v), xsym::dot(x.T(), v));
+  xsym::config.openmp = true;
+  auto parallel_f = xsym::function("cols", xsym::inputs(x, v), xsym::dot(x.T(), v));
+  xsym::config.openmp = false;
+  for (std::size_t offset : {0, 1, 4, 13}) {
+    INFO("offset " << offset);
+    auto a = xt::adapt(line + offset, rows * cols, xt::no_ownership(), std::array<std::size_t, 2>{rows, cols});
+    const xt::xtensor<float, 1> serial = serial_f(a, b);
+    for (int threads : {2, 3}) {
+      omp_set_num_threads(threads);
+      CHECK(bool(parallel_f(a, b) == serial));
+    }
+    omp_set_num_threads(2);
   }
 }
 

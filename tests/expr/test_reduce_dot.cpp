@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include <xtensor/xadapt.hpp>
+
 using namespace xsym_test;
 
 namespace {
@@ -452,4 +454,48 @@ TEST_CASE("cpu::run_reduce into an output dtype other than the runtime's", "[exp
   xsym::cpu::run_reduce(o, f, xi);
   CHECK(xi.data_as<std::int64_t>()[0] == 0);
   CHECK(xi.data_as<std::int64_t>()[1] == 100000000);
+}
+
+TEST_CASE("matrix-vector products of matrices that start anywhere in a cache line", "[expr][dot]") {
+  // The kernels sum a row's or column's first elements apart when that aligns their vector
+  // loads (rows a whole number of vectors apart): every offset from a cache line, in both
+  // directions and accumulating into y, must give the float64 loop's result.
+  auto m = xsym::matrix<float>("m");
+  auto u = xsym::vector<float>("u");
+  auto v = xsym::vector<float>("v");
+  auto y0 = xsym::vector<float>("y0");
+  auto f = xsym::function("products", xsym::inputs(m, u, v, y0),
+                          xsym::outputs(xsym::dot(m, u), y0 - 0.5f * xsym::dot(m.T(), v)));
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal;
+  const std::size_t rows = 37, cols = 96;  // 96 floats: every row starts at the same offset
+  std::vector<float> storage(rows * cols + 64);
+  for (auto& e : storage) e = normal(rng);
+  float* line = storage.data();
+  while (reinterpret_cast<std::uintptr_t>(line) % 64 != 0) ++line;
+  xt::xtensor<float, 1> U = xt::empty<float>({cols}), V = xt::empty<float>({rows}), Y0 = xt::empty<float>({cols});
+  for (auto& e : U) e = normal(rng);
+  for (auto& e : V) e = normal(rng);
+  for (auto& e : Y0) e = normal(rng);
+  for (std::size_t offset = 0; offset < 16; ++offset) {
+    INFO("matrix starts " << offset << " floats past a cache line");
+    auto a = xt::adapt(line + offset, rows * cols, xt::no_ownership(), std::array<std::size_t, 2>{rows, cols});
+    const auto [rows_product, cols_product] = f(a, U, V, Y0);
+    for (std::size_t r = 0; r < rows; ++r) {
+      double s = 0, size = 0;
+      for (std::size_t c = 0; c < cols; ++c) {
+        s += double(a(r, c)) * double(U(c));
+        size += std::abs(double(a(r, c)) * double(U(c)));
+      }
+      CHECK(std::abs(double(rows_product(r)) - s) <= 1e-5 * size);
+    }
+    for (std::size_t c = 0; c < cols; ++c) {
+      double s = 0, size = std::abs(double(Y0(c)));
+      for (std::size_t r = 0; r < rows; ++r) {
+        s += double(a(r, c)) * double(V(r));
+        size += 0.5 * std::abs(double(a(r, c)) * double(V(r)));
+      }
+      CHECK(std::abs(double(cols_product(c)) - (double(Y0(c)) - 0.5 * s)) <= 1e-5 * size);
+    }
+  }
 }
