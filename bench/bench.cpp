@@ -140,11 +140,13 @@ void bench_logreg(const char* dtype, int steps) {
     auto train = xsym::function("train", xsym::inputs(x, y), xsym::outputs(p_1 > 0.5, xent),
                                 xsym::updates(xsym::update(w, w - 0.01 * gw), xsym::update(b, b - 0.01 * gb)),
                                 xsym::profile(bench_profile(profiled)));
+    // The outputs go into preallocated arrays, as Eigen's and xtensor's below do.
     runners.push_back({openmp ? "xsym_openmp" : xsym_impl(profiled),
-                       [&d, w, b, train, steps]() mutable {
+                       [&d, w, b, train, steps, pred = xt::xtensor<bool, 1>::from_shape({std::size_t(n)}),
+                        xent_out = xt::xtensor<T, 1>::from_shape({std::size_t(n)})]() mutable {
                          w.set_value(d.w0);
                          b.set_value(T(0));
-                         for (int i = 0; i < steps; ++i) train(d.X, d.Y);
+                         for (int i = 0; i < steps; ++i) train.into(pred, xent_out)(d.X, d.Y);
                        },
                        [&compare, w] { compare(w.get_value().data(), "xsym logreg"); }});
     xsym::config.openmp = false;
@@ -215,7 +217,7 @@ void bench_logreg(const char* dtype, int steps) {
   }
 
   for (auto& r : runners) r.run();  // warm-up
-  const int repeats = 5;
+  const int repeats = 9;
   std::vector<std::vector<double>> seconds(runners.size());
   for (int rep = 0; rep < repeats; ++rep)
     for (std::size_t k = 0; k < runners.size(); ++k) {
@@ -223,11 +225,24 @@ void bench_logreg(const char* dtype, int steps) {
       runners[k].run();
       seconds[k].push_back(std::chrono::duration<double>(clock_type::now() - t0).count() / steps);
     }
+  // Each implementation's time over Eigen's in the same round, median over rounds: the VM's
+  // drift moves both runs of a round together, and two medians taken over different rounds
+  // do not cancel it.
+  std::size_t eigen = runners.size();
+  for (std::size_t k = 0; k < runners.size(); ++k)
+    if (runners[k].impl == "eigen") eigen = k;
   for (std::size_t k = 0; k < runners.size(); ++k) {
     runners[k].finish();
+    std::string extra;
+    if (eigen < runners.size()) {
+      std::vector<double> ratios;
+      for (int rep = 0; rep < repeats; ++rep) ratios.push_back(seconds[k][rep] / seconds[eigen][rep]);
+      std::sort(ratios.begin(), ratios.end());
+      extra = ", \"paired_ratio_to_eigen\": " + std::to_string(ratios[ratios.size() / 2]);
+    }
     auto& t = seconds[k];
     std::sort(t.begin(), t.end());
-    emit("logreg", runners[k].impl, dtype, steps, {t[t.size() / 2], t.front(), repeats});
+    emit("logreg", runners[k].impl, dtype, steps, {t[t.size() / 2], t.front(), repeats}, extra.c_str());
   }
 }
 
