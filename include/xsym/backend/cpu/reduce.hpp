@@ -2,6 +2,7 @@
 #define XSYM_BACKEND_CPU_REDUCE_HPP
 
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "../../expr/ndarray.hpp"
@@ -48,6 +49,49 @@ struct reduce_layout {
   std::int64_t count = 0;
 };
 
+// A contiguous float or double run summed in double, in vectors where the CPU has them: eight
+// or sixteen partial sums instead of four scalar chains (a 400-float sum took 190 ns), and a
+// smaller error for it. The order differs from a running sum; so does numpy's (pairwise).
+template <class In>
+double sum_contiguous(const In* p, std::int64_t n) {
+  std::int64_t i = 0;
+  double vectors = 0;
+#if defined(__AVX512F__)
+  if (n >= 32) {
+    __m512d s[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
+    for (; i + 32 <= n; i += 32)
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        if constexpr (std::is_same_v<In, float>) s[q] = _mm512_add_pd(s[q], _mm512_cvtps_pd(_mm256_loadu_ps(p + i + 8 * q)));
+        else s[q] = _mm512_add_pd(s[q], _mm512_loadu_pd(p + i + 8 * q));
+      }
+    vectors = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(s[0], s[1]), _mm512_add_pd(s[2], s[3])));
+  }
+#elif defined(__AVX__)
+  if (n >= 16) {
+    __m256d s[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+    for (; i + 16 <= n; i += 16)
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        if constexpr (std::is_same_v<In, float>) s[q] = _mm256_add_pd(s[q], _mm256_cvtps_pd(_mm_loadu_ps(p + i + 4 * q)));
+        else s[q] = _mm256_add_pd(s[q], _mm256_loadu_pd(p + i + 4 * q));
+      }
+    alignas(32) double lanes[4];
+    _mm256_store_pd(lanes, _mm256_add_pd(_mm256_add_pd(s[0], s[1]), _mm256_add_pd(s[2], s[3])));
+    vectors = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  }
+#endif
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;  // the rest: four independent chains
+  for (; i + 4 <= n; i += 4) {
+    s0 += static_cast<double>(p[i]);
+    s1 += static_cast<double>(p[i + 1]);
+    s2 += static_cast<double>(p[i + 2]);
+    s3 += static_cast<double>(p[i + 3]);
+  }
+  for (; i < n; ++i) s0 += static_cast<double>(p[i]);
+  return vectors + ((s0 + s1) + (s2 + s3));
+}
+
 // The loop for one (input, accumulator, output) type triple; `dst` is C-contiguous.
 template <class In, class Acc, class Out>
 void reduce_loop(const op& o, const reduce_layout& l, const In* src, Out* dst) {
@@ -70,7 +114,11 @@ void reduce_loop(const op& o, const reduce_layout& l, const In* src, Out* dst) {
     Acc acc = r.identity();
     const In* p = src + koff;
     if (red_contig) {
-      if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) {
+      if constexpr (std::is_floating_point_v<In> && std::is_same_v<Acc, double>) {
+        if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) acc = sum_contiguous(p, count);
+        else
+          for (std::int64_t i = 0; i < count; ++i) acc = r.combine(acc, static_cast<Acc>(p[i]));
+      } else if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) {
         // Four partial sums: independent chains the compiler can pipeline.
         Acc s0 = 0, s1 = 0, s2 = 0, s3 = 0;
         std::int64_t i = 0;
