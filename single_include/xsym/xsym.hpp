@@ -5580,6 +5580,20 @@ struct reduce_layout {
   std::int64_t count = 0;
 };
 
+// p[i..n) summed in Acc as four partial sums: independent chains the compiler can pipeline.
+template <class Acc, class In>
+Acc sum_chains(const In* p, std::int64_t i, std::int64_t n) {
+  Acc s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += static_cast<Acc>(p[i]);
+    s1 += static_cast<Acc>(p[i + 1]);
+    s2 += static_cast<Acc>(p[i + 2]);
+    s3 += static_cast<Acc>(p[i + 3]);
+  }
+  for (; i < n; ++i) s0 += static_cast<Acc>(p[i]);
+  return (s0 + s1) + (s2 + s3);
+}
+
 // A contiguous float or double run summed in double, in vectors where the CPU has them: eight
 // or sixteen partial sums instead of four scalar chains (a 400-float sum took 190 ns), and a
 // smaller error for it. The order differs from a running sum; so does numpy's (pairwise).
@@ -5612,15 +5626,7 @@ double sum_contiguous(const In* p, std::int64_t n) {
     vectors = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
   }
 #endif
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;  // the rest: four independent chains
-  for (; i + 4 <= n; i += 4) {
-    s0 += static_cast<double>(p[i]);
-    s1 += static_cast<double>(p[i + 1]);
-    s2 += static_cast<double>(p[i + 2]);
-    s3 += static_cast<double>(p[i + 3]);
-  }
-  for (; i < n; ++i) s0 += static_cast<double>(p[i]);
-  return vectors + ((s0 + s1) + (s2 + s3));
+  return vectors + sum_chains<double>(p, i, n);
 }
 
 // The loop for one (input, accumulator, output) type triple; `dst` is C-contiguous.
@@ -5650,17 +5656,7 @@ void reduce_loop(const op& o, const reduce_layout& l, const In* src, Out* dst) {
         else
           for (std::int64_t i = 0; i < count; ++i) acc = r.combine(acc, static_cast<Acc>(p[i]));
       } else if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) {
-        // Four partial sums: independent chains the compiler can pipeline.
-        Acc s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        std::int64_t i = 0;
-        for (; i + 4 <= count; i += 4) {
-          s0 += static_cast<Acc>(p[i]);
-          s1 += static_cast<Acc>(p[i + 1]);
-          s2 += static_cast<Acc>(p[i + 2]);
-          s3 += static_cast<Acc>(p[i + 3]);
-        }
-        for (; i < count; ++i) s0 += static_cast<Acc>(p[i]);
-        acc = (s0 + s1) + (s2 + s3);
+        acc = sum_chains<Acc>(p, 0, count);
       } else {
         for (std::int64_t i = 0; i < count; ++i) acc = r.combine(acc, static_cast<Acc>(p[i]));
       }
