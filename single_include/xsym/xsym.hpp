@@ -4828,6 +4828,13 @@ inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c, doub
 #include <memory>
 #include <vector>
 
+#if __has_include(<unistd.h>)
+#include <unistd.h>
+#endif
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 // ---- begin include/xsym/backend/cpu/scalar_kernels.hpp ----
 #ifndef XSYM_BACKEND_CPU_SCALAR_KERNELS_HPP
 #define XSYM_BACKEND_CPU_SCALAR_KERNELS_HPP
@@ -5388,13 +5395,61 @@ inline scratch& thread_scratch() {
   return s;
 }
 
+// Copies a block to its output with non-temporal stores (no read of the destination's lines).
+inline void stream_copy(std::byte* dst, const std::byte* src, std::size_t bytes) {
+#if defined(__SSE2__)
+  const std::size_t head = std::min(bytes, (64 - reinterpret_cast<std::uintptr_t>(dst) % 64) % 64);
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  bytes -= head;
+  std::size_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 64 <= bytes; i += 64)
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_loadu_si512(src + i));
+#elif defined(__AVX__)
+  for (; i + 32 <= bytes; i += 32)
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+#else
+  for (; i + 16 <= bytes; i += 16)
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+#endif
+  std::memcpy(dst + i, src + i, bytes - i);
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
+// Bytes of a call's arrays (inputs and outputs) from which a node streams: more than 3/8 of the
+// last-level cache, glibc's own threshold for non-temporal memcpy (about 100 MB on the machine
+// of docs/performance.md). Below it, the output is likely still cached when the next node reads
+// it, and the ordinary stores and hardware prefetch are faster.
+inline std::int64_t default_streaming_min_bytes() {
+  long llc = -1;
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+  llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+  return llc > 0 ? static_cast<std::int64_t>(llc) / 8 * 3 : std::int64_t{32} << 20;
+}
+}  // namespace detail
+
+/// @brief The streaming threshold in bytes (see detail::default_streaming_min_bytes); tests
+/// set it low to run the streaming path on small arrays.
+inline std::int64_t& streaming_min_bytes() {
+  static std::int64_t bytes = detail::default_streaming_min_bytes();
+  return bytes;
+}
+
+namespace detail {
 // Runs the program over n elements; inputs either advance with i (stride 1) or are one value.
+// With `stream`, every output goes through scratch and out with streaming stores, and each
+// block asks for the next block of its inputs before computing (see streaming_min_bytes).
 inline void run_span(const compiled_program& cp, const std::byte* const* in, const bool* in_scalar,
-                     std::byte* const* out, std::int64_t n) {
+                     std::byte* const* out, std::int64_t n, bool stream = false) {
   const program& p = *cp.prog;
   const int n_in = p.n_inputs;
   const void* args[3];
-  if (cp.direct) {
+  if (cp.direct && !stream) {
     const compiled_step& st = cp.steps[0];
     unsigned mask = 0;
     for (int j = 0; j < st.arity; ++j) {
@@ -5421,7 +5476,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
   // Bit r: input register r is one value broadcast over the span (no other register is).
   std::uint64_t scalar_bits = 0;
   for (int r = 0; r < n_in; ++r) scalar_bits |= static_cast<std::uint64_t>(in_scalar[r]) << r;
-  const int last_out = cp.last_out;
+  const int last_out = stream ? -1 : cp.last_out;
   const int last_reg = last_out >= 0 ? p.outputs[static_cast<std::size_t>(last_out)] : 0;
   const compiled_step* steps = cp.steps.data();
   const std::size_t n_steps = cp.steps.size();
@@ -5429,6 +5484,15 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
     const std::int64_t m = std::min(block_size, n - off);
     for (int r = 0; r < n_in; ++r)
       reg[r] = in_scalar[r] ? in[r] : in[r] + off * cp.in_bytes[static_cast<std::size_t>(r)];
+    // From memory, a block's loads would wait while its arithmetic leaves the bus idle: the
+    // next block is on its way while this one computes.
+    if (stream && off + 2 * block_size <= n)
+      for (int r = 0; r < n_in; ++r)
+        if (!in_scalar[r]) {
+          const std::int64_t bytes = block_size * cp.in_bytes[static_cast<std::size_t>(r)];
+          const std::byte* next = static_cast<const std::byte*>(reg[r]) + bytes;
+          for (std::int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(next + b, 0, 3);
+        }
     if (last_out >= 0) {
       tmp[last_reg] = out[last_out] + off * cp.out_bytes[static_cast<std::size_t>(last_out)];
       reg[last_reg] = tmp[last_reg];
@@ -5447,9 +5511,15 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
     for (std::size_t o = 0; o < p.outputs.size(); ++o) {
       if (static_cast<int>(o) == last_out) continue;
       const std::int64_t es = cp.out_bytes[o];
-      std::memcpy(out[o] + off * es, reg[p.outputs[o]], static_cast<std::size_t>(m * es));
+      if (stream)
+        stream_copy(out[o] + off * es, static_cast<const std::byte*>(reg[p.outputs[o]]), static_cast<std::size_t>(m * es));
+      else
+        std::memcpy(out[o] + off * es, reg[p.outputs[o]], static_cast<std::size_t>(m * es));
     }
   }
+#if defined(__SSE2__)
+  if (stream) _mm_sfence();  // streaming stores are weakly ordered: visible before the node ends
+#endif
 }
 }  // namespace detail
 
@@ -5489,13 +5559,17 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   const int threads = total >= par.elemwise_minsize ? par.threads : 1;
   const std::size_t n_out = p.outputs.size();
   if (flat) {
+    std::int64_t bytes_per_element = 0;
+    for (int k = 0; k < n_in; ++k) bytes_per_element += scalar[k] ? 0 : cp.in_bytes[static_cast<std::size_t>(k)];
+    for (std::int64_t b : cp.out_bytes) bytes_per_element += b;
+    const bool stream = total * bytes_per_element >= streaming_min_bytes();
     // Threads take whole blocks: each element is computed as on one thread.
     parallel_chunks(total, cp.block, threads, [&](std::int64_t lo, std::int64_t hi) {
       const std::byte* in_at[64];
       std::byte* out_at[8];
       for (int k = 0; k < n_in; ++k) in_at[k] = scalar[k] ? base[k] : base[k] + lo * cp.in_bytes[static_cast<std::size_t>(k)];
       for (std::size_t o = 0; o < n_out; ++o) out_at[o] = out_base[o] + lo * cp.out_bytes[o];
-      detail::run_span(cp, in_at, scalar, out_at, hi - lo);
+      detail::run_span(cp, in_at, scalar, out_at, hi - lo, stream);
     });
     return;
   }

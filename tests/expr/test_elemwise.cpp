@@ -3,6 +3,8 @@
 // both the vectorized (cvm) and the reference (py) kernels.
 #include "expr_util.hpp"
 
+#include <xtensor/xadapt.hpp>
+
 using namespace xsym_test;
 
 namespace {
@@ -335,4 +337,55 @@ TEST_CASE("cast converts between every pair of dtypes as static_cast does", "[ex
       }
     });
   });
+}
+
+TEST_CASE("nodes too large for the cache stream their outputs with the same results", "[expr][elemwise]") {
+  // Above xsym::cpu::streaming_min_bytes() a node writes through scratch with streaming stores
+  // and prefetches its next block. Lowered to 0 here, so small arrays take that path: into
+  // destinations starting anywhere in a cache line, spans that end mid-block, a single-kernel
+  // node, several outputs, a broadcast scalar; each against a float64 loop, and bitwise
+  // against the ordinary path.
+  auto x = xsym::vector<float>("x"), y = xsym::vector<float>("y");
+  auto s = xsym::scalar<float>("s");
+  auto f = xsym::function("streamed", xsym::inputs(x, y, s),
+                          xsym::outputs((x + y + s) * 2.0f, xsym::exp(x), x * y - xsym::log(1.0f + y * y)));
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-2, 2);
+  struct restore_threshold {
+    std::int64_t saved = xsym::cpu::streaming_min_bytes();
+    ~restore_threshold() { xsym::cpu::streaming_min_bytes() = saved; }
+  } restore;
+  for (std::size_t n : {std::size_t(1), std::size_t(15), std::size_t(70), std::size_t(5003)}) {
+    xt::xtensor<float, 1> X = xt::empty<float>({n}), Y = xt::empty<float>({n});
+    for (auto& e : X) e = dist(rng);
+    for (auto& e : Y) e = dist(rng);
+    const float S = dist(rng);
+    xsym::cpu::streaming_min_bytes() = std::int64_t{1} << 62;
+    const auto [a0, b0, c0] = f(X, Y, S);
+    xsym::cpu::streaming_min_bytes() = 0;
+    std::vector<float> storage(3 * (n + 16) + 16);
+    float* line = storage.data();
+    while (reinterpret_cast<std::uintptr_t>(line) % 64 != 0) ++line;
+    for (std::size_t offset : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(13)}) {
+      INFO("n = " << n << ", destinations " << offset << " floats past a cache line");
+      const std::array<std::size_t, 1> shape{n};
+      auto a = xt::adapt(line + offset, n, xt::no_ownership(), shape);
+      auto b = xt::adapt(line + offset + (n + 16), n, xt::no_ownership(), shape);
+      auto c = xt::adapt(line + offset + 2 * (n + 16), n, xt::no_ownership(), shape);
+      f.into(a, b, c)(X, Y, S);
+      for (std::size_t i = 0; i < n; ++i) {
+        const double xi = X(i), yi = Y(i);
+        CHECK(std::abs(a(i) - ((xi + yi + S) * 2)) <= 1e-5 * (std::abs(xi) + std::abs(yi) + std::abs(S)) * 2);
+        CHECK(std::abs(b(i) - std::exp(xi)) <= 1e-6 * std::exp(xi));
+        CHECK(std::abs(c(i) - (xi * yi - std::log(1 + yi * yi))) <= 1e-5 * (std::abs(xi * yi) + std::log(1 + yi * yi)));
+        CHECK(a(i) == a0(i));
+        CHECK(b(i) == b0(i));
+        CHECK(c(i) == c0(i));
+      }
+    }
+    const auto [a1, b1, c1] = f(X, Y, S);  // the function's own outputs, streamed too
+    CHECK(a1 == a0);
+    CHECK(b1 == b0);
+    CHECK(c1 == c0);
+  }
 }
