@@ -5057,6 +5057,81 @@ kernel_fn shared_exp_kernel_for(shared_exp_kernel k) {
   }
   return nullptr;
 }
+
+/// A run of arithmetic steps, each taking the one before's result, in one pass: acc = arg 0,
+/// then link k makes acc = acc OP arg k+1 (code & 3: add, sub, mul, div), or arg k+1 OP acc
+/// where code & 4. The running value stays in registers: one load per argument and one store
+/// per element, where separate kernels store and reload every intermediate.
+using chain_fn = void (*)(void* dst, const void* const* args, unsigned scalar_mask, std::int64_t n,
+                          std::uint32_t codes, int links);
+inline constexpr int max_chain_links = 7;
+
+template <class T>
+void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links) {
+  T* d = static_cast<T*>(dstv);
+  auto arg = [&](int j) { return static_cast<const T*>(args[j]); };
+  auto scalar = [&](int j) { return ((mask >> j) & 1u) != 0; };
+  // The same IEEE operations, in the same order, as the separate kernels: results are bitwise theirs.
+  auto link = [](auto& acc, const auto& b, unsigned code) {
+    switch (code) {
+      case 0: acc = acc + b; break;
+      case 1: acc = acc - b; break;
+      case 5: acc = b - acc; break;
+      case 2: acc = acc * b; break;
+      case 3: acc = acc / b; break;
+      default: acc = b / acc; break;
+    }
+  };
+  std::int64_t i = 0;
+  if constexpr (simd_type<T>) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+    // U batches at once; the switch is per link and per U batches, not per element.
+    auto run = [&]<int U>(std::integral_constant<int, U>, std::int64_t at) {
+      B acc[U];
+      for (int u = 0; u < U; ++u) acc[u] = scalar(0) ? B(arg(0)[0]) : B::load_unaligned(arg(0) + at + u * w);
+      for (int k = 0; k < links; ++k) {
+        const unsigned code = (codes >> (3 * k)) & 7u;
+        const T* p = arg(k + 1);
+        B b[U];
+        if (scalar(k + 1))
+          for (int u = 0; u < U; ++u) b[u] = B(p[0]);
+        else
+          for (int u = 0; u < U; ++u) b[u] = B::load_unaligned(p + at + u * w);
+        switch (code) {
+          case 0: for (int u = 0; u < U; ++u) acc[u] = acc[u] + b[u]; break;
+          case 1: for (int u = 0; u < U; ++u) acc[u] = acc[u] - b[u]; break;
+          case 5: for (int u = 0; u < U; ++u) acc[u] = b[u] - acc[u]; break;
+          case 2: for (int u = 0; u < U; ++u) acc[u] = acc[u] * b[u]; break;
+          case 3: for (int u = 0; u < U; ++u) acc[u] = acc[u] / b[u]; break;
+          default: for (int u = 0; u < U; ++u) acc[u] = b[u] / acc[u]; break;
+        }
+      }
+      for (int u = 0; u < U; ++u) acc[u].store_unaligned(d + at + u * w);
+    };
+    for (; i + 4 * w <= n; i += 4 * w) run(std::integral_constant<int, 4>{}, i);
+    for (; i + w <= n; i += w) run(std::integral_constant<int, 1>{}, i);
+  }
+  for (; i < n; ++i) {
+    T acc = arg(0)[scalar(0) ? 0 : i];
+    for (int k = 0; k < links; ++k) link(acc, arg(k + 1)[scalar(k + 1) ? 0 : i], (codes >> (3 * k)) & 7u);
+    d[i] = acc;
+  }
+}
+
+/// The chain kernel for add, sub, mul and true_div on float32 or float64 (the vectorized set
+/// only), and the link code of such an op; -1 for any other op or dtype.
+inline int chain_code(const instruction& ins) {
+  if (ins.in_type != ins.out_type || (ins.in_type != dtype::float32 && ins.in_type != dtype::float64)) return -1;
+  switch (ins.op) {
+    case scalar_op::add: return 0;
+    case scalar_op::sub: return 1;
+    case scalar_op::mul: return 2;
+    case scalar_op::true_div: return 3;
+    default: return -1;
+  }
+}
+inline chain_fn chain_kernel_for(dtype t) { return t == dtype::float32 ? &chain<float> : &chain<double>; }
 }  // namespace detail
 
 namespace testing {
@@ -5123,13 +5198,21 @@ kernel_fn kernel_for(const instruction& ins) {
 
 namespace xsym::cpu {
 
-/// @brief One instruction with everything the executor needs, looked up once.
+/// @brief One instruction, or a chain of them (detail::fuse_chains), with everything the
+/// executor needs, looked up once.
 struct compiled_step {
   kernel_fn kernel = nullptr;
+  detail::chain_fn chain = nullptr;  // set instead of kernel for a chain
+  std::uint32_t chain_codes = 0;     // 3 bits per link (see detail::chain)
   int arity = 0;
-  int args[3] = {0, 0, 0};
+  int args[detail::max_chain_links + 1] = {};
   int dst = 0;
-  unsigned arg_bits = 0;  // bit j set for j < arity
+  int link_code = -1;  // detail::chain_code of the instruction: it may join a chain
+
+  void run(void* dst_data, const void* const* arg_data, unsigned scalar_mask, std::int64_t n) const {
+    if (chain) chain(dst_data, arg_data, scalar_mask, n, chain_codes, arity - 1);
+    else kernel(dst_data, arg_data, scalar_mask, n);
+  }
 };
 
 /// @brief A program with its kernels looked up once, when the function is built.
@@ -5238,7 +5321,6 @@ inline void share_work(const program& p, std::vector<compiled_step>& steps, std:
       st.kernel = f;
       st.arity = 1;
       st.args[0] = arg;
-      st.arg_bits = 1;
       reg_types.push_back(t);
       st.dst = static_cast<int>(reg_types.size() - 1);
       out.push_back(st);
@@ -5258,10 +5340,59 @@ inline void share_work(const program& p, std::vector<compiled_step>& steps, std:
       kept[m].kernel = kernel(sig ? shared_exp_kernel::sigmoid_from_exp : shared_exp_kernel::softplus_from_log1p);
       kept[m].arity = 2;
       kept[m].args[1] = sig ? e_reg : l_reg;
-      kept[m].arg_bits = 3;
       rewritten[m] = 1;  // the others stay where they are: their arguments may come later
     }
     out.push_back(kept[k]);
+  }
+  steps = std::move(out);
+}
+
+// Runs of arithmetic steps where each takes the one before's result (read nowhere else, not an
+// output) become one chain step: (x + y + z) * 2 is one pass instead of three, each of which
+// stored its block and the next loaded it back. Steps stay in order, so every argument is
+// computed before the chain runs.
+inline void fuse_chains(const program& p, std::vector<compiled_step>& steps, const std::vector<dtype>& reg_types) {
+  std::vector<int> reads(reg_types.size(), 0), writes(reg_types.size(), 0);
+  for (const auto& st : steps) {
+    for (int j = 0; j < st.arity; ++j) ++reads[static_cast<std::size_t>(st.args[j])];
+    ++writes[static_cast<std::size_t>(st.dst)];
+  }
+  for (int r : p.outputs) reads[static_cast<std::size_t>(r)] += 2;  // an output is never folded away
+  std::vector<compiled_step> out;
+  for (std::size_t i = 0; i < steps.size();) {
+    compiled_step fused = steps[i];
+    std::uint32_t codes = 0;
+    int links = 0;
+    if (fused.link_code >= 0 && fused.arity == 2) {
+      codes = static_cast<std::uint32_t>(fused.link_code);
+      links = 1;
+    }
+    std::size_t j = i + 1;
+    for (; links > 0 && links < max_chain_links && j < steps.size(); ++j) {
+      const compiled_step& next = steps[j];
+      const auto acc = static_cast<std::size_t>(fused.dst);
+      if (next.link_code < 0 || next.arity != 2 || reg_types[static_cast<std::size_t>(next.dst)] != reg_types[acc] ||
+          reads[acc] != 1 || writes[acc] != 1)
+        break;
+      const bool left = next.args[0] == fused.dst, right = next.args[1] == fused.dst;
+      if (left == right) break;  // not read, or read twice (acc * acc)
+      // b + acc and b * acc are acc + b and acc * b, bitwise.
+      const int code = next.link_code + (right && (next.link_code == 1 || next.link_code == 3) ? 4 : 0);
+      codes |= static_cast<std::uint32_t>(code) << (3 * links);
+      fused.args[++links] = right ? next.args[0] : next.args[1];
+      fused.dst = next.dst;
+    }
+    if (links < 2) {
+      out.push_back(steps[i++]);
+      continue;
+    }
+    fused.chain = chain_kernel_for(reg_types[static_cast<std::size_t>(fused.dst)]);
+    fused.kernel = nullptr;
+    fused.chain_codes = codes;
+    fused.arity = links + 1;
+    fused.link_code = -1;
+    out.push_back(fused);
+    i = j;
   }
   steps = std::move(out);
 }
@@ -5276,11 +5407,14 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
     st.kernel = kernel_of(ins);
     st.arity = info(ins.op).arity;
     st.dst = ins.dst;
-    for (int j = 0; j < st.arity; ++j) st.args[j] = ins.args[j];  // unused arguments read register 0
-    st.arg_bits = (1u << st.arity) - 1;
+    for (int j = 0; j < st.arity; ++j) st.args[j] = ins.args[j];
+    if (share) st.link_code = chain_code(ins);
     cp.steps.push_back(st);
   }
-  if (share) share_work(*p, cp.steps, cp.reg_types);
+  if (share) {
+    share_work(*p, cp.steps, cp.reg_types);
+    fuse_chains(*p, cp.steps, cp.reg_types);
+  }
   for (int r = 0; r < p->n_inputs; ++r)
     cp.in_bytes.push_back(static_cast<std::int64_t>(dtype_size(cp.reg_types[static_cast<std::size_t>(r)])));
   for (int r : p->outputs) cp.out_bytes.push_back(static_cast<std::int64_t>(dtype_size(cp.reg_types[static_cast<std::size_t>(r)])));
@@ -5448,7 +5582,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
                      std::byte* const* out, std::int64_t n, bool stream = false) {
   const program& p = *cp.prog;
   const int n_in = p.n_inputs;
-  const void* args[3];
+  const void* args[detail::max_chain_links + 1];
   if (cp.direct && !stream) {
     const compiled_step& st = cp.steps[0];
     unsigned mask = 0;
@@ -5456,7 +5590,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
       args[j] = in[st.args[j]];
       if (in_scalar[st.args[j]]) mask |= 1u << j;
     }
-    st.kernel(out[0], args, mask, n);
+    st.run(out[0], args, mask, n);
     return;
   }
   const auto n_regs = cp.reg_types.size();
@@ -5499,14 +5633,12 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
     }
     for (std::size_t i = 0; i < n_steps; ++i) {
       const compiled_step& st = steps[i];
-      args[0] = reg[st.args[0]];
-      args[1] = reg[st.args[1]];
-      args[2] = reg[st.args[2]];
-      const unsigned mask = static_cast<unsigned>(((scalar_bits >> st.args[0]) & 1u) |
-                                                  (((scalar_bits >> st.args[1]) & 1u) << 1) |
-                                                  (((scalar_bits >> st.args[2]) & 1u) << 2)) &
-                            st.arg_bits;
-      st.kernel(tmp[st.dst], args, mask, m);
+      unsigned mask = 0;
+      for (int j = 0; j < st.arity; ++j) {
+        args[j] = reg[st.args[j]];
+        mask |= static_cast<unsigned>((scalar_bits >> st.args[j]) & 1u) << j;
+      }
+      st.run(tmp[st.dst], args, mask, m);
     }
     for (std::size_t o = 0; o < p.outputs.size(); ++o) {
       if (static_cast<int>(o) == last_out) continue;

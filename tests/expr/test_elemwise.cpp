@@ -389,3 +389,42 @@ TEST_CASE("nodes too large for the cache stream their outputs with the same resu
     CHECK(c1 == c0);
   }
 }
+
+TEST_CASE("chains of arithmetic run in one pass with the separate kernels' results", "[expr][elemwise]") {
+  // The vectorized set runs a run of add/sub/mul/div, each step taking the one before's
+  // result, as one chain kernel (acc on either side, arguments vectors or broadcast scalars,
+  // chains longer than one kernel takes). The reference set runs every step apart: the same
+  // IEEE operations in the same order, so the results must be equal bit for bit.
+  for_each_type(type_list<float, double>{}, []<class T>() {
+    auto x = xsym::vector<T>("x"), y = xsym::vector<T>("y"), z = xsym::vector<T>("z");
+    auto s = xsym::scalar<T>("s");
+    auto long_chain = x;
+    for (int k = 0; k < 17; ++k) long_chain = k % 4 == 0 ? y - long_chain : k % 4 == 1 ? long_chain * s : k % 4 == 2 ? z / long_chain : long_chain + x;
+    auto outs = xsym::outputs((x + y + z) * T(2), T(3) - (x * y) / z, s / (x - y * s) + z, long_chain,
+                              (x + y) * (x + y) - z);  // the last: its sum is read twice, so no chain through it
+    auto fast = xsym::function("chains", xsym::inputs(x, y, z, s), outs);
+    auto ref = xsym::function("chains_ref", xsym::inputs(x, y, z, s), outs, xsym::linker("py"));
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<T> dist(T(0.5), T(2));
+    for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(64), std::size_t(1000), std::size_t(4099)}) {
+      xt::xtensor<T, 1> X = xt::empty<T>({n}), Y = xt::empty<T>({n}), Z = xt::empty<T>({n});
+      for (auto& e : X) e = dist(rng);
+      for (auto& e : Y) e = dist(rng);
+      for (auto& e : Z) e = dist(rng);
+      const T S = dist(rng);
+      const auto got = fast(X, Y, Z, S);
+      const auto want = ref(X, Y, Z, S);
+      INFO(type_name<T>() << ", n = " << n);
+      CHECK(std::get<0>(got) == std::get<0>(want));
+      CHECK(std::get<1>(got) == std::get<1>(want));
+      CHECK(std::get<2>(got) == std::get<2>(want));
+      CHECK(std::get<3>(got) == std::get<3>(want));
+      CHECK(std::get<4>(got) == std::get<4>(want));
+      for (std::size_t i = 0; i < n; ++i) {  // and the arithmetic itself, against double
+        const double a = X(i), b = Y(i), c = Z(i), d = S;
+        CHECK(std::abs(std::get<0>(got)(i) - (a + b + c) * 2) <= 1e-5 * (a + b + c) * 2);
+        CHECK(std::abs(std::get<1>(got)(i) - (3 - a * b / c)) <= 1e-5 * (3 + a * b / c));
+      }
+    }
+  });
+}

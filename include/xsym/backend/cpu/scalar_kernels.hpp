@@ -220,6 +220,81 @@ kernel_fn shared_exp_kernel_for(shared_exp_kernel k) {
   }
   return nullptr;
 }
+
+/// A run of arithmetic steps, each taking the one before's result, in one pass: acc = arg 0,
+/// then link k makes acc = acc OP arg k+1 (code & 3: add, sub, mul, div), or arg k+1 OP acc
+/// where code & 4. The running value stays in registers: one load per argument and one store
+/// per element, where separate kernels store and reload every intermediate.
+using chain_fn = void (*)(void* dst, const void* const* args, unsigned scalar_mask, std::int64_t n,
+                          std::uint32_t codes, int links);
+inline constexpr int max_chain_links = 7;
+
+template <class T>
+void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links) {
+  T* d = static_cast<T*>(dstv);
+  auto arg = [&](int j) { return static_cast<const T*>(args[j]); };
+  auto scalar = [&](int j) { return ((mask >> j) & 1u) != 0; };
+  // The same IEEE operations, in the same order, as the separate kernels: results are bitwise theirs.
+  auto link = [](auto& acc, const auto& b, unsigned code) {
+    switch (code) {
+      case 0: acc = acc + b; break;
+      case 1: acc = acc - b; break;
+      case 5: acc = b - acc; break;
+      case 2: acc = acc * b; break;
+      case 3: acc = acc / b; break;
+      default: acc = b / acc; break;
+    }
+  };
+  std::int64_t i = 0;
+  if constexpr (simd_type<T>) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+    // U batches at once; the switch is per link and per U batches, not per element.
+    auto run = [&]<int U>(std::integral_constant<int, U>, std::int64_t at) {
+      B acc[U];
+      for (int u = 0; u < U; ++u) acc[u] = scalar(0) ? B(arg(0)[0]) : B::load_unaligned(arg(0) + at + u * w);
+      for (int k = 0; k < links; ++k) {
+        const unsigned code = (codes >> (3 * k)) & 7u;
+        const T* p = arg(k + 1);
+        B b[U];
+        if (scalar(k + 1))
+          for (int u = 0; u < U; ++u) b[u] = B(p[0]);
+        else
+          for (int u = 0; u < U; ++u) b[u] = B::load_unaligned(p + at + u * w);
+        switch (code) {
+          case 0: for (int u = 0; u < U; ++u) acc[u] = acc[u] + b[u]; break;
+          case 1: for (int u = 0; u < U; ++u) acc[u] = acc[u] - b[u]; break;
+          case 5: for (int u = 0; u < U; ++u) acc[u] = b[u] - acc[u]; break;
+          case 2: for (int u = 0; u < U; ++u) acc[u] = acc[u] * b[u]; break;
+          case 3: for (int u = 0; u < U; ++u) acc[u] = acc[u] / b[u]; break;
+          default: for (int u = 0; u < U; ++u) acc[u] = b[u] / acc[u]; break;
+        }
+      }
+      for (int u = 0; u < U; ++u) acc[u].store_unaligned(d + at + u * w);
+    };
+    for (; i + 4 * w <= n; i += 4 * w) run(std::integral_constant<int, 4>{}, i);
+    for (; i + w <= n; i += w) run(std::integral_constant<int, 1>{}, i);
+  }
+  for (; i < n; ++i) {
+    T acc = arg(0)[scalar(0) ? 0 : i];
+    for (int k = 0; k < links; ++k) link(acc, arg(k + 1)[scalar(k + 1) ? 0 : i], (codes >> (3 * k)) & 7u);
+    d[i] = acc;
+  }
+}
+
+/// The chain kernel for add, sub, mul and true_div on float32 or float64 (the vectorized set
+/// only), and the link code of such an op; -1 for any other op or dtype.
+inline int chain_code(const instruction& ins) {
+  if (ins.in_type != ins.out_type || (ins.in_type != dtype::float32 && ins.in_type != dtype::float64)) return -1;
+  switch (ins.op) {
+    case scalar_op::add: return 0;
+    case scalar_op::sub: return 1;
+    case scalar_op::mul: return 2;
+    case scalar_op::true_div: return 3;
+    default: return -1;
+  }
+}
+inline chain_fn chain_kernel_for(dtype t) { return t == dtype::float32 ? &chain<float> : &chain<double>; }
 }  // namespace detail
 
 namespace testing {
