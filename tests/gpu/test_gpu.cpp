@@ -252,8 +252,13 @@ TEST_CASE("the profile shows the device: GPU ops and classes, the implementation
   stats->print_summary(os);
   const std::string text = os.str();
   INFO(text);
+#ifdef __CUDACC__
+  const char* implementation = "     cuda  ";
+#else
+  const char* implementation = "thrust-omp";
+#endif
   for (const char* want : {"Function profiling", "Message: gpu profile", "Time in 3 calls", "xsym::GpuFromHost", "xsym::GpuGemv",
-                           "xsym::HostFromGpu", "GpuCAReduce{add}", "thrust-omp", "Memory Profile"})
+                           "xsym::HostFromGpu", "GpuCAReduce{add}", implementation, "Memory Profile"})
     CHECK_THAT(text, Catch::Contains(want));
   // Device bytes are measured too (XSYM_COMPUTE_GPU_MEM_USED=1), in brackets after the simulated ones.
   CHECK_THAT(text, Catch::Matches("[\\s\\S]*GPU: [1-9][0-9]*KB \\([1-9][0-9]*KB\\)[\\s\\S]*"));

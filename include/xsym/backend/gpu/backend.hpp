@@ -138,6 +138,12 @@ void vector_dot(const ndarray& a, const ndarray& b, ndarray& out) {
   if (a.shape(0) != b.shape(0))
     throw shape_error("GpuDot: vectors of shapes " + to_string(a.shape()) + " and " + to_string(b.shape()));
   using Acc = std::conditional_t<std::is_floating_point_v<T>, double, std::int64_t>;
+#ifdef __CUDACC__
+  detail::device_reduce(thrust::make_transform_iterator(thrust::counting_iterator<std::int64_t>(0),
+                                                        detail::dot_element<T, Acc>{a.data_as<const T>(), a.stride(0),
+                                                                                    b.data_as<const T>(), b.stride(0)}),
+                        a.shape(0), Acc(0), thrust::plus<Acc>(), detail::dot_finalize<T, Acc>{out.data_as<T>()});
+#else
   const Acc s = thrust::transform_reduce(XSYM_GPU_POLICY, thrust::counting_iterator<std::int64_t>(0),
                                          thrust::counting_iterator<std::int64_t>(a.shape(0)),
                                          detail::dot_element<T, Acc>{a.data_as<const T>(), a.stride(0),
@@ -145,6 +151,7 @@ void vector_dot(const ndarray& a, const ndarray& b, ndarray& out) {
                                          Acc(0), thrust::plus<Acc>());
   const T v = static_cast<T>(s);
   cuda::detail::copy_bytes(out.data(), &v, sizeof(T), cuda::detail::direction::to_device);
+#endif
 }
 
 inline void run_dot_node(const thunk& t, ndarray* values) {
