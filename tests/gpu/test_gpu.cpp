@@ -1,6 +1,7 @@
 // The GPU backend, run through Thrust's OpenMP system (no GPU needed): every result equals the
 // CPU backend's on random inputs, transfers sit where expected, device memory is counted exactly.
-// Built with XSYM_COMPUTE_GPU_MEM_USED=1; the same file is compiled (not run) by nvcc.
+// Built with XSYM_COMPUTE_GPU_MEM_USED=1; the same file is compiled by nvcc (make cuda), and that
+// build is what runs on a GPU.
 #include <catch2/catch.hpp>
 
 #include <random>
@@ -112,6 +113,58 @@ TEST_CASE("reductions on the device equal the CPU backend over every axis set", 
   CHECK(std::get<5>(g) == Approx(std::get<5>(c)).epsilon(1e-12));
   CHECK(std::get<6>(g) == std::get<6>(c));
   CHECK(std::get<7>(g) == Approx(std::get<7>(c)).epsilon(1e-12));
+}
+
+TEST_CASE("full reductions on the device: many tiles, NaN, infinities, integers and empty arrays", "[gpu]") {
+  clean_config cfg;
+  auto v = xsym::vector<float>("v");
+  auto f = xsym::function("full", xsym::inputs(v),
+                          xsym::outputs(xsym::sum(v), xsym::mean(v), xsym::max(v), xsym::min(v), xsym::prod(v)),
+                          xsym::device("cuda"));
+  // 1e6 elements: CUB's multi-block path (a few thousand elements fit in one tile).
+  auto big = random_array<float, 1>({1000000}, 0.5, 1.5);
+  double sum = 0;
+  float hi = -INFINITY, lo = INFINITY;
+  for (float x : big) {
+    sum += x;
+    hi = std::max(hi, x);
+    lo = std::min(lo, x);
+  }
+  auto [s, m, mx, mn, p] = f(big);
+  CHECK(s == Approx(sum).epsilon(1e-6));
+  CHECK(m == Approx(sum / 1e6).epsilon(1e-6));
+  CHECK(mx == hi);
+  CHECK(mn == lo);
+  CHECK(p == 0.f);  // log-mean of U[0.5, 1.5) is -0.045: the product of 1e6 underflows, as in double
+  // A NaN anywhere wins max, min and sum; all -inf stays -inf (the identity is not a finite lowest).
+  xt::xtensor<float, 1> nan_mid = {1.f, 2.f, NAN, -3.f};
+  auto [s2, m2, mx2, mn2, p2] = f(nan_mid);
+  CHECK((std::isnan(s2) && std::isnan(mx2) && std::isnan(mn2)));
+  xt::xtensor<float, 1> all_neg_inf = {-INFINITY, -INFINITY, -INFINITY};
+  auto [s3, m3, mx3, mn3, p3] = f(all_neg_inf);
+  CHECK((mx3 == -INFINITY && mn3 == -INFINITY && s3 == -INFINITY));
+  CHECK_THROWS_WITH(f(xt::xtensor<float, 1>::from_shape({0})), Catch::Contains("zero-size array"));
+  auto sum_prod = xsym::function("sum_prod", xsym::inputs(v), xsym::outputs(xsym::sum(v), xsym::prod(v)),
+                                 xsym::device("cuda"));
+  auto [s4, p4] = sum_prod(xt::xtensor<float, 1>::from_shape({0}));
+  CHECK(s4 == 0.f);
+  CHECK(p4 == 1.f);
+
+  auto iv = xsym::vector<std::int32_t>("iv");
+  auto int_outs = xsym::outputs(xsym::sum(iv), xsym::max(iv), xsym::min(iv));
+  auto g = xsym::function("full_int", xsym::inputs(iv), int_outs, xsym::device("cuda"));
+  auto g_cpu = xsym::function("full_int_cpu", xsym::inputs(iv), int_outs);
+  xt::xtensor<std::int32_t, 1> ints = xt::xtensor<std::int32_t, 1>::from_shape({5000});
+  std::int64_t isum = 0;
+  for (std::size_t i = 0; i < ints.size(); ++i) {
+    ints(i) = static_cast<std::int32_t>(i % 97) - 60 - static_cast<std::int32_t>(i % 2) * 2147483000;
+    isum += ints(i);
+  }
+  auto [is, imax, imin] = g(ints);
+  CHECK(static_cast<std::int64_t>(is) == static_cast<std::int64_t>(static_cast<decltype(is)>(isum)));
+  CHECK(is == std::get<0>(g_cpu(ints)));
+  CHECK(imax == *std::max_element(ints.begin(), ints.end()));
+  CHECK(imin == *std::min_element(ints.begin(), ints.end()));
 }
 
 TEST_CASE("products on the device: GpuGemv, transposed, GpuDot22, vector dot, GpuGemm accumulation", "[gpu]") {
