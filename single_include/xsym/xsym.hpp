@@ -1288,7 +1288,7 @@ class ndarray {
   }
   /// @brief Drops the buffer: no value (has_value() is false, the shape is rank 0).
   void release() {
-    m_owner.reset();
+    if (m_owner) m_owner.reset();  // a wrapped array has none: no store to the pointer pair
     m_data = nullptr;
     m_capacity = 0;
     m_dtype = dtype::float64;
@@ -1313,15 +1313,17 @@ class ndarray {
   /// extent 1 gets stride 0.
   template <class Shape, class Strides>
   void rewrap(dtype dt, const Shape& shape, const Strides& strides, void* data) {
-    m_owner.reset();
+    if (m_owner) m_owner.reset();
     m_dtype = dt;
     const int r = static_cast<int>(shape.size());
     m_shape.rank = r;
-    for (int i = 0; i < max_rank; ++i) {
+    m_shape.dims = {};  // a few vector stores, then only the rank's extents
+    m_strides = {};
+    for (int i = 0; i < r; ++i) {
       const auto u = static_cast<std::size_t>(i);
-      const std::int64_t extent = i < r ? static_cast<std::int64_t>(shape[u]) : 0;
+      const auto extent = static_cast<std::int64_t>(shape[u]);
       m_shape.dims[u] = extent;
-      m_strides[u] = i < r && extent != 1 ? static_cast<std::int64_t>(strides[u]) : 0;
+      m_strides[u] = extent != 1 ? static_cast<std::int64_t>(strides[u]) : 0;
     }
     m_data = static_cast<std::byte*>(data);
     m_capacity = 0;
@@ -5224,6 +5226,7 @@ struct compiled_program {
   std::vector<dtype> reg_types;         // the program's registers, then any the steps added
   std::vector<std::int64_t> out_bytes;  // element size of each output
   std::vector<std::int64_t> in_bytes;   // element size of each input
+  std::int64_t all_bytes = 0;           // bytes per element of every input and output
   bool direct = false;     // one instruction writing the only output: no scratch needed
   // The output that only the last instruction writes, or -1: that instruction writes it in
   // place (nothing reads it after, so an output sharing an input's buffer is still safe).
@@ -5418,6 +5421,8 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
   for (int r = 0; r < p->n_inputs; ++r)
     cp.in_bytes.push_back(static_cast<std::int64_t>(dtype_size(cp.reg_types[static_cast<std::size_t>(r)])));
   for (int r : p->outputs) cp.out_bytes.push_back(static_cast<std::int64_t>(dtype_size(cp.reg_types[static_cast<std::size_t>(r)])));
+  for (std::int64_t b : cp.in_bytes) cp.all_bytes += b;
+  for (std::int64_t b : cp.out_bytes) cp.all_bytes += b;
   cp.direct = cp.steps.size() == 1 && p->outputs.size() == 1 && p->outputs[0] == cp.steps[0].dst;
   if (!cp.steps.empty() && cp.steps.back().dst >= p->n_inputs) {
     const int r = cp.steps.back().dst;
@@ -5691,10 +5696,17 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   const int threads = total >= par.elemwise_minsize ? par.threads : 1;
   const std::size_t n_out = p.outputs.size();
   if (flat) {
-    std::int64_t bytes_per_element = 0;
-    for (int k = 0; k < n_in; ++k) bytes_per_element += scalar[k] ? 0 : cp.in_bytes[static_cast<std::size_t>(k)];
-    for (std::int64_t b : cp.out_bytes) bytes_per_element += b;
-    const bool stream = total * bytes_per_element >= streaming_min_bytes();
+    bool stream = false;
+    if (total * cp.all_bytes >= streaming_min_bytes()) {  // else no count of the inputs reaches it
+      std::int64_t bytes_per_element = 0;
+      for (int k = 0; k < n_in; ++k) bytes_per_element += scalar[k] ? 0 : cp.in_bytes[static_cast<std::size_t>(k)];
+      for (std::int64_t b : cp.out_bytes) bytes_per_element += b;
+      stream = total * bytes_per_element >= streaming_min_bytes();
+    }
+    if (threads == 1) {  // one span from the start: no offset pointers to build
+      detail::run_span(cp, base, scalar, out_base, total, stream);
+      return;
+    }
     // Threads take whole blocks: each element is computed as on one thread.
     parallel_chunks(total, cp.block, threads, [&](std::int64_t lo, std::int64_t hi) {
       const std::byte* in_at[64];
@@ -6608,27 +6620,28 @@ inline std::int64_t first_bad(const ndarray& a, int what) {
 }
 
 /// Whether two arrays' memory overlaps.
-inline bool overlaps(const ndarray& a, const ndarray& b) {
-  // Byte ranges [lo, hi) each array's elements span (a negative stride extends lo); called
-  // per destination and input on every into(...) call, so kept to one pass over each shape.
-  auto range = [](const ndarray& x, std::intptr_t& lo, std::intptr_t& hi) {
-    std::int64_t down = 0, up = 0;
-    for (int d = 0; d < x.rank(); ++d) {
-      const std::int64_t n = x.shape(d);
-      if (n == 0) return false;
-      const std::int64_t span = (n - 1) * x.stride(d);
-      (span < 0 ? down : up) += span;
-    }
-    const auto es = static_cast<std::int64_t>(dtype_size(x.type()));
-    lo = reinterpret_cast<std::intptr_t>(x.data()) + down * es;
-    hi = reinterpret_cast<std::intptr_t>(x.data()) + (up + 1) * es;
-    return true;
-  };
-  if (!a.has_value() || !b.has_value()) return false;
-  std::intptr_t a0, a1, b0, b1;
-  if (!range(a, a0, a1) || !range(b, b0, b1)) return false;
-  return a0 < b1 && b0 < a1;
+struct byte_range {
+  std::intptr_t lo = 0, hi = 0;  // [lo, hi); empty when lo == hi
+  bool overlaps(const byte_range& o) const { return lo < o.hi && o.lo < hi; }
+};
+
+// The bytes an array's elements span (a negative stride extends lo); empty without elements.
+inline byte_range bytes_of(const ndarray& x) {
+  if (!x.has_value()) return {};
+  std::int64_t down = 0, up = 0;
+  for (int d = 0; d < x.rank(); ++d) {
+    const std::int64_t n = x.shape(d);
+    if (n == 0) return {};
+    const std::int64_t span = (n - 1) * x.stride(d);
+    (span < 0 ? down : up) += span;
+  }
+  const auto es = static_cast<std::int64_t>(dtype_size(x.type()));
+  const auto base = reinterpret_cast<std::intptr_t>(x.data());
+  return {base + down * es, base + (up + 1) * es};
 }
+
+// Called per destination and input on every into(...) call: one pass over each shape.
+inline bool overlaps(const ndarray& a, const ndarray& b) { return bytes_of(a).overlaps(bytes_of(b)); }
 
 }  // namespace detail
 }  // namespace xsym
@@ -7005,7 +7018,7 @@ void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
   if (n.outputs.size() > 8) throw std::logic_error("xsym: a fused node has more than 8 outputs");
   ndarray* outs[8] = {};
   ndarray* destroyed = nullptr;
-  std::optional<ndarray> spare;  // only an in-place node needs one
+  ndarray spare;  // only an in-place node uses it
   for (std::size_t o = 0; o < n.outputs.size(); ++o) {
     ndarray& out = values[n.outputs[o]];
     if constexpr (!OnDevice) {
@@ -7019,7 +7032,7 @@ void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
       // The input dies here: take its buffer when it has the output's shape and is ours alone.
       ndarray& victim = values[n.inputs[static_cast<std::size_t>(n.fn->destroy_map[0].second)]];
       if (victim.shape() == shape && victim.is_c_contiguous() && victim.owner() && victim.owner().use_count() == 1) {
-        spare.emplace(std::move(out));  // the buffer this output had goes to the input's producer
+        spare = std::move(out);  // the buffer this output had goes to the input's producer
         out = victim;            // the input is still read below; it is replaced once the node has run
         destroyed = &victim;
         outs[o] = &out;
@@ -7032,7 +7045,7 @@ void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
   }
   exec(ins, outs);
   // The consumed input's slot keeps the spare buffer, so its producer reuses it next call.
-  if (destroyed) *destroyed = std::move(*spare);
+  if (destroyed) *destroyed = std::move(spare);
 }
 
 // Copies a value into a destination in the caller's memory (same dtype and shape, any strides),
@@ -7212,7 +7225,7 @@ class function_runtime {
     ndarray* values = m_values.data();
     try {
       bind(values, m_graph->inputs);
-      for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) {
+      for (std::size_t i = 0; m_inputs_broadcastable && i < m_graph->inputs.size(); ++i) {
         const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[i])];
         if (!s.broadcastable) continue;
         const ndarray& a = values[m_graph->inputs[i]];
@@ -7343,22 +7356,23 @@ class function_runtime {
     const auto& outs = m_graph->outputs;
     for (std::size_t o = 0; o < outs.size(); ++o) {
       const ndarray& d = dests[o];
+      const detail::byte_range range = detail::bytes_of(d);
       for (std::size_t p = 0; p < o; ++p)
-        if (detail::overlaps(d, dests[p]))
+        if (range.overlaps(detail::bytes_of(dests[p])))
           throw std::invalid_argument("xsym: function '" + m_name + "': into(...): the destinations of outputs " +
                                       std::to_string(p) + " and " + std::to_string(o) + " share memory");
       const int s = outs[o];
       const slot& sl = m_graph->slots[static_cast<std::size_t>(s)];
-      if (sl.kind != var_kind::apply || sl.on_device || m_dest_of_slot[static_cast<std::size_t>(s)] || d.type() != sl.type ||
-          d.size() == 0 || !d.is_c_contiguous())
+      if (!m_direct_output[o] || m_dest_of_slot[static_cast<std::size_t>(s)] || d.type() != sl.type ||
+          range.lo == range.hi || !d.is_c_contiguous())
         continue;
       bool ok = true;
-      for (auto [t, v] : m_graph->updates) ok &= v != s;
-      for (int in : m_graph->inputs) ok = ok && !detail::overlaps(d, m_values[static_cast<std::size_t>(in)]);
-      for (int sh : m_shared_slots) ok = ok && !detail::overlaps(d, m_values[static_cast<std::size_t>(sh)]);
+      for (int in : m_graph->inputs) ok = ok && !range.overlaps(detail::bytes_of(m_values[static_cast<std::size_t>(in)]));
+      for (int sh : m_shared_slots)
+        ok = ok && !range.overlaps(detail::bytes_of(m_values[static_cast<std::size_t>(sh)]));
       if (!ok) continue;
       m_dest_of_slot[static_cast<std::size_t>(s)] = &d;
-      m_dest_slots.push_back(s);
+      m_dest_slots[m_n_dest_slots++] = s;
     }
   }
 
@@ -7371,6 +7385,10 @@ class function_runtime {
         throw shape_error("xsym: function '" + m_name + "': output " + std::to_string(o) + " has shape " +
                           to_string(out[o].shape()) + " but its destination in into(...) has shape " +
                           to_string(dests[o].shape()) + " (a destination is not resized: give it the output's shape)");
+    if (n == 1) {
+      detail::copy_into_destination(out[0], dests[0]);
+      return 0;
+    }
     // An output read from memory that another destination receives (an input passed through,
     // or a view of one, whose array is also a destination) is taken aside before any is written.
     std::vector<ndarray> aside;
@@ -7463,7 +7481,19 @@ class function_runtime {
     m_values.assign(g.slots.size(), ndarray{});
     m_out.assign(g.outputs.size(), ndarray{});
     if (m_dest_of_slot.size() != g.slots.size()) m_dest_of_slot.assign(g.slots.size(), nullptr);
-    m_dest_slots.reserve(g.outputs.size());
+    m_dest_slots.assign(g.outputs.size(), -1);
+    m_n_dest_slots = 0;
+    // Outputs a node may write straight into an into(...) destination: host values computed
+    // here, and not an update's new value (that buffer goes to the shared variable).
+    m_direct_output.assign(g.outputs.size(), 0);
+    for (std::size_t o = 0; o < g.outputs.size(); ++o) {
+      const slot& sl = g.slots[static_cast<std::size_t>(g.outputs[o])];
+      bool ok = sl.kind == var_kind::apply && !sl.on_device;
+      for (auto [t, v] : g.updates) ok &= v != g.outputs[o];
+      m_direct_output[o] = ok;
+    }
+    m_inputs_broadcastable = false;
+    for (int in : g.inputs) m_inputs_broadcastable |= g.slots[static_cast<std::size_t>(in)].broadcastable != 0;
     m_pool.free.reserve(g.slots.size());
     for (std::size_t s = 0; s < g.slots.size(); ++s)
       if (g.slots[s].kind == var_kind::constant)
@@ -7537,11 +7567,12 @@ class function_runtime {
 
   // Slots that held the caller's memory during an into(...) call keep no pointer to it.
   void release_destinations() {
-    for (int s : m_dest_slots) {
-      m_values[static_cast<std::size_t>(s)].release();
-      m_dest_of_slot[static_cast<std::size_t>(s)] = nullptr;
+    for (std::size_t i = 0; i < m_n_dest_slots; ++i) {
+      const auto s = static_cast<std::size_t>(m_dest_slots[i]);
+      m_values[s].release();
+      m_dest_of_slot[s] = nullptr;
     }
-    m_dest_slots.clear();
+    m_n_dest_slots = 0;
   }
 
   void release_all_but_constants() {
@@ -7868,7 +7899,10 @@ class function_runtime {
   std::vector<ndarray> m_values;
   std::vector<ndarray> m_out;
   std::vector<const ndarray*> m_dest_of_slot;  // into(...): per slot, the caller's array its node writes
-  std::vector<int> m_dest_slots;               // the slots bound in this call
+  std::vector<int> m_dest_slots;               // the slots bound in this call: the first m_n_dest_slots
+  std::size_t m_n_dest_slots = 0;
+  std::vector<std::uint8_t> m_direct_output;   // per output: may be written straight into a destination
+  bool m_inputs_broadcastable = false;         // some input is declared broadcastable (checked per call)
   detail::buffer_pool m_pool;
   std::vector<int> m_shared_slots;
   std::vector<int> m_view_slots;

@@ -154,7 +154,7 @@ void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
   if (n.outputs.size() > 8) throw std::logic_error("xsym: a fused node has more than 8 outputs");
   ndarray* outs[8] = {};
   ndarray* destroyed = nullptr;
-  std::optional<ndarray> spare;  // only an in-place node needs one
+  ndarray spare;  // only an in-place node uses it
   for (std::size_t o = 0; o < n.outputs.size(); ++o) {
     ndarray& out = values[n.outputs[o]];
     if constexpr (!OnDevice) {
@@ -168,7 +168,7 @@ void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
       // The input dies here: take its buffer when it has the output's shape and is ours alone.
       ndarray& victim = values[n.inputs[static_cast<std::size_t>(n.fn->destroy_map[0].second)]];
       if (victim.shape() == shape && victim.is_c_contiguous() && victim.owner() && victim.owner().use_count() == 1) {
-        spare.emplace(std::move(out));  // the buffer this output had goes to the input's producer
+        spare = std::move(out);  // the buffer this output had goes to the input's producer
         out = victim;            // the input is still read below; it is replaced once the node has run
         destroyed = &victim;
         outs[o] = &out;
@@ -181,7 +181,7 @@ void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
   }
   exec(ins, outs);
   // The consumed input's slot keeps the spare buffer, so its producer reuses it next call.
-  if (destroyed) *destroyed = std::move(*spare);
+  if (destroyed) *destroyed = std::move(spare);
 }
 
 // Copies a value into a destination in the caller's memory (same dtype and shape, any strides),
@@ -361,7 +361,7 @@ class function_runtime {
     ndarray* values = m_values.data();
     try {
       bind(values, m_graph->inputs);
-      for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) {
+      for (std::size_t i = 0; m_inputs_broadcastable && i < m_graph->inputs.size(); ++i) {
         const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[i])];
         if (!s.broadcastable) continue;
         const ndarray& a = values[m_graph->inputs[i]];
@@ -492,22 +492,23 @@ class function_runtime {
     const auto& outs = m_graph->outputs;
     for (std::size_t o = 0; o < outs.size(); ++o) {
       const ndarray& d = dests[o];
+      const detail::byte_range range = detail::bytes_of(d);
       for (std::size_t p = 0; p < o; ++p)
-        if (detail::overlaps(d, dests[p]))
+        if (range.overlaps(detail::bytes_of(dests[p])))
           throw std::invalid_argument("xsym: function '" + m_name + "': into(...): the destinations of outputs " +
                                       std::to_string(p) + " and " + std::to_string(o) + " share memory");
       const int s = outs[o];
       const slot& sl = m_graph->slots[static_cast<std::size_t>(s)];
-      if (sl.kind != var_kind::apply || sl.on_device || m_dest_of_slot[static_cast<std::size_t>(s)] || d.type() != sl.type ||
-          d.size() == 0 || !d.is_c_contiguous())
+      if (!m_direct_output[o] || m_dest_of_slot[static_cast<std::size_t>(s)] || d.type() != sl.type ||
+          range.lo == range.hi || !d.is_c_contiguous())
         continue;
       bool ok = true;
-      for (auto [t, v] : m_graph->updates) ok &= v != s;
-      for (int in : m_graph->inputs) ok = ok && !detail::overlaps(d, m_values[static_cast<std::size_t>(in)]);
-      for (int sh : m_shared_slots) ok = ok && !detail::overlaps(d, m_values[static_cast<std::size_t>(sh)]);
+      for (int in : m_graph->inputs) ok = ok && !range.overlaps(detail::bytes_of(m_values[static_cast<std::size_t>(in)]));
+      for (int sh : m_shared_slots)
+        ok = ok && !range.overlaps(detail::bytes_of(m_values[static_cast<std::size_t>(sh)]));
       if (!ok) continue;
       m_dest_of_slot[static_cast<std::size_t>(s)] = &d;
-      m_dest_slots.push_back(s);
+      m_dest_slots[m_n_dest_slots++] = s;
     }
   }
 
@@ -520,6 +521,10 @@ class function_runtime {
         throw shape_error("xsym: function '" + m_name + "': output " + std::to_string(o) + " has shape " +
                           to_string(out[o].shape()) + " but its destination in into(...) has shape " +
                           to_string(dests[o].shape()) + " (a destination is not resized: give it the output's shape)");
+    if (n == 1) {
+      detail::copy_into_destination(out[0], dests[0]);
+      return 0;
+    }
     // An output read from memory that another destination receives (an input passed through,
     // or a view of one, whose array is also a destination) is taken aside before any is written.
     std::vector<ndarray> aside;
@@ -612,7 +617,19 @@ class function_runtime {
     m_values.assign(g.slots.size(), ndarray{});
     m_out.assign(g.outputs.size(), ndarray{});
     if (m_dest_of_slot.size() != g.slots.size()) m_dest_of_slot.assign(g.slots.size(), nullptr);
-    m_dest_slots.reserve(g.outputs.size());
+    m_dest_slots.assign(g.outputs.size(), -1);
+    m_n_dest_slots = 0;
+    // Outputs a node may write straight into an into(...) destination: host values computed
+    // here, and not an update's new value (that buffer goes to the shared variable).
+    m_direct_output.assign(g.outputs.size(), 0);
+    for (std::size_t o = 0; o < g.outputs.size(); ++o) {
+      const slot& sl = g.slots[static_cast<std::size_t>(g.outputs[o])];
+      bool ok = sl.kind == var_kind::apply && !sl.on_device;
+      for (auto [t, v] : g.updates) ok &= v != g.outputs[o];
+      m_direct_output[o] = ok;
+    }
+    m_inputs_broadcastable = false;
+    for (int in : g.inputs) m_inputs_broadcastable |= g.slots[static_cast<std::size_t>(in)].broadcastable != 0;
     m_pool.free.reserve(g.slots.size());
     for (std::size_t s = 0; s < g.slots.size(); ++s)
       if (g.slots[s].kind == var_kind::constant)
@@ -686,11 +703,12 @@ class function_runtime {
 
   // Slots that held the caller's memory during an into(...) call keep no pointer to it.
   void release_destinations() {
-    for (int s : m_dest_slots) {
-      m_values[static_cast<std::size_t>(s)].release();
-      m_dest_of_slot[static_cast<std::size_t>(s)] = nullptr;
+    for (std::size_t i = 0; i < m_n_dest_slots; ++i) {
+      const auto s = static_cast<std::size_t>(m_dest_slots[i]);
+      m_values[s].release();
+      m_dest_of_slot[s] = nullptr;
     }
-    m_dest_slots.clear();
+    m_n_dest_slots = 0;
   }
 
   void release_all_but_constants() {
@@ -1017,7 +1035,10 @@ class function_runtime {
   std::vector<ndarray> m_values;
   std::vector<ndarray> m_out;
   std::vector<const ndarray*> m_dest_of_slot;  // into(...): per slot, the caller's array its node writes
-  std::vector<int> m_dest_slots;               // the slots bound in this call
+  std::vector<int> m_dest_slots;               // the slots bound in this call: the first m_n_dest_slots
+  std::size_t m_n_dest_slots = 0;
+  std::vector<std::uint8_t> m_direct_output;   // per output: may be written straight into a destination
+  bool m_inputs_broadcastable = false;         // some input is declared broadcastable (checked per call)
   detail::buffer_pool m_pool;
   std::vector<int> m_shared_slots;
   std::vector<int> m_view_slots;

@@ -202,7 +202,7 @@ class ndarray {
   }
   /// @brief Drops the buffer: no value (has_value() is false, the shape is rank 0).
   void release() {
-    m_owner.reset();
+    if (m_owner) m_owner.reset();  // a wrapped array has none: no store to the pointer pair
     m_data = nullptr;
     m_capacity = 0;
     m_dtype = dtype::float64;
@@ -227,15 +227,17 @@ class ndarray {
   /// extent 1 gets stride 0.
   template <class Shape, class Strides>
   void rewrap(dtype dt, const Shape& shape, const Strides& strides, void* data) {
-    m_owner.reset();
+    if (m_owner) m_owner.reset();
     m_dtype = dt;
     const int r = static_cast<int>(shape.size());
     m_shape.rank = r;
-    for (int i = 0; i < max_rank; ++i) {
+    m_shape.dims = {};  // a few vector stores, then only the rank's extents
+    m_strides = {};
+    for (int i = 0; i < r; ++i) {
       const auto u = static_cast<std::size_t>(i);
-      const std::int64_t extent = i < r ? static_cast<std::int64_t>(shape[u]) : 0;
+      const auto extent = static_cast<std::int64_t>(shape[u]);
       m_shape.dims[u] = extent;
-      m_strides[u] = i < r && extent != 1 ? static_cast<std::int64_t>(strides[u]) : 0;
+      m_strides[u] = extent != 1 ? static_cast<std::int64_t>(strides[u]) : 0;
     }
     m_data = static_cast<std::byte*>(data);
     m_capacity = 0;

@@ -45,6 +45,7 @@ struct compiled_program {
   std::vector<dtype> reg_types;         // the program's registers, then any the steps added
   std::vector<std::int64_t> out_bytes;  // element size of each output
   std::vector<std::int64_t> in_bytes;   // element size of each input
+  std::int64_t all_bytes = 0;           // bytes per element of every input and output
   bool direct = false;     // one instruction writing the only output: no scratch needed
   // The output that only the last instruction writes, or -1: that instruction writes it in
   // place (nothing reads it after, so an output sharing an input's buffer is still safe).
@@ -239,6 +240,8 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
   for (int r = 0; r < p->n_inputs; ++r)
     cp.in_bytes.push_back(static_cast<std::int64_t>(dtype_size(cp.reg_types[static_cast<std::size_t>(r)])));
   for (int r : p->outputs) cp.out_bytes.push_back(static_cast<std::int64_t>(dtype_size(cp.reg_types[static_cast<std::size_t>(r)])));
+  for (std::int64_t b : cp.in_bytes) cp.all_bytes += b;
+  for (std::int64_t b : cp.out_bytes) cp.all_bytes += b;
   cp.direct = cp.steps.size() == 1 && p->outputs.size() == 1 && p->outputs[0] == cp.steps[0].dst;
   if (!cp.steps.empty() && cp.steps.back().dst >= p->n_inputs) {
     const int r = cp.steps.back().dst;
@@ -512,10 +515,17 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   const int threads = total >= par.elemwise_minsize ? par.threads : 1;
   const std::size_t n_out = p.outputs.size();
   if (flat) {
-    std::int64_t bytes_per_element = 0;
-    for (int k = 0; k < n_in; ++k) bytes_per_element += scalar[k] ? 0 : cp.in_bytes[static_cast<std::size_t>(k)];
-    for (std::int64_t b : cp.out_bytes) bytes_per_element += b;
-    const bool stream = total * bytes_per_element >= streaming_min_bytes();
+    bool stream = false;
+    if (total * cp.all_bytes >= streaming_min_bytes()) {  // else no count of the inputs reaches it
+      std::int64_t bytes_per_element = 0;
+      for (int k = 0; k < n_in; ++k) bytes_per_element += scalar[k] ? 0 : cp.in_bytes[static_cast<std::size_t>(k)];
+      for (std::int64_t b : cp.out_bytes) bytes_per_element += b;
+      stream = total * bytes_per_element >= streaming_min_bytes();
+    }
+    if (threads == 1) {  // one span from the start: no offset pointers to build
+      detail::run_span(cp, base, scalar, out_base, total, stream);
+      return;
+    }
     // Threads take whole blocks: each element is computed as on one thread.
     parallel_chunks(total, cp.block, threads, [&](std::int64_t lo, std::int64_t hi) {
       const std::byte* in_at[64];
