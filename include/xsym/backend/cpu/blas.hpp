@@ -202,8 +202,12 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
   // element is summed as on one thread.
   std::int64_t peel = 0;
   if constexpr (std::is_floating_point_v<T>) peel = std::max<std::int64_t>(0, peel_for(a, lda, m));
+  // Column blocks go from the last to the first. A gradient step runs the row product over
+  // the same matrix just before, ending at its last rows: when the matrix does not fit in L2
+  // (400 x 784 floats against Zen 4's 1 MiB), those rows are the ones still there. Forward,
+  // every block came from L3; backward, the pair of products took 7% less time.
   auto run_block = [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t c = 0; c < k; c += block) {
+    for (std::int64_t c = k > 0 ? (k - 1) / block * block : -1; c >= 0; c -= block) {
       const std::int64_t cols = std::min(block, k - c);
       T xs[block];  // alpha folds into the coefficients: one multiply per column
       for (std::int64_t j = 0; j < cols; ++j) xs[j] = alpha * x[c + j];
