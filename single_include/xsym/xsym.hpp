@@ -4863,81 +4863,140 @@ using kernel_fn = void (*)(void* dst, const void* const* args, unsigned scalar_m
 
 namespace detail {
 
-template <class X>
-X vmax(X a, X b) {
-  if constexpr (std::is_arithmetic_v<X>) return a < b ? b : a;
-  else return xsimd::max(a, b);
-}
-template <class X>
-X vmin(X a, X b) {
-  if constexpr (std::is_arithmetic_v<X>) return b < a ? b : a;
-  else return xsimd::min(a, b);
-}
+// Everything below that computes a value exists once, as macro text: it is compiled here, and
+// its text is what backend/cpu/jit.hpp puts into the kernels that cxx compiles, so a compiled
+// kernel applies exactly these expressions.
+#define XSYM_STRINGIFY_(...) #__VA_ARGS__
+#define XSYM_STRINGIFY(...) XSYM_STRINGIFY_(__VA_ARGS__)
 
-// One functor per op, callable on scalars and on xsimd batches alike.
+// exp of a batch: xsimd's, except on 16-float (AVX-512) batches, where one vscalefps scales by
+// 2^k and saturates to 0 or infinity. xsimd builds 2^k from bits and selects both ends of the
+// range; it returns 0 from x = -88.38 down and infinity from 88.38 up, where the true results
+// are subnormal or still finite. Same reduction and polynomial as xsimd's, so the same values in
+// between, in about 80% of the time.
+#define XSYM_VEXP_GENERIC \
+  template <class X>      \
+  X vexp_batch(const X& a) { return xsimd::exp(a); }
+#define XSYM_VEXP_AVX512                                                                                   \
+  template <class A>                                                                                       \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                 \
+  xsimd::batch<float, A> vexp_batch(const xsimd::batch<float, A>& a) {                                     \
+    /* min and max return their second operand when one is NaN: a NaN goes through */                      \
+    const __m512 x = _mm512_min_ps(_mm512_set1_ps(88.8f), _mm512_max_ps(_mm512_set1_ps(-104.0f), a));     \
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),          \
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);                  \
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);                                       \
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);                                           \
+    __m512 y = _mm512_fmadd_ps(_mm512_set1_ps(1.3997796e-03f), r, _mm512_set1_ps(8.3955629e-03f));         \
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665401e-02f));                                             \
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666277e-01f));                                             \
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000000e-01f));                                             \
+    y = _mm512_add_ps(_mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));                   \
+    return _mm512_scalef_ps(y, k);                                                                         \
+  }
+
+XSYM_VEXP_GENERIC
+#if defined(__AVX512F__)
+XSYM_VEXP_AVX512
+#endif
+
+#define XSYM_KERNEL_HELPERS                                                       \
+  template <class X>                                                              \
+  X vexp(X a) {                                                                   \
+    if constexpr (std::is_arithmetic_v<X>) return xsimd::exp(a);                  \
+    else return vexp_batch(a);                                                    \
+  }                                                                               \
+  template <class X>                                                              \
+  X vmax(X a, X b) {                                                              \
+    if constexpr (std::is_arithmetic_v<X>) return a < b ? b : a;                  \
+    else return xsimd::max(a, b);                                                 \
+  }                                                                               \
+  template <class X>                                                              \
+  X vmin(X a, X b) {                                                              \
+    if constexpr (std::is_arithmetic_v<X>) return b < a ? b : a;                  \
+    else return xsimd::min(a, b);                                                 \
+  }                                                                               \
+  template <class X>                                                              \
+  X vabs(X a) {                                                                   \
+    if constexpr (std::is_integral_v<X>) return a < 0 ? X(-a) : a;                \
+    else return xsimd::abs(a);                                                    \
+  }                                                                               \
+  /* sigmoid and softplus of u and of -u all follow from e = exp(-|u|), one exp  \
+     for all four: sigmoid(a) = 1/(1+e) where a >= 0, else e/(1+e);              \
+     softplus(a) = max(a, 0) + log1p(e). |a| = |u| for a = u or -u. */           \
+  struct exp_neg_abs_fn {                                                         \
+    template <class X>                                                            \
+    static X apply(X a, X) {                                                      \
+      return vexp(-xsimd::abs(a));                                                \
+    }                                                                             \
+  };                                                                              \
+  struct sigmoid_from_exp_fn {                                                    \
+    template <class X>                                                            \
+    static X apply(X a, X e) {                                                    \
+      const X r = X(1) / (X(1) + e);                                              \
+      if constexpr (std::is_arithmetic_v<X>) return a >= X(0) ? r : e * r;        \
+      else return xsimd::select(a >= X(0), r, e * r);                             \
+    }                                                                             \
+  };                                                                              \
+  struct softplus_from_log1p_fn {                                                 \
+    template <class X>                                                            \
+    static X apply(X a, X l) {                                                    \
+      return vmax(a, X(0)) + l;                                                   \
+    }                                                                             \
+  };
+
+// Each op's value on scalars and on xsimd batches alike, from arguments a (and b).
+#define XSYM_SCALAR_OPS(OP)                                                   \
+  OP(add, a + b)                                                              \
+  OP(sub, a - b)                                                              \
+  OP(mul, a * b)                                                              \
+  OP(true_div, a / b)                                                         \
+  OP(neg, -a)                                                                 \
+  OP(sqr, a * a)                                                              \
+  OP(pow, xsimd::pow(a, b))                                                   \
+  OP(sqrt, xsimd::sqrt(a))                                                    \
+  OP(exp, vexp(a))                                                            \
+  OP(log, xsimd::log(a))                                                      \
+  OP(log1p, xsimd::log1p(a))                                                  \
+  OP(expm1, xsimd::expm1(a))                                                  \
+  OP(abs, vabs(a))                                                            \
+  OP(tanh, xsimd::tanh(a))                                                    \
+  OP(sigmoid, X(1) / (X(1) + vexp(-a)))                                       \
+  /* max(a, 0) + log1p(exp(-|a|)): exact for large |a| both ways, no branch */ \
+  OP(softplus, vmax(a, X(0)) + xsimd::log1p(vexp(-xsimd::abs(a))))            \
+  OP(maximum, vmax(a, b))                                                     \
+  OP(minimum, vmin(a, b))
+
+XSYM_KERNEL_HELPERS
+
+// One functor per op.
 template <scalar_op S>
 struct fn;
-#define XSYM_FN(S, expr_)                                        \
+#define XSYM_FN(S, ...)                                          \
   template <>                                                    \
   struct fn<scalar_op::S> {                                      \
     template <class X>                                           \
     static X apply([[maybe_unused]] X a, [[maybe_unused]] X b) { \
-      return expr_;                                              \
+      return __VA_ARGS__;                                        \
     }                                                            \
   };
-XSYM_FN(add, a + b)
-XSYM_FN(sub, a - b)
-XSYM_FN(mul, a * b)
-XSYM_FN(true_div, a / b)
-XSYM_FN(neg, -a)
-XSYM_FN(sqr, a * a)
-XSYM_FN(pow, xsimd::pow(a, b))
-XSYM_FN(sqrt, xsimd::sqrt(a))
-XSYM_FN(exp, xsimd::exp(a))
-XSYM_FN(log, xsimd::log(a))
-XSYM_FN(log1p, xsimd::log1p(a))
-XSYM_FN(expm1, xsimd::expm1(a))
-XSYM_FN(tanh, xsimd::tanh(a))
-XSYM_FN(sigmoid, X(1) / (X(1) + xsimd::exp(-a)))
-// max(a, 0) + log1p(exp(-|a|)): exact for large |a| in both directions, no branch.
-XSYM_FN(softplus, vmax(a, X(0)) + xsimd::log1p(xsimd::exp(-xsimd::abs(a))))
-XSYM_FN(maximum, vmax(a, b))
-XSYM_FN(minimum, vmin(a, b))
+XSYM_SCALAR_OPS(XSYM_FN)
 #undef XSYM_FN
-template <>
-struct fn<scalar_op::abs> {
-  template <class X>
-  static X apply(X a, X) {
-    if constexpr (std::is_integral_v<X>) return a < 0 ? X(-a) : a;
-    else return xsimd::abs(a);
-  }
-};
 
-// sigmoid and softplus of u and of -u all follow from e = exp(-|u|), one exp for all four:
-// sigmoid(a) = 1/(1+e) where a >= 0, else e/(1+e); softplus(a) = max(a, 0) + log1p(e).
-// |a| = |u| for a = u or -u, so a is either. Used only by the vectorized kernel set, whose
-// programs share e between such ops (see compile_program): the reference set keeps the
-// plain ops, so DebugMode checks the sharing.
-struct exp_neg_abs_fn {
-  template <class X>
-  static X apply(X a, X) {
-    return xsimd::exp(-xsimd::abs(a));
+/// The text of the exp helpers and XSYM_KERNEL_HELPERS, and of an op's expression in a and b (null for ops that
+/// are not in XSYM_SCALAR_OPS: comparisons, switch, cast, identity).
+inline constexpr const char* vexp_generic_text = XSYM_STRINGIFY(XSYM_VEXP_GENERIC);
+inline constexpr const char* vexp_avx512_text = XSYM_STRINGIFY(XSYM_VEXP_AVX512);
+inline constexpr const char* kernel_helpers_text = XSYM_STRINGIFY(XSYM_KERNEL_HELPERS);
+inline const char* op_expression_text(scalar_op s) {
+  switch (s) {
+#define XSYM_OP_TEXT(S, ...) \
+  case scalar_op::S: return #__VA_ARGS__;
+    XSYM_SCALAR_OPS(XSYM_OP_TEXT)
+#undef XSYM_OP_TEXT
+    default: return nullptr;
   }
-};
-struct sigmoid_from_exp_fn {
-  template <class X>
-  static X apply(X a, X e) {
-    const X r = X(1) / (X(1) + e);
-    if constexpr (std::is_arithmetic_v<X>) return a >= X(0) ? r : e * r;
-    else return xsimd::select(a >= X(0), r, e * r);
-  }
-};
-struct softplus_from_log1p_fn {
-  template <class X>
-  static X apply(X a, X l) {
-    return vmax(a, X(0)) + l;
-  }
-};
+}
 
 template <scalar_op S>
 constexpr bool is_comparison = info(S).comparison;
