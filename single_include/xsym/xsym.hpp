@@ -571,6 +571,12 @@ struct config_t {
     flag<bool> ignore_first_call;        ///< @brief Leave each function's first call out of the profile.
     flag<bool> roofline;                 ///< @brief Add FLOP/s and bandwidth per node to reports.
   };
+  /// @brief Flags under the [gcc] section (Theano's name for the C++ compiler's settings).
+  struct gcc_t {
+    /// @brief Makes the flags, owned by `owner`.
+    explicit gcc_t(const config_t& owner);
+    flag<std::string> cxxflags;  ///< @brief Flags cxx compiles kernels with, after -std=c++20 -fPIC -shared.
+  };
   /// @brief Flags under the [DebugMode] section.
   struct debug_mode_t {
     /// @brief Makes the flags, owned by `owner`.
@@ -598,6 +604,9 @@ struct config_t {
   debug_mode_t DebugMode;                 ///< @brief [DebugMode] flags.
   flag<bool> openmp;                      ///< @brief Parallel kernels (programs compiled with -fopenmp).
   flag<std::int64_t> openmp_elemwise_minsize;  ///< @brief Smallest elementwise output run in parallel.
+  flag<std::string> cxx;                  ///< @brief C++ compiler for fused kernels; empty: none are compiled.
+  gcc_t gcc;                              ///< @brief [gcc] flags.
+  flag<std::string> compiledir;           ///< @brief Where compiled kernels are kept between runs.
   flag<std::string> floatX;               ///< @brief Read-only mirror of XSYM_FLOATX: "float32" or "float64".
 
   /// @brief Assigns a flag by dotted name from text, as code (highest precedence), validated like XSYM_FLAGS.
@@ -668,6 +677,17 @@ inline std::string check_tag_list(const std::string& v) {
 
 inline std::string check_destination(const std::string& v) {
   return v.empty() ? "expected stdout, stderr or a file path, not an empty string" : std::string();
+}
+
+inline std::string check_nonempty_path(const std::string& v) {
+  return v.empty() ? "expected a directory path, not an empty string" : std::string();
+}
+
+// $XDG_CACHE_HOME/xsym, else ~/.cache/xsym, else /tmp/xsym.
+inline std::string default_compiledir() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/xsym";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/xsym";
+  return "/tmp/xsym";
 }
 
 inline std::string check_floatx(const std::string& v) {
@@ -758,6 +778,10 @@ XSYM_RUNTIME_INLINE config_t::profiling_t::profiling_t(const config_t& owner)
       roofline(owner, "profiling.roofline", "Add achieved FLOP/s and memory bandwidth per node to profile reports",
                false, detail::bool_expected) {}
 
+XSYM_RUNTIME_INLINE config_t::gcc_t::gcc_t(const config_t& owner)
+    : cxxflags(owner, "gcc.cxxflags", "Flags cxx compiles fused kernels with (after -std=c++20 -fPIC -shared)",
+               "-O3 -march=native", "compiler flags separated by spaces") {}
+
 XSYM_RUNTIME_INLINE config_t::debug_mode_t::debug_mode_t(const config_t& owner)
     : check_isfinite(owner, "DebugMode.check_isfinite", "In DebugMode, raise an error when an output holds NaN or Inf",
                      true, detail::bool_expected) {}
@@ -795,6 +819,13 @@ XSYM_RUNTIME_INLINE config_t::config_t()
       openmp_elemwise_minsize(*this, "openmp_elemwise_minsize",
                               "With openmp=True, the smallest elementwise output (in elements) split among threads",
                               200000, "an integer >= 1", detail::at_least(1)),
+      cxx(*this, "cxx",
+          "C++ compiler (g++ or a path) that compiles each function's fused elementwise programs into one loop "
+          "each; empty: they run as a sequence of precompiled vector kernels",
+          "", "a compiler command, or empty"),
+      gcc(*this),
+      compiledir(*this, "compiledir", "Directory where the kernels cxx compiled are kept and reused",
+                 detail::default_compiledir(), "a directory path", detail::check_nonempty_path),
       floatX(*this, "floatX", "Default float type; fixed at compile time by -DXSYM_FLOATX=float|double",
              std::string(detail::floatx_name()), "'" + std::string(detail::floatx_name()) + "' (set at compile time)",
              detail::check_floatx) {
@@ -818,6 +849,9 @@ XSYM_RUNTIME_INLINE config_t::config_t()
              &DebugMode.check_isfinite,
              &openmp,
              &openmp_elemwise_minsize,
+             &cxx,
+             &gcc.cxxflags,
+             &compiledir,
              &floatX};
 }
 
@@ -3433,6 +3467,9 @@ struct function_profile {
   std::shared_ptr<const function_graph> graph;
   std::string implementation = "cpu";  // the profile's <type>: cpu (vectorized), ref (reference)
   std::string device_implementation;   // <type> of GPU nodes and transfers: cuda, thrust-omp
+  std::vector<std::uint8_t> node_compiled;  // per node: runs a kernel cxx compiled (<type> cxx)
+  std::string compiled_library;        // the library those kernels are in
+  bool compiled_now = false;           // cxx compiled it when the function was built (else it was reused)
   std::int64_t calls = 0;
   std::uint64_t call_ticks = 0;        // whole operator(): argument checks, run, results
   std::uint64_t fn_ticks = 0;          // running the thunks, with the loop around them
@@ -3455,7 +3492,9 @@ struct function_profile {
 
   /// @brief The <type> of node i: where and how it ran.
   const std::string& node_implementation(std::size_t i) const {
+    static const std::string cxx = "cxx";
     const op& o = *graph->nodes[i].fn;
+    if (i < node_compiled.size() && node_compiled[i]) return cxx;
     return (o.on_gpu || o.kind == op_kind::transfer) && !device_implementation.empty() ? device_implementation
                                                                                         : implementation;
   }
@@ -3833,6 +3872,10 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
   os << fmt("    xsym rewrite time: %es\n", rewrite_t);
   os << fmt("       xsym validate time: %es\n", validate_t);
   os << fmt("    xsym Linker time (kernel binding and buffer planning): %es\n", link_t);
+  for (const auto& f : fns)
+    if (!f->compiled_library.empty())
+      os << "      cxx kernels of " << f->name << ": " << f->compiled_library
+         << (f->compiled_now ? " (compiled now)\n" : " (reused)\n");
   os << "\n";
   double region_t = 0;
   for (const auto& [name, r] : regions) region_t += static_cast<double>(r.ticks) * detail::seconds_per_tick();
@@ -3851,7 +3894,10 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
       for (auto* m : {&by_class, &by_op}) {
         auto& r = (*m)[m == &by_class ? n.class_name() : n.op_name()];
         r.key = m == &by_class ? n.class_name() : n.op_name();
-        r.type = f->node_implementation(i);
+        // A class or op whose nodes ran two ways lists both ("cpu/cxx").
+        const std::string& impl = f->node_implementation(i);
+        if (r.type.empty()) r.type = impl;
+        else if (("/" + r.type + "/").find("/" + impl + "/") == std::string::npos) r.type += "/" + impl;
         r.time += t;
         r.calls += f->node_calls[i];
         r.applies += 1;
@@ -4235,6 +4281,9 @@ class profile_scope {
       rec = m_stats->add_function(name, g);
       rec->implementation = model.implementation;
       rec->device_implementation = model.device_implementation;
+      rec->node_compiled = model.node_compiled;
+      rec->compiled_library = model.compiled_library;
+      rec->compiled_now = model.compiled_now;
       rec->rewrite_seconds = model.rewrite_seconds;
       rec->validate_seconds = model.validate_seconds;
       rec->linker_seconds = model.linker_seconds;
@@ -5273,12 +5322,20 @@ struct compiled_step {
   int args[detail::max_chain_links + 1] = {};
   int dst = 0;
   int link_code = -1;  // detail::chain_code of the instruction: it may join a chain
+  // What the step computes, for the code generator (backend/cpu/jit.hpp): the op, or one of
+  // the shared sigmoid/softplus kernels (shared >= 0, a shared_exp_kernel), or a chain.
+  scalar_op op = scalar_op::identity;
+  int shared = -1;
 
   void run(void* dst_data, const void* const* arg_data, unsigned scalar_mask, std::int64_t n) const {
     if (chain) chain(dst_data, arg_data, scalar_mask, n, chain_codes, arity - 1);
     else kernel(dst_data, arg_data, scalar_mask, n);
   }
 };
+
+/// @brief A program compiled to machine code by cxx (backend/cpu/jit.hpp): the same
+/// arguments as detail::run_span, every element computed in one pass.
+using jit_fn = void (*)(const std::byte* const* in, std::byte* const* out, std::int64_t n, bool stream);
 
 /// @brief A program with its kernels looked up once, when the function is built.
 struct compiled_program {
@@ -5304,6 +5361,11 @@ struct compiled_program {
   // staggered by one line so that no two sit 4 KiB apart (store-to-load aliasing).
   std::vector<std::size_t> reg_offset;
   std::size_t scratch_bytes = 0;
+  // With cxx set, the program compiled to loops: jit[k] takes the inputs in jit_scalar_bits[k]
+  // (bit r: input r) as one value each and all others as arrays. A span whose inputs are one
+  // value in another combination runs the steps above.
+  jit_fn jit[2] = {nullptr, nullptr};
+  std::uint64_t jit_scalar_bits[2] = {0, 0};
 };
 
 namespace detail {
@@ -5382,9 +5444,11 @@ inline void share_work(const program& p, std::vector<compiled_step>& steps, std:
     auto kernel = [&](shared_exp_kernel which) {
       return t == dtype::float32 ? shared_exp_kernel_for<float>(which) : shared_exp_kernel_for<double>(which);
     };
-    auto unary_step = [&](kernel_fn f, int arg) {
+    auto unary_step = [&](kernel_fn f, int arg, scalar_op op, int shared) {
       compiled_step st;
       st.kernel = f;
+      st.op = op;
+      st.shared = shared;
       st.arity = 1;
       st.args[0] = arg;
       reg_types.push_back(t);
@@ -5393,17 +5457,20 @@ inline void share_work(const program& p, std::vector<compiled_step>& steps, std:
       return st.dst;
     };
     // e and log1p(e) go just before the first member; u is computed before it.
-    const int e_reg = unary_step(kernel(shared_exp_kernel::exp_neg_abs), u);
+    const int e_reg = unary_step(kernel(shared_exp_kernel::exp_neg_abs), u, scalar_op::exp,
+                                 static_cast<int>(shared_exp_kernel::exp_neg_abs));
     int l_reg = -1;
     if (any_softplus) {
       instruction log1p{};
       log1p.op = scalar_op::log1p;
       log1p.in_type = log1p.out_type = t;
-      l_reg = unary_step(kernel_for<true>(log1p), e_reg);
+      l_reg = unary_step(kernel_for<true>(log1p), e_reg, scalar_op::log1p, -1);
     }
     for (std::size_t m : group) {
       const bool sig = kept_op[m] == scalar_op::sigmoid;
-      kept[m].kernel = kernel(sig ? shared_exp_kernel::sigmoid_from_exp : shared_exp_kernel::softplus_from_log1p);
+      const auto which = sig ? shared_exp_kernel::sigmoid_from_exp : shared_exp_kernel::softplus_from_log1p;
+      kept[m].kernel = kernel(which);
+      kept[m].shared = static_cast<int>(which);
       kept[m].arity = 2;
       kept[m].args[1] = sig ? e_reg : l_reg;
       rewritten[m] = 1;  // the others stay where they are: their arguments may come later
@@ -5471,6 +5538,7 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
   for (const auto& ins : p->code) {
     compiled_step st;
     st.kernel = kernel_of(ins);
+    st.op = ins.op;
     st.arity = info(ins.op).arity;
     st.dst = ins.dst;
     for (int j = 0; j < st.arity; ++j) st.args[j] = ins.args[j];
@@ -5650,6 +5718,15 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
                      std::byte* const* out, std::int64_t n, bool stream = false) {
   const program& p = *cp.prog;
   const int n_in = p.n_inputs;
+  if (cp.jit[0]) {
+    std::uint64_t bits = 0;
+    for (int r = 0; r < n_in; ++r) bits |= static_cast<std::uint64_t>(in_scalar[r]) << r;
+    for (int k = 0; k < 2; ++k)
+      if (cp.jit[k] && bits == cp.jit_scalar_bits[k]) {
+        cp.jit[k](in, out, n, stream);
+        return;
+      }
+  }
   const void* args[detail::max_chain_links + 1];
   if (cp.direct && !stream) {
     const compiled_step& st = cp.steps[0];
@@ -5812,6 +5889,489 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
 
 #endif
 // ---- end include/xsym/backend/cpu/elemwise.hpp ----
+// ---- begin include/xsym/backend/cpu/jit.hpp ----
+#ifndef XSYM_BACKEND_CPU_JIT_HPP
+#define XSYM_BACKEND_CPU_JIT_HPP
+
+// Fused elementwise programs compiled to machine code, Theano's C linker for Composites: with
+// the flag cxx set (cxx=g++), a function's fused programs become one C++ file of loops, each
+// computing a whole program per SIMD batch with every intermediate in registers. cxx compiles
+// it into a shared library in compiledir, which is kept: a later build of the same programs,
+// in this process or another, loads it without compiling.
+//
+// The generated code applies the ops' own expressions (XSYM_SCALAR_OPS, XSYM_KERNEL_HELPERS in
+// scalar_kernels.hpp), as text, so it computes what the interpreted steps compute; only the
+// compiler's freedom to contract a * b + c into one fused multiply-add differs.
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#if __has_include(<dlfcn.h>) && __has_include(<spawn.h>) && __has_include(<sys/wait.h>)
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define XSYM_JIT_AVAILABLE 1
+#else
+#define XSYM_JIT_AVAILABLE 0
+#endif
+
+
+#if XSYM_JIT_AVAILABLE
+extern char** environ;
+#endif
+
+XSYM_COLD_BEGIN  // code generation and compiling run when a function is built
+
+namespace xsym::cpu {
+
+/// @brief A fused program could not be compiled or loaded; what() names the flag, the command
+/// or the file involved.
+class jit_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// @brief How to compile: the flags cxx, gcc.cxxflags and compiledir.
+struct jit_settings {
+  std::string cxx;         // the compiler; empty: nothing is compiled
+  std::string cxxflags;    // whitespace-separated, after xsym's own (-std=c++20 -fPIC -shared)
+  std::string compiledir;  // empty: the flag's default
+};
+
+/// @brief One program to compile, and the inputs that are one value (bit r: input r) in each of
+/// its two kernels: the whole-array case (inputs that broadcast in every dimension) and the
+/// row-by-row case (inputs that broadcast along the last dimension).
+struct jit_request {
+  compiled_program* program;
+  std::uint64_t scalar_bits[2];
+};
+
+/// @brief What the last jit_compile did, for tests and the profile.
+struct jit_stats {
+  int kernels = 0;         // programs given compiled kernels
+  int row_kernels = 0;     // of them, those with a second kernel for row-by-row spans
+  int compiled = 0;        // modules cxx compiled (0: loaded from compiledir or this process)
+  std::string library;     // the shared library's path
+};
+
+namespace detail {
+
+// Bumped whenever the generated code changes meaning, so old libraries in compiledir are not used.
+inline constexpr int jit_version = 3;
+
+inline std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 14695981039346656037ull) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// The C++ spelling of a register in the SIMD loop ("B") or the scalar tail ("T").
+inline std::string reg_name(int r) { return "r" + std::to_string(r); }
+
+inline const char* comparison_text(scalar_op op) {
+  switch (op) {
+    case scalar_op::gt: return ">";
+    case scalar_op::lt: return "<";
+    case scalar_op::ge: return ">=";
+    case scalar_op::le: return "<=";
+    case scalar_op::eq: return "==";
+    case scalar_op::neq: return "!=";
+    default: return nullptr;
+  }
+}
+
+inline const char* shared_kernel_text(int shared) {
+  switch (static_cast<shared_exp_kernel>(shared)) {
+    case shared_exp_kernel::exp_neg_abs: return "exp_neg_abs_fn::apply";
+    case shared_exp_kernel::sigmoid_from_exp: return "sigmoid_from_exp_fn::apply";
+    case shared_exp_kernel::softplus_from_log1p: return "softplus_from_log1p_fn::apply";
+  }
+  return nullptr;
+}
+
+/// The body of one program's loop, for batches (V = "B") or scalars (V = "T"); empty when a
+/// step is not one the generator handles (then the program keeps its interpreted steps).
+inline std::string jit_body(const compiled_program& cp, const char* V) {
+  const program& p = *cp.prog;
+  const dtype t = cp.reg_types[0];
+  std::ostringstream os;
+  std::vector<char> defined(cp.reg_types.size(), 0), is_bool(cp.reg_types.size(), 0);
+  for (int r = 0; r < p.n_inputs; ++r) defined[static_cast<std::size_t>(r)] = 1;
+  auto arg = [&](int r) -> std::string {
+    if (r < 0 || static_cast<std::size_t>(r) >= defined.size() || !defined[static_cast<std::size_t>(r)] ||
+        is_bool[static_cast<std::size_t>(r)])
+      return {};
+    return reg_name(r);
+  };
+  for (const compiled_step& st : cp.steps) {
+    const auto d = static_cast<std::size_t>(st.dst);
+    if (st.dst < p.n_inputs || defined[d]) return {};  // single assignment only
+    std::string a[max_chain_links + 1];
+    for (int j = 0; j < st.arity; ++j)
+      if ((a[j] = arg(st.args[j])).empty()) return {};
+    if (st.chain) {
+      // acc = arg 0, then acc = acc OP arg k+1 (or arg k+1 OP acc), as detail::chain does.
+      if (cp.reg_types[d] != t) return {};
+      os << "    " << V << " " << reg_name(st.dst) << " = " << a[0] << ";\n";
+      for (int k = 0; k + 1 < st.arity; ++k) {
+        const unsigned code = (st.chain_codes >> (3 * k)) & 7u;
+        static constexpr const char* ops[] = {"+", "-", "*", "/"};
+        const std::string acc = reg_name(st.dst), b = a[k + 1];
+        os << "    " << acc << " = " << ((code & 4u) ? b + " " + ops[code & 3u] + " " + acc
+                                                      : acc + " " + ops[code & 3u] + " " + b)
+           << ";\n";
+      }
+    } else if (const char* cmp = comparison_text(st.op); cmp && st.shared < 0) {
+      if (cp.reg_types[d] != dtype::bool_) return {};
+      os << "    const auto " << reg_name(st.dst) << " = (" << a[0] << " " << cmp << " " << a[1] << ");\n";
+      is_bool[d] = 1;
+    } else {
+      if (cp.reg_types[d] != t) return {};
+      const char* f = st.shared >= 0 ? shared_kernel_text(st.shared) : op_expression_text(st.op);
+      if (!f || st.arity < 1 || st.arity > 2) return {};
+      const std::string call = st.shared >= 0 ? std::string(f) : "f_" + std::string(info(st.op).name);
+      os << "    const " << V << " " << reg_name(st.dst) << " = " << call << "(" << a[0] << ", "
+         << a[st.arity > 1 ? 1 : 0] << ");\n";
+    }
+    defined[d] = 1;
+  }
+  // A comparison's result may only be an output: the bool registers' only reader is the store.
+  for (const compiled_step& st : cp.steps)
+    for (int j = 0; j < st.arity; ++j)
+      if (is_bool[static_cast<std::size_t>(st.args[j])]) return {};
+  for (int r : p.outputs)
+    if (!defined[static_cast<std::size_t>(r)]) return {};
+  return os.str();
+}
+
+/// One program as an extern "C" function `name`, or "" when the generator does not handle it:
+/// every register float32 (or every one float64) but comparison results, which are outputs.
+inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t scalar_bits, const std::string& name) {
+  const program& p = *cp.prog;
+  if (p.n_inputs < 1 || p.n_inputs > 64 || cp.steps.empty()) return {};
+  const dtype t = cp.reg_types[0];
+  if (t != dtype::float32 && t != dtype::float64) return {};
+  for (int r = 0; r < p.n_inputs; ++r)
+    if (cp.reg_types[static_cast<std::size_t>(r)] != t) return {};
+  const std::string simd = jit_body(cp, "B"), tail = jit_body(cp, "T");
+  if (simd.empty() || tail.empty()) return {};
+  auto is_bool = [&](std::size_t o) { return cp.reg_types[static_cast<std::size_t>(p.outputs[o])] == dtype::bool_; };
+  std::ostringstream os;
+  os << "extern \"C\" void " << name
+     << "(const std::byte* const* in, std::byte* const* out, std::int64_t n, bool stream) {\n";
+  os << "  using T = " << (t == dtype::float32 ? "float" : "double") << ";\n";
+  os << "  using B = xsimd::batch<T>;\n  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);\n";
+  for (int r = 0; r < p.n_inputs; ++r) {
+    os << "  const T* p" << r << " = reinterpret_cast<const T*>(in[" << r << "]);\n";
+    if ((scalar_bits >> r) & 1u) os << "  const T s" << r << " = p" << r << "[0];\n  const B b" << r << "(s" << r << ");\n";
+  }
+  int first_float = -1;
+  for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+    const char* type = is_bool(o) ? "bool" : "T";
+    os << "  " << type << "* q" << o << " = reinterpret_cast<" << type << "*>(out[" << o << "]);\n";
+    if (!is_bool(o) && first_float < 0) first_float = static_cast<int>(o);
+  }
+  // Every input of an element is read before any output of it is written: an output may share
+  // an input's buffer (in place).
+  auto loop = [&](const char* V, const std::string& body, bool simd_loop, bool nt) {
+    for (int r = 0; r < p.n_inputs; ++r) {
+      if ((scalar_bits >> r) & 1u) os << "    const " << V << " " << reg_name(r) << " = " << (simd_loop ? "b" : "s") << r << ";\n";
+      else if (simd_loop) os << "    const B " << reg_name(r) << " = B::load_unaligned(p" << r << " + i);\n";
+      else os << "    const T " << reg_name(r) << " = p" << r << "[i];\n";
+    }
+    os << body;
+    for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+      const std::string v = reg_name(p.outputs[o]);
+      if (!simd_loop) os << "    q" << o << "[i] = " << v << ";\n";
+      else if (nt && !is_bool(o)) os << "    nt_store(" << v << ", q" << o << " + i);\n";
+      else os << "    " << v << ".store_unaligned(q" << o << " + i);\n";
+    }
+  };
+  os << "  std::int64_t i = 0;\n";
+  if (first_float >= 0) {
+    // Arrays larger than the cache (`stream`, see streaming_min_bytes): outputs leave with
+    // non-temporal stores, which need aligned addresses, so the first elements up to a cache
+    // line run in the scalar loop; only when every float output sits at the same offset.
+    os << "  const auto line = [](const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 64; };\n";
+    os << "  bool nt = stream && line(q" << first_float << ") % sizeof(T) == 0";
+    for (std::size_t o = 0; o < p.outputs.size(); ++o)
+      if (!is_bool(o) && static_cast<int>(o) != first_float) os << " && line(q" << o << ") == line(q" << first_float << ")";
+    os << ";\n  if (nt) {\n";
+    os << "    const std::int64_t head = std::min<std::int64_t>(n, (64 - line(q" << first_float << ")) % 64 / sizeof(T));\n";
+    os << "    for (; i < head; ++i) {\n";
+    loop("T", tail, false, false);
+    os << "    }\n    for (; i + w <= n; i += w) {\n";
+    loop("B", simd, true, true);
+    os << "    }\n    stream_fence();\n  }\n";
+  }
+  os << "  for (; i + w <= n; i += w) {\n";
+  loop("B", simd, true, false);
+  os << "  }\n  for (; i < n; ++i) {\n";
+  loop("T", tail, false, false);
+  os << "  }\n}\n";
+  return os.str();
+}
+
+// Non-temporal stores of a whole batch to an aligned address: the generated code only.
+inline constexpr const char* jit_stream_text = R"(template <class V, class U>
+inline void nt_store(const V& v, U* p) {
+  constexpr std::size_t bytes = sizeof(typename V::register_type);
+  if constexpr (false) {
+  }
+#if defined(__AVX512F__)
+  else if constexpr (bytes == 64) {
+    if constexpr (std::is_same_v<U, float>) _mm512_stream_ps(p, v);
+    else _mm512_stream_pd(p, v);
+  }
+#endif
+#if defined(__AVX__)
+  else if constexpr (bytes == 32) {
+    if constexpr (std::is_same_v<U, float>) _mm256_stream_ps(p, v);
+    else _mm256_stream_pd(p, v);
+  }
+#endif
+#if defined(__SSE2__)
+  else if constexpr (bytes == 16) {
+    if constexpr (std::is_same_v<U, float>) _mm_stream_ps(p, v);
+    else _mm_stream_pd(p, v);
+  }
+#endif
+  else v.store_aligned(p);
+}
+inline void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();  // streaming stores are weakly ordered: visible before the node ends
+#endif
+}
+)";
+
+inline std::string jit_prelude() {
+  std::string s = "// Generated by xsym (jit " + std::to_string(jit_version) +
+                  "): fused elementwise programs, one function each. See xsym/backend/cpu/jit.hpp.\n"
+                  "#include <algorithm>\n#include <cstddef>\n#include <cstdint>\n#include <type_traits>\n"
+                  "#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>\n#endif\n"
+                  "#include <xsimd/xsimd.hpp>\n\n"
+                  "namespace {\n";
+  s += vexp_generic_text;
+  s += "\n#if defined(__AVX512F__)\n";
+  s += vexp_avx512_text;
+  s += "\n#endif\n";
+  s += kernel_helpers_text;
+  s += "\n";
+  s += jit_stream_text;
+  for (int k = 0; k <= static_cast<int>(scalar_op::identity); ++k) {
+    const auto op = static_cast<scalar_op>(k);
+    if (const char* e = op_expression_text(op))
+      s += "template <class X> X f_" + std::string(info(op).name) + "([[maybe_unused]] X a, [[maybe_unused]] X b) { return " +
+           e + "; }\n";
+  }
+  s += "}  // namespace\n\n";
+  return s;
+}
+
+inline std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream is(s);
+  for (std::string w; is >> w;) out.push_back(w);
+  return out;
+}
+
+// A library compiled with -march=native runs only where it was compiled: the key includes the
+// CPU's model and feature list, so a compiledir shared between machines (an NFS home) holds one
+// library per kind of machine.
+inline const std::string& cpu_identity() {
+  static const std::string id = [] {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line, model, flags;
+    while ((model.empty() || flags.empty()) && std::getline(in, line)) {
+      if (model.empty() && line.starts_with("model name")) model = line;
+      if (flags.empty() && line.starts_with("flags")) flags = line;
+    }
+    return model + "\n" + flags;
+  }();
+  return id;
+}
+
+inline std::string read_text(const std::filesystem::path& p, std::size_t max_bytes) {
+  std::ifstream in(p, std::ios::binary);
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (s.size() > max_bytes) s = s.substr(0, max_bytes) + "\n[...]";
+  return s;
+}
+
+struct loaded_module {
+  void* handle = nullptr;
+  std::string path;
+};
+
+// Libraries loaded by this process, by key: never unloaded, functions may hold their kernels.
+inline std::map<std::uint64_t, loaded_module>& loaded_modules() {
+  static std::map<std::uint64_t, loaded_module> m;
+  return m;
+}
+inline std::mutex& jit_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+#if XSYM_JIT_AVAILABLE
+// Runs argv without a shell; its stdout and stderr go to `log`. Returns the exit status, or
+// throws when the program could not be started.
+inline int run_compiler(const std::vector<std::string>& argv, const std::filesystem::path& log, const std::string& flag) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = 0;
+  const int err = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (err != 0)
+    throw jit_error("xsym: cxx=" + flag + ": cannot run the compiler '" + argv[0] + "' (" + std::strerror(err) +
+                    "); set cxx to a C++20 compiler such as g++, or to an empty value to run fused kernels "
+                    "without compiling them");
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) throw jit_error(std::string("xsym: waiting for the compiler: ") + std::strerror(errno));
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+#endif
+
+// The module for `source`: from this process, else from compiledir, else compiled now.
+inline loaded_module load_module(const std::string& source, const jit_settings& s, jit_stats& stats) {
+#if !XSYM_JIT_AVAILABLE
+  (void)source;
+  (void)stats;
+  throw jit_error("xsym: cxx=" + s.cxx + ": compiling kernels needs dlopen and posix_spawn, which this platform lacks; "
+                  "set cxx to an empty value");
+#else
+  namespace fs = std::filesystem;
+  std::vector<std::string> argv{s.cxx, "-std=c++20", "-fPIC", "-shared"};
+  for (auto& w : split_words(s.cxxflags)) argv.push_back(std::move(w));
+  std::string command;
+  for (const auto& a : argv) command += a + " ";
+  const std::uint64_t key = fnv1a(cpu_identity(), fnv1a(command, fnv1a(source)));
+  auto& mods = loaded_modules();
+  if (auto it = mods.find(key); it != mods.end()) return it->second;
+
+  const fs::path dir = s.compiledir.empty() ? fs::path(xsym::detail::default_compiledir()) : fs::path(s.compiledir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw jit_error("xsym: compiledir=" + dir.string() + ": cannot create the directory (" +
+                    (ec ? ec.message() : std::string("a file of that name exists")) +
+                    "); set compiledir to a writable directory");
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(key));
+  const fs::path lib = dir / ("xsym_" + std::string(hex) + ".so");
+  const fs::path src = dir / ("xsym_" + std::string(hex) + ".cpp");
+  auto open_lib = [&]() -> void* { return dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL); };
+  void* handle = fs::exists(lib) ? open_lib() : nullptr;
+  if (!handle) {
+    // Other processes may compile the same module at once: each writes its own files and
+    // renames the library into place, which is atomic.
+    const std::string tag = std::to_string(static_cast<long>(getpid()));
+    const fs::path tmp_src = dir / ("xsym_" + std::string(hex) + "." + tag + ".cpp");
+    const fs::path tmp_lib = dir / ("xsym_" + std::string(hex) + "." + tag + ".so");
+    const fs::path log = dir / ("xsym_" + std::string(hex) + "." + tag + ".log");
+    {
+      std::ofstream out(tmp_src, std::ios::binary);
+      out << source;
+      if (!out)
+        throw jit_error("xsym: compiledir=" + dir.string() + ": cannot write " + tmp_src.string() +
+                        "; set compiledir to a writable directory");
+    }
+    std::vector<std::string> full = argv;
+    full.insert(full.end(), {"-o", tmp_lib.string(), tmp_src.string()});
+    const int rc = run_compiler(full, log, s.cxx);
+    if (rc != 0) {
+      fs::rename(tmp_src, src, ec);  // kept, and named in the message, for a look at what failed
+      std::string cmd;
+      for (const auto& a : full) cmd += (cmd.empty() ? "" : " ") + (a == tmp_src.string() ? src.string() : a);
+      const std::string out = read_text(log, 4000);
+      fs::remove(log, ec);
+      throw jit_error("xsym: cxx=" + s.cxx + " failed (exit status " + std::to_string(rc) + ") compiling " +
+                      src.string() + "\n  command: " + cmd + "\n  compiler output:\n" + out +
+                      "\n(check cxx and gcc.cxxflags, or set cxx to an empty value to run fused kernels "
+                      "without compiling them)");
+    }
+    fs::remove(log, ec);
+    fs::rename(tmp_src, src, ec);
+    fs::rename(tmp_lib, lib, ec);
+    if (ec) throw jit_error("xsym: compiledir=" + dir.string() + ": cannot rename " + tmp_lib.string() + ": " + ec.message());
+    ++stats.compiled;
+    handle = open_lib();
+    if (!handle) throw jit_error("xsym: cannot load " + lib.string() + ": " + dlerror());
+  }
+  return mods[key] = loaded_module{handle, lib.string()};
+#endif
+}
+
+}  // namespace detail
+
+/// @brief Compiles the programs the generator handles into one library and sets their `jit`
+/// kernel; the others keep their interpreted steps. Throws jit_error, naming the flag, the
+/// command and the compiler's output, when the compiler cannot run or fails.
+inline jit_stats jit_compile(const std::vector<jit_request>& requests, const jit_settings& s) {
+  jit_stats stats;
+  if (s.cxx.empty() || requests.empty()) return stats;
+  std::string source = detail::jit_prelude();
+  struct kernel {
+    compiled_program* program;
+    int which;
+    std::uint64_t bits;
+    std::string name;
+  };
+  std::vector<kernel> kernels;
+  for (const auto& r : requests)
+    for (int k = 0; k < 2; ++k) {
+      if (k == 1 && r.scalar_bits[1] == r.scalar_bits[0]) break;
+      const std::string name = "xsym_kernel_" + std::to_string(kernels.size());
+      std::string text = detail::jit_kernel_source(*r.program, r.scalar_bits[k], name);
+      if (text.empty()) break;
+      source += text + "\n";
+      kernels.push_back({r.program, k, r.scalar_bits[k], name});
+    }
+  if (kernels.empty()) return stats;
+  std::lock_guard<std::mutex> lock(detail::jit_mutex());
+  const detail::loaded_module m = detail::load_module(source, s, stats);
+  stats.library = m.path;
+#if XSYM_JIT_AVAILABLE
+  for (const kernel& k : kernels) {
+    void* f = dlsym(m.handle, k.name.c_str());
+    if (!f) throw jit_error("xsym: " + m.path + " has no function " + k.name + " (a damaged library? delete it)");
+    k.program->jit[k.which] = reinterpret_cast<jit_fn>(f);
+    k.program->jit_scalar_bits[k.which] = k.bits;
+    stats.kernels += k.which == 0;
+    stats.row_kernels += k.which == 1;
+  }
+#endif
+  return stats;
+}
+
+}  // namespace xsym::cpu
+
+XSYM_COLD_END
+
+#endif
+// ---- end include/xsym/backend/cpu/jit.hpp ----
 // ---- begin include/xsym/backend/cpu/reduce.hpp ----
 #ifndef XSYM_BACKEND_CPU_REDUCE_HPP
 #define XSYM_BACKEND_CPU_REDUCE_HPP
@@ -6852,6 +7412,8 @@ struct resolved_plan {
   std::array<bool, 3> guard{true, true, true};
   bool monitor = false;
   cpu::parallelism par;  // openmp=True: OpenMP's thread count, else one thread
+  // cxx: the compiler of fused programs (empty: none), its flags and where libraries are kept.
+  std::string cxx, cxxflags, compiledir;
 };
 
 inline resolved_plan resolve_plan(const function_options& o) {
@@ -6903,6 +7465,12 @@ inline resolved_plan resolve_plan(const function_options& o) {
   p.linker = link;
   p.reference_kernels = link == "py";
   p.gc = link != "cvm_nogc" && config.allow_gc.value();
+  // The reference kernels (py, FAST_COMPILE, DebugMode's reference) are never compiled.
+  if (!p.reference_kernels && !p.gpu) {
+    p.cxx = std::string(detail::trim(config.cxx.value()));
+    p.cxxflags = config.gcc.cxxflags.value();
+    p.compiledir = config.compiledir.value();
+  }
 
   auto matches = [](const rewrite_info& r, const std::string& name_or_tag) {
     if (r.name == name_or_tag) return true;
@@ -7264,6 +7832,8 @@ class function_runtime {
   const std::string& name() const { return m_name; }
   const std::shared_ptr<profile_stats>& stats() const { return m_stats; }
   const detail::resolved_plan& plan() const { return m_plan; }
+  /// @brief What cxx did for this function: kernels compiled, whether from the cache, the library.
+  const cpu::jit_stats& compiled_kernels() const { return m_jit; }
 
   /// @brief Runs the function on args (one per input, in order) and returns convert(outputs),
   /// called while the function's buffers are still reserved for this call.
@@ -7594,6 +8164,7 @@ class function_runtime {
       }
       t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
     }
+    if (!reference && !m_plan.cxx.empty()) compile_kernels(thunks);
     // With gc, each intermediate is released after its last reader runs.
     const auto clients = g.clients();
     m_dead_after.assign(g.nodes.size(), {});
@@ -7610,6 +8181,31 @@ class function_runtime {
         m_view_slots.push_back(static_cast<int>(s));
     m_scratch_ticks.assign(g.nodes.size(), 0);
     return thunks;
+  }
+
+  // cxx: each fused program of two or more steps becomes one compiled loop (backend/cpu/jit.hpp).
+  // It is specialised for the inputs that are one value whatever the call's shapes (every
+  // dimension broadcastable, as constants are); spans where others broadcast run the steps.
+  void compile_kernels(std::vector<detail::thunk>& thunks) {
+    const function_graph& g = *m_graph;
+    std::vector<cpu::jit_request> requests;
+    for (detail::thunk& t : thunks) {
+      // One instruction is already one pass of a precompiled kernel.
+      if (t.run != &detail::run_elemwise || t.prog.prog->code.size() < 2) continue;
+      cpu::jit_request r{&t.prog, {0, 0}};
+      for (std::size_t k = 0; k < t.node->inputs.size() && k < 64; ++k) {
+        const slot& in = g.slots[static_cast<std::size_t>(t.node->inputs[k])];
+        const unsigned all = (1u << in.rank) - 1u, last = in.rank > 0 ? 1u << (in.rank - 1) : 0u;
+        if ((t.slot_bcast[k] & all) == all) r.scalar_bits[0] |= std::uint64_t{1} << k;
+        if ((t.slot_bcast[k] & last) == last) r.scalar_bits[1] |= std::uint64_t{1} << k;
+      }
+      requests.push_back(r);
+    }
+    try {
+      m_jit = cpu::jit_compile(requests, {m_plan.cxx, m_plan.cxxflags, m_plan.compiledir});
+    } catch (const cpu::jit_error& e) {
+      throw compile_error("xsym::function '" + m_name + "': " + e.what());
+    }
   }
 
   void release_dead(std::size_t node) {
@@ -7963,6 +8559,7 @@ class function_runtime {
 
   std::string m_name;
   detail::resolved_plan m_plan;
+  cpu::jit_stats m_jit;
   std::shared_ptr<const function_graph> m_graph;
   std::vector<detail::thunk> m_thunks;
   std::vector<ndarray> m_values;
@@ -8082,6 +8679,9 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
   // Scopes need the compile-time facts even of functions that are not profiled themselves.
   m_scope_model.implementation = m_plan.reference_kernels ? "ref" : "cpu";
   m_scope_model.device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
+  for (const auto& t : m_thunks) m_scope_model.node_compiled.push_back(t.prog.jit[0] != nullptr);
+  m_scope_model.compiled_library = m_jit.library;
+  m_scope_model.compiled_now = m_jit.compiled > 0;
   m_scope_model.rewrite_seconds = t1 - t0;
   m_scope_model.validate_seconds = t2 - t1;
   m_scope_model.linker_seconds = t3 - t2;
@@ -8092,6 +8692,9 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
     m_profile = m_stats->add_function(m_name, m_graph);
     m_profile->implementation = m_plan.reference_kernels ? "ref" : "cpu";
     m_profile->device_implementation = m_scope_model.device_implementation;
+    m_profile->node_compiled = m_scope_model.node_compiled;
+    m_profile->compiled_library = m_jit.library;
+    m_profile->compiled_now = m_jit.compiled > 0;
     m_profile->rewrite_seconds = t1 - t0;
     m_profile->validate_seconds = t2 - t1;
     m_profile->linker_seconds = t3 - t2;

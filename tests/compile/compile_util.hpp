@@ -4,8 +4,10 @@
 #include "expr/expr_util.hpp"
 
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
+#include <unistd.h>
 
 namespace xsym_test {
 
@@ -37,6 +39,32 @@ class clean_config {
   }
   std::optional<std::string> m_flags, m_rc;
 };
+
+#ifdef XSYM_TEST_CXX
+/// Turns on cxx (the compiler that built the tests, XSYM_TEST_CXX) with a compiledir of its own,
+/// removed at the end. Use inside a clean_config, which resets the flags afterwards.
+class cxx_on {
+ public:
+  explicit cxx_on(const std::string& tag) {
+    static int counter = 0;
+    m_dir = std::filesystem::temp_directory_path() /
+            ("xsym-test-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::remove_all(m_dir);
+    xsym::config.cxx = XSYM_TEST_CXX;
+    xsym::config.compiledir = m_dir.string();
+  }
+  ~cxx_on() {
+    std::error_code ec;
+    std::filesystem::remove_all(m_dir, ec);
+  }
+  cxx_on(const cxx_on&) = delete;
+  cxx_on& operator=(const cxx_on&) = delete;
+  const std::filesystem::path& dir() const { return m_dir; }
+
+ private:
+  std::filesystem::path m_dir;
+};
+#endif
 
 /// The op names of a compiled function's Apply nodes, in execution order.
 template <class F>

@@ -100,6 +100,9 @@ const std::vector<std::string> all_flags = {"mode",
                                             "DebugMode.check_isfinite",
                                             "openmp",
                                             "openmp_elemwise_minsize",
+                                            "cxx",
+                                            "gcc.cxxflags",
+                                            "compiledir",
                                             "floatX"};
 
 }  // namespace
@@ -245,7 +248,7 @@ TEST_CASE_METHOD(env_fixture, "defaults come from the code when nothing is set",
   CHECK(c.floatX.value() == (std::is_same_v<xsym::floatX, float> ? "float32" : "float64"));
   for (auto name : c.flag_names()) {
     INFO(name);
-    CHECK(c.get(name).empty() == name.starts_with("optimizer_"));
+    CHECK(c.get(name).empty() == (name.starts_with("optimizer_") || name == "cxx"));
   }
   CHECK(c.mode.source() == xsym::flag_source::default_value);
   CHECK(c.profiling.n_apply.source() == xsym::flag_source::default_value);

@@ -143,6 +143,8 @@ struct resolved_plan {
   std::array<bool, 3> guard{true, true, true};
   bool monitor = false;
   cpu::parallelism par;  // openmp=True: OpenMP's thread count, else one thread
+  // cxx: the compiler of fused programs (empty: none), its flags and where libraries are kept.
+  std::string cxx, cxxflags, compiledir;
 };
 
 inline resolved_plan resolve_plan(const function_options& o) {
@@ -194,6 +196,12 @@ inline resolved_plan resolve_plan(const function_options& o) {
   p.linker = link;
   p.reference_kernels = link == "py";
   p.gc = link != "cvm_nogc" && config.allow_gc.value();
+  // The reference kernels (py, FAST_COMPILE, DebugMode's reference) are never compiled.
+  if (!p.reference_kernels && !p.gpu) {
+    p.cxx = std::string(detail::trim(config.cxx.value()));
+    p.cxxflags = config.gcc.cxxflags.value();
+    p.compiledir = config.compiledir.value();
+  }
 
   auto matches = [](const rewrite_info& r, const std::string& name_or_tag) {
     if (r.name == name_or_tag) return true;

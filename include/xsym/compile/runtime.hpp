@@ -11,6 +11,7 @@
 
 #include "../backend/cpu/blas.hpp"
 #include "../backend/cpu/elemwise.hpp"
+#include "../backend/cpu/jit.hpp"
 #include "../backend/cpu/reduce.hpp"
 #include "../graph/fgraph.hpp"
 #include "../profile/profile_stats.hpp"
@@ -337,6 +338,8 @@ class function_runtime {
   const std::string& name() const { return m_name; }
   const std::shared_ptr<profile_stats>& stats() const { return m_stats; }
   const detail::resolved_plan& plan() const { return m_plan; }
+  /// @brief What cxx did for this function: kernels compiled, whether from the cache, the library.
+  const cpu::jit_stats& compiled_kernels() const { return m_jit; }
 
   /// @brief Runs the function on args (one per input, in order) and returns convert(outputs),
   /// called while the function's buffers are still reserved for this call.
@@ -667,6 +670,7 @@ class function_runtime {
       }
       t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
     }
+    if (!reference && !m_plan.cxx.empty()) compile_kernels(thunks);
     // With gc, each intermediate is released after its last reader runs.
     const auto clients = g.clients();
     m_dead_after.assign(g.nodes.size(), {});
@@ -683,6 +687,31 @@ class function_runtime {
         m_view_slots.push_back(static_cast<int>(s));
     m_scratch_ticks.assign(g.nodes.size(), 0);
     return thunks;
+  }
+
+  // cxx: each fused program of two or more steps becomes one compiled loop (backend/cpu/jit.hpp).
+  // It is specialised for the inputs that are one value whatever the call's shapes (every
+  // dimension broadcastable, as constants are); spans where others broadcast run the steps.
+  void compile_kernels(std::vector<detail::thunk>& thunks) {
+    const function_graph& g = *m_graph;
+    std::vector<cpu::jit_request> requests;
+    for (detail::thunk& t : thunks) {
+      // One instruction is already one pass of a precompiled kernel.
+      if (t.run != &detail::run_elemwise || t.prog.prog->code.size() < 2) continue;
+      cpu::jit_request r{&t.prog, {0, 0}};
+      for (std::size_t k = 0; k < t.node->inputs.size() && k < 64; ++k) {
+        const slot& in = g.slots[static_cast<std::size_t>(t.node->inputs[k])];
+        const unsigned all = (1u << in.rank) - 1u, last = in.rank > 0 ? 1u << (in.rank - 1) : 0u;
+        if ((t.slot_bcast[k] & all) == all) r.scalar_bits[0] |= std::uint64_t{1} << k;
+        if ((t.slot_bcast[k] & last) == last) r.scalar_bits[1] |= std::uint64_t{1} << k;
+      }
+      requests.push_back(r);
+    }
+    try {
+      m_jit = cpu::jit_compile(requests, {m_plan.cxx, m_plan.cxxflags, m_plan.compiledir});
+    } catch (const cpu::jit_error& e) {
+      throw compile_error("xsym::function '" + m_name + "': " + e.what());
+    }
   }
 
   void release_dead(std::size_t node) {
@@ -1036,6 +1065,7 @@ class function_runtime {
 
   std::string m_name;
   detail::resolved_plan m_plan;
+  cpu::jit_stats m_jit;
   std::shared_ptr<const function_graph> m_graph;
   std::vector<detail::thunk> m_thunks;
   std::vector<ndarray> m_values;
@@ -1155,6 +1185,9 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
   // Scopes need the compile-time facts even of functions that are not profiled themselves.
   m_scope_model.implementation = m_plan.reference_kernels ? "ref" : "cpu";
   m_scope_model.device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
+  for (const auto& t : m_thunks) m_scope_model.node_compiled.push_back(t.prog.jit[0] != nullptr);
+  m_scope_model.compiled_library = m_jit.library;
+  m_scope_model.compiled_now = m_jit.compiled > 0;
   m_scope_model.rewrite_seconds = t1 - t0;
   m_scope_model.validate_seconds = t2 - t1;
   m_scope_model.linker_seconds = t3 - t2;
@@ -1165,6 +1198,9 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
     m_profile = m_stats->add_function(m_name, m_graph);
     m_profile->implementation = m_plan.reference_kernels ? "ref" : "cpu";
     m_profile->device_implementation = m_scope_model.device_implementation;
+    m_profile->node_compiled = m_scope_model.node_compiled;
+    m_profile->compiled_library = m_jit.library;
+    m_profile->compiled_now = m_jit.compiled > 0;
     m_profile->rewrite_seconds = t1 - t0;
     m_profile->validate_seconds = t2 - t1;
     m_profile->linker_seconds = t3 - t2;

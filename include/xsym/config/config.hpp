@@ -458,6 +458,12 @@ struct config_t {
     flag<bool> ignore_first_call;        ///< @brief Leave each function's first call out of the profile.
     flag<bool> roofline;                 ///< @brief Add FLOP/s and bandwidth per node to reports.
   };
+  /// @brief Flags under the [gcc] section (Theano's name for the C++ compiler's settings).
+  struct gcc_t {
+    /// @brief Makes the flags, owned by `owner`.
+    explicit gcc_t(const config_t& owner);
+    flag<std::string> cxxflags;  ///< @brief Flags cxx compiles kernels with, after -std=c++20 -fPIC -shared.
+  };
   /// @brief Flags under the [DebugMode] section.
   struct debug_mode_t {
     /// @brief Makes the flags, owned by `owner`.
@@ -485,6 +491,9 @@ struct config_t {
   debug_mode_t DebugMode;                 ///< @brief [DebugMode] flags.
   flag<bool> openmp;                      ///< @brief Parallel kernels (programs compiled with -fopenmp).
   flag<std::int64_t> openmp_elemwise_minsize;  ///< @brief Smallest elementwise output run in parallel.
+  flag<std::string> cxx;                  ///< @brief C++ compiler for fused kernels; empty: none are compiled.
+  gcc_t gcc;                              ///< @brief [gcc] flags.
+  flag<std::string> compiledir;           ///< @brief Where compiled kernels are kept between runs.
   flag<std::string> floatX;               ///< @brief Read-only mirror of XSYM_FLOATX: "float32" or "float64".
 
   /// @brief Assigns a flag by dotted name from text, as code (highest precedence), validated like XSYM_FLAGS.
@@ -555,6 +564,17 @@ inline std::string check_tag_list(const std::string& v) {
 
 inline std::string check_destination(const std::string& v) {
   return v.empty() ? "expected stdout, stderr or a file path, not an empty string" : std::string();
+}
+
+inline std::string check_nonempty_path(const std::string& v) {
+  return v.empty() ? "expected a directory path, not an empty string" : std::string();
+}
+
+// $XDG_CACHE_HOME/xsym, else ~/.cache/xsym, else /tmp/xsym.
+inline std::string default_compiledir() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/xsym";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/xsym";
+  return "/tmp/xsym";
 }
 
 inline std::string check_floatx(const std::string& v) {
@@ -645,6 +665,10 @@ XSYM_RUNTIME_INLINE config_t::profiling_t::profiling_t(const config_t& owner)
       roofline(owner, "profiling.roofline", "Add achieved FLOP/s and memory bandwidth per node to profile reports",
                false, detail::bool_expected) {}
 
+XSYM_RUNTIME_INLINE config_t::gcc_t::gcc_t(const config_t& owner)
+    : cxxflags(owner, "gcc.cxxflags", "Flags cxx compiles fused kernels with (after -std=c++20 -fPIC -shared)",
+               "-O3 -march=native", "compiler flags separated by spaces") {}
+
 XSYM_RUNTIME_INLINE config_t::debug_mode_t::debug_mode_t(const config_t& owner)
     : check_isfinite(owner, "DebugMode.check_isfinite", "In DebugMode, raise an error when an output holds NaN or Inf",
                      true, detail::bool_expected) {}
@@ -682,6 +706,13 @@ XSYM_RUNTIME_INLINE config_t::config_t()
       openmp_elemwise_minsize(*this, "openmp_elemwise_minsize",
                               "With openmp=True, the smallest elementwise output (in elements) split among threads",
                               200000, "an integer >= 1", detail::at_least(1)),
+      cxx(*this, "cxx",
+          "C++ compiler (g++ or a path) that compiles each function's fused elementwise programs into one loop "
+          "each; empty: they run as a sequence of precompiled vector kernels",
+          "", "a compiler command, or empty"),
+      gcc(*this),
+      compiledir(*this, "compiledir", "Directory where the kernels cxx compiled are kept and reused",
+                 detail::default_compiledir(), "a directory path", detail::check_nonempty_path),
       floatX(*this, "floatX", "Default float type; fixed at compile time by -DXSYM_FLOATX=float|double",
              std::string(detail::floatx_name()), "'" + std::string(detail::floatx_name()) + "' (set at compile time)",
              detail::check_floatx) {
@@ -705,6 +736,9 @@ XSYM_RUNTIME_INLINE config_t::config_t()
              &DebugMode.check_isfinite,
              &openmp,
              &openmp_elemwise_minsize,
+             &cxx,
+             &gcc.cxxflags,
+             &compiledir,
              &floatX};
 }
 

@@ -36,6 +36,9 @@ struct function_profile {
   std::shared_ptr<const function_graph> graph;
   std::string implementation = "cpu";  // the profile's <type>: cpu (vectorized), ref (reference)
   std::string device_implementation;   // <type> of GPU nodes and transfers: cuda, thrust-omp
+  std::vector<std::uint8_t> node_compiled;  // per node: runs a kernel cxx compiled (<type> cxx)
+  std::string compiled_library;        // the library those kernels are in
+  bool compiled_now = false;           // cxx compiled it when the function was built (else it was reused)
   std::int64_t calls = 0;
   std::uint64_t call_ticks = 0;        // whole operator(): argument checks, run, results
   std::uint64_t fn_ticks = 0;          // running the thunks, with the loop around them
@@ -58,7 +61,9 @@ struct function_profile {
 
   /// @brief The <type> of node i: where and how it ran.
   const std::string& node_implementation(std::size_t i) const {
+    static const std::string cxx = "cxx";
     const op& o = *graph->nodes[i].fn;
+    if (i < node_compiled.size() && node_compiled[i]) return cxx;
     return (o.on_gpu || o.kind == op_kind::transfer) && !device_implementation.empty() ? device_implementation
                                                                                         : implementation;
   }

@@ -176,6 +176,10 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
   os << fmt("    xsym rewrite time: %es\n", rewrite_t);
   os << fmt("       xsym validate time: %es\n", validate_t);
   os << fmt("    xsym Linker time (kernel binding and buffer planning): %es\n", link_t);
+  for (const auto& f : fns)
+    if (!f->compiled_library.empty())
+      os << "      cxx kernels of " << f->name << ": " << f->compiled_library
+         << (f->compiled_now ? " (compiled now)\n" : " (reused)\n");
   os << "\n";
   double region_t = 0;
   for (const auto& [name, r] : regions) region_t += static_cast<double>(r.ticks) * detail::seconds_per_tick();
@@ -194,7 +198,10 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
       for (auto* m : {&by_class, &by_op}) {
         auto& r = (*m)[m == &by_class ? n.class_name() : n.op_name()];
         r.key = m == &by_class ? n.class_name() : n.op_name();
-        r.type = f->node_implementation(i);
+        // A class or op whose nodes ran two ways lists both ("cpu/cxx").
+        const std::string& impl = f->node_implementation(i);
+        if (r.type.empty()) r.type = impl;
+        else if (("/" + r.type + "/").find("/" + impl + "/") == std::string::npos) r.type += "/" + impl;
         r.time += t;
         r.calls += f->node_calls[i];
         r.applies += 1;

@@ -67,6 +67,9 @@ class profile_scope {
       rec = m_stats->add_function(name, g);
       rec->implementation = model.implementation;
       rec->device_implementation = model.device_implementation;
+      rec->node_compiled = model.node_compiled;
+      rec->compiled_library = model.compiled_library;
+      rec->compiled_now = model.compiled_now;
       rec->rewrite_seconds = model.rewrite_seconds;
       rec->validate_seconds = model.validate_seconds;
       rec->linker_seconds = model.linker_seconds;

@@ -29,12 +29,20 @@ struct compiled_step {
   int args[detail::max_chain_links + 1] = {};
   int dst = 0;
   int link_code = -1;  // detail::chain_code of the instruction: it may join a chain
+  // What the step computes, for the code generator (backend/cpu/jit.hpp): the op, or one of
+  // the shared sigmoid/softplus kernels (shared >= 0, a shared_exp_kernel), or a chain.
+  scalar_op op = scalar_op::identity;
+  int shared = -1;
 
   void run(void* dst_data, const void* const* arg_data, unsigned scalar_mask, std::int64_t n) const {
     if (chain) chain(dst_data, arg_data, scalar_mask, n, chain_codes, arity - 1);
     else kernel(dst_data, arg_data, scalar_mask, n);
   }
 };
+
+/// @brief A program compiled to machine code by cxx (backend/cpu/jit.hpp): the same
+/// arguments as detail::run_span, every element computed in one pass.
+using jit_fn = void (*)(const std::byte* const* in, std::byte* const* out, std::int64_t n, bool stream);
 
 /// @brief A program with its kernels looked up once, when the function is built.
 struct compiled_program {
@@ -60,6 +68,11 @@ struct compiled_program {
   // staggered by one line so that no two sit 4 KiB apart (store-to-load aliasing).
   std::vector<std::size_t> reg_offset;
   std::size_t scratch_bytes = 0;
+  // With cxx set, the program compiled to loops: jit[k] takes the inputs in jit_scalar_bits[k]
+  // (bit r: input r) as one value each and all others as arrays. A span whose inputs are one
+  // value in another combination runs the steps above.
+  jit_fn jit[2] = {nullptr, nullptr};
+  std::uint64_t jit_scalar_bits[2] = {0, 0};
 };
 
 namespace detail {
@@ -138,9 +151,11 @@ inline void share_work(const program& p, std::vector<compiled_step>& steps, std:
     auto kernel = [&](shared_exp_kernel which) {
       return t == dtype::float32 ? shared_exp_kernel_for<float>(which) : shared_exp_kernel_for<double>(which);
     };
-    auto unary_step = [&](kernel_fn f, int arg) {
+    auto unary_step = [&](kernel_fn f, int arg, scalar_op op, int shared) {
       compiled_step st;
       st.kernel = f;
+      st.op = op;
+      st.shared = shared;
       st.arity = 1;
       st.args[0] = arg;
       reg_types.push_back(t);
@@ -149,17 +164,20 @@ inline void share_work(const program& p, std::vector<compiled_step>& steps, std:
       return st.dst;
     };
     // e and log1p(e) go just before the first member; u is computed before it.
-    const int e_reg = unary_step(kernel(shared_exp_kernel::exp_neg_abs), u);
+    const int e_reg = unary_step(kernel(shared_exp_kernel::exp_neg_abs), u, scalar_op::exp,
+                                 static_cast<int>(shared_exp_kernel::exp_neg_abs));
     int l_reg = -1;
     if (any_softplus) {
       instruction log1p{};
       log1p.op = scalar_op::log1p;
       log1p.in_type = log1p.out_type = t;
-      l_reg = unary_step(kernel_for<true>(log1p), e_reg);
+      l_reg = unary_step(kernel_for<true>(log1p), e_reg, scalar_op::log1p, -1);
     }
     for (std::size_t m : group) {
       const bool sig = kept_op[m] == scalar_op::sigmoid;
-      kept[m].kernel = kernel(sig ? shared_exp_kernel::sigmoid_from_exp : shared_exp_kernel::softplus_from_log1p);
+      const auto which = sig ? shared_exp_kernel::sigmoid_from_exp : shared_exp_kernel::softplus_from_log1p;
+      kept[m].kernel = kernel(which);
+      kept[m].shared = static_cast<int>(which);
       kept[m].arity = 2;
       kept[m].args[1] = sig ? e_reg : l_reg;
       rewritten[m] = 1;  // the others stay where they are: their arguments may come later
@@ -227,6 +245,7 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
   for (const auto& ins : p->code) {
     compiled_step st;
     st.kernel = kernel_of(ins);
+    st.op = ins.op;
     st.arity = info(ins.op).arity;
     st.dst = ins.dst;
     for (int j = 0; j < st.arity; ++j) st.args[j] = ins.args[j];
@@ -406,6 +425,15 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
                      std::byte* const* out, std::int64_t n, bool stream = false) {
   const program& p = *cp.prog;
   const int n_in = p.n_inputs;
+  if (cp.jit[0]) {
+    std::uint64_t bits = 0;
+    for (int r = 0; r < n_in; ++r) bits |= static_cast<std::uint64_t>(in_scalar[r]) << r;
+    for (int k = 0; k < 2; ++k)
+      if (cp.jit[k] && bits == cp.jit_scalar_bits[k]) {
+        cp.jit[k](in, out, n, stream);
+        return;
+      }
+  }
   const void* args[detail::max_chain_links + 1];
   if (cp.direct && !stream) {
     const compiled_step& st = cp.steps[0];

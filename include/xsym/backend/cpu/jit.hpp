@@ -1,0 +1,484 @@
+#ifndef XSYM_BACKEND_CPU_JIT_HPP
+#define XSYM_BACKEND_CPU_JIT_HPP
+
+// Fused elementwise programs compiled to machine code, Theano's C linker for Composites: with
+// the flag cxx set (cxx=g++), a function's fused programs become one C++ file of loops, each
+// computing a whole program per SIMD batch with every intermediate in registers. cxx compiles
+// it into a shared library in compiledir, which is kept: a later build of the same programs,
+// in this process or another, loads it without compiling.
+//
+// The generated code applies the ops' own expressions (XSYM_SCALAR_OPS, XSYM_KERNEL_HELPERS in
+// scalar_kernels.hpp), as text, so it computes what the interpreted steps compute; only the
+// compiler's freedom to contract a * b + c into one fused multiply-add differs.
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#if __has_include(<dlfcn.h>) && __has_include(<spawn.h>) && __has_include(<sys/wait.h>)
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define XSYM_JIT_AVAILABLE 1
+#else
+#define XSYM_JIT_AVAILABLE 0
+#endif
+
+#include "../../config/cold.hpp"
+#include "../../config/config.hpp"
+#include "elemwise.hpp"
+
+#if XSYM_JIT_AVAILABLE
+extern char** environ;
+#endif
+
+XSYM_COLD_BEGIN  // code generation and compiling run when a function is built
+
+namespace xsym::cpu {
+
+/// @brief A fused program could not be compiled or loaded; what() names the flag, the command
+/// or the file involved.
+class jit_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// @brief How to compile: the flags cxx, gcc.cxxflags and compiledir.
+struct jit_settings {
+  std::string cxx;         // the compiler; empty: nothing is compiled
+  std::string cxxflags;    // whitespace-separated, after xsym's own (-std=c++20 -fPIC -shared)
+  std::string compiledir;  // empty: the flag's default
+};
+
+/// @brief One program to compile, and the inputs that are one value (bit r: input r) in each of
+/// its two kernels: the whole-array case (inputs that broadcast in every dimension) and the
+/// row-by-row case (inputs that broadcast along the last dimension).
+struct jit_request {
+  compiled_program* program;
+  std::uint64_t scalar_bits[2];
+};
+
+/// @brief What the last jit_compile did, for tests and the profile.
+struct jit_stats {
+  int kernels = 0;         // programs given compiled kernels
+  int row_kernels = 0;     // of them, those with a second kernel for row-by-row spans
+  int compiled = 0;        // modules cxx compiled (0: loaded from compiledir or this process)
+  std::string library;     // the shared library's path
+};
+
+namespace detail {
+
+// Bumped whenever the generated code changes meaning, so old libraries in compiledir are not used.
+inline constexpr int jit_version = 3;
+
+inline std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 14695981039346656037ull) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// The C++ spelling of a register in the SIMD loop ("B") or the scalar tail ("T").
+inline std::string reg_name(int r) { return "r" + std::to_string(r); }
+
+inline const char* comparison_text(scalar_op op) {
+  switch (op) {
+    case scalar_op::gt: return ">";
+    case scalar_op::lt: return "<";
+    case scalar_op::ge: return ">=";
+    case scalar_op::le: return "<=";
+    case scalar_op::eq: return "==";
+    case scalar_op::neq: return "!=";
+    default: return nullptr;
+  }
+}
+
+inline const char* shared_kernel_text(int shared) {
+  switch (static_cast<shared_exp_kernel>(shared)) {
+    case shared_exp_kernel::exp_neg_abs: return "exp_neg_abs_fn::apply";
+    case shared_exp_kernel::sigmoid_from_exp: return "sigmoid_from_exp_fn::apply";
+    case shared_exp_kernel::softplus_from_log1p: return "softplus_from_log1p_fn::apply";
+  }
+  return nullptr;
+}
+
+/// The body of one program's loop, for batches (V = "B") or scalars (V = "T"); empty when a
+/// step is not one the generator handles (then the program keeps its interpreted steps).
+inline std::string jit_body(const compiled_program& cp, const char* V) {
+  const program& p = *cp.prog;
+  const dtype t = cp.reg_types[0];
+  std::ostringstream os;
+  std::vector<char> defined(cp.reg_types.size(), 0), is_bool(cp.reg_types.size(), 0);
+  for (int r = 0; r < p.n_inputs; ++r) defined[static_cast<std::size_t>(r)] = 1;
+  auto arg = [&](int r) -> std::string {
+    if (r < 0 || static_cast<std::size_t>(r) >= defined.size() || !defined[static_cast<std::size_t>(r)] ||
+        is_bool[static_cast<std::size_t>(r)])
+      return {};
+    return reg_name(r);
+  };
+  for (const compiled_step& st : cp.steps) {
+    const auto d = static_cast<std::size_t>(st.dst);
+    if (st.dst < p.n_inputs || defined[d]) return {};  // single assignment only
+    std::string a[max_chain_links + 1];
+    for (int j = 0; j < st.arity; ++j)
+      if ((a[j] = arg(st.args[j])).empty()) return {};
+    if (st.chain) {
+      // acc = arg 0, then acc = acc OP arg k+1 (or arg k+1 OP acc), as detail::chain does.
+      if (cp.reg_types[d] != t) return {};
+      os << "    " << V << " " << reg_name(st.dst) << " = " << a[0] << ";\n";
+      for (int k = 0; k + 1 < st.arity; ++k) {
+        const unsigned code = (st.chain_codes >> (3 * k)) & 7u;
+        static constexpr const char* ops[] = {"+", "-", "*", "/"};
+        const std::string acc = reg_name(st.dst), b = a[k + 1];
+        os << "    " << acc << " = " << ((code & 4u) ? b + " " + ops[code & 3u] + " " + acc
+                                                      : acc + " " + ops[code & 3u] + " " + b)
+           << ";\n";
+      }
+    } else if (const char* cmp = comparison_text(st.op); cmp && st.shared < 0) {
+      if (cp.reg_types[d] != dtype::bool_) return {};
+      os << "    const auto " << reg_name(st.dst) << " = (" << a[0] << " " << cmp << " " << a[1] << ");\n";
+      is_bool[d] = 1;
+    } else {
+      if (cp.reg_types[d] != t) return {};
+      const char* f = st.shared >= 0 ? shared_kernel_text(st.shared) : op_expression_text(st.op);
+      if (!f || st.arity < 1 || st.arity > 2) return {};
+      const std::string call = st.shared >= 0 ? std::string(f) : "f_" + std::string(info(st.op).name);
+      os << "    const " << V << " " << reg_name(st.dst) << " = " << call << "(" << a[0] << ", "
+         << a[st.arity > 1 ? 1 : 0] << ");\n";
+    }
+    defined[d] = 1;
+  }
+  // A comparison's result may only be an output: the bool registers' only reader is the store.
+  for (const compiled_step& st : cp.steps)
+    for (int j = 0; j < st.arity; ++j)
+      if (is_bool[static_cast<std::size_t>(st.args[j])]) return {};
+  for (int r : p.outputs)
+    if (!defined[static_cast<std::size_t>(r)]) return {};
+  return os.str();
+}
+
+/// One program as an extern "C" function `name`, or "" when the generator does not handle it:
+/// every register float32 (or every one float64) but comparison results, which are outputs.
+inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t scalar_bits, const std::string& name) {
+  const program& p = *cp.prog;
+  if (p.n_inputs < 1 || p.n_inputs > 64 || cp.steps.empty()) return {};
+  const dtype t = cp.reg_types[0];
+  if (t != dtype::float32 && t != dtype::float64) return {};
+  for (int r = 0; r < p.n_inputs; ++r)
+    if (cp.reg_types[static_cast<std::size_t>(r)] != t) return {};
+  const std::string simd = jit_body(cp, "B"), tail = jit_body(cp, "T");
+  if (simd.empty() || tail.empty()) return {};
+  auto is_bool = [&](std::size_t o) { return cp.reg_types[static_cast<std::size_t>(p.outputs[o])] == dtype::bool_; };
+  std::ostringstream os;
+  os << "extern \"C\" void " << name
+     << "(const std::byte* const* in, std::byte* const* out, std::int64_t n, bool stream) {\n";
+  os << "  using T = " << (t == dtype::float32 ? "float" : "double") << ";\n";
+  os << "  using B = xsimd::batch<T>;\n  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);\n";
+  for (int r = 0; r < p.n_inputs; ++r) {
+    os << "  const T* p" << r << " = reinterpret_cast<const T*>(in[" << r << "]);\n";
+    if ((scalar_bits >> r) & 1u) os << "  const T s" << r << " = p" << r << "[0];\n  const B b" << r << "(s" << r << ");\n";
+  }
+  int first_float = -1;
+  for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+    const char* type = is_bool(o) ? "bool" : "T";
+    os << "  " << type << "* q" << o << " = reinterpret_cast<" << type << "*>(out[" << o << "]);\n";
+    if (!is_bool(o) && first_float < 0) first_float = static_cast<int>(o);
+  }
+  // Every input of an element is read before any output of it is written: an output may share
+  // an input's buffer (in place).
+  auto loop = [&](const char* V, const std::string& body, bool simd_loop, bool nt) {
+    for (int r = 0; r < p.n_inputs; ++r) {
+      if ((scalar_bits >> r) & 1u) os << "    const " << V << " " << reg_name(r) << " = " << (simd_loop ? "b" : "s") << r << ";\n";
+      else if (simd_loop) os << "    const B " << reg_name(r) << " = B::load_unaligned(p" << r << " + i);\n";
+      else os << "    const T " << reg_name(r) << " = p" << r << "[i];\n";
+    }
+    os << body;
+    for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+      const std::string v = reg_name(p.outputs[o]);
+      if (!simd_loop) os << "    q" << o << "[i] = " << v << ";\n";
+      else if (nt && !is_bool(o)) os << "    nt_store(" << v << ", q" << o << " + i);\n";
+      else os << "    " << v << ".store_unaligned(q" << o << " + i);\n";
+    }
+  };
+  os << "  std::int64_t i = 0;\n";
+  if (first_float >= 0) {
+    // Arrays larger than the cache (`stream`, see streaming_min_bytes): outputs leave with
+    // non-temporal stores, which need aligned addresses, so the first elements up to a cache
+    // line run in the scalar loop; only when every float output sits at the same offset.
+    os << "  const auto line = [](const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 64; };\n";
+    os << "  bool nt = stream && line(q" << first_float << ") % sizeof(T) == 0";
+    for (std::size_t o = 0; o < p.outputs.size(); ++o)
+      if (!is_bool(o) && static_cast<int>(o) != first_float) os << " && line(q" << o << ") == line(q" << first_float << ")";
+    os << ";\n  if (nt) {\n";
+    os << "    const std::int64_t head = std::min<std::int64_t>(n, (64 - line(q" << first_float << ")) % 64 / sizeof(T));\n";
+    os << "    for (; i < head; ++i) {\n";
+    loop("T", tail, false, false);
+    os << "    }\n    for (; i + w <= n; i += w) {\n";
+    loop("B", simd, true, true);
+    os << "    }\n    stream_fence();\n  }\n";
+  }
+  os << "  for (; i + w <= n; i += w) {\n";
+  loop("B", simd, true, false);
+  os << "  }\n  for (; i < n; ++i) {\n";
+  loop("T", tail, false, false);
+  os << "  }\n}\n";
+  return os.str();
+}
+
+// Non-temporal stores of a whole batch to an aligned address: the generated code only.
+inline constexpr const char* jit_stream_text = R"(template <class V, class U>
+inline void nt_store(const V& v, U* p) {
+  constexpr std::size_t bytes = sizeof(typename V::register_type);
+  if constexpr (false) {
+  }
+#if defined(__AVX512F__)
+  else if constexpr (bytes == 64) {
+    if constexpr (std::is_same_v<U, float>) _mm512_stream_ps(p, v);
+    else _mm512_stream_pd(p, v);
+  }
+#endif
+#if defined(__AVX__)
+  else if constexpr (bytes == 32) {
+    if constexpr (std::is_same_v<U, float>) _mm256_stream_ps(p, v);
+    else _mm256_stream_pd(p, v);
+  }
+#endif
+#if defined(__SSE2__)
+  else if constexpr (bytes == 16) {
+    if constexpr (std::is_same_v<U, float>) _mm_stream_ps(p, v);
+    else _mm_stream_pd(p, v);
+  }
+#endif
+  else v.store_aligned(p);
+}
+inline void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();  // streaming stores are weakly ordered: visible before the node ends
+#endif
+}
+)";
+
+inline std::string jit_prelude() {
+  std::string s = "// Generated by xsym (jit " + std::to_string(jit_version) +
+                  "): fused elementwise programs, one function each. See xsym/backend/cpu/jit.hpp.\n"
+                  "#include <algorithm>\n#include <cstddef>\n#include <cstdint>\n#include <type_traits>\n"
+                  "#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>\n#endif\n"
+                  "#include <xsimd/xsimd.hpp>\n\n"
+                  "namespace {\n";
+  s += vexp_generic_text;
+  s += "\n#if defined(__AVX512F__)\n";
+  s += vexp_avx512_text;
+  s += "\n#endif\n";
+  s += kernel_helpers_text;
+  s += "\n";
+  s += jit_stream_text;
+  for (int k = 0; k <= static_cast<int>(scalar_op::identity); ++k) {
+    const auto op = static_cast<scalar_op>(k);
+    if (const char* e = op_expression_text(op))
+      s += "template <class X> X f_" + std::string(info(op).name) + "([[maybe_unused]] X a, [[maybe_unused]] X b) { return " +
+           e + "; }\n";
+  }
+  s += "}  // namespace\n\n";
+  return s;
+}
+
+inline std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream is(s);
+  for (std::string w; is >> w;) out.push_back(w);
+  return out;
+}
+
+// A library compiled with -march=native runs only where it was compiled: the key includes the
+// CPU's model and feature list, so a compiledir shared between machines (an NFS home) holds one
+// library per kind of machine.
+inline const std::string& cpu_identity() {
+  static const std::string id = [] {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line, model, flags;
+    while ((model.empty() || flags.empty()) && std::getline(in, line)) {
+      if (model.empty() && line.starts_with("model name")) model = line;
+      if (flags.empty() && line.starts_with("flags")) flags = line;
+    }
+    return model + "\n" + flags;
+  }();
+  return id;
+}
+
+inline std::string read_text(const std::filesystem::path& p, std::size_t max_bytes) {
+  std::ifstream in(p, std::ios::binary);
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (s.size() > max_bytes) s = s.substr(0, max_bytes) + "\n[...]";
+  return s;
+}
+
+struct loaded_module {
+  void* handle = nullptr;
+  std::string path;
+};
+
+// Libraries loaded by this process, by key: never unloaded, functions may hold their kernels.
+inline std::map<std::uint64_t, loaded_module>& loaded_modules() {
+  static std::map<std::uint64_t, loaded_module> m;
+  return m;
+}
+inline std::mutex& jit_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+#if XSYM_JIT_AVAILABLE
+// Runs argv without a shell; its stdout and stderr go to `log`. Returns the exit status, or
+// throws when the program could not be started.
+inline int run_compiler(const std::vector<std::string>& argv, const std::filesystem::path& log, const std::string& flag) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = 0;
+  const int err = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (err != 0)
+    throw jit_error("xsym: cxx=" + flag + ": cannot run the compiler '" + argv[0] + "' (" + std::strerror(err) +
+                    "); set cxx to a C++20 compiler such as g++, or to an empty value to run fused kernels "
+                    "without compiling them");
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) throw jit_error(std::string("xsym: waiting for the compiler: ") + std::strerror(errno));
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+#endif
+
+// The module for `source`: from this process, else from compiledir, else compiled now.
+inline loaded_module load_module(const std::string& source, const jit_settings& s, jit_stats& stats) {
+#if !XSYM_JIT_AVAILABLE
+  (void)source;
+  (void)stats;
+  throw jit_error("xsym: cxx=" + s.cxx + ": compiling kernels needs dlopen and posix_spawn, which this platform lacks; "
+                  "set cxx to an empty value");
+#else
+  namespace fs = std::filesystem;
+  std::vector<std::string> argv{s.cxx, "-std=c++20", "-fPIC", "-shared"};
+  for (auto& w : split_words(s.cxxflags)) argv.push_back(std::move(w));
+  std::string command;
+  for (const auto& a : argv) command += a + " ";
+  const std::uint64_t key = fnv1a(cpu_identity(), fnv1a(command, fnv1a(source)));
+  auto& mods = loaded_modules();
+  if (auto it = mods.find(key); it != mods.end()) return it->second;
+
+  const fs::path dir = s.compiledir.empty() ? fs::path(xsym::detail::default_compiledir()) : fs::path(s.compiledir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw jit_error("xsym: compiledir=" + dir.string() + ": cannot create the directory (" +
+                    (ec ? ec.message() : std::string("a file of that name exists")) +
+                    "); set compiledir to a writable directory");
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(key));
+  const fs::path lib = dir / ("xsym_" + std::string(hex) + ".so");
+  const fs::path src = dir / ("xsym_" + std::string(hex) + ".cpp");
+  auto open_lib = [&]() -> void* { return dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL); };
+  void* handle = fs::exists(lib) ? open_lib() : nullptr;
+  if (!handle) {
+    // Other processes may compile the same module at once: each writes its own files and
+    // renames the library into place, which is atomic.
+    const std::string tag = std::to_string(static_cast<long>(getpid()));
+    const fs::path tmp_src = dir / ("xsym_" + std::string(hex) + "." + tag + ".cpp");
+    const fs::path tmp_lib = dir / ("xsym_" + std::string(hex) + "." + tag + ".so");
+    const fs::path log = dir / ("xsym_" + std::string(hex) + "." + tag + ".log");
+    {
+      std::ofstream out(tmp_src, std::ios::binary);
+      out << source;
+      if (!out)
+        throw jit_error("xsym: compiledir=" + dir.string() + ": cannot write " + tmp_src.string() +
+                        "; set compiledir to a writable directory");
+    }
+    std::vector<std::string> full = argv;
+    full.insert(full.end(), {"-o", tmp_lib.string(), tmp_src.string()});
+    const int rc = run_compiler(full, log, s.cxx);
+    if (rc != 0) {
+      fs::rename(tmp_src, src, ec);  // kept, and named in the message, for a look at what failed
+      std::string cmd;
+      for (const auto& a : full) cmd += (cmd.empty() ? "" : " ") + (a == tmp_src.string() ? src.string() : a);
+      const std::string out = read_text(log, 4000);
+      fs::remove(log, ec);
+      throw jit_error("xsym: cxx=" + s.cxx + " failed (exit status " + std::to_string(rc) + ") compiling " +
+                      src.string() + "\n  command: " + cmd + "\n  compiler output:\n" + out +
+                      "\n(check cxx and gcc.cxxflags, or set cxx to an empty value to run fused kernels "
+                      "without compiling them)");
+    }
+    fs::remove(log, ec);
+    fs::rename(tmp_src, src, ec);
+    fs::rename(tmp_lib, lib, ec);
+    if (ec) throw jit_error("xsym: compiledir=" + dir.string() + ": cannot rename " + tmp_lib.string() + ": " + ec.message());
+    ++stats.compiled;
+    handle = open_lib();
+    if (!handle) throw jit_error("xsym: cannot load " + lib.string() + ": " + dlerror());
+  }
+  return mods[key] = loaded_module{handle, lib.string()};
+#endif
+}
+
+}  // namespace detail
+
+/// @brief Compiles the programs the generator handles into one library and sets their `jit`
+/// kernel; the others keep their interpreted steps. Throws jit_error, naming the flag, the
+/// command and the compiler's output, when the compiler cannot run or fails.
+inline jit_stats jit_compile(const std::vector<jit_request>& requests, const jit_settings& s) {
+  jit_stats stats;
+  if (s.cxx.empty() || requests.empty()) return stats;
+  std::string source = detail::jit_prelude();
+  struct kernel {
+    compiled_program* program;
+    int which;
+    std::uint64_t bits;
+    std::string name;
+  };
+  std::vector<kernel> kernels;
+  for (const auto& r : requests)
+    for (int k = 0; k < 2; ++k) {
+      if (k == 1 && r.scalar_bits[1] == r.scalar_bits[0]) break;
+      const std::string name = "xsym_kernel_" + std::to_string(kernels.size());
+      std::string text = detail::jit_kernel_source(*r.program, r.scalar_bits[k], name);
+      if (text.empty()) break;
+      source += text + "\n";
+      kernels.push_back({r.program, k, r.scalar_bits[k], name});
+    }
+  if (kernels.empty()) return stats;
+  std::lock_guard<std::mutex> lock(detail::jit_mutex());
+  const detail::loaded_module m = detail::load_module(source, s, stats);
+  stats.library = m.path;
+#if XSYM_JIT_AVAILABLE
+  for (const kernel& k : kernels) {
+    void* f = dlsym(m.handle, k.name.c_str());
+    if (!f) throw jit_error("xsym: " + m.path + " has no function " + k.name + " (a damaged library? delete it)");
+    k.program->jit[k.which] = reinterpret_cast<jit_fn>(f);
+    k.program->jit_scalar_bits[k.which] = k.bits;
+    stats.kernels += k.which == 0;
+    stats.row_kernels += k.which == 1;
+  }
+#endif
+  return stats;
+}
+
+}  // namespace xsym::cpu
+
+XSYM_COLD_END
+
+#endif

@@ -1,0 +1,289 @@
+// cxx: fused programs compiled to machine code when a function is built (backend/cpu/jit.hpp).
+// Values against float64 loops and against the interpreted steps, in place, broadcast, threads,
+// the library cache, the profile's <type>, and every way the compile can fail.
+#include "compile_util.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <xtensor/xadapt.hpp>
+
+using namespace xsym_test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+template <class F>
+std::string compile_error_of(F&& f) {
+  try {
+    f();
+  } catch (const xsym::compile_error& e) {
+    return e.what();
+  }
+  return "no xsym::compile_error";
+}
+
+// Largest difference in units in the last place between two float arrays.
+template <std::size_t N>
+double max_ulps(const xt::xtensor<float, N>& a, const xt::xtensor<float, N>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const float x = a.data()[i], y = b.data()[i];
+    if (x == y || (std::isnan(x) && std::isnan(y))) continue;
+    worst = std::max(worst, std::abs(double(x) - double(y)) / double(std::nextafter(std::abs(y), INFINITY) - std::abs(y)));
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("cxx compiles the benchmarks' float32 programs; values match float64 loops and the steps", "[compile][cxx]") {
+  clean_config guard;
+  cxx_on cxx("float32");
+  auto x = xsym::vector<float>("x"), y = xsym::vector<float>("y"), z = xsym::vector<float>("z");
+  auto p_1 = xsym::sigmoid(x * 3.0f - y);
+  auto build = [&] {
+    return xsym::function("f32", xsym::inputs(x, y, z),
+                          xsym::outputs((x + y + z) * 2, -y * log(x) - (1 - y) * log(1 - x), p_1 > 0.5f,
+                                        -y * log(p_1) - (1 - y) * log(1 - p_1)),
+                          xsym::linker("cvm_nogc"));
+  };
+  auto compiled = build();
+  // Every fused program here, the one with a bool output among them, is compiled.
+  int composites = 0;
+  for (const auto& n : compiled.toposort()) composites += n.op_name().find("Composite") != std::string::npos;
+  CHECK(composites >= 2);
+  CHECK(compiled.runtime()->compiled_kernels().kernels == composites);
+  xsym::config.cxx = "";
+  auto steps = build();
+  std::mt19937 rng(5);
+  // Lone elements, SIMD tails on either side of a batch, several 256-element blocks.
+  for (std::size_t n : {1, 3, 15, 16, 17, 100, 1000, 4099}) {
+    INFO("n = " << n);
+    auto X = random_tensor<float, 1>(rng, {n}, 0.02, 0.98);
+    auto Y = random_tensor<float, 1>(rng, {n}, 0, 1);
+    for (auto& v : Y) v = v > 0.5f ? 1.0f : 0.0f;
+    auto Z = random_tensor<float, 1>(rng, {n}, -3, 3);
+    const auto [add3, xent, pred, xent2] = compiled(X, Y, Z);
+    const auto [add3_s, xent_s, pred_s, xent2_s] = steps(X, Y, Z);
+    std::vector<double> w_add3, w_xent, w_pred, w_xent2;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double a = X(i), b = Y(i), c = Z(i);
+      w_add3.push_back((a + b + c) * 2);
+      w_xent.push_back(-b * std::log(a) - (1 - b) * std::log(1 - a));
+      const double p = 1 / (1 + std::exp(-(a * 3 - b)));
+      w_pred.push_back(static_cast<float>(p) > 0.5f);  // compared in float32, as the graph does
+      w_xent2.push_back(-b * std::log(p) - (1 - b) * std::log(1 - p));
+    }
+    CHECK(differences(add3, w_add3) == "");
+    CHECK(differences(xent, w_xent, {}, 1e-5, 1e-6) == "");
+    CHECK(differences(pred, w_pred) == "");
+    CHECK(differences(xent2, w_xent2, {}, 1e-5, 1e-6) == "");
+    CHECK(max_ulps(add3, add3_s) == 0);  // no multiply to contract: bit for bit
+    CHECK(max_ulps(xent, xent_s) <= 4);
+    CHECK(differences(pred, to_doubles(pred_s)) == "");
+    CHECK(max_ulps(xent2, xent2_s) <= 8);
+  }
+}
+
+TEST_CASE("cxx kernels write in place, broadcast rows and columns, and split among threads", "[compile][cxx]") {
+  clean_config guard;
+  cxx_on cxx("shapes");
+  std::mt19937 rng(6);
+
+  SECTION("an update written over the shared variable it reads") {
+    auto w = xsym::shared(random_tensor<double, 1>(rng, {77}, -1, 1), "w");
+    auto v = xsym::vector<double>("v");
+    auto f = xsym::function("decay", xsym::inputs(v), xsym::outputs(xsym::sum(v)),
+                            xsym::updates(xsym::update(w, w - 0.1 * (w * v + xsym::tanh(w)))));
+    REQUIRE(f.runtime()->compiled_kernels().kernels == 1);
+    const auto V = random_tensor<double, 1>(rng, {77}, -1, 1);
+    std::vector<double> want = to_doubles(w.get_value());
+    for (int call = 0; call < 3; ++call) {
+      f(V);
+      for (std::size_t i = 0; i < want.size(); ++i) want[i] -= 0.1 * (want[i] * V(i) + std::tanh(want[i]));
+      CHECK(differences(w.get_value(), want) == "");
+    }
+  }
+
+  SECTION("a row and a column broadcast over a matrix, and a transposed operand") {
+    auto m = xsym::matrix<double>("m");
+    auto r = xsym::row<double>("r");
+    auto c = xsym::col<double>("c");
+    auto f = xsym::function("bcast", xsym::inputs(m, r, c), xsym::exp(m * r - c) + m.T().T() * c);
+    REQUIRE(f.runtime()->compiled_kernels().kernels == 1);
+    CHECK(f.runtime()->compiled_kernels().row_kernels == 1);
+    for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{1, 1}, {4, 9}, {13, 70}}) {
+      const auto M = random_tensor<double, 2>(rng, {rows, cols}, -1, 1);
+      const auto R = random_tensor<double, 2>(rng, {1, cols}, -1, 1);
+      const auto C = random_tensor<double, 2>(rng, {rows, 1}, -1, 1);
+      std::vector<double> want;
+      for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t j = 0; j < cols; ++j) want.push_back(std::exp(M(i, j) * R(0, j) - C(i, 0)) + M(i, j) * C(i, 0));
+      CHECK(differences(f(M, R, C), want) == "");
+      const xt::xtensor<double, 2> MT = xt::transpose(M);  // a strided input: copied, then the same kernel
+      auto g = xsym::function("bcast_t", xsym::inputs(m, r, c), xsym::exp(m.T() * r - c) + m.T() * c);
+      CHECK(differences(g(MT, R, C), want) == "");
+    }
+  }
+
+#ifdef _OPENMP
+  SECTION("threads take whole blocks: the same bits as one thread") {
+    auto a = xsym::vector<double>("a"), b = xsym::vector<double>("b");
+    auto build = [&] { return xsym::function("threads", xsym::inputs(a, b), xsym::log1p(xsym::exp(a) * b) - a / (1.0 + b * b)); };
+    auto serial = build();
+    xsym::config.openmp = true;
+    xsym::config.openmp_elemwise_minsize = 1;
+    auto parallel = build();
+    REQUIRE(parallel.runtime()->compiled_kernels().kernels == 1);
+    const auto A = random_tensor<double, 1>(rng, {100003}, -2, 2);
+    const auto B = random_tensor<double, 1>(rng, {100003}, 0, 2);
+    const xt::xtensor<double, 1> s = serial(A, B), p = parallel(A, B);
+    CHECK(std::equal(s.begin(), s.end(), p.begin()));
+  }
+#endif
+}
+
+TEST_CASE("cxx kernels stream outputs larger than the cache, at any offset from a cache line", "[compile][cxx]") {
+  // Above streaming_min_bytes (lowered to 0 here) outputs leave with non-temporal stores from
+  // the first cache line on, the elements before it computed by the scalar loop: against a
+  // float64 loop, and within 2 ulps of the same kernel storing normally.
+  clean_config guard;
+  cxx_on cxx("stream");
+  auto x = xsym::vector<float>("x"), y = xsym::vector<float>("y");
+  auto s = xsym::scalar<float>("s");
+  auto f = xsym::function("streamed", xsym::inputs(x, y, s),
+                          xsym::outputs((x + y + s) * 2.0f, xsym::exp(x) * y, x * y - xsym::log(1.0f + y * y)));
+  REQUIRE(f.runtime()->compiled_kernels().kernels >= 1);
+  struct restore_threshold {
+    std::int64_t saved = xsym::cpu::streaming_min_bytes();
+    ~restore_threshold() { xsym::cpu::streaming_min_bytes() = saved; }
+  } restore;
+  std::mt19937 rng(8);
+  for (std::size_t n : {std::size_t(1), std::size_t(15), std::size_t(70), std::size_t(5003)}) {
+    const auto X = random_tensor<float, 1>(rng, {n}, -2, 2), Y = random_tensor<float, 1>(rng, {n}, -2, 2);
+    const float S = 0.75f;
+    xsym::cpu::streaming_min_bytes() = std::int64_t{1} << 62;
+    const auto [a0, b0, c0] = f(X, Y, S);
+    xsym::cpu::streaming_min_bytes() = 0;
+    std::vector<float> storage(4 * (n + 48));
+    float* line = storage.data();
+    while (reinterpret_cast<std::uintptr_t>(line) % 64 != 0) ++line;
+    // Outputs at one offset (streamed), and at different ones (stored normally).
+    for (std::size_t spacing : {((n + 16) + 15) / 16 * 16, n + 17})
+      for (std::size_t offset : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(13)}) {
+        INFO("n = " << n << ", destinations " << offset << " floats past a cache line, " << spacing << " apart");
+        const std::array<std::size_t, 1> shape{n};
+        REQUIRE(line + offset + 3 * spacing <= storage.data() + storage.size());
+        auto a = xt::adapt(line + offset, n, xt::no_ownership(), shape);
+        auto b = xt::adapt(line + offset + spacing, n, xt::no_ownership(), shape);
+        auto c = xt::adapt(line + offset + 2 * spacing, n, xt::no_ownership(), shape);
+        f.into(a, b, c)(X, Y, S);
+        std::vector<double> wa, wb, wc;
+        for (std::size_t i = 0; i < n; ++i) {
+          const double xi = X(i), yi = Y(i);
+          wa.push_back((xi + yi + S) * 2);
+          wb.push_back(std::exp(xi) * yi);
+          wc.push_back(xi * yi - std::log(1 + yi * yi));
+        }
+        CHECK(differences(xt::xtensor<float, 1>(a), wa) == "");
+        CHECK(differences(xt::xtensor<float, 1>(b), wb, {}, 1e-5, 1e-6) == "");
+        CHECK(differences(xt::xtensor<float, 1>(c), wc, {}, 1e-5, 1e-5) == "");
+        CHECK(max_ulps(xt::xtensor<float, 1>(a), a0) == 0);
+        CHECK(max_ulps(xt::xtensor<float, 1>(b), b0) <= 2);
+        CHECK(max_ulps(xt::xtensor<float, 1>(c), c0) <= 2);
+      }
+  }
+}
+
+TEST_CASE("cxx libraries are reused: from this process, then from compiledir", "[compile][cxx]") {
+  clean_config guard;
+  cxx_on cxx("cache");
+  auto x = xsym::vector<float>("x");
+  auto build = [&] { return xsym::function("cached", xsym::inputs(x), xsym::exp(x) * x + 1.0f); };
+  auto first = build();
+  const auto stats = first.runtime()->compiled_kernels();
+  REQUIRE(stats.kernels == 1);
+  CHECK(stats.compiled == 1);
+  CHECK(std::filesystem::path(stats.library).parent_path() == cxx.dir());
+  CHECK(std::filesystem::exists(stats.library));
+  // The generated source is kept beside the library, for a look at what ran.
+  auto source = stats.library;
+  source.replace(source.size() - 3, 3, ".cpp");
+  std::ifstream in(source);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK_THAT(text, Contains("xsimd::exp(a)") && Contains("extern \"C\" void xsym_kernel_0"));
+
+  auto second = build();
+  CHECK(second.runtime()->compiled_kernels().compiled == 0);
+  CHECK(second.runtime()->compiled_kernels().library == stats.library);
+  xsym::cpu::detail::loaded_modules().clear();  // as a new process would start
+  auto third = build();
+  CHECK(third.runtime()->compiled_kernels().compiled == 0);
+  CHECK(third.runtime()->compiled_kernels().kernels == 1);
+  const xt::xtensor<float, 1> X{0.5f, -1.0f, 2.0f};
+  CHECK(differences(third(X), {std::exp(0.5) * 0.5 + 1, std::exp(-1.0) * -1 + 1, std::exp(2.0) * 2 + 1}) == "");
+
+  // Other flags, another library: gcc.cxxflags is part of the key.
+  xsym::config.gcc.cxxflags = "-O2";
+  auto fourth = build();
+  CHECK(fourth.runtime()->compiled_kernels().compiled == 1);
+  CHECK(fourth.runtime()->compiled_kernels().library != stats.library);
+}
+
+TEST_CASE("cxx kernels show as <type> cxx in the profile; py and DebugMode's reference stay interpreted", "[compile][cxx]") {
+  clean_config guard;
+  cxx_on cxx("profile");
+  auto x = xsym::vector<double>("x");
+  auto stats = std::make_shared<xsym::profile_stats>("prof", false);  // not printed at exit
+  auto f = xsym::function("prof", xsym::inputs(x), xsym::outputs(xsym::exp(x) * 2.0 + x, x > 0.0), xsym::profile(stats));
+  f(xt::xtensor<double, 1>{1, 2, 3});
+  std::ostringstream os;
+  f.profile().print_summary(os);
+  const std::string report = os.str();
+  CHECK_THAT(report, Contains("cxx kernels of prof: " + f.runtime()->compiled_kernels().library + " (compiled now)"));
+  CHECK_THAT(report, Contains(" cxx ") && Contains("Elemwise{Composite{((exp(i0) * i1) + i0)}}"));
+
+  auto py = xsym::function("py", xsym::inputs(x), xsym::exp(x) * 2.0 + x, xsym::linker("py"));
+  CHECK(py.runtime()->compiled_kernels().kernels == 0);
+  auto debug = xsym::function("debug", xsym::inputs(x), xsym::exp(x) * 2.0 + x, xsym::mode("DebugMode"));
+  CHECK(debug.runtime()->compiled_kernels().kernels == 1);
+  const auto r = debug(xt::xtensor<double, 1>{0.25, -4, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10});  // checked against the reference
+  CHECK(r(0) == Approx(std::exp(0.25) * 2 + 0.25));
+}
+
+TEST_CASE("a compiler that cannot run or fails, or an unusable compiledir, is a clear compile_error", "[compile][cxx][errors]") {
+  clean_config guard;
+  cxx_on cxx("errors");
+  auto x = xsym::vector<double>("x");
+  auto build = [&] { return xsym::function("bad", xsym::inputs(x), xsym::exp(x) + x); };
+
+  xsym::config.cxx = "xsym-no-such-compiler";
+  auto msg = compile_error_of(build);
+  CHECK_THAT(msg, Contains("xsym::function 'bad'") && Contains("cxx=xsym-no-such-compiler") &&
+                      Contains("cannot run the compiler") && Contains("empty value"));
+
+  xsym::config.cxx = XSYM_TEST_CXX;
+  xsym::config.gcc.cxxflags = "-O2 -fno-such-flag-xsym";
+  msg = compile_error_of(build);
+  CHECK_THAT(msg, Contains("failed (exit status") && Contains("-fno-such-flag-xsym") && Contains("compiler output") &&
+                      Contains("gcc.cxxflags"));
+  // The source that failed is kept where the message says.
+  const auto at = msg.find("compiling ") + 10;
+  const std::string source = msg.substr(at, msg.find('\n', at) - at);
+  CHECK(std::filesystem::exists(source));
+
+  xsym::config.gcc.cxxflags = "-O2";
+  const auto file = cxx.dir() / "a-file";
+  std::filesystem::create_directories(cxx.dir());
+  std::ofstream(file) << "not a directory";
+  xsym::config.compiledir = (file / "sub").string();
+  msg = compile_error_of(build);
+  CHECK_THAT(msg, Contains("compiledir=" + (file / "sub").string()) && Contains("writable directory"));
+
+  // An empty compiledir is refused when the flag is set, naming the flag.
+  CHECK_THROWS_WITH(xsym::config.set("compiledir", ""), Contains("compiledir") && Contains("empty"));
+  // Nothing was half-built: with cxx off the same function builds and runs.
+  xsym::config.cxx = "";
+  CHECK(build()(xt::xtensor<double, 1>{0.0})(0) == 1.0);
+}
