@@ -57,6 +57,12 @@ timing measure(const std::function<void()>& f, int repeats, double per) {
 
 bool noprof_build() { return !xsym::profiling_compiled_in; }
 
+// The compiler of the xsym_cxx rows (cxx=...): $XSYM_BENCH_CXX, else g++.
+std::string bench_cxx() {
+  const char* c = std::getenv("XSYM_BENCH_CXX");
+  return c && *c ? c : "g++";
+}
+
 // Profiled functions record into a profile that is not printed at exit.
 xsym::profile bench_profile(bool on) {
   return on ? xsym::profile(std::make_shared<xsym::profile_stats>("bench", false)) : xsym::profile(false);
@@ -134,14 +140,16 @@ void bench_logreg(const char* dtype, int steps, std::size_t offset = 0) {
   };
   std::vector<runner> runners;
 
-  // xsym, then profiled, then with openmp=True (OMP_NUM_THREADS threads; needs -fopenmp).
-  for (int variant : {0, 1, 2}) {
-    const bool profiled = variant == 1, openmp = variant == 2;
-    if (profiled && noprof_build()) continue;
+  // xsym, then profiled, then with openmp=True (OMP_NUM_THREADS threads; needs -fopenmp), then
+  // with its fused programs compiled by cxx.
+  for (int variant : {0, 1, 2, 3}) {
+    const bool profiled = variant == 1, openmp = variant == 2, cxx = variant == 3;
+    if ((profiled || cxx) && noprof_build()) continue;
     if (openmp && !xsym::cpu::openmp_compiled_in) continue;
     if (!full && variant != 0) continue;
     xsym::config.profile = false;
     xsym::config.openmp = openmp;
+    xsym::config.cxx = cxx ? bench_cxx() : "";
     auto x = xsym::matrix<T>("x");
     auto y = xsym::vector<T>("y");
     auto w = xsym::shared(d.w0, "w");
@@ -154,7 +162,7 @@ void bench_logreg(const char* dtype, int steps, std::size_t offset = 0) {
                                 xsym::updates(xsym::update(w, w - 0.01 * gw), xsym::update(b, b - 0.01 * gb)),
                                 xsym::profile(bench_profile(profiled)));
     // The outputs go into preallocated arrays, as Eigen's and xtensor's below do.
-    runners.push_back({openmp ? "xsym_openmp" : xsym_impl(profiled),
+    runners.push_back({openmp ? "xsym_openmp" : cxx ? "xsym_cxx" : xsym_impl(profiled),
                        [&d, w, b, train, steps, pred = xt::xtensor<bool, 1>::from_shape({std::size_t(n)}),
                         xent_out = xt::xtensor<T, 1>::from_shape({std::size_t(n)})]() mutable {
                          w.set_value(d.w0);
@@ -163,6 +171,7 @@ void bench_logreg(const char* dtype, int steps, std::size_t offset = 0) {
                        },
                        [&compare, w] { compare(w.get_value().data(), "xsym logreg"); }});
     xsym::config.openmp = false;
+    xsym::config.cxx = "";
   }
 
   // Eigen, written as a careful user would: two matrix-vector products per step.
@@ -291,11 +300,22 @@ void bench_elemwise(std::size_t n) {
     auto f3 = xsym::function("add3mul", xsym::inputs(x, y, z), (x + y + z) * 2);
     auto fs = xsym::function("sigmoid", xsym::inputs(x), 1 / (1 + exp(-x)), xsym::linker("cvm_nogc"));
     auto fx = xsym::function("xent", xsym::inputs(x, y), -y * log(x) - (1 - y) * log(1 - x), xsym::linker("cvm_nogc"));
+    // The same with cxx: each fused program compiled into one loop (a lone op, as sigmoid is,
+    // stays one precompiled kernel).
+    xsym::config.cxx = noprof_build() ? "" : bench_cxx();
+    auto f3c = xsym::function("add3mul", xsym::inputs(x, y, z), (x + y + z) * 2);
+    auto fsc = xsym::function("sigmoid", xsym::inputs(x), 1 / (1 + exp(-x)), xsym::linker("cvm_nogc"));
+    auto fxc = xsym::function("xent", xsym::inputs(x, y), -y * log(x) - (1 - y) * log(1 - x), xsym::linker("cvm_nogc"));
+    xsym::config.cxx = "";
     // Into a preallocated output, as Eigen and xt::noalias below write theirs.
-    xt::xtensor<T, 1> r = xt::empty<T>({n});
+    xt::xtensor<T, 1> r = xt::empty<T>({n}), rc = xt::empty<T>({n});
+    std::function<void()> run_cxx;
     if (name == "elemwise_add3mul") run_xsym = [&] { for (int i = 0; i < inner; ++i) f3.into(r)(X, Y, Z); };
     if (name == "elemwise_sigmoid") run_xsym = [&] { for (int i = 0; i < inner; ++i) fs.into(r)(X); };
     if (name == "elemwise_xent") run_xsym = [&] { for (int i = 0; i < inner; ++i) fx.into(r)(X, Y); };
+    if (name == "elemwise_add3mul") run_cxx = [&] { for (int i = 0; i < inner; ++i) f3c.into(rc)(X, Y, Z); };
+    if (name == "elemwise_sigmoid") run_cxx = [&] { for (int i = 0; i < inner; ++i) fsc.into(rc)(X); };
+    if (name == "elemwise_xent") run_cxx = [&] { for (int i = 0; i < inner; ++i) fxc.into(rc)(X, Y); };
     const double per = static_cast<double>(n) * inner;
     auto verify = [&](const T* got, const char* who) {
       for (std::size_t i = 0; i < n; i += std::max<std::size_t>(1, n / 1000)) {
@@ -325,9 +345,9 @@ void bench_elemwise(std::size_t n) {
         for (int i = 0; i < inner; ++i)
           for (std::size_t j = 0; j < n; ++j) lo(j) = k.scalar(X(j), Y(j), Z(j));
       };
-      impls.insert(impls.end(), {"eigen", "xtensor", "loop"});
-      runs.insert(runs.end(), {run_eigen, run_xt, run_loop});
-      results.insert(results.end(), {eo.data(), out.data(), lo.data()});
+      impls.insert(impls.end(), {"xsym_cxx", "eigen", "xtensor", "loop"});
+      runs.insert(runs.end(), {run_cxx, run_eigen, run_xt, run_loop});
+      results.insert(results.end(), {rc.data(), eo.data(), out.data(), lo.data()});
     }
     const auto times = measure_round_robin(runs, repeats, per);
     for (std::size_t j = 0; j < runs.size(); ++j) {
@@ -420,6 +440,18 @@ void bench_overheads() {
     check(train.toposort().size() > 3, "train built");
   }, 51, 1);
   emit("compile_function", "xsym", "float32", 1, t);
+  // With cxx: the first build compiles (or loads the library kept in compiledir); the timed
+  // builds find it loaded in this process.
+  if (!noprof_build()) {
+    xsym::config.cxx = bench_cxx();
+    const auto t_cxx = measure([&] {
+      auto train = xsym::function("train", xsym::inputs(xx, yy), xsym::outputs(p_1 > 0.5, xent),
+                                  xsym::updates(xsym::update(w, w - 0.01 * gw), xsym::update(bb, bb - 0.01 * gb)));
+      check(train.runtime()->compiled_kernels().kernels > 0, "train built with cxx");
+    }, 51, 1);
+    xsym::config.cxx = "";
+    emit("compile_function", "xsym_cxx", "float32", 1, t_cxx);
+  }
 }
 
 }  // namespace

@@ -122,6 +122,10 @@ def main():
             bar(f"logreg {dt}: xsym / eigen", ratio, 1.05, "time per step, median of per-round ratios")
         if x and p:
             bar(f"logreg {dt}: profiled / xsym", p["median_s"] / x["median_s"], 1.10, "time per step")
+        c = find(results, "logreg", "xsym_cxx", dt)
+        if c and e:
+            bar(f"logreg {dt}: xsym cxx=g++ / eigen", c.get("paired_ratio_to_eigen", c["median_s"] / e["median_s"]),
+                1.05, "time per step, fused programs compiled")
     x, o = find(results, "logreg", "xsym", "float64"), find(results, "logreg", "xsym_openmp", "float64")
     if x and o:  # optional bar: faster with threads than without (a ratio below 1)
         bar(f"logreg float64: openmp=True / one thread ({os.environ.get('OMP_NUM_THREADS', os.cpu_count())} threads)",
@@ -133,6 +137,9 @@ def main():
             peers = [r["median_s"] for r in peers if r]
             if x and peers:
                 bar(f"{b} n={n:.0e}: xsym / best peer", x["median_s"] / min(peers), 1.05, "time per element")
+            c = find(results, b, "xsym_cxx", size=n)
+            if c and peers:
+                bar(f"{b} n={n:.0e}: xsym cxx=g++ / best peer", c["median_s"] / min(peers), 1.05, "time per element")
     co = find(results, "call_overhead", "xsym_noprof")
     cp = find(results, "call_overhead", "xsym_profiled")
     ci = find(results, "call_overhead_into", "xsym_noprof")
@@ -154,6 +161,9 @@ def main():
         bar("profiling overhead per Apply node (ns)", po["median_s"] * 1e9, 25, "")
     if cf:
         bar("build train (ms)", cf["median_s"] * 1e3, 1.0, "function() of the logistic regression")
+    cfc = find(results, "compile_function", "xsym_cxx")
+    if cfc:
+        bar("build train with cxx, library loaded (ms)", cfc["median_s"] * 1e3, 1.0, "")
     if be:
         bar("compile logistic_regression.cpp (s)", be["median_s"], 20, "-O2, header-only")
         bar("compile logistic_regression.cpp peak (MB)", be["peak_rss_mb"], 2048, "")
