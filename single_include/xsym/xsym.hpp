@@ -8184,9 +8184,9 @@ class function_runtime {
     return thunks;
   }
 
-  // cxx: each fused program of two or more steps becomes one compiled loop (backend/cpu/jit.hpp).
-  // It is specialised for the inputs that are one value whatever the call's shapes (every
-  // dimension broadcastable, as constants are); spans where others broadcast run the steps.
+  // cxx: each fused program of two or more steps becomes compiled loops (backend/cpu/jit.hpp),
+  // one for whole arrays, where the inputs broadcastable in every dimension (constants) are one
+  // value, and one for row-by-row spans, where those broadcastable in the last dimension are.
   void compile_kernels(std::vector<detail::thunk>& thunks) {
     const function_graph& g = *m_graph;
     std::vector<cpu::jit_request> requests;
@@ -8694,8 +8694,8 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
     m_profile->implementation = m_plan.reference_kernels ? "ref" : "cpu";
     m_profile->device_implementation = m_scope_model.device_implementation;
     m_profile->node_compiled = m_scope_model.node_compiled;
-    m_profile->compiled_library = m_jit.library;
-    m_profile->compiled_now = m_jit.compiled > 0;
+    m_profile->compiled_library = m_scope_model.compiled_library;
+    m_profile->compiled_now = m_scope_model.compiled_now;
     m_profile->rewrite_seconds = t1 - t0;
     m_profile->validate_seconds = t2 - t1;
     m_profile->linker_seconds = t3 - t2;
@@ -9140,6 +9140,7 @@ inline void write_json(const profile_stats& stats, std::ostream& os) {
        << "},\n";
     os << "      \"implementation\": " << json_string(f.implementation) << ",\n";
     os << "      \"device_implementation\": " << json_string(f.device_implementation) << ",\n";
+    os << "      \"compiled_library\": " << json_string(f.compiled_library) << ",\n";
     const auto peak = detail::simulate_peak(f, true, f.gc);
     os << "      \"memory\": {\"peak_current_bytes\": " << json_number(peak.first)
        << ", \"peak_no_inplace_bytes\": " << json_number(detail::simulate_peak(f, false, f.gc).first)
@@ -9155,6 +9156,7 @@ inline void write_json(const profile_stats& stats, std::ostream& os) {
       const auto& outs = f.node_outputs[i];
       os << (i ? "," : "") << "\n        {\"id\": " << i << ", \"op\": " << json_string(n.op_name())
          << ", \"class\": " << json_string(n.class_name()) << ", \"apply\": " << json_string(g.node_text(n))
+         << ", \"implementation\": " << json_string(f.node_implementation(i))
          << ", \"time_s\": " << json_number(t) << ", \"calls\": " << f.node_calls[i]
          << ", \"flops\": " << json_number(detail::node_flops(n, ins, outs))
          << ", \"bytes\": " << json_number(detail::node_bytes(n, ins, outs))

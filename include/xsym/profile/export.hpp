@@ -80,6 +80,7 @@ inline void write_json(const profile_stats& stats, std::ostream& os) {
        << "},\n";
     os << "      \"implementation\": " << json_string(f.implementation) << ",\n";
     os << "      \"device_implementation\": " << json_string(f.device_implementation) << ",\n";
+    os << "      \"compiled_library\": " << json_string(f.compiled_library) << ",\n";
     const auto peak = detail::simulate_peak(f, true, f.gc);
     os << "      \"memory\": {\"peak_current_bytes\": " << json_number(peak.first)
        << ", \"peak_no_inplace_bytes\": " << json_number(detail::simulate_peak(f, false, f.gc).first)
@@ -95,6 +96,7 @@ inline void write_json(const profile_stats& stats, std::ostream& os) {
       const auto& outs = f.node_outputs[i];
       os << (i ? "," : "") << "\n        {\"id\": " << i << ", \"op\": " << json_string(n.op_name())
          << ", \"class\": " << json_string(n.class_name()) << ", \"apply\": " << json_string(g.node_text(n))
+         << ", \"implementation\": " << json_string(f.node_implementation(i))
          << ", \"time_s\": " << json_number(t) << ", \"calls\": " << f.node_calls[i]
          << ", \"flops\": " << json_number(detail::node_flops(n, ins, outs))
          << ", \"bytes\": " << json_number(detail::node_bytes(n, ins, outs))
