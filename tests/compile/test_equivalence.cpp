@@ -4,6 +4,7 @@
 #include "compile_util.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 using namespace xsym_test;
@@ -197,16 +198,39 @@ std::vector<value> leaf_values(const data& x) {
   return p;
 }
 
+// The reference interpreter's values of every pool entry on each data set, or nothing when a
+// value grows past 1e4 (dropped, so that rounding differences between kernels stay far below
+// the tolerance).
+std::optional<std::vector<std::vector<value>>> reference_values(const random_graph& g, const std::vector<data>& datasets) {
+  std::vector<std::vector<value>> refs;
+  for (const data& x : datasets) {
+    std::vector<value> p = leaf_values(x);
+    for (const step& s : g.steps) {
+      p.push_back(evaluate(s, p));
+      for (double v : p.back().v)
+        if (!std::isfinite(v) || std::abs(v) >= 1e4) return std::nullopt;
+    }
+    refs.push_back(std::move(p));
+  }
+  return refs;
+}
+
+// The five leaves as symbols: a, row(b), col c, scalar d, transposed e.
+struct leaf_symbols {
+  xsym::var<double, 2> a = xsym::matrix<double>("a");
+  xsym::var<double, 1> b = xsym::vector<double>("b");
+  xsym::var<double, 2> c = xsym::col<double>("c");
+  xsym::var<double, 0> d = xsym::scalar<double>("d");
+  xsym::var<double, 2> e = xsym::matrix<double>("e");
+  std::vector<sym> pool() const { return {a, xsym::dimshuffle(b, 'x', 0), c, xsym::dimshuffle(d, 'x', 'x'), e.T()}; }
+};
+
 }  // namespace
 
 TEST_CASE("fusion, inplace, merge, the other rewrites and every linker give the same values", "[compile][rewrites]") {
   clean_config guard;
-  auto a = xsym::matrix<double>("a");
-  auto b = xsym::vector<double>("b");
-  auto c = xsym::col<double>("c");
-  auto d = xsym::scalar<double>("d");
-  auto e = xsym::matrix<double>("e");
-  const std::vector<sym> leaves{a, xsym::dimshuffle(b, 'x', 0), c, xsym::dimshuffle(d, 'x', 'x'), e.T()};
+  const leaf_symbols sy;
+  const std::vector<sym> leaves = sy.pool();
 
   std::mt19937 rng(314159);
   int graphs = 0, attempts = 0;
@@ -222,25 +246,16 @@ TEST_CASE("fusion, inplace, merge, the other rewrites and every linker give the 
     const sym& root = pool.back();
     const sym& inter = pool[static_cast<std::size_t>(g.intermediate)];
 
-    // Three call shapes; a graph whose values grow past 1e4 is dropped, so that rounding
-    // differences between kernels stay far below the tolerance.
+    // Three call shapes.
     std::vector<data> datasets;
     for (auto [r, cc] : {std::pair<std::size_t, std::size_t>{1, 1}, {3, 7}, {17, 40}}) datasets.push_back(make_data(rng, r, cc));
-    std::vector<std::vector<value>> refs;
-    bool tame = true;
-    for (const data& x : datasets) {
-      std::vector<value> p = leaf_values(x);
-      for (const step& s : g.steps) {
-        p.push_back(evaluate(s, p));
-        for (double v : p.back().v) tame = tame && std::isfinite(v) && std::abs(v) < 1e4;
-      }
-      refs.push_back(std::move(p));
-    }
-    if (!tame) continue;
+    const auto values = reference_values(g, datasets);
+    if (!values) continue;
+    const auto& refs = *values;
     ++graphs;
 
     auto make = [&](const auto&... options) {
-      return xsym::function("random_graph", xsym::inputs(a, b, c, d, e), xsym::outputs(root, inter, xsym::sum(root)),
+      return xsym::function("random_graph", xsym::inputs(sy.a, sy.b, sy.c, sy.d, sy.e), xsym::outputs(root, inter, xsym::sum(root)),
                             xsym::ignore_unused_inputs{}, options...);
     };
     using fn = decltype(make());
@@ -300,12 +315,8 @@ TEST_CASE("fusion, inplace, merge, the other rewrites and every linker give the 
 TEST_CASE("kernels compiled by cxx give the interpreted steps' values on random graphs", "[compile][cxx]") {
   clean_config guard;
   cxx_on cxx("graphs");
-  auto a = xsym::matrix<double>("a");
-  auto b = xsym::vector<double>("b");
-  auto c = xsym::col<double>("c");
-  auto d = xsym::scalar<double>("d");
-  auto e = xsym::matrix<double>("e");
-  const std::vector<sym> leaves{a, xsym::dimshuffle(b, 'x', 0), c, xsym::dimshuffle(d, 'x', 'x'), e.T()};
+  const leaf_symbols sy;
+  const std::vector<sym> leaves = sy.pool();
   std::mt19937 rng(271828);
   constexpr int per_function = 8, functions = 5;
   int compiled_programs = 0, row_kernels = 0, flat_graphs = 0;
@@ -318,17 +329,9 @@ TEST_CASE("kernels compiled by cxx give the interpreted steps' values on random 
     std::vector<std::vector<value>> refs(datasets.size());
     while (static_cast<int>(graphs.size()) < per_function) {
       const random_graph g = make_graph(rng);
-      std::vector<std::vector<value>> vals;
-      bool tame = true;
-      for (const data& x : datasets) {
-        std::vector<value> p = leaf_values(x);
-        for (const step& s : g.steps) {
-          p.push_back(evaluate(s, p));
-          for (double v : p.back().v) tame = tame && std::isfinite(v) && std::abs(v) < 1e4;
-        }
-        vals.push_back(std::move(p));
-      }
-      if (!tame) continue;
+      const auto values = reference_values(g, datasets);
+      if (!values) continue;
+      const auto& vals = *values;
       std::vector<sym> pool = leaves;
       for (const step& s : g.steps) pool.push_back(build(s, pool));
       roots.push_back(pool.back());
@@ -340,7 +343,7 @@ TEST_CASE("kernels compiled by cxx give the interpreted steps' values on random 
       });
     }
     auto make = [&](const auto&... options) {
-      return xsym::function("cxx_graphs", xsym::inputs(a, b, c, d, e),
+      return xsym::function("cxx_graphs", xsym::inputs(sy.a, sy.b, sy.c, sy.d, sy.e),
                             xsym::outputs(roots[0], roots[1], roots[2], roots[3], roots[4], roots[5], roots[6], roots[7]),
                             xsym::ignore_unused_inputs{}, options...);
     };
