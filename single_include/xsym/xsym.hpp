@@ -4105,7 +4105,19 @@ inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<funct
   };
   for (const auto& f : fns) {
     const function_graph& g = *f->graph;
+    const double thunk_time = f->thunk_time();
     for (const auto& n : g.nodes) {
+      // A fused program of several ops, run as one precompiled kernel per op over arrays of a
+      // thousand elements or more, taking a tenth or more of the function's time: compiled into
+      // one loop it keeps intermediates in registers (on a few elements, the call costs more).
+      const auto i = static_cast<std::size_t>(n.id);
+      const bool large = i < f->node_outputs.size() && !f->node_outputs[i].empty() &&
+                         f->node_outputs[i][0].shape.size() >= 1000;
+      if (n.fn->kind == op_kind::composite && !n.fn->on_gpu && f->node_implementation(i) == "cpu" &&
+          n.fn->fused->code.size() >= 2 && large && thunk_time > 0 && f->node_time(i) >= 0.1 * thunk_time)
+        add("A fused Composite runs one precompiled kernel per op and takes " +
+            std::to_string(static_cast<int>(100 * f->node_time(i) / thunk_time + 0.5)) +
+            "% of the time; with cxx=g++ it is compiled into one loop (XSYM_FLAGS=cxx=g++): " + g.node_text(n));
       for (int s : n.outputs)
         if (g.slots[static_cast<std::size_t>(s)].type == dtype::float64)
           add("This graph computes in float64: if float32 precision is enough, float32 halves the memory traffic "

@@ -266,4 +266,25 @@ TEST_CASE("tips name float64 and pow(x, 2)", "[profile]") {
   const std::string r = report(*stats);
   CHECK(r.find("This graph computes in float64") != std::string::npos);
   CHECK(r.find("Replace pow(x, 2) by sqr(x)") != std::string::npos);
+  CHECK(r.find("cxx=g++") == std::string::npos);  // no Composite here
+}
+
+TEST_CASE("a tip names cxx for a fused Composite that takes much of the time", "[profile]") {
+  config_guard guard;
+  auto stats = quiet_stats("");
+  auto p = xsym::vector<float>("p"), y = xsym::vector<float>("y");
+  auto f = xsym::function("xent", xsym::inputs(p, y), -y * xsym::log(p) - (1 - y) * xsym::log(1 - p),
+                          xsym::profile(stats));
+  const xt::xtensor<float, 1> P = xt::ones<float>({1000}) * 0.25f, Y = xt::ones<float>({1000});
+  f(P, Y);
+  const std::string r = report(*stats);
+  CHECK(r.find("A fused Composite runs one precompiled kernel per op and takes 100% of the time; with cxx=g++") !=
+        std::string::npos);
+  CHECK(r.find("Elemwise{Composite{(((-i0) * log(i1)) - ((i2 - i0) * log((i2 - i1))))}}(y, p, ") != std::string::npos);
+  // On a few elements the call costs more than the loop: no tip.
+  auto small = quiet_stats("");
+  auto g = xsym::function("xent_small", xsym::inputs(p, y), -y * xsym::log(p) - (1 - y) * xsym::log(1 - p),
+                          xsym::profile(small));
+  g(xt::xtensor<float, 1>{0.25f, 0.5f}, xt::xtensor<float, 1>{1, 0});
+  CHECK(report(*small).find("cxx=g++") == std::string::npos);
 }
