@@ -5184,16 +5184,57 @@ kernel_fn shared_exp_kernel_for(shared_exp_kernel k) {
   return nullptr;
 }
 
+// A non-temporal store of a whole batch to an address aligned to its size (x86: SSE2, AVX,
+// AVX-512 registers), and the fence that orders such stores; as text too, for the kernels cxx
+// compiles (the intrinsics are declared whatever the target; only the batch size in use is
+// instantiated).
+#define XSYM_NT_STORE                                                 \
+  template <class V, class U>                                         \
+  void nt_store(const V& v, U* p) {                                   \
+    constexpr std::size_t bytes = sizeof(typename V::register_type); \
+    constexpr bool f = std::is_same_v<U, float>;                      \
+    if constexpr (bytes == 64) {                                      \
+      if constexpr (f) _mm512_stream_ps(p, v);                        \
+      else _mm512_stream_pd(p, v);                                    \
+    } else if constexpr (bytes == 32) {                               \
+      if constexpr (f) _mm256_stream_ps(p, v);                        \
+      else _mm256_stream_pd(p, v);                                    \
+    } else if constexpr (bytes == 16) {                               \
+      if constexpr (f) _mm_stream_ps(p, v);                           \
+      else _mm_stream_pd(p, v);                                       \
+    } else {                                                          \
+      v.store_aligned(p);                                             \
+    }                                                                 \
+  }                                                                   \
+  inline void stream_fence() { _mm_sfence(); }
+#define XSYM_NT_STORE_FALLBACK     \
+  template <class V, class U>      \
+  void nt_store(const V& v, U* p) { \
+    v.store_aligned(p);            \
+  }                                \
+  inline void stream_fence() {}
+#if defined(__SSE2__)
+XSYM_NT_STORE
+inline constexpr bool nt_stores = true;
+#else
+XSYM_NT_STORE_FALLBACK
+inline constexpr bool nt_stores = false;
+#endif
+inline constexpr const char* nt_store_text = XSYM_STRINGIFY(XSYM_NT_STORE);
+inline constexpr const char* nt_store_fallback_text = XSYM_STRINGIFY(XSYM_NT_STORE_FALLBACK);
+
 /// A run of arithmetic steps, each taking the one before's result, in one pass: acc = arg 0,
 /// then link k makes acc = acc OP arg k+1 (code & 3: add, sub, mul, div), or arg k+1 OP acc
 /// where code & 4. The running value stays in registers: one load per argument and one store
-/// per element, where separate kernels store and reload every intermediate.
+/// per element, where separate kernels store and reload every intermediate. With `stream`, the
+/// results from dst's first cache line on leave with non-temporal stores (the caller fences).
 using chain_fn = void (*)(void* dst, const void* const* args, unsigned scalar_mask, std::int64_t n,
-                          std::uint32_t codes, int links);
+                          std::uint32_t codes, int links, bool stream);
 inline constexpr int max_chain_links = 7;
 
 template <class T>
-void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links) {
+void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links,
+           bool stream) {
   T* d = static_cast<T*>(dstv);
   auto arg = [&](int j) { return static_cast<const T*>(args[j]); };
   auto scalar = [&](int j) { return ((mask >> j) & 1u) != 0; };
@@ -5209,11 +5250,18 @@ void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, s
     }
   };
   std::int64_t i = 0;
+  auto scalar_until = [&](std::int64_t end) {
+    for (; i < end; ++i) {
+      T acc = arg(0)[scalar(0) ? 0 : i];
+      for (int k = 0; k < links; ++k) link(acc, arg(k + 1)[scalar(k + 1) ? 0 : i], (codes >> (3 * k)) & 7u);
+      d[i] = acc;
+    }
+  };
   if constexpr (simd_type<T>) {
     using B = xsimd::batch<T>;
     constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
     // U batches at once; the switch is per link and per U batches, not per element.
-    auto run = [&]<int U>(std::integral_constant<int, U>, std::int64_t at) {
+    auto run = [&]<int U, bool NT>(std::integral_constant<int, U>, std::bool_constant<NT>, std::int64_t at) {
       B acc[U];
       for (int u = 0; u < U; ++u) acc[u] = scalar(0) ? B(arg(0)[0]) : B::load_unaligned(arg(0) + at + u * w);
       for (int k = 0; k < links; ++k) {
@@ -5233,16 +5281,22 @@ void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, s
           default: for (int u = 0; u < U; ++u) acc[u] = b[u] / acc[u]; break;
         }
       }
-      for (int u = 0; u < U; ++u) acc[u].store_unaligned(d + at + u * w);
+      for (int u = 0; u < U; ++u) {
+        if constexpr (NT) nt_store(acc[u], d + at + u * w);
+        else acc[u].store_unaligned(d + at + u * w);
+      }
     };
-    for (; i + 4 * w <= n; i += 4 * w) run(std::integral_constant<int, 4>{}, i);
-    for (; i + w <= n; i += w) run(std::integral_constant<int, 1>{}, i);
+    const auto offset = reinterpret_cast<std::uintptr_t>(d) % 64;
+    if (nt_stores && stream && offset % sizeof(T) == 0) {
+      // The elements before the first cache line as scalars: the same operations, so the same bits.
+      scalar_until(std::min<std::int64_t>(n, static_cast<std::int64_t>((64 - offset) % 64 / sizeof(T))));
+      for (; i + 4 * w <= n; i += 4 * w) run(std::integral_constant<int, 4>{}, std::true_type{}, i);
+      for (; i + w <= n; i += w) run(std::integral_constant<int, 1>{}, std::true_type{}, i);
+    }
+    for (; i + 4 * w <= n; i += 4 * w) run(std::integral_constant<int, 4>{}, std::false_type{}, i);
+    for (; i + w <= n; i += w) run(std::integral_constant<int, 1>{}, std::false_type{}, i);
   }
-  for (; i < n; ++i) {
-    T acc = arg(0)[scalar(0) ? 0 : i];
-    for (int k = 0; k < links; ++k) link(acc, arg(k + 1)[scalar(k + 1) ? 0 : i], (codes >> (3 * k)) & 7u);
-    d[i] = acc;
-  }
+  scalar_until(n);
 }
 
 /// The chain kernel for add, sub, mul and true_div on float32 or float64 (the vectorized set
@@ -5339,8 +5393,10 @@ struct compiled_step {
   scalar_op op = scalar_op::identity;
   int shared = -1;
 
-  void run(void* dst_data, const void* const* arg_data, unsigned scalar_mask, std::int64_t n) const {
-    if (chain) chain(dst_data, arg_data, scalar_mask, n, chain_codes, arity - 1);
+  // `stream`: a chain stores its results with non-temporal stores (see detail::chain).
+  void run(void* dst_data, const void* const* arg_data, unsigned scalar_mask, std::int64_t n,
+           bool stream = false) const {
+    if (chain) chain(dst_data, arg_data, scalar_mask, n, chain_codes, arity - 1, stream);
     else kernel(dst_data, arg_data, scalar_mask, n);
   }
 };
@@ -5724,8 +5780,9 @@ inline std::int64_t& streaming_min_bytes() {
 
 namespace detail {
 // Runs the program over n elements; inputs either advance with i (stride 1) or are one value.
-// With `stream`, every output goes through scratch and out with streaming stores, and each
-// block asks for the next block of its inputs before computing (see streaming_min_bytes).
+// With `stream`, outputs leave with non-temporal stores and each block asks for the next block
+// of its inputs before computing (see streaming_min_bytes). A program that is one chain stores
+// from the chain's registers; others go through scratch.
 inline void run_span(const compiled_program& cp, const std::byte* const* in, const bool* in_scalar,
                      std::byte* const* out, std::int64_t n, bool stream = false) {
   const program& p = *cp.prog;
@@ -5740,14 +5797,16 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
       }
   }
   const void* args[detail::max_chain_links + 1];
-  if (cp.direct && !stream) {
+  // A lone chain stores non-temporally itself; other programs stream through scratch, below.
+  if (cp.direct && (!stream || cp.steps[0].chain)) {
     const compiled_step& st = cp.steps[0];
     unsigned mask = 0;
     for (int j = 0; j < st.arity; ++j) {
       args[j] = in[st.args[j]];
       if (in_scalar[st.args[j]]) mask |= 1u << j;
     }
-    st.run(out[0], args, mask, n);
+    st.run(out[0], args, mask, n, stream);
+    if (stream) stream_fence();
     return;
   }
   const auto n_regs = cp.reg_types.size();
@@ -5806,9 +5865,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
         std::memcpy(out[o] + off * es, reg[p.outputs[o]], static_cast<std::size_t>(m * es));
     }
   }
-#if defined(__SSE2__)
-  if (stream) _mm_sfence();  // streaming stores are weakly ordered: visible before the node ends
-#endif
+  if (stream) stream_fence();  // streaming stores are weakly ordered: visible before the node ends
 }
 }  // namespace detail
 
@@ -6136,39 +6193,6 @@ inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t s
   return os.str();
 }
 
-// Non-temporal stores of a whole batch to an aligned address: the generated code only.
-inline constexpr const char* jit_stream_text = R"(template <class V, class U>
-inline void nt_store(const V& v, U* p) {
-  constexpr std::size_t bytes = sizeof(typename V::register_type);
-  if constexpr (false) {
-  }
-#if defined(__AVX512F__)
-  else if constexpr (bytes == 64) {
-    if constexpr (std::is_same_v<U, float>) _mm512_stream_ps(p, v);
-    else _mm512_stream_pd(p, v);
-  }
-#endif
-#if defined(__AVX__)
-  else if constexpr (bytes == 32) {
-    if constexpr (std::is_same_v<U, float>) _mm256_stream_ps(p, v);
-    else _mm256_stream_pd(p, v);
-  }
-#endif
-#if defined(__SSE2__)
-  else if constexpr (bytes == 16) {
-    if constexpr (std::is_same_v<U, float>) _mm_stream_ps(p, v);
-    else _mm_stream_pd(p, v);
-  }
-#endif
-  else v.store_aligned(p);
-}
-inline void stream_fence() {
-#if defined(__SSE2__)
-  _mm_sfence();  // streaming stores are weakly ordered: visible before the node ends
-#endif
-}
-)";
-
 inline std::string jit_prelude() {
   // A library's name is a hash of this text (and of the command), so a change to what is
   // generated never loads a library made from older text.
@@ -6182,8 +6206,11 @@ inline std::string jit_prelude() {
   s += vexp_avx512_text;
   s += "\n#endif\n";
   s += kernel_helpers_text;
-  s += "\n";
-  s += jit_stream_text;
+  s += "\n#if defined(__SSE2__)\n";
+  s += nt_store_text;
+  s += "\n#else\n";
+  s += nt_store_fallback_text;
+  s += "\n#endif\n";
   for (int k = 0; k <= static_cast<int>(scalar_op::identity); ++k) {
     const auto op = static_cast<scalar_op>(k);
     if (const char* e = op_expression_text(op))

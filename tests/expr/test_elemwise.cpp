@@ -393,6 +393,8 @@ TEST_CASE("nodes too large for the cache stream their outputs with the same resu
   auto s = xsym::scalar<float>("s");
   auto f = xsym::function("streamed", xsym::inputs(x, y, s),
                           xsym::outputs((x + y + s) * 2.0f, xsym::exp(x), x * y - xsym::log(1.0f + y * y)));
+  // One chain alone stores from its registers, the elements before the first cache line as scalars.
+  auto g = xsym::function("streamed_chain", xsym::inputs(x, y, s), (x - y * s) * 2.0f + x);
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> dist(-2, 2);
   struct restore_threshold {
@@ -406,8 +408,9 @@ TEST_CASE("nodes too large for the cache stream their outputs with the same resu
     const float S = dist(rng);
     xsym::cpu::streaming_min_bytes() = std::int64_t{1} << 62;
     const auto [a0, b0, c0] = f(X, Y, S);
+    const xt::xtensor<float, 1> g0 = g(X, Y, S);
     xsym::cpu::streaming_min_bytes() = 0;
-    std::vector<float> storage(3 * (n + 16) + 16);
+    std::vector<float> storage(4 * (n + 16) + 16);
     float* line = storage.data();
     while (reinterpret_cast<std::uintptr_t>(line) % 64 != 0) ++line;
     for (std::size_t offset : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(13)}) {
@@ -417,8 +420,12 @@ TEST_CASE("nodes too large for the cache stream their outputs with the same resu
       auto b = xt::adapt(line + offset + (n + 16), n, xt::no_ownership(), shape);
       auto c = xt::adapt(line + offset + 2 * (n + 16), n, xt::no_ownership(), shape);
       f.into(a, b, c)(X, Y, S);
+      auto e = xt::adapt(line + offset + 3 * (n + 16), n, xt::no_ownership(), shape);
+      g.into(e)(X, Y, S);
       for (std::size_t i = 0; i < n; ++i) {
         const double xi = X(i), yi = Y(i);
+        CHECK(std::abs(e(i) - ((xi - yi * S) * 2 + xi)) <= 1e-5 * (3 * std::abs(xi) + 2 * std::abs(yi * S)));
+        CHECK(e(i) == g0(i));
         CHECK(std::abs(a(i) - ((xi + yi + S) * 2)) <= 1e-5 * (std::abs(xi) + std::abs(yi) + std::abs(S)) * 2);
         CHECK(std::abs(b(i) - std::exp(xi)) <= 1e-6 * std::exp(xi));
         CHECK(std::abs(c(i) - (xi * yi - std::log(1 + yi * yi))) <= 1e-5 * (std::abs(xi * yi) + std::log(1 + yi * yi)));

@@ -34,8 +34,10 @@ struct compiled_step {
   scalar_op op = scalar_op::identity;
   int shared = -1;
 
-  void run(void* dst_data, const void* const* arg_data, unsigned scalar_mask, std::int64_t n) const {
-    if (chain) chain(dst_data, arg_data, scalar_mask, n, chain_codes, arity - 1);
+  // `stream`: a chain stores its results with non-temporal stores (see detail::chain).
+  void run(void* dst_data, const void* const* arg_data, unsigned scalar_mask, std::int64_t n,
+           bool stream = false) const {
+    if (chain) chain(dst_data, arg_data, scalar_mask, n, chain_codes, arity - 1, stream);
     else kernel(dst_data, arg_data, scalar_mask, n);
   }
 };
@@ -419,8 +421,9 @@ inline std::int64_t& streaming_min_bytes() {
 
 namespace detail {
 // Runs the program over n elements; inputs either advance with i (stride 1) or are one value.
-// With `stream`, every output goes through scratch and out with streaming stores, and each
-// block asks for the next block of its inputs before computing (see streaming_min_bytes).
+// With `stream`, outputs leave with non-temporal stores and each block asks for the next block
+// of its inputs before computing (see streaming_min_bytes). A program that is one chain stores
+// from the chain's registers; others go through scratch.
 inline void run_span(const compiled_program& cp, const std::byte* const* in, const bool* in_scalar,
                      std::byte* const* out, std::int64_t n, bool stream = false) {
   const program& p = *cp.prog;
@@ -435,14 +438,16 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
       }
   }
   const void* args[detail::max_chain_links + 1];
-  if (cp.direct && !stream) {
+  // A lone chain stores non-temporally itself; other programs stream through scratch, below.
+  if (cp.direct && (!stream || cp.steps[0].chain)) {
     const compiled_step& st = cp.steps[0];
     unsigned mask = 0;
     for (int j = 0; j < st.arity; ++j) {
       args[j] = in[st.args[j]];
       if (in_scalar[st.args[j]]) mask |= 1u << j;
     }
-    st.run(out[0], args, mask, n);
+    st.run(out[0], args, mask, n, stream);
+    if (stream) stream_fence();
     return;
   }
   const auto n_regs = cp.reg_types.size();
@@ -501,9 +506,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
         std::memcpy(out[o] + off * es, reg[p.outputs[o]], static_cast<std::size_t>(m * es));
     }
   }
-#if defined(__SSE2__)
-  if (stream) _mm_sfence();  // streaming stores are weakly ordered: visible before the node ends
-#endif
+  if (stream) stream_fence();  // streaming stores are weakly ordered: visible before the node ends
 }
 }  // namespace detail
 

@@ -235,39 +235,6 @@ inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t s
   return os.str();
 }
 
-// Non-temporal stores of a whole batch to an aligned address: the generated code only.
-inline constexpr const char* jit_stream_text = R"(template <class V, class U>
-inline void nt_store(const V& v, U* p) {
-  constexpr std::size_t bytes = sizeof(typename V::register_type);
-  if constexpr (false) {
-  }
-#if defined(__AVX512F__)
-  else if constexpr (bytes == 64) {
-    if constexpr (std::is_same_v<U, float>) _mm512_stream_ps(p, v);
-    else _mm512_stream_pd(p, v);
-  }
-#endif
-#if defined(__AVX__)
-  else if constexpr (bytes == 32) {
-    if constexpr (std::is_same_v<U, float>) _mm256_stream_ps(p, v);
-    else _mm256_stream_pd(p, v);
-  }
-#endif
-#if defined(__SSE2__)
-  else if constexpr (bytes == 16) {
-    if constexpr (std::is_same_v<U, float>) _mm_stream_ps(p, v);
-    else _mm_stream_pd(p, v);
-  }
-#endif
-  else v.store_aligned(p);
-}
-inline void stream_fence() {
-#if defined(__SSE2__)
-  _mm_sfence();  // streaming stores are weakly ordered: visible before the node ends
-#endif
-}
-)";
-
 inline std::string jit_prelude() {
   // A library's name is a hash of this text (and of the command), so a change to what is
   // generated never loads a library made from older text.
@@ -281,8 +248,11 @@ inline std::string jit_prelude() {
   s += vexp_avx512_text;
   s += "\n#endif\n";
   s += kernel_helpers_text;
-  s += "\n";
-  s += jit_stream_text;
+  s += "\n#if defined(__SSE2__)\n";
+  s += nt_store_text;
+  s += "\n#else\n";
+  s += nt_store_fallback_text;
+  s += "\n#endif\n";
   for (int k = 0; k <= static_cast<int>(scalar_op::identity); ++k) {
     const auto op = static_cast<scalar_op>(k);
     if (const char* e = op_expression_text(op))

@@ -280,16 +280,57 @@ kernel_fn shared_exp_kernel_for(shared_exp_kernel k) {
   return nullptr;
 }
 
+// A non-temporal store of a whole batch to an address aligned to its size (x86: SSE2, AVX,
+// AVX-512 registers), and the fence that orders such stores; as text too, for the kernels cxx
+// compiles (the intrinsics are declared whatever the target; only the batch size in use is
+// instantiated).
+#define XSYM_NT_STORE                                                 \
+  template <class V, class U>                                         \
+  void nt_store(const V& v, U* p) {                                   \
+    constexpr std::size_t bytes = sizeof(typename V::register_type); \
+    constexpr bool f = std::is_same_v<U, float>;                      \
+    if constexpr (bytes == 64) {                                      \
+      if constexpr (f) _mm512_stream_ps(p, v);                        \
+      else _mm512_stream_pd(p, v);                                    \
+    } else if constexpr (bytes == 32) {                               \
+      if constexpr (f) _mm256_stream_ps(p, v);                        \
+      else _mm256_stream_pd(p, v);                                    \
+    } else if constexpr (bytes == 16) {                               \
+      if constexpr (f) _mm_stream_ps(p, v);                           \
+      else _mm_stream_pd(p, v);                                       \
+    } else {                                                          \
+      v.store_aligned(p);                                             \
+    }                                                                 \
+  }                                                                   \
+  inline void stream_fence() { _mm_sfence(); }
+#define XSYM_NT_STORE_FALLBACK     \
+  template <class V, class U>      \
+  void nt_store(const V& v, U* p) { \
+    v.store_aligned(p);            \
+  }                                \
+  inline void stream_fence() {}
+#if defined(__SSE2__)
+XSYM_NT_STORE
+inline constexpr bool nt_stores = true;
+#else
+XSYM_NT_STORE_FALLBACK
+inline constexpr bool nt_stores = false;
+#endif
+inline constexpr const char* nt_store_text = XSYM_STRINGIFY(XSYM_NT_STORE);
+inline constexpr const char* nt_store_fallback_text = XSYM_STRINGIFY(XSYM_NT_STORE_FALLBACK);
+
 /// A run of arithmetic steps, each taking the one before's result, in one pass: acc = arg 0,
 /// then link k makes acc = acc OP arg k+1 (code & 3: add, sub, mul, div), or arg k+1 OP acc
 /// where code & 4. The running value stays in registers: one load per argument and one store
-/// per element, where separate kernels store and reload every intermediate.
+/// per element, where separate kernels store and reload every intermediate. With `stream`, the
+/// results from dst's first cache line on leave with non-temporal stores (the caller fences).
 using chain_fn = void (*)(void* dst, const void* const* args, unsigned scalar_mask, std::int64_t n,
-                          std::uint32_t codes, int links);
+                          std::uint32_t codes, int links, bool stream);
 inline constexpr int max_chain_links = 7;
 
 template <class T>
-void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links) {
+void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links,
+           bool stream) {
   T* d = static_cast<T*>(dstv);
   auto arg = [&](int j) { return static_cast<const T*>(args[j]); };
   auto scalar = [&](int j) { return ((mask >> j) & 1u) != 0; };
@@ -305,11 +346,18 @@ void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, s
     }
   };
   std::int64_t i = 0;
+  auto scalar_until = [&](std::int64_t end) {
+    for (; i < end; ++i) {
+      T acc = arg(0)[scalar(0) ? 0 : i];
+      for (int k = 0; k < links; ++k) link(acc, arg(k + 1)[scalar(k + 1) ? 0 : i], (codes >> (3 * k)) & 7u);
+      d[i] = acc;
+    }
+  };
   if constexpr (simd_type<T>) {
     using B = xsimd::batch<T>;
     constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
     // U batches at once; the switch is per link and per U batches, not per element.
-    auto run = [&]<int U>(std::integral_constant<int, U>, std::int64_t at) {
+    auto run = [&]<int U, bool NT>(std::integral_constant<int, U>, std::bool_constant<NT>, std::int64_t at) {
       B acc[U];
       for (int u = 0; u < U; ++u) acc[u] = scalar(0) ? B(arg(0)[0]) : B::load_unaligned(arg(0) + at + u * w);
       for (int k = 0; k < links; ++k) {
@@ -329,16 +377,22 @@ void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, s
           default: for (int u = 0; u < U; ++u) acc[u] = b[u] / acc[u]; break;
         }
       }
-      for (int u = 0; u < U; ++u) acc[u].store_unaligned(d + at + u * w);
+      for (int u = 0; u < U; ++u) {
+        if constexpr (NT) nt_store(acc[u], d + at + u * w);
+        else acc[u].store_unaligned(d + at + u * w);
+      }
     };
-    for (; i + 4 * w <= n; i += 4 * w) run(std::integral_constant<int, 4>{}, i);
-    for (; i + w <= n; i += w) run(std::integral_constant<int, 1>{}, i);
+    const auto offset = reinterpret_cast<std::uintptr_t>(d) % 64;
+    if (nt_stores && stream && offset % sizeof(T) == 0) {
+      // The elements before the first cache line as scalars: the same operations, so the same bits.
+      scalar_until(std::min<std::int64_t>(n, static_cast<std::int64_t>((64 - offset) % 64 / sizeof(T))));
+      for (; i + 4 * w <= n; i += 4 * w) run(std::integral_constant<int, 4>{}, std::true_type{}, i);
+      for (; i + w <= n; i += w) run(std::integral_constant<int, 1>{}, std::true_type{}, i);
+    }
+    for (; i + 4 * w <= n; i += 4 * w) run(std::integral_constant<int, 4>{}, std::false_type{}, i);
+    for (; i + w <= n; i += w) run(std::integral_constant<int, 1>{}, std::false_type{}, i);
   }
-  for (; i < n; ++i) {
-    T acc = arg(0)[scalar(0) ? 0 : i];
-    for (int k = 0; k < links; ++k) link(acc, arg(k + 1)[scalar(k + 1) ? 0 : i], (codes >> (3 * k)) & 7u);
-    d[i] = acc;
-  }
+  scalar_until(n);
 }
 
 /// The chain kernel for add, sub, mul and true_div on float32 or float64 (the vectorized set
