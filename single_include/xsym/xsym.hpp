@@ -5232,10 +5232,11 @@ using chain_fn = void (*)(void* dst, const void* const* args, unsigned scalar_ma
                           std::uint32_t codes, int links, bool stream);
 inline constexpr int max_chain_links = 7;
 
-template <class T>
-void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links,
-           bool stream) {
-  T* d = static_cast<T*>(dstv);
+// NT: the results from dst's first cache line on leave with non-temporal stores, the elements
+// before it computed as scalars (the same operations, so the same bits). A template parameter,
+// so that the ordinary loop is compiled as if streaming did not exist.
+template <class T, bool NT>
+void chain_loop(T* d, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links) {
   auto arg = [&](int j) { return static_cast<const T*>(args[j]); };
   auto scalar = [&](int j) { return ((mask >> j) & 1u) != 0; };
   // The same IEEE operations, in the same order, as the separate kernels: results are bitwise theirs.
@@ -5261,7 +5262,7 @@ void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, s
     using B = xsimd::batch<T>;
     constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
     // U batches at once; the switch is per link and per U batches, not per element.
-    auto run = [&]<int U, bool NT>(std::integral_constant<int, U>, std::bool_constant<NT>, std::int64_t at) {
+    auto run = [&]<int U>(std::integral_constant<int, U>, std::int64_t at) {
       B acc[U];
       for (int u = 0; u < U; ++u) acc[u] = scalar(0) ? B(arg(0)[0]) : B::load_unaligned(arg(0) + at + u * w);
       for (int k = 0; k < links; ++k) {
@@ -5286,17 +5287,22 @@ void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, s
         else acc[u].store_unaligned(d + at + u * w);
       }
     };
-    const auto offset = reinterpret_cast<std::uintptr_t>(d) % 64;
-    if (nt_stores && stream && offset % sizeof(T) == 0) {
-      // The elements before the first cache line as scalars: the same operations, so the same bits.
-      scalar_until(std::min<std::int64_t>(n, static_cast<std::int64_t>((64 - offset) % 64 / sizeof(T))));
-      for (; i + 4 * w <= n; i += 4 * w) run(std::integral_constant<int, 4>{}, std::true_type{}, i);
-      for (; i + w <= n; i += w) run(std::integral_constant<int, 1>{}, std::true_type{}, i);
-    }
-    for (; i + 4 * w <= n; i += 4 * w) run(std::integral_constant<int, 4>{}, std::false_type{}, i);
-    for (; i + w <= n; i += w) run(std::integral_constant<int, 1>{}, std::false_type{}, i);
+    if constexpr (NT)
+      scalar_until(std::min<std::int64_t>(n, static_cast<std::int64_t>((64 - reinterpret_cast<std::uintptr_t>(d) % 64) % 64 / sizeof(T))));
+    for (; i + 4 * w <= n; i += 4 * w) run(std::integral_constant<int, 4>{}, i);
+    for (; i + w <= n; i += w) run(std::integral_constant<int, 1>{}, i);
   }
   scalar_until(n);
+}
+
+template <class T>
+void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links,
+           bool stream) {
+  T* d = static_cast<T*>(dstv);
+  if constexpr (simd_type<T> && nt_stores)
+    if (stream && reinterpret_cast<std::uintptr_t>(d) % sizeof(T) == 0)
+      return chain_loop<T, true>(d, args, mask, n, codes, links);
+  chain_loop<T, false>(d, args, mask, n, codes, links);
 }
 
 /// The chain kernel for add, sub, mul and true_div on float32 or float64 (the vectorized set
