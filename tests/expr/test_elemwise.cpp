@@ -385,16 +385,18 @@ TEST_CASE("cast converts between every pair of dtypes as static_cast does", "[ex
 
 TEST_CASE("nodes too large for the cache stream their outputs with the same results", "[expr][elemwise]") {
   // Above xsym::cpu::streaming_min_bytes() a node writes through scratch with streaming stores
-  // and prefetches its next block. Lowered to 0 here, so small arrays take that path: into
-  // destinations starting anywhere in a cache line, spans that end mid-block, a single-kernel
-  // node, several outputs, a broadcast scalar; each against a float64 loop, and bitwise
-  // against the ordinary path.
+  // and prefetches its next block (a lone op other than a chain writes directly). Lowered to 0
+  // here, so small arrays take that path: into destinations starting anywhere in a cache line,
+  // spans that end mid-block, several outputs, a broadcast scalar; each against a float64
+  // loop, and bitwise against the ordinary path.
   auto x = xsym::vector<float>("x"), y = xsym::vector<float>("y");
   auto s = xsym::scalar<float>("s");
   auto f = xsym::function("streamed", xsym::inputs(x, y, s),
                           xsym::outputs((x + y + s) * 2.0f, xsym::exp(x), x * y - xsym::log(1.0f + y * y)));
   // One chain alone stores from its registers, the elements before the first cache line as scalars.
   auto g = xsym::function("streamed_chain", xsym::inputs(x, y, s), (x - y * s) * 2.0f + x);
+  // A lone op other than a chain writes its output directly, streaming or not.
+  auto lone = xsym::function("lone_op", xsym::inputs(x), xsym::sigmoid(x));
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> dist(-2, 2);
   struct restore_threshold {
@@ -409,7 +411,12 @@ TEST_CASE("nodes too large for the cache stream their outputs with the same resu
     xsym::cpu::streaming_min_bytes() = std::int64_t{1} << 62;
     const auto [a0, b0, c0] = f(X, Y, S);
     const xt::xtensor<float, 1> g0 = g(X, Y, S);
+    const xt::xtensor<float, 1> lone0 = lone(X);
     xsym::cpu::streaming_min_bytes() = 0;
+    const xt::xtensor<float, 1> lone1 = lone(X);
+    CHECK(lone1 == lone0);
+    for (std::size_t i = 0; i < n; ++i)
+      CHECK(std::abs(lone1(i) - 1 / (1 + std::exp(-double(X(i))))) <= 1e-6);
     std::vector<float> storage(4 * (n + 16) + 16);
     float* line = storage.data();
     while (reinterpret_cast<std::uintptr_t>(line) % 64 != 0) ++line;
@@ -472,7 +479,7 @@ TEST_CASE("chains of arithmetic run in one pass with the separate kernels' resul
       CHECK(std::get<3>(got) == std::get<3>(want));
       CHECK(std::get<4>(got) == std::get<4>(want));
       for (std::size_t i = 0; i < n; ++i) {  // and the arithmetic itself, against double
-        const double a = X(i), b = Y(i), c = Z(i), d = S;
+        const double a = X(i), b = Y(i), c = Z(i);
         CHECK(std::abs(std::get<0>(got)(i) - (a + b + c) * 2) <= 1e-5 * (a + b + c) * 2);
         CHECK(std::abs(std::get<1>(got)(i) - (3 - a * b / c)) <= 1e-5 * (3 + a * b / c));
       }
