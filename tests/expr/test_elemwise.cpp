@@ -3,6 +3,8 @@
 // both the vectorized (cvm) and the reference (py) kernels.
 #include "expr_util.hpp"
 
+#include <fstream>
+
 #include <xtensor/xadapt.hpp>
 
 using namespace xsym_test;
@@ -381,6 +383,32 @@ TEST_CASE("cast converts between every pair of dtypes as static_cast does", "[ex
       }
     });
   });
+}
+
+TEST_CASE("the streaming threshold is 3/8 of the last-level cache that sysfs lists", "[expr][elemwise]") {
+  // The highest cache level of CPU 0 that holds data, read here with iostreams; sysconf may
+  // report a virtual machine's whole host instead.
+  const std::string root = "/sys/devices/system/cpu/cpu0/cache/index";
+  int top_level = 0;
+  std::int64_t top_bytes = -1;
+  for (int i = 0; std::ifstream(root + std::to_string(i) + "/level"); ++i) {
+    int level = 0;
+    std::string type, size;
+    std::ifstream(root + std::to_string(i) + "/level") >> level;
+    std::ifstream(root + std::to_string(i) + "/type") >> type;
+    std::ifstream(root + std::to_string(i) + "/size") >> size;
+    if (type == "Instruction" || size.empty() || level < top_level) continue;
+    const char unit = size.back();
+    const std::int64_t scale = unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1;
+    top_level = level;
+    top_bytes = std::stoll(size) * scale;
+  }
+  if (top_bytes <= 0) {
+    WARN("no cache sizes under /sys on this machine: nothing to compare");
+    return;
+  }
+  CHECK(xsym::cpu::detail::sysfs_llc_bytes() == top_bytes);
+  CHECK(xsym::cpu::detail::default_streaming_min_bytes() == top_bytes / 8 * 3);
 }
 
 TEST_CASE("nodes too large for the cache stream their outputs with the same results", "[expr][elemwise]") {

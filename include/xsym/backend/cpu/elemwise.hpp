@@ -1,12 +1,17 @@
 #ifndef XSYM_BACKEND_CPU_ELEMWISE_HPP
 #define XSYM_BACKEND_CPU_ELEMWISE_HPP
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #if __has_include(<unistd.h>)
 #include <unistd.h>
+#endif
+#if defined(__linux__)
+#include <fcntl.h>
 #endif
 #if defined(__SSE2__)
 #include <immintrin.h>
@@ -399,16 +404,55 @@ inline void stream_copy(std::byte* dst, const std::byte* src, std::size_t bytes)
 #endif
 }
 
-// Bytes of a call's arrays (inputs and outputs) from which a node streams: more than 3/8 of the
-// last-level cache, glibc's own threshold for non-temporal memcpy (about 100 MB on the machine
-// of docs/performance.md). Below it, the output is likely still cached when the next node reads
-// it, and the ordinary stores and hardware prefetch are faster.
-inline std::int64_t default_streaming_min_bytes() {
-  long llc = -1;
-#if defined(_SC_LEVEL3_CACHE_SIZE)
-  llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+// The size of the last-level cache that CPU 0 shares, as Linux's sysfs lists it ("32768K"), or
+// -1. A virtual machine's sysconf may report the whole host's: 320 MiB on the AMD VM of
+// docs/performance.md, where sysfs and lscpu say 32 MiB.
+inline std::int64_t sysfs_llc_bytes() {
+#if defined(__linux__)
+  std::int64_t best = -1;
+  int best_level = 0;
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    auto read_line = [](const std::string& path) {
+      std::string text;
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return text;
+      char buf[64];
+      const auto got = ::read(fd, buf, sizeof buf - 1);
+      ::close(fd);
+      if (got > 0) text.assign(buf, static_cast<std::size_t>(got));
+      while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+      return text;
+    };
+    const std::string level = read_line(dir + "level"), type = read_line(dir + "type"), size = read_line(dir + "size");
+    if (level.empty()) break;
+    if (type == "Instruction" || size.empty()) continue;
+    char* end = nullptr;
+    const long long value = std::strtoll(size.c_str(), &end, 10);
+    const std::int64_t bytes = value * (*end == 'K' ? 1024 : *end == 'M' ? 1024 * 1024 : 1);
+    const int lv = std::atoi(level.c_str());
+    if (value > 0 && lv >= best_level) {
+      best_level = lv;
+      best = bytes;
+    }
+  }
+  return best;
+#else
+  return -1;
 #endif
-  return llc > 0 ? static_cast<std::int64_t>(llc) / 8 * 3 : std::int64_t{32} << 20;
+}
+
+// Bytes of a call's arrays (inputs and outputs) from which a node streams: 3/8 of the last-level
+// cache, the fraction glibc takes for its non-temporal memcpy (12 MiB on the machine of
+// docs/performance.md). Below it, the output is likely still cached when the next node reads
+// it, and the ordinary stores and hardware prefetch are faster. The cache is sysfs's when it
+// lists one, else sysconf's; with neither, the threshold is 32 MiB.
+inline std::int64_t default_streaming_min_bytes() {
+  std::int64_t llc = sysfs_llc_bytes();
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+  if (llc <= 0) llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+  return llc > 0 ? llc / 8 * 3 : std::int64_t{32} << 20;
 }
 }  // namespace detail
 
