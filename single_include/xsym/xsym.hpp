@@ -4891,12 +4891,17 @@ inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c, doub
 #ifndef XSYM_BACKEND_CPU_ELEMWISE_HPP
 #define XSYM_BACKEND_CPU_ELEMWISE_HPP
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #if __has_include(<unistd.h>)
 #include <unistd.h>
+#endif
+#if defined(__linux__)
+#include <fcntl.h>
 #endif
 #if defined(__SSE2__)
 #include <immintrin.h>
@@ -5764,17 +5769,60 @@ inline void stream_copy(std::byte* dst, const std::byte* src, std::size_t bytes)
 #endif
 }
 
-// Bytes of a call's arrays (inputs and outputs) from which a node streams: more than 3/8 of the
-// last-level cache, glibc's own threshold for non-temporal memcpy (about 100 MB on the machine
-// of docs/performance.md). Below it, the output is likely still cached when the next node reads
-// it, and the ordinary stores and hardware prefetch are faster.
-inline std::int64_t default_streaming_min_bytes() {
-  long llc = -1;
-#if defined(_SC_LEVEL3_CACHE_SIZE)
-  llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+XSYM_COLD_BEGIN  // run once, for the streaming threshold
+
+// The size of the last-level cache that CPU 0 shares, as Linux's sysfs lists it ("32768K"), or
+// -1. A virtual machine's sysconf may report the whole host's: 320 MiB on the AMD VM of
+// docs/performance.md, where sysfs and lscpu say 32 MiB.
+inline std::int64_t sysfs_llc_bytes() {
+#if defined(__linux__)
+  std::int64_t best = -1;
+  int best_level = 0;
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    auto read_line = [](const std::string& path) {
+      std::string text;
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return text;
+      char buf[64];
+      const auto got = ::read(fd, buf, sizeof buf - 1);
+      ::close(fd);
+      if (got > 0) text.assign(buf, static_cast<std::size_t>(got));
+      while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+      return text;
+    };
+    const std::string level = read_line(dir + "level"), type = read_line(dir + "type"), size = read_line(dir + "size");
+    if (level.empty()) break;
+    if (type == "Instruction" || size.empty()) continue;
+    char* end = nullptr;
+    const long long value = std::strtoll(size.c_str(), &end, 10);
+    const std::int64_t bytes = value * (*end == 'K' ? 1024 : *end == 'M' ? 1024 * 1024 : 1);
+    const int lv = std::atoi(level.c_str());
+    if (value > 0 && lv >= best_level) {
+      best_level = lv;
+      best = bytes;
+    }
+  }
+  return best;
+#else
+  return -1;
 #endif
-  return llc > 0 ? static_cast<std::int64_t>(llc) / 8 * 3 : std::int64_t{32} << 20;
 }
+
+// Bytes of a call's arrays (inputs and outputs) from which a node streams: 3/8 of the last-level
+// cache, the fraction glibc takes for its non-temporal memcpy (12 MiB on the machine of
+// docs/performance.md). Below it, the output is likely still cached when the next node reads
+// it, and the ordinary stores and hardware prefetch are faster. The cache is sysfs's when it
+// lists one, else sysconf's; with neither, the threshold is 32 MiB.
+inline std::int64_t default_streaming_min_bytes() {
+  std::int64_t llc = sysfs_llc_bytes();
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+  if (llc <= 0) llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+  return llc > 0 ? llc / 8 * 3 : std::int64_t{32} << 20;
+}
+
+XSYM_COLD_END
 }  // namespace detail
 
 /// @brief The streaming threshold in bytes (see detail::default_streaming_min_bytes); tests
@@ -5803,16 +5851,20 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
       }
   }
   const void* args[detail::max_chain_links + 1];
-  // A lone chain stores non-temporally itself; other programs stream through scratch, below.
-  if (cp.direct && (!stream || cp.steps[0].chain)) {
+  // A lone chain stores non-temporally itself. Any other lone op writes its output directly
+  // even when streaming: through scratch, the copy is a second pass that costs more than the
+  // non-temporal stores save (sigmoid over 1e8 floats: 0.49 ns per element against 0.27).
+  // Other programs stream through scratch, below.
+  if (cp.direct) {
     const compiled_step& st = cp.steps[0];
     unsigned mask = 0;
     for (int j = 0; j < st.arity; ++j) {
       args[j] = in[st.args[j]];
       if (in_scalar[st.args[j]]) mask |= 1u << j;
     }
-    st.run(out[0], args, mask, n, stream);
-    if (stream) stream_fence();
+    const bool nt = stream && st.chain;
+    st.run(out[0], args, mask, n, nt);
+    if (nt) stream_fence();
     return;
   }
   const auto n_regs = cp.reg_types.size();

@@ -17,6 +17,7 @@
 #include <immintrin.h>
 #endif
 
+#include "../../config/cold.hpp"
 #include "../../expr/ndarray.hpp"
 #include "../../expr/op.hpp"
 #include "parallel.hpp"
@@ -404,6 +405,8 @@ inline void stream_copy(std::byte* dst, const std::byte* src, std::size_t bytes)
 #endif
 }
 
+XSYM_COLD_BEGIN  // run once, for the streaming threshold
+
 // The size of the last-level cache that CPU 0 shares, as Linux's sysfs lists it ("32768K"), or
 // -1. A virtual machine's sysconf may report the whole host's: 320 MiB on the AMD VM of
 // docs/performance.md, where sysfs and lscpu say 32 MiB.
@@ -454,6 +457,8 @@ inline std::int64_t default_streaming_min_bytes() {
 #endif
   return llc > 0 ? llc / 8 * 3 : std::int64_t{32} << 20;
 }
+
+XSYM_COLD_END
 }  // namespace detail
 
 /// @brief The streaming threshold in bytes (see detail::default_streaming_min_bytes); tests
