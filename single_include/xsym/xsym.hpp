@@ -5237,6 +5237,20 @@ using chain_fn = void (*)(void* dst, const void* const* args, unsigned scalar_ma
                           std::uint32_t codes, int links, bool stream);
 inline constexpr int max_chain_links = 7;
 
+// One link on one value: the same IEEE operation, in the same order, as the separate kernel,
+// so a chain's results are bitwise theirs.
+template <class T>
+void chain_link(T& acc, T b, unsigned code) {
+  switch (code) {
+    case 0: acc = acc + b; break;
+    case 1: acc = acc - b; break;
+    case 5: acc = b - acc; break;
+    case 2: acc = acc * b; break;
+    case 3: acc = acc / b; break;
+    default: acc = b / acc; break;
+  }
+}
+
 // NT: the results from dst's first cache line on leave with non-temporal stores, the elements
 // before it computed as scalars (the same operations, so the same bits). A template parameter,
 // so that the ordinary loop is compiled as if streaming did not exist.
@@ -5244,22 +5258,11 @@ template <class T, bool NT>
 void chain_loop(T* d, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links) {
   auto arg = [&](int j) { return static_cast<const T*>(args[j]); };
   auto scalar = [&](int j) { return ((mask >> j) & 1u) != 0; };
-  // The same IEEE operations, in the same order, as the separate kernels: results are bitwise theirs.
-  auto link = [](auto& acc, const auto& b, unsigned code) {
-    switch (code) {
-      case 0: acc = acc + b; break;
-      case 1: acc = acc - b; break;
-      case 5: acc = b - acc; break;
-      case 2: acc = acc * b; break;
-      case 3: acc = acc / b; break;
-      default: acc = b / acc; break;
-    }
-  };
   std::int64_t i = 0;
   auto scalar_until = [&](std::int64_t end) {
     for (; i < end; ++i) {
       T acc = arg(0)[scalar(0) ? 0 : i];
-      for (int k = 0; k < links; ++k) link(acc, arg(k + 1)[scalar(k + 1) ? 0 : i], (codes >> (3 * k)) & 7u);
+      for (int k = 0; k < links; ++k) chain_link(acc, arg(k + 1)[scalar(k + 1) ? 0 : i], (codes >> (3 * k)) & 7u);
       d[i] = acc;
     }
   };
@@ -5298,6 +5301,14 @@ void chain_loop(T* d, const void* const* args, unsigned mask, std::int64_t n, st
     for (; i + w <= n; i += w) run(std::integral_constant<int, 1>{}, i);
   }
   scalar_until(n);
+}
+
+// A chain over one element: chain_loop's scalar elements without its loops' set-up.
+template <class T>
+void chain_one(void* dst, const void* const* args, std::uint32_t codes, int links) {
+  T acc = *static_cast<const T*>(args[0]);
+  for (int k = 0; k < links; ++k) chain_link(acc, *static_cast<const T*>(args[k + 1]), (codes >> (3 * k)) & 7u);
+  *static_cast<T*>(dst) = acc;
 }
 
 template <class T>
@@ -7677,6 +7688,7 @@ struct thunk {
   void (*run)(const thunk&, ndarray* values) = nullptr;
   const apply_node* node = nullptr;
   cpu::compiled_program prog;  // elementwise nodes
+  bool one_element_path = false;  // run_elemwise_one may run it (see there)
   std::vector<std::uint8_t> slot_bcast;  // inputs' broadcastable patterns
   dtype out_type = dtype::float64;
   cpu::parallelism par;  // openmp=True: threads for large elementwise nodes and products
@@ -7711,6 +7723,10 @@ inline gpu_runtime_hooks& gpu_runtime() {
 // else refers to it (so a no-gc function allocates nothing in steady state).
 inline void prepare_output(ndarray& slot, dtype t, const shape_t& shape, buffer_pool* pool = nullptr,
                            bool on_device = false) {
+  // A warm call: last call's buffer, of this dtype and shape, ours alone.
+  if (slot.type() == t && slot.shape() == shape && slot.on_device() == on_device && slot.is_c_contiguous() &&
+      slot.owner().use_count() == 1 && slot.data() == slot.owner().get())
+    return;
   const auto bytes = static_cast<std::size_t>(shape.size()) * dtype_size(t);
   if (slot.owner() && slot.owner().use_count() == 1 && slot.on_device() == on_device && slot.capacity() >= bytes &&
       slot.capacity() <= 2 * bytes + 64) {
@@ -7801,7 +7817,60 @@ inline void copy_into_destination(const ndarray& value, const ndarray& dst) {
   });
 }
 
+// Every input one element (a function of scalars held in arrays, as in the seeds' call-overhead
+// example): the steps run once, on the kernels run_program would call with n = 1, so the
+// results are the same bits, without broadcasting, span or block bookkeeping. In-place nodes,
+// compiled (cxx) programs and any input of more than one element take the general path.
+inline bool run_elemwise_one(const thunk& t, ndarray* values) {
+  const cpu::compiled_program& cp = t.prog;
+  const apply_node& n = *t.node;
+  const std::size_t n_in = n.inputs.size();
+  const ndarray& first = values[n.inputs[0]];
+  const int rank = first.rank();
+  const void* reg[cpu::detail::max_registers];
+  for (std::size_t k = 0; k < n_in; ++k) {
+    const ndarray& a = values[n.inputs[k]];
+    if (a.rank() != rank || a.size() != 1) return false;
+    reg[k] = a.data();
+  }
+  const program& p = *cp.prog;
+  ndarray* outs[8];
+  for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+    ndarray& out = values[n.outputs[o]];
+    const dtype type = p.reg_types[static_cast<std::size_t>(p.outputs[o])];
+    if (!take_destination(t, n.outputs[o], out, type, first.shape())) prepare_output(out, type, first.shape(), t.pool);
+    outs[o] = &out;
+  }
+  alignas(8) unsigned char scratch[cpu::detail::max_registers][8];
+  for (std::size_t r = n_in; r < cp.reg_types.size(); ++r) reg[r] = scratch[r];
+  const void* args[cpu::detail::max_chain_links + 1];
+  for (const cpu::compiled_step& st : cp.steps) {
+    unsigned mask = 0;
+    for (int j = 0; j < st.arity; ++j) {
+      args[j] = reg[st.args[j]];
+      if (static_cast<std::size_t>(st.args[j]) < n_in) mask |= 1u << j;
+    }
+    if (!st.chain) st.kernel(scratch[st.dst], args, mask, 1);
+    else if (cp.reg_types[static_cast<std::size_t>(st.dst)] == dtype::float32)
+      cpu::detail::chain_one<float>(scratch[st.dst], args, st.chain_codes, st.arity - 1);
+    else
+      cpu::detail::chain_one<double>(scratch[st.dst], args, st.chain_codes, st.arity - 1);
+  }
+  for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+    const void* from = reg[p.outputs[o]];
+    std::byte* to = outs[o]->data();
+    switch (cp.out_bytes[o]) {  // a fixed-size copy is a move, not a call
+      case 8: std::memcpy(to, from, 8); break;
+      case 4: std::memcpy(to, from, 4); break;
+      case 1: std::memcpy(to, from, 1); break;
+      default: std::memcpy(to, from, static_cast<std::size_t>(cp.out_bytes[o])); break;
+    }
+  }
+  return true;
+}
+
 inline void run_elemwise(const thunk& t, ndarray* values) {
+  if (t.one_element_path && run_elemwise_one(t, values)) return;
   elemwise_node<false>(t, values, [&](const ndarray* const* ins, ndarray* const* outs) { cpu::run_program(t.prog, ins, outs, t.par); });
 }
 
@@ -8263,6 +8332,10 @@ class function_runtime {
       t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
     }
     if (!reference && !m_plan.cxx.empty()) compile_kernels(thunks);
+    for (detail::thunk& t : thunks)
+      t.one_element_path = t.run == &detail::run_elemwise && t.node->fn->destroy_map.empty() && !t.prog.jit[0] &&
+                           t.prog.reg_types.size() <= cpu::detail::max_registers && t.node->outputs.size() <= 8 &&
+                           !t.node->inputs.empty();
     // With gc, each intermediate is released after its last reader runs.
     const auto clients = g.clients();
     m_dead_after.assign(g.nodes.size(), {});

@@ -3,6 +3,7 @@
 // both the vectorized (cvm) and the reference (py) kernels.
 #include "expr_util.hpp"
 
+#include <cstring>
 #include <fstream>
 
 #include <xtensor/xadapt.hpp>
@@ -382,6 +383,55 @@ TEST_CASE("cast converts between every pair of dtypes as static_cast does", "[ex
         }
       }
     });
+  });
+}
+
+TEST_CASE("nodes whose inputs are one element each give the general path's bits", "[expr][elemwise]") {
+  // Such a node skips broadcasting and spans (runtime.hpp, run_elemwise_one) but runs the same
+  // kernels. Its results must equal, bit for bit, the first element of the same function called
+  // on three elements (the general path), for chains, shared exps, comparisons, several outputs,
+  // in place and into destinations; and the scalar (rank 0) twin must agree too.
+  for_each_type(type_list<float, double>{}, []<class T>() {
+    auto x = xsym::vector<T>("x"), y = xsym::vector<T>("y"), z = xsym::vector<T>("z");
+    auto outs = [](const auto& a, const auto& b, const auto& c) {
+      return xsym::outputs((a + b + c) * T(2), xsym::sigmoid(a) * xsym::softplus(-a) + xsym::sigmoid(-a),
+                           xsym::log1p(a * a) / (b * b + T(1)) - c, a > b, T(3) - (a * b) / c);
+    };
+    auto f = xsym::function("one_element", xsym::inputs(x, y, z), outs(x, y, z));
+    auto sx = xsym::scalar<T>("sx"), sy = xsym::scalar<T>("sy"), sz = xsym::scalar<T>("sz");
+    auto g = xsym::function("one_element_scalars", xsym::inputs(sx, sy, sz), outs(sx, sy, sz));
+    std::mt19937 rng(17);
+    std::uniform_real_distribution<T> dist(T(-3), T(3));
+    for (int trial = 0; trial < 200; ++trial) {
+      const T a = dist(rng), b = dist(rng), c = dist(rng) + T(4);
+      const xt::xtensor<T, 1> A{a}, B{b}, C{c};
+      const xt::xtensor<T, 1> A3{a, dist(rng), dist(rng)}, B3{b, dist(rng), dist(rng)}, C3{c, T(5), T(6)};
+      INFO("a = " << a << ", b = " << b << ", c = " << c);
+      const auto one = f(A, B, C);
+      const auto three = f(A3, B3, C3);
+      const auto scalars = g(a, b, c);
+      auto same = [](auto u, auto v) { return std::memcmp(&u, &v, sizeof u) == 0; };
+      CHECK(same(std::get<0>(one)(0), std::get<0>(three)(0)));
+      CHECK(same(std::get<1>(one)(0), std::get<1>(three)(0)));
+      CHECK(same(std::get<2>(one)(0), std::get<2>(three)(0)));
+      CHECK(std::get<3>(one)(0) == std::get<3>(three)(0));
+      CHECK(same(std::get<4>(one)(0), std::get<4>(three)(0)));
+      CHECK(same(T(std::get<0>(scalars)), std::get<0>(three)(0)));
+      CHECK(same(T(std::get<2>(scalars)), std::get<2>(three)(0)));
+      CHECK(same(T(std::get<4>(scalars)), std::get<4>(three)(0)));
+      // And the values themselves, against double.
+      const double da = a, db = b, dc = c;
+      CHECK(std::abs(std::get<0>(one)(0) - (da + db + dc) * 2) <= 1e-5 * (std::abs(da) + std::abs(db) + dc) * 2);
+      CHECK(std::abs(std::get<2>(one)(0) - (std::log1p(da * da) / (db * db + 1) - dc)) <= 1e-5 * (3 + dc));
+      CHECK(std::get<3>(one)(0) == (a > b));
+      // Into a caller's one-element array: written by the node itself.
+      xt::xtensor<T, 1> r0{T(0)}, r1{T(0)}, r2{T(0)}, r4{T(0)};
+      xt::xtensor<bool, 1> r3{false};
+      f.into(r0, r1, r2, r3, r4)(A, B, C);
+      CHECK(same(r0(0), std::get<0>(three)(0)));
+      CHECK(same(r2(0), std::get<2>(three)(0)));
+      CHECK(r3(0) == std::get<3>(three)(0));
+    }
   });
 }
 

@@ -328,6 +328,20 @@ using chain_fn = void (*)(void* dst, const void* const* args, unsigned scalar_ma
                           std::uint32_t codes, int links, bool stream);
 inline constexpr int max_chain_links = 7;
 
+// One link on one value: the same IEEE operation, in the same order, as the separate kernel,
+// so a chain's results are bitwise theirs.
+template <class T>
+void chain_link(T& acc, T b, unsigned code) {
+  switch (code) {
+    case 0: acc = acc + b; break;
+    case 1: acc = acc - b; break;
+    case 5: acc = b - acc; break;
+    case 2: acc = acc * b; break;
+    case 3: acc = acc / b; break;
+    default: acc = b / acc; break;
+  }
+}
+
 // NT: the results from dst's first cache line on leave with non-temporal stores, the elements
 // before it computed as scalars (the same operations, so the same bits). A template parameter,
 // so that the ordinary loop is compiled as if streaming did not exist.
@@ -335,22 +349,11 @@ template <class T, bool NT>
 void chain_loop(T* d, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links) {
   auto arg = [&](int j) { return static_cast<const T*>(args[j]); };
   auto scalar = [&](int j) { return ((mask >> j) & 1u) != 0; };
-  // The same IEEE operations, in the same order, as the separate kernels: results are bitwise theirs.
-  auto link = [](auto& acc, const auto& b, unsigned code) {
-    switch (code) {
-      case 0: acc = acc + b; break;
-      case 1: acc = acc - b; break;
-      case 5: acc = b - acc; break;
-      case 2: acc = acc * b; break;
-      case 3: acc = acc / b; break;
-      default: acc = b / acc; break;
-    }
-  };
   std::int64_t i = 0;
   auto scalar_until = [&](std::int64_t end) {
     for (; i < end; ++i) {
       T acc = arg(0)[scalar(0) ? 0 : i];
-      for (int k = 0; k < links; ++k) link(acc, arg(k + 1)[scalar(k + 1) ? 0 : i], (codes >> (3 * k)) & 7u);
+      for (int k = 0; k < links; ++k) chain_link(acc, arg(k + 1)[scalar(k + 1) ? 0 : i], (codes >> (3 * k)) & 7u);
       d[i] = acc;
     }
   };
@@ -389,6 +392,14 @@ void chain_loop(T* d, const void* const* args, unsigned mask, std::int64_t n, st
     for (; i + w <= n; i += w) run(std::integral_constant<int, 1>{}, i);
   }
   scalar_until(n);
+}
+
+// A chain over one element: chain_loop's scalar elements without its loops' set-up.
+template <class T>
+void chain_one(void* dst, const void* const* args, std::uint32_t codes, int links) {
+  T acc = *static_cast<const T*>(args[0]);
+  for (int k = 0; k < links; ++k) chain_link(acc, *static_cast<const T*>(args[k + 1]), (codes >> (3 * k)) & 7u);
+  *static_cast<T*>(dst) = acc;
 }
 
 template <class T>
