@@ -1527,7 +1527,8 @@ xt::xtensor<T, N> to_xtensor(const ndarray& value) {
     for (std::size_t i = 0; i < N; ++i) shape[i] = static_cast<std::size_t>(a.shape(static_cast<int>(i)));
   xt::xtensor<T, N> out(shape);
   if (a.size() == 0) return out;
-  if (a.is_c_contiguous()) std::memcpy(out.data(), a.data(), a.nbytes());
+  if (a.size() == 1) *out.data() = *reinterpret_cast<const T*>(a.data());  // no call for one value
+  else if (a.is_c_contiguous()) std::memcpy(out.data(), a.data(), a.nbytes());
   else {
     const ndarray c = a.contiguous();
     std::memcpy(out.data(), c.data(), c.nbytes());
@@ -7689,6 +7690,7 @@ struct thunk {
   const apply_node* node = nullptr;
   cpu::compiled_program prog;  // elementwise nodes
   bool one_element_path = false;  // run_elemwise_one may run it (see there)
+  std::vector<unsigned> one_element_inputs;  // for it, per step: bit j, argument j is an input
   std::vector<std::uint8_t> slot_bcast;  // inputs' broadcastable patterns
   dtype out_type = dtype::float64;
   cpu::parallelism par;  // openmp=True: threads for large elementwise nodes and products
@@ -7842,14 +7844,11 @@ inline bool run_elemwise_one(const thunk& t, ndarray* values) {
     outs[o] = &out;
   }
   alignas(8) unsigned char scratch[cpu::detail::max_registers][8];
-  for (std::size_t r = n_in; r < cp.reg_types.size(); ++r) reg[r] = scratch[r];
   const void* args[cpu::detail::max_chain_links + 1];
+  const unsigned* input_args = t.one_element_inputs.data();  // per step, its arguments that are inputs
   for (const cpu::compiled_step& st : cp.steps) {
-    unsigned mask = 0;
-    for (int j = 0; j < st.arity; ++j) {
-      args[j] = reg[st.args[j]];
-      if (static_cast<std::size_t>(st.args[j]) < n_in) mask |= 1u << j;
-    }
+    const unsigned mask = *input_args++;
+    for (int j = 0; j < st.arity; ++j) args[j] = (mask >> j) & 1u ? reg[st.args[j]] : scratch[st.args[j]];
     if (!st.chain) st.kernel(scratch[st.dst], args, mask, 1);
     else if (cp.reg_types[static_cast<std::size_t>(st.dst)] == dtype::float32)
       cpu::detail::chain_one<float>(scratch[st.dst], args, st.chain_codes, st.arity - 1);
@@ -7857,7 +7856,8 @@ inline bool run_elemwise_one(const thunk& t, ndarray* values) {
       cpu::detail::chain_one<double>(scratch[st.dst], args, st.chain_codes, st.arity - 1);
   }
   for (std::size_t o = 0; o < n.outputs.size(); ++o) {
-    const void* from = reg[p.outputs[o]];
+    const auto r = static_cast<std::size_t>(p.outputs[o]);
+    const void* from = r < n_in ? reg[r] : scratch[r];
     std::byte* to = outs[o]->data();
     switch (cp.out_bytes[o]) {  // a fixed-size copy is a move, not a call
       case 8: std::memcpy(to, from, 8); break;
@@ -8332,10 +8332,18 @@ class function_runtime {
       t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
     }
     if (!reference && !m_plan.cxx.empty()) compile_kernels(thunks);
-    for (detail::thunk& t : thunks)
+    for (detail::thunk& t : thunks) {
       t.one_element_path = t.run == &detail::run_elemwise && t.node->fn->destroy_map.empty() && !t.prog.jit[0] &&
                            t.prog.reg_types.size() <= cpu::detail::max_registers && t.node->outputs.size() <= 8 &&
                            !t.node->inputs.empty();
+      if (!t.one_element_path) continue;
+      for (const cpu::compiled_step& st : t.prog.steps) {
+        unsigned inputs = 0;
+        for (int j = 0; j < st.arity; ++j)
+          if (st.args[j] < t.prog.prog->n_inputs) inputs |= 1u << j;
+        t.one_element_inputs.push_back(inputs);
+      }
+    }
     // With gc, each intermediate is released after its last reader runs.
     const auto clients = g.clients();
     m_dead_after.assign(g.nodes.size(), {});

@@ -51,7 +51,8 @@ xt::xtensor<T, N> to_xtensor(const ndarray& value) {
     for (std::size_t i = 0; i < N; ++i) shape[i] = static_cast<std::size_t>(a.shape(static_cast<int>(i)));
   xt::xtensor<T, N> out(shape);
   if (a.size() == 0) return out;
-  if (a.is_c_contiguous()) std::memcpy(out.data(), a.data(), a.nbytes());
+  if (a.size() == 1) *out.data() = *reinterpret_cast<const T*>(a.data());  // no call for one value
+  else if (a.is_c_contiguous()) std::memcpy(out.data(), a.data(), a.nbytes());
   else {
     const ndarray c = a.contiguous();
     std::memcpy(out.data(), c.data(), c.nbytes());
