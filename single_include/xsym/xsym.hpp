@@ -8333,7 +8333,7 @@ class function_runtime {
     }
     if (!reference && !m_plan.cxx.empty()) compile_kernels(thunks);
     for (detail::thunk& t : thunks) {
-      t.one_element_path = t.run == &detail::run_elemwise && t.node->fn->destroy_map.empty() && !t.prog.jit[0] &&
+      t.one_element_path = t.run == &detail::run_elemwise && t.node->fn->destroy_map.empty() && !t.prog.jit[0] && !t.prog.jit[1] &&
                            t.prog.reg_types.size() <= cpu::detail::max_registers && t.node->outputs.size() <= 8 &&
                            !t.node->inputs.empty();
       if (!t.one_element_path) continue;
