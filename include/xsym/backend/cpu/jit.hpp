@@ -244,8 +244,12 @@ inline std::string jit_prelude() {
                   "#include <xsimd/xsimd.hpp>\n\n"
                   "namespace {\n";
   s += vexp_generic_text;
+  s += "\n";
+  s += vlog_generic_text;
   s += "\n#if defined(__AVX512F__)\n";
   s += vexp_avx512_text;
+  s += "\n";
+  s += vlog_avx512_text;
   s += "\n#endif\n";
   s += kernel_helpers_text;
   s += "\n#if defined(__SSE2__)\n";
