@@ -384,6 +384,18 @@ void chain_link(T& acc, T b, unsigned code) {
 // NT: the results from dst's first cache line on leave with non-temporal stores, the elements
 // before it computed as scalars (the same operations, so the same bits). A template parameter,
 // so that the ordinary loop is compiled as if streaming did not exist.
+// GCC's and clang's labels as values (not nvcc's front end, nor other compilers: those keep
+// the switch).
+#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__NVCOMPILER)
+#define XSYM_THREADED_CHAINS 1
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+#if defined(__clang__)
+#pragma GCC diagnostic ignored "-Wgnu-label-as-value"
+#endif
+#else
+#define XSYM_THREADED_CHAINS 0
+#endif
 template <class T, bool NT>
 void chain_loop(T* d, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links) {
   auto arg = [&](int j) { return static_cast<const T*>(args[j]); };
@@ -427,11 +439,70 @@ void chain_loop(T* d, const void* const* args, unsigned mask, std::int64_t n, st
     };
     if constexpr (NT)
       scalar_until(std::min<std::int64_t>(n, static_cast<std::int64_t>((64 - reinterpret_cast<std::uintptr_t>(d) % 64) % 64 / sizeof(T))));
+#if XSYM_THREADED_CHAINS
+    // The main loop as threaded code: the links are decoded once (their entry points, their
+    // arguments, broadcast scalars) and each link's body jumps straight to the next one's. The
+    // switch above spends a shift, a bounds check, a table jump and a branch per link and per
+    // four batches: (x + y + z) * 2 over 1e5 floats took 0.186-0.194 ns per element with it,
+    // 0.175-0.177 threaded, 0.170-0.172 as a fixed loop.
+    constexpr int U = 4;
+    static void* const vector_link[8] = {&&add_v, &&sub_v, &&mul_v, &&div_v, &&add_v, &&rsub_v, &&mul_v, &&rdiv_v};
+    static void* const scalar_link[8] = {&&add_s, &&sub_s, &&mul_s, &&div_s, &&add_s, &&rsub_s, &&mul_s, &&rdiv_s};
+    void* next[max_chain_links + 1];
+    const T* from[max_chain_links];
+    B broadcast[max_chain_links];
+    for (int k = 0; k < links; ++k) {
+      const unsigned code = (codes >> (3 * k)) & 7u;
+      from[k] = arg(k + 1);
+      next[k] = scalar(k + 1) ? scalar_link[code] : vector_link[code];
+      if (scalar(k + 1)) broadcast[k] = B(from[k][0]);
+    }
+    next[links] = &&store;
+    const T* first = arg(0);
+    const bool first_scalar = scalar(0);
+    B acc[U], b[U];
+    int k = 0;
+    for (; i + U * w <= n; i += U * w) {
+      for (int u = 0; u < U; ++u) acc[u] = first_scalar ? B(first[0]) : B::load_unaligned(first + i + u * w);
+      k = 0;
+      goto *next[0];
+#define XSYM_CHAIN_VECTOR for (int u = 0; u < U; ++u) b[u] = B::load_unaligned(from[k] + i + u * w);
+#define XSYM_CHAIN_SCALAR for (int u = 0; u < U; ++u) b[u] = broadcast[k];
+#define XSYM_CHAIN_LINK(label, load, expr)        \
+  label:                                          \
+    load for (int u = 0; u < U; ++u) acc[u] = expr; \
+    goto *next[++k];
+      XSYM_CHAIN_LINK(add_v, XSYM_CHAIN_VECTOR, acc[u] + b[u])
+      XSYM_CHAIN_LINK(sub_v, XSYM_CHAIN_VECTOR, acc[u] - b[u])
+      XSYM_CHAIN_LINK(rsub_v, XSYM_CHAIN_VECTOR, b[u] - acc[u])
+      XSYM_CHAIN_LINK(mul_v, XSYM_CHAIN_VECTOR, acc[u] * b[u])
+      XSYM_CHAIN_LINK(div_v, XSYM_CHAIN_VECTOR, acc[u] / b[u])
+      XSYM_CHAIN_LINK(rdiv_v, XSYM_CHAIN_VECTOR, b[u] / acc[u])
+      XSYM_CHAIN_LINK(add_s, XSYM_CHAIN_SCALAR, acc[u] + b[u])
+      XSYM_CHAIN_LINK(sub_s, XSYM_CHAIN_SCALAR, acc[u] - b[u])
+      XSYM_CHAIN_LINK(rsub_s, XSYM_CHAIN_SCALAR, b[u] - acc[u])
+      XSYM_CHAIN_LINK(mul_s, XSYM_CHAIN_SCALAR, acc[u] * b[u])
+      XSYM_CHAIN_LINK(div_s, XSYM_CHAIN_SCALAR, acc[u] / b[u])
+      XSYM_CHAIN_LINK(rdiv_s, XSYM_CHAIN_SCALAR, b[u] / acc[u])
+#undef XSYM_CHAIN_LINK
+#undef XSYM_CHAIN_SCALAR
+#undef XSYM_CHAIN_VECTOR
+    store:
+      for (int u = 0; u < U; ++u) {
+        if constexpr (NT) nt_store(acc[u], d + i + u * w);
+        else acc[u].store_unaligned(d + i + u * w);
+      }
+    }
+#else
     for (; i + 4 * w <= n; i += 4 * w) run(std::integral_constant<int, 4>{}, i);
+#endif
     for (; i + w <= n; i += w) run(std::integral_constant<int, 1>{}, i);
   }
   scalar_until(n);
 }
+#if XSYM_THREADED_CHAINS
+#pragma GCC diagnostic pop
+#endif
 
 // A chain over one element: chain_loop's scalar elements without its loops' set-up.
 template <class T>
