@@ -381,11 +381,8 @@ void chain_link(T& acc, T b, unsigned code) {
   }
 }
 
-// NT: the results from dst's first cache line on leave with non-temporal stores, the elements
-// before it computed as scalars (the same operations, so the same bits). A template parameter,
-// so that the ordinary loop is compiled as if streaming did not exist.
-// GCC's and clang's labels as values (not nvcc's front end, nor other compilers: those keep
-// the switch).
+// chain_loop's main loop uses GCC's and clang's labels as values (not nvcc's front end, nor
+// other compilers: those keep the switch).
 #if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__NVCOMPILER)
 #define XSYM_THREADED_CHAINS 1
 #pragma GCC diagnostic push
@@ -396,6 +393,9 @@ void chain_link(T& acc, T b, unsigned code) {
 #else
 #define XSYM_THREADED_CHAINS 0
 #endif
+// NT: the results from dst's first cache line on leave with non-temporal stores, the elements
+// before it computed as scalars (the same operations, so the same bits). A template parameter,
+// so that the ordinary loop is compiled as if streaming did not exist.
 template <class T, bool NT>
 void chain_loop(T* d, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links) {
   auto arg = [&](int j) { return static_cast<const T*>(args[j]); };
