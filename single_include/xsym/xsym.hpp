@@ -1495,11 +1495,23 @@ concept strided_memory = requires(const E& e) {
   e.shape();
 };
 
+XSYM_COLD_BEGIN  // error paths, out of line: not copied into every instantiation below
+[[noreturn]] inline void throw_rank_exceeds(std::size_t rank) {
+  throw std::invalid_argument("xsym: rank " + std::to_string(rank) + " exceeds max_rank");
+}
+
+[[noreturn]] inline void throw_read_as(const ndarray& a, dtype want, std::size_t want_rank) {
+  throw std::logic_error("xsym: internal error: value of type " + std::string(dtype_name(a.type())) + "/" +
+                         std::to_string(a.rank()) + " read as " + std::string(dtype_name(want)) + "/" +
+                         std::to_string(want_rank));
+}
+XSYM_COLD_END
+
 template <class Shape>
 shape_t to_shape(const Shape& s) {
   shape_t out;
   out.rank = static_cast<int>(s.size());
-  if (out.rank > max_rank) throw std::invalid_argument("xsym: rank " + std::to_string(out.rank) + " exceeds max_rank");
+  if (out.rank > max_rank) throw_rank_exceeds(s.size());
   for (int i = 0; i < out.rank; ++i) out[i] = static_cast<std::int64_t>(s[static_cast<std::size_t>(i)]);
   return out;
 }
@@ -1519,9 +1531,7 @@ xt::xtensor<T, N> to_xtensor(const ndarray& value) {
   if (value.on_device()) return to_xtensor<T, N>(on_host(value));
   const ndarray& a = value;  // no copy: each would cost two atomic reference-count updates
   if (a.type() != dtype_of<T>() || a.rank() != static_cast<int>(N))
-    throw std::logic_error("xsym: internal error: value of type " + std::string(dtype_name(a.type())) + "/" +
-                           std::to_string(a.rank()) + " read as " + std::string(dtype_name(dtype_of<T>())) +
-                           "/" + std::to_string(N));
+    throw_read_as(a, dtype_of<T>(), N);
   std::array<std::size_t, N> shape{};
   if constexpr (N > 0)
     for (std::size_t i = 0; i < N; ++i) shape[i] = static_cast<std::size_t>(a.shape(static_cast<int>(i)));
@@ -1668,6 +1678,7 @@ struct op {
   bool to_device = false;                      // transfer: GpuFromHost (else HostFromGpu)
 
   bool is_inplace() const { return !destroy_map.empty(); }
+  XSYM_COLD_BEGIN  // names and text: graph building, reports, debugprint
   /// @brief (output, input) pairs where the output is a view of the input (Theano's view_map).
   std::vector<std::pair<int, int>> view_map() const {
     if (kind == op_kind::dimshuffle) return {{0, 0}};
@@ -1791,8 +1802,10 @@ struct op {
            std::to_string(destroy_map[i].second) + ")";
     return s + "]";
   }
+  XSYM_COLD_END
 };
 
+XSYM_COLD_BEGIN
 namespace detail {
 // Shortest text that reads back to the same value, with a ".0" on whole floats (Python's repr).
 inline std::string format_number(double v, bool floating) {
@@ -1815,6 +1828,7 @@ inline std::string format_float_for(dtype t, double v) {
   return format_number(v, is_float(t));
 }
 }  // namespace detail
+XSYM_COLD_END
 
 }  // namespace xsym
 
@@ -1918,6 +1932,7 @@ inline ndarray scalar_array_of(dtype t, double value) {
 }
 
 // Which output dimensions are statically 1, from the op and its inputs' patterns.
+XSYM_COLD_BEGIN  // building graphs, never per call
 inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>& in, int rank) {
   auto bit = [](const var_ptr& v, int d) { return static_cast<std::uint8_t>(((v->broadcastable >> d) & 1u) << 0); };
   std::uint8_t b = 0;
@@ -2146,6 +2161,7 @@ inline var_ptr dot(var_ptr a, var_ptr b) {
   const int rank = a->rank + b->rank - 2;
   return make_apply(std::move(o), {std::move(a), std::move(b)}, t, rank);
 }
+XSYM_COLD_END
 }  // namespace detail
 
 }  // namespace xsym
@@ -2154,6 +2170,16 @@ inline var_ptr dot(var_ptr a, var_ptr b) {
 // ---- end include/xsym/expr/variable.hpp ----
 
 namespace xsym {
+
+namespace detail {
+XSYM_COLD_BEGIN  // the error path, out of line: not copied into every var<T, N> built
+[[noreturn]] inline void throw_held_as(const variable& node, dtype want, int want_rank) {
+  throw std::logic_error("xsym: internal error: node of type " + std::string(dtype_name(node.type)) + " rank " +
+                         std::to_string(node.rank) + " held as " + std::string(dtype_name(want)) + " rank " +
+                         std::to_string(want_rank));
+}
+XSYM_COLD_END
+}  // namespace detail
 
 /// @brief A symbolic tensor of element type Elem and rank N: a handle on a graph node.
 ///
@@ -2170,9 +2196,7 @@ class var {
 
   explicit var(var_ptr node) : m_node(std::move(node)) {
     if (m_node->type != dtype_of<Elem>() || m_node->rank != static_cast<int>(N))
-      throw std::logic_error("xsym: internal error: node of type " + std::string(dtype_name(m_node->type)) +
-                             " rank " + std::to_string(m_node->rank) + " held as " +
-                             std::string(dtype_name(dtype_of<Elem>())) + " rank " + std::to_string(N));
+      detail::throw_held_as(*m_node, dtype_of<Elem>(), static_cast<int>(N));
   }
 
   const var_ptr& node() const { return m_node; }
@@ -2231,6 +2255,7 @@ concept symbolic = is_var_v<X>;
 template <class X>
 concept operand = symbolic<X> || std::is_arithmetic_v<std::remove_cvref_t<X>>;
 
+XSYM_COLD_BEGIN  // building graphs, never per call
 namespace detail {
 template <class X, bool = is_var_v<X>> struct operand_traits {
   using elem = std::remove_cvref_t<X>;
@@ -2471,6 +2496,8 @@ XSYM_REDUCTION(min, min, E)
 XSYM_REDUCTION(mean, mean, float_result_t<E>)
 #undef XSYM_REDUCTION
 
+XSYM_COLD_END
+
 }  // namespace xsym
 
 #endif
@@ -2512,6 +2539,7 @@ struct apply_node {
   std::string class_name() const { return fn->class_name(); }
 };
 
+XSYM_COLD_BEGIN  // graph text and queries: building, reports, debugprint
 namespace detail {
 inline std::string constant_text(const ndarray& c) {
   auto num = [&](std::int64_t i) {
@@ -2611,6 +2639,8 @@ inline void debugprint(const function_graph& g, std::ostream& os) {
     walk(walk, value, "", true, true);
   }
 }
+
+XSYM_COLD_END
 
 }  // namespace xsym
 
@@ -3739,9 +3769,30 @@ struct row {
   int applies = 0;
 };
 
+// Reorders `items` from the largest key to the smallest, ties kept in their order. Every table
+// sorts indices with this one comparator: a stable_sort of each row type was 48 KB of code, and
+// about a second of compile time, in every program that includes xsym.
+inline std::vector<std::size_t> descending_order(const std::vector<double>& keys) {
+  std::vector<std::size_t> order(keys.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&keys](std::size_t a, std::size_t b) { return keys[a] > keys[b]; });
+  return order;
+}
+
+template <class T, class Key>
+void sort_descending(std::vector<T>& items, Key key) {
+  std::vector<double> keys;
+  keys.reserve(items.size());
+  for (const T& item : items) keys.push_back(static_cast<double>(key(item)));
+  std::vector<T> sorted;
+  sorted.reserve(items.size());
+  for (std::size_t i : descending_order(keys)) sorted.push_back(std::move(items[i]));
+  items = std::move(sorted);
+}
+
 // Rows sorted by time, printed with running percentages and cut at `limit`.
 inline void print_rows(std::ostream& os, std::vector<row> rows, double total, std::int64_t limit, const char* what) {
-  std::stable_sort(rows.begin(), rows.end(), [](const row& a, const row& b) { return a.time > b.time; });
+  sort_descending(rows, [](const row& r) { return r.time; });
   double cum = 0;
   std::size_t shown = 0;
   for (const row& r : rows) {
@@ -3945,7 +3996,7 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
   const machine_limits limits = roof ? roofline() : machine_limits{};
   os << "\nApply\n------\n<% time> <sum %> <apply time> <time per call> <#call> <id> <Mflops> <Gflops/s> <GB/s>"
      << (roof ? " <%BW> <%peak>" : "") << " <Apply name>\n";
-  std::stable_sort(applies.begin(), applies.end(), [](const auto& a, const auto& b) { return a.time > b.time; });
+  detail::sort_descending(applies, [](const auto& a) { return a.time; });
   double cum = 0;
   std::size_t shown = 0;
   for (const auto& r : applies) {
@@ -4060,7 +4111,7 @@ inline void print_memory_profile(std::ostream& os, const std::vector<std::shared
       entries.push_back({bytes, fmt("%14lldB  ", static_cast<long long>(bytes)) + shapes + "] " + kinds + " " + g.node_text(n)});
     }
   }
-  std::stable_sort(entries.begin(), entries.end(), [](const entry& a, const entry& b) { return a.bytes > b.bytes; });
+  detail::sort_descending(entries, [](const entry& e) { return e.bytes; });
   const std::int64_t min_size = config.profiling.min_memory_size.value();
   std::size_t shown = 0;
   std::int64_t rest = 0;
@@ -4189,9 +4240,7 @@ XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stat
     for (const auto& [k, v] : ma) rows[k].first = v;
     for (const auto& [k, v] : mb) rows[k].second = v;
     std::vector<std::pair<std::string, std::pair<double, double>>> sorted(rows.begin(), rows.end());
-    std::stable_sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) {
-      return std::max(x.second.first, x.second.second) > std::max(y.second.first, y.second.second);
-    });
+    detail::sort_descending(sorted, [](const auto& x) { return std::max(x.second.first, x.second.second); });
     for (const auto& [k, v] : sorted) {
       const std::string ta = v.first > 0 ? fmt("%.3es", v.first) : std::string("        -");
       const std::string tb = v.second > 0 ? fmt("%.3es", v.second) : std::string("        -");
@@ -5574,6 +5623,7 @@ inline constexpr std::int64_t min_block = 256, max_block = 4096;
 inline constexpr std::int64_t scratch_budget = 12 * 1024;  // bytes of scratch registers per block
 inline constexpr std::size_t max_registers = 64;
 
+XSYM_COLD_BEGIN  // compiling a program: once per function
 // Fusion emits a Composite's graph as a tree, so a subexpression used twice is computed twice
 // (the logistic regression's gradient Composite computes dot + b five times). For the
 // vectorized set this computes each distinct step once, and lets sigmoid and softplus of u
@@ -5784,6 +5834,7 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
   cp.prog = std::move(p);
   return cp;
 }
+XSYM_COLD_END
 }  // namespace detail
 
 /// @brief The program with its kernels looked up; Simd=false gives the reference kernels.
@@ -5824,6 +5875,7 @@ inline shape_t broadcast_shape(const ndarray* const* ins, const std::uint8_t* bc
   return out;
 }
 
+XSYM_COLD_BEGIN  // the error path
 [[noreturn]] inline void detail::throw_broadcast_error(const ndarray* const* ins, const std::uint8_t* bcast, int n) {
   shape_t out;
   out.rank = ins[0]->rank();
@@ -5855,6 +5907,7 @@ inline shape_t broadcast_shape(const ndarray* const* ins, const std::uint8_t* bc
   }
   throw std::logic_error("xsym: internal error: broadcast_shape found a mismatch its slow path does not");
 }
+XSYM_COLD_END
 
 namespace detail {
 
@@ -7393,6 +7446,7 @@ class nan_guard_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+XSYM_COLD_BEGIN  // DebugMode and NanGuardMode: checking, not speed
 namespace detail {
 
 /// An owning C-contiguous copy (the snapshot DebugMode compares against).
@@ -7474,6 +7528,8 @@ inline std::int64_t first_bad(const ndarray& a, int what) {
   }
   return -1;
 }
+
+XSYM_COLD_END
 
 /// Whether two arrays' memory overlaps.
 struct byte_range {
@@ -8153,10 +8209,7 @@ class function_runtime {
         if (!s.broadcastable) continue;
         const ndarray& a = values[m_graph->inputs[i]];
         for (int d = 0; d < s.rank; ++d)
-          if (((s.broadcastable >> d) & 1u) && a.shape(d) != 1)
-            throw shape_error("xsym: function '" + m_name + "': input " + std::to_string(i) + " ('" + s.name +
-                              "') is declared broadcastable in dimension " + std::to_string(d) +
-                              " (always 1) but got shape " + to_string(a.shape()));
+          if (((s.broadcastable >> d) & 1u) && a.shape(d) != 1) throw_not_broadcastable(i, d, a.shape());
       }
     } catch (...) {
       release_after_call();
@@ -8327,6 +8380,7 @@ class function_runtime {
     return 0;
   }
 
+  XSYM_COLD_BEGIN  // building: once per function
   void build_graph(const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& roots, std::size_t n_outputs,
                    const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options) {
     auto g = std::make_shared<function_graph>();
@@ -8510,6 +8564,7 @@ class function_runtime {
     }
   }
 
+  XSYM_COLD_END
   void release_dead(std::size_t node) {
     for (int s : m_dead_after[node]) m_pool.give(m_values[static_cast<std::size_t>(s)]);
   }
@@ -8617,6 +8672,7 @@ class function_runtime {
     else if (m_plan.monitor && !m_monitor_pre) print_monitor(i, values, true);
   }
 
+  XSYM_COLD_BEGIN  // DebugMode and MonitorMode: checking, not speed
   // Flag-only MonitorMode: each node and a summary of its values on stderr.
   void print_monitor(std::size_t i, const ndarray* values, bool after) const {
     const apply_node& n = m_graph->nodes[i];
@@ -8793,6 +8849,7 @@ class function_runtime {
     release_all_but_constants();
   }
 
+  XSYM_COLD_END
  private:
   // Shapes live in m_last_shapes until a profile takes a copy.
   void copy_shapes(function_profile& p) {
@@ -8850,6 +8907,14 @@ class function_runtime {
     }
   }
 
+  XSYM_COLD_BEGIN  // the error paths
+  [[noreturn]] void throw_not_broadcastable(std::size_t input, int dim, const shape_t& got) const {
+    const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[input])];
+    throw shape_error("xsym: function '" + m_name + "': input " + std::to_string(input) + " ('" + s.name +
+                      "') is declared broadcastable in dimension " + std::to_string(dim) + " (always 1) but got shape " +
+                      to_string(got));
+  }
+
   [[noreturn]] void throw_node_error(std::size_t i, const std::exception& e) {
     std::string where = "xsym: function '" + m_name + "'";
     if (i < m_graph->nodes.size())
@@ -8858,6 +8923,7 @@ class function_runtime {
     if (dynamic_cast<const shape_error*>(&e)) throw shape_error(msg);
     throw std::runtime_error(msg);
   }
+  XSYM_COLD_END
 
   std::string m_name;
   detail::resolved_plan m_plan;
@@ -8892,6 +8958,7 @@ class function_runtime {
   detail::call_lock m_mutex;
 };
 
+XSYM_COLD_BEGIN  // building a function runs once
 // Building a function reaches every rewrite and kernel: compiled once with XSYM_COMPILED_LIB.
 #if XSYM_RUNTIME_DEFINITIONS
 XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const std::vector<var_ptr>& input_vars,
@@ -9009,6 +9076,7 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
     m_profile->optimizer = config.profile_optimizer.value();
   }
 }
+XSYM_COLD_END
 #endif  // XSYM_RUNTIME_DEFINITIONS
 
 }  // namespace xsym
@@ -9095,6 +9163,20 @@ struct static_rank : std::integral_constant<int, -1> {};
 template <class EC, std::size_t N, xt::layout_type L, class Tag>
 struct static_rank<xt::xtensor_container<EC, N, L, Tag>> : std::integral_constant<int, static_cast<int>(N)> {};
 
+XSYM_COLD_BEGIN  // error paths, out of line: not copied into every argument type's binding
+[[noreturn]] inline void throw_argument_rank(const std::string& fname, std::size_t index, const std::string& iname,
+                                             std::size_t rank, std::size_t got) {
+  throw shape_error("xsym: function '" + fname + "': input " + std::to_string(index) + " ('" + iname + "') has rank " +
+                    std::to_string(rank) + ", got an argument of rank " + std::to_string(got));
+}
+
+[[noreturn]] inline void throw_destination_rank(const std::string& fname, std::size_t index, std::size_t rank,
+                                                std::size_t got) {
+  throw shape_error("xsym: function '" + fname + "': into(...): output " + std::to_string(index) + " has rank " +
+                    std::to_string(rank) + ", its destination has rank " + std::to_string(got));
+}
+XSYM_COLD_END
+
 // Turns one call argument into a runtime array in dst: a view of the caller's memory when the
 // element type matches, else a converted copy (which dst owns).
 template <class E, std::size_t N, class Arg>
@@ -9117,11 +9199,10 @@ void bind_argument(ndarray& dst, const Arg& arg, const std::string& fname, const
     static_assert(sr < 0 || sr == static_cast<int>(N), "xsym: an argument's rank differs from the input's rank");
     const auto& shape = arg.shape();
     if (shape.size() != N)
-      throw shape_error("xsym: function '" + fname + "': input " + std::to_string(index) + " ('" + iname +
-                        "') has rank " + std::to_string(N) + ", got an argument of rank " + std::to_string(shape.size()));
+      throw_argument_rank(fname, index, iname, N, shape.size());
     if constexpr (std::is_same_v<T, E> && strided_memory<A>) {
       if constexpr (N > static_cast<std::size_t>(max_rank))
-        throw std::invalid_argument("xsym: rank " + std::to_string(N) + " exceeds max_rank");
+        throw_rank_exceeds(N);
       else
         dst.rewrap(dtype_of<E>(), shape, arg.strides(), const_cast<T*>(arg.data()));
     } else {
@@ -9162,10 +9243,9 @@ void bind_destination(ndarray& dst, D& d, const std::string& fname, std::size_t 
     static_assert(sr < 0 || sr == static_cast<int>(N), "xsym: into(...): a destination's rank differs from its output's rank");
     const auto& shape = d.shape();
     if (shape.size() != N)
-      throw shape_error("xsym: function '" + fname + "': into(...): output " + std::to_string(index) + " has rank " +
-                        std::to_string(N) + ", its destination has rank " + std::to_string(shape.size()));
+      throw_destination_rank(fname, index, N, shape.size());
     if constexpr (N > static_cast<std::size_t>(max_rank)) {
-      throw std::invalid_argument("xsym: rank " + std::to_string(N) + " exceeds max_rank");
+      throw_rank_exceeds(N);
     } else {
       E* data = d.data();
       if constexpr (requires { d.data_offset(); }) data += d.data_offset();
@@ -9296,6 +9376,7 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
 };
 
 namespace detail {
+XSYM_COLD_BEGIN  // building a function: once
 template <class... In, class OutTuple, class... Rest>
 auto make_function(std::string name, const inputs_t<In...>& in, const OutTuple& outs, const Rest&... rest) {
   function_options opts;
@@ -9320,6 +9401,7 @@ auto make_function(std::string name, const inputs_t<In...>& in, const OutTuple& 
   if (rt->stats() && rt->stats()->print_at_exit()) register_for_exit_report(rt->stats());
   return std::pair{rt, names};
 }
+XSYM_COLD_END
 }  // namespace detail
 
 /// @brief Compiles outputs from inputs: `function("train", inputs(x, y), outputs(a, b), updates(...))`.

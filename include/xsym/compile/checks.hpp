@@ -9,6 +9,7 @@
 #include <string>
 
 #include "../expr/variable.hpp"
+#include "../config/cold.hpp"
 
 namespace xsym {
 
@@ -26,6 +27,7 @@ class nan_guard_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+XSYM_COLD_BEGIN  // DebugMode and NanGuardMode: checking, not speed
 namespace detail {
 
 /// An owning C-contiguous copy (the snapshot DebugMode compares against).
@@ -107,6 +109,8 @@ inline std::int64_t first_bad(const ndarray& a, int what) {
   }
   return -1;
 }
+
+XSYM_COLD_END
 
 /// Whether two arrays' memory overlaps.
 struct byte_range {

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../config/cold.hpp"
 #include "../expr/var.hpp"
 #include "../profile/registry.hpp"
 #include "runtime.hpp"
@@ -89,6 +90,20 @@ struct static_rank : std::integral_constant<int, -1> {};
 template <class EC, std::size_t N, xt::layout_type L, class Tag>
 struct static_rank<xt::xtensor_container<EC, N, L, Tag>> : std::integral_constant<int, static_cast<int>(N)> {};
 
+XSYM_COLD_BEGIN  // error paths, out of line: not copied into every argument type's binding
+[[noreturn]] inline void throw_argument_rank(const std::string& fname, std::size_t index, const std::string& iname,
+                                             std::size_t rank, std::size_t got) {
+  throw shape_error("xsym: function '" + fname + "': input " + std::to_string(index) + " ('" + iname + "') has rank " +
+                    std::to_string(rank) + ", got an argument of rank " + std::to_string(got));
+}
+
+[[noreturn]] inline void throw_destination_rank(const std::string& fname, std::size_t index, std::size_t rank,
+                                                std::size_t got) {
+  throw shape_error("xsym: function '" + fname + "': into(...): output " + std::to_string(index) + " has rank " +
+                    std::to_string(rank) + ", its destination has rank " + std::to_string(got));
+}
+XSYM_COLD_END
+
 // Turns one call argument into a runtime array in dst: a view of the caller's memory when the
 // element type matches, else a converted copy (which dst owns).
 template <class E, std::size_t N, class Arg>
@@ -111,11 +126,10 @@ void bind_argument(ndarray& dst, const Arg& arg, const std::string& fname, const
     static_assert(sr < 0 || sr == static_cast<int>(N), "xsym: an argument's rank differs from the input's rank");
     const auto& shape = arg.shape();
     if (shape.size() != N)
-      throw shape_error("xsym: function '" + fname + "': input " + std::to_string(index) + " ('" + iname +
-                        "') has rank " + std::to_string(N) + ", got an argument of rank " + std::to_string(shape.size()));
+      throw_argument_rank(fname, index, iname, N, shape.size());
     if constexpr (std::is_same_v<T, E> && strided_memory<A>) {
       if constexpr (N > static_cast<std::size_t>(max_rank))
-        throw std::invalid_argument("xsym: rank " + std::to_string(N) + " exceeds max_rank");
+        throw_rank_exceeds(N);
       else
         dst.rewrap(dtype_of<E>(), shape, arg.strides(), const_cast<T*>(arg.data()));
     } else {
@@ -156,10 +170,9 @@ void bind_destination(ndarray& dst, D& d, const std::string& fname, std::size_t 
     static_assert(sr < 0 || sr == static_cast<int>(N), "xsym: into(...): a destination's rank differs from its output's rank");
     const auto& shape = d.shape();
     if (shape.size() != N)
-      throw shape_error("xsym: function '" + fname + "': into(...): output " + std::to_string(index) + " has rank " +
-                        std::to_string(N) + ", its destination has rank " + std::to_string(shape.size()));
+      throw_destination_rank(fname, index, N, shape.size());
     if constexpr (N > static_cast<std::size_t>(max_rank)) {
-      throw std::invalid_argument("xsym: rank " + std::to_string(N) + " exceeds max_rank");
+      throw_rank_exceeds(N);
     } else {
       E* data = d.data();
       if constexpr (requires { d.data_offset(); }) data += d.data_offset();
@@ -290,6 +303,7 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
 };
 
 namespace detail {
+XSYM_COLD_BEGIN  // building a function: once
 template <class... In, class OutTuple, class... Rest>
 auto make_function(std::string name, const inputs_t<In...>& in, const OutTuple& outs, const Rest&... rest) {
   function_options opts;
@@ -314,6 +328,7 @@ auto make_function(std::string name, const inputs_t<In...>& in, const OutTuple& 
   if (rt->stats() && rt->stats()->print_at_exit()) register_for_exit_report(rt->stats());
   return std::pair{rt, names};
 }
+XSYM_COLD_END
 }  // namespace detail
 
 /// @brief Compiles outputs from inputs: `function("train", inputs(x, y), outputs(a, b), updates(...))`.

@@ -18,6 +18,7 @@
 #include "../profile/scope.hpp"
 #include "../rewrite/inplace.hpp"
 #include "../rewrite/multi_fusion.hpp"
+#include "../config/cold.hpp"
 #include "../rewrite/canonicalize.hpp"
 #include "../rewrite/gpu_placement.hpp"
 #include "checks.hpp"
@@ -426,10 +427,7 @@ class function_runtime {
         if (!s.broadcastable) continue;
         const ndarray& a = values[m_graph->inputs[i]];
         for (int d = 0; d < s.rank; ++d)
-          if (((s.broadcastable >> d) & 1u) && a.shape(d) != 1)
-            throw shape_error("xsym: function '" + m_name + "': input " + std::to_string(i) + " ('" + s.name +
-                              "') is declared broadcastable in dimension " + std::to_string(d) +
-                              " (always 1) but got shape " + to_string(a.shape()));
+          if (((s.broadcastable >> d) & 1u) && a.shape(d) != 1) throw_not_broadcastable(i, d, a.shape());
       }
     } catch (...) {
       release_after_call();
@@ -600,6 +598,7 @@ class function_runtime {
     return 0;
   }
 
+  XSYM_COLD_BEGIN  // building: once per function
   void build_graph(const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& roots, std::size_t n_outputs,
                    const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options) {
     auto g = std::make_shared<function_graph>();
@@ -783,6 +782,7 @@ class function_runtime {
     }
   }
 
+  XSYM_COLD_END
   void release_dead(std::size_t node) {
     for (int s : m_dead_after[node]) m_pool.give(m_values[static_cast<std::size_t>(s)]);
   }
@@ -890,6 +890,7 @@ class function_runtime {
     else if (m_plan.monitor && !m_monitor_pre) print_monitor(i, values, true);
   }
 
+  XSYM_COLD_BEGIN  // DebugMode and MonitorMode: checking, not speed
   // Flag-only MonitorMode: each node and a summary of its values on stderr.
   void print_monitor(std::size_t i, const ndarray* values, bool after) const {
     const apply_node& n = m_graph->nodes[i];
@@ -1066,6 +1067,7 @@ class function_runtime {
     release_all_but_constants();
   }
 
+  XSYM_COLD_END
  private:
   // Shapes live in m_last_shapes until a profile takes a copy.
   void copy_shapes(function_profile& p) {
@@ -1123,6 +1125,14 @@ class function_runtime {
     }
   }
 
+  XSYM_COLD_BEGIN  // the error paths
+  [[noreturn]] void throw_not_broadcastable(std::size_t input, int dim, const shape_t& got) const {
+    const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[input])];
+    throw shape_error("xsym: function '" + m_name + "': input " + std::to_string(input) + " ('" + s.name +
+                      "') is declared broadcastable in dimension " + std::to_string(dim) + " (always 1) but got shape " +
+                      to_string(got));
+  }
+
   [[noreturn]] void throw_node_error(std::size_t i, const std::exception& e) {
     std::string where = "xsym: function '" + m_name + "'";
     if (i < m_graph->nodes.size())
@@ -1131,6 +1141,7 @@ class function_runtime {
     if (dynamic_cast<const shape_error*>(&e)) throw shape_error(msg);
     throw std::runtime_error(msg);
   }
+  XSYM_COLD_END
 
   std::string m_name;
   detail::resolved_plan m_plan;
@@ -1165,6 +1176,7 @@ class function_runtime {
   detail::call_lock m_mutex;
 };
 
+XSYM_COLD_BEGIN  // building a function runs once
 // Building a function reaches every rewrite and kernel: compiled once with XSYM_COMPILED_LIB.
 #if XSYM_RUNTIME_DEFINITIONS
 XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const std::vector<var_ptr>& input_vars,
@@ -1282,6 +1294,7 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
     m_profile->optimizer = config.profile_optimizer.value();
   }
 }
+XSYM_COLD_END
 #endif  // XSYM_RUNTIME_DEFINITIONS
 
 }  // namespace xsym

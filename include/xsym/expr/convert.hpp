@@ -7,6 +7,7 @@
 #include <xtensor/xtensor.hpp>
 #include <xtensor/xarray.hpp>
 
+#include "../config/cold.hpp"
 #include "ndarray.hpp"
 
 namespace xsym::detail {
@@ -19,11 +20,23 @@ concept strided_memory = requires(const E& e) {
   e.shape();
 };
 
+XSYM_COLD_BEGIN  // error paths, out of line: not copied into every instantiation below
+[[noreturn]] inline void throw_rank_exceeds(std::size_t rank) {
+  throw std::invalid_argument("xsym: rank " + std::to_string(rank) + " exceeds max_rank");
+}
+
+[[noreturn]] inline void throw_read_as(const ndarray& a, dtype want, std::size_t want_rank) {
+  throw std::logic_error("xsym: internal error: value of type " + std::string(dtype_name(a.type())) + "/" +
+                         std::to_string(a.rank()) + " read as " + std::string(dtype_name(want)) + "/" +
+                         std::to_string(want_rank));
+}
+XSYM_COLD_END
+
 template <class Shape>
 shape_t to_shape(const Shape& s) {
   shape_t out;
   out.rank = static_cast<int>(s.size());
-  if (out.rank > max_rank) throw std::invalid_argument("xsym: rank " + std::to_string(out.rank) + " exceeds max_rank");
+  if (out.rank > max_rank) throw_rank_exceeds(s.size());
   for (int i = 0; i < out.rank; ++i) out[i] = static_cast<std::int64_t>(s[static_cast<std::size_t>(i)]);
   return out;
 }
@@ -43,9 +56,7 @@ xt::xtensor<T, N> to_xtensor(const ndarray& value) {
   if (value.on_device()) return to_xtensor<T, N>(on_host(value));
   const ndarray& a = value;  // no copy: each would cost two atomic reference-count updates
   if (a.type() != dtype_of<T>() || a.rank() != static_cast<int>(N))
-    throw std::logic_error("xsym: internal error: value of type " + std::string(dtype_name(a.type())) + "/" +
-                           std::to_string(a.rank()) + " read as " + std::string(dtype_name(dtype_of<T>())) +
-                           "/" + std::to_string(N));
+    throw_read_as(a, dtype_of<T>(), N);
   std::array<std::size_t, N> shape{};
   if constexpr (N > 0)
     for (std::size_t i = 0; i < N; ++i) shape[i] = static_cast<std::size_t>(a.shape(static_cast<int>(i)));

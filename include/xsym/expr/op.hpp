@@ -12,6 +12,7 @@
 
 #include "dtype.hpp"
 #include "ndarray.hpp"
+#include "../config/cold.hpp"
 
 namespace xsym {
 
@@ -116,6 +117,7 @@ struct op {
   bool to_device = false;                      // transfer: GpuFromHost (else HostFromGpu)
 
   bool is_inplace() const { return !destroy_map.empty(); }
+  XSYM_COLD_BEGIN  // names and text: graph building, reports, debugprint
   /// @brief (output, input) pairs where the output is a view of the input (Theano's view_map).
   std::vector<std::pair<int, int>> view_map() const {
     if (kind == op_kind::dimshuffle) return {{0, 0}};
@@ -239,8 +241,10 @@ struct op {
            std::to_string(destroy_map[i].second) + ")";
     return s + "]";
   }
+  XSYM_COLD_END
 };
 
+XSYM_COLD_BEGIN
 namespace detail {
 // Shortest text that reads back to the same value, with a ".0" on whole floats (Python's repr).
 inline std::string format_number(double v, bool floating) {
@@ -263,6 +267,7 @@ inline std::string format_float_for(dtype t, double v) {
   return format_number(v, is_float(t));
 }
 }  // namespace detail
+XSYM_COLD_END
 
 }  // namespace xsym
 

@@ -6,11 +6,22 @@
 #include <type_traits>
 #include <utility>
 
+#include "../config/cold.hpp"
 #include "../config/config.hpp"
 #include "convert.hpp"
 #include "variable.hpp"
 
 namespace xsym {
+
+namespace detail {
+XSYM_COLD_BEGIN  // the error path, out of line: not copied into every var<T, N> built
+[[noreturn]] inline void throw_held_as(const variable& node, dtype want, int want_rank) {
+  throw std::logic_error("xsym: internal error: node of type " + std::string(dtype_name(node.type)) + " rank " +
+                         std::to_string(node.rank) + " held as " + std::string(dtype_name(want)) + " rank " +
+                         std::to_string(want_rank));
+}
+XSYM_COLD_END
+}  // namespace detail
 
 /// @brief A symbolic tensor of element type Elem and rank N: a handle on a graph node.
 ///
@@ -27,9 +38,7 @@ class var {
 
   explicit var(var_ptr node) : m_node(std::move(node)) {
     if (m_node->type != dtype_of<Elem>() || m_node->rank != static_cast<int>(N))
-      throw std::logic_error("xsym: internal error: node of type " + std::string(dtype_name(m_node->type)) +
-                             " rank " + std::to_string(m_node->rank) + " held as " +
-                             std::string(dtype_name(dtype_of<Elem>())) + " rank " + std::to_string(N));
+      detail::throw_held_as(*m_node, dtype_of<Elem>(), static_cast<int>(N));
   }
 
   const var_ptr& node() const { return m_node; }
@@ -88,6 +97,7 @@ concept symbolic = is_var_v<X>;
 template <class X>
 concept operand = symbolic<X> || std::is_arithmetic_v<std::remove_cvref_t<X>>;
 
+XSYM_COLD_BEGIN  // building graphs, never per call
 namespace detail {
 template <class X, bool = is_var_v<X>> struct operand_traits {
   using elem = std::remove_cvref_t<X>;
@@ -327,6 +337,8 @@ XSYM_REDUCTION(max, max, E)
 XSYM_REDUCTION(min, min, E)
 XSYM_REDUCTION(mean, mean, float_result_t<E>)
 #undef XSYM_REDUCTION
+
+XSYM_COLD_END
 
 }  // namespace xsym
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../config/cold.hpp"
 #include "ndarray.hpp"
 #include "op.hpp"
 
@@ -108,6 +109,7 @@ inline ndarray scalar_array_of(dtype t, double value) {
 }
 
 // Which output dimensions are statically 1, from the op and its inputs' patterns.
+XSYM_COLD_BEGIN  // building graphs, never per call
 inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>& in, int rank) {
   auto bit = [](const var_ptr& v, int d) { return static_cast<std::uint8_t>(((v->broadcastable >> d) & 1u) << 0); };
   std::uint8_t b = 0;
@@ -336,6 +338,7 @@ inline var_ptr dot(var_ptr a, var_ptr b) {
   const int rank = a->rank + b->rank - 2;
   return make_apply(std::move(o), {std::move(a), std::move(b)}, t, rank);
 }
+XSYM_COLD_END
 }  // namespace detail
 
 }  // namespace xsym

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "../config/cold.hpp"
 #include "../expr/op.hpp"
 #include "../expr/variable.hpp"
 
@@ -36,6 +37,7 @@ struct apply_node {
   std::string class_name() const { return fn->class_name(); }
 };
 
+XSYM_COLD_BEGIN  // graph text and queries: building, reports, debugprint
 namespace detail {
 inline std::string constant_text(const ndarray& c) {
   auto num = [&](std::int64_t i) {
@@ -135,6 +137,8 @@ inline void debugprint(const function_graph& g, std::ostream& os) {
     walk(walk, value, "", true, true);
   }
 }
+
+XSYM_COLD_END
 
 }  // namespace xsym
 

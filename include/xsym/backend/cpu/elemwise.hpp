@@ -88,6 +88,7 @@ inline constexpr std::int64_t min_block = 256, max_block = 4096;
 inline constexpr std::int64_t scratch_budget = 12 * 1024;  // bytes of scratch registers per block
 inline constexpr std::size_t max_registers = 64;
 
+XSYM_COLD_BEGIN  // compiling a program: once per function
 // Fusion emits a Composite's graph as a tree, so a subexpression used twice is computed twice
 // (the logistic regression's gradient Composite computes dot + b five times). For the
 // vectorized set this computes each distinct step once, and lets sigmoid and softplus of u
@@ -298,6 +299,7 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
   cp.prog = std::move(p);
   return cp;
 }
+XSYM_COLD_END
 }  // namespace detail
 
 /// @brief The program with its kernels looked up; Simd=false gives the reference kernels.
@@ -338,6 +340,7 @@ inline shape_t broadcast_shape(const ndarray* const* ins, const std::uint8_t* bc
   return out;
 }
 
+XSYM_COLD_BEGIN  // the error path
 [[noreturn]] inline void detail::throw_broadcast_error(const ndarray* const* ins, const std::uint8_t* bcast, int n) {
   shape_t out;
   out.rank = ins[0]->rank();
@@ -369,6 +372,7 @@ inline shape_t broadcast_shape(const ndarray* const* ins, const std::uint8_t* bc
   }
   throw std::logic_error("xsym: internal error: broadcast_shape found a mismatch its slow path does not");
 }
+XSYM_COLD_END
 
 namespace detail {
 
