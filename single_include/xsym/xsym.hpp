@@ -385,7 +385,7 @@ inline std::vector<std::pair<std::string, std::string>> parse_flags_string(std::
 /// @brief The type-erased part of a flag, so config_t can address flags by name.
 class flag_base {
  public:
-  flag_base(std::string name, std::string doc) : m_name(std::move(name)), m_doc(std::move(doc)) {}
+  flag_base(std::string_view name, std::string_view doc) : m_name(name), m_doc(doc) {}
   flag_base(const flag_base&) = delete;
   flag_base& operator=(const flag_base&) = delete;
   virtual ~flag_base() = default;
@@ -434,13 +434,15 @@ class flag final : public detail::flag_base {
   using check_type = std::function<std::string(const T&)>;
 
   /// @brief Made by config_t; `expected` describes valid values for error messages.
-  flag(const config_t& owner, std::string name, std::string doc, T default_value, std::string expected,
-       check_type check = {})
-      : flag_base(std::move(name), std::move(doc)),
+  // Out of line: config_t's constructor is two dozen calls, not two dozen flags built in place.
+  [[gnu::noinline]] flag(const config_t& owner, std::string_view name, std::string_view doc, T default_value,
+                         std::string expected, check_type check = {})
+      : flag_base(name, doc),
         m_owner(&owner),
         m_default(std::move(default_value)),
         m_expected(std::move(expected)),
         m_check(std::move(check)) {}
+  [[gnu::noinline]] ~flag() override = default;
 
   /// @brief Assigns in code: highest precedence. Throws config_error on an invalid value.
   flag& operator=(const T& v) {
@@ -3122,9 +3124,16 @@ enum class disconnected { raise, zeros };
 namespace detail {
 
 inline var_ptr constant_like(dtype t, double value) { return make_constant(scalar_array_of(t, value)); }
-inline var_ptr ew(scalar_op s, std::vector<var_ptr> in) { return elemwise(s, std::move(in)); }
-inline var_ptr mul(var_ptr a, var_ptr b) { return ew(scalar_op::mul, {std::move(a), std::move(b)}); }
-inline var_ptr neg(var_ptr a) { return ew(scalar_op::neg, {std::move(a)}); }
+// Out of line, with their operands by reference: each rule below is a few calls, not a vector
+// of operands built and destroyed in place (half of input_grads' code, compiled into every
+// program).
+[[gnu::noinline]] inline var_ptr ew(scalar_op s, const var_ptr& a) { return elemwise(s, {a}); }
+[[gnu::noinline]] inline var_ptr ew(scalar_op s, const var_ptr& a, const var_ptr& b) { return elemwise(s, {a, b}); }
+[[gnu::noinline]] inline var_ptr ew(scalar_op s, const var_ptr& a, const var_ptr& b, const var_ptr& c) {
+  return elemwise(s, {a, b, c});
+}
+inline var_ptr mul(const var_ptr& a, const var_ptr& b) { return ew(scalar_op::mul, a, b); }
+inline var_ptr neg(const var_ptr& a) { return ew(scalar_op::neg, a); }
 
 // Sums g over axes, dropping those where g is already broadcastable (always 1): no Sum node
 // for what is only a reshape.
@@ -3189,31 +3198,31 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
         case scalar_op::sub: r = {g, neg(g)}; break;
         case scalar_op::mul: r = {mul(g, in[1]), mul(g, a)}; break;
         case scalar_op::true_div:
-          r = {ew(scalar_op::true_div, {g, in[1]}), neg(ew(scalar_op::true_div, {mul(g, z), in[1]}))};
+          r = {ew(scalar_op::true_div, g, in[1]), neg(ew(scalar_op::true_div, mul(g, z), in[1]))};
           break;
         case scalar_op::neg: r = {neg(g)}; break;
         case scalar_op::pow:
-          r = {mul(mul(g, in[1]), ew(scalar_op::pow, {a, ew(scalar_op::sub, {in[1], c(1)})})),
-               mul(mul(g, z), ew(scalar_op::log, {a}))};
+          r = {mul(mul(g, in[1]), ew(scalar_op::pow, a, ew(scalar_op::sub, in[1], c(1)))),
+               mul(mul(g, z), ew(scalar_op::log, a))};
           break;
         case scalar_op::sqr: r = {mul(mul(g, c(2)), a)}; break;
-        case scalar_op::sqrt: r = {ew(scalar_op::true_div, {mul(g, c(0.5)), z})}; break;
+        case scalar_op::sqrt: r = {ew(scalar_op::true_div, mul(g, c(0.5)), z)}; break;
         case scalar_op::exp: r = {mul(g, z)}; break;
-        case scalar_op::log: r = {ew(scalar_op::true_div, {g, a})}; break;
-        case scalar_op::log1p: r = {ew(scalar_op::true_div, {g, ew(scalar_op::add, {a, c(1)})})}; break;
-        case scalar_op::expm1: r = {mul(g, ew(scalar_op::add, {z, c(1)}))}; break;
-        case scalar_op::abs: r = {ew(scalar_op::switch_, {ew(scalar_op::lt, {a, c(0)}), neg(g), g})}; break;
-        case scalar_op::tanh: r = {mul(g, ew(scalar_op::sub, {c(1), ew(scalar_op::sqr, {z})}))}; break;
-        case scalar_op::sigmoid: r = {mul(mul(g, z), ew(scalar_op::sub, {c(1), z}))}; break;
-        case scalar_op::softplus: r = {mul(g, ew(scalar_op::sigmoid, {a}))}; break;
+        case scalar_op::log: r = {ew(scalar_op::true_div, g, a)}; break;
+        case scalar_op::log1p: r = {ew(scalar_op::true_div, g, ew(scalar_op::add, a, c(1)))}; break;
+        case scalar_op::expm1: r = {mul(g, ew(scalar_op::add, z, c(1)))}; break;
+        case scalar_op::abs: r = {ew(scalar_op::switch_, ew(scalar_op::lt, a, c(0)), neg(g), g)}; break;
+        case scalar_op::tanh: r = {mul(g, ew(scalar_op::sub, c(1), ew(scalar_op::sqr, z)))}; break;
+        case scalar_op::sigmoid: r = {mul(mul(g, z), ew(scalar_op::sub, c(1), z))}; break;
+        case scalar_op::softplus: r = {mul(g, ew(scalar_op::sigmoid, a))}; break;
         case scalar_op::maximum:
         case scalar_op::minimum: {
-          const var_ptr pick_a = ew(o.scalar == scalar_op::maximum ? scalar_op::ge : scalar_op::le, {a, in[1]});
-          r = {ew(scalar_op::switch_, {pick_a, g, c(0)}), ew(scalar_op::switch_, {pick_a, c(0), g})};
+          const var_ptr pick_a = ew(o.scalar == scalar_op::maximum ? scalar_op::ge : scalar_op::le, a, in[1]);
+          r = {ew(scalar_op::switch_, pick_a, g, c(0)), ew(scalar_op::switch_, pick_a, c(0), g)};
           break;
         }
         case scalar_op::switch_:
-          r = {nullptr, ew(scalar_op::switch_, {a, g, c(0)}), ew(scalar_op::switch_, {a, c(0), g})};
+          r = {nullptr, ew(scalar_op::switch_, a, g, c(0)), ew(scalar_op::switch_, a, c(0), g)};
           break;
         case scalar_op::cast:
         case scalar_op::identity:
@@ -3254,15 +3263,15 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
       if (!is_float(a->type)) return {nullptr};
       switch (o.reduction) {
         case reduce_op::sum: return {gb};
-        case reduce_op::mean: return {ew(scalar_op::true_div, {gb, shape_prod(a, o.axes, t)})};
+        case reduce_op::mean: return {ew(scalar_op::true_div, gb, shape_prod(a, o.axes, t))};
         case reduce_op::prod: {
           const var_ptr zb = dimshuffle(z, pattern);
-          return {ew(scalar_op::true_div, {mul(gb, zb), a})};
+          return {ew(scalar_op::true_div, mul(gb, zb), a)};
         }
         case reduce_op::max:
         case reduce_op::min: {
           const var_ptr zb = dimshuffle(z, pattern);
-          return {ew(scalar_op::switch_, {ew(scalar_op::eq, {a, zb}), gb, constant_like(t, 0)})};
+          return {ew(scalar_op::switch_, ew(scalar_op::eq, a, zb), gb, constant_like(t, 0))};
         }
       }
       return {nullptr};
@@ -3284,7 +3293,7 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
 
 inline var_ptr add_all(const std::vector<var_ptr>& parts) {
   var_ptr s = parts[0];
-  for (std::size_t i = 1; i < parts.size(); ++i) s = ew(scalar_op::add, {s, parts[i]});
+  for (std::size_t i = 1; i < parts.size(); ++i) s = ew(scalar_op::add, s, parts[i]);
   return s;
 }
 
@@ -3336,7 +3345,7 @@ XSYM_RUNTIME_INLINE std::vector<var_ptr> grad(const var_ptr& cost, const std::ve
     if (policy == disconnected::raise && !in_graph)
       throw graph_error("xsym::grad: the cost does not depend on '" + w->name +
                         "' (pass xsym::disconnected::zeros to get a zero gradient instead)");
-    out.push_back(ew(scalar_op::switch_, {constant_like(dtype::bool_, 0), w, constant_like(w->type, 0)}));
+    out.push_back(ew(scalar_op::switch_, constant_like(dtype::bool_, 0), w, constant_like(w->type, 0)));
   }
   return out;
 }

@@ -272,7 +272,7 @@ inline std::vector<std::pair<std::string, std::string>> parse_flags_string(std::
 /// @brief The type-erased part of a flag, so config_t can address flags by name.
 class flag_base {
  public:
-  flag_base(std::string name, std::string doc) : m_name(std::move(name)), m_doc(std::move(doc)) {}
+  flag_base(std::string_view name, std::string_view doc) : m_name(name), m_doc(doc) {}
   flag_base(const flag_base&) = delete;
   flag_base& operator=(const flag_base&) = delete;
   virtual ~flag_base() = default;
@@ -321,13 +321,15 @@ class flag final : public detail::flag_base {
   using check_type = std::function<std::string(const T&)>;
 
   /// @brief Made by config_t; `expected` describes valid values for error messages.
-  flag(const config_t& owner, std::string name, std::string doc, T default_value, std::string expected,
-       check_type check = {})
-      : flag_base(std::move(name), std::move(doc)),
+  // Out of line: config_t's constructor is two dozen calls, not two dozen flags built in place.
+  [[gnu::noinline]] flag(const config_t& owner, std::string_view name, std::string_view doc, T default_value,
+                         std::string expected, check_type check = {})
+      : flag_base(name, doc),
         m_owner(&owner),
         m_default(std::move(default_value)),
         m_expected(std::move(expected)),
         m_check(std::move(check)) {}
+  [[gnu::noinline]] ~flag() override = default;
 
   /// @brief Assigns in code: highest precedence. Throws config_error on an invalid value.
   flag& operator=(const T& v) {
