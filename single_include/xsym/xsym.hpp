@@ -8572,8 +8572,8 @@ class function_runtime {
       throw compile_error("xsym::function '" + m_name + "': " + e.what());
     }
   }
-
   XSYM_COLD_END
+
   void release_dead(std::size_t node) {
     for (int s : m_dead_after[node]) m_pool.give(m_values[static_cast<std::size_t>(s)]);
   }
@@ -8857,8 +8857,8 @@ class function_runtime {
     for (auto [t, v] : m_graph->updates) ups.push_back(detail::deep_copy(values[v]));
     release_all_but_constants();
   }
-
   XSYM_COLD_END
+
  private:
   // Shapes live in m_last_shapes until a profile takes a copy.
   void copy_shapes(function_profile& p) {

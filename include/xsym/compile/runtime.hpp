@@ -13,12 +13,12 @@
 #include "../backend/cpu/elemwise.hpp"
 #include "../backend/cpu/jit.hpp"
 #include "../backend/cpu/reduce.hpp"
+#include "../config/cold.hpp"
 #include "../graph/fgraph.hpp"
 #include "../profile/profile_stats.hpp"
 #include "../profile/scope.hpp"
 #include "../rewrite/inplace.hpp"
 #include "../rewrite/multi_fusion.hpp"
-#include "../config/cold.hpp"
 #include "../rewrite/canonicalize.hpp"
 #include "../rewrite/gpu_placement.hpp"
 #include "checks.hpp"
@@ -781,8 +781,8 @@ class function_runtime {
       throw compile_error("xsym::function '" + m_name + "': " + e.what());
     }
   }
-
   XSYM_COLD_END
+
   void release_dead(std::size_t node) {
     for (int s : m_dead_after[node]) m_pool.give(m_values[static_cast<std::size_t>(s)]);
   }
@@ -1066,8 +1066,8 @@ class function_runtime {
     for (auto [t, v] : m_graph->updates) ups.push_back(detail::deep_copy(values[v]));
     release_all_but_constants();
   }
-
   XSYM_COLD_END
+
  private:
   // Shapes live in m_last_shapes until a profile takes a copy.
   void copy_shapes(function_profile& p) {
