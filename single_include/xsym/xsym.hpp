@@ -5057,13 +5057,15 @@ namespace detail {
         -0x1.c07bb6p-7f, 0.0f, 0x1.5c2dacp-6f, 0x1.ef69a0p-5f, 0x1.6e32d6p-4f, 0x1.e2d004p-4f,                       \
         0x1.290ddap-3f, 0x1.601e68p-3f, 0x1.94c6f2p-3f, 0x1.c8b076p-3f, 0x1.fbab7ep-3f, 0x1.165524p-2f,              \
         0x1.2e3a2ep-2f, 0x1.45ee94p-2f};                                                                             \
-    if (_mm512_fpclass_ps_mask(a, 0xFF)) return vlog_special(a);                                                      \
+    if (_mm512_fpclass_ps_mask(a, 0xFF)) return vlog_special(a);                                                     \
     const __m512i bits = _mm512_castps_si512(a);                                                                     \
     const __m512i t = _mm512_sub_epi32(bits, _mm512_set1_epi32(0x3f320000));                                         \
-    const __m512 k = _mm512_cvtepi32_ps(_mm512_srai_epi32(t, 23));                                                   \
+    /* shifts and the conversion as vector arithmetic: GCC 12 warns that the intrinsics' */                          \
+    /* undefined pass-through operand "is used uninitialized" */                                                     \
+    const __m512 k = __builtin_convertvector((__v16si)t >> 23, __v16sf);                                             \
     const __m512i high = _mm512_and_si512(t, _mm512_set1_epi32(-8388608)); /* k, in the exponent field */            \
     const __m512 z = _mm512_castsi512_ps(_mm512_sub_epi32(bits, high));                                              \
-    const __m512i i = _mm512_srli_epi32(t, 18);                                                                      \
+    const __m512i i = (__m512i)((__v16su)t >> 18);                                                                   \
     const __m512 ic = _mm512_permutex2var_ps(_mm512_load_ps(invc), i, _mm512_load_ps(invc + 16));                    \
     const __m512 lc = _mm512_permutex2var_ps(_mm512_load_ps(logc), i, _mm512_load_ps(logc + 16));                    \
     const __m512 r = _mm512_fmsub_ps(z, ic, _mm512_set1_ps(1.0f));                                                   \
