@@ -59,6 +59,27 @@ def build_cost():
     return rows
 
 
+def test_suite_cost():
+    """Wall time and peak memory of building everything `make build` builds (the test areas,
+    the examples, the CUDA compile where nvcc is found) from nothing, at -j2, in a build folder
+    of its own that is removed afterwards. Configuring is not counted."""
+    folder = ROOT / "build-bench-tests"
+    shutil.rmtree(folder, ignore_errors=True)
+    subprocess.run(["cmake", "-S", str(ROOT), "-B", str(folder), "-DCMAKE_BUILD_TYPE=Release"],
+                   check=True, stdout=subprocess.DEVNULL)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(["cmake", "--build", str(folder), "-j", "2"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    # The rusage of cmake's whole tree: ru_maxrss is the largest of its processes (one compiler).
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - t0
+    shutil.rmtree(folder, ignore_errors=True)
+    if status != 0:
+        sys.exit("bench: building the test suite failed (run make build to see why)")
+    return [{"benchmark": "build_tests", "impl": "xsym", "dtype": "float32", "size": 1, "median_s": seconds,
+             "min_s": seconds, "repeats": 1, "peak_rss_mb": usage.ru_maxrss / 1024.0}]
+
+
 def pytensor_peer():
     script = ROOT / "bench" / "peers" / "logreg_pytensor.py"
     try:
@@ -95,6 +116,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build-bench")
     ap.add_argument("--quick", action="store_true", help="fewer steps (smoke test)")
+    ap.add_argument("--skip-test-build", action="store_true",
+                    help="do not time building the test suite (about 10 minutes on 2 cores)")
     args = ap.parse_args()
     build = ROOT / args.build
     env = dict(os.environ)
@@ -103,6 +126,8 @@ def main():
     results = run_bench(build / "bench" / "bench_xsym", env=env)
     results += run_bench(build / "bench" / "bench_xsym_noprof", env=env)
     results += build_cost()
+    if not (args.quick or args.skip_test_build):
+        results += test_suite_cost()
     peer_rows, peer_note = ([], "skipped (--quick)") if args.quick else pytensor_peer()
     results += peer_rows
 
@@ -173,6 +198,12 @@ def main():
         bar("compile logistic_regression.cpp, XSYM_COMPILED_LIB (s)", bl["median_s"], 20, "-O2, runtime compiled once")
         bar("compile logistic_regression.cpp, XSYM_COMPILED_LIB peak (MB)", bl["peak_rss_mb"], 2048, "")
 
+    bt = find(results, "build_tests", "xsym")
+    reported = []  # measured and shown, with no bar of their own
+    if bt:
+        reported.append(("build the test suite, make build -j2 from nothing (s)", bt["median_s"]))
+        reported.append(("build the test suite, peak of one process (MB)", bt["peak_rss_mb"]))
+
     print(f"{'benchmark':<22} {'impl':<14} {'dtype':<8} {'size':>10} {'median':>12} {'min':>12}")
     for r in results:
         print(f"{r['benchmark']:<22} {r['impl']:<14} {r['dtype']:<8} {r['size']:>10.0f} {r['median_s']:>12.4e} {r['min_s']:>12.4e}")
@@ -181,6 +212,8 @@ def main():
     for name, value, limit, status, _ in bars:
         v = "n/a" if value is None else f"{value:.3f}"
         print(f"{name:<52} {v:>10} {limit:>8}  {status}")
+    for name, value in reported:
+        print(f"{name:<52} {value:>10.3f} {'-':>8}  no bar")
     if peer_note:
         print(f"\nPyTensor peer: {peer_note}")
     out = {"machine": machine(), "results": results,
