@@ -329,14 +329,47 @@ TEST_CASE("promoted results are computed in the promoted type", "[expr][dtype]")
     auto f = xsym::function("i32_sum", xsym::inputs(x), xsym::outputs(xsym::sum(x), xsym::mean(x), xsym::prod(x)));
     const xt::xtensor<std::int32_t, 1> X{2000000000, 2000000000, 2000000000, -1};
     auto [s, m, p] = f(X);
-    (void)p;
     CHECK(s == std::int64_t{5999999999});
     CHECK(m == 5999999999.0 / 4);
+    // 8e27 does not fit in int64: the product wraps around, as numpy's does.
+    const auto wrapped = static_cast<std::int64_t>(static_cast<unsigned __int128>(
+        static_cast<__int128>(2000000000) * 2000000000 * 2000000000 * -1));
+    CHECK(p == wrapped);
     const xt::xtensor<std::int32_t, 1> Y{100000, 100000, -3, 1, 7};
     auto [s2, m2, p2] = f(Y);
     CHECK(s2 == 200005);
     CHECK(m2 == 40001.0);
     CHECK(p2 == std::int64_t{-210000000000});  // beyond int32
+  }
+  SECTION("int32 and int64 arithmetic wraps around on overflow, as numpy's does") {
+    // Against the same arithmetic done exactly in a wider type, then narrowed (modular).
+    auto check_wrap = []<class T, class Wide>(T, Wide) {
+      auto x = xsym::vector<T>("x"), y = xsym::vector<T>("y");
+      auto f = xsym::function("wrap", xsym::inputs(x, y),
+                              xsym::outputs(x + y, x - y, x * y, -x, xsym::sqr(x), xsym::abs(x)));
+      constexpr T hi = std::numeric_limits<T>::max(), lo = std::numeric_limits<T>::min();
+      const T h = T(1) << (sizeof(T) * 4);  // its square is 2^bits: wraps to 0
+      const xt::xtensor<T, 1> X{hi, lo, h, T(-3), lo, hi};
+      const xt::xtensor<T, 1> Y{T(1), T(1), h, T(5), lo, hi};
+      auto [sum, diff, prod, neg, sq, ab] = f(X, Y);
+      for (std::size_t i = 0; i < X.size(); ++i) {
+        const Wide a = X(i), b = Y(i);
+        INFO(sizeof(T) * 8 << "-bit, x = " << +X(i) << ", y = " << +Y(i));
+        CHECK(sum(i) == static_cast<T>(a + b));
+        CHECK(diff(i) == static_cast<T>(a - b));
+        CHECK(prod(i) == static_cast<T>(a * b));
+        CHECK(neg(i) == static_cast<T>(-a));
+        CHECK(sq(i) == static_cast<T>(a * a));
+        CHECK(ab(i) == static_cast<T>(a < 0 ? -a : a));
+      }
+    };
+    check_wrap(std::int32_t{}, std::int64_t{});
+    check_wrap(std::int64_t{}, __int128{});
+    auto v = xsym::vector<std::int64_t>("v");
+    auto total = xsym::function("total", xsym::inputs(v), xsym::sum(v));
+    const std::int64_t big = std::numeric_limits<std::int64_t>::max();
+    const xt::xtensor<std::int64_t, 1> V{big, big, big, 5, 7};
+    CHECK(total(V) == static_cast<std::int64_t>(static_cast<__int128>(big) * 3 + 12));
   }
   SECTION("float32 + float64 is computed in float64") {
     auto x = xsym::vector<float>("x");

@@ -482,6 +482,10 @@ TEST_CASE("nodes whose inputs are one element each give the general path's bits"
   // on three elements (the general path), for chains, shared exps, comparisons, several outputs,
   // in place and into destinations; and the scalar (rank 0) twin must agree too.
   for_each_type(type_list<float, double>{}, []<class T>() {
+    // The three-element call computes its first element as a scalar only where a SIMD batch
+    // holds more than three; with narrower ones (SSE2 and NEON doubles) it takes a batch, whose
+    // transcendental results (outputs 1 and 2) may differ from the scalar's in the last bit.
+    constexpr bool three_are_scalars = xsimd::batch<T>::size > 3;
     auto x = xsym::vector<T>("x"), y = xsym::vector<T>("y"), z = xsym::vector<T>("z");
     auto outs = [](const auto& a, const auto& b, const auto& c) {
       return xsym::outputs((a + b + c) * T(2), xsym::sigmoid(a) * xsym::softplus(-a) + xsym::sigmoid(-a),
@@ -502,12 +506,15 @@ TEST_CASE("nodes whose inputs are one element each give the general path's bits"
       const auto scalars = g(a, b, c);
       auto same = [](auto u, auto v) { return std::memcmp(&u, &v, sizeof u) == 0; };
       CHECK(same(std::get<0>(one)(0), std::get<0>(three)(0)));
-      CHECK(same(std::get<1>(one)(0), std::get<1>(three)(0)));
-      CHECK(same(std::get<2>(one)(0), std::get<2>(three)(0)));
+      if constexpr (three_are_scalars) {
+        CHECK(same(std::get<1>(one)(0), std::get<1>(three)(0)));
+        CHECK(same(std::get<2>(one)(0), std::get<2>(three)(0)));
+        CHECK(same(T(std::get<2>(scalars)), std::get<2>(three)(0)));
+      }
+      CHECK(same(T(std::get<2>(scalars)), std::get<2>(one)(0)));
       CHECK(std::get<3>(one)(0) == std::get<3>(three)(0));
       CHECK(same(std::get<4>(one)(0), std::get<4>(three)(0)));
       CHECK(same(T(std::get<0>(scalars)), std::get<0>(three)(0)));
-      CHECK(same(T(std::get<2>(scalars)), std::get<2>(three)(0)));
       CHECK(same(T(std::get<4>(scalars)), std::get<4>(three)(0)));
       // And the values themselves, against double.
       const double da = a, db = b, dc = c;
@@ -519,7 +526,7 @@ TEST_CASE("nodes whose inputs are one element each give the general path's bits"
       xt::xtensor<bool, 1> r3{false};
       f.into(r0, r1, r2, r3, r4)(A, B, C);
       CHECK(same(r0(0), std::get<0>(three)(0)));
-      CHECK(same(r2(0), std::get<2>(three)(0)));
+      CHECK(same(r2(0), std::get<2>(one)(0)));
       CHECK(r3(0) == std::get<3>(three)(0));
     }
   });

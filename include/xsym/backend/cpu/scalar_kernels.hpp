@@ -324,6 +324,27 @@ void convert(void* dstv, const void* const* args, unsigned mask, std::int64_t n)
   }
 }
 
+// int32 and int64 add, sub, mul, neg, sqr and abs wrap around on overflow, as numpy's do: in
+// an unsigned type at least as wide as unsigned int (where C++'s signed overflow is undefined,
+// and a narrow unsigned type would be promoted to int), then back (modular since C++20).
+template <scalar_op S>
+struct wrapping_fn {
+  template <class X>
+  static X apply(X a, [[maybe_unused]] X b) {
+    using W = std::conditional_t<(sizeof(X) <= sizeof(unsigned)), unsigned, unsigned long long>;
+    const W x = static_cast<W>(a), y = static_cast<W>(b);
+    if constexpr (S == scalar_op::add) return static_cast<X>(x + y);
+    else if constexpr (S == scalar_op::sub) return static_cast<X>(x - y);
+    else if constexpr (S == scalar_op::mul) return static_cast<X>(x * y);
+    else if constexpr (S == scalar_op::neg) return static_cast<X>(W(0) - x);
+    else if constexpr (S == scalar_op::sqr) return static_cast<X>(x * x);
+    else return a < 0 ? static_cast<X>(W(0) - x) : a;  // abs: the most negative value stays itself
+  }
+};
+template <scalar_op S>
+constexpr bool wraps = S == scalar_op::add || S == scalar_op::sub || S == scalar_op::mul || S == scalar_op::neg ||
+                       S == scalar_op::sqr || S == scalar_op::abs;
+
 template <scalar_op S, bool Simd>
 kernel_fn typed_kernel(dtype t) {
   if constexpr (is_comparison<S>) {
@@ -334,6 +355,7 @@ kernel_fn typed_kernel(dtype t) {
       constexpr bool float_only = info(S).float_only || S == scalar_op::sigmoid || S == scalar_op::softplus;
       if constexpr (std::is_same_v<T, bool>) return nullptr;
       else if constexpr (float_only && !std::is_floating_point_v<T>) return nullptr;
+      else if constexpr (wraps<S> && std::is_integral_v<T>) return &arith<wrapping_fn<S>, info(S).arity, T, false>;
       else return &arith<fn<S>, info(S).arity, T, Simd && simd_type<T>>;  // integers: one scalar kernel serves both
     });
   }
