@@ -570,10 +570,31 @@ TEST_CASE("nodes too large for the cache stream their outputs with the same resu
                           xsym::outputs((x + y + s) * 2.0f, xsym::exp(x), x * y - xsym::log(1.0f + y * y)));
   // One chain alone stores from its registers, the elements before the first cache line as scalars.
   auto g = xsym::function("streamed_chain", xsym::inputs(x, y, s), (x - y * s) * 2.0f + x);
+  // A chain with a log link streams only from a cache line's start: its scalar head would take
+  // the scalar log where the separate kernels take a batch's.
+  auto h = xsym::function("streamed_log_chain", xsym::inputs(x, y), xsym::log(x * x + 2.0f) * y);
   // A lone op other than a chain writes its output directly, streaming or not.
   auto lone = xsym::function("lone_op", xsym::inputs(x), xsym::sigmoid(x));
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> dist(-2, 2);
+  // Values v where log(v * v + 2) has other bits on a batch than on a scalar (AVX-512's table
+  // log), for the elements a misplaced scalar head would compute.
+  std::vector<float> head_values;
+  {
+    auto u = xsym::vector<float>("u");
+    auto s0 = xsym::scalar<float>("s0");
+    auto log_batch = xsym::function("log_batch", xsym::inputs(u), xsym::log(u));
+    auto log_scalar = xsym::function("log_scalar", xsym::inputs(s0), xsym::log(s0));
+    xt::xtensor<float, 1> v = xt::empty<float>({std::size_t(4096)}), arg = xt::empty<float>({std::size_t(4096)});
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      v(i) = dist(rng);
+      const float square = v(i) * v(i);
+      arg(i) = square + 2.0f;
+    }
+    const xt::xtensor<float, 1> batch = log_batch(arg);
+    for (std::size_t i = 0; i < v.size() && head_values.size() < 16; ++i)
+      if (batch(i) != float(log_scalar(arg(i)))) head_values.push_back(v(i));
+  }
   struct restore_threshold {
     std::int64_t saved = xsym::cpu::streaming_min_bytes();
     ~restore_threshold() { xsym::cpu::streaming_min_bytes() = saved; }
@@ -582,17 +603,19 @@ TEST_CASE("nodes too large for the cache stream their outputs with the same resu
     xt::xtensor<float, 1> X = xt::empty<float>({n}), Y = xt::empty<float>({n});
     for (auto& e : X) e = dist(rng);
     for (auto& e : Y) e = dist(rng);
+    for (std::size_t i = 0; i < std::min(n, head_values.size()); ++i) X(i) = head_values[i];
     const float S = dist(rng);
     xsym::cpu::streaming_min_bytes() = std::int64_t{1} << 62;
     const auto [a0, b0, c0] = f(X, Y, S);
     const xt::xtensor<float, 1> g0 = g(X, Y, S);
+    const xt::xtensor<float, 1> h0 = h(X, Y);
     const xt::xtensor<float, 1> lone0 = lone(X);
     xsym::cpu::streaming_min_bytes() = 0;
     const xt::xtensor<float, 1> lone1 = lone(X);
     CHECK(lone1 == lone0);
     for (std::size_t i = 0; i < n; ++i)
       CHECK(std::abs(lone1(i) - 1 / (1 + std::exp(-double(X(i))))) <= 1e-6);
-    std::vector<float> storage(4 * (n + 16) + 16);
+    std::vector<float> storage(5 * (n + 16) + 16);
     float* line = storage.data();
     while (reinterpret_cast<std::uintptr_t>(line) % 64 != 0) ++line;
     for (std::size_t offset : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(13)}) {
@@ -604,10 +627,14 @@ TEST_CASE("nodes too large for the cache stream their outputs with the same resu
       f.into(a, b, c)(X, Y, S);
       auto e = xt::adapt(line + offset + 3 * (n + 16), n, xt::no_ownership(), shape);
       g.into(e)(X, Y, S);
+      auto k = xt::adapt(line + offset + 4 * (n + 16), n, xt::no_ownership(), shape);
+      h.into(k)(X, Y);
       for (std::size_t i = 0; i < n; ++i) {
         const double xi = X(i), yi = Y(i);
         CHECK(std::abs(e(i) - ((xi - yi * S) * 2 + xi)) <= 1e-5 * (3 * std::abs(xi) + 2 * std::abs(yi * S)));
         CHECK(e(i) == g0(i));
+        CHECK(k(i) == h0(i));
+        CHECK(std::abs(k(i) - std::log(xi * xi + 2) * yi) <= 1e-6 * std::log(xi * xi + 2) * std::abs(yi));
         CHECK(std::abs(a(i) - ((xi + yi + S) * 2)) <= 1e-5 * (std::abs(xi) + std::abs(yi) + std::abs(S)) * 2);
         CHECK(std::abs(b(i) - std::exp(xi)) <= 1e-6 * std::exp(xi));
         CHECK(std::abs(c(i) - (xi * yi - std::log(1 + yi * yi))) <= 1e-5 * (std::abs(xi * yi) + std::log(1 + yi * yi)));
@@ -657,6 +684,110 @@ TEST_CASE("chains of arithmetic run in one pass with the separate kernels' resul
         const double a = X(i), b = Y(i), c = Z(i);
         CHECK(std::abs(std::get<0>(got)(i) - (a + b + c) * 2) <= 1e-5 * (a + b + c) * 2);
         CHECK(std::abs(std::get<1>(got)(i) - (3 - a * b / c)) <= 1e-5 * (3 + a * b / c));
+      }
+    }
+  });
+}
+
+namespace {
+// One IEEE operation per call: the expected values below must not fuse a multiply and an add
+// into one rounding (tests build as gnu++20, where GCC contracts them).
+template <class T>
+[[gnu::noinline]] T ieee_mul(T a, T b) {
+  return a * b;
+}
+template <class T>
+[[gnu::noinline]] T ieee_sub(T a, T b) {
+  return a - b;
+}
+template <class T>
+[[gnu::noinline]] T ieee_div(T a, T b) {
+  return a / b;
+}
+
+// The steps the vectorized set runs for a function's only Composite, and how many are chains.
+std::pair<std::size_t, std::size_t> steps_and_chains(const xsym::function_graph& g) {
+  for (const auto& node : g.nodes)
+    if (node.fn->fused) {
+      const auto cp = xsym::cpu::compile_program<true>(node.fn->fused);
+      std::size_t chains = 0;
+      for (const auto& st : cp.steps) chains += st.chain != nullptr;
+      return {cp.steps.size(), chains};
+    }
+  return {0, 0};
+}
+}  // namespace
+
+TEST_CASE("chains take neg, sqr, abs, exp and log as links, with the separate kernels' results",
+          "[expr][elemwise]") {
+  // A unary link computes acc = op(acc) with the op's own kernel function: batches where the
+  // separate kernel runs batches, scalars in the tail, and a scalar where the separate kernel
+  // gets one broadcast value (log(c) * m, c a column). exp and log give other bits on a batch than on a
+  // scalar, so the expected values take them from functions of that one op, on the same
+  // positions, and do the rest one IEEE operation at a time.
+  for_each_type(type_list<float, double>{}, []<class T>() {
+    auto x = xsym::vector<T>("x"), y = xsym::vector<T>("y"), u = xsym::vector<T>("u");
+    auto s = xsym::scalar<T>("s");
+    auto xent = xsym::function("xent", xsym::inputs(x, y), -y * xsym::log(x) - (1 - y) * xsym::log(1 - x));
+    auto scaled_exp = xsym::function("scaled_exp", xsym::inputs(x, y, s), xsym::exp(x - y) * s);
+    auto no_exp = xsym::function("no_exp", xsym::inputs(x, y), -xsym::sqr(xsym::abs(x - y)) / y);
+    auto m = xsym::matrix<T>("m");
+    auto c = xsym::col<T>("c");  // one value per row: the chain's arg 0 is broadcast in each row
+    auto log_lead = xsym::function("log_lead", xsym::inputs(m, c), xsym::log(c) * m);
+    auto log_only = xsym::function("log_only", xsym::inputs(u), xsym::log(u));
+    auto exp_only = xsym::function("exp_only", xsym::inputs(u), xsym::exp(u));
+    auto log_scalar = xsym::function("log_scalar", xsym::inputs(s), xsym::log(s));
+
+    // -y * log(x) - (1 - y) * log(1 - x): neg y; (x: log, * y'); 1 - y; (1 - x: log, *, -).
+    CHECK(steps_and_chains(xent.graph()) == std::pair<std::size_t, std::size_t>{4, 2});
+    CHECK(steps_and_chains(scaled_exp.graph()) == std::pair<std::size_t, std::size_t>{1, 1});
+    CHECK(steps_and_chains(no_exp.graph()) == std::pair<std::size_t, std::size_t>{1, 1});
+    CHECK(steps_and_chains(log_lead.graph()) == std::pair<std::size_t, std::size_t>{1, 1});
+
+    std::mt19937 rng(13);
+    std::uniform_real_distribution<T> prob(T(0.02), T(0.98)), wide(T(-3), T(3));
+    // Column values whose log differs between a batch and a scalar (float32 with AVX-512's
+    // table log: about 0.6% of them), so that a batch log of the broadcast lead would show.
+    std::vector<T> lead_values;
+    {
+      xt::xtensor<T, 1> candidates = xt::empty<T>({std::size_t(4096)});
+      for (auto& e : candidates) e = prob(rng);
+      const xt::xtensor<T, 1> batch_log = log_only(candidates);  // 4096: no scalar tail
+      for (std::size_t i = 0; i < candidates.size() && lead_values.size() < 16; ++i)
+        if (batch_log(i) != T(log_scalar(candidates(i)))) lead_values.push_back(candidates(i));
+      for (std::size_t i = 0; lead_values.size() < 16; ++i) lead_values.push_back(candidates(i));
+    }
+    for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(64), std::size_t(1000), std::size_t(4099)}) {
+      INFO(type_name<T>() << ", n = " << n);
+      xt::xtensor<T, 1> X = xt::empty<T>({n}), Y = xt::empty<T>({n}), W = xt::empty<T>({n}), V = xt::empty<T>({n});
+      for (auto& e : X) e = prob(rng);
+      for (auto& e : Y) e = prob(rng);
+      for (auto& e : W) e = wide(rng);
+      for (auto& e : V) e = wide(rng);
+      const T S = prob(rng);
+      xt::xtensor<T, 1> one_minus_x = xt::empty<T>({n}), w_minus_v = xt::empty<T>({n});
+      for (std::size_t i = 0; i < n; ++i) {
+        one_minus_x(i) = ieee_sub(T(1), X(i));
+        w_minus_v(i) = ieee_sub(W(i), V(i));
+      }
+      const xt::xtensor<T, 1> log_x = log_only(X), log_1mx = log_only(one_minus_x), exp_wv = exp_only(w_minus_v);
+      xt::xtensor<T, 2> M = xt::empty<T>({std::size_t(3), n}), C = xt::empty<T>({std::size_t(3), std::size_t(1)});
+      for (auto& e : M) e = wide(rng);
+      for (std::size_t r = 0; r < 3; ++r) C(r, 0) = lead_values[(3 * n + r) % lead_values.size()];
+
+      const xt::xtensor<T, 1> got_xent = xent(X, Y), got_exp = scaled_exp(W, V, S), got_no_exp = no_exp(W, Y);
+      const xt::xtensor<T, 2> got_lead = log_lead(M, C);
+      for (std::size_t i = 0; i < n; ++i) {
+        const T first = ieee_mul(-Y(i), log_x(i)), second = ieee_mul(ieee_sub(T(1), Y(i)), log_1mx(i));
+        CHECK(got_xent(i) == ieee_sub(first, second));
+        CHECK(got_exp(i) == ieee_mul(exp_wv(i), S));
+        const T d = std::abs(ieee_sub(W(i), Y(i)));
+        CHECK(got_no_exp(i) == ieee_div(-ieee_mul(d, d), Y(i)));
+        for (std::size_t r = 0; r < 3; ++r) CHECK(got_lead(r, i) == ieee_mul(T(log_scalar(C(r, 0))), M(r, i)));
+        // and the values themselves, against double
+        const double p = X(i), q = Y(i);
+        const double want = -q * std::log(p) - (1 - q) * std::log(1 - p);
+        CHECK(std::abs(got_xent(i) - want) <= (std::is_same_v<T, float> ? 1e-5 : 1e-13) * (std::abs(want) + 1));
       }
     }
   });

@@ -248,9 +248,9 @@ inline bool run_elemwise_one(const thunk& t, ndarray* values) {
     for (int j = 0; j < st.arity; ++j) args[j] = (mask >> j) & 1u ? reg[st.args[j]] : scratch[st.args[j]];
     if (!st.chain) st.kernel(scratch[st.dst], args, mask, 1);
     else if (cp.reg_types[static_cast<std::size_t>(st.dst)] == dtype::float32)
-      cpu::detail::chain_one<float>(scratch[st.dst], args, st.chain_codes, st.arity - 1);
+      cpu::detail::chain_one<float>(scratch[st.dst], args, st.chain_codes, st.links);
     else
-      cpu::detail::chain_one<double>(scratch[st.dst], args, st.chain_codes, st.arity - 1);
+      cpu::detail::chain_one<double>(scratch[st.dst], args, st.chain_codes, st.links);
   }
   for (std::size_t o = 0; o < n.outputs.size(); ++o) {
     const auto r = static_cast<std::size_t>(p.outputs[o]);

@@ -133,16 +133,20 @@ inline std::string jit_body(const compiled_program& cp, const char* V) {
     for (int j = 0; j < st.arity; ++j)
       if ((a[j] = arg(st.args[j])).empty()) return {};
     if (st.chain) {
-      // acc = arg 0, then acc = acc OP arg k+1 (or arg k+1 OP acc), as detail::chain does.
+      // acc = arg 0, then acc = acc OP b, b OP acc or OP(acc), as detail::chain does.
       if (cp.reg_types[d] != t) return {};
-      os << "    " << V << " " << reg_name(st.dst) << " = " << a[0] << ";\n";
-      for (int k = 0; k + 1 < st.arity; ++k) {
-        const unsigned code = (st.chain_codes >> (3 * k)) & 7u;
+      const std::string acc = reg_name(st.dst);
+      os << "    " << V << " " << acc << " = " << a[0] << ";\n";
+      for (int k = 0, j = 1; k < st.links; ++k) {
+        const unsigned code = chain_link_code(st.chain_codes, k);
+        os << "    " << acc << " = ";
+        if (code >= first_unary_link) {
+          os << "f_" << info(chain_unary_ops[code - first_unary_link]).name << "(" << acc << ", " << acc << ");\n";
+          continue;
+        }
         static constexpr const char* ops[] = {"+", "-", "*", "/"};
-        const std::string acc = reg_name(st.dst), b = a[k + 1];
-        os << "    " << acc << " = " << ((code & 4u) ? b + " " + ops[code & 3u] + " " + acc
-                                                      : acc + " " + ops[code & 3u] + " " + b)
-           << ";\n";
+        const std::string& b = a[j++];
+        os << ((code & 4u) ? b + " " + ops[code & 3u] + " " + acc : acc + " " + ops[code & 3u] + " " + b) << ";\n";
       }
     } else if (const char* cmp = comparison_text(st.op); cmp && st.shared < 0) {
       if (cp.reg_types[d] != dtype::bool_) return {};

@@ -414,28 +414,90 @@ inline constexpr bool nt_stores = false;
 inline constexpr const char* nt_store_text = XSYM_STRINGIFY(XSYM_NT_STORE);
 inline constexpr const char* nt_store_fallback_text = XSYM_STRINGIFY(XSYM_NT_STORE_FALLBACK);
 
-/// A run of arithmetic steps, each taking the one before's result, in one pass: acc = arg 0,
-/// then link k makes acc = acc OP arg k+1 (code & 3: add, sub, mul, div), or arg k+1 OP acc
-/// where code & 4. The running value stays in registers: one load per argument and one store
-/// per element, where separate kernels store and reload every intermediate. With `stream`, the
-/// results from dst's first cache line on leave with non-temporal stores (the caller fences).
+/// A run of elementwise steps, each taking the one before's result, in one pass: acc = arg 0,
+/// then link k (4 bits of codes) makes acc = acc OP b with b the next argument (codes 0-3:
+/// add, sub, mul, div), or b OP acc (codes 4-7), or acc = OP(acc) with no argument (codes
+/// 8-12: chain_unary_ops). The running value stays in registers: one load per argument and
+/// one store per element, where separate kernels store and reload every intermediate. With
+/// `stream`, the results from dst's first cache line on leave with non-temporal stores (the
+/// caller fences).
 using chain_fn = void (*)(void* dst, const void* const* args, unsigned scalar_mask, std::int64_t n,
                           std::uint32_t codes, int links, bool stream);
 inline constexpr int max_chain_links = 7;
+inline constexpr unsigned first_unary_link = 8;
+inline constexpr scalar_op chain_unary_ops[] = {scalar_op::neg, scalar_op::sqr, scalar_op::abs, scalar_op::exp,
+                                                scalar_op::log};
+constexpr unsigned chain_link_code(std::uint32_t codes, int k) { return (codes >> (4 * k)) & 15u; }
+
+// A unary link on a value or a batch: the separate kernel's function, so the same bits.
+template <class X>
+X chain_unary(X a, unsigned code) {
+  switch (code) {
+    case 8: return fn<scalar_op::neg>::apply(a, a);
+    case 9: return fn<scalar_op::sqr>::apply(a, a);
+    case 10: return fn<scalar_op::abs>::apply(a, a);
+    case 11: return fn<scalar_op::exp>::apply(a, a);
+    default: return fn<scalar_op::log>::apply(a, a);
+  }
+}
 
 // One link on one value: the same IEEE operation, in the same order, as the separate kernel,
 // so a chain's results are bitwise theirs.
 template <class T>
-void chain_link(T& acc, T b, unsigned code) {
+T chain_link(T acc, T b, unsigned code) {
   switch (code) {
-    case 0: acc = acc + b; break;
-    case 1: acc = acc - b; break;
-    case 5: acc = b - acc; break;
-    case 2: acc = acc * b; break;
-    case 3: acc = acc / b; break;
-    default: acc = b / acc; break;
+    case 0: return acc + b;
+    case 1: return acc - b;
+    case 5: return b - acc;
+    case 2: return acc * b;
+    case 3: return acc / b;
+    case 4: return acc + b;
+    case 6: return acc * b;
+    case 7: return b / acc;
+    default: return chain_unary(acc, code);
   }
 }
+
+// The links decoded once: each one's code, and for links with an argument, where it is and
+// whether it is one value broadcast. The separate kernels compute a step whose arguments are
+// all broadcast values once, as a scalar, and every later step's input is an array: a chain
+// whose arg 0 is broadcast computes a leading unary link the same way (`lead`, `start`), which
+// matters where a batch and a scalar give different bits (exp, log).
+template <class T>
+struct chain_plan {
+  unsigned code[max_chain_links];
+  const T* from[max_chain_links];
+  bool broadcast[max_chain_links];
+  const T* first;
+  bool first_broadcast;
+  int links, start = 0;
+  T lead{};
+
+  chain_plan(const void* const* args, unsigned mask, std::uint32_t codes, int n_links) : links(n_links) {
+    int j = 1;
+    for (int k = 0; k < links; ++k) {
+      code[k] = chain_link_code(codes, k);
+      from[k] = nullptr;
+      broadcast[k] = true;
+      if (code[k] < first_unary_link) {
+        from[k] = static_cast<const T*>(args[j]);
+        broadcast[k] = ((mask >> j) & 1u) != 0;
+        ++j;
+      }
+    }
+    first = static_cast<const T*>(args[0]);
+    first_broadcast = (mask & 1u) != 0;
+    if (first_broadcast) {
+      lead = first[0];
+      if (links > 0 && code[0] >= first_unary_link) lead = chain_unary(lead, code[start++]);
+    }
+  }
+  T scalar(std::int64_t i) const {
+    T acc = first[first_broadcast ? 0 : i];
+    for (int k = 0; k < links; ++k) acc = chain_link(acc, from[k] ? from[k][broadcast[k] ? 0 : i] : acc, code[k]);
+    return acc;
+  }
+};
 
 // chain_loop's main loop uses GCC's and clang's labels as values (not nvcc's front end, nor
 // other compilers: those keep the switch).
@@ -450,19 +512,15 @@ void chain_link(T& acc, T b, unsigned code) {
 #define XSYM_THREADED_CHAINS 0
 #endif
 // NT: the results from dst's first cache line on leave with non-temporal stores, the elements
-// before it computed as scalars (the same operations, so the same bits). A template parameter,
-// so that the ordinary loop is compiled as if streaming did not exist.
+// before it computed as scalars (the same operations, so the same bits, for chains of
+// arithmetic; see chain). A template parameter, so that the ordinary loop is compiled as if
+// streaming did not exist.
 template <class T, bool NT>
 void chain_loop(T* d, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links) {
-  auto arg = [&](int j) { return static_cast<const T*>(args[j]); };
-  auto scalar = [&](int j) { return ((mask >> j) & 1u) != 0; };
+  const chain_plan<T> plan(args, mask, codes, links);
   std::int64_t i = 0;
   auto scalar_until = [&](std::int64_t end) {
-    for (; i < end; ++i) {
-      T acc = arg(0)[scalar(0) ? 0 : i];
-      for (int k = 0; k < links; ++k) chain_link(acc, arg(k + 1)[scalar(k + 1) ? 0 : i], (codes >> (3 * k)) & 7u);
-      d[i] = acc;
-    }
+    for (; i < end; ++i) d[i] = plan.scalar(i);
   };
   if constexpr (simd_type<T>) {
     using B = xsimd::batch<T>;
@@ -470,20 +528,24 @@ void chain_loop(T* d, const void* const* args, unsigned mask, std::int64_t n, st
     // U batches at once; the switch is per link and per U batches, not per element.
     auto run = [&]<int U>(std::integral_constant<int, U>, std::int64_t at) {
       B acc[U];
-      for (int u = 0; u < U; ++u) acc[u] = scalar(0) ? B(arg(0)[0]) : B::load_unaligned(arg(0) + at + u * w);
-      for (int k = 0; k < links; ++k) {
-        const unsigned code = (codes >> (3 * k)) & 7u;
-        const T* p = arg(k + 1);
+      for (int u = 0; u < U; ++u) acc[u] = plan.first_broadcast ? B(plan.lead) : B::load_unaligned(plan.first + at + u * w);
+      for (int k = plan.start; k < links; ++k) {
+        const unsigned code = plan.code[k];
+        if (code >= first_unary_link) {
+          for (int u = 0; u < U; ++u) acc[u] = chain_unary(acc[u], code);
+          continue;
+        }
+        const T* p = plan.from[k];
         B b[U];
-        if (scalar(k + 1))
+        if (plan.broadcast[k])
           for (int u = 0; u < U; ++u) b[u] = B(p[0]);
         else
           for (int u = 0; u < U; ++u) b[u] = B::load_unaligned(p + at + u * w);
         switch (code) {
-          case 0: for (int u = 0; u < U; ++u) acc[u] = acc[u] + b[u]; break;
+          case 0: case 4: for (int u = 0; u < U; ++u) acc[u] = acc[u] + b[u]; break;
           case 1: for (int u = 0; u < U; ++u) acc[u] = acc[u] - b[u]; break;
           case 5: for (int u = 0; u < U; ++u) acc[u] = b[u] - acc[u]; break;
-          case 2: for (int u = 0; u < U; ++u) acc[u] = acc[u] * b[u]; break;
+          case 2: case 6: for (int u = 0; u < U; ++u) acc[u] = acc[u] * b[u]; break;
           case 3: for (int u = 0; u < U; ++u) acc[u] = acc[u] / b[u]; break;
           default: for (int u = 0; u < U; ++u) acc[u] = b[u] / acc[u]; break;
         }
@@ -496,32 +558,34 @@ void chain_loop(T* d, const void* const* args, unsigned mask, std::int64_t n, st
     if constexpr (NT)
       scalar_until(std::min<std::int64_t>(n, static_cast<std::int64_t>((64 - reinterpret_cast<std::uintptr_t>(d) % 64) % 64 / sizeof(T))));
 #if XSYM_THREADED_CHAINS
-    // The main loop as threaded code: the links are decoded once (their entry points, their
-    // arguments, broadcast scalars) and each link's body jumps straight to the next one's. The
+    // The main loop as threaded code: each link's body jumps straight to the next one's. The
     // switch above spends a shift, a bounds check, a table jump and a branch per link and per
     // four batches: (x + y + z) * 2 over 1e5 floats took 0.186-0.194 ns per element with it,
     // 0.175-0.177 threaded, 0.170-0.172 as a fixed loop.
     constexpr int U = 4;
-    static void* const vector_link[8] = {&&add_v, &&sub_v, &&mul_v, &&div_v, &&add_v, &&rsub_v, &&mul_v, &&rdiv_v};
-    static void* const scalar_link[8] = {&&add_s, &&sub_s, &&mul_s, &&div_s, &&add_s, &&rsub_s, &&mul_s, &&rdiv_s};
+    static void* const vector_link[13] = {&&add_v, &&sub_v, &&mul_v, &&div_v, &&add_v, &&rsub_v, &&mul_v,
+                                          &&rdiv_v, &&neg_u, &&sqr_u, &&abs_u, &&exp_u, &&log_u};
+    static void* const scalar_link[13] = {&&add_s, &&sub_s, &&mul_s, &&div_s, &&add_s, &&rsub_s, &&mul_s,
+                                          &&rdiv_s, &&neg_u, &&sqr_u, &&abs_u, &&exp_u, &&log_u};
     void* next[max_chain_links + 1];
-    const T* from[max_chain_links];
     B broadcast[max_chain_links];
     for (int k = 0; k < links; ++k) {
-      const unsigned code = (codes >> (3 * k)) & 7u;
-      from[k] = arg(k + 1);
-      next[k] = scalar(k + 1) ? scalar_link[code] : vector_link[code];
-      if (scalar(k + 1)) broadcast[k] = B(from[k][0]);
+      const unsigned code = plan.code[k];
+      next[k] = plan.broadcast[k] ? scalar_link[code] : vector_link[code];
+      if (plan.from[k] && plan.broadcast[k]) broadcast[k] = B(plan.from[k][0]);
     }
     next[links] = &&store;
-    const T* first = arg(0);
-    const bool first_scalar = scalar(0);
+    const T* const* from = plan.from;
+    const T* first = plan.first;
+    const bool first_broadcast = plan.first_broadcast;
+    const B lead(plan.lead);
+    const int start = plan.start;
     B acc[U], b[U];
     int k = 0;
     for (; i + U * w <= n; i += U * w) {
-      for (int u = 0; u < U; ++u) acc[u] = first_scalar ? B(first[0]) : B::load_unaligned(first + i + u * w);
-      k = 0;
-      goto *next[0];
+      for (int u = 0; u < U; ++u) acc[u] = first_broadcast ? lead : B::load_unaligned(first + i + u * w);
+      k = start;
+      goto *next[k];
 #define XSYM_CHAIN_VECTOR for (int u = 0; u < U; ++u) b[u] = B::load_unaligned(from[k] + i + u * w);
 #define XSYM_CHAIN_SCALAR for (int u = 0; u < U; ++u) b[u] = broadcast[k];
 #define XSYM_CHAIN_LINK(label, load, expr)        \
@@ -540,6 +604,11 @@ void chain_loop(T* d, const void* const* args, unsigned mask, std::int64_t n, st
       XSYM_CHAIN_LINK(mul_s, XSYM_CHAIN_SCALAR, acc[u] * b[u])
       XSYM_CHAIN_LINK(div_s, XSYM_CHAIN_SCALAR, acc[u] / b[u])
       XSYM_CHAIN_LINK(rdiv_s, XSYM_CHAIN_SCALAR, b[u] / acc[u])
+      XSYM_CHAIN_LINK(neg_u, , fn<scalar_op::neg>::apply(acc[u], acc[u]))
+      XSYM_CHAIN_LINK(sqr_u, , fn<scalar_op::sqr>::apply(acc[u], acc[u]))
+      XSYM_CHAIN_LINK(abs_u, , fn<scalar_op::abs>::apply(acc[u], acc[u]))
+      XSYM_CHAIN_LINK(exp_u, , fn<scalar_op::exp>::apply(acc[u], acc[u]))
+      XSYM_CHAIN_LINK(log_u, , fn<scalar_op::log>::apply(acc[u], acc[u]))
 #undef XSYM_CHAIN_LINK
 #undef XSYM_CHAIN_SCALAR
 #undef XSYM_CHAIN_VECTOR
@@ -563,9 +632,15 @@ void chain_loop(T* d, const void* const* args, unsigned mask, std::int64_t n, st
 // A chain over one element: chain_loop's scalar elements without its loops' set-up.
 template <class T>
 void chain_one(void* dst, const void* const* args, std::uint32_t codes, int links) {
-  T acc = *static_cast<const T*>(args[0]);
-  for (int k = 0; k < links; ++k) chain_link(acc, *static_cast<const T*>(args[k + 1]), (codes >> (3 * k)) & 7u);
-  *static_cast<T*>(dst) = acc;
+  *static_cast<T*>(dst) = chain_plan<T>(args, 0, codes, links).scalar(0);
+}
+
+// exp and log give other bits on a batch than on a scalar; the elements before the first cache
+// line, which streaming computes as scalars, would then differ from the separate kernels'.
+inline bool chain_is_exact(std::uint32_t codes, int links) {
+  for (int k = 0; k < links; ++k)
+    if (chain_link_code(codes, k) >= 11) return false;
+  return true;
 }
 
 template <class T>
@@ -573,13 +648,14 @@ void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, s
            bool stream) {
   T* d = static_cast<T*>(dstv);
   if constexpr (simd_type<T> && nt_stores)
-    if (stream && reinterpret_cast<std::uintptr_t>(d) % sizeof(T) == 0)
+    if (stream && reinterpret_cast<std::uintptr_t>(d) % (chain_is_exact(codes, links) ? sizeof(T) : 64) == 0)
       return chain_loop<T, true>(d, args, mask, n, codes, links);
   chain_loop<T, false>(d, args, mask, n, codes, links);
 }
 
-/// The chain kernel for add, sub, mul and true_div on float32 or float64 (the vectorized set
-/// only), and the link code of such an op; -1 for any other op or dtype.
+/// The chain kernel for float32 and float64 (the vectorized set only), and the link code of an
+/// instruction that may be a link: add, sub, mul, true_div, and the unary ops in
+/// chain_unary_ops; -1 for any other op or dtype.
 inline int chain_code(const instruction& ins) {
   if (ins.in_type != ins.out_type || (ins.in_type != dtype::float32 && ins.in_type != dtype::float64)) return -1;
   switch (ins.op) {
@@ -587,8 +663,11 @@ inline int chain_code(const instruction& ins) {
     case scalar_op::sub: return 1;
     case scalar_op::mul: return 2;
     case scalar_op::true_div: return 3;
-    default: return -1;
+    default: break;
   }
+  for (unsigned k = 0; k < std::size(chain_unary_ops); ++k)
+    if (ins.op == chain_unary_ops[k]) return static_cast<int>(first_unary_link + k);
+  return -1;
 }
 inline chain_fn chain_kernel_for(dtype t) { return t == dtype::float32 ? &chain<float> : &chain<double>; }
 }  // namespace detail
