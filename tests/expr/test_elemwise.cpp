@@ -718,7 +718,7 @@ std::pair<std::size_t, std::size_t> steps_and_chains(const xsym::function_graph&
 }
 }  // namespace
 
-TEST_CASE("chains take neg, sqr, abs, exp and log as links, with the separate kernels' results",
+TEST_CASE("chains take neg, sqr, abs, exp and log as links, with the separate kernels' values",
           "[expr][elemwise]") {
   // A unary link computes acc = op(acc) with the op's own kernel function: batches where the
   // separate kernel runs batches, scalars in the tail, and a scalar where the separate kernel
@@ -738,8 +738,12 @@ TEST_CASE("chains take neg, sqr, abs, exp and log as links, with the separate ke
     auto exp_only = xsym::function("exp_only", xsym::inputs(u), xsym::exp(u));
     auto log_scalar = xsym::function("log_scalar", xsym::inputs(s), xsym::log(s));
 
-    // -y * log(x) - (1 - y) * log(1 - x): neg y; (x: log, * y'); 1 - y; (1 - x: log, *, -).
-    CHECK(steps_and_chains(xent.graph()) == std::pair<std::size_t, std::size_t>{4, 2});
+    // Negations read by a product or a quotient move after it (-a * b is -(a * b)):
+    // (-x * y) / -y is one chain (x: * y, neg, / y, neg), and xent is three steps,
+    // (x: log, * y, neg); 1 - y; (1 - x: log, * (1 - y), (-y * log(x)) - acc).
+    auto negs = xsym::function("negs", xsym::inputs(x, y), (-x * y) / -y);
+    CHECK(steps_and_chains(negs.graph()) == std::pair<std::size_t, std::size_t>{1, 1});
+    CHECK(steps_and_chains(xent.graph()) == std::pair<std::size_t, std::size_t>{3, 2});
     CHECK(steps_and_chains(scaled_exp.graph()) == std::pair<std::size_t, std::size_t>{1, 1});
     CHECK(steps_and_chains(no_exp.graph()) == std::pair<std::size_t, std::size_t>{1, 1});
     CHECK(steps_and_chains(log_lead.graph()) == std::pair<std::size_t, std::size_t>{1, 1});
@@ -775,11 +779,13 @@ TEST_CASE("chains take neg, sqr, abs, exp and log as links, with the separate ke
       for (auto& e : M) e = wide(rng);
       for (std::size_t r = 0; r < 3; ++r) C(r, 0) = lead_values[(3 * n + r) % lead_values.size()];
 
+      const xt::xtensor<T, 1> got_negs = negs(W, Y);
       const xt::xtensor<T, 1> got_xent = xent(X, Y), got_exp = scaled_exp(W, V, S), got_no_exp = no_exp(W, Y);
       const xt::xtensor<T, 2> got_lead = log_lead(M, C);
       for (std::size_t i = 0; i < n; ++i) {
         const T first = ieee_mul(-Y(i), log_x(i)), second = ieee_mul(ieee_sub(T(1), Y(i)), log_1mx(i));
         CHECK(got_xent(i) == ieee_sub(first, second));
+        CHECK(got_negs(i) == ieee_div(ieee_mul(-W(i), Y(i)), -Y(i)));
         CHECK(got_exp(i) == ieee_mul(exp_wv(i), S));
         const T d = std::abs(ieee_sub(W(i), Y(i)));
         CHECK(got_no_exp(i) == ieee_div(-ieee_mul(d, d), Y(i)));

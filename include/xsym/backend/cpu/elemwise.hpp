@@ -68,10 +68,11 @@ struct compiled_program {
   // place (nothing reads it after, so an output sharing an input's buffer is still safe).
   int last_out = -1;
   // Elements per block of a span: the scratch registers of one block stay in L1, and a block
-  // is long enough that a kernel call's fixed cost is small next to its loop. Always a multiple
-  // of 64, hence of every SIMD width: only a span's last n % width elements take the scalar
-  // tail, whatever the block, so the block size does not change any result.
-  std::int64_t block = 256;
+  // is long enough that a kernel call's fixed cost is small next to its loop; a streaming span
+  // takes smaller ones (see block_budget). Always a multiple of 64, hence of every SIMD width:
+  // only a span's last n % width elements take the scalar tail, whatever the block, so the
+  // block size does not change any result.
+  std::int64_t block = 256, stream_block = 256;
   // Byte offset of each scratch register in the per-thread scratch area (inputs: unused), and
   // the area's size. Registers are packed by their dtype's size, each on its own cache lines,
   // staggered by one line so that no two sit 4 KiB apart (store-to-load aliasing).
@@ -86,11 +87,12 @@ struct compiled_program {
 
 namespace detail {
 inline constexpr std::int64_t min_block = 256, max_block = 4096;
-// Bytes per block of the scratch registers, and of the inputs twice over (this block, and the
-// next one that streaming asks for): half of a 32 KiB L1. xent over 1e7 floats, with 4
-// scratch registers and 2 inputs: 1.03-1.07 ns per element with blocks of 512, 1.15-1.30
-// with 768 (the registers alone in 12 KiB).
-inline constexpr std::int64_t block_budget = 16 * 1024;  // bytes of scratch registers per block
+// Bytes per block of the scratch registers and of the inputs twice over: a 32 KiB L1, or half
+// of it when streaming, where the next block's inputs arrive while this one computes. xent
+// with 4 scratch registers and 2 inputs, over 1e5 floats: 0.84-0.86 ns per element with
+// blocks of 896, 0.87-0.89 with 448; over 1e7 (streaming): 1.03-1.07 with blocks of 512,
+// 1.15-1.30 with 768.
+inline constexpr std::int64_t block_budget = 32 * 1024, stream_block_budget = 16 * 1024;  // bytes of scratch registers per block
 inline constexpr std::size_t max_registers = 64;
 
 XSYM_COLD_BEGIN  // compiling a program: once per function
@@ -201,6 +203,55 @@ inline void share_work(const program& p, std::vector<compiled_step>& steps, std:
   steps = std::move(out);
 }
 
+// -a * b and b / -a are -(a * b) and -(b / a), bitwise but for a NaN's sign: a negation whose
+// only reader is a product or a quotient moves after it, so that a chain can go on through
+// both (xent's -y * log(x): log, * y, neg in one pass instead of a pass for -y).
+inline void sink_negations(const program& p, std::vector<compiled_step>& steps, const std::vector<dtype>& reg_types) {
+  std::vector<int> reads(reg_types.size(), 0), writes(reg_types.size(), 0);
+  for (const auto& st : steps) {
+    for (int j = 0; j < st.arity; ++j) ++reads[static_cast<std::size_t>(st.args[j])];
+    ++writes[static_cast<std::size_t>(st.dst)];
+  }
+  for (int r : p.outputs) reads[static_cast<std::size_t>(r)] += 2;
+  const int neg_code = chain_code(instruction{scalar_op::neg, dtype::float32, dtype::float32, {}, 0});
+  auto once = [&](int r) { return reads[static_cast<std::size_t>(r)] == 1 && writes[static_cast<std::size_t>(r)] == 1; };
+  // The step after i that is a product or quotient of step i's negation, its only reader; 0 if none.
+  auto product_of_negation = [&](std::size_t i) -> std::size_t {
+    const compiled_step& neg = steps[i];
+    if (neg.link_code != neg_code || neg.arity != 1 || !once(neg.dst)) return 0;
+    for (std::size_t m = i + 1; m < steps.size(); ++m) {
+      const compiled_step& st = steps[m];
+      if (st.arity < 1 || (st.args[0] != neg.dst && (st.arity < 2 || st.args[1] != neg.dst) &&
+                           (st.arity < 3 || st.args[2] != neg.dst)))
+        continue;
+      const bool product = st.op == scalar_op::mul || st.op == scalar_op::true_div;
+      const bool same_type = reg_types[static_cast<std::size_t>(st.dst)] == reg_types[static_cast<std::size_t>(neg.dst)];
+      return product && st.link_code >= 0 && st.arity == 2 && same_type && writes[static_cast<std::size_t>(st.dst)] == 1 ? m : 0;
+    }
+    return 0;
+  };
+  for (std::size_t i = 0; i < steps.size();) {
+    const std::size_t m = product_of_negation(i);
+    if (m == 0) {
+      ++i;
+      continue;
+    }
+    // The reader takes a and writes the negation's register; the negation, moved after it,
+    // writes the reader's. The step now at i is the one after the negation: look at it next.
+    const compiled_step neg = steps[i];
+    compiled_step& reader = steps[m];
+    const int result = reader.dst;
+    for (int j = 0; j < 2; ++j)
+      if (reader.args[j] == neg.dst) reader.args[j] = neg.args[0];
+    reader.dst = neg.dst;
+    compiled_step moved = neg;
+    moved.args[0] = neg.dst;
+    moved.dst = result;
+    steps.insert(steps.begin() + static_cast<std::ptrdiff_t>(m) + 1, moved);
+    steps.erase(steps.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+}
+
 // Runs of steps where each takes the one before's result (read nowhere else, not an output)
 // become one chain step: (x + y + z) * 2 is one pass instead of three, each of which stored its
 // block and the next loaded it back, and -y * log(x) is one instead of three. Steps stay in
@@ -278,6 +329,7 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
   }
   if (share) {
     share_work(*p, cp.steps, cp.reg_types);
+    sink_negations(*p, cp.steps, cp.reg_types);
     fuse_chains(*p, cp.steps, cp.reg_types);
   }
   for (int r = 0; r < p->n_inputs; ++r)
@@ -306,8 +358,11 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
   for (std::size_t r = 0; r < cp.reg_types.size(); ++r)
     if (in_scratch[r] || static_cast<int>(r) < p->n_inputs)
       bytes_per_element += static_cast<std::int64_t>(dtype_size(cp.reg_types[r])) * (in_scratch[r] ? 1 : 2);
-  const std::int64_t fit = detail::block_budget / std::max<std::int64_t>(1, bytes_per_element) / 64 * 64;
-  cp.block = std::clamp(fit, detail::min_block, detail::max_block);
+  auto fit = [&](std::int64_t budget) {
+    return std::clamp(budget / std::max<std::int64_t>(1, bytes_per_element) / 64 * 64, detail::min_block, detail::max_block);
+  };
+  cp.block = fit(detail::block_budget);
+  cp.stream_block = std::min(cp.block, fit(detail::stream_block_budget));  // scratch is laid out for cp.block
   cp.reg_offset.assign(cp.reg_types.size(), 0);
   std::size_t at = 0;
   for (std::size_t r = static_cast<std::size_t>(p->n_inputs); r < cp.reg_types.size(); ++r) {
@@ -529,7 +584,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
     return;
   }
   const auto n_regs = cp.reg_types.size();
-  const std::int64_t block_size = cp.block;
+  const std::int64_t block_size = stream ? cp.stream_block : cp.block;
   auto& sc = thread_scratch();
   // Registers start on cache lines: full-width stores never split a line.
   const std::size_t words = cp.scratch_bytes / sizeof(double) + 8;
