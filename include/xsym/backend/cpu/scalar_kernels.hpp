@@ -629,10 +629,16 @@ void chain_loop(T* d, const void* const* args, unsigned mask, std::int64_t n, st
 #pragma GCC diagnostic pop
 #endif
 
-// A chain over one element: chain_loop's scalar elements without its loops' set-up.
+// A chain over one element: chain_plan's scalar path without its set-up (the seeds'
+// call-overhead function is one chain of three links).
 template <class T>
 void chain_one(void* dst, const void* const* args, std::uint32_t codes, int links) {
-  *static_cast<T*>(dst) = chain_plan<T>(args, 0, codes, links).scalar(0);
+  T acc = *static_cast<const T*>(args[0]);
+  for (int k = 0, j = 1; k < links; ++k) {
+    const unsigned code = chain_link_code(codes, k);
+    acc = code >= first_unary_link ? chain_unary(acc, code) : chain_link(acc, *static_cast<const T*>(args[j++]), code);
+  }
+  *static_cast<T*>(dst) = acc;
 }
 
 // exp and log give other bits on a batch than on a scalar; the elements before the first cache
