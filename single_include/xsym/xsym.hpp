@@ -5414,13 +5414,11 @@ X chain_unary(X a, unsigned code) {
 template <class T>
 T chain_link(T acc, T b, unsigned code) {
   switch (code) {
-    case 0: return acc + b;
+    case 0: case 4: return acc + b;  // b + acc is acc + b, bitwise
     case 1: return acc - b;
     case 5: return b - acc;
-    case 2: return acc * b;
+    case 2: case 6: return acc * b;
     case 3: return acc / b;
-    case 4: return acc + b;
-    case 6: return acc * b;
     case 7: return b / acc;
     default: return chain_unary(acc, code);
   }
@@ -5898,12 +5896,11 @@ inline void sink_negations(const program& p, std::vector<compiled_step>& steps, 
     ++writes[static_cast<std::size_t>(st.dst)];
   }
   for (int r : p.outputs) reads[static_cast<std::size_t>(r)] += 2;
-  const int neg_code = chain_code(instruction{scalar_op::neg, dtype::float32, dtype::float32, {}, 0});
   auto once = [&](int r) { return reads[static_cast<std::size_t>(r)] == 1 && writes[static_cast<std::size_t>(r)] == 1; };
   // The step after i that is a product or quotient of step i's negation, its only reader; 0 if none.
   auto product_of_negation = [&](std::size_t i) -> std::size_t {
     const compiled_step& neg = steps[i];
-    if (neg.link_code != neg_code || neg.arity != 1 || !once(neg.dst)) return 0;
+    if (neg.op != scalar_op::neg || neg.link_code < 0 || !once(neg.dst)) return 0;
     for (std::size_t m = i + 1; m < steps.size(); ++m) {
       const compiled_step& st = steps[m];
       if (st.arity < 1 || (st.args[0] != neg.dst && (st.arity < 2 || st.args[1] != neg.dst) &&
@@ -6901,7 +6898,8 @@ namespace xsym::cpu {
 
 namespace detail {
 // Integer sums and products wrap around on overflow, as numpy's int64 accumulators do (signed
-// overflow is undefined in C++): computed in the unsigned type of the same width.
+// overflow is undefined in C++): combined as the elementwise kernels do (wrapping_fn), and
+// summed in the unsigned type of the same width (sum_chains).
 template <class Acc>
 struct wrapping_type {
   using type = Acc;
@@ -6911,17 +6909,6 @@ template <class Acc>
 struct wrapping_type<Acc> {
   using type = std::make_unsigned_t<Acc>;
 };
-template <class Acc>
-Acc wrapping_add(Acc a, Acc b) {
-  using U = typename wrapping_type<Acc>::type;
-  return static_cast<Acc>(static_cast<U>(a) + static_cast<U>(b));
-}
-template <class Acc>
-Acc wrapping_mul(Acc a, Acc b) {
-  using U = typename wrapping_type<Acc>::type;
-  return static_cast<Acc>(static_cast<U>(a) * static_cast<U>(b));
-}
-
 template <class Acc>
 struct reducer {
   reduce_op op;
@@ -6939,10 +6926,13 @@ struct reducer {
     switch (op) {
       case reduce_op::prod:
         if constexpr (std::is_same_v<Acc, bool>) return a && b;
-        else return wrapping_mul(a, b);
+        else if constexpr (std::is_integral_v<Acc>) return wrapping_fn<scalar_op::mul>::apply(a, b);
+        else return a * b;
       case reduce_op::max: return b > a || b != b ? b : a;  // NaN wins, as in numpy
       case reduce_op::min: return b < a || b != b ? b : a;
-      default: return wrapping_add(a, b);
+      default:
+        if constexpr (std::is_integral_v<Acc> && !std::is_same_v<Acc, bool>) return wrapping_fn<scalar_op::add>::apply(a, b);
+        else return a + b;
     }
   }
 };
@@ -6960,7 +6950,7 @@ struct reduce_layout {
 };
 
 // p[i..n) summed in Acc as four partial sums: independent chains the compiler can pipeline.
-// Integers are summed in unsigned partial sums (wrapping, as numpy's do). Not as wrapping_add
+// Integers are summed in unsigned partial sums (wrapping, as numpy's do). Not as wrapping_fn
 // on signed ones: GCC 12's loop vectorizer at -O3 (AVX2, AVX-512) miscompiles that pattern,
 // int32 sums of 8 or more elements came out wrong.
 template <class Acc, class In>

@@ -213,12 +213,11 @@ inline void sink_negations(const program& p, std::vector<compiled_step>& steps, 
     ++writes[static_cast<std::size_t>(st.dst)];
   }
   for (int r : p.outputs) reads[static_cast<std::size_t>(r)] += 2;
-  const int neg_code = chain_code(instruction{scalar_op::neg, dtype::float32, dtype::float32, {}, 0});
   auto once = [&](int r) { return reads[static_cast<std::size_t>(r)] == 1 && writes[static_cast<std::size_t>(r)] == 1; };
   // The step after i that is a product or quotient of step i's negation, its only reader; 0 if none.
   auto product_of_negation = [&](std::size_t i) -> std::size_t {
     const compiled_step& neg = steps[i];
-    if (neg.link_code != neg_code || neg.arity != 1 || !once(neg.dst)) return 0;
+    if (neg.op != scalar_op::neg || neg.link_code < 0 || !once(neg.dst)) return 0;
     for (std::size_t m = i + 1; m < steps.size(); ++m) {
       const compiled_step& st = steps[m];
       if (st.arity < 1 || (st.args[0] != neg.dst && (st.arity < 2 || st.args[1] != neg.dst) &&

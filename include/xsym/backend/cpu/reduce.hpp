@@ -13,7 +13,8 @@ namespace xsym::cpu {
 
 namespace detail {
 // Integer sums and products wrap around on overflow, as numpy's int64 accumulators do (signed
-// overflow is undefined in C++): computed in the unsigned type of the same width.
+// overflow is undefined in C++): combined as the elementwise kernels do (wrapping_fn), and
+// summed in the unsigned type of the same width (sum_chains).
 template <class Acc>
 struct wrapping_type {
   using type = Acc;
@@ -23,17 +24,6 @@ template <class Acc>
 struct wrapping_type<Acc> {
   using type = std::make_unsigned_t<Acc>;
 };
-template <class Acc>
-Acc wrapping_add(Acc a, Acc b) {
-  using U = typename wrapping_type<Acc>::type;
-  return static_cast<Acc>(static_cast<U>(a) + static_cast<U>(b));
-}
-template <class Acc>
-Acc wrapping_mul(Acc a, Acc b) {
-  using U = typename wrapping_type<Acc>::type;
-  return static_cast<Acc>(static_cast<U>(a) * static_cast<U>(b));
-}
-
 template <class Acc>
 struct reducer {
   reduce_op op;
@@ -51,10 +41,13 @@ struct reducer {
     switch (op) {
       case reduce_op::prod:
         if constexpr (std::is_same_v<Acc, bool>) return a && b;
-        else return wrapping_mul(a, b);
+        else if constexpr (std::is_integral_v<Acc>) return wrapping_fn<scalar_op::mul>::apply(a, b);
+        else return a * b;
       case reduce_op::max: return b > a || b != b ? b : a;  // NaN wins, as in numpy
       case reduce_op::min: return b < a || b != b ? b : a;
-      default: return wrapping_add(a, b);
+      default:
+        if constexpr (std::is_integral_v<Acc> && !std::is_same_v<Acc, bool>) return wrapping_fn<scalar_op::add>::apply(a, b);
+        else return a + b;
     }
   }
 };
@@ -72,7 +65,7 @@ struct reduce_layout {
 };
 
 // p[i..n) summed in Acc as four partial sums: independent chains the compiler can pipeline.
-// Integers are summed in unsigned partial sums (wrapping, as numpy's do). Not as wrapping_add
+// Integers are summed in unsigned partial sums (wrapping, as numpy's do). Not as wrapping_fn
 // on signed ones: GCC 12's loop vectorizer at -O3 (AVX2, AVX-512) miscompiles that pattern,
 // int32 sums of 8 or more elements came out wrong.
 template <class Acc, class In>

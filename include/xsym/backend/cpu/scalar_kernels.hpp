@@ -446,13 +446,11 @@ X chain_unary(X a, unsigned code) {
 template <class T>
 T chain_link(T acc, T b, unsigned code) {
   switch (code) {
-    case 0: return acc + b;
+    case 0: case 4: return acc + b;  // b + acc is acc + b, bitwise
     case 1: return acc - b;
     case 5: return b - acc;
-    case 2: return acc * b;
+    case 2: case 6: return acc * b;
     case 3: return acc / b;
-    case 4: return acc + b;
-    case 6: return acc * b;
     case 7: return b / acc;
     default: return chain_unary(acc, code);
   }
