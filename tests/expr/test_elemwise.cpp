@@ -701,6 +701,10 @@ template <class T>
   return a - b;
 }
 template <class T>
+[[gnu::noinline]] T ieee_add(T a, T b) {
+  return a + b;
+}
+template <class T>
 [[gnu::noinline]] T ieee_div(T a, T b) {
   return a / b;
 }
@@ -796,5 +800,90 @@ TEST_CASE("chains take neg, sqr, abs, exp and log as links, with the separate ke
         CHECK(std::abs(got_xent(i) - want) <= (std::is_same_v<T, float> ? 1e-5 : 1e-13) * (std::abs(want) + 1));
       }
     }
+  });
+}
+
+TEST_CASE("chains with an exp or a log run in one pass, with the step-by-step results bit for bit",
+          "[expr][elemwise]") {
+  // A program whose steps are all chains (or lone links) and that has an exp or a log runs
+  // every chain on four batches before going on (cp.chains); without one it runs step by
+  // step. Compared with the same functions built to run step by step: tails, several blocks,
+  // batches with special lanes for log (0, a negative, infinity, NaN, a subnormal), a later
+  // chain whose arg 0 is a broadcast value with a leading log, and spans that would stream.
+  struct restore_settings {
+    std::int64_t threshold = xsym::cpu::streaming_min_bytes();
+    ~restore_settings() {
+      xsym::cpu::streaming_min_bytes() = threshold;
+      xsym::cpu::testing::one_pass_chains() = true;
+    }
+  } restore;
+  auto runs_in_one_pass = [](const xsym::function_graph& g) {
+    std::size_t n = 0;
+    for (const auto& node : g.nodes)
+      if (node.fn->fused) n += xsym::cpu::compile_program<true>(node.fn->fused).chains != nullptr;
+    return n == 1;
+  };
+  for_each_type(type_list<float, double>{}, [&]<class T>() {
+    auto x = xsym::vector<T>("x"), y = xsym::vector<T>("y"), s = xsym::scalar<T>("s");
+    auto m = xsym::matrix<T>("m");
+    auto c = xsym::col<T>("c");  // one value per row
+    auto u = xsym::vector<T>("u");
+    auto log_only = xsym::function("log_only", xsym::inputs(u), xsym::log(u));
+    auto build = [&] {
+      auto xent = xsym::function("xent", xsym::inputs(x, y, s), -y * xsym::log(x) - (1 - y) * xsym::log(1 - x) + s);
+      auto expy = xsym::function("expy", xsym::inputs(x, y, s), xsym::exp(x * s) * (y - x) / (x + s));
+      // steps: m - c, then (c: log, * m, * (m - c)): in each row the second chain's arg 0 is
+      // one value, whose log a lone log would compute as a scalar
+      auto lead = xsym::function("lead", xsym::inputs(m, c), (m - c) * (xsym::log(c) * m));
+      return std::make_tuple(std::vector<decltype(xent)>{xent, expy}, lead);
+    };
+    const auto [one_pass, one_pass_lead] = build();
+    xsym::cpu::testing::one_pass_chains() = false;
+    const auto [step_by_step, step_by_step_lead] = build();
+    xsym::cpu::testing::one_pass_chains() = true;
+    for (const auto& f : one_pass) {
+      INFO(f.name());
+      CHECK(runs_in_one_pass(f.graph()));
+    }
+    CHECK(runs_in_one_pass(one_pass_lead.graph()));
+
+    std::mt19937 rng(21);
+    std::uniform_real_distribution<T> prob(T(0.02), T(0.98));
+    const T specials[] = {T(0), T(-1), std::numeric_limits<T>::infinity(), std::numeric_limits<T>::quiet_NaN(),
+                          std::numeric_limits<T>::denorm_min()};
+    auto value = [&](std::size_t i) { return i % 37 == 5 ? specials[(i / 37) % 5] : prob(rng); };
+    for (std::size_t n : {1, 5, 63, 64, 65, 1000, 5003})
+      for (const bool stream : {false, true}) {
+        xsym::cpu::streaming_min_bytes() = stream ? 0 : std::int64_t(1) << 60;
+        INFO(type_name<T>() << ", n = " << n << (stream ? ", streaming" : ""));
+        xt::xtensor<T, 1> X = xt::empty<T>({n}), Y = xt::empty<T>({n});
+        for (std::size_t i = 0; i < n; ++i) {
+          X(i) = value(i);
+          Y(i) = prob(rng) > T(0.5) ? T(1) : T(0);
+        }
+        const T S = prob(rng);
+        for (std::size_t k = 0; k < one_pass.size(); ++k) {
+          INFO(one_pass[k].name());
+          const xt::xtensor<T, 1> got = one_pass[k](X, Y, S), want = step_by_step[k](X, Y, S);
+          CHECK(std::memcmp(got.data(), want.data(), n * sizeof(T)) == 0);
+        }
+        // Both of the above run chain_loop's log link, which tests four batches at once for
+        // special lanes; xent against the lone log kernel, one batch at a time, and single
+        // IEEE operations (equal, or both NaN: a sunk negation may flip a NaN's sign).
+        xt::xtensor<T, 1> one_minus_x = xt::empty<T>({n});
+        for (std::size_t i = 0; i < n; ++i) one_minus_x(i) = ieee_sub(T(1), X(i));
+        const xt::xtensor<T, 1> xent = one_pass[0](X, Y, S), log_x = log_only(X), log_1mx = log_only(one_minus_x);
+        for (std::size_t i = 0; i < n; ++i) {
+          const T first = ieee_mul(-Y(i), log_x(i)), second = ieee_mul(ieee_sub(T(1), Y(i)), log_1mx(i));
+          const T want = ieee_add(ieee_sub(first, second), S);
+          INFO("x = " << X(i) << ", y = " << Y(i));
+          CHECK((xent(i) == want || (std::isnan(xent(i)) && std::isnan(want))));
+        }
+        xt::xtensor<T, 2> M = xt::empty<T>({std::size_t(3), n}), C = xt::empty<T>({std::size_t(3), std::size_t(1)});
+        for (std::size_t i = 0; i < M.size(); ++i) M.data()[i] = value(i);
+        for (std::size_t r = 0; r < 3; ++r) C(r, 0) = prob(rng);
+        const xt::xtensor<T, 2> got = one_pass_lead(M, C), want = step_by_step_lead(M, C);
+        CHECK(std::memcmp(got.data(), want.data(), M.size() * sizeof(T)) == 0);
+      }
   });
 }

@@ -63,7 +63,9 @@ namespace detail {
 // results more than half an ulp off, against 0.62% (bench/log_ulps.cpp).
 // scripts/log_table.py makes the tables and says how invc is chosen. A batch with any other
 // lane (zero, negative, subnormal, infinite, NaN) takes xsimd's whole path, out of line, so
-// that the common path is small enough to be inlined into the kernels' loops.
+// that the common path is small enough to be inlined into the kernels' loops. The test for
+// such lanes and the common path are functions of their own for chain_loop, which tests four
+// batches at once.
 #define XSYM_VLOG_GENERIC \
   template <class X>      \
   X vlog_batch(const X& a) { return xsimd::log(a); }
@@ -74,7 +76,12 @@ namespace detail {
   }                                                                                                                  \
   template <class A>                                                                                                 \
     requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
-  inline xsimd::batch<float, A> vlog_batch(const xsimd::batch<float, A>& a) {                                        \
+  inline bool vlog_special_lanes(const xsimd::batch<float, A>& a) {                                                  \
+    return _mm512_fpclass_ps_mask(a, 0xFF) != 0;                                                                     \
+  }                                                                                                                  \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog_common(const xsimd::batch<float, A>& a) {                                       \
     alignas(64) static constexpr float invc[32] = {                                                                  \
         0x1.6bfa24p+0f, 0x1.640f48p+0f, 0x1.5ca964p+0f, 0x1.5564fap+0f, 0x1.4e77aep+0f, 0x1.47bbccp+0f,              \
         0x1.41525ap+0f, 0x1.3b20d8p+0f, 0x1.352496p+0f, 0x1.2f63fap+0f, 0x1.29e368p+0f, 0x1.248eeep+0f,              \
@@ -89,7 +96,6 @@ namespace detail {
         -0x1.c07bb6p-7f, 0.0f, 0x1.5c2dacp-6f, 0x1.ef69a0p-5f, 0x1.6e32d6p-4f, 0x1.e2d004p-4f,                       \
         0x1.290ddap-3f, 0x1.601e68p-3f, 0x1.94c6f2p-3f, 0x1.c8b076p-3f, 0x1.fbab7ep-3f, 0x1.165524p-2f,              \
         0x1.2e3a2ep-2f, 0x1.45ee94p-2f};                                                                             \
-    if (_mm512_fpclass_ps_mask(a, 0xFF)) return vlog_special(a);                                                     \
     const __m512i bits = _mm512_castps_si512(a);                                                                     \
     const __m512i t = _mm512_sub_epi32(bits, _mm512_set1_epi32(0x3f320000));                                         \
     /* shifts and the conversion as vector arithmetic: GCC 12 warns that the intrinsics' */                          \
@@ -114,6 +120,11 @@ namespace detail {
     const __m512 tail = _mm512_fmadd_ps(r2, q, _mm512_fmadd_ps(k, _mm512_set1_ps(0x1.7f7d1cp-20f),                   \
                                                          _mm512_add_ps(hi_err, s_err)));                             \
     return _mm512_add_ps(s, tail);                                                                                   \
+  }                                                                                                                  \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog_batch(const xsimd::batch<float, A>& a) {                                        \
+    return vlog_special_lanes(a) ? vlog_special(a) : vlog_common(a);                                                 \
   }
 
 XSYM_VEXP_GENERIC
@@ -466,12 +477,15 @@ struct chain_plan {
   unsigned code[max_chain_links];
   const T* from[max_chain_links];
   bool broadcast[max_chain_links];
-  const T* first;
-  bool first_broadcast;
-  int links, start = 0;
+  const T* first = nullptr;
+  T* dst = nullptr;
+  bool first_broadcast = false;
+  int links = 0, start = 0;
   T lead{};
 
-  chain_plan(const void* const* args, unsigned mask, std::uint32_t codes, int n_links) : links(n_links) {
+  chain_plan() = default;
+  chain_plan(void* d, const void* const* args, unsigned mask, std::uint32_t codes, int n_links)
+      : dst(static_cast<T*>(d)), links(n_links) {
     int j = 1;
     for (int k = 0; k < links; ++k) {
       code[k] = chain_link_code(codes, k);
@@ -497,6 +511,17 @@ struct chain_plan {
   }
 };
 
+/// One chain of a run of several (chain_loop, chains): its result and arguments as chain_fn
+/// takes them.
+struct chain_call {
+  void* dst;
+  const void* const* args;
+  unsigned scalar_mask;
+  std::uint32_t codes;
+  int links;
+};
+inline constexpr int max_fused_chains = 8;
+
 // chain_loop's main loop uses GCC's and clang's labels as values (not nvcc's front end, nor
 // other compilers: those keep the switch).
 #if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__NVCOMPILER)
@@ -509,25 +534,30 @@ struct chain_plan {
 #else
 #define XSYM_THREADED_CHAINS 0
 #endif
-// NT: the results from dst's first cache line on leave with non-temporal stores, the elements
-// before it computed as scalars (the same operations, so the same bits, for chains of
-// arithmetic; see chain). A template parameter, so that the ordinary loop is compiled as if
-// streaming did not exist.
+// Runs chains in order over the same n elements, four batches at a time: every chain on these
+// batches before any goes on to the next, so a chain reads the ones before it while they are
+// still in L1 and one pass covers the lot (xent is three chains). Per element the order of the
+// operations is that of running the chains one after the other, so the results are the same.
+// NT (one chain only): the results from dst's first cache line on leave with non-temporal
+// stores, the elements before it computed as scalars (the same operations, so the same bits,
+// for chains of arithmetic; see chain). A template parameter, so that the ordinary loop is
+// compiled as if streaming did not exist.
 template <class T, bool NT>
-void chain_loop(T* d, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links) {
-  const chain_plan<T> plan(args, mask, codes, links);
+void chain_loop(const chain_call* calls, int n_chains, std::int64_t n) {
+  chain_plan<T> plans[max_fused_chains];
+  for (int c = 0; c < n_chains; ++c) {
+    const chain_call& cc = calls[c];
+    plans[c] = chain_plan<T>(cc.dst, cc.args, cc.scalar_mask, cc.codes, cc.links);
+  }
   std::int64_t i = 0;
-  auto scalar_until = [&](std::int64_t end) {
-    for (; i < end; ++i) d[i] = plan.scalar(i);
-  };
   if constexpr (simd_type<T>) {
     using B = xsimd::batch<T>;
     constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
     // U batches at once; the switch is per link and per U batches, not per element.
-    auto run = [&]<int U>(std::integral_constant<int, U>, std::int64_t at) {
+    auto run = [&]<int U>(std::integral_constant<int, U>, const chain_plan<T>& plan, std::int64_t at) {
       B acc[U];
       for (int u = 0; u < U; ++u) acc[u] = plan.first_broadcast ? B(plan.lead) : B::load_unaligned(plan.first + at + u * w);
-      for (int k = plan.start; k < links; ++k) {
+      for (int k = plan.start; k < plan.links; ++k) {
         const unsigned code = plan.code[k];
         if (code >= first_unary_link) {
           for (int u = 0; u < U; ++u) acc[u] = chain_unary(acc[u], code);
@@ -549,47 +579,68 @@ void chain_loop(T* d, const void* const* args, unsigned mask, std::int64_t n, st
         }
       }
       for (int u = 0; u < U; ++u) {
-        if constexpr (NT) nt_store(acc[u], d + at + u * w);
-        else acc[u].store_unaligned(d + at + u * w);
+        if constexpr (NT) nt_store(acc[u], plan.dst + at + u * w);
+        else acc[u].store_unaligned(plan.dst + at + u * w);
       }
     };
     if constexpr (NT)
-      scalar_until(std::min<std::int64_t>(n, static_cast<std::int64_t>((64 - reinterpret_cast<std::uintptr_t>(d) % 64) % 64 / sizeof(T))));
+      for (const std::int64_t head = std::min<std::int64_t>(
+               n, static_cast<std::int64_t>((64 - reinterpret_cast<std::uintptr_t>(plans[0].dst) % 64) % 64 / sizeof(T)));
+           i < head; ++i)
+        plans[0].dst[i] = plans[0].scalar(i);
 #if XSYM_THREADED_CHAINS
-    // The main loop as threaded code: each link's body jumps straight to the next one's. The
-    // switch above spends a shift, a bounds check, a table jump and a branch per link and per
-    // four batches: (x + y + z) * 2 over 1e5 floats took 0.186-0.194 ns per element with it,
-    // 0.175-0.177 threaded, 0.170-0.172 as a fixed loop.
+    // The main loop as threaded code: each link's body jumps straight to the next one's, and
+    // each chain's store to the next chain's first load. The switch above spends a shift, a
+    // bounds check, a table jump and a branch per link and per four batches: (x + y + z) * 2
+    // over 1e5 floats took 0.186-0.194 ns per element with it, 0.175-0.177 threaded,
+    // 0.170-0.172 as a fixed loop.
     constexpr int U = 4;
     static void* const vector_link[13] = {&&add_v, &&sub_v, &&mul_v, &&div_v, &&add_v, &&rsub_v, &&mul_v,
                                           &&rdiv_v, &&neg_u, &&sqr_u, &&abs_u, &&exp_u, &&log_u};
     static void* const scalar_link[13] = {&&add_s, &&sub_s, &&mul_s, &&div_s, &&add_s, &&rsub_s, &&mul_s,
                                           &&rdiv_s, &&neg_u, &&sqr_u, &&abs_u, &&exp_u, &&log_u};
-    void* next[max_chain_links + 1];
-    B broadcast[max_chain_links];
-    for (int k = 0; k < links; ++k) {
-      const unsigned code = plan.code[k];
-      next[k] = plan.broadcast[k] ? scalar_link[code] : vector_link[code];
-      if (plan.from[k] && plan.broadcast[k]) broadcast[k] = B(plan.from[k][0]);
+    // The chains flattened into one sequence of operations k: a later chain's first load, the
+    // links, and each chain's store; from[k] and value[k] are operation k's array or one value.
+    constexpr int max_ops = max_fused_chains * (max_chain_links + 2);
+    void* next[max_ops];
+    const T* from[max_ops];
+    T* to[max_ops];
+    T value[max_ops];
+    int n_ops = 0;
+    for (int c = 0; c < n_chains; ++c) {
+      const chain_plan<T>& plan = plans[c];
+      if (c > 0) {  // chain 0's first load opens the loop body
+        next[n_ops] = plan.first_broadcast ? &&first_s : &&first_v;
+        from[n_ops] = plan.first;
+        value[n_ops++] = plan.lead;
+      }
+      for (int k = plan.start; k < plan.links; ++k) {
+        const unsigned code = plan.code[k];
+        next[n_ops] = plan.broadcast[k] ? scalar_link[code] : vector_link[code];
+        from[n_ops] = plan.from[k];
+        value[n_ops++] = plan.from[k] && plan.broadcast[k] ? plan.from[k][0] : T{};
+      }
+      next[n_ops] = c + 1 < n_chains ? &&store_next : &&store_last;
+      to[n_ops++] = plan.dst;
     }
-    next[links] = &&store;
-    const T* const* from = plan.from;
-    const T* first = plan.first;
-    const bool first_broadcast = plan.first_broadcast;
-    const B lead(plan.lead);
-    const int start = plan.start;
+    const T* first = plans[0].first;
+    T* const last_dst = plans[n_chains - 1].dst;  // in a register, as the one chain's dst was
+    const bool first_broadcast = plans[0].first_broadcast;
+    const B lead(plans[0].lead);
     B acc[U], b[U];
     int k = 0;
     for (; i + U * w <= n; i += U * w) {
       for (int u = 0; u < U; ++u) acc[u] = first_broadcast ? lead : B::load_unaligned(first + i + u * w);
-      k = start;
-      goto *next[k];
+      k = 0;
+      goto *next[0];
 #define XSYM_CHAIN_VECTOR for (int u = 0; u < U; ++u) b[u] = B::load_unaligned(from[k] + i + u * w);
-#define XSYM_CHAIN_SCALAR for (int u = 0; u < U; ++u) b[u] = broadcast[k];
+#define XSYM_CHAIN_SCALAR for (int u = 0; u < U; ++u) b[u] = B(value[k]);
 #define XSYM_CHAIN_LINK(label, load, expr)        \
   label:                                          \
     load for (int u = 0; u < U; ++u) acc[u] = expr; \
     goto *next[++k];
+      XSYM_CHAIN_LINK(first_v, XSYM_CHAIN_VECTOR, b[u])
+      XSYM_CHAIN_LINK(first_s, XSYM_CHAIN_SCALAR, b[u])
       XSYM_CHAIN_LINK(add_v, XSYM_CHAIN_VECTOR, acc[u] + b[u])
       XSYM_CHAIN_LINK(sub_v, XSYM_CHAIN_VECTOR, acc[u] - b[u])
       XSYM_CHAIN_LINK(rsub_v, XSYM_CHAIN_VECTOR, b[u] - acc[u])
@@ -606,22 +657,46 @@ void chain_loop(T* d, const void* const* args, unsigned mask, std::int64_t n, st
       XSYM_CHAIN_LINK(sqr_u, , fn<scalar_op::sqr>::apply(acc[u], acc[u]))
       XSYM_CHAIN_LINK(abs_u, , fn<scalar_op::abs>::apply(acc[u], acc[u]))
       XSYM_CHAIN_LINK(exp_u, , fn<scalar_op::exp>::apply(acc[u], acc[u]))
-      XSYM_CHAIN_LINK(log_u, , fn<scalar_op::log>::apply(acc[u], acc[u]))
+    log_u:
+      // Where the table log runs (vlog_common), one test for special lanes in the four batches:
+      // the common path alone schedules them together (xent over 1e5 floats: 0.71 ns per
+      // element, 0.77 testing each batch). If any has one, each batch takes the kernel's log.
+      if constexpr (requires(const B& a) { vlog_common(a); }) {
+        bool special = false;
+        for (int u = 0; u < U; ++u) special |= vlog_special_lanes(acc[u]);
+        if (!special) {
+          for (int u = 0; u < U; ++u) acc[u] = vlog_common(acc[u]);
+          goto *next[++k];
+        }
+      }
+      for (int u = 0; u < U; ++u) acc[u] = fn<scalar_op::log>::apply(acc[u], acc[u]);
+      goto *next[++k];
 #undef XSYM_CHAIN_LINK
 #undef XSYM_CHAIN_SCALAR
 #undef XSYM_CHAIN_VECTOR
-    store:
+    store_next:
+      for (int u = 0; u < U; ++u) acc[u].store_unaligned(to[k] + i + u * w);
+      goto *next[++k];
+    store_last:
       for (int u = 0; u < U; ++u) {
-        if constexpr (NT) nt_store(acc[u], d + i + u * w);
-        else acc[u].store_unaligned(d + i + u * w);
+        if constexpr (NT) nt_store(acc[u], last_dst + i + u * w);
+        else acc[u].store_unaligned(last_dst + i + u * w);
       }
     }
 #else
-    for (; i + 4 * w <= n; i += 4 * w) run(std::integral_constant<int, 4>{}, i);
+    for (; i + 4 * w <= n; i += 4 * w)
+      for (int c = 0; c < n_chains; ++c) run(std::integral_constant<int, 4>{}, plans[c], i);
 #endif
-    for (; i + w <= n; i += w) run(std::integral_constant<int, 1>{}, i);
+    // The rest chain by chain: batches, then scalars, at the positions a lone chain uses.
+    for (int c = 0; c < n_chains; ++c) {
+      std::int64_t j = i;
+      for (; j + w <= n; j += w) run(std::integral_constant<int, 1>{}, plans[c], j);
+      for (; j < n; ++j) plans[c].dst[j] = plans[c].scalar(j);
+    }
+  } else {
+    for (int c = 0; c < n_chains; ++c)
+      for (std::int64_t j = 0; j < n; ++j) plans[c].dst[j] = plans[c].scalar(j);
   }
-  scalar_until(n);
 }
 #if XSYM_THREADED_CHAINS
 #pragma GCC diagnostic pop
@@ -641,20 +716,21 @@ void chain_one(void* dst, const void* const* args, std::uint32_t codes, int link
 
 // exp and log give other bits on a batch than on a scalar; the elements before the first cache
 // line, which streaming computes as scalars, would then differ from the separate kernels'.
+inline constexpr unsigned chain_exp_link = 11;  // exp, then log: the last of chain_unary_ops
 inline bool chain_is_exact(std::uint32_t codes, int links) {
   for (int k = 0; k < links; ++k)
-    if (chain_link_code(codes, k) >= 11) return false;
+    if (chain_link_code(codes, k) >= chain_exp_link) return false;
   return true;
 }
 
 template <class T>
 void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links,
            bool stream) {
-  T* d = static_cast<T*>(dstv);
+  const chain_call call{dstv, args, mask, codes, links};
   if constexpr (simd_type<T> && nt_stores)
-    if (stream && reinterpret_cast<std::uintptr_t>(d) % (chain_is_exact(codes, links) ? sizeof(T) : 64) == 0)
-      return chain_loop<T, true>(d, args, mask, n, codes, links);
-  chain_loop<T, false>(d, args, mask, n, codes, links);
+    if (stream && reinterpret_cast<std::uintptr_t>(dstv) % (chain_is_exact(codes, links) ? sizeof(T) : 64) == 0)
+      return chain_loop<T, true>(&call, 1, n);
+  chain_loop<T, false>(&call, 1, n);
 }
 
 /// The chain kernel for float32 and float64 (the vectorized set only), and the link code of an
@@ -674,9 +750,20 @@ inline int chain_code(const instruction& ins) {
   return -1;
 }
 inline chain_fn chain_kernel_for(dtype t) { return t == dtype::float32 ? &chain<float> : &chain<double>; }
+/// Several chains of one dtype over the same span (see chain_loop).
+using chains_fn = void (*)(const chain_call* calls, int n_chains, std::int64_t n);
+inline chains_fn chains_kernel_for(dtype t) {
+  return t == dtype::float32 ? &chain_loop<float, false> : &chain_loop<double, false>;
+}
 }  // namespace detail
 
 namespace testing {
+/// Test-only: when false, functions built afterwards run their chains step by step even where
+/// they would run them in one pass (detail::chain_loop with several chains), for comparison.
+inline bool& one_pass_chains() {
+  static bool on = true;
+  return on;
+}
 /// Test-only: the vectorized kernel of this op is deliberately wrong (its first element is
 /// off by 1e-3), to prove that DebugMode catches a broken op. Read when a function is built.
 inline std::optional<scalar_op>& broken_simd_kernel() {
