@@ -32,16 +32,23 @@ struct timing {
 
 // Median and minimum of `repeats` timed runs of each of fs (after one warm-up run each),
 // divided by `per`. Round-robin, one run of each per round: this VM's drift over seconds
-// spreads over all of them instead of favouring one.
+// spreads over all of them instead of favouring one. Each round takes them in a shuffled
+// order: a run starts from the cache its predecessor left, and a fixed order would give each
+// the same predecessor every time.
 std::vector<timing> measure_round_robin(const std::vector<std::function<void()>>& fs, int repeats, double per) {
   for (const auto& f : fs) f();
   std::vector<std::vector<double>> t(fs.size());
-  for (int r = 0; r < repeats; ++r)
-    for (std::size_t k = 0; k < fs.size(); ++k) {
+  std::vector<std::size_t> order(fs.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::mt19937 rng(12345);
+  for (int r = 0; r < repeats; ++r) {
+    std::shuffle(order.begin(), order.end(), rng);
+    for (const std::size_t k : order) {
       const auto t0 = clock_type::now();
       fs[k]();
       t[k].push_back(std::chrono::duration<double>(clock_type::now() - t0).count() / per);
     }
+  }
   std::vector<timing> out;
   for (auto& v : t) {
     std::sort(v.begin(), v.end());
