@@ -5684,7 +5684,7 @@ void chain_one(void* dst, const void* const* args, std::uint32_t codes, int link
 
 // exp and log give other bits on a batch than on a scalar; the elements before the first cache
 // line, which streaming computes as scalars, would then differ from the separate kernels'.
-inline constexpr unsigned chain_exp_link = 11;  // exp, then log: the last of chain_unary_ops
+inline constexpr unsigned chain_exp_link = 11;  // this code and the next: exp and log
 inline bool chain_is_exact(std::uint32_t codes, int links) {
   for (int k = 0; k < links; ++k)
     if (chain_link_code(codes, k) >= chain_exp_link) return false;
