@@ -6412,16 +6412,21 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
       tmp[last_reg] = out[last_out] + off * cp.out_bytes[static_cast<std::size_t>(last_out)];
       reg[last_reg] = tmp[last_reg];
     }
+    // A step's arguments for this block, and which of them are one value.
+    auto bind_args = [&](const compiled_step& st, const void** to) {
+      unsigned mask = 0;
+      for (int j = 0; j < st.arity; ++j) {
+        to[j] = reg[st.args[j]];
+        mask |= static_cast<unsigned>((scalar_bits >> st.args[j]) & 1u) << j;
+      }
+      return mask;
+    };
     if (cp.chains) {
       chain_call calls[max_fused_chains];
       const void* chain_args[max_fused_chains][max_chain_links + 1];
       for (std::size_t i = 0; i < n_steps; ++i) {
         const compiled_step& st = steps[i];
-        unsigned mask = 0;
-        for (int j = 0; j < st.arity; ++j) {
-          chain_args[i][j] = reg[st.args[j]];
-          mask |= static_cast<unsigned>((scalar_bits >> st.args[j]) & 1u) << j;
-        }
+        const unsigned mask = bind_args(st, chain_args[i]);
         // A lone op is a chain of one link on its first argument.
         calls[i] = st.chain ? chain_call{tmp[st.dst], chain_args[i], mask, st.chain_codes, st.links}
                             : chain_call{tmp[st.dst], chain_args[i], mask, static_cast<std::uint32_t>(st.link_code), 1};
@@ -6436,12 +6441,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
             const std::int64_t end = std::min(block_bytes[r], (static_cast<std::int64_t>(i) + 1) * share[r]);
             for (std::int64_t b = static_cast<std::int64_t>(i) * share[r]; b < end; b += 64) __builtin_prefetch(next + b, 0, 3);
           }
-        unsigned mask = 0;
-        for (int j = 0; j < st.arity; ++j) {
-          args[j] = reg[st.args[j]];
-          mask |= static_cast<unsigned>((scalar_bits >> st.args[j]) & 1u) << j;
-        }
-        st.run(tmp[st.dst], args, mask, m);
+        st.run(tmp[st.dst], args, bind_args(st, args), m);
       }
     }
     for (std::size_t o = 0; o < p.outputs.size(); ++o) {
