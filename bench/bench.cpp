@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -287,8 +288,9 @@ void bench_elemwise(std::size_t n) {
     Z(i) = u(rng);
   }
   const int repeats = n >= 10000000 ? 7 : n >= 100000 ? 30 : 300;
-  // Several calls per timing below 1e7: round-robin, the other implementations' outputs evict
-  // part of L2 between timings, and one cold call per timing would not measure the L2 case.
+  // Several calls per timing below 1e7: in the round robin, the implementation before (the
+  // plain loop most of all) leaves part of the arrays out of L2, and one cold call per timing
+  // would not measure the L2 case.
   const int inner = n >= 10000000 ? 1 : static_cast<int>(std::max<std::size_t>(10, 100000 / n));
   auto x = xsym::vector<T>("x"), y = xsym::vector<T>("y"), z = xsym::vector<T>("z");
   struct kernel {
@@ -314,29 +316,23 @@ void bench_elemwise(std::size_t n) {
     auto fsc = xsym::function("sigmoid", xsym::inputs(x), 1 / (1 + exp(-x)), xsym::linker("cvm_nogc"));
     auto fxc = xsym::function("xent", xsym::inputs(x, y), -y * log(x) - (1 - y) * log(1 - x), xsym::linker("cvm_nogc"));
     xsym::config.cxx = "";
-    // Into a preallocated output, as Eigen and xt::noalias below write theirs.
-    xt::xtensor<T, 1> r = xt::empty<T>({n}), rc = xt::empty<T>({n});
+    // Every implementation writes the same preallocated output (as Eigen and xt::noalias write
+    // theirs): with an output each, where the kernel placed each one's pages decided how much
+    // of the 1e5 case's arrays stayed in L2 (the same loop, timed into two buffers of one
+    // process, differed by up to 10%), and which implementation ran before decided whether
+    // its output was still cached.
+    if (name == "elemwise_add3mul") run_xsym = [&] { for (int i = 0; i < inner; ++i) f3.into(out)(X, Y, Z); };
+    if (name == "elemwise_sigmoid") run_xsym = [&] { for (int i = 0; i < inner; ++i) fs.into(out)(X); };
+    if (name == "elemwise_xent") run_xsym = [&] { for (int i = 0; i < inner; ++i) fx.into(out)(X, Y); };
     std::function<void()> run_cxx;
-    if (name == "elemwise_add3mul") run_xsym = [&] { for (int i = 0; i < inner; ++i) f3.into(r)(X, Y, Z); };
-    if (name == "elemwise_sigmoid") run_xsym = [&] { for (int i = 0; i < inner; ++i) fs.into(r)(X); };
-    if (name == "elemwise_xent") run_xsym = [&] { for (int i = 0; i < inner; ++i) fx.into(r)(X, Y); };
-    if (name == "elemwise_add3mul") run_cxx = [&] { for (int i = 0; i < inner; ++i) f3c.into(rc)(X, Y, Z); };
-    if (name == "elemwise_sigmoid") run_cxx = [&] { for (int i = 0; i < inner; ++i) fsc.into(rc)(X); };
-    if (name == "elemwise_xent") run_cxx = [&] { for (int i = 0; i < inner; ++i) fxc.into(rc)(X, Y); };
+    if (name == "elemwise_add3mul") run_cxx = [&] { for (int i = 0; i < inner; ++i) f3c.into(out)(X, Y, Z); };
+    if (name == "elemwise_sigmoid") run_cxx = [&] { for (int i = 0; i < inner; ++i) fsc.into(out)(X); };
+    if (name == "elemwise_xent") run_cxx = [&] { for (int i = 0; i < inner; ++i) fxc.into(out)(X, Y); };
     const double per = static_cast<double>(n) * inner;
-    auto verify = [&](const T* got, const char* who) {
-      for (std::size_t i = 0; i < n; i += std::max<std::size_t>(1, n / 1000)) {
-        const T want = k.scalar(X(i), name == "elemwise_xent" ? Y(i) : Y(i), Z(i));
-        check(std::abs(got[i] - want) <= 1e-4f * std::max(1.0f, std::abs(want)), who);
-      }
-    };
-    // Every implementation writes its own output, checked after all are timed.
     std::vector<std::string> impls{xsym_impl(false)};
     std::vector<std::function<void()>> runs{run_xsym};
-    std::vector<const T*> results{r.data()};
     Eigen::Map<const Eigen::ArrayXf> ex(X.data(), n), ey(Y.data(), n), ez(Z.data(), n);
-    Eigen::ArrayXf eo(n);
-    xt::xtensor<T, 1> lo = xt::empty<T>({n});
+    Eigen::Map<Eigen::ArrayXf> eo(out.data(), n);
     if (!noprof_build()) {
       std::function<void()> run_eigen, run_xt;
       if (name == "elemwise_add3mul") run_eigen = [&] { for (int i = 0; i < inner; ++i) eo = (ex + ey + ez) * 2.0f; };
@@ -350,16 +346,21 @@ void bench_elemwise(std::size_t n) {
         run_xt = [&] { for (int i = 0; i < inner; ++i) xt::noalias(out) = -Y * xt::log(X) - (1.0f - Y) * xt::log(1.0f - X); };
       std::function<void()> run_loop = [&] {
         for (int i = 0; i < inner; ++i)
-          for (std::size_t j = 0; j < n; ++j) lo(j) = k.scalar(X(j), Y(j), Z(j));
+          for (std::size_t j = 0; j < n; ++j) out(j) = k.scalar(X(j), Y(j), Z(j));
       };
       impls.insert(impls.end(), {"xsym_cxx", "eigen", "xtensor", "loop"});
       runs.insert(runs.end(), {run_cxx, run_eigen, run_xt, run_loop});
-      results.insert(results.end(), {rc.data(), eo.data(), out.data(), lo.data()});
     }
     const auto times = measure_round_robin(runs, repeats, per);
+    // After timing, each implementation runs once more over an output of NaNs and is checked.
     for (std::size_t j = 0; j < runs.size(); ++j) {
       emit(k.name, impls[j], "float32", static_cast<double>(n), times[j]);
-      verify(results[j], (impls[j] + " elemwise").c_str());
+      out.fill(std::numeric_limits<T>::quiet_NaN());
+      runs[j]();
+      for (std::size_t i = 0; i < n; i += std::max<std::size_t>(1, n / 1000)) {
+        const T want = k.scalar(X(i), Y(i), Z(i));
+        check(std::abs(out(i) - want) <= 1e-4f * std::max(1.0f, std::abs(want)), (impls[j] + " elemwise").c_str());
+      }
     }
   }
 }
