@@ -689,6 +689,56 @@ TEST_CASE("chains of arithmetic run in one pass with the separate kernels' resul
   });
 }
 
+TEST_CASE("a chain of arithmetic gives the same bits wherever its arrays start in a cache line",
+          "[expr][elemwise]") {
+  // One chain without exp or log computes the elements before dst's first cache line as
+  // scalars where its first argument is as far past a line as dst is (so that the batches
+  // load and store whole lines). Every offset of the arrays in a line, the same for all or
+  // dst alone moved, against the reference set and against float64.
+  for_each_type(type_list<float, double>{}, []<class T>() {
+    auto x = xsym::vector<T>("x"), y = xsym::vector<T>("y"), z = xsym::vector<T>("z");
+    auto s = xsym::scalar<T>("s");
+    auto fast = xsym::function("chain", xsym::inputs(x, y, z, s), (x + y - z) * s / y);
+    auto scaled = xsym::function("scaled", xsym::inputs(s, x), s * x + s);  // arg 0 broadcast
+    auto scaled_ref = xsym::function("scaled_ref", xsym::inputs(s, x), s * x + s, xsym::linker("py"));
+    auto ref = xsym::function("chain_ref", xsym::inputs(x, y, z, s), (x + y - z) * s / y, xsym::linker("py"));
+    constexpr std::size_t line = 64 / sizeof(T);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<T> dist(T(0.5), T(2));
+    for (std::size_t n : {std::size_t(9), std::size_t(8 * line - 1), std::size_t(8 * line), std::size_t(1003)}) {
+      std::vector<T> bx(n + line), by(n + line), bz(n + line), bout(n + 2 * line);
+      for (auto* b : {&bx, &by, &bz})
+        for (auto& e : *b) e = dist(rng);
+      const T S = dist(rng);
+      const std::array<std::size_t, 1> shape{n};
+      for (std::size_t at = 0; at < line; ++at)
+        for (const bool dst_alone : {false, true}) {
+          // Where the buffers start in a line: the inputs at `at` past bx's start (or at its
+          // start, for dst alone moved), dst at `at` past its buffer's first line.
+          const std::size_t in = dst_alone ? 0 : at;
+          const auto lead = (64 - reinterpret_cast<std::uintptr_t>(bout.data()) % 64) % 64 / sizeof(T);
+          auto X = xt::adapt(bx.data() + in, n, xt::no_ownership(), shape);
+          auto Y = xt::adapt(by.data() + in, n, xt::no_ownership(), shape);
+          auto Z = xt::adapt(bz.data() + in, n, xt::no_ownership(), shape);
+          auto out = xt::adapt(bout.data() + lead + at, n, xt::no_ownership(), shape);
+          std::fill(bout.begin(), bout.end(), std::numeric_limits<T>::quiet_NaN());
+          fast.into(out)(X, Y, Z, S);
+          const xt::xtensor<T, 1> Xc = X, Yc = Y, Zc = Z;
+          const xt::xtensor<T, 1> want = ref(Xc, Yc, Zc, S), got = out;
+          INFO(type_name<T>() << ", n = " << n << ", offset " << at << (dst_alone ? ", dst alone" : ""));
+          CHECK(got == want);
+          for (std::size_t i = 0; i < n; ++i) {
+            const double a = Xc(i), b = Yc(i), c = Zc(i);
+            CHECK(std::abs(out(i) - (a + b - c) * S / b) <= 1e-5 * std::abs((a + b - c) * S / b) + 1e-6);
+          }
+          scaled.into(out)(S, X);
+          const xt::xtensor<T, 1> scaled_got = out, scaled_want = scaled_ref(S, Xc);
+          CHECK(scaled_got == scaled_want);
+        }
+    }
+  });
+}
+
 namespace {
 // One IEEE operation per call: the expected values below must not fuse a multiply and an add
 // into one rounding (tests build as gnu++20, where GCC contracts them).

@@ -511,6 +511,15 @@ struct chain_plan {
   }
 };
 
+// exp and log give other bits on a batch than on a scalar; the elements before the first cache
+// line, which chain_loop computes as scalars, would then differ from the separate kernels'.
+inline constexpr unsigned chain_exp_link = 11;  // this code and the next: exp and log
+inline bool chain_is_exact(std::uint32_t codes, int links) {
+  for (int k = 0; k < links; ++k)
+    if (chain_link_code(codes, k) >= chain_exp_link) return false;
+  return true;
+}
+
 /// One chain of a run of several (chain_loop, chains): its result and arguments as chain_fn
 /// takes them.
 struct chain_call {
@@ -583,7 +592,16 @@ void chain_loop(const chain_call* calls, int n_chains, std::int64_t n) {
         else acc[u].store_unaligned(plan.dst + at + u * w);
       }
     };
-    if constexpr (NT)
+    // The elements before dst's first cache line as scalars, so that every batch stores a
+    // whole line: when streaming, and for one chain without exp or log (whose scalars give the
+    // batches' bits) whose first argument sits as far past a line as dst does, over a span
+    // long enough to pay for them. Arrays from one allocator that aligns to less than 64 bytes
+    // (xtensor's default gives 16) then all load and store whole lines, where each access
+    // would split two.
+    const auto line_offset = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64; };
+    if (NT || (n_chains == 1 && n >= 8 * w && line_offset(plans[0].dst) != 0 &&
+               (plans[0].first_broadcast || line_offset(plans[0].first) == line_offset(plans[0].dst)) &&
+               chain_is_exact(calls[0].codes, calls[0].links)))
       for (const std::int64_t head = std::min<std::int64_t>(
                n, static_cast<std::int64_t>((64 - reinterpret_cast<std::uintptr_t>(plans[0].dst) % 64) % 64 / sizeof(T)));
            i < head; ++i)
@@ -712,15 +730,6 @@ void chain_one(void* dst, const void* const* args, std::uint32_t codes, int link
     acc = code >= first_unary_link ? chain_unary(acc, code) : chain_link(acc, *static_cast<const T*>(args[j++]), code);
   }
   *static_cast<T*>(dst) = acc;
-}
-
-// exp and log give other bits on a batch than on a scalar; the elements before the first cache
-// line, which streaming computes as scalars, would then differ from the separate kernels'.
-inline constexpr unsigned chain_exp_link = 11;  // this code and the next: exp and log
-inline bool chain_is_exact(std::uint32_t codes, int links) {
-  for (int k = 0; k < links; ++k)
-    if (chain_link_code(codes, k) >= chain_exp_link) return false;
-  return true;
 }
 
 template <class T>
