@@ -45,11 +45,14 @@ cuda: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target test_gpu_cuda_build logistic_regression_cuda_build
 
 # Benchmarks: their own -O3 -march=native build, then bench/run.py writes bench/results/latest.json.
+# The PyTensor peer (bench/peers/logreg_pytensor.py) runs where pip can install pytensor.
 # It also times building the test suite from nothing (about 10 minutes on 2 cores):
 # make bench BENCH_ARGS=--skip-test-build leaves that out.
 BENCH_ARGS ?=
 bench:
 	@XSYM_DEPS_BENCH=1 bash scripts/install-deps.sh
+	@python3 -c "import pytensor" 2>/dev/null || python3 -m pip install -q pytensor >/dev/null 2>&1 || \
+	  echo "xsym: pip could not install pytensor; the bench leaves the PyTensor peer out" >&2
 	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DXSYM_BUILD_BENCH=ON -DXSYM_BUILD_TESTS=OFF >/dev/null
 	@cmake --build build-bench -j $(JOBS) --target bench_xsym bench_xsym_noprof logistic_regression
 	python3 bench/run.py --build build-bench $(BENCH_ARGS)
