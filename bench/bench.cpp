@@ -317,10 +317,10 @@ void bench_elemwise(std::size_t n) {
     auto fxc = xsym::function("xent", xsym::inputs(x, y), -y * log(x) - (1 - y) * log(1 - x), xsym::linker("cvm_nogc"));
     xsym::config.cxx = "";
     // Every implementation writes the same preallocated output (as Eigen and xt::noalias write
-    // theirs): with an output each, where the kernel placed each one's pages decided how much
-    // of the 1e5 case's arrays stayed in L2 (the same loop, timed into two buffers of one
-    // process, differed by up to 10%), and which implementation ran before decided whether
-    // its output was still cached.
+    // theirs): with an output each, where the OS placed each one's pages decided how much of
+    // the 1e5 case's arrays stayed in L2 (two loops that tie writing one buffer differed by up
+    // to 9% writing one each, in one process), and which implementation ran before decided
+    // whether its output was still cached.
     if (name == "elemwise_add3mul") run_xsym = [&] { for (int i = 0; i < inner; ++i) f3.into(out)(X, Y, Z); };
     if (name == "elemwise_sigmoid") run_xsym = [&] { for (int i = 0; i < inner; ++i) fs.into(out)(X); };
     if (name == "elemwise_xent") run_xsym = [&] { for (int i = 0; i < inner; ++i) fx.into(out)(X, Y); };
