@@ -692,7 +692,7 @@ TEST_CASE("chains of arithmetic run in one pass with the separate kernels' resul
 TEST_CASE("a chain of arithmetic gives the same bits wherever its arrays start in a cache line",
           "[expr][elemwise]") {
   // One chain without exp or log computes the elements before dst's first cache line as
-  // scalars where its first argument is as far past a line as dst is (so that the batches
+  // scalars where its first array argument is as far past a line as dst is (so that the batches
   // load and store whole lines). Every offset of the arrays in a line, the same for all or
   // dst alone moved, against the reference set and against float64.
   for_each_type(type_list<float, double>{}, []<class T>() {

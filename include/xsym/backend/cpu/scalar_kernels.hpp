@@ -598,13 +598,20 @@ void chain_loop(const chain_call* calls, int n_chains, std::int64_t n) {
     };
     // The elements before dst's first cache line as scalars, so that every batch stores a
     // whole line: when streaming, and for one chain without exp or log (whose scalars give the
-    // batches' bits) whose first argument sits as far past a line as dst does, over a span
-    // long enough to pay for them. Arrays from one allocator that aligns to less than 64 bytes
-    // (xtensor's default gives 16) then all load and store whole lines, where each access
-    // would split two.
+    // batches' bits) whose first array argument sits as far past a line as dst does, over a
+    // span long enough to pay for them. Arrays from one allocator that aligns to less than 64
+    // bytes (xtensor's default gives 16) then all load and store whole lines, where each
+    // access would split two; where only dst is off, aligning it would split the loads instead.
     const auto line_offset = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64; };
+    const auto first_array = [](const chain_plan<T>& plan) {
+      if (!plan.first_broadcast) return plan.first;
+      for (int k = 0; k < plan.links; ++k)
+        if (plan.from[k] && !plan.broadcast[k]) return plan.from[k];
+      return static_cast<const T*>(nullptr);
+    };
+    const T* lead_array = n_chains == 1 ? first_array(plans[0]) : nullptr;
     if (NT || (n_chains == 1 && n >= 8 * w && line_offset(plans[0].dst) != 0 &&
-               (plans[0].first_broadcast || line_offset(plans[0].first) == line_offset(plans[0].dst)) &&
+               (!lead_array || line_offset(lead_array) == line_offset(plans[0].dst)) &&
                chain_is_exact(calls[0].codes, calls[0].links)))
       for (const std::int64_t head = std::min<std::int64_t>(
                n, static_cast<std::int64_t>((64 - reinterpret_cast<std::uintptr_t>(plans[0].dst) % 64) % 64 / sizeof(T)));
