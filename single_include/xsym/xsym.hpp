@@ -5476,6 +5476,13 @@ struct chain_plan {
       if (links > 0 && code[0] >= first_unary_link) lead = chain_unary(lead, code[start++]);
     }
   }
+  // The first argument that is an array, not one value (nullptr when none is).
+  const T* first_array() const {
+    if (!first_broadcast) return first;
+    for (int k = 0; k < links; ++k)
+      if (from[k] && !broadcast[k]) return from[k];
+    return nullptr;
+  }
   T scalar(std::int64_t i) const {
     T acc = first[first_broadcast ? 0 : i];
     for (int k = 0; k < links; ++k) acc = chain_link(acc, from[k] ? from[k][broadcast[k] ? 0 : i] : acc, code[k]);
@@ -5571,19 +5578,11 @@ void chain_loop(const chain_call* calls, int n_chains, std::int64_t n) {
     // bytes (xtensor's default gives 16) then all load and store whole lines, where each
     // access would split two; where only dst is off, aligning it would split the loads instead.
     const auto line_offset = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64; };
-    const auto first_array = [](const chain_plan<T>& plan) {
-      if (!plan.first_broadcast) return plan.first;
-      for (int k = 0; k < plan.links; ++k)
-        if (plan.from[k] && !plan.broadcast[k]) return plan.from[k];
-      return static_cast<const T*>(nullptr);
-    };
-    const T* lead_array = n_chains == 1 ? first_array(plans[0]) : nullptr;
-    if (NT || (n_chains == 1 && n >= 8 * w && line_offset(plans[0].dst) != 0 &&
-               (!lead_array || line_offset(lead_array) == line_offset(plans[0].dst)) &&
-               chain_is_exact(calls[0].codes, calls[0].links)))
-      for (const std::int64_t head = std::min<std::int64_t>(
-               n, static_cast<std::int64_t>((64 - reinterpret_cast<std::uintptr_t>(plans[0].dst) % 64) % 64 / sizeof(T)));
-           i < head; ++i)
+    const std::uintptr_t dst_offset = line_offset(plans[0].dst);
+    if (NT || (n_chains == 1 && n >= 8 * w && dst_offset != 0 && chain_is_exact(calls[0].codes, calls[0].links) &&
+               (!plans[0].first_array() || line_offset(plans[0].first_array()) == dst_offset)))
+      for (const std::int64_t head = std::min(n, static_cast<std::int64_t>((64 - dst_offset) % 64 / sizeof(T))); i < head;
+           ++i)
         plans[0].dst[i] = plans[0].scalar(i);
 #if XSYM_THREADED_CHAINS
     // The main loop as threaded code: each link's body jumps straight to the next one's, and
