@@ -174,11 +174,11 @@ void reduce_into(const op& o, const reduce_layout& l, const ndarray& in, ndarray
 /// @brief Reduces `in` over op.axes into `out` (already allocated with the kept dimensions).
 inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
   const int rank = in.rank();
-  std::vector<bool> reduced(static_cast<std::size_t>(rank), false);
-  for (int a : o.axes) reduced[static_cast<std::size_t>(a)] = true;
+  std::uint32_t reduced = 0;  // bit d: axis d is reduced (a mask, not a vector: no allocation per call)
+  for (int a : o.axes) reduced |= std::uint32_t{1} << a;
   detail::reduce_layout l;
   for (int d = 0; d < rank; ++d) {
-    if (reduced[static_cast<std::size_t>(d)]) {
+    if ((reduced >> d) & 1u) {
       l.red_st[static_cast<std::size_t>(l.red.rank)] = in.stride(d);
       l.red[l.red.rank++] = in.shape(d);
     } else {
