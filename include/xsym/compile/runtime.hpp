@@ -218,8 +218,10 @@ inline void copy_into_destination(const ndarray& value, const ndarray& dst) {
 
 // Every input one element (a function of scalars held in arrays, as in the seeds' call-overhead
 // example): the steps run once, on the kernels run_program would call with n = 1, so the
-// results are the same bits, without broadcasting, span or block bookkeeping. In-place nodes,
-// compiled (cxx) programs and any input of more than one element take the general path.
+// results are the same bits, without broadcasting, span or block bookkeeping. An in-place node
+// writes its own buffer here (for one element, taking over its input's saves nothing; the
+// update of a shared scalar, b - 0.01 * gb, is one). Compiled (cxx) programs and any input of
+// more than one element take the general path.
 inline bool run_elemwise_one(const thunk& t, ndarray* values) {
   const cpu::compiled_program& cp = t.prog;
   const apply_node& n = *t.node;
@@ -728,7 +730,7 @@ class function_runtime {
     }
     if (!reference && !m_plan.cxx.empty()) compile_kernels(thunks);
     for (detail::thunk& t : thunks) {
-      t.one_element_path = t.run == &detail::run_elemwise && t.node->fn->destroy_map.empty() && !t.prog.jit[0] && !t.prog.jit[1] &&
+      t.one_element_path = t.run == &detail::run_elemwise && !t.prog.jit[0] && !t.prog.jit[1] &&
                            t.prog.reg_types.size() <= cpu::detail::max_registers && t.node->outputs.size() <= 8 &&
                            !t.node->inputs.empty();
       if (!t.one_element_path) continue;
