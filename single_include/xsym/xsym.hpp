@@ -1672,8 +1672,9 @@ struct op {
   std::vector<int> axes;                       // reduce: sorted; empty with all_axes
   bool all_axes = false;
   bool transpose_a = false;                    // gemv: the matrix is used transposed
-  bool accumulate = false;                     // gemv: inputs (y0, A, x), output y0 + alpha * op(A) x
+  bool accumulate = false;                     // gemv: inputs (y0, A, x), output beta * y0 + alpha * op(A) x
   double alpha = 1.0;
+  double beta = 1.0;                           // gemv only; Gemm's is 1
   std::shared_ptr<const program> fused;        // composite
   std::vector<std::pair<int, int>> destroy_map;  // (output, input) pairs written in place
   bool on_gpu = false;                         // runs on the device (device=cuda)
@@ -1753,7 +1754,8 @@ struct op {
       case op_kind::gemv:
         if (accumulate) {
           char buf[64];
-          std::snprintf(buf, sizeof buf, ",alpha=%g", alpha);
+          if (beta == 1.0) std::snprintf(buf, sizeof buf, ",alpha=%g", alpha);
+          else std::snprintf(buf, sizeof buf, ",alpha=%g,beta=%g", alpha, beta);
           return "Gemv{" + inplace + buf + "}";
         }
         return "Gemv{" + inplace + "}";
@@ -2677,6 +2679,7 @@ XSYM_COLD_END
 // optimizer_excluding=fusion:inplace choose among them at run time.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
@@ -2951,6 +2954,44 @@ inline bool uniform_constant(const var_ptr& v, double& value) {
   return true;
 }
 
+// y0 as scale * base + offset: a tree of +, -, * and negation over one-element constants and
+// one array, base (weight decay's w - 0.01 * (0.01 * w + 0.01 * w) is 0.9998 w). False where a
+// product multiplies base by itself or another array appears.
+struct linear_term {
+  double scale = 0, offset = 0;
+};
+inline bool linear_in_one(const var_ptr& e, dtype type, var_ptr& base, linear_term& out, int depth = 0) {
+  double c = 0;
+  if (e->kind == var_kind::constant) {
+    if (e->constant.size() != 1 || !uniform_constant(e, c)) return false;
+    out = {0, c};
+    return true;
+  }
+  if (depth > 32 || e->type != type) return false;
+  if (e->kind == var_kind::apply && e->fn->kind == op_kind::elemwise) {
+    const scalar_op s = e->fn->scalar;
+    linear_term a, b;
+    if (s == scalar_op::neg && e->inputs.size() == 1) {
+      if (!linear_in_one(e->inputs[0], type, base, a, depth + 1)) return false;
+      out = {-a.scale, -a.offset};
+      return true;
+    }
+    if ((s == scalar_op::add || s == scalar_op::sub || s == scalar_op::mul) && e->inputs.size() == 2) {
+      if (!linear_in_one(e->inputs[0], type, base, a, depth + 1) || !linear_in_one(e->inputs[1], type, base, b, depth + 1))
+        return false;
+      if (s == scalar_op::add) out = {a.scale + b.scale, a.offset + b.offset};
+      else if (s == scalar_op::sub) out = {a.scale - b.scale, a.offset - b.offset};
+      else if (a.scale != 0 && b.scale != 0) return false;
+      else out = {a.scale * b.offset + b.scale * a.offset, a.offset * b.offset};
+      return true;
+    }
+  }
+  if (base && base->id != e->id) return false;
+  base = e;
+  out = {1, 0};
+  return true;
+}
+
 /// gemv_accumulate (part of blas): `a - c * (b + gemv(A, x))` becomes
 /// Gemv{alpha=-c}(a - c * b, A, x): the product is added into the elementwise result
 /// instead of being stored and read again. Also `a - c * gemv`, `a + c * gemv`, and the
@@ -2993,6 +3034,16 @@ inline std::vector<var_ptr> gemv_accumulate_pass(const std::vector<var_ptr>& roo
     op o = *g->fn;
     o.accumulate = true;
     o.alpha = is(nv, scalar_op::sub) ? -c : c;
+    // A y0 that is a multiple of one array (weight decay) goes in as beta: the product reads
+    // that array where it is, and no elementwise node runs a pass over it first.
+    var_ptr base;
+    linear_term lin;
+    if (o.kind == op_kind::gemv && (nv->type == dtype::float32 || nv->type == dtype::float64) &&
+        linear_in_one(y0, nv->type, base, lin) && base && lin.offset == 0 && std::isfinite(lin.scale) &&
+        base->type == nv->type && base->rank == nv->rank && base->broadcastable == nv->broadcastable) {
+      y0 = base;
+      o.beta = lin.scale;
+    }
     ++rec.applied;
     rec.notes.push_back("gemv_accumulate: " + nv->fn->name() + " of a product became " + o.name());
     return make_apply(std::move(o), {y0, g->inputs[0], g->inputs[1]}, nv->type, nv->rank);
@@ -4710,7 +4761,7 @@ template <int R, class B, class T>
 // accumulators keep both FMA units busy (4 chains would wait on the FMA latency).
 template <int R, bool Aligned, class T>
 void gemv_row_block(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t k, std::int64_t peel, T alpha,
-                    bool acc) {
+                    const T* y0, T beta) {
   using B = xsimd::batch<T>;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
   // Every loop over j unrolled, so the accumulators live in registers: an array the compiler
@@ -4731,34 +4782,35 @@ void gemv_row_block(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t
     T v = sums[j];
     for (std::int64_t ii = 0; ii < peel; ++ii) v += a[j * lda + ii] * x[ii];
     for (std::int64_t ii = i; ii < k; ++ii) v += a[j * lda + ii] * x[ii];
-    y[j] = (acc ? y[j] : T(0)) + alpha * v;
+    y[j] = (y0 ? beta * y0[j] : T(0)) + alpha * v;
   }
 }
 
+// y = alpha A x, or with y0 (which may be y itself) beta y0 + alpha A x.
 template <class T>
 void gemv_rows_serial(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha,
-                      bool acc) {
+                      const T* y0, T beta) {
   std::int64_t r = 0;
   if constexpr (std::is_floating_point_v<T>) {
     const std::int64_t peel = peel_for(a, lda, k);
     auto blocks = [&](auto aligned) {
       constexpr bool al = decltype(aligned)::value;
       const std::int64_t p = al ? peel : 0;
-      for (; r + 8 <= m; r += 8) gemv_row_block<8, al>(a + r * lda, lda, x, y + r, k, p, alpha, acc);
-      for (; r + 4 <= m; r += 4) gemv_row_block<4, al>(a + r * lda, lda, x, y + r, k, p, alpha, acc);
+      for (; r + 8 <= m; r += 8) gemv_row_block<8, al>(a + r * lda, lda, x, y + r, k, p, alpha, y0 ? y0 + r : y0, beta);
+      for (; r + 4 <= m; r += 4) gemv_row_block<4, al>(a + r * lda, lda, x, y + r, k, p, alpha, y0 ? y0 + r : y0, beta);
     };
     if (peel >= 0) blocks(std::true_type{});
     else blocks(std::false_type{});
   }
-  for (; r < m; ++r) y[r] = (acc ? y[r] : T(0)) + alpha * dot_span(a + r * lda, x, k);
+  for (; r < m; ++r) y[r] = (y0 ? beta * y0[r] : T(0)) + alpha * dot_span(a + r * lda, x, k);
 }
 
 template <class T>
-void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha, bool acc,
-               int threads = 1) {
+void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha, const T* y0,
+               T beta, int threads = 1) {
   // Threads take whole blocks of 8 rows: each row is summed as on one thread.
   parallel_chunks(m, 8, threads, [&](std::int64_t lo, std::int64_t hi) {
-    gemv_rows_serial(a + lo * lda, lda, x, y + lo, hi - lo, k, alpha, acc);
+    gemv_rows_serial(a + lo * lda, lda, x, y + lo, hi - lo, k, alpha, y0 ? y0 + lo : y0, beta);
   });
 }
 
@@ -4798,14 +4850,14 @@ void gemv_column_block(const T* a, std::int64_t lda, const T* xs, T* y, std::int
 }
 
 template <class T>
-void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64_t m, std::int64_t k, T alpha, bool acc,
-                  int threads = 1) {
+void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64_t m, std::int64_t k, T alpha,
+                  const T* y0, T beta, int threads = 1) {
   // Accumulating: the product is summed apart, then added once. Summing 400 small terms
   // straight into a y of larger magnitude would lose their low bits (float32 drifts).
   // On cache lines, as y's strips are: a vector load or store across two lines costs two.
   thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> product;
   T* y = y_out;
-  if (acc) {
+  if (y0) {
     product.assign(static_cast<std::size_t>(m), T(0));
     y = product.data();
   } else {
@@ -4835,23 +4887,27 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
   std::int64_t grain = 64;
   if constexpr (std::is_floating_point_v<T>) grain = 8 * static_cast<std::int64_t>(xsimd::batch<T>::size);
   parallel_chunks(m - peel, grain, threads, [&](std::int64_t lo, std::int64_t hi) { run_block(peel + lo, peel + hi); });
-  if (acc) {
+  if (y0) {
+    // beta y0 + the product in one pass (beta == 1 gives y0 + product exactly, FMA or not).
     std::int64_t vectors_end = 0;
     if constexpr (std::is_floating_point_v<T>) {
       using B = xsimd::batch<T>;
       constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
       vectors_end = m / w * w;
+      const B bv(beta);
       for (std::int64_t i = 0; i < vectors_end; i += w)
-        (B::load_unaligned(y_out + i) + B::load_aligned(y + i)).store_unaligned(y_out + i);
+        xsimd::fma(bv, B::load_unaligned(y0 + i), B::load_aligned(y + i)).store_unaligned(y_out + i);
     }
-    for (std::int64_t i = vectors_end; i < m; ++i) y_out[i] += y[i];
+    for (std::int64_t i = vectors_end; i < m; ++i) y_out[i] = beta * y0[i] + y[i];
   }
 }
 }  // namespace detail
 
-/// @brief y = op(A) x, op(A) = A or Aᵀ; A may be row-major or a transposed view of one.
+/// @brief y = alpha op(A) x, op(A) = A or Aᵀ; A may be row-major or a transposed view of one.
+/// Accumulating, y = beta y0 + alpha op(A) x, where y0 is C-contiguous (null: y0 is y itself).
 inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, ndarray& y, double alpha = 1.0,
-                     bool accumulate = false, const parallelism& par = {}) {
+                     bool accumulate = false, const parallelism& par = {}, const ndarray* y0 = nullptr,
+                     double beta = 1.0) {
   std::int64_t m = a_in.shape(0), k = a_in.shape(1);
   std::int64_t rs = a_in.stride(0), cs = a_in.stride(1);
   if (transpose) {
@@ -4861,20 +4917,26 @@ inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, n
   if (x_in.shape(0) != k)
     throw shape_error("matrix-vector product: matrix has shape (" + std::to_string(m) + ", " + std::to_string(k) +
                       ") after transposition, vector has shape " + to_string(x_in.shape()));
-  const ndarray x = x_in.contiguous();
-  ndarray a = a_in;
+  // Copies only where needed: copying an ndarray costs two atomic reference-count updates,
+  // four per product in a training step.
+  ndarray x_copy, a_copy;
+  const ndarray& x = x_in.is_c_contiguous() ? x_in : (x_copy = x_in.contiguous());
+  const ndarray* ap = &a_in;
   if (!(cs == 1 || k == 1) && !(rs == 1 || m == 1)) {
-    a = a_in.contiguous();
-    rs = a.stride(transpose ? 1 : 0);
-    cs = a.stride(transpose ? 0 : 1);
+    a_copy = a_in.contiguous();
+    ap = &a_copy;
+    rs = a_copy.stride(transpose ? 1 : 0);
+    cs = a_copy.stride(transpose ? 0 : 1);
   }
+  const ndarray& a = *ap;
   xsym::detail::visit_dtype(a.type(), [&](auto z) {
     using T = decltype(z);
     if constexpr (!std::is_same_v<T, bool>) {
-      const T al = static_cast<T>(alpha);
+      const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
       const int threads = m * k >= par.product_minsize ? par.threads : 1;
-      if (cs == 1 || k == 1) detail::gemv_rows(a.data_as<T>(), rs, x.data_as<T>(), y.data_as<T>(), m, k, al, accumulate, threads);
-      else detail::gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k, al, accumulate, threads);
+      const T* y0p = !accumulate ? nullptr : y0 ? y0->data_as<T>() : y.data_as<T>();
+      if (cs == 1 || k == 1) detail::gemv_rows(a.data_as<T>(), rs, x.data_as<T>(), y.data_as<T>(), m, k, al, y0p, be, threads);
+      else detail::gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k, al, y0p, be, threads);
     }
   });
 }
@@ -7205,11 +7267,11 @@ void reduce_into(const op& o, const reduce_layout& l, const ndarray& in, ndarray
 /// @brief Reduces `in` over op.axes into `out` (already allocated with the kept dimensions).
 inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
   const int rank = in.rank();
-  std::vector<bool> reduced(static_cast<std::size_t>(rank), false);
-  for (int a : o.axes) reduced[static_cast<std::size_t>(a)] = true;
+  std::uint32_t reduced = 0;  // bit d: axis d is reduced (a mask, not a vector: no allocation per call)
+  for (int a : o.axes) reduced |= std::uint32_t{1} << a;
   detail::reduce_layout l;
   for (int d = 0; d < rank; ++d) {
-    if (reduced[static_cast<std::size_t>(d)]) {
+    if ((reduced >> d) & 1u) {
       l.red_st[static_cast<std::size_t>(l.red.rank)] = in.stride(d);
       l.red[l.red.rank++] = in.shape(d);
     } else {
@@ -8392,8 +8454,10 @@ inline void copy_into_destination(const ndarray& value, const ndarray& dst) {
 
 // Every input one element (a function of scalars held in arrays, as in the seeds' call-overhead
 // example): the steps run once, on the kernels run_program would call with n = 1, so the
-// results are the same bits, without broadcasting, span or block bookkeeping. In-place nodes,
-// compiled (cxx) programs and any input of more than one element take the general path.
+// results are the same bits, without broadcasting, span or block bookkeeping. An in-place node
+// writes its own buffer here (for one element, taking over its input's saves nothing; the
+// update of a shared scalar, b - 0.01 * gb, is one). Compiled (cxx) programs and any input of
+// more than one element take the general path.
 inline bool run_elemwise_one(const thunk& t, ndarray* values) {
   const cpu::compiled_program& cp = t.prog;
   const apply_node& n = *t.node;
@@ -8501,7 +8565,8 @@ inline void run_dot_family(const thunk& t, ndarray* values) {
     }
     cpu::run_dot22(A, B, out, o.alpha, true);
   } else if (o.kind == op_kind::gemv && o.accumulate) {
-    // out = y0 + alpha * op(A) x, in y0's buffer when it dies here.
+    // out = beta * y0 + alpha * op(A) x, in y0's buffer when it dies here; else y0 is read
+    // where it is (a shared variable's value, weight decay folded in as beta: no copy of it).
     const ndarray& y0 = values[n.inputs[0]];
     const ndarray& A = values[n.inputs[1]];
     const ndarray& xv = values[n.inputs[2]];
@@ -8512,14 +8577,15 @@ inline void run_dot_family(const thunk& t, ndarray* values) {
     ndarray& y0_slot = values[n.inputs[0]];
     if (o.is_inplace() && y0.is_c_contiguous() && y0.owner() && y0.owner().use_count() == 1) {
       out = std::move(y0_slot);
+      cpu::run_gemv(A, o.transpose_a, xv, out, o.alpha, true, t.par, nullptr, o.beta);
     } else {
       s.rank = 1;
       s[0] = m;
       prepare_output(out, y0.type(), s, t.pool);
-      const ndarray c = y0.contiguous();
-      std::memcpy(out.data(), c.data(), out.nbytes());
+      ndarray y0_copy;
+      const ndarray& c = y0.is_c_contiguous() ? y0 : (y0_copy = y0.contiguous());
+      cpu::run_gemv(A, o.transpose_a, xv, out, o.alpha, true, t.par, &c, o.beta);
     }
-    cpu::run_gemv(A, o.transpose_a, xv, out, o.alpha, true, t.par);
   } else if (o.kind == op_kind::gemv) {
     s.rank = 1;
     s[0] = o.transpose_a ? a.shape(1) : a.shape(0);
@@ -8902,7 +8968,7 @@ class function_runtime {
     }
     if (!reference && !m_plan.cxx.empty()) compile_kernels(thunks);
     for (detail::thunk& t : thunks) {
-      t.one_element_path = t.run == &detail::run_elemwise && t.node->fn->destroy_map.empty() && !t.prog.jit[0] && !t.prog.jit[1] &&
+      t.one_element_path = t.run == &detail::run_elemwise && !t.prog.jit[0] && !t.prog.jit[1] &&
                            t.prog.reg_types.size() <= cpu::detail::max_registers && t.node->outputs.size() <= 8 &&
                            !t.node->inputs.empty();
       if (!t.one_element_path) continue;
@@ -9094,7 +9160,7 @@ class function_runtime {
                            m_graph->node_text(n) + " (input shapes " + shapes + "): " + what);
   }
 
-  // |y0| + |alpha| |op(A)| |x| for a product node (y0 when it accumulates), from the reference
+  // |beta y0| + |alpha| |op(A)| |x| for a product node (y0 when it accumulates), from the reference
   // kernels run on absolute values; an empty array for any other node.
   ndarray product_scale(std::size_t i, const std::vector<ndarray>& ref_in) const {
     const apply_node& n = m_graph->nodes[i];
@@ -9127,7 +9193,7 @@ class function_runtime {
         T* p = scale.data_as<T>();
         const ndarray y0 = accumulates ? ref_in[0].contiguous() : ndarray{};
         for (std::int64_t e = 0; e < scale.size(); ++e)
-          p[e] = std::abs(p[e]) + (accumulates ? std::abs(y0.data_as<T>()[e]) : T(0));
+          p[e] = std::abs(p[e]) + (accumulates ? std::abs(static_cast<T>(o.beta) * y0.data_as<T>()[e]) : T(0));
       }
     });
     return scale;

@@ -86,8 +86,18 @@ TEST_CASE("blas: products become Gemv and Dot22; gemv_accumulate folds scale and
   CHECK(any_contains(names(g), "Gemv"));
   auto h = check_same(xsym::inputs(m), xsym::dot(m, m.T()), M);
   CHECK(any_contains(names(h), "Dot22"));
+  // a - 0.01 (0.5 a + M v) is 0.995 a - 0.01 M v: a goes in as it is, scaled by beta.
   auto k = check_same(xsym::inputs(a, m, v), a - 0.01 * (a * 0.5 + xsym::dot(m, v)), A, M, V);
-  CHECK(any_contains(names(k), "Gemv{inplace,alpha=-0.01}"));
+  CHECK(names(k) == std::vector<std::string>{"Gemv{no_inplace,alpha=-0.01,beta=0.995}"});
+  // Not a multiple of a (a product of arrays, a constant term): the elementwise part runs first.
+  auto sq = check_same(xsym::inputs(a, m, v), a - 0.01 * (a * a + xsym::dot(m, v)), A, M, V);
+  CHECK(any_contains(names(sq), "Gemv{inplace,alpha=-0.01}"));
+  CHECK(any_contains(names(sq), "Elemwise"));
+  auto off = check_same(xsym::inputs(a, m, v), a - 0.01 * ((a + 1.0) + xsym::dot(m, v)), A, M, V);
+  CHECK(any_contains(names(off), "Gemv{inplace,alpha=-0.01}"));
+  auto b = xsym::vector<double>("b");
+  auto two = check_same(xsym::inputs(a, b, m, v), a - 0.01 * (b * 0.5 + xsym::dot(m, v)), A, U, M, V);
+  CHECK(any_contains(names(two), "Gemv{inplace,alpha=-0.01}"));
   auto q = xsym::matrix<double>("q");
   const xt::xtensor<double, 2> Q{{1, 0}, {0.5, 2}};
   auto gm = check_same(xsym::inputs(q, m), q + 0.5 * xsym::dot(m, m.T()), Q, M);

@@ -14,6 +14,7 @@
 
 #include <xsym/xsym.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -146,6 +147,9 @@ TEMPLATE_TEST_CASE("the seeds' logistic regression trains as a float64 reference
 
   auto train = xsym::function("train", xsym::inputs(x, y), xsym::outputs(prediction, xent),
                               xsym::updates(xsym::update(w, w - 0.01 * gw), xsym::update(b, b - 0.01 * gb)));
+  // The weight decay rides on the product: w's new value is one Gemv, beta = 1 - 0.01 * 0.02.
+  const auto& nodes = train.toposort();
+  CHECK(std::any_of(nodes.begin(), nodes.end(), [](const auto& n) { return n.op_name().find(",beta=0.9998}") != std::string::npos; }));
   auto predict = xsym::function("predict", xsym::inputs(x), prediction);
   auto cost_eval = xsym::function("cost_eval", xsym::inputs(x, y), cost);
 

@@ -329,7 +329,8 @@ inline void run_dot_family(const thunk& t, ndarray* values) {
     }
     cpu::run_dot22(A, B, out, o.alpha, true);
   } else if (o.kind == op_kind::gemv && o.accumulate) {
-    // out = y0 + alpha * op(A) x, in y0's buffer when it dies here.
+    // out = beta * y0 + alpha * op(A) x, in y0's buffer when it dies here; else y0 is read
+    // where it is (a shared variable's value, weight decay folded in as beta: no copy of it).
     const ndarray& y0 = values[n.inputs[0]];
     const ndarray& A = values[n.inputs[1]];
     const ndarray& xv = values[n.inputs[2]];
@@ -340,14 +341,15 @@ inline void run_dot_family(const thunk& t, ndarray* values) {
     ndarray& y0_slot = values[n.inputs[0]];
     if (o.is_inplace() && y0.is_c_contiguous() && y0.owner() && y0.owner().use_count() == 1) {
       out = std::move(y0_slot);
+      cpu::run_gemv(A, o.transpose_a, xv, out, o.alpha, true, t.par, nullptr, o.beta);
     } else {
       s.rank = 1;
       s[0] = m;
       prepare_output(out, y0.type(), s, t.pool);
-      const ndarray c = y0.contiguous();
-      std::memcpy(out.data(), c.data(), out.nbytes());
+      ndarray y0_copy;
+      const ndarray& c = y0.is_c_contiguous() ? y0 : (y0_copy = y0.contiguous());
+      cpu::run_gemv(A, o.transpose_a, xv, out, o.alpha, true, t.par, &c, o.beta);
     }
-    cpu::run_gemv(A, o.transpose_a, xv, out, o.alpha, true, t.par);
   } else if (o.kind == op_kind::gemv) {
     s.rank = 1;
     s[0] = o.transpose_a ? a.shape(1) : a.shape(0);
@@ -922,7 +924,7 @@ class function_runtime {
                            m_graph->node_text(n) + " (input shapes " + shapes + "): " + what);
   }
 
-  // |y0| + |alpha| |op(A)| |x| for a product node (y0 when it accumulates), from the reference
+  // |beta y0| + |alpha| |op(A)| |x| for a product node (y0 when it accumulates), from the reference
   // kernels run on absolute values; an empty array for any other node.
   ndarray product_scale(std::size_t i, const std::vector<ndarray>& ref_in) const {
     const apply_node& n = m_graph->nodes[i];
@@ -955,7 +957,7 @@ class function_runtime {
         T* p = scale.data_as<T>();
         const ndarray y0 = accumulates ? ref_in[0].contiguous() : ndarray{};
         for (std::int64_t e = 0; e < scale.size(); ++e)
-          p[e] = std::abs(p[e]) + (accumulates ? std::abs(y0.data_as<T>()[e]) : T(0));
+          p[e] = std::abs(p[e]) + (accumulates ? std::abs(static_cast<T>(o.beta) * y0.data_as<T>()[e]) : T(0));
       }
     });
     return scale;

@@ -109,8 +109,9 @@ struct op {
   std::vector<int> axes;                       // reduce: sorted; empty with all_axes
   bool all_axes = false;
   bool transpose_a = false;                    // gemv: the matrix is used transposed
-  bool accumulate = false;                     // gemv: inputs (y0, A, x), output y0 + alpha * op(A) x
+  bool accumulate = false;                     // gemv: inputs (y0, A, x), output beta * y0 + alpha * op(A) x
   double alpha = 1.0;
+  double beta = 1.0;                           // gemv only; Gemm's is 1
   std::shared_ptr<const program> fused;        // composite
   std::vector<std::pair<int, int>> destroy_map;  // (output, input) pairs written in place
   bool on_gpu = false;                         // runs on the device (device=cuda)
@@ -190,7 +191,8 @@ struct op {
       case op_kind::gemv:
         if (accumulate) {
           char buf[64];
-          std::snprintf(buf, sizeof buf, ",alpha=%g", alpha);
+          if (beta == 1.0) std::snprintf(buf, sizeof buf, ",alpha=%g", alpha);
+          else std::snprintf(buf, sizeof buf, ",alpha=%g,beta=%g", alpha, beta);
           return "Gemv{" + inplace + buf + "}";
         }
         return "Gemv{" + inplace + "}";

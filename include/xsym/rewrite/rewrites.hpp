@@ -5,6 +5,7 @@
 // optimizer_excluding=fusion:inplace choose among them at run time.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
@@ -281,6 +282,44 @@ inline bool uniform_constant(const var_ptr& v, double& value) {
   return true;
 }
 
+// y0 as scale * base + offset: a tree of +, -, * and negation over one-element constants and
+// one array, base (weight decay's w - 0.01 * (0.01 * w + 0.01 * w) is 0.9998 w). False where a
+// product multiplies base by itself or another array appears.
+struct linear_term {
+  double scale = 0, offset = 0;
+};
+inline bool linear_in_one(const var_ptr& e, dtype type, var_ptr& base, linear_term& out, int depth = 0) {
+  double c = 0;
+  if (e->kind == var_kind::constant) {
+    if (e->constant.size() != 1 || !uniform_constant(e, c)) return false;
+    out = {0, c};
+    return true;
+  }
+  if (depth > 32 || e->type != type) return false;
+  if (e->kind == var_kind::apply && e->fn->kind == op_kind::elemwise) {
+    const scalar_op s = e->fn->scalar;
+    linear_term a, b;
+    if (s == scalar_op::neg && e->inputs.size() == 1) {
+      if (!linear_in_one(e->inputs[0], type, base, a, depth + 1)) return false;
+      out = {-a.scale, -a.offset};
+      return true;
+    }
+    if ((s == scalar_op::add || s == scalar_op::sub || s == scalar_op::mul) && e->inputs.size() == 2) {
+      if (!linear_in_one(e->inputs[0], type, base, a, depth + 1) || !linear_in_one(e->inputs[1], type, base, b, depth + 1))
+        return false;
+      if (s == scalar_op::add) out = {a.scale + b.scale, a.offset + b.offset};
+      else if (s == scalar_op::sub) out = {a.scale - b.scale, a.offset - b.offset};
+      else if (a.scale != 0 && b.scale != 0) return false;
+      else out = {a.scale * b.offset + b.scale * a.offset, a.offset * b.offset};
+      return true;
+    }
+  }
+  if (base && base->id != e->id) return false;
+  base = e;
+  out = {1, 0};
+  return true;
+}
+
 /// gemv_accumulate (part of blas): `a - c * (b + gemv(A, x))` becomes
 /// Gemv{alpha=-c}(a - c * b, A, x): the product is added into the elementwise result
 /// instead of being stored and read again. Also `a - c * gemv`, `a + c * gemv`, and the
@@ -323,6 +362,16 @@ inline std::vector<var_ptr> gemv_accumulate_pass(const std::vector<var_ptr>& roo
     op o = *g->fn;
     o.accumulate = true;
     o.alpha = is(nv, scalar_op::sub) ? -c : c;
+    // A y0 that is a multiple of one array (weight decay) goes in as beta: the product reads
+    // that array where it is, and no elementwise node runs a pass over it first.
+    var_ptr base;
+    linear_term lin;
+    if (o.kind == op_kind::gemv && (nv->type == dtype::float32 || nv->type == dtype::float64) &&
+        linear_in_one(y0, nv->type, base, lin) && base && lin.offset == 0 && std::isfinite(lin.scale) &&
+        base->type == nv->type && base->rank == nv->rank && base->broadcastable == nv->broadcastable) {
+      y0 = base;
+      o.beta = lin.scale;
+    }
     ++rec.applied;
     rec.notes.push_back("gemv_accumulate: " + nv->fn->name() + " of a product became " + o.name());
     return make_apply(std::move(o), {y0, g->inputs[0], g->inputs[1]}, nv->type, nv->rank);

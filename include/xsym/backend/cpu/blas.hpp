@@ -94,7 +94,7 @@ template <int R, class B, class T>
 // accumulators keep both FMA units busy (4 chains would wait on the FMA latency).
 template <int R, bool Aligned, class T>
 void gemv_row_block(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t k, std::int64_t peel, T alpha,
-                    bool acc) {
+                    const T* y0, T beta) {
   using B = xsimd::batch<T>;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
   // Every loop over j unrolled, so the accumulators live in registers: an array the compiler
@@ -115,34 +115,35 @@ void gemv_row_block(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t
     T v = sums[j];
     for (std::int64_t ii = 0; ii < peel; ++ii) v += a[j * lda + ii] * x[ii];
     for (std::int64_t ii = i; ii < k; ++ii) v += a[j * lda + ii] * x[ii];
-    y[j] = (acc ? y[j] : T(0)) + alpha * v;
+    y[j] = (y0 ? beta * y0[j] : T(0)) + alpha * v;
   }
 }
 
+// y = alpha A x, or with y0 (which may be y itself) beta y0 + alpha A x.
 template <class T>
 void gemv_rows_serial(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha,
-                      bool acc) {
+                      const T* y0, T beta) {
   std::int64_t r = 0;
   if constexpr (std::is_floating_point_v<T>) {
     const std::int64_t peel = peel_for(a, lda, k);
     auto blocks = [&](auto aligned) {
       constexpr bool al = decltype(aligned)::value;
       const std::int64_t p = al ? peel : 0;
-      for (; r + 8 <= m; r += 8) gemv_row_block<8, al>(a + r * lda, lda, x, y + r, k, p, alpha, acc);
-      for (; r + 4 <= m; r += 4) gemv_row_block<4, al>(a + r * lda, lda, x, y + r, k, p, alpha, acc);
+      for (; r + 8 <= m; r += 8) gemv_row_block<8, al>(a + r * lda, lda, x, y + r, k, p, alpha, y0 ? y0 + r : y0, beta);
+      for (; r + 4 <= m; r += 4) gemv_row_block<4, al>(a + r * lda, lda, x, y + r, k, p, alpha, y0 ? y0 + r : y0, beta);
     };
     if (peel >= 0) blocks(std::true_type{});
     else blocks(std::false_type{});
   }
-  for (; r < m; ++r) y[r] = (acc ? y[r] : T(0)) + alpha * dot_span(a + r * lda, x, k);
+  for (; r < m; ++r) y[r] = (y0 ? beta * y0[r] : T(0)) + alpha * dot_span(a + r * lda, x, k);
 }
 
 template <class T>
-void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha, bool acc,
-               int threads = 1) {
+void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha, const T* y0,
+               T beta, int threads = 1) {
   // Threads take whole blocks of 8 rows: each row is summed as on one thread.
   parallel_chunks(m, 8, threads, [&](std::int64_t lo, std::int64_t hi) {
-    gemv_rows_serial(a + lo * lda, lda, x, y + lo, hi - lo, k, alpha, acc);
+    gemv_rows_serial(a + lo * lda, lda, x, y + lo, hi - lo, k, alpha, y0 ? y0 + lo : y0, beta);
   });
 }
 
@@ -182,14 +183,14 @@ void gemv_column_block(const T* a, std::int64_t lda, const T* xs, T* y, std::int
 }
 
 template <class T>
-void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64_t m, std::int64_t k, T alpha, bool acc,
-                  int threads = 1) {
+void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64_t m, std::int64_t k, T alpha,
+                  const T* y0, T beta, int threads = 1) {
   // Accumulating: the product is summed apart, then added once. Summing 400 small terms
   // straight into a y of larger magnitude would lose their low bits (float32 drifts).
   // On cache lines, as y's strips are: a vector load or store across two lines costs two.
   thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> product;
   T* y = y_out;
-  if (acc) {
+  if (y0) {
     product.assign(static_cast<std::size_t>(m), T(0));
     y = product.data();
   } else {
@@ -219,23 +220,27 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
   std::int64_t grain = 64;
   if constexpr (std::is_floating_point_v<T>) grain = 8 * static_cast<std::int64_t>(xsimd::batch<T>::size);
   parallel_chunks(m - peel, grain, threads, [&](std::int64_t lo, std::int64_t hi) { run_block(peel + lo, peel + hi); });
-  if (acc) {
+  if (y0) {
+    // beta y0 + the product in one pass (beta == 1 gives y0 + product exactly, FMA or not).
     std::int64_t vectors_end = 0;
     if constexpr (std::is_floating_point_v<T>) {
       using B = xsimd::batch<T>;
       constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
       vectors_end = m / w * w;
+      const B bv(beta);
       for (std::int64_t i = 0; i < vectors_end; i += w)
-        (B::load_unaligned(y_out + i) + B::load_aligned(y + i)).store_unaligned(y_out + i);
+        xsimd::fma(bv, B::load_unaligned(y0 + i), B::load_aligned(y + i)).store_unaligned(y_out + i);
     }
-    for (std::int64_t i = vectors_end; i < m; ++i) y_out[i] += y[i];
+    for (std::int64_t i = vectors_end; i < m; ++i) y_out[i] = beta * y0[i] + y[i];
   }
 }
 }  // namespace detail
 
-/// @brief y = op(A) x, op(A) = A or Aᵀ; A may be row-major or a transposed view of one.
+/// @brief y = alpha op(A) x, op(A) = A or Aᵀ; A may be row-major or a transposed view of one.
+/// Accumulating, y = beta y0 + alpha op(A) x, where y0 is C-contiguous (null: y0 is y itself).
 inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, ndarray& y, double alpha = 1.0,
-                     bool accumulate = false, const parallelism& par = {}) {
+                     bool accumulate = false, const parallelism& par = {}, const ndarray* y0 = nullptr,
+                     double beta = 1.0) {
   std::int64_t m = a_in.shape(0), k = a_in.shape(1);
   std::int64_t rs = a_in.stride(0), cs = a_in.stride(1);
   if (transpose) {
@@ -245,20 +250,26 @@ inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, n
   if (x_in.shape(0) != k)
     throw shape_error("matrix-vector product: matrix has shape (" + std::to_string(m) + ", " + std::to_string(k) +
                       ") after transposition, vector has shape " + to_string(x_in.shape()));
-  const ndarray x = x_in.contiguous();
-  ndarray a = a_in;
+  // Copies only where needed: copying an ndarray costs two atomic reference-count updates,
+  // four per product in a training step.
+  ndarray x_copy, a_copy;
+  const ndarray& x = x_in.is_c_contiguous() ? x_in : (x_copy = x_in.contiguous());
+  const ndarray* ap = &a_in;
   if (!(cs == 1 || k == 1) && !(rs == 1 || m == 1)) {
-    a = a_in.contiguous();
-    rs = a.stride(transpose ? 1 : 0);
-    cs = a.stride(transpose ? 0 : 1);
+    a_copy = a_in.contiguous();
+    ap = &a_copy;
+    rs = a_copy.stride(transpose ? 1 : 0);
+    cs = a_copy.stride(transpose ? 0 : 1);
   }
+  const ndarray& a = *ap;
   xsym::detail::visit_dtype(a.type(), [&](auto z) {
     using T = decltype(z);
     if constexpr (!std::is_same_v<T, bool>) {
-      const T al = static_cast<T>(alpha);
+      const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
       const int threads = m * k >= par.product_minsize ? par.threads : 1;
-      if (cs == 1 || k == 1) detail::gemv_rows(a.data_as<T>(), rs, x.data_as<T>(), y.data_as<T>(), m, k, al, accumulate, threads);
-      else detail::gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k, al, accumulate, threads);
+      const T* y0p = !accumulate ? nullptr : y0 ? y0->data_as<T>() : y.data_as<T>();
+      if (cs == 1 || k == 1) detail::gemv_rows(a.data_as<T>(), rs, x.data_as<T>(), y.data_as<T>(), m, k, al, y0p, be, threads);
+      else detail::gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k, al, y0p, be, threads);
     }
   });
 }

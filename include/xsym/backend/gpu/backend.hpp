@@ -74,9 +74,10 @@ inline void run_reduce_node(const thunk& t, ndarray* values) {
   run_reduce(*n.fn, in, out);
 }
 
-// y = y0 + alpha * op(A) x (y0 optional); every operand on the device, any strides.
+// y = beta * y0 + alpha * op(A) x (y0 optional); every operand on the device, any strides.
 template <class T>
-void gemv(const ndarray& a, bool transpose, const ndarray& x, const ndarray* y0, ndarray& out, double alpha) {
+void gemv(const ndarray& a, bool transpose, const ndarray& x, const ndarray* y0, ndarray& out, double alpha,
+          double beta = 1.0) {
   const std::int64_t rows = transpose ? a.shape(1) : a.shape(0), cols = transpose ? a.shape(0) : a.shape(1);
   if (x.shape(0) != cols)
     throw shape_error("GpuGemv: the matrix has shape " + to_string(a.shape()) + (transpose ? " (transposed)" : "") +
@@ -96,7 +97,7 @@ void gemv(const ndarray& a, bool transpose, const ndarray& x, const ndarray* y0,
         if (y0->is_c_contiguous()) cuda::detail::copy_bytes(out.data(), y0->data(), out.nbytes(), cuda::detail::direction::on_device);
         else gather(*y0, out);
       }
-      const T al = static_cast<T>(alpha), be = static_cast<T>(y0 ? 1 : 0);
+      const T al = static_cast<T>(alpha), be = static_cast<T>(y0 ? beta : 0);
       const bool row_major = a_col == 1;
       const cublasOperation_t op = row_major ? CUBLAS_OP_T : CUBLAS_OP_N;
       const int m = static_cast<int>(row_major ? cols : rows), n = static_cast<int>(row_major ? rows : cols);
@@ -115,7 +116,7 @@ void gemv(const ndarray& a, bool transpose, const ndarray& x, const ndarray* y0,
 #endif
   using Acc = std::conditional_t<std::is_floating_point_v<T>, T, std::int64_t>;
   detail::gemv_functor<T, Acc> f{a.data_as<const T>(), a_row, a_col, cols, x.data_as<const T>(), x.stride(0),
-                                 y0 ? y0->data_as<const T>() : nullptr, y0 ? y0->stride(0) : 0, out.data_as<T>(), alpha};
+                                 y0 ? y0->data_as<const T>() : nullptr, y0 ? y0->stride(0) : 0, out.data_as<T>(), alpha, beta};
   thrust::for_each(XSYM_GPU_POLICY, thrust::counting_iterator<std::int64_t>(0),
                    thrust::counting_iterator<std::int64_t>(rows), f);
 }
@@ -168,7 +169,7 @@ inline void run_dot_node(const thunk& t, ndarray* values) {
     }
   };
   if (o.accumulate) {
-    // out = y0 + alpha * (A x or A B), in y0's buffer when it dies here.
+    // out = beta * y0 + alpha * A x, or y0 + alpha * A B, in y0's buffer when it dies here.
     ndarray& y0_slot = values[n.inputs[0]];
     const bool in_place =
         o.is_inplace() && y0_slot.is_c_contiguous() && y0_slot.owner() && y0_slot.owner().use_count() == 1;
@@ -185,7 +186,7 @@ inline void run_dot_node(const thunk& t, ndarray* values) {
       if (y0.rank() != 1 || y0.shape(0) != m)
         throw shape_error("GpuGemv: the accumulated vector has shape " + to_string(y0.shape()) + " but the product has " +
                           std::to_string(m) + " rows");
-      typed(y0.type(), [&](auto z) { gemv<decltype(z)>(a, o.transpose_a, b, &y0, out, o.alpha); });
+      typed(y0.type(), [&](auto z) { gemv<decltype(z)>(a, o.transpose_a, b, &y0, out, o.alpha, o.beta); });
     } else {
       if (y0.rank() != 2 || y0.shape(0) != a.shape(0) || y0.shape(1) != b.shape(1))
         throw shape_error("GpuGemm: the accumulated matrix has shape " + to_string(y0.shape()) + " but the product is " +

@@ -285,7 +285,7 @@ struct reduce_combine {
   __host__ __device__ Acc operator()(Acc a, Acc b) const { return f.combine(a, b); }
 };
 
-/// out[i] = beta_y0 * y0[i] + alpha * sum_j A[i, j] x[j] over strided operands (op(A) by strides).
+/// out[i] = beta * y0[i] + alpha * sum_j A[i, j] x[j] over strided operands (op(A) by strides).
 template <class T, class Acc>
 struct gemv_functor {
   const T* a;
@@ -296,12 +296,14 @@ struct gemv_functor {
   std::int64_t y0_stride;
   T* out;
   double alpha;
+  double beta = 1.0;  // y0's factor
   __host__ __device__ void operator()(std::int64_t i) const {
     Acc s = 0;
     const T* row = a + i * a_row;
     for (std::int64_t j = 0; j < cols; ++j) s += static_cast<Acc>(row[j * a_col]) * static_cast<Acc>(x[j * x_stride]);
     const Acc scaled = static_cast<Acc>(alpha * static_cast<double>(s));
-    out[i] = static_cast<T>(y0 ? static_cast<Acc>(y0[i * y0_stride]) + scaled : scaled);
+    out[i] = static_cast<T>(y0 ? static_cast<Acc>(static_cast<Acc>(beta) * static_cast<Acc>(y0[i * y0_stride])) + scaled
+                               : scaled);
   }
 };
 
