@@ -65,8 +65,12 @@ struct buffer_pool {
   std::vector<entry> free;
 
   void give(ndarray& a) {
-    if (a.owner() && a.owner().use_count() == 1 && a.capacity() > 0)
-      free.push_back({a.owner(), a.capacity(), a.on_device()});
+    if (a.owner() && a.owner().use_count() == 1 && a.capacity() > 0) {
+      const std::size_t capacity = a.capacity();
+      const bool on_device = a.on_device();
+      free.push_back({a.take_owner(), capacity, on_device});  // moved: no reference-count update
+      return;
+    }
     a.release();
   }
   bool take(ndarray& slot, dtype t, const shape_t& shape, std::size_t bytes, bool on_device = false) {

@@ -210,6 +210,14 @@ class ndarray {
     m_on_device = false;
   }
 
+  /// @brief Moves the buffer out and leaves no value, as release does, with one reference-count
+  /// update fewer than copying owner() and then releasing.
+  std::shared_ptr<std::byte> take_owner() {
+    std::shared_ptr<std::byte> owner = std::move(m_owner);
+    release();
+    return owner;
+  }
+
   /// @brief Makes this array a C-contiguous value of dtype dt and this shape in the buffer it
   /// already owns (buffer reuse without touching the reference count). The caller checked
   /// that the buffer is ours alone and holds shape.size() elements of dt.
