@@ -1332,6 +1332,14 @@ class ndarray {
     m_on_device = false;
   }
 
+  /// @brief Moves the buffer out and leaves no value, as release does, with one reference-count
+  /// update fewer than copying owner() and then releasing.
+  std::shared_ptr<std::byte> take_owner() {
+    std::shared_ptr<std::byte> owner = std::move(m_owner);
+    release();
+    return owner;
+  }
+
   /// @brief Makes this array a C-contiguous value of dtype dt and this shape in the buffer it
   /// already owns (buffer reuse without touching the reference count). The caller checked
   /// that the buffer is ours alone and holds shape.size() elements of dt.
@@ -8301,8 +8309,12 @@ struct buffer_pool {
   std::vector<entry> free;
 
   void give(ndarray& a) {
-    if (a.owner() && a.owner().use_count() == 1 && a.capacity() > 0)
-      free.push_back({a.owner(), a.capacity(), a.on_device()});
+    if (a.owner() && a.owner().use_count() == 1 && a.capacity() > 0) {
+      const std::size_t capacity = a.capacity();
+      const bool on_device = a.on_device();
+      free.push_back({a.take_owner(), capacity, on_device});  // moved: no reference-count update
+      return;
+    }
     a.release();
   }
   bool take(ndarray& slot, dtype t, const shape_t& shape, std::size_t bytes, bool on_device = false) {
