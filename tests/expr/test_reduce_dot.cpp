@@ -499,3 +499,58 @@ TEST_CASE("matrix-vector products of matrices that start anywhere in a cache lin
     }
   }
 }
+
+TEST_CASE("a product accumulating into a multiple of an array scales it by beta, read where it is",
+          "[expr][dot]") {
+  // 0.75 y0 - 0.5 op(M) x is one Gemv with beta = 0.75 reading y0 (a function input, never
+  // written): rows and columns of the matrix, against float64 loops.
+  auto m = xsym::matrix<float>("m");
+  auto u = xsym::vector<float>("u");
+  auto v = xsym::vector<float>("v");
+  auto yr = xsym::vector<float>("yr");
+  auto yc = xsym::vector<float>("yc");
+  auto f = xsym::function("scaled", xsym::inputs(m, u, v, yr, yc),
+                          xsym::outputs(0.75f * yr - 0.5f * xsym::dot(m, u), yc * 0.75f - 0.5f * xsym::dot(m.T(), v)));
+  std::size_t with_beta = 0;
+  for (const auto& node : f.toposort()) with_beta += node.op_name() == "Gemv{no_inplace,alpha=-0.5,beta=0.75}";
+  CHECK(with_beta == 2);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  const std::size_t rows = 45, cols = 70;
+  xt::xtensor<float, 2> M = xt::empty<float>({rows, cols});
+  xt::xtensor<float, 1> U = xt::empty<float>({cols}), V = xt::empty<float>({rows});
+  xt::xtensor<float, 1> YR = xt::empty<float>({rows}), YC = xt::empty<float>({cols});
+  for (auto* t : {&U, &V, &YR, &YC})
+    for (auto& e : *t) e = normal(rng);
+  for (auto& e : M) e = normal(rng);
+  const xt::xtensor<float, 1> yr_before = YR, yc_before = YC;
+  const auto [r_out, c_out] = f(M, U, V, YR, YC);
+  CHECK((YR == yr_before));
+  CHECK((YC == yc_before));
+  for (std::size_t r = 0; r < rows; ++r) {
+    double s = 0, size = 0.75 * std::abs(double(YR(r)));
+    for (std::size_t c = 0; c < cols; ++c) {
+      s += double(M(r, c)) * double(U(c));
+      size += 0.5 * std::abs(double(M(r, c)) * double(U(c)));
+    }
+    CHECK(std::abs(double(r_out(r)) - (0.75 * double(YR(r)) - 0.5 * s)) <= 1e-5 * size);
+  }
+  for (std::size_t c = 0; c < cols; ++c) {
+    double s = 0, size = 0.75 * std::abs(double(YC(c)));
+    for (std::size_t r = 0; r < rows; ++r) {
+      s += double(M(r, c)) * double(V(r));
+      size += 0.5 * std::abs(double(M(r, c)) * double(V(r)));
+    }
+    CHECK(std::abs(double(c_out(c)) - (0.75 * double(YC(c)) - 0.5 * s)) <= 1e-5 * size);
+  }
+  // Two products whose beta differs past the name's six digits are not merged as one.
+  xsym::op a;
+  a.kind = xsym::op_kind::gemv;
+  a.accumulate = true;
+  a.alpha = -0.01;
+  a.beta = 0.9998;
+  xsym::op b = a;
+  b.beta = 0.99980001;
+  CHECK(a.name() == b.name());
+  CHECK(a.signature() != b.signature());
+}

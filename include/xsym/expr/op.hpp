@@ -231,7 +231,14 @@ struct op {
  public:
   /// @brief Two ops with the same signature compute the same function (merge uses it).
   std::string signature() const {
-    return name() + (transpose_a ? "/T" : "") + (kind == op_kind::composite ? "/" + fused->text : std::string());
+    std::string sig = name() + (transpose_a ? "/T" : "") + (kind == op_kind::composite ? "/" + fused->text : std::string());
+    if (accumulate) {
+      // The name prints alpha and beta to 6 digits; two products differing further are not one.
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "/%.17g/%.17g", alpha, beta);
+      sig += buf;
+    }
+    return sig;
   }
 
  private:
