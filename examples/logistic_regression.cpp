@@ -7,9 +7,8 @@
 #include <cstdlib>
 #include <iostream>
 #include <random>
+#include <string>
 
-#include <xtensor/xio.hpp>
-#include <xtensor/xview.hpp>
 #ifdef XSYM_EXAMPLE_GPU
 #include <xsym/gpu.hpp>  // device=cuda runs train on the GPU (or on Thrust's OpenMP system)
 #else
@@ -17,6 +16,15 @@
 #endif
 
 using real = xsym::floatX;
+
+// The first values of a vector of labels, as numpy prints them: "[0 1 1 0]". A loop rather than
+// xtensor's printer (xtensor/xio.hpp), which cost this file about a second of its compile.
+template <class Vector>
+std::string first_labels(const Vector& v, std::size_t count) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < count && i < v.size(); ++i) text += (i ? " " : "") + std::to_string(static_cast<int>(v(i)));
+  return text + "]";
+}
 
 int main(int argc, char** argv) try {
   const std::size_t n = 400, feats = 784;
@@ -74,8 +82,8 @@ int main(int argc, char** argv) try {
   const auto pred = predict(X);
   std::size_t correct = 0;
   for (std::size_t i = 0; i < n; ++i) correct += (pred(i) ? 1.0f : 0.0f) == Y(i);
-  std::cout << "target values for D (first 20): " << xt::view(Y, xt::range(0, 20)) << "\n";
-  std::cout << "prediction on D (first 20):     " << xt::cast<int>(xt::view(pred, xt::range(0, 20))) << "\n";
+  std::cout << "target values for D (first 20): " << first_labels(Y, 20) << "\n";
+  std::cout << "prediction on D (first 20):     " << first_labels(pred, 20) << "\n";
   std::cout << "floatX: " << (sizeof(real) == 4 ? "float32" : "float64") << ", steps: " << steps << "\n";
   std::cout << "cost before training: " << cost_before << ", after: " << cost_after
             << (finite ? "" : " (cross-entropy was not finite in early steps)") << "\n";
