@@ -191,7 +191,14 @@ TEST_CASE("cxx kernels stream outputs larger than the cache, at any offset from 
         CHECK(differences(xt::xtensor<float, 1>(c), wc, {}, 1e-5, 1e-5) == "");
         CHECK(max_ulps(xt::xtensor<float, 1>(a), a0) == 0);
         CHECK(max_ulps(xt::xtensor<float, 1>(b), b0) <= 2);
-        CHECK(max_ulps(xt::xtensor<float, 1>(c), c0) <= 2);
+        // Elements before the first cache line come from the scalar loop, whose log1p is not the
+        // vector one (2 ulps of the log term each; x y - log1p(y^2) may cancel most of it).
+        double c_worst = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          const double term = std::abs(double(X(i)) * Y(i)) + std::log1p(double(Y(i)) * Y(i));
+          c_worst = std::max(c_worst, std::abs(double(c(i)) - c0(i)) / (0x1p-23 * term));
+        }
+        CHECK(c_worst <= 2);
       }
   }
 }

@@ -66,9 +66,11 @@ namespace detail {
 // that the common path is small enough to be inlined into the kernels' loops. The test for
 // such lanes and the common path are functions of their own for chain_loop, which tests four
 // batches at once.
-#define XSYM_VLOG_GENERIC \
-  template <class X>      \
-  X vlog_batch(const X& a) { return xsimd::log(a); }
+#define XSYM_VLOG_GENERIC                            \
+  template <class X>                                 \
+  X vlog_batch(const X& a) { return xsimd::log(a); } \
+  template <class X>                                 \
+  X vlog1p_batch(const X& a) { return xsimd::log1p(a); }
 #define XSYM_VLOG_AVX512                                                                                             \
   template <class X>                                                                                                 \
   [[gnu::noinline]] X vlog_special(const X& a) {                                                                     \
@@ -79,9 +81,11 @@ namespace detail {
   inline bool vlog_special_lanes(const xsimd::batch<float, A>& a) {                                                  \
     return _mm512_fpclass_ps_mask(a, 0xFF) != 0;                                                                     \
   }                                                                                                                  \
-  template <class A>                                                                                                 \
+  /* log(a + low) where |low| is at most half an ulp of a: low enters r as low invc 2^-k, and the */                 \
+  /* rounding error of that sum joins the tail (log1p passes 1 + x and its rounding error) */                        \
+  template <bool Low, class A>                                                                                       \
     requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
-  inline xsimd::batch<float, A> vlog_common(const xsimd::batch<float, A>& a) {                                       \
+  inline xsimd::batch<float, A> vlog_table(const xsimd::batch<float, A>& a, [[maybe_unused]] __m512 low) {           \
     alignas(64) static constexpr float invc[32] = {                                                                  \
         0x1.6bfa24p+0f, 0x1.640f48p+0f, 0x1.5ca964p+0f, 0x1.5564fap+0f, 0x1.4e77aep+0f, 0x1.47bbccp+0f,              \
         0x1.41525ap+0f, 0x1.3b20d8p+0f, 0x1.352496p+0f, 0x1.2f63fap+0f, 0x1.29e368p+0f, 0x1.248eeep+0f,              \
@@ -106,7 +110,15 @@ namespace detail {
     const __m512i i = (__m512i)((__v16su)t >> 18);                                                                   \
     const __m512 ic = _mm512_permutex2var_ps(_mm512_load_ps(invc), i, _mm512_load_ps(invc + 16));                    \
     const __m512 lc = _mm512_permutex2var_ps(_mm512_load_ps(logc), i, _mm512_load_ps(logc + 16));                    \
-    const __m512 r = _mm512_fmsub_ps(z, ic, _mm512_set1_ps(1.0f));                                                   \
+    __m512 r = _mm512_fmsub_ps(z, ic, _mm512_set1_ps(1.0f));                                                         \
+    __m512 r_err = _mm512_setzero_ps();                                                                              \
+    if constexpr (Low) {                                                                                             \
+      const __m512 d = _mm512_scalef_ps(_mm512_mul_ps(low, ic), _mm512_sub_ps(_mm512_setzero_ps(), k));              \
+      /* Fast2Sum: |r| >= |d| but where r is within an ulp of 0 and logc != 0 makes the error moot */                \
+      const __m512 sum = _mm512_add_ps(r, d);                                                                        \
+      r_err = _mm512_sub_ps(d, _mm512_sub_ps(sum, r));                                                               \
+      r = sum;                                                                                                       \
+    }                                                                                                                \
     const __m512 r2 = _mm512_mul_ps(r, r);                                                                           \
     /* log1p(r) = r + r^2 q, q = -1/2 + r/3 + r^2 (-1/4 + r/5) */                                                    \
     const __m512 q = _mm512_fmadd_ps(r2, _mm512_fmadd_ps(r, _mm512_set1_ps(0x1.99999ap-3f), _mm512_set1_ps(-0.25f)), \
@@ -118,13 +130,36 @@ namespace detail {
     const __m512 s = _mm512_add_ps(hi, r);                                                                           \
     const __m512 s_err = _mm512_add_ps(_mm512_sub_ps(hi, s), r);                                                     \
     const __m512 tail = _mm512_fmadd_ps(r2, q, _mm512_fmadd_ps(k, _mm512_set1_ps(0x1.7f7d1cp-20f),                   \
-                                                         _mm512_add_ps(hi_err, s_err)));                             \
+                                                         _mm512_add_ps(_mm512_add_ps(hi_err, s_err), r_err)));       \
     return _mm512_add_ps(s, tail);                                                                                   \
+  }                                                                                                                  \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog_common(const xsimd::batch<float, A>& a) {                                       \
+    return vlog_table<false>(a, _mm512_setzero_ps());                                                                \
   }                                                                                                                  \
   template <class A>                                                                                                 \
     requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
   inline xsimd::batch<float, A> vlog_batch(const xsimd::batch<float, A>& a) {                                        \
     return vlog_special_lanes(a) ? vlog_special(a) : vlog_common(a);                                                 \
+  }                                                                                                                  \
+  template <class X>                                                                                                 \
+  [[gnu::noinline]] X vlog1p_special(const X& a) {                                                                   \
+    return xsimd::log1p(a);                                                                                          \
+  }                                                                                                                  \
+  /* log1p(x) = log(u + c), u = 1 + x rounded and c its rounding error (TwoSum): the table */                        \
+  /* log of u with c folded into r. NaN, infinities and x <= -1 */                                                   \
+  /* take xsimd's path, and so does -0 (the sum would turn it into +0) */                                            \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog1p_batch(const xsimd::batch<float, A>& a) {                                      \
+    if ((_mm512_fpclass_ps_mask(a, 0x9D) | _mm512_cmp_ps_mask(a, _mm512_set1_ps(-1.0f), _CMP_LE_OQ)) != 0)           \
+      return vlog1p_special(a);                                                                                      \
+    const __m512 one = _mm512_set1_ps(1.0f);                                                                         \
+    const __m512 u = _mm512_add_ps(one, a);                                                                          \
+    const __m512 one_part = _mm512_sub_ps(u, a), a_part = _mm512_sub_ps(u, one_part); /* TwoSum */                   \
+    const __m512 c = _mm512_add_ps(_mm512_sub_ps(one, one_part), _mm512_sub_ps(a, a_part));                          \
+    return vlog_table<true>(xsimd::batch<float, A>(u), c);                                                           \
   }
 
 XSYM_VEXP_GENERIC
@@ -144,6 +179,11 @@ XSYM_VLOG_AVX512
   X vlog(X a) {                                                                   \
     if constexpr (std::is_arithmetic_v<X>) return xsimd::log(a);                  \
     else return vlog_batch(a);                                                    \
+  }                                                                               \
+  template <class X>                                                              \
+  X vlog1p(X a) {                                                                 \
+    if constexpr (std::is_arithmetic_v<X>) return xsimd::log1p(a);                \
+    else return vlog1p_batch(a);                                                  \
   }                                                                               \
   template <class X>                                                              \
   X vmax(X a, X b) {                                                              \
@@ -196,13 +236,13 @@ XSYM_VLOG_AVX512
   OP(sqrt, xsimd::sqrt(a))                                                    \
   OP(exp, vexp(a))                                                            \
   OP(log, vlog(a))                                                            \
-  OP(log1p, xsimd::log1p(a))                                                  \
+  OP(log1p, vlog1p(a))                                                        \
   OP(expm1, xsimd::expm1(a))                                                  \
   OP(abs, vabs(a))                                                            \
   OP(tanh, xsimd::tanh(a))                                                    \
   OP(sigmoid, X(1) / (X(1) + vexp(-a)))                                       \
   /* max(a, 0) + log1p(exp(-|a|)): exact for large |a| both ways, no branch */ \
-  OP(softplus, vmax(a, X(0)) + xsimd::log1p(vexp(-xsimd::abs(a))))            \
+  OP(softplus, vmax(a, X(0)) + vlog1p(vexp(-xsimd::abs(a))))                  \
   OP(maximum, vmax(a, b))                                                     \
   OP(minimum, vmin(a, b))
 
