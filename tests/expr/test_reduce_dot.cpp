@@ -554,3 +554,34 @@ TEST_CASE("a product accumulating into a multiple of an array scales it by beta,
   CHECK(a.name() == b.name());
   CHECK(a.signature() != b.signature());
 }
+
+TEST_CASE("the column product sums in its output, in a buffer of its own, or in place, to the same bits",
+          "[expr][dot]") {
+  // y = 0.75 y0 - 0.5 Mᵀ v with Mᵀ's columns contiguous. The product sums straight into y where
+  // y is on a cache line and apart from y0; a misaligned y, or y0 itself, sums in a buffer of its
+  // own first. The order of the additions is the same in all three: the same bits, and each
+  // against a float64 loop.
+  const std::int64_t rows = 37, cols = 300;  // cols: several 8-vector strips and a tail
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<float, xsimd::aligned_allocator<float, 64>> mt(rows * cols), v(rows), y0(cols), apart(cols),
+      shifted(cols + 1), in_place;
+  for (auto& e : mt) e = normal(rng);
+  for (auto& e : v) e = normal(rng);
+  for (auto& e : y0) e = normal(rng);
+  in_place = y0;
+  // mt is M (rows x cols, row-major): Mᵀ v walks M's rows as Mᵀ's contiguous columns.
+  xsym::cpu::detail::gemv_columns(mt.data(), cols, v.data(), apart.data(), cols, rows, -0.5f, y0.data(), 0.75f);
+  xsym::cpu::detail::gemv_columns(mt.data(), cols, v.data(), shifted.data() + 1, cols, rows, -0.5f, y0.data(), 0.75f);
+  xsym::cpu::detail::gemv_columns(mt.data(), cols, v.data(), in_place.data(), cols, rows, -0.5f, in_place.data(), 0.75f);
+  for (std::int64_t c = 0; c < cols; ++c) {
+    double s = 0, size = 0.75 * std::abs(double(y0[c]));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      s += double(mt[r * cols + c]) * double(v[r]);
+      size += 0.5 * std::abs(double(mt[r * cols + c]) * double(v[r]));
+    }
+    CHECK(std::abs(double(apart[c]) - (0.75 * double(y0[c]) - 0.5 * s)) <= 1e-5 * size);
+    CHECK(apart[c] == shifted[c + 1]);
+    CHECK(apart[c] == in_place[c]);
+  }
+}

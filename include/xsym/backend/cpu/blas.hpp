@@ -188,9 +188,14 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
   // Accumulating: the product is summed apart, then added once. Summing 400 small terms
   // straight into a y of larger magnitude would lose their low bits (float32 drifts).
   // On cache lines, as y's strips are: a vector load or store across two lines costs two.
-  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> product;
+  // The sum goes straight into y_out where that is on a cache line and does not overlap y0: a
+  // buffer of its own would be one more array's lines for a training step to bring back to L1.
   T* y = y_out;
-  if (y0) {
+  const auto out_at = reinterpret_cast<std::uintptr_t>(y_out), y0_at = reinterpret_cast<std::uintptr_t>(y0);
+  const auto bytes = static_cast<std::uintptr_t>(m) * sizeof(T);
+  const bool own_sum = y0 && (out_at % 64 != 0 || (y0_at < out_at + bytes && out_at < y0_at + bytes));
+  if (own_sum) {
+    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> product;
     product.assign(static_cast<std::size_t>(m), T(0));
     y = product.data();
   } else {
@@ -229,7 +234,7 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
       vectors_end = m / w * w;
       const B bv(beta);
       for (std::int64_t i = 0; i < vectors_end; i += w)
-        xsimd::fma(bv, B::load_unaligned(y0 + i), B::load_aligned(y + i)).store_unaligned(y_out + i);
+        xsimd::fma(bv, B::load_unaligned(y0 + i), B::load_unaligned(y + i)).store_unaligned(y_out + i);
     }
     for (std::int64_t i = vectors_end; i < m; ++i) y_out[i] = beta * y0[i] + y[i];
   }
