@@ -86,6 +86,31 @@ TEST_CASE("cxx compiles the benchmarks' float32 programs; values match float64 l
   }
 }
 
+TEST_CASE("cxx compiles sigmoid(u) and sigmoid(-u) sharing one reciprocal", "[compile][cxx]") {
+  // The kernel reads three registers (u, exp(-|u|) and the reciprocal). This area is built
+  // without -march=native and cxx compiles with it: exp may differ by an ulp or two.
+  clean_config guard;
+  cxx_on cxx("sigmoid_pair");
+  auto u = xsym::vector<float>("u");
+  auto build = [&] { return xsym::function("pair", xsym::inputs(u), xsym::outputs(xsym::sigmoid(u), xsym::sigmoid(-u))); };
+  auto compiled = build();
+  CHECK(compiled.runtime()->compiled_kernels().kernels == 1);
+  xsym::config.cxx = "";
+  auto steps = build();
+  std::mt19937 rng(9);
+  for (std::size_t n : {1, 17, 1000}) {
+    INFO("n = " << n);
+    auto U = random_tensor<float, 1>(rng, {n}, -30, 30);
+    const auto [pos, neg] = compiled(U);
+    const auto [pos_s, neg_s] = steps(U);
+    CHECK(max_ulps(pos, pos_s) <= 2);
+    CHECK(max_ulps(neg, neg_s) <= 2);
+    std::vector<double> want;
+    for (std::size_t i = 0; i < n; ++i) want.push_back(1 / (1 + std::exp(-double(U(i)))));
+    CHECK(differences(pos, want, {}, 1e-6, 1e-30) == "");
+  }
+}
+
 TEST_CASE("cxx kernels write in place, broadcast rows and columns, and split among threads", "[compile][cxx]") {
   clean_config guard;
   cxx_on cxx("shapes");

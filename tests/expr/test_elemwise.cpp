@@ -420,6 +420,36 @@ TEST_CASE("sigmoid and softplus of u and -u in one Composite keep their precisio
   });
 }
 
+TEST_CASE("sigmoid(u) and sigmoid(-u) share one reciprocal and keep the bits of a lone sigmoid", "[expr][elemwise]") {
+  // With two sigmoids of u and -u, r = 1/(1 + exp(-|u|)) is one step both read; with one, the
+  // sigmoid computes the same r itself. Either way the same bits.
+  for_each_type(type_list<float, double>{}, []<class T>() {
+    auto u = xsym::vector<T>("u");
+    auto pair = xsym::function("pair", xsym::inputs(u), xsym::outputs(xsym::sigmoid(u), xsym::sigmoid(-u), xsym::softplus(u)));
+    auto lone_pos = xsym::function("lone_pos", xsym::inputs(u), xsym::outputs(xsym::sigmoid(u), xsym::softplus(u)));
+    auto lone_neg = xsym::function("lone_neg", xsym::inputs(u), xsym::outputs(xsym::sigmoid(-u), xsym::softplus(u)));
+    std::mt19937 rng(31);
+    std::normal_distribution<double> normal(0, 20);
+    for (std::size_t n : {1, 7, 16, 300, 1037}) {
+      xt::xtensor<T, 1> a = xt::empty<T>({n});
+      for (auto& v : a) v = static_cast<T>(normal(rng));
+      a(0) = T(0);
+      const auto [s_pos, s_neg, p_pos] = pair(a);
+      const auto [l_pos, lp] = lone_pos(a);
+      const auto [l_neg, ln] = lone_neg(a);
+      INFO("n = " << n);
+      CHECK(std::memcmp(s_pos.data(), l_pos.data(), n * sizeof(T)) == 0);
+      CHECK(std::memcmp(s_neg.data(), l_neg.data(), n * sizeof(T)) == 0);
+      const double rel = sizeof(T) == 4 ? 3e-7 : 1e-15, floor = std::numeric_limits<T>::min();
+      for (std::size_t i = 0; i < n; ++i) {  // and the values themselves
+        const double x = a(i), pos_want = 1 / (1 + std::exp(-x)), neg_want = 1 / (1 + std::exp(x));
+        CHECK(std::abs(double(s_pos(i)) - pos_want) <= rel * pos_want + floor);
+        CHECK(std::abs(double(s_neg(i)) - neg_want) <= rel * neg_want + floor);
+      }
+    }
+  });
+}
+
 TEST_CASE("binary arithmetic ops match a loop on every numeric dtype", "[expr][elemwise]") {
   const binary_case plain{{-100, 100}, {-100, 100}};
   const binary_case ties{{-100, 100}, {-100, 100}, true};

@@ -159,12 +159,16 @@ inline void share_work(const program& p, std::vector<compiled_step>& steps, std:
     const int u = base_of(kept[k].args[0]);
     std::vector<std::size_t> group;
     bool any_softplus = false;
+    int sigmoids = 0;
     for (std::size_t m = k; m < kept.size(); ++m)
       if (shareable(m) && reg_types[static_cast<std::size_t>(kept[m].dst)] == t && base_of(kept[m].args[0]) == u) {
         group.push_back(m);
         any_softplus |= kept_op[m] == scalar_op::softplus;
+        sigmoids += kept_op[m] == scalar_op::sigmoid;
       }
-    if (group.size() < 2 || reg_types.size() + (any_softplus ? 2 : 1) > max_registers) {
+    // Two or more sigmoids share r = 1/(1 + e) too: a division is the costliest step left.
+    const bool share_recip = sigmoids >= 2;
+    if (group.size() < 2 || reg_types.size() + (any_softplus ? 2 : 1) + (share_recip ? 1 : 0) > max_registers) {
       out.push_back(kept[k]);
       continue;
     }
@@ -193,13 +197,19 @@ inline void share_work(const program& p, std::vector<compiled_step>& steps, std:
       log1p.in_type = log1p.out_type = t;
       l_reg = unary_step(kernel_for<true>(log1p), e_reg, scalar_op::log1p, -1);
     }
+    const int r_reg = share_recip ? unary_step(kernel(shared_exp_kernel::recip_1p), e_reg, scalar_op::true_div,
+                                               static_cast<int>(shared_exp_kernel::recip_1p))
+                                  : -1;
     for (std::size_t m : group) {
       const bool sig = kept_op[m] == scalar_op::sigmoid;
-      const auto which = sig ? shared_exp_kernel::sigmoid_from_exp : shared_exp_kernel::softplus_from_log1p;
+      const auto which = !sig ? shared_exp_kernel::softplus_from_log1p
+                         : share_recip ? shared_exp_kernel::sigmoid_from_recip
+                                       : shared_exp_kernel::sigmoid_from_exp;
       kept[m].kernel = kernel(which);
       kept[m].shared = static_cast<int>(which);
-      kept[m].arity = 2;
+      kept[m].arity = which == shared_exp_kernel::sigmoid_from_recip ? 3 : 2;
       kept[m].args[1] = sig ? e_reg : l_reg;
+      if (kept[m].arity == 3) kept[m].args[2] = r_reg;
       rewritten[m] = 1;  // the others stay where they are: their arguments may come later
     }
     out.push_back(kept[k]);

@@ -108,6 +108,8 @@ inline const char* shared_kernel_text(int shared) {
     case shared_exp_kernel::exp_neg_abs: return "exp_neg_abs_fn::apply";
     case shared_exp_kernel::sigmoid_from_exp: return "sigmoid_from_exp_fn::apply";
     case shared_exp_kernel::softplus_from_log1p: return "softplus_from_log1p_fn::apply";
+    case shared_exp_kernel::recip_1p: return "recip_1p_fn::apply";
+    case shared_exp_kernel::sigmoid_from_recip: return "sigmoid_from_recip_fn::apply";
   }
   return nullptr;
 }
@@ -155,10 +157,10 @@ inline std::string jit_body(const compiled_program& cp, const char* V) {
     } else {
       if (cp.reg_types[d] != t) return {};
       const char* f = st.shared >= 0 ? shared_kernel_text(st.shared) : op_expression_text(st.op);
-      if (!f || st.arity < 1 || st.arity > 2) return {};
+      if (!f || st.arity < 1 || st.arity > (st.shared >= 0 ? 3 : 2)) return {};
       const std::string call = st.shared >= 0 ? std::string(f) : "f_" + std::string(info(st.op).name);
       os << "    const " << V << " " << reg_name(st.dst) << " = " << call << "(" << a[0] << ", "
-         << a[st.arity > 1 ? 1 : 0] << ");\n";
+         << a[st.arity > 1 ? 1 : 0] << (st.arity > 2 ? ", " + a[2] : std::string()) << ");\n";
     }
     defined[d] = 1;
   }

@@ -209,12 +209,25 @@ XSYM_VLOG_AVX512
       return vexp(-xsimd::abs(a));                                                \
     }                                                                             \
   };                                                                              \
+  /* r = 1/(1+e) serves sigmoid(u) and sigmoid(-u) alike: the pair shares one   \
+     division (sigmoid_from_exp is the two steps in one, so the same bits) */     \
+  struct recip_1p_fn {                                                            \
+    template <class X>                                                            \
+    static X apply(X e, X) {                                                      \
+      return X(1) / (X(1) + e);                                                   \
+    }                                                                             \
+  };                                                                              \
+  struct sigmoid_from_recip_fn {                                                  \
+    template <class X>                                                            \
+    static X apply(X a, X e, X r) {                                               \
+      if constexpr (std::is_arithmetic_v<X>) return a >= X(0) ? r : e * r;        \
+      else return xsimd::select(a >= X(0), r, e * r);                             \
+    }                                                                             \
+  };                                                                              \
   struct sigmoid_from_exp_fn {                                                    \
     template <class X>                                                            \
     static X apply(X a, X e) {                                                    \
-      const X r = X(1) / (X(1) + e);                                              \
-      if constexpr (std::is_arithmetic_v<X>) return a >= X(0) ? r : e * r;        \
-      else return xsimd::select(a >= X(0), r, e * r);                             \
+      return sigmoid_from_recip_fn::apply(a, e, recip_1p_fn::apply(e, e));        \
     }                                                                             \
   };                                                                              \
   struct softplus_from_log1p_fn {                                                 \
@@ -413,7 +426,25 @@ kernel_fn typed_kernel(dtype t) {
 }
 
 /// @brief The CPU-only kernels behind shared sigmoid/softplus (see exp_neg_abs_fn).
-enum class shared_exp_kernel { exp_neg_abs, sigmoid_from_exp, softplus_from_log1p };
+enum class shared_exp_kernel { exp_neg_abs, sigmoid_from_exp, softplus_from_log1p, recip_1p, sigmoid_from_recip };
+
+// dst[i] = F::apply(a[i], b[i], c[i]); an argument that is one value is read at 0.
+template <class F, class T>
+void arith3(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
+  T* d = static_cast<T*>(dstv);
+  const T* a = static_cast<const T*>(args[0]);
+  const T* b = static_cast<const T*>(args[1]);
+  const T* c = static_cast<const T*>(args[2]);
+  std::int64_t i = 0;
+  if (mask == 0) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+    for (; i + w <= n; i += w)
+      F::apply(B::load_unaligned(a + i), B::load_unaligned(b + i), B::load_unaligned(c + i)).store_unaligned(d + i);
+  }
+  const std::int64_t ia = (mask & 1u) ? 0 : 1, ib = (mask & 2u) ? 0 : 1, ic = (mask & 4u) ? 0 : 1;
+  for (; i < n; ++i) d[i] = F::apply(a[i * ia], b[i * ib], c[i * ic]);
+}
 
 template <class T>
 kernel_fn shared_exp_kernel_for(shared_exp_kernel k) {
@@ -422,6 +453,8 @@ kernel_fn shared_exp_kernel_for(shared_exp_kernel k) {
     case shared_exp_kernel::exp_neg_abs: return &arith<exp_neg_abs_fn, 1, T, true>;
     case shared_exp_kernel::sigmoid_from_exp: return &arith<sigmoid_from_exp_fn, 2, T, true>;
     case shared_exp_kernel::softplus_from_log1p: return &arith<softplus_from_log1p_fn, 2, T, true>;
+    case shared_exp_kernel::recip_1p: return &arith<recip_1p_fn, 1, T, true>;
+    case shared_exp_kernel::sigmoid_from_recip: return &arith3<sigmoid_from_recip_fn, T>;
   }
   return nullptr;
 }
