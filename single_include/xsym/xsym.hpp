@@ -4870,9 +4870,14 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
   // Accumulating: the product is summed apart, then added once. Summing 400 small terms
   // straight into a y of larger magnitude would lose their low bits (float32 drifts).
   // On cache lines, as y's strips are: a vector load or store across two lines costs two.
-  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> product;
+  // The sum goes straight into y_out where that is on a cache line and does not overlap y0: a
+  // buffer of its own would be one more array's lines for a training step to bring back to L1.
   T* y = y_out;
-  if (y0) {
+  const auto out_at = reinterpret_cast<std::uintptr_t>(y_out), y0_at = reinterpret_cast<std::uintptr_t>(y0);
+  const auto bytes = static_cast<std::uintptr_t>(m) * sizeof(T);
+  const bool own_sum = y0 && (out_at % 64 != 0 || (y0_at < out_at + bytes && out_at < y0_at + bytes));
+  if (own_sum) {
+    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> product;
     product.assign(static_cast<std::size_t>(m), T(0));
     y = product.data();
   } else {
@@ -4911,7 +4916,7 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
       vectors_end = m / w * w;
       const B bv(beta);
       for (std::int64_t i = 0; i < vectors_end; i += w)
-        xsimd::fma(bv, B::load_unaligned(y0 + i), B::load_aligned(y + i)).store_unaligned(y_out + i);
+        xsimd::fma(bv, B::load_unaligned(y0 + i), B::load_unaligned(y + i)).store_unaligned(y_out + i);
     }
     for (std::int64_t i = vectors_end; i < m; ++i) y_out[i] = beta * y0[i] + y[i];
   }
@@ -5111,9 +5116,11 @@ namespace detail {
 // that the common path is small enough to be inlined into the kernels' loops. The test for
 // such lanes and the common path are functions of their own for chain_loop, which tests four
 // batches at once.
-#define XSYM_VLOG_GENERIC \
-  template <class X>      \
-  X vlog_batch(const X& a) { return xsimd::log(a); }
+#define XSYM_VLOG_GENERIC                            \
+  template <class X>                                 \
+  X vlog_batch(const X& a) { return xsimd::log(a); } \
+  template <class X>                                 \
+  X vlog1p_batch(const X& a) { return xsimd::log1p(a); }
 #define XSYM_VLOG_AVX512                                                                                             \
   template <class X>                                                                                                 \
   [[gnu::noinline]] X vlog_special(const X& a) {                                                                     \
@@ -5124,9 +5131,11 @@ namespace detail {
   inline bool vlog_special_lanes(const xsimd::batch<float, A>& a) {                                                  \
     return _mm512_fpclass_ps_mask(a, 0xFF) != 0;                                                                     \
   }                                                                                                                  \
-  template <class A>                                                                                                 \
+  /* log(a + low) where |low| is at most half an ulp of a: low enters r as low invc 2^-k, and the */                 \
+  /* rounding error of that sum joins the tail (log1p passes 1 + x and its rounding error) */                        \
+  template <bool Low, class A>                                                                                       \
     requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
-  inline xsimd::batch<float, A> vlog_common(const xsimd::batch<float, A>& a) {                                       \
+  inline xsimd::batch<float, A> vlog_table(const xsimd::batch<float, A>& a, [[maybe_unused]] __m512 low) {           \
     alignas(64) static constexpr float invc[32] = {                                                                  \
         0x1.6bfa24p+0f, 0x1.640f48p+0f, 0x1.5ca964p+0f, 0x1.5564fap+0f, 0x1.4e77aep+0f, 0x1.47bbccp+0f,              \
         0x1.41525ap+0f, 0x1.3b20d8p+0f, 0x1.352496p+0f, 0x1.2f63fap+0f, 0x1.29e368p+0f, 0x1.248eeep+0f,              \
@@ -5151,7 +5160,15 @@ namespace detail {
     const __m512i i = (__m512i)((__v16su)t >> 18);                                                                   \
     const __m512 ic = _mm512_permutex2var_ps(_mm512_load_ps(invc), i, _mm512_load_ps(invc + 16));                    \
     const __m512 lc = _mm512_permutex2var_ps(_mm512_load_ps(logc), i, _mm512_load_ps(logc + 16));                    \
-    const __m512 r = _mm512_fmsub_ps(z, ic, _mm512_set1_ps(1.0f));                                                   \
+    __m512 r = _mm512_fmsub_ps(z, ic, _mm512_set1_ps(1.0f));                                                         \
+    __m512 r_err = _mm512_setzero_ps();                                                                              \
+    if constexpr (Low) {                                                                                             \
+      const __m512 d = _mm512_scalef_ps(_mm512_mul_ps(low, ic), _mm512_sub_ps(_mm512_setzero_ps(), k));              \
+      /* Fast2Sum: |r| >= |d| but where r is within an ulp of 0 and logc != 0 makes the error moot */                \
+      const __m512 sum = _mm512_add_ps(r, d);                                                                        \
+      r_err = _mm512_sub_ps(d, _mm512_sub_ps(sum, r));                                                               \
+      r = sum;                                                                                                       \
+    }                                                                                                                \
     const __m512 r2 = _mm512_mul_ps(r, r);                                                                           \
     /* log1p(r) = r + r^2 q, q = -1/2 + r/3 + r^2 (-1/4 + r/5) */                                                    \
     const __m512 q = _mm512_fmadd_ps(r2, _mm512_fmadd_ps(r, _mm512_set1_ps(0x1.99999ap-3f), _mm512_set1_ps(-0.25f)), \
@@ -5163,13 +5180,36 @@ namespace detail {
     const __m512 s = _mm512_add_ps(hi, r);                                                                           \
     const __m512 s_err = _mm512_add_ps(_mm512_sub_ps(hi, s), r);                                                     \
     const __m512 tail = _mm512_fmadd_ps(r2, q, _mm512_fmadd_ps(k, _mm512_set1_ps(0x1.7f7d1cp-20f),                   \
-                                                         _mm512_add_ps(hi_err, s_err)));                             \
+                                                         _mm512_add_ps(_mm512_add_ps(hi_err, s_err), r_err)));       \
     return _mm512_add_ps(s, tail);                                                                                   \
+  }                                                                                                                  \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog_common(const xsimd::batch<float, A>& a) {                                       \
+    return vlog_table<false>(a, _mm512_setzero_ps());                                                                \
   }                                                                                                                  \
   template <class A>                                                                                                 \
     requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
   inline xsimd::batch<float, A> vlog_batch(const xsimd::batch<float, A>& a) {                                        \
     return vlog_special_lanes(a) ? vlog_special(a) : vlog_common(a);                                                 \
+  }                                                                                                                  \
+  template <class X>                                                                                                 \
+  [[gnu::noinline]] X vlog1p_special(const X& a) {                                                                   \
+    return xsimd::log1p(a);                                                                                          \
+  }                                                                                                                  \
+  /* log1p(x) = log(u + c), u = 1 + x rounded and c its rounding error (TwoSum): the table */                        \
+  /* log of u with c folded into r. NaN, infinities and x <= -1 */                                                   \
+  /* take xsimd's path, and so does -0 (the sum would turn it into +0) */                                            \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog1p_batch(const xsimd::batch<float, A>& a) {                                      \
+    if ((_mm512_fpclass_ps_mask(a, 0x9D) | _mm512_cmp_ps_mask(a, _mm512_set1_ps(-1.0f), _CMP_LE_OQ)) != 0)           \
+      return vlog1p_special(a);                                                                                      \
+    const __m512 one = _mm512_set1_ps(1.0f);                                                                         \
+    const __m512 u = _mm512_add_ps(one, a);                                                                          \
+    const __m512 one_part = _mm512_sub_ps(u, a), a_part = _mm512_sub_ps(u, one_part); /* TwoSum */                   \
+    const __m512 c = _mm512_add_ps(_mm512_sub_ps(one, one_part), _mm512_sub_ps(a, a_part));                          \
+    return vlog_table<true>(xsimd::batch<float, A>(u), c);                                                           \
   }
 
 XSYM_VEXP_GENERIC
@@ -5189,6 +5229,11 @@ XSYM_VLOG_AVX512
   X vlog(X a) {                                                                   \
     if constexpr (std::is_arithmetic_v<X>) return xsimd::log(a);                  \
     else return vlog_batch(a);                                                    \
+  }                                                                               \
+  template <class X>                                                              \
+  X vlog1p(X a) {                                                                 \
+    if constexpr (std::is_arithmetic_v<X>) return xsimd::log1p(a);                \
+    else return vlog1p_batch(a);                                                  \
   }                                                                               \
   template <class X>                                                              \
   X vmax(X a, X b) {                                                              \
@@ -5214,12 +5259,25 @@ XSYM_VLOG_AVX512
       return vexp(-xsimd::abs(a));                                                \
     }                                                                             \
   };                                                                              \
+  /* r = 1/(1+e) serves sigmoid(u) and sigmoid(-u) alike: the pair shares one   \
+     division (sigmoid_from_exp is the two steps in one, so the same bits) */     \
+  struct recip_1p_fn {                                                            \
+    template <class X>                                                            \
+    static X apply(X e, X) {                                                      \
+      return X(1) / (X(1) + e);                                                   \
+    }                                                                             \
+  };                                                                              \
+  struct sigmoid_from_recip_fn {                                                  \
+    template <class X>                                                            \
+    static X apply(X a, X e, X r) {                                               \
+      if constexpr (std::is_arithmetic_v<X>) return a >= X(0) ? r : e * r;        \
+      else return xsimd::select(a >= X(0), r, e * r);                             \
+    }                                                                             \
+  };                                                                              \
   struct sigmoid_from_exp_fn {                                                    \
     template <class X>                                                            \
     static X apply(X a, X e) {                                                    \
-      const X r = X(1) / (X(1) + e);                                              \
-      if constexpr (std::is_arithmetic_v<X>) return a >= X(0) ? r : e * r;        \
-      else return xsimd::select(a >= X(0), r, e * r);                             \
+      return sigmoid_from_recip_fn::apply(a, e, recip_1p_fn::apply(e, e));        \
     }                                                                             \
   };                                                                              \
   struct softplus_from_log1p_fn {                                                 \
@@ -5241,13 +5299,13 @@ XSYM_VLOG_AVX512
   OP(sqrt, xsimd::sqrt(a))                                                    \
   OP(exp, vexp(a))                                                            \
   OP(log, vlog(a))                                                            \
-  OP(log1p, xsimd::log1p(a))                                                  \
+  OP(log1p, vlog1p(a))                                                        \
   OP(expm1, xsimd::expm1(a))                                                  \
   OP(abs, vabs(a))                                                            \
   OP(tanh, xsimd::tanh(a))                                                    \
   OP(sigmoid, X(1) / (X(1) + vexp(-a)))                                       \
   /* max(a, 0) + log1p(exp(-|a|)): exact for large |a| both ways, no branch */ \
-  OP(softplus, vmax(a, X(0)) + xsimd::log1p(vexp(-xsimd::abs(a))))            \
+  OP(softplus, vmax(a, X(0)) + vlog1p(vexp(-xsimd::abs(a))))                  \
   OP(maximum, vmax(a, b))                                                     \
   OP(minimum, vmin(a, b))
 
@@ -5418,7 +5476,25 @@ kernel_fn typed_kernel(dtype t) {
 }
 
 /// @brief The CPU-only kernels behind shared sigmoid/softplus (see exp_neg_abs_fn).
-enum class shared_exp_kernel { exp_neg_abs, sigmoid_from_exp, softplus_from_log1p };
+enum class shared_exp_kernel { exp_neg_abs, sigmoid_from_exp, softplus_from_log1p, recip_1p, sigmoid_from_recip };
+
+// dst[i] = F::apply(a[i], b[i], c[i]); an argument that is one value is read at 0.
+template <class F, class T>
+void arith3(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
+  T* d = static_cast<T*>(dstv);
+  const T* a = static_cast<const T*>(args[0]);
+  const T* b = static_cast<const T*>(args[1]);
+  const T* c = static_cast<const T*>(args[2]);
+  std::int64_t i = 0;
+  if (mask == 0) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+    for (; i + w <= n; i += w)
+      F::apply(B::load_unaligned(a + i), B::load_unaligned(b + i), B::load_unaligned(c + i)).store_unaligned(d + i);
+  }
+  const std::int64_t ia = (mask & 1u) ? 0 : 1, ib = (mask & 2u) ? 0 : 1, ic = (mask & 4u) ? 0 : 1;
+  for (; i < n; ++i) d[i] = F::apply(a[i * ia], b[i * ib], c[i * ic]);
+}
 
 template <class T>
 kernel_fn shared_exp_kernel_for(shared_exp_kernel k) {
@@ -5427,6 +5503,8 @@ kernel_fn shared_exp_kernel_for(shared_exp_kernel k) {
     case shared_exp_kernel::exp_neg_abs: return &arith<exp_neg_abs_fn, 1, T, true>;
     case shared_exp_kernel::sigmoid_from_exp: return &arith<sigmoid_from_exp_fn, 2, T, true>;
     case shared_exp_kernel::softplus_from_log1p: return &arith<softplus_from_log1p_fn, 2, T, true>;
+    case shared_exp_kernel::recip_1p: return &arith<recip_1p_fn, 1, T, true>;
+    case shared_exp_kernel::sigmoid_from_recip: return &arith3<sigmoid_from_recip_fn, T>;
   }
   return nullptr;
 }
@@ -6025,12 +6103,16 @@ inline void share_work(const program& p, std::vector<compiled_step>& steps, std:
     const int u = base_of(kept[k].args[0]);
     std::vector<std::size_t> group;
     bool any_softplus = false;
+    int sigmoids = 0;
     for (std::size_t m = k; m < kept.size(); ++m)
       if (shareable(m) && reg_types[static_cast<std::size_t>(kept[m].dst)] == t && base_of(kept[m].args[0]) == u) {
         group.push_back(m);
         any_softplus |= kept_op[m] == scalar_op::softplus;
+        sigmoids += kept_op[m] == scalar_op::sigmoid;
       }
-    if (group.size() < 2 || reg_types.size() + (any_softplus ? 2 : 1) > max_registers) {
+    // Two or more sigmoids share r = 1/(1 + e) too: a division is the costliest step left.
+    const bool share_recip = sigmoids >= 2;
+    if (group.size() < 2 || reg_types.size() + (any_softplus ? 2 : 1) + (share_recip ? 1 : 0) > max_registers) {
       out.push_back(kept[k]);
       continue;
     }
@@ -6059,13 +6141,19 @@ inline void share_work(const program& p, std::vector<compiled_step>& steps, std:
       log1p.in_type = log1p.out_type = t;
       l_reg = unary_step(kernel_for<true>(log1p), e_reg, scalar_op::log1p, -1);
     }
+    const int r_reg = share_recip ? unary_step(kernel(shared_exp_kernel::recip_1p), e_reg, scalar_op::true_div,
+                                               static_cast<int>(shared_exp_kernel::recip_1p))
+                                  : -1;
     for (std::size_t m : group) {
       const bool sig = kept_op[m] == scalar_op::sigmoid;
-      const auto which = sig ? shared_exp_kernel::sigmoid_from_exp : shared_exp_kernel::softplus_from_log1p;
+      const auto which = !sig ? shared_exp_kernel::softplus_from_log1p
+                         : share_recip ? shared_exp_kernel::sigmoid_from_recip
+                                       : shared_exp_kernel::sigmoid_from_exp;
       kept[m].kernel = kernel(which);
       kept[m].shared = static_cast<int>(which);
-      kept[m].arity = 2;
+      kept[m].arity = which == shared_exp_kernel::sigmoid_from_recip ? 3 : 2;
       kept[m].args[1] = sig ? e_reg : l_reg;
+      if (kept[m].arity == 3) kept[m].args[2] = r_reg;
       rewritten[m] = 1;  // the others stay where they are: their arguments may come later
     }
     out.push_back(kept[k]);
@@ -6754,6 +6842,8 @@ inline const char* shared_kernel_text(int shared) {
     case shared_exp_kernel::exp_neg_abs: return "exp_neg_abs_fn::apply";
     case shared_exp_kernel::sigmoid_from_exp: return "sigmoid_from_exp_fn::apply";
     case shared_exp_kernel::softplus_from_log1p: return "softplus_from_log1p_fn::apply";
+    case shared_exp_kernel::recip_1p: return "recip_1p_fn::apply";
+    case shared_exp_kernel::sigmoid_from_recip: return "sigmoid_from_recip_fn::apply";
   }
   return nullptr;
 }
@@ -6801,10 +6891,10 @@ inline std::string jit_body(const compiled_program& cp, const char* V) {
     } else {
       if (cp.reg_types[d] != t) return {};
       const char* f = st.shared >= 0 ? shared_kernel_text(st.shared) : op_expression_text(st.op);
-      if (!f || st.arity < 1 || st.arity > 2) return {};
+      if (!f || st.arity < 1 || st.arity > (st.shared >= 0 ? 3 : 2)) return {};
       const std::string call = st.shared >= 0 ? std::string(f) : "f_" + std::string(info(st.op).name);
       os << "    const " << V << " " << reg_name(st.dst) << " = " << call << "(" << a[0] << ", "
-         << a[st.arity > 1 ? 1 : 0] << ");\n";
+         << a[st.arity > 1 ? 1 : 0] << (st.arity > 2 ? ", " + a[2] : std::string()) << ");\n";
     }
     defined[d] = 1;
   }
