@@ -1105,6 +1105,11 @@ template <> struct type_of_dtype<dtype::int64> { using type = std::int64_t; };
 template <> struct type_of_dtype<dtype::float32> { using type = float; };
 template <> struct type_of_dtype<dtype::float64> { using type = double; };
 
+// Tells the backend that the program makes expressions of element type T, so that its kernels
+// for T are compiled in (var<T, N> calls it; backend/cpu/register_kernels.hpp defines it).
+template <class T>
+void use_element_type();
+
 // Calls f(T{}) with T the C++ type of d: one switch instead of five copies at every use.
 template <class F>
 decltype(auto) visit_dtype(dtype d, F&& f) {
@@ -2214,6 +2219,7 @@ class var {
   static constexpr std::size_t rank = N;
 
   explicit var(var_ptr node) : m_node(std::move(node)) {
+    detail::use_element_type<Elem>();
     if (m_node->type != dtype_of<Elem>() || m_node->rank != static_cast<int>(N))
       detail::throw_held_as(*m_node, dtype_of<Elem>(), static_cast<int>(N));
   }
@@ -4617,6 +4623,14 @@ inline profile_scope::~profile_scope() {
 
 #include <xsimd/xsimd.hpp>
 
+// ---- begin include/xsym/backend/cpu/kernel_table.hpp ----
+#ifndef XSYM_BACKEND_CPU_KERNEL_TABLE_HPP
+#define XSYM_BACKEND_CPU_KERNEL_TABLE_HPP
+
+#include <atomic>
+#include <stdexcept>
+#include <string>
+
 // ---- begin include/xsym/backend/cpu/parallel.hpp ----
 #ifndef XSYM_BACKEND_CPU_PARALLEL_HPP
 #define XSYM_BACKEND_CPU_PARALLEL_HPP
@@ -4691,363 +4705,6 @@ void parallel_chunks(std::int64_t n, std::int64_t grain, int threads, F&& f) {
 
 #endif
 // ---- end include/xsym/backend/cpu/parallel.hpp ----
-
-namespace xsym::cpu {
-
-namespace detail {
-// Elements to handle one by one so that loads from a (and every row lda apart) are aligned
-// to the vector size: an unaligned 64-byte load from L2 costs two (measured: +50% time).
-// -1 when no peel can align them all (rows not a whole number of vectors apart).
-template <class T>
-std::int64_t peel_for(const T* a, std::int64_t lda, std::int64_t n) {
-  constexpr std::size_t bytes = xsimd::batch<T>::size * sizeof(T);
-  const auto addr = reinterpret_cast<std::uintptr_t>(a);
-  if (addr % sizeof(T) != 0 || (static_cast<std::size_t>(lda) * sizeof(T)) % bytes != 0) return -1;
-  const auto p = static_cast<std::int64_t>(((bytes - addr % bytes) % bytes) / sizeof(T));
-  return p <= n ? p : -1;
-}
-
-// One vector load, aligned or not, so a loop is written once for both.
-template <bool Aligned, class B, class T>
-B load(const T* p) {
-  if constexpr (Aligned) return B::load_aligned(p);
-  else return B::load_unaligned(p);
-}
-
-template <class T>
-T dot_span(const T* a, const T* b, std::int64_t n) {
-  std::int64_t i = 0;
-  T s = 0;
-  if constexpr (std::is_floating_point_v<T>) {
-    using B = xsimd::batch<T>;
-    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-    B s0(T(0)), s1(T(0));
-    for (; i + 2 * w <= n; i += 2 * w) {
-      s0 = xsimd::fma(B::load_unaligned(a + i), B::load_unaligned(b + i), s0);
-      s1 = xsimd::fma(B::load_unaligned(a + i + w), B::load_unaligned(b + i + w), s1);
-    }
-    s = xsimd::hadd(s0 + s1);
-  }
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-// sums[j] = the sum of s[j]'s lanes. With AVX-512, 8 rows are reduced together: halves
-// added, then a tree of horizontal adds, all in registers. One reduction per row (xsimd's
-// hadd) cost about 10% of a 400 x 784 float32 product, rows being only 49 vectors long.
-template <int R, class B, class T>
-[[gnu::always_inline]] inline void reduce_rows(const B* s, T* sums) {
-#if defined(__AVX512F__)
-  if constexpr (R == 8 && std::is_same_v<T, float> && B::size == 16) {
-    // Halves added: h[j] holds 8 partial sums of row j; three rounds of pairwise adds leave one.
-    __m256 h[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      const __m512 v = s[j];
-      h[j] = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    }
-    const __m256 a01 = _mm256_hadd_ps(h[0], h[1]), a23 = _mm256_hadd_ps(h[2], h[3]);
-    const __m256 a45 = _mm256_hadd_ps(h[4], h[5]), a67 = _mm256_hadd_ps(h[6], h[7]);
-    const __m256 b0 = _mm256_hadd_ps(a01, a23), b1 = _mm256_hadd_ps(a45, a67);
-    _mm256_storeu_ps(sums, _mm256_add_ps(_mm256_permute2f128_ps(b0, b1, 0x20), _mm256_permute2f128_ps(b0, b1, 0x31)));
-    return;
-  } else if constexpr (R == 8 && std::is_same_v<T, double> && B::size == 8) {
-    // Halves added: h[j] holds 4 partial sums of row j; two rounds per group of 4 rows.
-    __m256d h[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      const __m512d v = s[j];
-      h[j] = _mm256_add_pd(_mm512_castpd512_pd256(v), _mm512_extractf64x4_pd(v, 1));
-    }
-#pragma GCC unroll 2
-    for (int q = 0; q < 2; ++q) {
-      const __m256d c01 = _mm256_hadd_pd(h[4 * q], h[4 * q + 1]), c23 = _mm256_hadd_pd(h[4 * q + 2], h[4 * q + 3]);
-      _mm256_storeu_pd(sums + 4 * q,
-                       _mm256_add_pd(_mm256_permute2f128_pd(c01, c23, 0x20), _mm256_permute2f128_pd(c01, c23, 0x31)));
-    }
-    return;
-  }
-#endif
-#pragma GCC unroll 8
-  for (int j = 0; j < R; ++j) sums[j] = xsimd::hadd(s[j]);
-}
-
-// y[r] = dot(A[r, :], x), R rows at a time: each load of x serves R rows, and R independent
-// accumulators keep both FMA units busy (4 chains would wait on the FMA latency).
-template <int R, bool Aligned, class T>
-void gemv_row_block(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t k, std::int64_t peel, T alpha,
-                    const T* y0, T beta) {
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-  // Every loop over j unrolled, so the accumulators live in registers: an array the compiler
-  // keeps in memory is zeroed with `rep stos` per block, which cost 10% of the product.
-  B s[R];
-#pragma GCC unroll 8
-  for (int j = 0; j < R; ++j) s[j] = B(T(0));
-  std::int64_t i = peel;
-  for (; i + w <= k; i += w) {
-    const B xv = B::load_unaligned(x + i);
-#pragma GCC unroll 8
-    for (int j = 0; j < R; ++j) s[j] = xsimd::fma(load<Aligned, B>(a + j * lda + i), xv, s[j]);
-  }
-  T sums[R];
-  reduce_rows<R>(s, sums);
-  // The elements before the aligned part and after the last whole vector, one by one.
-  for (int j = 0; j < R; ++j) {
-    T v = sums[j];
-    for (std::int64_t ii = 0; ii < peel; ++ii) v += a[j * lda + ii] * x[ii];
-    for (std::int64_t ii = i; ii < k; ++ii) v += a[j * lda + ii] * x[ii];
-    y[j] = (y0 ? beta * y0[j] : T(0)) + alpha * v;
-  }
-}
-
-// y = alpha A x, or with y0 (which may be y itself) beta y0 + alpha A x.
-template <class T>
-void gemv_rows_serial(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha,
-                      const T* y0, T beta) {
-  std::int64_t r = 0;
-  if constexpr (std::is_floating_point_v<T>) {
-    const std::int64_t peel = peel_for(a, lda, k);
-    auto blocks = [&](auto aligned) {
-      constexpr bool al = decltype(aligned)::value;
-      const std::int64_t p = al ? peel : 0;
-      for (; r + 8 <= m; r += 8) gemv_row_block<8, al>(a + r * lda, lda, x, y + r, k, p, alpha, y0 ? y0 + r : y0, beta);
-      for (; r + 4 <= m; r += 4) gemv_row_block<4, al>(a + r * lda, lda, x, y + r, k, p, alpha, y0 ? y0 + r : y0, beta);
-    };
-    if (peel >= 0) blocks(std::true_type{});
-    else blocks(std::false_type{});
-  }
-  for (; r < m; ++r) y[r] = (y0 ? beta * y0[r] : T(0)) + alpha * dot_span(a + r * lda, x, k);
-}
-
-template <class T>
-void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha, const T* y0,
-               T beta, int threads = 1) {
-  // Threads take whole blocks of 8 rows: each row is summed as on one thread.
-  parallel_chunks(m, 8, threads, [&](std::int64_t lo, std::int64_t hi) {
-    gemv_rows_serial(a + lo * lda, lda, x, y + lo, hi - lo, k, alpha, y0 ? y0 + lo : y0, beta);
-  });
-}
-
-// y += sum_c x[c] * A[:, c] when A's columns are contiguous (a transposed row-major matrix).
-// Columns go in blocks of 16: for each strip of 8 vectors of y, the block's 16 columns are
-// summed in registers and y is loaded and stored once per block, not once per column.
-template <class T>
-void gemv_column_block(const T* a, std::int64_t lda, const T* xs, T* y, std::int64_t m, std::int64_t cols) {
-  std::int64_t i = 0;
-  if constexpr (std::is_floating_point_v<T>) {
-    using B = xsimd::batch<T>;
-    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-    for (; i + 8 * w <= m; i += 8 * w) {
-      B s[8];  // every q loop unrolled, so s lives in registers (at -O2 too)
-#pragma GCC unroll 8
-      for (int q = 0; q < 8; ++q) s[q] = B::load_unaligned(y + i + q * w);
-      for (std::int64_t j = 0; j < cols; ++j) {
-        const B xc(xs[j]);
-        const T* col = a + j * lda + i;
-#pragma GCC unroll 8
-        for (int q = 0; q < 8; ++q) s[q] = xsimd::fma(B::load_unaligned(col + q * w), xc, s[q]);
-      }
-#pragma GCC unroll 8
-      for (int q = 0; q < 8; ++q) s[q].store_unaligned(y + i + q * w);
-    }
-    for (; i + w <= m; i += w) {
-      B s = B::load_unaligned(y + i);
-      for (std::int64_t j = 0; j < cols; ++j) s = xsimd::fma(B::load_unaligned(a + j * lda + i), B(xs[j]), s);
-      s.store_unaligned(y + i);
-    }
-  }
-  for (; i < m; ++i) {
-    T s = y[i];
-    for (std::int64_t j = 0; j < cols; ++j) s += a[j * lda + i] * xs[j];
-    y[i] = s;
-  }
-}
-
-template <class T>
-void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64_t m, std::int64_t k, T alpha,
-                  const T* y0, T beta, int threads = 1) {
-  // Accumulating: the product is summed apart, then added once. Summing 400 small terms
-  // straight into a y of larger magnitude would lose their low bits (float32 drifts).
-  // On cache lines, as y's strips are: a vector load or store across two lines costs two.
-  // The sum goes straight into y_out where that is on a cache line and does not overlap y0: a
-  // buffer of its own would be one more array's lines for a training step to bring back to L1.
-  T* y = y_out;
-  const auto out_at = reinterpret_cast<std::uintptr_t>(y_out), y0_at = reinterpret_cast<std::uintptr_t>(y0);
-  const auto bytes = static_cast<std::uintptr_t>(m) * sizeof(T);
-  const bool own_sum = y0 && (out_at % 64 != 0 || (y0_at < out_at + bytes && out_at < y0_at + bytes));
-  if (own_sum) {
-    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> product;
-    product.assign(static_cast<std::size_t>(m), T(0));
-    y = product.data();
-  } else {
-    std::fill(y, y + m, T(0));
-  }
-  constexpr std::int64_t block = 16;
-  // The first elements of every column go on their own when that aligns the vector loads of A,
-  // as in the row product (xtensor's default allocator gives 16-byte aligned matrices: 25% of
-  // this product's time here). The strips start after the peel whatever the threads, so every
-  // element is summed as on one thread.
-  std::int64_t peel = 0;
-  if constexpr (std::is_floating_point_v<T>) peel = std::max<std::int64_t>(0, peel_for(a, lda, m));
-  // Column blocks go from the last to the first. A gradient step runs the row product over
-  // the same matrix just before, ending at its last rows: when the matrix does not fit in L2
-  // (400 x 784 floats against Zen 4's 1 MiB), those rows are the ones still there. Forward,
-  // every block came from L3; backward, the pair of products took 7% less time.
-  auto run_block = [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t c = k > 0 ? (k - 1) / block * block : -1; c >= 0; c -= block) {
-      const std::int64_t cols = std::min(block, k - c);
-      T xs[block];  // alpha folds into the coefficients: one multiply per column
-      for (std::int64_t j = 0; j < cols; ++j) xs[j] = alpha * x[c + j];
-      gemv_column_block(a + c * lda + lo, lda, xs, y + lo, hi - lo, cols);
-    }
-  };
-  if (peel > 0) run_block(0, peel);
-  // Threads take strips of y, each a whole number of 8-vector strips.
-  std::int64_t grain = 64;
-  if constexpr (std::is_floating_point_v<T>) grain = 8 * static_cast<std::int64_t>(xsimd::batch<T>::size);
-  parallel_chunks(m - peel, grain, threads, [&](std::int64_t lo, std::int64_t hi) { run_block(peel + lo, peel + hi); });
-  if (y0) {
-    // beta y0 + the product in one pass (beta == 1 gives y0 + product exactly, FMA or not).
-    std::int64_t vectors_end = 0;
-    if constexpr (std::is_floating_point_v<T>) {
-      using B = xsimd::batch<T>;
-      constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-      vectors_end = m / w * w;
-      const B bv(beta);
-      for (std::int64_t i = 0; i < vectors_end; i += w)
-        xsimd::fma(bv, B::load_unaligned(y0 + i), B::load_unaligned(y + i)).store_unaligned(y_out + i);
-    }
-    for (std::int64_t i = vectors_end; i < m; ++i) y_out[i] = beta * y0[i] + y[i];
-  }
-}
-}  // namespace detail
-
-/// @brief y = alpha op(A) x, op(A) = A or Aᵀ; A may be row-major or a transposed view of one.
-/// Accumulating, y = beta y0 + alpha op(A) x, where y0 is C-contiguous (null: y0 is y itself).
-inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, ndarray& y, double alpha = 1.0,
-                     bool accumulate = false, const parallelism& par = {}, const ndarray* y0 = nullptr,
-                     double beta = 1.0) {
-  std::int64_t m = a_in.shape(0), k = a_in.shape(1);
-  std::int64_t rs = a_in.stride(0), cs = a_in.stride(1);
-  if (transpose) {
-    std::swap(m, k);
-    std::swap(rs, cs);
-  }
-  if (x_in.shape(0) != k)
-    throw shape_error("matrix-vector product: matrix has shape (" + std::to_string(m) + ", " + std::to_string(k) +
-                      ") after transposition, vector has shape " + to_string(x_in.shape()));
-  // Copies only where needed: copying an ndarray costs two atomic reference-count updates,
-  // four per product in a training step.
-  ndarray x_copy, a_copy;
-  const ndarray& x = x_in.is_c_contiguous() ? x_in : (x_copy = x_in.contiguous());
-  const ndarray* ap = &a_in;
-  if (!(cs == 1 || k == 1) && !(rs == 1 || m == 1)) {
-    a_copy = a_in.contiguous();
-    ap = &a_copy;
-    rs = a_copy.stride(transpose ? 1 : 0);
-    cs = a_copy.stride(transpose ? 0 : 1);
-  }
-  const ndarray& a = *ap;
-  xsym::detail::visit_dtype(a.type(), [&](auto z) {
-    using T = decltype(z);
-    if constexpr (!std::is_same_v<T, bool>) {
-      const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
-      const int threads = m * k >= par.product_minsize ? par.threads : 1;
-      const T* y0p = !accumulate ? nullptr : y0 ? y0->data_as<T>() : y.data_as<T>();
-      if (cs == 1 || k == 1) detail::gemv_rows(a.data_as<T>(), rs, x.data_as<T>(), y.data_as<T>(), m, k, al, y0p, be, threads);
-      else detail::gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k, al, y0p, be, threads);
-    }
-  });
-}
-
-/// @brief Inner product of two vectors.
-inline void run_dot(const ndarray& a_in, const ndarray& b_in, ndarray& out) {
-  if (a_in.shape(0) != b_in.shape(0))
-    throw shape_error("vector dot product: shapes " + to_string(a_in.shape()) + " and " + to_string(b_in.shape()) +
-                      " are not aligned");
-  const ndarray a = a_in.contiguous(), b = b_in.contiguous();
-  xsym::detail::visit_dtype(a.type(), [&](auto z) {
-    using T = decltype(z);
-    if constexpr (!std::is_same_v<T, bool>) *out.data_as<T>() = detail::dot_span(a.data_as<T>(), b.data_as<T>(), a.size());
-  });
-}
-
-/// @brief C = A B for matrices (or, accumulating, C += alpha A B); BLAS for floating types,
-/// a plain loop for integers.
-inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c, double alpha = 1.0, bool accumulate = false) {
-  const std::int64_t m = a_in.shape(0), k = a_in.shape(1), n = b_in.shape(1);
-  if (b_in.shape(0) != k)
-    throw shape_error("matrix product: shapes " + to_string(a_in.shape()) + " and " + to_string(b_in.shape()) +
-                      " are not aligned (" + std::to_string(k) + " != " + std::to_string(b_in.shape(0)) + ")");
-  // BLAS takes a row-major matrix or its transpose; anything else is copied first.
-  auto layout = [](const ndarray& x, ndarray& keep) {
-    if (x.stride(1) == 1 || x.shape(1) == 1) return std::pair{CblasNoTrans, x.shape(1) == 1 ? std::max<std::int64_t>(1, x.stride(0)) : x.stride(0)};
-    if (x.stride(0) == 1 || x.shape(0) == 1) return std::pair{CblasTrans, x.shape(0) == 1 ? std::max<std::int64_t>(1, x.stride(1)) : x.stride(1)};
-    keep = x.contiguous();
-    return std::pair{CblasNoTrans, keep.stride(0)};
-  };
-  if (m == 0 || n == 0) return;
-  xsym::detail::visit_dtype(c.type(), [&](auto z) {
-    using T = decltype(z);
-    if constexpr (std::is_floating_point_v<T>) {
-      ndarray ka, kb;
-      auto [ta, lda] = layout(a_in, ka);
-      auto [tb, ldb] = layout(b_in, kb);
-      const T* ap = (ka.has_value() ? ka : a_in).template data_as<T>();
-      const T* bp = (kb.has_value() ? kb : b_in).template data_as<T>();
-      lda = std::max<std::int64_t>(lda, ta == CblasNoTrans ? k : m);
-      ldb = std::max<std::int64_t>(ldb, tb == CblasNoTrans ? n : k);
-      if (k == 0) {
-        if (!accumulate)
-          for (std::int64_t i = 0; i < m * n; ++i) c.data_as<T>()[i] = T(0);
-        return;
-      }
-      const T beta = accumulate ? T(1) : T(0);
-      if constexpr (std::is_same_v<T, float>)
-        cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), static_cast<float>(alpha), ap, int(lda), bp, int(ldb),
-                    beta, c.data_as<float>(), int(n));
-      else
-        cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), alpha, ap, int(lda), bp, int(ldb), beta,
-                    c.data_as<double>(), int(n));
-    } else if constexpr (!std::is_same_v<T, bool>) {
-      const T* ap = a_in.data_as<T>();
-      const T* bp = b_in.data_as<T>();
-      T* cp = c.data_as<T>();
-      for (std::int64_t i = 0; i < m; ++i)
-        for (std::int64_t j = 0; j < n; ++j) {
-          T s = 0;
-          for (std::int64_t p = 0; p < k; ++p) s += ap[i * a_in.stride(0) + p * a_in.stride(1)] * bp[p * b_in.stride(0) + j * b_in.stride(1)];
-          cp[i * n + j] = accumulate ? static_cast<T>(cp[i * n + j] + static_cast<T>(alpha) * s) : s;
-        }
-    }
-  });
-}
-
-}  // namespace xsym::cpu
-
-#endif
-// ---- end include/xsym/backend/cpu/blas.hpp ----
-// ---- begin include/xsym/backend/cpu/elemwise.hpp ----
-#ifndef XSYM_BACKEND_CPU_ELEMWISE_HPP
-#define XSYM_BACKEND_CPU_ELEMWISE_HPP
-
-#include <cstdlib>
-#include <cstring>
-#include <memory>
-#include <string>
-#include <vector>
-
-#if __has_include(<unistd.h>)
-#include <unistd.h>
-#endif
-#if defined(__linux__)
-#include <fcntl.h>
-#endif
-#if defined(__SSE2__)
-#include <immintrin.h>
-#endif
-
 // ---- begin include/xsym/backend/cpu/scalar_kernels.hpp ----
 #ifndef XSYM_BACKEND_CPU_SCALAR_KERNELS_HPP
 #define XSYM_BACKEND_CPU_SCALAR_KERNELS_HPP
@@ -5459,19 +5116,34 @@ template <scalar_op S>
 constexpr bool wraps = S == scalar_op::add || S == scalar_op::sub || S == scalar_op::mul || S == scalar_op::neg ||
                        S == scalar_op::sqr || S == scalar_op::abs;
 
-template <scalar_op S, bool Simd>
-kernel_fn typed_kernel(dtype t) {
+// The kernel of op S on element type T; null where T has none (arithmetic on bool, a
+// floating-point function of an integer type, which the graph computes in float64).
+template <scalar_op S, class T, bool Simd>
+constexpr kernel_fn typed_kernel() {
   if constexpr (is_comparison<S>) {
-    return xsym::detail::visit_dtype(t, [](auto z) -> kernel_fn { return &comparison<S, decltype(z)>; });
+    return &comparison<S, T>;
   } else {
-    return xsym::detail::visit_dtype(t, [](auto z) -> kernel_fn {
-      using T = decltype(z);
-      constexpr bool float_only = info(S).float_only || S == scalar_op::sigmoid || S == scalar_op::softplus;
-      if constexpr (std::is_same_v<T, bool>) return nullptr;
-      else if constexpr (float_only && !std::is_floating_point_v<T>) return nullptr;
-      else if constexpr (wraps<S> && std::is_integral_v<T>) return &arith<wrapping_fn<S>, info(S).arity, T, false>;
-      else return &arith<fn<S>, info(S).arity, T, Simd && simd_type<T>>;  // integers: one scalar kernel serves both
-    });
+    constexpr bool float_only = info(S).float_only || S == scalar_op::sigmoid || S == scalar_op::softplus;
+    if constexpr (std::is_same_v<T, bool>) return nullptr;
+    else if constexpr (float_only && !std::is_floating_point_v<T>) return nullptr;
+    else if constexpr (wraps<S> && std::is_integral_v<T>) return &arith<wrapping_fn<S>, info(S).arity, T, false>;
+    else return &arith<fn<S>, info(S).arity, T, Simd && simd_type<T>>;  // integers: one scalar kernel serves both
+  }
+}
+
+// Every arithmetic op and comparison on element type T (switch, cast and identity depend on a
+// second type: kernel_table.hpp looks them up).
+template <class T, bool Simd>
+kernel_fn elementwise_kernel(scalar_op op) {
+  switch (op) {
+#define XSYM_CASE(S) \
+  case scalar_op::S: return typed_kernel<scalar_op::S, T, Simd>();
+    XSYM_CASE(add) XSYM_CASE(sub) XSYM_CASE(mul) XSYM_CASE(true_div) XSYM_CASE(neg) XSYM_CASE(pow)
+    XSYM_CASE(sqr) XSYM_CASE(sqrt) XSYM_CASE(exp) XSYM_CASE(log) XSYM_CASE(log1p) XSYM_CASE(expm1)
+    XSYM_CASE(abs) XSYM_CASE(tanh) XSYM_CASE(sigmoid) XSYM_CASE(softplus) XSYM_CASE(maximum)
+    XSYM_CASE(minimum) XSYM_CASE(gt) XSYM_CASE(lt) XSYM_CASE(ge) XSYM_CASE(le) XSYM_CASE(eq) XSYM_CASE(neq)
+#undef XSYM_CASE
+    default: return nullptr;
   }
 }
 
@@ -5875,8 +5547,7 @@ void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, s
   chain_loop<T, false>(&call, 1, n);
 }
 
-/// The chain kernel for float32 and float64 (the vectorized set only), and the link code of an
-/// instruction that may be a link: add, sub, mul, true_div, and the unary ops in
+/// The link code of an instruction that may be a chain's link (float32 and float64 only): add, sub, mul, true_div, and the unary ops in
 /// chain_unary_ops; -1 for any other op or dtype.
 inline int chain_code(const instruction& ins) {
   if (ins.in_type != ins.out_type || (ins.in_type != dtype::float32 && ins.in_type != dtype::float64)) return -1;
@@ -5891,12 +5562,8 @@ inline int chain_code(const instruction& ins) {
     if (ins.op == chain_unary_ops[k]) return static_cast<int>(first_unary_link + k);
   return -1;
 }
-inline chain_fn chain_kernel_for(dtype t) { return t == dtype::float32 ? &chain<float> : &chain<double>; }
 /// Several chains of one dtype over the same span (see chain_loop).
 using chains_fn = void (*)(const chain_call* calls, int n_chains, std::int64_t n);
-inline chains_fn chains_kernel_for(dtype t) {
-  return t == dtype::float32 ? &chain_loop<float, false> : &chain_loop<double, false>;
-}
 }  // namespace detail
 
 namespace testing {
@@ -5927,45 +5594,473 @@ void broken_arith(void* dst, const void* const* args, unsigned mask, std::int64_
 }
 }  // namespace detail
 
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/scalar_kernels.hpp ----
+
+namespace xsym::cpu {
+
+namespace detail {
+struct reduce_layout;  // reduce.hpp
+}
+
+/// @brief Every CPU kernel for one element type T, looked up by dtype when a function is built
+/// (and by the products and reductions per call).
+///
+/// A program holds the tables of the element types its expressions have: var<T, N> registers
+/// T's (and bool's) when it is made, see register_kernels.hpp. So a float32 program compiles no
+/// int32, int64 or float64 kernel, a fifth of the time it takes to compile. A null entry is an
+/// op T has no kernel for (arithmetic on bool, exp on an integer type, products of bools).
+struct typed_kernels {
+  dtype type = dtype::float64;
+  kernel_fn (*elementwise[2])(scalar_op) = {nullptr, nullptr};  // [0]: reference loops, [1]: vectorized
+  kernel_fn select = nullptr;                                   // switch, its values of type T
+  kernel_fn convert_to[5] = {};                                 // cast from T, by the target dtype
+  // float32 and float64 only:
+  detail::chain_fn chain = nullptr;
+  detail::chains_fn chains = nullptr;
+  void (*chain_one)(void* dst, const void* const* args, std::uint32_t codes, int links) = nullptr;
+  kernel_fn (*shared_exp)(detail::shared_exp_kernel) = nullptr;
+  kernel_fn broken_exp = nullptr;  // testing::broken_simd_kernel
+  // Not bool: y = beta y0 + alpha op(A) x with A's strides (rs, cs) already resolved (blas.hpp).
+  void (*gemv)(const ndarray& a, std::int64_t rs, std::int64_t cs, const ndarray& x, ndarray& y, std::int64_t m,
+               std::int64_t k, double alpha, bool accumulate, const ndarray* y0, double beta,
+               const parallelism& par) = nullptr;
+  void (*dot)(const ndarray& a, const ndarray& b, ndarray& out) = nullptr;
+  void (*dot22)(const ndarray& a, const ndarray& b, ndarray& c, double alpha, bool accumulate) = nullptr;
+  // Reductions of an input of type T (any dtype), into an output of any dtype.
+  void (*reduce)(const op& o, const detail::reduce_layout& l, const ndarray& in, ndarray& out) = nullptr;
+};
+
+namespace detail {
+inline std::atomic<const typed_kernels*>& kernel_slot(dtype d) {
+  static std::atomic<const typed_kernels*> slots[5] = {};  // constant-initialized: no guard per call
+  return slots[static_cast<int>(d)];
+}
+
+XSYM_COLD_BEGIN  // the error path
+[[noreturn]] inline void throw_no_kernels(dtype d) {
+  throw std::logic_error("xsym: this program has no CPU kernels for " + std::string(dtype_name(d)) +
+                         ": no xsym expression of that element type was made in it, yet a graph node has it "
+                         "(an xsym bug: please report the expression)");
+}
+XSYM_COLD_END
+}  // namespace detail
+
+/// @brief The kernels for element type d; throws when the program registered none for it.
+inline const typed_kernels& kernels_of(dtype d) {
+  const typed_kernels* k = detail::kernel_slot(d).load(std::memory_order_acquire);
+  if (!k) [[unlikely]] detail::throw_no_kernels(d);
+  return *k;
+}
+
+/// @brief Whether the program has the kernels of element type d.
+inline bool has_kernels(dtype d) { return detail::kernel_slot(d).load(std::memory_order_acquire) != nullptr; }
+
+XSYM_COLD_BEGIN  // kernels are looked up when a function is built
 /// @brief The kernel for one instruction; Simd=false gives the reference (plain scalar) loops.
 template <bool Simd>
 kernel_fn kernel_for(const instruction& ins) {
-  using detail::typed_kernel;
   kernel_fn k = nullptr;
   switch (ins.op) {
-#define XSYM_CASE(S) case scalar_op::S: k = typed_kernel<scalar_op::S, Simd>(ins.in_type); break;
-    XSYM_CASE(add) XSYM_CASE(sub) XSYM_CASE(mul) XSYM_CASE(true_div) XSYM_CASE(neg) XSYM_CASE(pow)
-    XSYM_CASE(sqr) XSYM_CASE(sqrt) XSYM_CASE(exp) XSYM_CASE(log) XSYM_CASE(log1p) XSYM_CASE(expm1)
-    XSYM_CASE(abs) XSYM_CASE(tanh) XSYM_CASE(sigmoid) XSYM_CASE(softplus) XSYM_CASE(maximum)
-    XSYM_CASE(minimum) XSYM_CASE(gt) XSYM_CASE(lt) XSYM_CASE(ge) XSYM_CASE(le) XSYM_CASE(eq) XSYM_CASE(neq)
-#undef XSYM_CASE
-    case scalar_op::switch_:
-      k = xsym::detail::visit_dtype(ins.out_type, [](auto z) -> kernel_fn { return &detail::select<decltype(z)>; });
-      break;
+    case scalar_op::switch_: k = kernels_of(ins.out_type).select; break;
     case scalar_op::cast:
-    case scalar_op::identity:
-      k = xsym::detail::visit_dtype(ins.in_type, [&](auto f) -> kernel_fn {
-        return xsym::detail::visit_dtype(ins.out_type, [](auto t) -> kernel_fn {
-          return &detail::convert<decltype(f), decltype(t)>;
-        });
-      });
-      break;
+    case scalar_op::identity: k = kernels_of(ins.in_type).convert_to[static_cast<int>(ins.out_type)]; break;
+    default: k = kernels_of(ins.in_type).elementwise[Simd ? 1 : 0](ins.op); break;
   }
   if (!k)
     throw std::logic_error("xsym: no CPU kernel for " + std::string(info(ins.op).name) + " on " +
                            std::string(dtype_name(ins.in_type)));
   if constexpr (Simd) {
-    if (testing::broken_simd_kernel() == ins.op && ins.op == scalar_op::exp)
-      k = ins.in_type == dtype::float32 ? &detail::broken_arith<scalar_op::exp, float>
-                                        : &detail::broken_arith<scalar_op::exp, double>;
+    if (testing::broken_simd_kernel() == ins.op && ins.op == scalar_op::exp && kernels_of(ins.in_type).broken_exp)
+      k = kernels_of(ins.in_type).broken_exp;
   }
   return k;
 }
+XSYM_COLD_END
 
 }  // namespace xsym::cpu
 
 #endif
-// ---- end include/xsym/backend/cpu/scalar_kernels.hpp ----
+// ---- end include/xsym/backend/cpu/kernel_table.hpp ----
+
+namespace xsym::cpu {
+
+namespace detail {
+// Elements to handle one by one so that loads from a (and every row lda apart) are aligned
+// to the vector size: an unaligned 64-byte load from L2 costs two (measured: +50% time).
+// -1 when no peel can align them all (rows not a whole number of vectors apart).
+template <class T>
+std::int64_t peel_for(const T* a, std::int64_t lda, std::int64_t n) {
+  constexpr std::size_t bytes = xsimd::batch<T>::size * sizeof(T);
+  const auto addr = reinterpret_cast<std::uintptr_t>(a);
+  if (addr % sizeof(T) != 0 || (static_cast<std::size_t>(lda) * sizeof(T)) % bytes != 0) return -1;
+  const auto p = static_cast<std::int64_t>(((bytes - addr % bytes) % bytes) / sizeof(T));
+  return p <= n ? p : -1;
+}
+
+// One vector load, aligned or not, so a loop is written once for both.
+template <bool Aligned, class B, class T>
+B load(const T* p) {
+  if constexpr (Aligned) return B::load_aligned(p);
+  else return B::load_unaligned(p);
+}
+
+template <class T>
+T dot_span(const T* a, const T* b, std::int64_t n) {
+  std::int64_t i = 0;
+  T s = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+    B s0(T(0)), s1(T(0));
+    for (; i + 2 * w <= n; i += 2 * w) {
+      s0 = xsimd::fma(B::load_unaligned(a + i), B::load_unaligned(b + i), s0);
+      s1 = xsimd::fma(B::load_unaligned(a + i + w), B::load_unaligned(b + i + w), s1);
+    }
+    s = xsimd::hadd(s0 + s1);
+  }
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// sums[j] = the sum of s[j]'s lanes. With AVX-512, 8 rows are reduced together: halves
+// added, then a tree of horizontal adds, all in registers. One reduction per row (xsimd's
+// hadd) cost about 10% of a 400 x 784 float32 product, rows being only 49 vectors long.
+template <int R, class B, class T>
+[[gnu::always_inline]] inline void reduce_rows(const B* s, T* sums) {
+#if defined(__AVX512F__)
+  if constexpr (R == 8 && std::is_same_v<T, float> && B::size == 16) {
+    // Halves added: h[j] holds 8 partial sums of row j; three rounds of pairwise adds leave one.
+    __m256 h[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m512 v = s[j];
+      h[j] = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    }
+    const __m256 a01 = _mm256_hadd_ps(h[0], h[1]), a23 = _mm256_hadd_ps(h[2], h[3]);
+    const __m256 a45 = _mm256_hadd_ps(h[4], h[5]), a67 = _mm256_hadd_ps(h[6], h[7]);
+    const __m256 b0 = _mm256_hadd_ps(a01, a23), b1 = _mm256_hadd_ps(a45, a67);
+    _mm256_storeu_ps(sums, _mm256_add_ps(_mm256_permute2f128_ps(b0, b1, 0x20), _mm256_permute2f128_ps(b0, b1, 0x31)));
+    return;
+  } else if constexpr (R == 8 && std::is_same_v<T, double> && B::size == 8) {
+    // Halves added: h[j] holds 4 partial sums of row j; two rounds per group of 4 rows.
+    __m256d h[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m512d v = s[j];
+      h[j] = _mm256_add_pd(_mm512_castpd512_pd256(v), _mm512_extractf64x4_pd(v, 1));
+    }
+#pragma GCC unroll 2
+    for (int q = 0; q < 2; ++q) {
+      const __m256d c01 = _mm256_hadd_pd(h[4 * q], h[4 * q + 1]), c23 = _mm256_hadd_pd(h[4 * q + 2], h[4 * q + 3]);
+      _mm256_storeu_pd(sums + 4 * q,
+                       _mm256_add_pd(_mm256_permute2f128_pd(c01, c23, 0x20), _mm256_permute2f128_pd(c01, c23, 0x31)));
+    }
+    return;
+  }
+#endif
+#pragma GCC unroll 8
+  for (int j = 0; j < R; ++j) sums[j] = xsimd::hadd(s[j]);
+}
+
+// y[r] = dot(A[r, :], x), R rows at a time: each load of x serves R rows, and R independent
+// accumulators keep both FMA units busy (4 chains would wait on the FMA latency).
+template <int R, bool Aligned, class T>
+void gemv_row_block(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t k, std::int64_t peel, T alpha,
+                    const T* y0, T beta) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  // Every loop over j unrolled, so the accumulators live in registers: an array the compiler
+  // keeps in memory is zeroed with `rep stos` per block, which cost 10% of the product.
+  B s[R];
+#pragma GCC unroll 8
+  for (int j = 0; j < R; ++j) s[j] = B(T(0));
+  std::int64_t i = peel;
+  for (; i + w <= k; i += w) {
+    const B xv = B::load_unaligned(x + i);
+#pragma GCC unroll 8
+    for (int j = 0; j < R; ++j) s[j] = xsimd::fma(load<Aligned, B>(a + j * lda + i), xv, s[j]);
+  }
+  T sums[R];
+  reduce_rows<R>(s, sums);
+  // The elements before the aligned part and after the last whole vector, one by one.
+  for (int j = 0; j < R; ++j) {
+    T v = sums[j];
+    for (std::int64_t ii = 0; ii < peel; ++ii) v += a[j * lda + ii] * x[ii];
+    for (std::int64_t ii = i; ii < k; ++ii) v += a[j * lda + ii] * x[ii];
+    y[j] = (y0 ? beta * y0[j] : T(0)) + alpha * v;
+  }
+}
+
+// y = alpha A x, or with y0 (which may be y itself) beta y0 + alpha A x.
+template <class T>
+void gemv_rows_serial(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha,
+                      const T* y0, T beta) {
+  std::int64_t r = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    const std::int64_t peel = peel_for(a, lda, k);
+    auto blocks = [&](auto aligned) {
+      constexpr bool al = decltype(aligned)::value;
+      const std::int64_t p = al ? peel : 0;
+      for (; r + 8 <= m; r += 8) gemv_row_block<8, al>(a + r * lda, lda, x, y + r, k, p, alpha, y0 ? y0 + r : y0, beta);
+      for (; r + 4 <= m; r += 4) gemv_row_block<4, al>(a + r * lda, lda, x, y + r, k, p, alpha, y0 ? y0 + r : y0, beta);
+    };
+    if (peel >= 0) blocks(std::true_type{});
+    else blocks(std::false_type{});
+  }
+  for (; r < m; ++r) y[r] = (y0 ? beta * y0[r] : T(0)) + alpha * dot_span(a + r * lda, x, k);
+}
+
+template <class T>
+void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha, const T* y0,
+               T beta, int threads = 1) {
+  // Threads take whole blocks of 8 rows: each row is summed as on one thread.
+  parallel_chunks(m, 8, threads, [&](std::int64_t lo, std::int64_t hi) {
+    gemv_rows_serial(a + lo * lda, lda, x, y + lo, hi - lo, k, alpha, y0 ? y0 + lo : y0, beta);
+  });
+}
+
+// y += sum_c x[c] * A[:, c] when A's columns are contiguous (a transposed row-major matrix).
+// Columns go in blocks of 16: for each strip of 8 vectors of y, the block's 16 columns are
+// summed in registers and y is loaded and stored once per block, not once per column.
+template <class T>
+void gemv_column_block(const T* a, std::int64_t lda, const T* xs, T* y, std::int64_t m, std::int64_t cols) {
+  std::int64_t i = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+    for (; i + 8 * w <= m; i += 8 * w) {
+      B s[8];  // every q loop unrolled, so s lives in registers (at -O2 too)
+#pragma GCC unroll 8
+      for (int q = 0; q < 8; ++q) s[q] = B::load_unaligned(y + i + q * w);
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const B xc(xs[j]);
+        const T* col = a + j * lda + i;
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; ++q) s[q] = xsimd::fma(B::load_unaligned(col + q * w), xc, s[q]);
+      }
+#pragma GCC unroll 8
+      for (int q = 0; q < 8; ++q) s[q].store_unaligned(y + i + q * w);
+    }
+    for (; i + w <= m; i += w) {
+      B s = B::load_unaligned(y + i);
+      for (std::int64_t j = 0; j < cols; ++j) s = xsimd::fma(B::load_unaligned(a + j * lda + i), B(xs[j]), s);
+      s.store_unaligned(y + i);
+    }
+  }
+  for (; i < m; ++i) {
+    T s = y[i];
+    for (std::int64_t j = 0; j < cols; ++j) s += a[j * lda + i] * xs[j];
+    y[i] = s;
+  }
+}
+
+template <class T>
+void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64_t m, std::int64_t k, T alpha,
+                  const T* y0, T beta, int threads = 1) {
+  // Accumulating: the product is summed apart, then added once. Summing 400 small terms
+  // straight into a y of larger magnitude would lose their low bits (float32 drifts).
+  // On cache lines, as y's strips are: a vector load or store across two lines costs two.
+  // The sum goes straight into y_out where that is on a cache line and does not overlap y0: a
+  // buffer of its own would be one more array's lines for a training step to bring back to L1.
+  T* y = y_out;
+  const auto out_at = reinterpret_cast<std::uintptr_t>(y_out), y0_at = reinterpret_cast<std::uintptr_t>(y0);
+  const auto bytes = static_cast<std::uintptr_t>(m) * sizeof(T);
+  const bool own_sum = y0 && (out_at % 64 != 0 || (y0_at < out_at + bytes && out_at < y0_at + bytes));
+  if (own_sum) {
+    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> product;
+    product.assign(static_cast<std::size_t>(m), T(0));
+    y = product.data();
+  } else {
+    std::fill(y, y + m, T(0));
+  }
+  constexpr std::int64_t block = 16;
+  // The first elements of every column go on their own when that aligns the vector loads of A,
+  // as in the row product (xtensor's default allocator gives 16-byte aligned matrices: 25% of
+  // this product's time here). The strips start after the peel whatever the threads, so every
+  // element is summed as on one thread.
+  std::int64_t peel = 0;
+  if constexpr (std::is_floating_point_v<T>) peel = std::max<std::int64_t>(0, peel_for(a, lda, m));
+  // Column blocks go from the last to the first. A gradient step runs the row product over
+  // the same matrix just before, ending at its last rows: when the matrix does not fit in L2
+  // (400 x 784 floats against Zen 4's 1 MiB), those rows are the ones still there. Forward,
+  // every block came from L3; backward, the pair of products took 7% less time.
+  auto run_block = [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t c = k > 0 ? (k - 1) / block * block : -1; c >= 0; c -= block) {
+      const std::int64_t cols = std::min(block, k - c);
+      T xs[block];  // alpha folds into the coefficients: one multiply per column
+      for (std::int64_t j = 0; j < cols; ++j) xs[j] = alpha * x[c + j];
+      gemv_column_block(a + c * lda + lo, lda, xs, y + lo, hi - lo, cols);
+    }
+  };
+  if (peel > 0) run_block(0, peel);
+  // Threads take strips of y, each a whole number of 8-vector strips.
+  std::int64_t grain = 64;
+  if constexpr (std::is_floating_point_v<T>) grain = 8 * static_cast<std::int64_t>(xsimd::batch<T>::size);
+  parallel_chunks(m - peel, grain, threads, [&](std::int64_t lo, std::int64_t hi) { run_block(peel + lo, peel + hi); });
+  if (y0) {
+    // beta y0 + the product in one pass (beta == 1 gives y0 + product exactly, FMA or not).
+    std::int64_t vectors_end = 0;
+    if constexpr (std::is_floating_point_v<T>) {
+      using B = xsimd::batch<T>;
+      constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+      vectors_end = m / w * w;
+      const B bv(beta);
+      for (std::int64_t i = 0; i < vectors_end; i += w)
+        xsimd::fma(bv, B::load_unaligned(y0 + i), B::load_unaligned(y + i)).store_unaligned(y_out + i);
+    }
+    for (std::int64_t i = vectors_end; i < m; ++i) y_out[i] = beta * y0[i] + y[i];
+  }
+}
+}  // namespace detail
+
+/// @brief y = alpha op(A) x, op(A) = A or Aᵀ; A may be row-major or a transposed view of one.
+/// Accumulating, y = beta y0 + alpha op(A) x, where y0 is C-contiguous (null: y0 is y itself).
+inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, ndarray& y, double alpha = 1.0,
+                     bool accumulate = false, const parallelism& par = {}, const ndarray* y0 = nullptr,
+                     double beta = 1.0) {
+  std::int64_t m = a_in.shape(0), k = a_in.shape(1);
+  std::int64_t rs = a_in.stride(0), cs = a_in.stride(1);
+  if (transpose) {
+    std::swap(m, k);
+    std::swap(rs, cs);
+  }
+  if (x_in.shape(0) != k)
+    throw shape_error("matrix-vector product: matrix has shape (" + std::to_string(m) + ", " + std::to_string(k) +
+                      ") after transposition, vector has shape " + to_string(x_in.shape()));
+  // Copies only where needed: copying an ndarray costs two atomic reference-count updates,
+  // four per product in a training step.
+  ndarray x_copy, a_copy;
+  const ndarray& x = x_in.is_c_contiguous() ? x_in : (x_copy = x_in.contiguous());
+  const ndarray* ap = &a_in;
+  if (!(cs == 1 || k == 1) && !(rs == 1 || m == 1)) {
+    a_copy = a_in.contiguous();
+    ap = &a_copy;
+    rs = a_copy.stride(transpose ? 1 : 0);
+    cs = a_copy.stride(transpose ? 0 : 1);
+  }
+  const ndarray& a = *ap;
+  const auto gemv = kernels_of(a.type()).gemv;
+  if (!gemv) throw std::logic_error("xsym: no matrix-vector product on " + std::string(dtype_name(a.type())));
+  gemv(a, rs, cs, x, y, m, k, alpha, accumulate, y0, beta, par);
+}
+
+namespace detail {
+// run_gemv for element type T, the matrix's strides resolved (row- or column-contiguous).
+template <class T>
+void gemv_typed(const ndarray& a, std::int64_t rs, std::int64_t cs, const ndarray& x, ndarray& y, std::int64_t m,
+                std::int64_t k, double alpha, bool accumulate, const ndarray* y0, double beta, const parallelism& par) {
+  const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
+  const int threads = m * k >= par.product_minsize ? par.threads : 1;
+  const T* y0p = !accumulate ? nullptr : y0 ? y0->data_as<T>() : y.data_as<T>();
+  if (cs == 1 || k == 1) gemv_rows(a.data_as<T>(), rs, x.data_as<T>(), y.data_as<T>(), m, k, al, y0p, be, threads);
+  else gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k, al, y0p, be, threads);
+}
+}  // namespace detail
+
+/// @brief Inner product of two vectors.
+inline void run_dot(const ndarray& a_in, const ndarray& b_in, ndarray& out) {
+  if (a_in.shape(0) != b_in.shape(0))
+    throw shape_error("vector dot product: shapes " + to_string(a_in.shape()) + " and " + to_string(b_in.shape()) +
+                      " are not aligned");
+  const auto dot = kernels_of(a_in.type()).dot;
+  if (!dot) throw std::logic_error("xsym: no dot product on " + std::string(dtype_name(a_in.type())));
+  dot(a_in.contiguous(), b_in.contiguous(), out);
+}
+
+namespace detail {
+template <class T>
+void dot_typed(const ndarray& a, const ndarray& b, ndarray& out) {
+  *out.data_as<T>() = dot_span(a.data_as<T>(), b.data_as<T>(), a.size());
+}
+}  // namespace detail
+
+/// @brief C = A B for matrices (or, accumulating, C += alpha A B); BLAS for floating types,
+/// a plain loop for integers.
+inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c, double alpha = 1.0, bool accumulate = false) {
+  const std::int64_t m = a_in.shape(0), k = a_in.shape(1), n = b_in.shape(1);
+  if (b_in.shape(0) != k)
+    throw shape_error("matrix product: shapes " + to_string(a_in.shape()) + " and " + to_string(b_in.shape()) +
+                      " are not aligned (" + std::to_string(k) + " != " + std::to_string(b_in.shape(0)) + ")");
+  if (m == 0 || n == 0) return;
+  const auto dot22 = kernels_of(c.type()).dot22;
+  if (!dot22) throw std::logic_error("xsym: no matrix product on " + std::string(dtype_name(c.type())));
+  dot22(a_in, b_in, c, alpha, accumulate);
+}
+
+namespace detail {
+// run_dot22 for element type T: BLAS for floating types, a plain loop for integers.
+template <class T>
+void dot22_typed(const ndarray& a_in, const ndarray& b_in, ndarray& c, double alpha, bool accumulate) {
+  const std::int64_t m = a_in.shape(0), k = a_in.shape(1), n = b_in.shape(1);
+  // BLAS takes a row-major matrix or its transpose; anything else is copied first.
+  auto layout = [](const ndarray& x, ndarray& keep) {
+    if (x.stride(1) == 1 || x.shape(1) == 1) return std::pair{CblasNoTrans, x.shape(1) == 1 ? std::max<std::int64_t>(1, x.stride(0)) : x.stride(0)};
+    if (x.stride(0) == 1 || x.shape(0) == 1) return std::pair{CblasTrans, x.shape(0) == 1 ? std::max<std::int64_t>(1, x.stride(1)) : x.stride(1)};
+    keep = x.contiguous();
+    return std::pair{CblasNoTrans, keep.stride(0)};
+  };
+  if constexpr (std::is_floating_point_v<T>) {
+    ndarray ka, kb;
+    auto [ta, lda] = layout(a_in, ka);
+    auto [tb, ldb] = layout(b_in, kb);
+    const T* ap = (ka.has_value() ? ka : a_in).template data_as<T>();
+    const T* bp = (kb.has_value() ? kb : b_in).template data_as<T>();
+    lda = std::max<std::int64_t>(lda, ta == CblasNoTrans ? k : m);
+    ldb = std::max<std::int64_t>(ldb, tb == CblasNoTrans ? n : k);
+    if (k == 0) {
+      if (!accumulate)
+        for (std::int64_t i = 0; i < m * n; ++i) c.data_as<T>()[i] = T(0);
+      return;
+    }
+    const T beta = accumulate ? T(1) : T(0);
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), static_cast<float>(alpha), ap, int(lda), bp, int(ldb),
+                  beta, c.data_as<float>(), int(n));
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), alpha, ap, int(lda), bp, int(ldb), beta,
+                  c.data_as<double>(), int(n));
+  } else {
+    (void)layout;
+    const T* ap = a_in.data_as<T>();
+    const T* bp = b_in.data_as<T>();
+    T* cp = c.data_as<T>();
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        T s = 0;
+        for (std::int64_t p = 0; p < k; ++p) s += ap[i * a_in.stride(0) + p * a_in.stride(1)] * bp[p * b_in.stride(0) + j * b_in.stride(1)];
+        cp[i * n + j] = accumulate ? static_cast<T>(cp[i * n + j] + static_cast<T>(alpha) * s) : s;
+      }
+  }
+}
+}  // namespace detail
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/blas.hpp ----
+// ---- begin include/xsym/backend/cpu/elemwise.hpp ----
+#ifndef XSYM_BACKEND_CPU_ELEMWISE_HPP
+#define XSYM_BACKEND_CPU_ELEMWISE_HPP
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#if __has_include(<unistd.h>)
+#include <unistd.h>
+#endif
+#if defined(__linux__)
+#include <fcntl.h>
+#endif
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 
 namespace xsym::cpu {
 
@@ -5974,6 +6069,7 @@ namespace xsym::cpu {
 struct compiled_step {
   kernel_fn kernel = nullptr;
   detail::chain_fn chain = nullptr;  // set instead of kernel for a chain
+  void (*chain_one)(void* dst, const void* const* args, std::uint32_t codes, int links) = nullptr;  // its one-element form
   std::uint32_t chain_codes = 0;     // 4 bits per link (see detail::chain)
   int links = 0;                     // a chain's links (unary ones take no argument)
   int arity = 0;
@@ -6116,9 +6212,7 @@ inline void share_work(const program& p, std::vector<compiled_step>& steps, std:
       out.push_back(kept[k]);
       continue;
     }
-    auto kernel = [&](shared_exp_kernel which) {
-      return t == dtype::float32 ? shared_exp_kernel_for<float>(which) : shared_exp_kernel_for<double>(which);
-    };
+    auto kernel = [&](shared_exp_kernel which) { return kernels_of(t).shared_exp(which); };
     auto unary_step = [&](kernel_fn f, int arg, scalar_op op, int shared) {
       compiled_step st;
       st.kernel = f;
@@ -6256,7 +6350,9 @@ inline void fuse_chains(const program& p, std::vector<compiled_step>& steps, con
       out.push_back(steps[i++]);
       continue;
     }
-    fused.chain = chain_kernel_for(reg_types[static_cast<std::size_t>(fused.dst)]);
+    const typed_kernels& typed = kernels_of(reg_types[static_cast<std::size_t>(fused.dst)]);
+    fused.chain = typed.chain;
+    fused.chain_one = typed.chain_one;
     fused.kernel = nullptr;
     fused.chain_codes = codes;
     fused.links = links;
@@ -6307,7 +6403,7 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
       transcendental = transcendental || (st.chain ? !chain_is_exact(st.chain_codes, st.links)
                                                    : st.link_code >= static_cast<int>(chain_exp_link));
     }
-    if (all && transcendental) cp.chains = chains_kernel_for(t);
+    if (all && transcendental) cp.chains = kernels_of(t).chains;
   }
   if (!cp.steps.empty() && cp.steps.back().dst >= p->n_inputs) {
     const int r = cp.steps.back().dst;
@@ -7388,21 +7484,101 @@ inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
   if (l.count == 0 && (o.reduction == reduce_op::max || o.reduction == reduce_op::min))
     throw shape_error("zero-size array to a reduction (" + std::string(reduce_name(o.reduction)) +
                       ") which has no identity; input shape " + to_string(in.shape()));
-  // Only the loops for the output dtype the runtime gives (reduce_result_type; the input's for
-  // max/min) are compiled per input dtype, not one per (input, output) pair.
-  xsym::detail::visit_dtype(in.type(), [&](auto zi) {
-    using In = decltype(zi);
-    using Acc = detail::acc_t<In>;
-    if (o.reduction == reduce_op::max || o.reduction == reduce_op::min) detail::reduce_into<In, In, In, In>(o, l, in, out);
-    else if (o.reduction == reduce_op::mean) detail::reduce_into<In, Acc, float_result_t<In>, double>(o, l, in, out);
-    else detail::reduce_into<In, Acc, sum_result_t<In>, Acc>(o, l, in, out);
-  });
+  kernels_of(in.type()).reduce(o, l, in, out);
 }
+
+namespace detail {
+// run_reduce for an input of type In. Only the loops for the output dtype the runtime gives
+// (reduce_result_type; the input's for max/min) are compiled, not one per (input, output) pair.
+template <class In>
+void reduce_typed(const op& o, const reduce_layout& l, const ndarray& in, ndarray& out) {
+  using Acc = acc_t<In>;
+  if (o.reduction == reduce_op::max || o.reduction == reduce_op::min) reduce_into<In, In, In, In>(o, l, in, out);
+  else if (o.reduction == reduce_op::mean) reduce_into<In, Acc, float_result_t<In>, double>(o, l, in, out);
+  else reduce_into<In, Acc, sum_result_t<In>, Acc>(o, l, in, out);
+}
+}  // namespace detail
 
 }  // namespace xsym::cpu
 
 #endif
 // ---- end include/xsym/backend/cpu/reduce.hpp ----
+// ---- begin include/xsym/backend/cpu/register_kernels.hpp ----
+#ifndef XSYM_BACKEND_CPU_REGISTER_KERNELS_HPP
+#define XSYM_BACKEND_CPU_REGISTER_KERNELS_HPP
+
+// Fills the kernel tables of kernel_table.hpp. A table's kernels are compiled into a program
+// only where the program makes an expression of its element type: detail::use_element_type<T>,
+// which var<T, N> calls, is what instantiates them.
+
+
+namespace xsym::cpu {
+
+namespace detail {
+template <class T>
+const typed_kernels& make_typed_kernels() {
+  static const typed_kernels table = [] {
+    typed_kernels k;
+    k.type = dtype_of<T>();
+    k.elementwise[0] = &elementwise_kernel<T, false>;
+    k.elementwise[1] = &elementwise_kernel<T, true>;
+    k.select = &select<T>;
+    k.convert_to[static_cast<int>(dtype::bool_)] = &convert<T, bool>;
+    k.convert_to[static_cast<int>(dtype::int32)] = &convert<T, std::int32_t>;
+    k.convert_to[static_cast<int>(dtype::int64)] = &convert<T, std::int64_t>;
+    k.convert_to[static_cast<int>(dtype::float32)] = &convert<T, float>;
+    k.convert_to[static_cast<int>(dtype::float64)] = &convert<T, double>;
+    if constexpr (std::is_floating_point_v<T>) {
+      k.chain = &chain<T>;
+      k.chains = &chain_loop<T, false>;
+      k.chain_one = &chain_one<T>;
+      k.shared_exp = &shared_exp_kernel_for<T>;
+      k.broken_exp = &broken_arith<scalar_op::exp, T>;
+    }
+    if constexpr (!std::is_same_v<T, bool>) {
+      k.gemv = &gemv_typed<T>;
+      k.dot = &dot_typed<T>;
+      k.dot22 = &dot22_typed<T>;
+    }
+    k.reduce = &reduce_typed<T>;
+    return k;
+  }();
+  return table;
+}
+
+template <class T>
+void register_kernels() {
+  kernel_slot(dtype_of<T>()).store(&make_typed_kernels<T>(), std::memory_order_release);
+}
+}  // namespace detail
+
+/// @brief Registers the kernels of every element type (the compiled runtime, which serves any
+/// program, and tests that drive kernels without building expressions).
+inline void register_all_kernels() {
+  detail::register_kernels<bool>();
+  detail::register_kernels<std::int32_t>();
+  detail::register_kernels<std::int64_t>();
+  detail::register_kernels<float>();
+  detail::register_kernels<double>();
+}
+
+}  // namespace xsym::cpu
+
+namespace xsym::detail {
+// Declared in expr/dtype.hpp. bool comes with every type: comparisons and switch conditions
+// make bool values out of any other. With XSYM_COMPILED_LIB the runtime registers every type
+// (function_runtime's constructor) and a program's files compile none.
+template <class T>
+void use_element_type() {
+#ifndef XSYM_COMPILED_LIB
+  static const bool registered = (cpu::detail::register_kernels<T>(), cpu::detail::register_kernels<bool>(), true);
+  (void)registered;
+#endif
+}
+}  // namespace xsym::detail
+
+#endif
+// ---- end include/xsym/backend/cpu/register_kernels.hpp ----
 // ---- begin include/xsym/rewrite/inplace.hpp ----
 #ifndef XSYM_REWRITE_INPLACE_HPP
 #define XSYM_REWRITE_INPLACE_HPP
@@ -8594,10 +8770,7 @@ inline bool run_elemwise_one(const thunk& t, ndarray* values) {
     const unsigned mask = *input_args++;
     for (int j = 0; j < st.arity; ++j) args[j] = (mask >> j) & 1u ? reg[st.args[j]] : scratch[st.args[j]];
     if (!st.chain) st.kernel(scratch[st.dst], args, mask, 1);
-    else if (cp.reg_types[static_cast<std::size_t>(st.dst)] == dtype::float32)
-      cpu::detail::chain_one<float>(scratch[st.dst], args, st.chain_codes, st.links);
-    else
-      cpu::detail::chain_one<double>(scratch[st.dst], args, st.chain_codes, st.links);
+    else st.chain_one(scratch[st.dst], args, st.chain_codes, st.links);
   }
   for (std::size_t o = 0; o < n.outputs.size(); ++o) {
     const auto r = static_cast<std::size_t>(p.outputs[o]);
@@ -9533,6 +9706,9 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
                                                        const std::vector<std::pair<var_ptr, var_ptr>>& update_vars,
                                                        const function_options& options)
     : m_name(std::move(name)) {
+#ifdef XSYM_COMPILED_LIB
+  cpu::register_all_kernels();  // the compiled runtime serves programs of any element type
+#endif
   config.ensure_loaded();  // reading XSYM_FLAGS and rc files is not rewrite time
   const double t0 = detail::wall_seconds();
   m_plan = detail::resolve_plan(options);

@@ -13,6 +13,7 @@
 #include "../backend/cpu/elemwise.hpp"
 #include "../backend/cpu/jit.hpp"
 #include "../backend/cpu/reduce.hpp"
+#include "../backend/cpu/register_kernels.hpp"
 #include "../config/cold.hpp"
 #include "../graph/fgraph.hpp"
 #include "../profile/profile_stats.hpp"
@@ -253,10 +254,7 @@ inline bool run_elemwise_one(const thunk& t, ndarray* values) {
     const unsigned mask = *input_args++;
     for (int j = 0; j < st.arity; ++j) args[j] = (mask >> j) & 1u ? reg[st.args[j]] : scratch[st.args[j]];
     if (!st.chain) st.kernel(scratch[st.dst], args, mask, 1);
-    else if (cp.reg_types[static_cast<std::size_t>(st.dst)] == dtype::float32)
-      cpu::detail::chain_one<float>(scratch[st.dst], args, st.chain_codes, st.links);
-    else
-      cpu::detail::chain_one<double>(scratch[st.dst], args, st.chain_codes, st.links);
+    else st.chain_one(scratch[st.dst], args, st.chain_codes, st.links);
   }
   for (std::size_t o = 0; o < n.outputs.size(); ++o) {
     const auto r = static_cast<std::size_t>(p.outputs[o]);
@@ -1192,6 +1190,9 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
                                                        const std::vector<std::pair<var_ptr, var_ptr>>& update_vars,
                                                        const function_options& options)
     : m_name(std::move(name)) {
+#ifdef XSYM_COMPILED_LIB
+  cpu::register_all_kernels();  // the compiled runtime serves programs of any element type
+#endif
   config.ensure_loaded();  // reading XSYM_FLAGS and rc files is not rewrite time
   const double t0 = detail::wall_seconds();
   m_plan = detail::resolve_plan(options);

@@ -76,6 +76,11 @@ template <> struct type_of_dtype<dtype::int64> { using type = std::int64_t; };
 template <> struct type_of_dtype<dtype::float32> { using type = float; };
 template <> struct type_of_dtype<dtype::float64> { using type = double; };
 
+// Tells the backend that the program makes expressions of element type T, so that its kernels
+// for T are compiled in (var<T, N> calls it; backend/cpu/register_kernels.hpp defines it).
+template <class T>
+void use_element_type();
+
 // Calls f(T{}) with T the C++ type of d: one switch instead of five copies at every use.
 template <class F>
 decltype(auto) visit_dtype(dtype d, F&& f) {

@@ -37,6 +37,7 @@ class var {
   static constexpr std::size_t rank = N;
 
   explicit var(var_ptr node) : m_node(std::move(node)) {
+    detail::use_element_type<Elem>();
     if (m_node->type != dtype_of<Elem>() || m_node->rank != static_cast<int>(N))
       detail::throw_held_as(*m_node, dtype_of<Elem>(), static_cast<int>(N));
   }

@@ -8,6 +8,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "../../expr/ndarray.hpp"
+#include "kernel_table.hpp"
 #include "parallel.hpp"
 
 namespace xsym::cpu {
@@ -267,29 +268,40 @@ inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, n
     cs = a_copy.stride(transpose ? 0 : 1);
   }
   const ndarray& a = *ap;
-  xsym::detail::visit_dtype(a.type(), [&](auto z) {
-    using T = decltype(z);
-    if constexpr (!std::is_same_v<T, bool>) {
-      const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
-      const int threads = m * k >= par.product_minsize ? par.threads : 1;
-      const T* y0p = !accumulate ? nullptr : y0 ? y0->data_as<T>() : y.data_as<T>();
-      if (cs == 1 || k == 1) detail::gemv_rows(a.data_as<T>(), rs, x.data_as<T>(), y.data_as<T>(), m, k, al, y0p, be, threads);
-      else detail::gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k, al, y0p, be, threads);
-    }
-  });
+  const auto gemv = kernels_of(a.type()).gemv;
+  if (!gemv) throw std::logic_error("xsym: no matrix-vector product on " + std::string(dtype_name(a.type())));
+  gemv(a, rs, cs, x, y, m, k, alpha, accumulate, y0, beta, par);
 }
+
+namespace detail {
+// run_gemv for element type T, the matrix's strides resolved (row- or column-contiguous).
+template <class T>
+void gemv_typed(const ndarray& a, std::int64_t rs, std::int64_t cs, const ndarray& x, ndarray& y, std::int64_t m,
+                std::int64_t k, double alpha, bool accumulate, const ndarray* y0, double beta, const parallelism& par) {
+  const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
+  const int threads = m * k >= par.product_minsize ? par.threads : 1;
+  const T* y0p = !accumulate ? nullptr : y0 ? y0->data_as<T>() : y.data_as<T>();
+  if (cs == 1 || k == 1) gemv_rows(a.data_as<T>(), rs, x.data_as<T>(), y.data_as<T>(), m, k, al, y0p, be, threads);
+  else gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k, al, y0p, be, threads);
+}
+}  // namespace detail
 
 /// @brief Inner product of two vectors.
 inline void run_dot(const ndarray& a_in, const ndarray& b_in, ndarray& out) {
   if (a_in.shape(0) != b_in.shape(0))
     throw shape_error("vector dot product: shapes " + to_string(a_in.shape()) + " and " + to_string(b_in.shape()) +
                       " are not aligned");
-  const ndarray a = a_in.contiguous(), b = b_in.contiguous();
-  xsym::detail::visit_dtype(a.type(), [&](auto z) {
-    using T = decltype(z);
-    if constexpr (!std::is_same_v<T, bool>) *out.data_as<T>() = detail::dot_span(a.data_as<T>(), b.data_as<T>(), a.size());
-  });
+  const auto dot = kernels_of(a_in.type()).dot;
+  if (!dot) throw std::logic_error("xsym: no dot product on " + std::string(dtype_name(a_in.type())));
+  dot(a_in.contiguous(), b_in.contiguous(), out);
 }
+
+namespace detail {
+template <class T>
+void dot_typed(const ndarray& a, const ndarray& b, ndarray& out) {
+  *out.data_as<T>() = dot_span(a.data_as<T>(), b.data_as<T>(), a.size());
+}
+}  // namespace detail
 
 /// @brief C = A B for matrices (or, accumulating, C += alpha A B); BLAS for floating types,
 /// a plain loop for integers.
@@ -298,6 +310,17 @@ inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c, doub
   if (b_in.shape(0) != k)
     throw shape_error("matrix product: shapes " + to_string(a_in.shape()) + " and " + to_string(b_in.shape()) +
                       " are not aligned (" + std::to_string(k) + " != " + std::to_string(b_in.shape(0)) + ")");
+  if (m == 0 || n == 0) return;
+  const auto dot22 = kernels_of(c.type()).dot22;
+  if (!dot22) throw std::logic_error("xsym: no matrix product on " + std::string(dtype_name(c.type())));
+  dot22(a_in, b_in, c, alpha, accumulate);
+}
+
+namespace detail {
+// run_dot22 for element type T: BLAS for floating types, a plain loop for integers.
+template <class T>
+void dot22_typed(const ndarray& a_in, const ndarray& b_in, ndarray& c, double alpha, bool accumulate) {
+  const std::int64_t m = a_in.shape(0), k = a_in.shape(1), n = b_in.shape(1);
   // BLAS takes a row-major matrix or its transpose; anything else is copied first.
   auto layout = [](const ndarray& x, ndarray& keep) {
     if (x.stride(1) == 1 || x.shape(1) == 1) return std::pair{CblasNoTrans, x.shape(1) == 1 ? std::max<std::int64_t>(1, x.stride(0)) : x.stride(0)};
@@ -305,42 +328,40 @@ inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c, doub
     keep = x.contiguous();
     return std::pair{CblasNoTrans, keep.stride(0)};
   };
-  if (m == 0 || n == 0) return;
-  xsym::detail::visit_dtype(c.type(), [&](auto z) {
-    using T = decltype(z);
-    if constexpr (std::is_floating_point_v<T>) {
-      ndarray ka, kb;
-      auto [ta, lda] = layout(a_in, ka);
-      auto [tb, ldb] = layout(b_in, kb);
-      const T* ap = (ka.has_value() ? ka : a_in).template data_as<T>();
-      const T* bp = (kb.has_value() ? kb : b_in).template data_as<T>();
-      lda = std::max<std::int64_t>(lda, ta == CblasNoTrans ? k : m);
-      ldb = std::max<std::int64_t>(ldb, tb == CblasNoTrans ? n : k);
-      if (k == 0) {
-        if (!accumulate)
-          for (std::int64_t i = 0; i < m * n; ++i) c.data_as<T>()[i] = T(0);
-        return;
-      }
-      const T beta = accumulate ? T(1) : T(0);
-      if constexpr (std::is_same_v<T, float>)
-        cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), static_cast<float>(alpha), ap, int(lda), bp, int(ldb),
-                    beta, c.data_as<float>(), int(n));
-      else
-        cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), alpha, ap, int(lda), bp, int(ldb), beta,
-                    c.data_as<double>(), int(n));
-    } else if constexpr (!std::is_same_v<T, bool>) {
-      const T* ap = a_in.data_as<T>();
-      const T* bp = b_in.data_as<T>();
-      T* cp = c.data_as<T>();
-      for (std::int64_t i = 0; i < m; ++i)
-        for (std::int64_t j = 0; j < n; ++j) {
-          T s = 0;
-          for (std::int64_t p = 0; p < k; ++p) s += ap[i * a_in.stride(0) + p * a_in.stride(1)] * bp[p * b_in.stride(0) + j * b_in.stride(1)];
-          cp[i * n + j] = accumulate ? static_cast<T>(cp[i * n + j] + static_cast<T>(alpha) * s) : s;
-        }
+  if constexpr (std::is_floating_point_v<T>) {
+    ndarray ka, kb;
+    auto [ta, lda] = layout(a_in, ka);
+    auto [tb, ldb] = layout(b_in, kb);
+    const T* ap = (ka.has_value() ? ka : a_in).template data_as<T>();
+    const T* bp = (kb.has_value() ? kb : b_in).template data_as<T>();
+    lda = std::max<std::int64_t>(lda, ta == CblasNoTrans ? k : m);
+    ldb = std::max<std::int64_t>(ldb, tb == CblasNoTrans ? n : k);
+    if (k == 0) {
+      if (!accumulate)
+        for (std::int64_t i = 0; i < m * n; ++i) c.data_as<T>()[i] = T(0);
+      return;
     }
-  });
+    const T beta = accumulate ? T(1) : T(0);
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), static_cast<float>(alpha), ap, int(lda), bp, int(ldb),
+                  beta, c.data_as<float>(), int(n));
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), alpha, ap, int(lda), bp, int(ldb), beta,
+                  c.data_as<double>(), int(n));
+  } else {
+    (void)layout;
+    const T* ap = a_in.data_as<T>();
+    const T* bp = b_in.data_as<T>();
+    T* cp = c.data_as<T>();
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        T s = 0;
+        for (std::int64_t p = 0; p < k; ++p) s += ap[i * a_in.stride(0) + p * a_in.stride(1)] * bp[p * b_in.stride(0) + j * b_in.stride(1)];
+        cp[i * n + j] = accumulate ? static_cast<T>(cp[i * n + j] + static_cast<T>(alpha) * s) : s;
+      }
+  }
 }
+}  // namespace detail
 
 }  // namespace xsym::cpu
 

@@ -20,6 +20,7 @@
 #include "../../config/cold.hpp"
 #include "../../expr/ndarray.hpp"
 #include "../../expr/op.hpp"
+#include "kernel_table.hpp"
 #include "parallel.hpp"
 #include "scalar_kernels.hpp"
 
@@ -30,6 +31,7 @@ namespace xsym::cpu {
 struct compiled_step {
   kernel_fn kernel = nullptr;
   detail::chain_fn chain = nullptr;  // set instead of kernel for a chain
+  void (*chain_one)(void* dst, const void* const* args, std::uint32_t codes, int links) = nullptr;  // its one-element form
   std::uint32_t chain_codes = 0;     // 4 bits per link (see detail::chain)
   int links = 0;                     // a chain's links (unary ones take no argument)
   int arity = 0;
@@ -172,9 +174,7 @@ inline void share_work(const program& p, std::vector<compiled_step>& steps, std:
       out.push_back(kept[k]);
       continue;
     }
-    auto kernel = [&](shared_exp_kernel which) {
-      return t == dtype::float32 ? shared_exp_kernel_for<float>(which) : shared_exp_kernel_for<double>(which);
-    };
+    auto kernel = [&](shared_exp_kernel which) { return kernels_of(t).shared_exp(which); };
     auto unary_step = [&](kernel_fn f, int arg, scalar_op op, int shared) {
       compiled_step st;
       st.kernel = f;
@@ -312,7 +312,9 @@ inline void fuse_chains(const program& p, std::vector<compiled_step>& steps, con
       out.push_back(steps[i++]);
       continue;
     }
-    fused.chain = chain_kernel_for(reg_types[static_cast<std::size_t>(fused.dst)]);
+    const typed_kernels& typed = kernels_of(reg_types[static_cast<std::size_t>(fused.dst)]);
+    fused.chain = typed.chain;
+    fused.chain_one = typed.chain_one;
     fused.kernel = nullptr;
     fused.chain_codes = codes;
     fused.links = links;
@@ -363,7 +365,7 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
       transcendental = transcendental || (st.chain ? !chain_is_exact(st.chain_codes, st.links)
                                                    : st.link_code >= static_cast<int>(chain_exp_link));
     }
-    if (all && transcendental) cp.chains = chains_kernel_for(t);
+    if (all && transcendental) cp.chains = kernels_of(t).chains;
   }
   if (!cp.steps.empty() && cp.steps.back().dst >= p->n_inputs) {
     const int r = cp.steps.back().dst;

@@ -7,6 +7,7 @@
 
 #include "../../expr/ndarray.hpp"
 #include "../../expr/op.hpp"
+#include "kernel_table.hpp"
 #include "scalar_kernels.hpp"
 
 namespace xsym::cpu {
@@ -190,16 +191,20 @@ inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
   if (l.count == 0 && (o.reduction == reduce_op::max || o.reduction == reduce_op::min))
     throw shape_error("zero-size array to a reduction (" + std::string(reduce_name(o.reduction)) +
                       ") which has no identity; input shape " + to_string(in.shape()));
-  // Only the loops for the output dtype the runtime gives (reduce_result_type; the input's for
-  // max/min) are compiled per input dtype, not one per (input, output) pair.
-  xsym::detail::visit_dtype(in.type(), [&](auto zi) {
-    using In = decltype(zi);
-    using Acc = detail::acc_t<In>;
-    if (o.reduction == reduce_op::max || o.reduction == reduce_op::min) detail::reduce_into<In, In, In, In>(o, l, in, out);
-    else if (o.reduction == reduce_op::mean) detail::reduce_into<In, Acc, float_result_t<In>, double>(o, l, in, out);
-    else detail::reduce_into<In, Acc, sum_result_t<In>, Acc>(o, l, in, out);
-  });
+  kernels_of(in.type()).reduce(o, l, in, out);
 }
+
+namespace detail {
+// run_reduce for an input of type In. Only the loops for the output dtype the runtime gives
+// (reduce_result_type; the input's for max/min) are compiled, not one per (input, output) pair.
+template <class In>
+void reduce_typed(const op& o, const reduce_layout& l, const ndarray& in, ndarray& out) {
+  using Acc = acc_t<In>;
+  if (o.reduction == reduce_op::max || o.reduction == reduce_op::min) reduce_into<In, In, In, In>(o, l, in, out);
+  else if (o.reduction == reduce_op::mean) reduce_into<In, Acc, float_result_t<In>, double>(o, l, in, out);
+  else reduce_into<In, Acc, sum_result_t<In>, Acc>(o, l, in, out);
+}
+}  // namespace detail
 
 }  // namespace xsym::cpu
 

@@ -409,19 +409,34 @@ template <scalar_op S>
 constexpr bool wraps = S == scalar_op::add || S == scalar_op::sub || S == scalar_op::mul || S == scalar_op::neg ||
                        S == scalar_op::sqr || S == scalar_op::abs;
 
-template <scalar_op S, bool Simd>
-kernel_fn typed_kernel(dtype t) {
+// The kernel of op S on element type T; null where T has none (arithmetic on bool, a
+// floating-point function of an integer type, which the graph computes in float64).
+template <scalar_op S, class T, bool Simd>
+constexpr kernel_fn typed_kernel() {
   if constexpr (is_comparison<S>) {
-    return xsym::detail::visit_dtype(t, [](auto z) -> kernel_fn { return &comparison<S, decltype(z)>; });
+    return &comparison<S, T>;
   } else {
-    return xsym::detail::visit_dtype(t, [](auto z) -> kernel_fn {
-      using T = decltype(z);
-      constexpr bool float_only = info(S).float_only || S == scalar_op::sigmoid || S == scalar_op::softplus;
-      if constexpr (std::is_same_v<T, bool>) return nullptr;
-      else if constexpr (float_only && !std::is_floating_point_v<T>) return nullptr;
-      else if constexpr (wraps<S> && std::is_integral_v<T>) return &arith<wrapping_fn<S>, info(S).arity, T, false>;
-      else return &arith<fn<S>, info(S).arity, T, Simd && simd_type<T>>;  // integers: one scalar kernel serves both
-    });
+    constexpr bool float_only = info(S).float_only || S == scalar_op::sigmoid || S == scalar_op::softplus;
+    if constexpr (std::is_same_v<T, bool>) return nullptr;
+    else if constexpr (float_only && !std::is_floating_point_v<T>) return nullptr;
+    else if constexpr (wraps<S> && std::is_integral_v<T>) return &arith<wrapping_fn<S>, info(S).arity, T, false>;
+    else return &arith<fn<S>, info(S).arity, T, Simd && simd_type<T>>;  // integers: one scalar kernel serves both
+  }
+}
+
+// Every arithmetic op and comparison on element type T (switch, cast and identity depend on a
+// second type: kernel_table.hpp looks them up).
+template <class T, bool Simd>
+kernel_fn elementwise_kernel(scalar_op op) {
+  switch (op) {
+#define XSYM_CASE(S) \
+  case scalar_op::S: return typed_kernel<scalar_op::S, T, Simd>();
+    XSYM_CASE(add) XSYM_CASE(sub) XSYM_CASE(mul) XSYM_CASE(true_div) XSYM_CASE(neg) XSYM_CASE(pow)
+    XSYM_CASE(sqr) XSYM_CASE(sqrt) XSYM_CASE(exp) XSYM_CASE(log) XSYM_CASE(log1p) XSYM_CASE(expm1)
+    XSYM_CASE(abs) XSYM_CASE(tanh) XSYM_CASE(sigmoid) XSYM_CASE(softplus) XSYM_CASE(maximum)
+    XSYM_CASE(minimum) XSYM_CASE(gt) XSYM_CASE(lt) XSYM_CASE(ge) XSYM_CASE(le) XSYM_CASE(eq) XSYM_CASE(neq)
+#undef XSYM_CASE
+    default: return nullptr;
   }
 }
 
@@ -825,8 +840,7 @@ void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, s
   chain_loop<T, false>(&call, 1, n);
 }
 
-/// The chain kernel for float32 and float64 (the vectorized set only), and the link code of an
-/// instruction that may be a link: add, sub, mul, true_div, and the unary ops in
+/// The link code of an instruction that may be a chain's link (float32 and float64 only): add, sub, mul, true_div, and the unary ops in
 /// chain_unary_ops; -1 for any other op or dtype.
 inline int chain_code(const instruction& ins) {
   if (ins.in_type != ins.out_type || (ins.in_type != dtype::float32 && ins.in_type != dtype::float64)) return -1;
@@ -841,12 +855,8 @@ inline int chain_code(const instruction& ins) {
     if (ins.op == chain_unary_ops[k]) return static_cast<int>(first_unary_link + k);
   return -1;
 }
-inline chain_fn chain_kernel_for(dtype t) { return t == dtype::float32 ? &chain<float> : &chain<double>; }
 /// Several chains of one dtype over the same span (see chain_loop).
 using chains_fn = void (*)(const chain_call* calls, int n_chains, std::int64_t n);
-inline chains_fn chains_kernel_for(dtype t) {
-  return t == dtype::float32 ? &chain_loop<float, false> : &chain_loop<double, false>;
-}
 }  // namespace detail
 
 namespace testing {
@@ -876,41 +886,6 @@ void broken_arith(void* dst, const void* const* args, unsigned mask, std::int64_
   perturb_first<T>(dst, n);
 }
 }  // namespace detail
-
-/// @brief The kernel for one instruction; Simd=false gives the reference (plain scalar) loops.
-template <bool Simd>
-kernel_fn kernel_for(const instruction& ins) {
-  using detail::typed_kernel;
-  kernel_fn k = nullptr;
-  switch (ins.op) {
-#define XSYM_CASE(S) case scalar_op::S: k = typed_kernel<scalar_op::S, Simd>(ins.in_type); break;
-    XSYM_CASE(add) XSYM_CASE(sub) XSYM_CASE(mul) XSYM_CASE(true_div) XSYM_CASE(neg) XSYM_CASE(pow)
-    XSYM_CASE(sqr) XSYM_CASE(sqrt) XSYM_CASE(exp) XSYM_CASE(log) XSYM_CASE(log1p) XSYM_CASE(expm1)
-    XSYM_CASE(abs) XSYM_CASE(tanh) XSYM_CASE(sigmoid) XSYM_CASE(softplus) XSYM_CASE(maximum)
-    XSYM_CASE(minimum) XSYM_CASE(gt) XSYM_CASE(lt) XSYM_CASE(ge) XSYM_CASE(le) XSYM_CASE(eq) XSYM_CASE(neq)
-#undef XSYM_CASE
-    case scalar_op::switch_:
-      k = xsym::detail::visit_dtype(ins.out_type, [](auto z) -> kernel_fn { return &detail::select<decltype(z)>; });
-      break;
-    case scalar_op::cast:
-    case scalar_op::identity:
-      k = xsym::detail::visit_dtype(ins.in_type, [&](auto f) -> kernel_fn {
-        return xsym::detail::visit_dtype(ins.out_type, [](auto t) -> kernel_fn {
-          return &detail::convert<decltype(f), decltype(t)>;
-        });
-      });
-      break;
-  }
-  if (!k)
-    throw std::logic_error("xsym: no CPU kernel for " + std::string(info(ins.op).name) + " on " +
-                           std::string(dtype_name(ins.in_type)));
-  if constexpr (Simd) {
-    if (testing::broken_simd_kernel() == ins.op && ins.op == scalar_op::exp)
-      k = ins.in_type == dtype::float32 ? &detail::broken_arith<scalar_op::exp, float>
-                                        : &detail::broken_arith<scalar_op::exp, double>;
-  }
-  return k;
-}
 
 }  // namespace xsym::cpu
 
