@@ -22,75 +22,12 @@
 #include <xtensor/xtensor.hpp>
 #include <xsym/xsym.hpp>
 
+#include "bench_util.hpp"
+#include "call_overhead.hpp"
+
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-struct timing {
-  double median, min;
-  int repeats;
-};
-
-// Median and minimum of `repeats` timed runs of each of fs (after one warm-up run each),
-// divided by `per`. Round-robin, one run of each per round: this VM's drift over seconds
-// spreads over all of them instead of favouring one. Each round takes them in a shuffled
-// order: a run starts from the cache its predecessor left, and a fixed order would give each
-// the same predecessor every time.
-std::vector<timing> measure_round_robin(const std::vector<std::function<void()>>& fs, int repeats, double per) {
-  for (const auto& f : fs) f();
-  std::vector<std::vector<double>> t(fs.size());
-  std::vector<std::size_t> order(fs.size());
-  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::mt19937 rng(12345);
-  for (int r = 0; r < repeats; ++r) {
-    std::shuffle(order.begin(), order.end(), rng);
-    for (const std::size_t k : order) {
-      const auto t0 = clock_type::now();
-      fs[k]();
-      t[k].push_back(std::chrono::duration<double>(clock_type::now() - t0).count() / per);
-    }
-  }
-  std::vector<timing> out;
-  for (auto& v : t) {
-    std::sort(v.begin(), v.end());
-    out.push_back({v[v.size() / 2], v.front(), repeats});
-  }
-  return out;
-}
-
-// Median and minimum of `repeats` timed runs of f (after one warm-up run), divided by `per`.
-timing measure(const std::function<void()>& f, int repeats, double per) {
-  return measure_round_robin({f}, repeats, per).front();
-}
-
-bool noprof_build() { return !xsym::profiling_compiled_in; }
-
-// The compiler of the xsym_cxx rows (cxx=...): $XSYM_BENCH_CXX, else g++.
-std::string bench_cxx() {
-  const char* c = std::getenv("XSYM_BENCH_CXX");
-  return c && *c ? c : "g++";
-}
-
-// Profiled functions record into a profile that is not printed at exit.
-xsym::profile bench_profile(bool on) {
-  return on ? xsym::profile(std::make_shared<xsym::profile_stats>("bench", false)) : xsym::profile(false);
-}
-
-void emit(const char* bench, const std::string& impl, const char* dtype, double size, timing t, const char* extra = "") {
-  std::printf("{\"benchmark\": \"%s\", \"impl\": \"%s\", \"dtype\": \"%s\", \"size\": %.0f, \"median_s\": %.6e, "
-              "\"min_s\": %.6e, \"repeats\": %d%s}\n",
-              bench, impl.c_str(), dtype, size, t.median, t.min, t.repeats, extra);
-  std::fflush(stdout);
-}
-
-std::string xsym_impl(bool profiled) { return noprof_build() ? "xsym_noprof" : profiled ? "xsym_profiled" : "xsym"; }
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "bench: result check failed: %s\n", what);
-    std::exit(1);
-  }
-}
+using namespace bench;
 
 // ---- logistic regression: seconds per training step ---------------------------------------
 // X starts `offset` elements past a cache line: 0, or 4 floats as xtensor's default allocator
@@ -367,35 +304,9 @@ void bench_elemwise(std::size_t n) {
 
 // ---- overheads --------------------------------------------------------------------------------
 void bench_overheads() {
-  auto x = xsym::vector<double>("x"), y = xsym::vector<double>("y"), z = xsym::vector<double>("z");
-  const xt::xtensor<double, 1> a{1}, b{2}, c{3};
-  const int calls = 200000;
-  for (bool profiled : {false, true}) {
-    if (profiled && noprof_build()) continue;
-    auto f = xsym::function("f", xsym::inputs(x, y, z), (x + y + z) * 2, xsym::profile(bench_profile(profiled)));
-    double sink = 0;
-    auto t = measure([&] { for (int i = 0; i < calls; ++i) sink += f(a, b, c)(0); }, 15, calls);
-    check(sink > 0, "call overhead result");
-    emit("call_overhead", xsym_impl(profiled), "float64", 1, t);
-    // The same call writing into a preallocated result: the function's own overhead, without
-    // the allocation of the xt::xtensor it returns (xtensor's 64-byte aligned allocator).
-    xt::xtensor<double, 1> r{0};
-    sink = 0;
-    t = measure([&] { for (int i = 0; i < calls; ++i) { f.into(r)(a, b, c); sink += r(0); } }, 15, calls);
-    check(sink == 12.0 * 16 * calls, "call overhead (into) result");
-    emit("call_overhead_into", xsym_impl(profiled), "float64", 1, t);
-  }
-  if (!noprof_build()) {
-    // Baseline: the same expression hand-written with xtensor, returning a fresh xt::xtensor.
-    auto hand = [](const xt::xtensor<double, 1>& p, const xt::xtensor<double, 1>& q, const xt::xtensor<double, 1>& s) {
-      xt::xtensor<double, 1> out = (p + q + s) * 2.0;
-      return out;
-    };
-    double sink = 0;
-    auto t = measure([&] { for (int i = 0; i < calls; ++i) sink += hand(a, b, c)(0); }, 15, calls);
-    check(sink == 12.0 * 16 * calls, "call overhead (xtensor) result");
-    emit("call_overhead", "xtensor", "float64", 1, t);
-  }
+  // With this program's XTENSOR_USE_XSIMD, a result is a 64-byte aligned allocation (glibc's
+  // posix_memalign): reported apart from the bar's calls (bench/calls.cpp).
+  bench_calls("call_overhead_aligned");
   if (noprof_build()) return;
   // Per-node overhead: a 64-node chain of scalar ops, profiled minus unprofiled, per node.
   auto chain = [&](bool profiled) {

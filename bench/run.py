@@ -50,7 +50,7 @@ def build_cost():
     rows = []
     example = ROOT / "examples" / "logistic_regression.cpp"
     for impl, defines, source, bench, repeats in (
-            ("xsym", (), example, "build_example", 3),
+            ("xsym", (), example, "build_example", 5),
             ("xsym_compiled_lib", ("-DXSYM_COMPILED_LIB",), example, "build_example", 3),
             ("xsym_compiled_lib", ("-DXSYM_COMPILED_LIB",), ROOT / "src" / "xsym_runtime.cpp", "build_runtime", 1)):
         median, low, peak = compile_cost(source, defines, repeats)
@@ -125,6 +125,8 @@ def main():
     env.pop("XSYM_FLAGS", None)
     results = run_bench(build / "bench" / "bench_xsym", env=env)
     results += run_bench(build / "bench" / "bench_xsym_noprof", env=env)
+    results += run_bench(build / "bench" / "bench_calls", env=env)
+    results += run_bench(build / "bench" / "bench_calls_noprof", env=env)
     results += build_cost()
     if not (args.quick or args.skip_test_build):
         results += test_suite_cost()
@@ -200,6 +202,13 @@ def main():
 
     bt = find(results, "build_tests", "xsym")
     reported = []  # measured and shown, with no bar of their own
+    # The calls again with XTENSOR_USE_XSIMD's 64-byte aligned results (bench.cpp): the same
+    # work but for the result's allocation, which glibc's posix_memalign makes slower and
+    # dependent on the heap's state. Shown beside the bars, not judged.
+    for impl, label in (("xsym_noprof", "compiled out"), ("xsym_profiled", "profiling on"), ("xtensor", "xtensor by hand")):
+        r = find(results, "call_overhead_aligned", impl)
+        if r:
+            reported.append((f"call, 64-byte aligned result, {label} (ns)", r["median_s"] * 1e9))
     if bt:
         reported.append(("build the test suite, make build -j2 from nothing (s)", bt["median_s"]))
         reported.append(("build the test suite, peak of one process (MB)", bt["peak_rss_mb"]))
