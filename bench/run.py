@@ -123,6 +123,9 @@ def main():
     env = dict(os.environ)
     env["XSYM_BENCH_STEPS"] = "200" if args.quick else "2000"
     env.pop("XSYM_FLAGS", None)
+    # No benchmark calls BLAS (xsym's products are its own kernels), but OpenBLAS starts its
+    # threads when it loads and they spin for a while on the other core: not in the timed runs.
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
     results = run_bench(build / "bench" / "bench_xsym", env=env)
     results += run_bench(build / "bench" / "bench_xsym_noprof", env=env)
     results += run_bench(build / "bench" / "bench_calls", env=env)
