@@ -317,21 +317,23 @@ inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c, doub
 }
 
 namespace detail {
+// How BLAS reads a matrix: row-major or its transpose, with its leading dimension; anything
+// else is copied into `keep` first.
+inline std::pair<CBLAS_TRANSPOSE, std::int64_t> blas_layout(const ndarray& x, ndarray& keep) {
+  if (x.stride(1) == 1 || x.shape(1) == 1) return {CblasNoTrans, x.shape(1) == 1 ? std::max<std::int64_t>(1, x.stride(0)) : x.stride(0)};
+  if (x.stride(0) == 1 || x.shape(0) == 1) return {CblasTrans, x.shape(0) == 1 ? std::max<std::int64_t>(1, x.stride(1)) : x.stride(1)};
+  keep = x.contiguous();
+  return {CblasNoTrans, keep.stride(0)};
+}
+
 // run_dot22 for element type T: BLAS for floating types, a plain loop for integers.
 template <class T>
 void dot22_typed(const ndarray& a_in, const ndarray& b_in, ndarray& c, double alpha, bool accumulate) {
   const std::int64_t m = a_in.shape(0), k = a_in.shape(1), n = b_in.shape(1);
-  // BLAS takes a row-major matrix or its transpose; anything else is copied first.
-  auto layout = [](const ndarray& x, ndarray& keep) {
-    if (x.stride(1) == 1 || x.shape(1) == 1) return std::pair{CblasNoTrans, x.shape(1) == 1 ? std::max<std::int64_t>(1, x.stride(0)) : x.stride(0)};
-    if (x.stride(0) == 1 || x.shape(0) == 1) return std::pair{CblasTrans, x.shape(0) == 1 ? std::max<std::int64_t>(1, x.stride(1)) : x.stride(1)};
-    keep = x.contiguous();
-    return std::pair{CblasNoTrans, keep.stride(0)};
-  };
   if constexpr (std::is_floating_point_v<T>) {
     ndarray ka, kb;
-    auto [ta, lda] = layout(a_in, ka);
-    auto [tb, ldb] = layout(b_in, kb);
+    auto [ta, lda] = blas_layout(a_in, ka);
+    auto [tb, ldb] = blas_layout(b_in, kb);
     const T* ap = (ka.has_value() ? ka : a_in).template data_as<T>();
     const T* bp = (kb.has_value() ? kb : b_in).template data_as<T>();
     lda = std::max<std::int64_t>(lda, ta == CblasNoTrans ? k : m);
@@ -349,7 +351,6 @@ void dot22_typed(const ndarray& a_in, const ndarray& b_in, ndarray& c, double al
       cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), alpha, ap, int(lda), bp, int(ldb), beta,
                   c.data_as<double>(), int(n));
   } else {
-    (void)layout;
     const T* ap = a_in.data_as<T>();
     const T* bp = b_in.data_as<T>();
     T* cp = c.data_as<T>();

@@ -85,8 +85,8 @@ kernel_fn kernel_for(const instruction& ins) {
     throw std::logic_error("xsym: no CPU kernel for " + std::string(info(ins.op).name) + " on " +
                            std::string(dtype_name(ins.in_type)));
   if constexpr (Simd) {
-    if (testing::broken_simd_kernel() == ins.op && ins.op == scalar_op::exp && kernels_of(ins.in_type).broken_exp)
-      k = kernels_of(ins.in_type).broken_exp;
+    if (testing::broken_simd_kernel() == ins.op && ins.op == scalar_op::exp)
+      if (const kernel_fn broken = kernels_of(ins.in_type).broken_exp) k = broken;
   }
   return k;
 }
