@@ -131,7 +131,7 @@ void bind_argument(ndarray& dst, const Arg& arg, const std::string& fname, const
       if constexpr (N > static_cast<std::size_t>(max_rank))
         throw_rank_exceeds(N);
       else
-        dst.rewrap(dtype_of<E>(), shape, arg.strides(), const_cast<T*>(arg.data()));
+        dst.rewrap(dtype_of<E>(), shape, arg.strides(), const_cast<T*>(first_element(arg)));
     } else {
       dst = copy_to_ndarray<E>(xt::cast<E>(arg));
     }
@@ -174,9 +174,7 @@ void bind_destination(ndarray& dst, D& d, const std::string& fname, std::size_t 
     if constexpr (N > static_cast<std::size_t>(max_rank)) {
       throw_rank_exceeds(N);
     } else {
-      E* data = d.data();
-      if constexpr (requires { d.data_offset(); }) data += d.data_offset();
-      dst.rewrap(dtype_of<E>(), shape, d.strides(), data);
+      dst.rewrap(dtype_of<E>(), shape, d.strides(), first_element(d));
     }
   }
 }

@@ -20,6 +20,15 @@ concept strided_memory = requires(const E& e) {
   e.shape();
 };
 
+// The address of a strided expression's first element: a view's data() is its underlying
+// container's buffer, and data_offset() says where the view starts in it.
+template <class E>
+auto* first_element(E& e) {
+  auto* p = e.data();
+  if constexpr (requires { e.data_offset(); }) p += e.data_offset();
+  return p;
+}
+
 XSYM_COLD_BEGIN  // error paths, out of line: not copied into every instantiation below
 [[noreturn]] inline void throw_rank_exceeds(std::size_t rank) {
   throw std::invalid_argument("xsym: rank " + std::to_string(rank) + " exceeds max_rank");
