@@ -10,6 +10,7 @@
 #include "../../expr/ndarray.hpp"
 #include "kernel_table.hpp"
 #include "parallel.hpp"
+#include "scalar_kernels.hpp"
 
 namespace xsym::cpu {
 
@@ -25,6 +26,21 @@ std::int64_t peel_for(const T* a, std::int64_t lda, std::int64_t n) {
   const auto p = static_cast<std::int64_t>(((bytes - addr % bytes) % bytes) / sizeof(T));
   return p <= n ? p : -1;
 }
+
+// a + b and a * b, wrapping for integers as numpy's integer products do (signed overflow is
+// undefined in C++); plain arithmetic for floats.
+template <class T>
+T add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return wrapping_fn<scalar_op::add>::apply(a, b);
+  else return a + b;
+}
+template <class T>
+T mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return wrapping_fn<scalar_op::mul>::apply(a, b);
+  else return a * b;
+}
+template <class T>
+T mul_add(T s, T a, T b) { return add(s, mul(a, b)); }
 
 // One vector load, aligned or not, so a loop is written once for both.
 template <bool Aligned, class B, class T>
@@ -47,7 +63,7 @@ T dot_span(const T* a, const T* b, std::int64_t n) {
     }
     s = xsimd::hadd(s0 + s1);
   }
-  for (; i < n; ++i) s += a[i] * b[i];
+  for (; i < n; ++i) s = mul_add(s, a[i], b[i]);
   return s;
 }
 
@@ -136,7 +152,7 @@ void gemv_rows_serial(const T* a, std::int64_t lda, const T* x, T* y, std::int64
     if (peel >= 0) blocks(std::true_type{});
     else blocks(std::false_type{});
   }
-  for (; r < m; ++r) y[r] = (y0 ? beta * y0[r] : T(0)) + alpha * dot_span(a + r * lda, x, k);
+  for (; r < m; ++r) y[r] = add(y0 ? mul(beta, y0[r]) : T(0), mul(alpha, dot_span(a + r * lda, x, k)));
 }
 
 template <class T>
@@ -178,7 +194,7 @@ void gemv_column_block(const T* a, std::int64_t lda, const T* xs, T* y, std::int
   }
   for (; i < m; ++i) {
     T s = y[i];
-    for (std::int64_t j = 0; j < cols; ++j) s += a[j * lda + i] * xs[j];
+    for (std::int64_t j = 0; j < cols; ++j) s = mul_add(s, a[j * lda + i], xs[j]);
     y[i] = s;
   }
 }
@@ -217,7 +233,7 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
     for (std::int64_t c = k > 0 ? (k - 1) / block * block : -1; c >= 0; c -= block) {
       const std::int64_t cols = std::min(block, k - c);
       T xs[block];  // alpha folds into the coefficients: one multiply per column
-      for (std::int64_t j = 0; j < cols; ++j) xs[j] = alpha * x[c + j];
+      for (std::int64_t j = 0; j < cols; ++j) xs[j] = mul(alpha, x[c + j]);
       gemv_column_block(a + c * lda + lo, lda, xs, y + lo, hi - lo, cols);
     }
   };
@@ -237,7 +253,7 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
       for (std::int64_t i = 0; i < vectors_end; i += w)
         xsimd::fma(bv, B::load_unaligned(y0 + i), B::load_unaligned(y + i)).store_unaligned(y_out + i);
     }
-    for (std::int64_t i = vectors_end; i < m; ++i) y_out[i] = beta * y0[i] + y[i];
+    for (std::int64_t i = vectors_end; i < m; ++i) y_out[i] = add(mul(beta, y0[i]), y[i]);
   }
 }
 }  // namespace detail
@@ -317,13 +333,17 @@ inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c, doub
 }
 
 namespace detail {
-// How BLAS reads a matrix: row-major or its transpose, with its leading dimension; anything
-// else is copied into `keep` first.
+// How BLAS reads a matrix: row-major or its transpose, with a leading dimension BLAS accepts
+// (positive, at least the row length: a reversed, overlapping or broadcast layout is not one);
+// anything else is copied into `keep` first.
 inline std::pair<CBLAS_TRANSPOSE, std::int64_t> blas_layout(const ndarray& x, ndarray& keep) {
-  if (x.stride(1) == 1 || x.shape(1) == 1) return {CblasNoTrans, x.shape(1) == 1 ? std::max<std::int64_t>(1, x.stride(0)) : x.stride(0)};
-  if (x.stride(0) == 1 || x.shape(0) == 1) return {CblasTrans, x.shape(0) == 1 ? std::max<std::int64_t>(1, x.stride(1)) : x.stride(1)};
+  const std::int64_t r = x.shape(0), c = x.shape(1), rs = x.stride(0), cs = x.stride(1);
+  if ((cs == 1 || c <= 1) && (r <= 1 || rs >= std::max<std::int64_t>(1, c)))
+    return {CblasNoTrans, r <= 1 ? std::max<std::int64_t>(1, c) : rs};
+  if ((rs == 1 || r <= 1) && (c <= 1 || cs >= std::max<std::int64_t>(1, r)))
+    return {CblasTrans, c <= 1 ? std::max<std::int64_t>(1, r) : cs};
   keep = x.contiguous();
-  return {CblasNoTrans, keep.stride(0)};
+  return {CblasNoTrans, std::max<std::int64_t>(1, c)};
 }
 
 // run_dot22 for element type T: BLAS for floating types, a plain loop for integers.
@@ -357,8 +377,8 @@ void dot22_typed(const ndarray& a_in, const ndarray& b_in, ndarray& c, double al
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j) {
         T s = 0;
-        for (std::int64_t p = 0; p < k; ++p) s += ap[i * a_in.stride(0) + p * a_in.stride(1)] * bp[p * b_in.stride(0) + j * b_in.stride(1)];
-        cp[i * n + j] = accumulate ? static_cast<T>(cp[i * n + j] + static_cast<T>(alpha) * s) : s;
+        for (std::int64_t p = 0; p < k; ++p) s = mul_add(s, ap[i * a_in.stride(0) + p * a_in.stride(1)], bp[p * b_in.stride(0) + j * b_in.stride(1)]);
+        cp[i * n + j] = accumulate ? add(cp[i * n + j], mul(static_cast<T>(alpha), s)) : s;
       }
   }
 }
