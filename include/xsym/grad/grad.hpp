@@ -109,7 +109,10 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
         case scalar_op::log: r = {ew(scalar_op::true_div, g, a)}; break;
         case scalar_op::log1p: r = {ew(scalar_op::true_div, g, ew(scalar_op::add, a, c(1)))}; break;
         case scalar_op::expm1: r = {mul(g, ew(scalar_op::add, z, c(1)))}; break;
-        case scalar_op::abs: r = {ew(scalar_op::switch_, ew(scalar_op::lt, a, c(0)), neg(g), g)}; break;
+        case scalar_op::abs:  // g * sign(a): 0 at 0, as Theano
+          r = {ew(scalar_op::switch_, ew(scalar_op::lt, a, c(0)), neg(g),
+                  ew(scalar_op::switch_, ew(scalar_op::gt, a, c(0)), g, c(0)))};
+          break;
         case scalar_op::tanh: r = {mul(g, ew(scalar_op::sub, c(1), ew(scalar_op::sqr, z)))}; break;
         case scalar_op::sigmoid: r = {mul(mul(g, z), ew(scalar_op::sub, c(1), z))}; break;
         case scalar_op::softplus: r = {mul(g, ew(scalar_op::sigmoid, a))}; break;
@@ -163,8 +166,19 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
         case reduce_op::sum: return {gb};
         case reduce_op::mean: return {ew(scalar_op::true_div, gb, shape_prod(a, o.axes, t))};
         case reduce_op::prod: {
+          // g * prod / a divides 0 by 0 where a is 0. Per reduced group, with k zeros in it:
+          // k = 0, g * prod / a; k = 1, g times the product of the others at the zero and 0
+          // elsewhere; k > 1, 0 everywhere (Theano's rule).
           const var_ptr zb = dimshuffle(z, pattern);
-          return {ew(scalar_op::true_div, mul(gb, zb), a)};
+          const var_ptr zero = c(0), one = c(1);
+          const var_ptr is_zero = ew(scalar_op::eq, a, zero);
+          const var_ptr zeros_b = dimshuffle(reduce(cast(is_zero, t), reduce_op::sum, o.axes, o.all_axes), pattern);
+          const var_ptr others_b =
+              dimshuffle(reduce(ew(scalar_op::switch_, is_zero, one, a), reduce_op::prod, o.axes, o.all_axes), pattern);
+          const var_ptr at_zero = ew(scalar_op::switch_, ew(scalar_op::eq, zeros_b, one), mul(gb, others_b), zero);
+          const var_ptr elsewhere = ew(scalar_op::switch_, ew(scalar_op::eq, zeros_b, zero),
+                                       ew(scalar_op::true_div, mul(gb, zb), a), zero);
+          return {ew(scalar_op::switch_, is_zero, at_zero, elsewhere)};
         }
         case reduce_op::max:
         case reduce_op::min: {

@@ -1,0 +1,206 @@
+// Gradients at the points where the smooth formulas break: prod with zeros, max/min ties,
+// abs and sqrt at 0, maximum/minimum ties. Each expected value is stated (PyTensor's
+// conventions), checked in every mode, on lengths that put the special points both in SIMD
+// batches and in the scalar tail; prod with zeros is also checked by finite differences.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <xsym/xsym.hpp>
+#include <xtensor/xadapt.hpp>
+
+#include "compile/compile_util.hpp"
+#include "grad_check.hpp"
+
+namespace {
+
+// Calls f(name, options...) once per way a gradient can be compiled and run.
+template <class F>
+void each_mode(F&& f) {
+  f("FAST_RUN", xsym::mode("FAST_RUN"));
+  f("FAST_COMPILE", xsym::mode("FAST_COMPILE"));
+  f("fusion:inplace excluded", xsym::optimizer_excluding("fusion:inplace"));
+  f("DebugMode", xsym::mode("DebugMode"));
+  f("linker py", xsym::linker("py"));
+}
+
+// Element by element, NaN equal to NaN, infinities by sign, finite values to a relative 1e-12.
+template <std::size_t N>
+void require_equal(const xt::xtensor<double, N>& got, const xt::xtensor<double, N>& want, const std::string& what) {
+  INFO(what);
+  REQUIRE(got.shape() == want.shape());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double g = got.flat(i), w = want.flat(i);
+    INFO("element " << i << ": got " << g << ", want " << w);
+    if (std::isnan(w)) CHECK(std::isnan(g));
+    else if (std::isinf(w)) CHECK(g == w);
+    else CHECK(std::abs(g - w) <= 1e-12 * std::max(1.0, std::abs(w)));
+  }
+}
+
+// The product of v without element `skip` (or of all with skip = -1), in a plain loop.
+double product_without(const std::vector<double>& v, long skip) {
+  double p = 1;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (static_cast<long>(i) != skip) p *= v[i];
+  return p;
+}
+
+// d prod(v) / d v_i by the rule: no zero, prod / v_i; one zero, the others' product at it and 0
+// elsewhere; more, 0. Written as the product of the others, which is all three at once.
+std::vector<double> prod_grad(const std::vector<double>& v) {
+  std::vector<double> g(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) g[i] = product_without(v, static_cast<long>(i));
+  return g;
+}
+
+// A vector of n values near 1 (a moderate product), with zeros at the given positions.
+std::vector<double> with_zeros(std::size_t n, const std::vector<std::size_t>& zeros, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(0.9, 1.1);
+  std::vector<double> v(n);
+  for (auto& e : v) e = (rng() % 2 ? 1 : -1) * u(rng);
+  for (std::size_t z : zeros) v[z] = 0;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("grad of prod at zeros: one zero gives the others' product there, two give 0", "[grad][special][prod]") {
+  xsym_test::clean_config guard;
+  auto x = xsym::vector<double>("x");
+  // 37 elements: two AVX-512 float64 batches... and a tail, so zeros fall in batches and tail.
+  const std::size_t n = 37;
+  const std::vector<std::vector<std::size_t>> zero_sets = {{}, {3}, {36}, {0, 20}, {5, 9, 33}};
+  each_mode([&](const char* mode, auto... opts) {
+    auto [g] = xsym::grad(xsym::prod(x), x);
+    auto f = xsym::function("prod_grad", xsym::inputs(x), g, opts...);
+    for (const auto& zs : zero_sets) {
+      const auto v = with_zeros(n, zs, 7 + static_cast<unsigned>(zs.size()));
+      const auto want_v = prod_grad(v);
+      xt::xtensor<double, 1> X = xt::adapt(v, {n});
+      xt::xtensor<double, 1> want = xt::adapt(want_v, {n});
+      require_equal<1>(f(X), want, std::string(mode) + ", " + std::to_string(zs.size()) + " zeros");
+    }
+  });
+  // The example: [2, 0, 3] gives [0, 6, 0]; [0, 0, 3] gives zeros.
+  auto f = xsym::function("prod_grad", xsym::inputs(x), std::get<0>(xsym::grad(xsym::prod(x), x)));
+  require_equal<1>(f(xt::xtensor<double, 1>{2, 0, 3}), xt::xtensor<double, 1>{0, 6, 0}, "[2, 0, 3]");
+  require_equal<1>(f(xt::xtensor<double, 1>{0, 0, 3}), xt::xtensor<double, 1>{0, 0, 0}, "[0, 0, 3]");
+}
+
+TEST_CASE("grad of prod over one axis, with rows of zero, one and two zeros", "[grad][special][prod]") {
+  xsym_test::clean_config guard;
+  auto m = xsym::matrix<double>("m");
+  auto w = xsym::vector<double>("w");
+  const std::size_t rows = 4, cols = 37;
+  std::vector<std::vector<double>> data = {with_zeros(cols, {}, 1), with_zeros(cols, {17}, 2),
+                                           with_zeros(cols, {2, 35}, 3), with_zeros(cols, {36}, 4)};
+  xt::xtensor<double, 2> M = xt::empty<double>({rows, cols});
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) M(i, j) = data[i][j];
+  const xt::xtensor<double, 1> W = {0.5, -2.0, 1.5, 3.0};
+  xt::xtensor<double, 2> want = xt::empty<double>({rows, cols});
+  for (std::size_t i = 0; i < rows; ++i) {
+    const auto gi = prod_grad(data[i]);
+    for (std::size_t j = 0; j < cols; ++j) want(i, j) = W(i) * gi[j];
+  }
+  // Over axis 0 of the transpose: the same groups, reduced along the other axis.
+  const xt::xtensor<double, 2> MT = xt::transpose(M);
+  const xt::xtensor<double, 2> want_t = xt::transpose(want);
+  each_mode([&](const char* mode, auto... opts) {
+    auto [g1] = xsym::grad(xsym::sum(xsym::prod(m, 1) * w), m);
+    auto [g0] = xsym::grad(xsym::sum(xsym::prod(m, 0) * w), m);
+    auto f1 = xsym::function("prod_axis1", xsym::inputs(m, w), g1, opts...);
+    auto f0 = xsym::function("prod_axis0", xsym::inputs(m, w), g0, opts...);
+    require_equal<2>(f1(M, W), want, std::string(mode) + ", axis 1");
+    require_equal<2>(f0(MT, W), want_t, std::string(mode) + ", axis 0");
+  });
+}
+
+TEST_CASE("grad of prod at zeros agrees with finite differences", "[grad][special][prod]") {
+  auto x = xsym::vector<double>("x");
+  auto m = xsym::matrix<double>("m");
+  // prod is multilinear: central differences are exact up to rounding, at zeros too.
+  grad_test::check_grad("prod(x), one zero", xsym::prod(x), grad_test::at(x, xt::xtensor<double, 1>{1.5, 0, -2, 0.5}));
+  grad_test::check_grad("prod(x), two zeros", xsym::prod(x), grad_test::at(x, xt::xtensor<double, 1>{0, 1.5, 0, 2}));
+  grad_test::check_grad("sum(prod(m, 1) * ...)", xsym::sum(xsym::prod(m, 1) * xsym::exp(xsym::prod(m, 1))),
+                        grad_test::at(m, xt::xtensor<double, 2>{{0, 1.2, -0.7}, {0.9, 1.1, 0.8}, {0, 0, 1.3}}));
+}
+
+TEST_CASE("grad of max and min at ties: every tied element gets the gradient", "[grad][special][max]") {
+  xsym_test::clean_config guard;
+  auto x = xsym::vector<double>("x");
+  const std::size_t n = 37;
+  xt::xtensor<double, 1> X = xt::linspace<double>(-1, 1, n);
+  X(4) = X(20) = X(36) = 5;      // three tied maxima: in a batch and in the tail
+  X(1) = X(35) = -7;             // two tied minima
+  xt::xtensor<double, 1> want_max = xt::zeros<double>({n}), want_min = xt::zeros<double>({n});
+  want_max(4) = want_max(20) = want_max(36) = 1;
+  want_min(1) = want_min(35) = 1;
+  each_mode([&](const char* mode, auto... opts) {
+    auto [gmax] = xsym::grad(xsym::max(x), x);
+    auto [gmin] = xsym::grad(xsym::min(x), x);
+    auto f = xsym::function("ties", xsym::inputs(x), xsym::outputs(gmax, gmin), opts...);
+    auto [a, b] = f(X);
+    require_equal<1>(a, want_max, std::string(mode) + ", max");
+    require_equal<1>(b, want_min, std::string(mode) + ", min");
+  });
+}
+
+TEST_CASE("grad of maximum and minimum at ties goes to the first operand", "[grad][special][maximum]") {
+  xsym_test::clean_config guard;
+  auto x = xsym::vector<double>("x");
+  auto y = xsym::vector<double>("y");
+  const std::size_t n = 37;
+  xt::xtensor<double, 1> X = xt::linspace<double>(-1, 1, n), Y = xt::linspace<double>(1, -1, n);
+  X(3) = Y(3) = 0.25;
+  X(36) = Y(36) = -0.5;
+  xt::xtensor<double, 1> gx_max = xt::zeros<double>({n}), gy_max = xt::zeros<double>({n});
+  for (std::size_t i = 0; i < n; ++i) (X(i) >= Y(i) ? gx_max : gy_max)(i) = 1;
+  xt::xtensor<double, 1> gx_min = xt::zeros<double>({n}), gy_min = xt::zeros<double>({n});
+  for (std::size_t i = 0; i < n; ++i) (X(i) <= Y(i) ? gx_min : gy_min)(i) = 1;
+  REQUIRE(gx_max(3) == 1);  // the tie is the first operand's
+  REQUIRE(gx_min(36) == 1);
+  each_mode([&](const char* mode, auto... opts) {
+    auto [a, b] = xsym::grad(xsym::sum(xsym::maximum(x, y)), x, y);
+    auto [c, d] = xsym::grad(xsym::sum(xsym::minimum(x, y)), x, y);
+    auto f = xsym::function("maximum_ties", xsym::inputs(x, y), xsym::outputs(a, b, c, d), opts...);
+    auto [ga, gb, gc, gd] = f(X, Y);
+    require_equal<1>(ga, gx_max, std::string(mode) + ", maximum, x");
+    require_equal<1>(gb, gy_max, std::string(mode) + ", maximum, y");
+    require_equal<1>(gc, gx_min, std::string(mode) + ", minimum, x");
+    require_equal<1>(gd, gy_min, std::string(mode) + ", minimum, y");
+  });
+}
+
+TEST_CASE("grad of abs at 0 is 0 and of sqrt at 0 is inf", "[grad][special][abs]") {
+  xsym_test::clean_config guard;
+  auto x = xsym::vector<double>("x");
+  const std::size_t n = 37;
+  xt::xtensor<double, 1> X = xt::linspace<double>(-2, 2, n);  // X(18) is 0
+  X(5) = 0;
+  X(36) = -0.0;
+  REQUIRE(X(18) == 0);
+  xt::xtensor<double, 1> want_abs = xt::empty<double>({n});
+  for (std::size_t i = 0; i < n; ++i) want_abs(i) = X(i) > 0 ? 1 : X(i) < 0 ? -1 : 0;  // d|x| at 0: sign(0) = 0
+  each_mode([&](const char* mode, auto... opts) {
+    auto [ga] = xsym::grad(xsym::sum(xsym::abs(x)), x);
+    auto f = xsym::function("abs_grad", xsym::inputs(x), ga, opts...);
+    require_equal<1>(f(X), want_abs, std::string(mode) + ", abs");
+  });
+  // sqrt's gradient at 0 is +inf (0.5 / sqrt(0)).
+  auto y = xsym::vector<double>("y");
+  auto [gs] = xsym::grad(xsym::sum(xsym::sqrt(y)), y);
+  each_mode([&](const char* mode, auto... opts) {
+    if (std::string(mode) == "DebugMode") return;  // its check_isfinite rejects the inf, as Theano's
+    auto f = xsym::function("sqrt_grad", xsym::inputs(y), gs, opts...);
+    const xt::xtensor<double, 1> Y = xt::abs(X);
+    xt::xtensor<double, 1> want = xt::empty<double>({n});
+    for (std::size_t i = 0; i < n; ++i) want(i) = Y(i) == 0 ? std::numeric_limits<double>::infinity() : 0.5 / std::sqrt(Y(i));
+    require_equal<1>(f(Y), want, std::string(mode) + ", sqrt");
+  });
+}
