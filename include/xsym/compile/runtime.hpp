@@ -445,11 +445,7 @@ class function_runtime {
     const auto device_allocated = m_plan.gpu ? detail::device_hooks().allocated : nullptr;
     const std::int64_t device_mem0 = memory && device_allocated ? device_allocated().current : 0;
     const bool sample = timed && (m_sample_calls & (m_sample_calls - 1)) == 0;
-    for (int s : m_shared_slots) {
-      auto& sv = *m_graph->slots[static_cast<std::size_t>(s)].source->shared;
-      if (m_graph->slots[static_cast<std::size_t>(s)].on_device != sv.value.on_device()) place_shared(s, sv);
-      values[s] = sv.value;
-    }
+    read_shared(values);
     if (dests) {
       try {
         bind_destinations(dests);
@@ -857,10 +853,21 @@ class function_runtime {
     }
   }
 
-  // A shared variable's value moves to where this function reads it: to the device once (it
-  // stays there, as Theano's GPU shared variables do), or a host copy for a CPU function.
+  // Each shared variable's current value into its slot, under the variable's lock: set_value
+  // and other functions' updates replace it concurrently. The value moves to where this
+  // function reads it first: to the device once (it stays there, as Theano's GPU shared
+  // variables do), or a host copy for a CPU function.
+  void read_shared(ndarray* values) {
+    for (int s : m_shared_slots) {
+      auto& sv = *m_graph->slots[static_cast<std::size_t>(s)].source->shared;
+      std::lock_guard lock(sv.mutex);
+      if (m_graph->slots[static_cast<std::size_t>(s)].on_device != sv.value.on_device()) place_shared(s, sv);
+      values[s] = sv.value;
+    }
+  }
+
+  // Called with sv's lock held.
   void place_shared(int s, shared_value& sv) {
-    std::lock_guard lock(sv.mutex);
     if (m_graph->slots[static_cast<std::size_t>(s)].on_device) {
       if (!sv.value.on_device()) sv.value = detail::device_hooks().to_device(sv.value);
     } else if (sv.value.on_device()) {
@@ -1066,7 +1073,7 @@ class function_runtime {
     std::lock_guard lock(m_mutex);
     ndarray* values = m_values.data();
     for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) values[m_graph->inputs[i]] = args[i];
-    for (int s : m_shared_slots) values[s] = m_graph->slots[static_cast<std::size_t>(s)].source->shared->value;
+    read_shared(values);
     for (std::size_t i = 0; i < m_thunks.size(); ++i) m_thunks[i].run(m_thunks[i], values);
     for (int s : m_graph->outputs) outs.push_back(detail::deep_copy(values[s]));
     for (auto [t, v] : m_graph->updates) ups.push_back(detail::deep_copy(values[v]));
