@@ -63,20 +63,28 @@ TEST_CASE("calls read shared variables whole while set_value and updates replace
   // Writers through a function: w <- w + 1 (every element alike), b <- b + 1.
   auto bump = xsym::function("bump", xsym::inputs(), xsym::outputs(xsym::sum(w)),
                              xsym::updates(xsym::update(w, w + 1.0), xsym::update(b, b + 1.0)));
-  constexpr int rounds = 300;
-  std::atomic<int> torn{0}, done{0};
+  constexpr int rounds = 2000;
+  std::atomic<int> torn{0}, done{0}, ready{0};
+  // Every thread starts once all four exist, so the writes overlap the reads.
+  auto start_together = [&] {
+    ++ready;
+    while (ready.load() < 4) std::this_thread::yield();
+  };
   std::vector<std::thread> threads;
   threads.emplace_back([&] {
+    start_together();
     for (int i = 0; i < rounds; ++i) bump();
     ++done;
   });
   threads.emplace_back([&] {
+    start_together();
     for (int i = 0; i < rounds; ++i) w.set_value(xt::xtensor<double, 1>(xt::ones<double>({n}) * double(-i)));
     ++done;
   });
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&] {
       const xt::xtensor<double, 1> one = xt::zeros<double>({1});
+      start_together();
       while (done.load() < 2) {
         auto [s, m] = read(one);
         if (s != static_cast<double>(n) * m(0)) ++torn;

@@ -836,13 +836,15 @@ class function_runtime {
         // Hand the fresh buffer to the shared variable and keep the old one for the next call.
         ndarray old = std::move(sv.value);
         sv.value = std::move(v);
-        if (!m_plan.gc && old.owner() && old.owner().use_count() == 1) {
+        // The old value was readable by other threads: it is reused only when theirs are done.
+        const bool reusable = detail::sole_owner_after_others(old.owner());
+        if (!m_plan.gc && reusable) {
           v = std::move(old);
         } else {
           v.release();
           // With gc, the old buffer goes to the pool: the node whose buffer became the new
           // value (an in-place product, say) takes it next call instead of asking malloc.
-          if (m_plan.gc) m_pool.give(old);
+          if (m_plan.gc && reusable) m_pool.give(old);
         }
       } else if (v.on_device()) {
         sv.value = detail::device_hooks().copy_on_device(v);  // a fresh buffer: never alias another value

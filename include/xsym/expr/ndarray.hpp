@@ -62,6 +62,18 @@ inline std::shared_ptr<std::byte> allocate_bytes(std::size_t bytes) {
 }
 }  // namespace detail
 
+namespace detail {
+// Whether p is a buffer's only owner, with every access of its earlier owners (other threads
+// that read a shared variable's value) ordered before the caller's writes. use_count() is a
+// relaxed load, which orders nothing; copying p is an acquire-release increment of the count,
+// which reads the last owner's release and so synchronizes with it.
+inline bool sole_owner_after_others(const std::shared_ptr<std::byte>& p) {
+  if (!p || p.use_count() != 1) return false;
+  [[maybe_unused]] const std::shared_ptr<std::byte> synchronize = p;
+  return true;
+}
+}  // namespace detail
+
 /// @brief Current, peak and count of the library's array allocations.
 inline memory_counters allocated() {
   auto& m = detail::memory();
