@@ -325,6 +325,44 @@ TEST_CASE("reductions of empty arrays, NaN, and names of the reduce ops", "[expr
   CHECK(names == std::vector<std::string>{"Sum", "Sum{0,2}", "Sum{2}"});
 }
 
+TEST_CASE("matrices with a zero extent: elementwise, reductions along and across it, and products", "[expr][reduce][dot]") {
+  auto m = xsym::matrix<double>("m");
+  auto n = xsym::matrix<double>("n");
+  auto v = xsym::vector<double>("v");
+  auto f = xsym::function("empty2d", xsym::inputs(m, v),
+                          xsym::outputs(exp(m) * 2.0 + v, xsym::sum(m, 0), xsym::sum(m, 1), xsym::prod(m, 0), xsym::mean(m, 1),
+                                        xsym::dot(m, v)));
+  auto g = xsym::function("empty_dot22", xsym::inputs(m, n), xsym::dot(m, n));
+  for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{0, 5}, {3, 0}, {0, 0}}) {
+    INFO(rows << " x " << cols);
+    const xt::xtensor<double, 2> M = xt::zeros<double>({rows, cols});
+    const xt::xtensor<double, 1> V = xt::ones<double>({cols});
+    auto [e, s0, s1, p0, m1, d] = f(M, V);
+    CHECK(e.shape() == M.shape());
+    // Along the empty axis: the identity, once per kept element (numpy's sum and prod).
+    REQUIRE(s0.size() == cols);
+    REQUIRE(p0.size() == cols);
+    for (std::size_t j = 0; j < cols; ++j) {
+      CHECK(s0(j) == 0.0);
+      CHECK(p0(j) == 1.0);
+    }
+    REQUIRE(s1.size() == rows);
+    REQUIRE(m1.size() == rows);
+    REQUIRE(d.size() == rows);
+    for (std::size_t i = 0; i < rows; ++i) {
+      CHECK(s1(i) == 0.0);
+      CHECK(std::isnan(m1(i)));  // 0 / 0, as numpy's mean of an empty row
+      CHECK(d(i) == 0.0);
+    }
+    // (rows x cols) . (cols x 4): an empty inner extent gives zeros, not uninitialised memory.
+    const xt::xtensor<double, 2> N = xt::ones<double>({cols, std::size_t{4}});
+    const auto P = g(M, N);
+    REQUIRE(P.shape(0) == rows);
+    REQUIRE(P.shape(1) == 4);
+    for (double x : P) CHECK(x == 0.0);
+  }
+}
+
 TEST_CASE("bad reduction axes are rejected when the expression is built", "[expr][reduce]") {
   auto m = xsym::matrix<double>("m");
   auto t = xsym::tensor3<double>("t");

@@ -4,7 +4,10 @@
 
 #include <xsym/xsym.hpp>
 
+#include <cmath>
 #include <random>
+#include <tuple>
+#include <vector>
 
 #include <xtensor/xadapt.hpp>
 
@@ -56,7 +59,38 @@ TEST_CASE("DebugMode passes correct functions, with the seeds' example and the l
                               xsym::debug_mode{});
   const xt::xtensor<float, 2> M{{1, 2, 3}, {0, -1, 2}, {2, 0, -1}, {1, 1, 1}};
   const xt::xtensor<float, 1> Y{1, 0, 1, 0};
-  for (int i = 0; i < 5; ++i) REQUIRE_NOTHROW(train(M, Y));
+  // The same steps in float64 loops: DebugMode must pass and give the right numbers.
+  std::vector<double> W{0.5, -0.25, 1.0};
+  double B = 0;
+  for (int step = 0; step < 5; ++step) {
+    INFO("step " << step);
+    std::vector<double> P(4);
+    double cost_want = 0;
+    for (std::size_t i = 0; i < 4; ++i) {
+      double u = B;
+      for (std::size_t j = 0; j < 3; ++j) u += double(M(i, j)) * W[j];
+      P[i] = 1 / (1 + std::exp(-u));
+      cost_want += (-double(Y(i)) * std::log(P[i]) - (1 - double(Y(i))) * std::log(1 - P[i])) / 4;
+    }
+    for (double e : W) cost_want += 0.01 * e * e;
+    std::vector<double> GW(3, 0.0);
+    double GB = 0;
+    for (std::size_t i = 0; i < 4; ++i) {
+      const double d = (P[i] - double(Y(i))) / 4;
+      for (std::size_t j = 0; j < 3; ++j) GW[j] += d * double(M(i, j));
+      GB += d;
+    }
+    for (std::size_t j = 0; j < 3; ++j) W[j] -= 0.1 * (GW[j] + 0.02 * W[j]);
+    B -= 0.1 * GB;
+    xt::xtensor<bool, 1> pred;
+    float cost = 0;
+    REQUIRE_NOTHROW(std::tie(pred, cost) = train(M, Y));
+    CHECK(cost == Approx(cost_want).epsilon(1e-5));
+    for (std::size_t i = 0; i < 4; ++i) CHECK(pred(i) == (P[i] > 0.5));
+    const auto w_now = w.get_value();
+    for (std::size_t j = 0; j < 3; ++j) CHECK(w_now(j) == Approx(W[j]).epsilon(1e-5));
+    CHECK(b.get_value()() == Approx(B).epsilon(1e-5).margin(1e-6));
+  }
 }
 
 TEST_CASE("DebugMode catches a broken op and names the node, shapes, error and index", "[modes]") {
