@@ -1189,6 +1189,18 @@ inline std::shared_ptr<std::byte> allocate_bytes(std::size_t bytes) {
 }
 }  // namespace detail
 
+namespace detail {
+// Whether p is a buffer's only owner, with every access of its earlier owners (other threads
+// that read a shared variable's value) ordered before the caller's writes. use_count() is a
+// relaxed load, which orders nothing; copying p is an acquire-release increment of the count,
+// which reads the last owner's release and so synchronizes with it.
+inline bool sole_owner_after_others(const std::shared_ptr<std::byte>& p) {
+  if (!p || p.use_count() != 1) return false;
+  [[maybe_unused]] const std::shared_ptr<std::byte> synchronize = p;
+  return true;
+}
+}  // namespace detail
+
 /// @brief Current, peak and count of the library's array allocations.
 inline memory_counters allocated() {
   auto& m = detail::memory();
@@ -1509,6 +1521,15 @@ concept strided_memory = requires(const E& e) {
   e.strides();
   e.shape();
 };
+
+// The address of a strided expression's first element: a view's data() is its underlying
+// container's buffer, and data_offset() says where the view starts in it.
+template <class E>
+auto* first_element(E& e) {
+  auto* p = e.data();
+  if constexpr (requires { e.data_offset(); }) p += e.data_offset();
+  return p;
+}
 
 XSYM_COLD_BEGIN  // error paths, out of line: not copied into every instantiation below
 [[noreturn]] inline void throw_rank_exceeds(std::size_t rank) {
@@ -3283,7 +3304,10 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
         case scalar_op::log: r = {ew(scalar_op::true_div, g, a)}; break;
         case scalar_op::log1p: r = {ew(scalar_op::true_div, g, ew(scalar_op::add, a, c(1)))}; break;
         case scalar_op::expm1: r = {mul(g, ew(scalar_op::add, z, c(1)))}; break;
-        case scalar_op::abs: r = {ew(scalar_op::switch_, ew(scalar_op::lt, a, c(0)), neg(g), g)}; break;
+        case scalar_op::abs:  // g * sign(a): 0 at 0, as Theano
+          r = {ew(scalar_op::switch_, ew(scalar_op::lt, a, c(0)), neg(g),
+                  ew(scalar_op::switch_, ew(scalar_op::gt, a, c(0)), g, c(0)))};
+          break;
         case scalar_op::tanh: r = {mul(g, ew(scalar_op::sub, c(1), ew(scalar_op::sqr, z)))}; break;
         case scalar_op::sigmoid: r = {mul(mul(g, z), ew(scalar_op::sub, c(1), z))}; break;
         case scalar_op::softplus: r = {mul(g, ew(scalar_op::sigmoid, a))}; break;
@@ -3337,8 +3361,19 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
         case reduce_op::sum: return {gb};
         case reduce_op::mean: return {ew(scalar_op::true_div, gb, shape_prod(a, o.axes, t))};
         case reduce_op::prod: {
+          // g * prod / a divides 0 by 0 where a is 0. Per reduced group, with k zeros in it:
+          // k = 0, g * prod / a; k = 1, g times the product of the others at the zero and 0
+          // elsewhere; k > 1, 0 everywhere (Theano's rule).
           const var_ptr zb = dimshuffle(z, pattern);
-          return {ew(scalar_op::true_div, mul(gb, zb), a)};
+          const var_ptr zero = c(0), one = c(1);
+          const var_ptr is_zero = ew(scalar_op::eq, a, zero);
+          const var_ptr zeros_b = dimshuffle(reduce(cast(is_zero, t), reduce_op::sum, o.axes, o.all_axes), pattern);
+          const var_ptr others_b =
+              dimshuffle(reduce(ew(scalar_op::switch_, is_zero, one, a), reduce_op::prod, o.axes, o.all_axes), pattern);
+          const var_ptr at_zero = ew(scalar_op::switch_, ew(scalar_op::eq, zeros_b, one), mul(gb, others_b), zero);
+          const var_ptr elsewhere = ew(scalar_op::switch_, ew(scalar_op::eq, zeros_b, zero),
+                                       ew(scalar_op::true_div, mul(gb, zb), a), zero);
+          return {ew(scalar_op::switch_, is_zero, at_zero, elsewhere)};
         }
         case reduce_op::max:
         case reduce_op::min: {
@@ -5578,26 +5613,7 @@ inline bool& one_pass_chains() {
   static bool on = true;
   return on;
 }
-/// Test-only: the vectorized kernel of this op is deliberately wrong (its first element is
-/// off by 1e-3), to prove that DebugMode catches a broken op. Read when a function is built.
-inline std::optional<scalar_op>& broken_simd_kernel() {
-  static std::optional<scalar_op> op;
-  return op;
-}
 }  // namespace testing
-
-namespace detail {
-template <class T>
-void perturb_first(void* dst, std::int64_t n) {
-  if constexpr (std::is_floating_point_v<T>)
-    if (n > 0) static_cast<T*>(dst)[0] += T(1e-3);
-}
-template <scalar_op S, class T>
-void broken_arith(void* dst, const void* const* args, unsigned mask, std::int64_t n) {
-  arith<fn<S>, info(S).arity, T, true>(dst, args, mask, n);
-  perturb_first<T>(dst, n);
-}
-}  // namespace detail
 
 }  // namespace xsym::cpu
 
@@ -5627,7 +5643,6 @@ struct typed_kernels {
   detail::chains_fn chains = nullptr;
   void (*chain_one)(void* dst, const void* const* args, std::uint32_t codes, int links) = nullptr;
   kernel_fn (*shared_exp)(detail::shared_exp_kernel) = nullptr;
-  kernel_fn broken_exp = nullptr;  // testing::broken_simd_kernel
   // Not bool: y = beta y0 + alpha op(A) x with A's strides (rs, cs) already resolved (blas.hpp).
   void (*gemv)(const ndarray& a, std::int64_t rs, std::int64_t cs, const ndarray& x, ndarray& y, std::int64_t m,
                std::int64_t k, double alpha, bool accumulate, const ndarray* y0, double beta,
@@ -5677,10 +5692,6 @@ kernel_fn kernel_for(const instruction& ins) {
   if (!k)
     throw std::logic_error("xsym: no CPU kernel for " + std::string(info(ins.op).name) + " on " +
                            std::string(dtype_name(ins.in_type)));
-  if constexpr (Simd) {
-    if (testing::broken_simd_kernel() == ins.op && ins.op == scalar_op::exp)
-      if (const kernel_fn broken = kernels_of(ins.in_type).broken_exp) k = broken;
-  }
   return k;
 }
 XSYM_COLD_END
@@ -5705,6 +5716,21 @@ std::int64_t peel_for(const T* a, std::int64_t lda, std::int64_t n) {
   return p <= n ? p : -1;
 }
 
+// a + b and a * b, wrapping for integers as numpy's integer products do (signed overflow is
+// undefined in C++); plain arithmetic for floats.
+template <class T>
+T add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return wrapping_fn<scalar_op::add>::apply(a, b);
+  else return a + b;
+}
+template <class T>
+T mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return wrapping_fn<scalar_op::mul>::apply(a, b);
+  else return a * b;
+}
+template <class T>
+T mul_add(T s, T a, T b) { return add(s, mul(a, b)); }
+
 // One vector load, aligned or not, so a loop is written once for both.
 template <bool Aligned, class B, class T>
 B load(const T* p) {
@@ -5726,7 +5752,7 @@ T dot_span(const T* a, const T* b, std::int64_t n) {
     }
     s = xsimd::hadd(s0 + s1);
   }
-  for (; i < n; ++i) s += a[i] * b[i];
+  for (; i < n; ++i) s = mul_add(s, a[i], b[i]);
   return s;
 }
 
@@ -5815,7 +5841,7 @@ void gemv_rows_serial(const T* a, std::int64_t lda, const T* x, T* y, std::int64
     if (peel >= 0) blocks(std::true_type{});
     else blocks(std::false_type{});
   }
-  for (; r < m; ++r) y[r] = (y0 ? beta * y0[r] : T(0)) + alpha * dot_span(a + r * lda, x, k);
+  for (; r < m; ++r) y[r] = add(y0 ? mul(beta, y0[r]) : T(0), mul(alpha, dot_span(a + r * lda, x, k)));
 }
 
 template <class T>
@@ -5857,7 +5883,7 @@ void gemv_column_block(const T* a, std::int64_t lda, const T* xs, T* y, std::int
   }
   for (; i < m; ++i) {
     T s = y[i];
-    for (std::int64_t j = 0; j < cols; ++j) s += a[j * lda + i] * xs[j];
+    for (std::int64_t j = 0; j < cols; ++j) s = mul_add(s, a[j * lda + i], xs[j]);
     y[i] = s;
   }
 }
@@ -5896,7 +5922,7 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
     for (std::int64_t c = k > 0 ? (k - 1) / block * block : -1; c >= 0; c -= block) {
       const std::int64_t cols = std::min(block, k - c);
       T xs[block];  // alpha folds into the coefficients: one multiply per column
-      for (std::int64_t j = 0; j < cols; ++j) xs[j] = alpha * x[c + j];
+      for (std::int64_t j = 0; j < cols; ++j) xs[j] = mul(alpha, x[c + j]);
       gemv_column_block(a + c * lda + lo, lda, xs, y + lo, hi - lo, cols);
     }
   };
@@ -5916,7 +5942,7 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
       for (std::int64_t i = 0; i < vectors_end; i += w)
         xsimd::fma(bv, B::load_unaligned(y0 + i), B::load_unaligned(y + i)).store_unaligned(y_out + i);
     }
-    for (std::int64_t i = vectors_end; i < m; ++i) y_out[i] = beta * y0[i] + y[i];
+    for (std::int64_t i = vectors_end; i < m; ++i) y_out[i] = add(mul(beta, y0[i]), y[i]);
   }
 }
 }  // namespace detail
@@ -5996,13 +6022,17 @@ inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c, doub
 }
 
 namespace detail {
-// How BLAS reads a matrix: row-major or its transpose, with its leading dimension; anything
-// else is copied into `keep` first.
+// How BLAS reads a matrix: row-major or its transpose, with a leading dimension BLAS accepts
+// (positive, at least the row length: a reversed, overlapping or broadcast layout is not one);
+// anything else is copied into `keep` first.
 inline std::pair<CBLAS_TRANSPOSE, std::int64_t> blas_layout(const ndarray& x, ndarray& keep) {
-  if (x.stride(1) == 1 || x.shape(1) == 1) return {CblasNoTrans, x.shape(1) == 1 ? std::max<std::int64_t>(1, x.stride(0)) : x.stride(0)};
-  if (x.stride(0) == 1 || x.shape(0) == 1) return {CblasTrans, x.shape(0) == 1 ? std::max<std::int64_t>(1, x.stride(1)) : x.stride(1)};
+  const std::int64_t r = x.shape(0), c = x.shape(1), rs = x.stride(0), cs = x.stride(1);
+  if ((cs == 1 || c <= 1) && (r <= 1 || rs >= std::max<std::int64_t>(1, c)))
+    return {CblasNoTrans, r <= 1 ? std::max<std::int64_t>(1, c) : rs};
+  if ((rs == 1 || r <= 1) && (c <= 1 || cs >= std::max<std::int64_t>(1, r)))
+    return {CblasTrans, c <= 1 ? std::max<std::int64_t>(1, r) : cs};
   keep = x.contiguous();
-  return {CblasNoTrans, keep.stride(0)};
+  return {CblasNoTrans, std::max<std::int64_t>(1, c)};
 }
 
 // run_dot22 for element type T: BLAS for floating types, a plain loop for integers.
@@ -6036,8 +6066,8 @@ void dot22_typed(const ndarray& a_in, const ndarray& b_in, ndarray& c, double al
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j) {
         T s = 0;
-        for (std::int64_t p = 0; p < k; ++p) s += ap[i * a_in.stride(0) + p * a_in.stride(1)] * bp[p * b_in.stride(0) + j * b_in.stride(1)];
-        cp[i * n + j] = accumulate ? static_cast<T>(cp[i * n + j] + static_cast<T>(alpha) * s) : s;
+        for (std::int64_t p = 0; p < k; ++p) s = mul_add(s, ap[i * a_in.stride(0) + p * a_in.stride(1)], bp[p * b_in.stride(0) + j * b_in.stride(1)]);
+        cp[i * n + j] = accumulate ? add(cp[i * n + j], mul(static_cast<T>(alpha), s)) : s;
       }
   }
 }
@@ -6067,6 +6097,342 @@ void dot22_typed(const ndarray& a_in, const ndarray& b_in, ndarray& c, double al
 #include <immintrin.h>
 #endif
 
+// ---- begin include/xsym/backend/cpu/fault.hpp ----
+#ifndef XSYM_BACKEND_CPU_FAULT_HPP
+#define XSYM_BACKEND_CPU_FAULT_HPP
+
+// Test-only faults: one scalar op, product, reduction or executor path computes slightly wrong
+// values, so that a test suite can show that it notices (tests/oracle/mutation.sh). Nothing
+// here runs on a call unless a fault is set: kernels are wrapped when a function is built, and
+// the product and reduction entries of the kernel tables are swapped for wrappers.
+
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+
+namespace xsym::cpu {
+
+namespace testing {
+/// Test-only: the vectorized kernel of this op is deliberately wrong (its first element is
+/// off by 1e-3), to prove that DebugMode catches a broken op. Read when a function is built.
+inline std::optional<scalar_op>& broken_simd_kernel() {
+  static std::optional<scalar_op> op;
+  return op;
+}
+
+/// What a fault breaks: one scalar op (its steps never join a chain, so its kernel runs
+/// wherever the op is computed), in both kernel sets or, with ":ref" or ":simd" after its name,
+/// in the reference or the vectorized one only; a product or reduction entry; the chains run by
+/// the block executor (chain), by the one-element path (chain_one) or in one pass
+/// (chains_pass); or the kernels that share exp(-|u|) among sigmoids and softpluses.
+enum class fault_kind : std::uint8_t { none, scalar, product, reduction, chain, chain_one, chains_pass, shared_exp };
+
+struct fault {
+  fault_kind kind = fault_kind::none;
+  scalar_op scalar = scalar_op::identity;
+  op_kind product = op_kind::dot;
+  reduce_op reduction = reduce_op::sum;
+  int kernel_set = -1;  // scalar: -1 both, 0 the reference kernels, 1 the vectorized ones
+  std::string name;
+};
+}  // namespace testing
+
+namespace detail {
+XSYM_COLD_BEGIN  // names and parsing: when a fault is set
+// "abs_" -> "abs", "scalar_sigmoid" -> "sigmoid": the op's name without Theano's decorations.
+inline std::string fault_name(scalar_op op) {
+  std::string_view n = info(op).name;
+  if (n.substr(0, 7) == "scalar_") n.remove_prefix(7);
+  if (!n.empty() && n.back() == '_') n.remove_suffix(1);
+  return std::string(n);
+}
+
+inline std::vector<std::pair<std::string, testing::fault>> fault_table() {
+  using testing::fault;
+  using testing::fault_kind;
+  std::vector<std::pair<std::string, fault>> t;
+  for (int k = 0; k <= static_cast<int>(scalar_op::identity); ++k) {
+    fault f;
+    f.kind = fault_kind::scalar;
+    f.scalar = static_cast<scalar_op>(k);
+    t.push_back({fault_name(f.scalar), f});
+    for (int set : {0, 1}) {
+      f.kernel_set = set;
+      t.push_back({fault_name(f.scalar) + (set ? ":simd" : ":ref"), f});
+    }
+  }
+  for (auto [name, kind] : {std::pair{"dot", op_kind::dot}, {"gemv", op_kind::gemv}, {"dot22", op_kind::dot22}}) {
+    fault f;
+    f.kind = fault_kind::product;
+    f.product = kind;
+    t.push_back({name, f});
+  }
+  for (int r = 0; r <= static_cast<int>(reduce_op::mean); ++r) {
+    fault f;
+    f.kind = fault_kind::reduction;
+    f.reduction = static_cast<reduce_op>(r);
+    std::string name(reduce_name(f.reduction));
+    for (auto& c : name) c = static_cast<char>(c | 0x20);  // "Sum" -> "sum"
+    t.push_back({"reduce_" + name, f});
+  }
+  for (auto [name, kind] : {std::pair{"chain", fault_kind::chain}, {"chain_one", fault_kind::chain_one},
+                            {"chains_pass", fault_kind::chains_pass}, {"shared_exp", fault_kind::shared_exp}}) {
+    fault f;
+    f.kind = kind;
+    t.push_back({name, f});
+  }
+  for (auto& [name, f] : t) f.name = name;
+  return t;
+}
+
+inline testing::fault parse_fault(std::string_view name) {
+  if (name.empty() || name == "none") return {};
+  std::string known;
+  for (const auto& [n, f] : fault_table()) {
+    if (n == name) return f;
+    known += (known.empty() ? "" : ", ") + n;
+  }
+  throw std::invalid_argument("xsym: unknown fault '" + std::string(name) + "' (known: " + known + ")");
+}
+XSYM_COLD_END
+
+// The fault in force, first from the environment variable XSYM_TEST_FAULT.
+inline testing::fault& fault_state() {
+  static testing::fault f = [] {
+    const char* env = std::getenv("XSYM_TEST_FAULT");
+    return parse_fault(env ? env : "");
+  }();
+  return f;
+}
+
+// How a wrapped kernel spoils its result: the fault hook changes the middle element of each
+// call (in the SIMD body or the scalar tail, by the call's length) by a relative 2^-14 in
+// float32 and 2^-42 in float64 (512 ulps or more: within no honest tolerance of one op, yet
+// far below what a loose one lets through), adds 1 to an integer and negates a bool;
+// broken_simd_kernel adds 1e-3 to the first float element.
+enum class perturb_how : std::uint8_t { middle, first_plus };
+
+inline void perturb(void* base, dtype t, std::int64_t n, perturb_how how) {
+  if (n <= 0) return;
+  const std::int64_t i = how == perturb_how::middle ? n / 2 : 0;
+  const bool first = how == perturb_how::first_plus;
+  switch (t) {
+    case dtype::bool_:
+      if (!first) static_cast<bool*>(base)[i] = !static_cast<bool*>(base)[i];
+      break;
+    case dtype::int32:
+      if (!first) {
+        auto& v = static_cast<std::int32_t*>(base)[i];
+        v = static_cast<std::int32_t>(static_cast<std::uint32_t>(v) + 1u);
+      }
+      break;
+    case dtype::int64:
+      if (!first) {
+        auto& v = static_cast<std::int64_t*>(base)[i];
+        v = static_cast<std::int64_t>(static_cast<std::uint64_t>(v) + 1u);
+      }
+      break;
+    case dtype::float32: {
+      float& v = static_cast<float*>(base)[i];
+      v = first ? v + 1e-3f : v == 0 ? 0x1p-14f : v + v * 0x1p-14f;
+      break;
+    }
+    case dtype::float64: {
+      double& v = static_cast<double*>(base)[i];
+      v = first ? v + 1e-3 : v == 0 ? 0x1p-42 : v + v * 0x1p-42;
+      break;
+    }
+  }
+}
+
+// A wrapped kernel finds the kernel it wraps in its slot: kernel_fn carries no data of its own.
+struct fault_slot {
+  kernel_fn inner = nullptr;
+  dtype out = dtype::float64;
+  perturb_how how = perturb_how::middle;
+};
+inline constexpr int fault_slot_count = 32;
+inline std::array<fault_slot, fault_slot_count>& fault_slots() {
+  static std::array<fault_slot, fault_slot_count> s;
+  return s;
+}
+template <int K>
+void faulty_kernel(void* dst, const void* const* args, unsigned mask, std::int64_t n) {
+  const fault_slot& s = fault_slots()[K];
+  s.inner(dst, args, mask, n);
+  perturb(dst, s.out, n, s.how);
+}
+template <dtype D>
+void faulty_chain(void* dst, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links,
+                  bool stream) {
+  kernels_of(D).chain(dst, args, mask, n, codes, links, stream);
+  perturb(dst, D, n, perturb_how::middle);
+}
+template <dtype D>
+void faulty_chain_one(void* dst, const void* const* args, std::uint32_t codes, int links) {
+  kernels_of(D).chain_one(dst, args, codes, links);
+  perturb(dst, D, 1, perturb_how::middle);
+}
+template <dtype D>
+void faulty_chains(const chain_call* calls, int n_chains, std::int64_t n) {
+  kernels_of(D).chains(calls, n_chains, n);
+  for (int c = 0; c < n_chains; ++c) perturb(calls[c].dst, D, n, perturb_how::middle);
+}
+
+XSYM_COLD_BEGIN  // when a function is built with a fault set
+template <int... K>
+kernel_fn faulty_kernel_at(int k, std::integer_sequence<int, K...>) {
+  static constexpr kernel_fn table[] = {&faulty_kernel<K>...};
+  return table[k];
+}
+
+// inner, spoiled as `how` says, through a slot (the same slot for the same kernel).
+inline kernel_fn wrap_kernel(kernel_fn inner, dtype out, perturb_how how) {
+  static std::mutex m;
+  std::lock_guard lock(m);
+  auto& slots = fault_slots();
+  int k = 0;
+  for (; k < fault_slot_count && slots[static_cast<std::size_t>(k)].inner; ++k) {
+    const fault_slot& s = slots[static_cast<std::size_t>(k)];
+    if (s.inner == inner && s.out == out && s.how == how) break;
+  }
+  if (k == fault_slot_count) throw std::logic_error("xsym: more kernels to break than fault slots");
+  slots[static_cast<std::size_t>(k)] = {inner, out, how};
+  return faulty_kernel_at(k, std::make_integer_sequence<int, fault_slot_count>{});
+}
+
+// Whether steps of op are wrapped in this kernel set (simd: the vectorized one). Such a step
+// never joins a chain, so the wrapped kernel is what computes the op.
+inline bool fault_in_set(const testing::fault& f, bool simd) {
+  return f.kernel_set < 0 || f.kernel_set == static_cast<int>(simd);
+}
+inline bool fault_on_op(scalar_op op, bool simd) {
+  const testing::fault& f = fault_state();
+  return (f.kind == testing::fault_kind::scalar && f.scalar == op && fault_in_set(f, simd)) ||
+         (simd && testing::broken_simd_kernel() == op);
+}
+
+// Wraps the steps of a compiled program that the fault in force breaks (Program:
+// compiled_program, whose steps' chains are built already).
+template <class Program>
+void apply_fault(Program& cp, bool simd) {
+  using testing::fault_kind;
+  const testing::fault& f = fault_state();
+  if (f.kind == fault_kind::none && !(simd && testing::broken_simd_kernel())) return;
+  auto dtype_of_reg = [&](int r) { return cp.reg_types[static_cast<std::size_t>(r)]; };
+  auto is_float32 = [](dtype t) { return t == dtype::float32; };
+  for (auto& st : cp.steps) {
+    const dtype out = dtype_of_reg(st.dst);
+    if (st.chain) {
+      if (f.kind == fault_kind::chain)
+        st.chain = is_float32(out) ? &faulty_chain<dtype::float32> : &faulty_chain<dtype::float64>;
+      if (f.kind == fault_kind::chain_one)
+        st.chain_one = is_float32(out) ? &faulty_chain_one<dtype::float32> : &faulty_chain_one<dtype::float64>;
+      continue;
+    }
+    if (simd && testing::broken_simd_kernel() == st.op && st.shared < 0 &&
+        (out == dtype::float32 || out == dtype::float64))
+      st.kernel = wrap_kernel(st.kernel, out, perturb_how::first_plus);
+    if ((f.kind == fault_kind::scalar && f.scalar == st.op && fault_in_set(f, simd)) ||
+        (f.kind == fault_kind::shared_exp && st.shared >= 0))
+      st.kernel = wrap_kernel(st.kernel, out, perturb_how::middle);
+  }
+  if (cp.chains && f.kind == fault_kind::chains_pass)
+    cp.chains =
+        is_float32(dtype_of_reg(cp.steps[0].dst)) ? &faulty_chains<dtype::float32> : &faulty_chains<dtype::float64>;
+}
+XSYM_COLD_END
+
+// Products and reductions are looked up per call: a fault on one is a copy of the kernel table
+// with that entry swapped for a wrapper, installed while the fault is set.
+inline const typed_kernels*& original_kernels(dtype d) {
+  static const typed_kernels* tables[5] = {};
+  return tables[static_cast<int>(d)];
+}
+
+inline void faulty_gemv(const ndarray& a, std::int64_t rs, std::int64_t cs, const ndarray& x, ndarray& y,
+                        std::int64_t m, std::int64_t k, double alpha, bool accumulate, const ndarray* y0, double beta,
+                        const parallelism& par) {
+  original_kernels(a.type())->gemv(a, rs, cs, x, y, m, k, alpha, accumulate, y0, beta, par);
+  perturb(y.data(), y.type(), m, perturb_how::middle);
+}
+inline void faulty_dot(const ndarray& a, const ndarray& b, ndarray& out) {
+  original_kernels(a.type())->dot(a, b, out);
+  perturb(out.data(), out.type(), 1, perturb_how::middle);
+}
+inline void faulty_dot22(const ndarray& a, const ndarray& b, ndarray& c, double alpha, bool accumulate) {
+  original_kernels(c.type())->dot22(a, b, c, alpha, accumulate);
+  perturb(c.data(), c.type(), c.size(), perturb_how::middle);
+}
+inline void faulty_reduce(const op& o, const reduce_layout& l, const ndarray& in, ndarray& out) {
+  original_kernels(in.type())->reduce(o, l, in, out);
+  if (o.reduction == fault_state().reduction) perturb(out.data(), out.type(), out.size(), perturb_how::middle);
+}
+
+XSYM_COLD_BEGIN  // registering kernels and setting faults
+// The table to look element type d up in: its own, or a copy with the faulty entry.
+inline const typed_kernels* kernels_with_fault(dtype d) {
+  static typed_kernels copies[5];
+  const typed_kernels* table = original_kernels(d);
+  const testing::fault& f = fault_state();
+  if (!table || (f.kind != testing::fault_kind::product && f.kind != testing::fault_kind::reduction)) return table;
+  typed_kernels& c = copies[static_cast<int>(d)];
+  c = *table;
+  if (f.kind == testing::fault_kind::reduction) c.reduce = &faulty_reduce;
+  else if (f.product == op_kind::gemv && c.gemv) c.gemv = &faulty_gemv;
+  else if (f.product == op_kind::dot && c.dot) c.dot = &faulty_dot;
+  else if (f.product == op_kind::dot22 && c.dot22) c.dot22 = &faulty_dot22;
+  return &c;
+}
+
+inline void install_kernels(dtype d, const typed_kernels* table) {
+  original_kernels(d) = table;
+  kernel_slot(d).store(kernels_with_fault(d), std::memory_order_release);
+}
+XSYM_COLD_END
+}  // namespace detail
+
+namespace testing {
+XSYM_COLD_BEGIN
+/// @brief Every fault a test can set: each scalar op by name ("exp", "abs", "switch", ...),
+/// also as "exp:ref" and "exp:simd", the products "dot", "gemv" and "dot22", the reductions
+/// "reduce_sum" ... "reduce_mean", and the executor paths "chain", "chain_one", "chains_pass"
+/// and "shared_exp".
+inline std::vector<std::string> fault_targets() {
+  std::vector<std::string> names;
+  for (const auto& [n, f] : detail::fault_table()) names.push_back(n);
+  return names;
+}
+
+/// @brief Test-only: sets the fault in force ("" or "none" clears it; an unknown name throws).
+/// Elementwise faults reach functions built afterwards, product and reduction faults every
+/// call from now on. Set it while no function runs. The environment variable XSYM_TEST_FAULT
+/// sets the first one.
+inline void set_fault(std::string_view name) {
+  detail::fault_state() = detail::parse_fault(name);
+  for (int d = 0; d < 5; ++d)
+    if (detail::original_kernels(static_cast<dtype>(d)))
+      detail::kernel_slot(static_cast<dtype>(d)).store(detail::kernels_with_fault(static_cast<dtype>(d)),
+                                                       std::memory_order_release);
+}
+
+/// @brief The fault in force.
+inline const fault& current_fault() { return detail::fault_state(); }
+XSYM_COLD_END
+}  // namespace testing
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/fault.hpp ----
 
 namespace xsym::cpu {
 
@@ -6382,8 +6748,8 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
     st.arity = info(ins.op).arity;
     st.dst = ins.dst;
     for (int j = 0; j < st.arity; ++j) st.args[j] = ins.args[j];
-    // A kernel made wrong on purpose (testing::broken_simd_kernel) stays a step of its own.
-    if (share && testing::broken_simd_kernel() != ins.op) st.link_code = chain_code(ins);
+    // A kernel made wrong on purpose (fault.hpp) stays a step of its own.
+    if (share && !fault_on_op(ins.op, share)) st.link_code = chain_code(ins);
     cp.steps.push_back(st);
   }
   if (share) {
@@ -6411,6 +6777,7 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
     }
     if (all && transcendental) cp.chains = kernels_of(t).chains;
   }
+  apply_fault(cp, share);  // test-only (fault.hpp): returns at once when no fault is set
   if (!cp.steps.empty() && cp.steps.back().dst >= p->n_inputs) {
     const int r = cp.steps.back().dst;
     bool written_before = false;
@@ -7539,7 +7906,6 @@ const typed_kernels& make_typed_kernels() {
       k.chains = &chain_loop<T, false>;
       k.chain_one = &chain_one<T>;
       k.shared_exp = &shared_exp_kernel_for<T>;
-      k.broken_exp = &broken_arith<scalar_op::exp, T>;
     }
     if constexpr (!std::is_same_v<T, bool>) {
       k.gemv = &gemv_typed<T>;
@@ -7554,7 +7920,7 @@ const typed_kernels& make_typed_kernels() {
 
 template <class T>
 void register_kernels() {
-  kernel_slot(dtype_of<T>()).store(&make_typed_kernels<T>(), std::memory_order_release);
+  install_kernels(dtype_of<T>(), &make_typed_kernels<T>());  // fault.hpp: the table, or its faulty copy
 }
 }  // namespace detail
 
@@ -8967,11 +9333,7 @@ class function_runtime {
     const auto device_allocated = m_plan.gpu ? detail::device_hooks().allocated : nullptr;
     const std::int64_t device_mem0 = memory && device_allocated ? device_allocated().current : 0;
     const bool sample = timed && (m_sample_calls & (m_sample_calls - 1)) == 0;
-    for (int s : m_shared_slots) {
-      auto& sv = *m_graph->slots[static_cast<std::size_t>(s)].source->shared;
-      if (m_graph->slots[static_cast<std::size_t>(s)].on_device != sv.value.on_device()) place_shared(s, sv);
-      values[s] = sv.value;
-    }
+    read_shared(values);
     if (dests) {
       try {
         bind_destinations(dests);
@@ -9362,13 +9724,15 @@ class function_runtime {
         // Hand the fresh buffer to the shared variable and keep the old one for the next call.
         ndarray old = std::move(sv.value);
         sv.value = std::move(v);
-        if (!m_plan.gc && old.owner() && old.owner().use_count() == 1) {
+        // The old value was readable by other threads: it is reused only when theirs are done.
+        const bool reusable = detail::sole_owner_after_others(old.owner());
+        if (!m_plan.gc && reusable) {
           v = std::move(old);
         } else {
           v.release();
           // With gc, the old buffer goes to the pool: the node whose buffer became the new
           // value (an in-place product, say) takes it next call instead of asking malloc.
-          if (m_plan.gc) m_pool.give(old);
+          if (m_plan.gc && reusable) m_pool.give(old);
         }
       } else if (v.on_device()) {
         sv.value = detail::device_hooks().copy_on_device(v);  // a fresh buffer: never alias another value
@@ -9379,10 +9743,21 @@ class function_runtime {
     }
   }
 
-  // A shared variable's value moves to where this function reads it: to the device once (it
-  // stays there, as Theano's GPU shared variables do), or a host copy for a CPU function.
+  // Each shared variable's current value into its slot, under the variable's lock: set_value
+  // and other functions' updates replace it concurrently. The value moves to where this
+  // function reads it first: to the device once (it stays there, as Theano's GPU shared
+  // variables do), or a host copy for a CPU function.
+  void read_shared(ndarray* values) {
+    for (int s : m_shared_slots) {
+      auto& sv = *m_graph->slots[static_cast<std::size_t>(s)].source->shared;
+      std::lock_guard lock(sv.mutex);
+      if (m_graph->slots[static_cast<std::size_t>(s)].on_device != sv.value.on_device()) place_shared(s, sv);
+      values[s] = sv.value;
+    }
+  }
+
+  // Called with sv's lock held.
   void place_shared(int s, shared_value& sv) {
-    std::lock_guard lock(sv.mutex);
     if (m_graph->slots[static_cast<std::size_t>(s)].on_device) {
       if (!sv.value.on_device()) sv.value = detail::device_hooks().to_device(sv.value);
     } else if (sv.value.on_device()) {
@@ -9588,7 +9963,7 @@ class function_runtime {
     std::lock_guard lock(m_mutex);
     ndarray* values = m_values.data();
     for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) values[m_graph->inputs[i]] = args[i];
-    for (int s : m_shared_slots) values[s] = m_graph->slots[static_cast<std::size_t>(s)].source->shared->value;
+    read_shared(values);
     for (std::size_t i = 0; i < m_thunks.size(); ++i) m_thunks[i].run(m_thunks[i], values);
     for (int s : m_graph->outputs) outs.push_back(detail::deep_copy(values[s]));
     for (auto [t, v] : m_graph->updates) ups.push_back(detail::deep_copy(values[v]));
@@ -9953,7 +10328,7 @@ void bind_argument(ndarray& dst, const Arg& arg, const std::string& fname, const
       if constexpr (N > static_cast<std::size_t>(max_rank))
         throw_rank_exceeds(N);
       else
-        dst.rewrap(dtype_of<E>(), shape, arg.strides(), const_cast<T*>(arg.data()));
+        dst.rewrap(dtype_of<E>(), shape, arg.strides(), const_cast<T*>(first_element(arg)));
     } else {
       dst = copy_to_ndarray<E>(xt::cast<E>(arg));
     }
@@ -9996,9 +10371,7 @@ void bind_destination(ndarray& dst, D& d, const std::string& fname, std::size_t 
     if constexpr (N > static_cast<std::size_t>(max_rank)) {
       throw_rank_exceeds(N);
     } else {
-      E* data = d.data();
-      if constexpr (requires { d.data_offset(); }) data += d.data_offset();
-      dst.rewrap(dtype_of<E>(), shape, d.strides(), data);
+      dst.rewrap(dtype_of<E>(), shape, d.strides(), first_element(d));
     }
   }
 }

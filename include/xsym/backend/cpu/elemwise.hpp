@@ -20,6 +20,7 @@
 #include "../../config/cold.hpp"
 #include "../../expr/ndarray.hpp"
 #include "../../expr/op.hpp"
+#include "fault.hpp"
 #include "kernel_table.hpp"
 #include "parallel.hpp"
 #include "scalar_kernels.hpp"
@@ -338,8 +339,8 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
     st.arity = info(ins.op).arity;
     st.dst = ins.dst;
     for (int j = 0; j < st.arity; ++j) st.args[j] = ins.args[j];
-    // A kernel made wrong on purpose (testing::broken_simd_kernel) stays a step of its own.
-    if (share && testing::broken_simd_kernel() != ins.op) st.link_code = chain_code(ins);
+    // A kernel made wrong on purpose (fault.hpp) stays a step of its own.
+    if (share && !fault_on_op(ins.op, share)) st.link_code = chain_code(ins);
     cp.steps.push_back(st);
   }
   if (share) {
@@ -367,6 +368,7 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
     }
     if (all && transcendental) cp.chains = kernels_of(t).chains;
   }
+  apply_fault(cp, share);  // test-only (fault.hpp): returns at once when no fault is set
   if (!cp.steps.empty() && cp.steps.back().dst >= p->n_inputs) {
     const int r = cp.steps.back().dst;
     bool written_before = false;

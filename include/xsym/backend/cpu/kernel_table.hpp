@@ -34,7 +34,6 @@ struct typed_kernels {
   detail::chains_fn chains = nullptr;
   void (*chain_one)(void* dst, const void* const* args, std::uint32_t codes, int links) = nullptr;
   kernel_fn (*shared_exp)(detail::shared_exp_kernel) = nullptr;
-  kernel_fn broken_exp = nullptr;  // testing::broken_simd_kernel
   // Not bool: y = beta y0 + alpha op(A) x with A's strides (rs, cs) already resolved (blas.hpp).
   void (*gemv)(const ndarray& a, std::int64_t rs, std::int64_t cs, const ndarray& x, ndarray& y, std::int64_t m,
                std::int64_t k, double alpha, bool accumulate, const ndarray* y0, double beta,
@@ -84,10 +83,6 @@ kernel_fn kernel_for(const instruction& ins) {
   if (!k)
     throw std::logic_error("xsym: no CPU kernel for " + std::string(info(ins.op).name) + " on " +
                            std::string(dtype_name(ins.in_type)));
-  if constexpr (Simd) {
-    if (testing::broken_simd_kernel() == ins.op && ins.op == scalar_op::exp)
-      if (const kernel_fn broken = kernels_of(ins.in_type).broken_exp) k = broken;
-  }
   return k;
 }
 XSYM_COLD_END

@@ -8,6 +8,7 @@
 #include "../../config/linkage.hpp"
 #include "blas.hpp"
 #include "elemwise.hpp"
+#include "fault.hpp"
 #include "kernel_table.hpp"
 #include "reduce.hpp"
 
@@ -32,7 +33,6 @@ const typed_kernels& make_typed_kernels() {
       k.chains = &chain_loop<T, false>;
       k.chain_one = &chain_one<T>;
       k.shared_exp = &shared_exp_kernel_for<T>;
-      k.broken_exp = &broken_arith<scalar_op::exp, T>;
     }
     if constexpr (!std::is_same_v<T, bool>) {
       k.gemv = &gemv_typed<T>;
@@ -47,7 +47,7 @@ const typed_kernels& make_typed_kernels() {
 
 template <class T>
 void register_kernels() {
-  kernel_slot(dtype_of<T>()).store(&make_typed_kernels<T>(), std::memory_order_release);
+  install_kernels(dtype_of<T>(), &make_typed_kernels<T>());  // fault.hpp: the table, or its faulty copy
 }
 }  // namespace detail
 

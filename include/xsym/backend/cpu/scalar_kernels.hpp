@@ -871,26 +871,7 @@ inline bool& one_pass_chains() {
   static bool on = true;
   return on;
 }
-/// Test-only: the vectorized kernel of this op is deliberately wrong (its first element is
-/// off by 1e-3), to prove that DebugMode catches a broken op. Read when a function is built.
-inline std::optional<scalar_op>& broken_simd_kernel() {
-  static std::optional<scalar_op> op;
-  return op;
-}
 }  // namespace testing
-
-namespace detail {
-template <class T>
-void perturb_first(void* dst, std::int64_t n) {
-  if constexpr (std::is_floating_point_v<T>)
-    if (n > 0) static_cast<T*>(dst)[0] += T(1e-3);
-}
-template <scalar_op S, class T>
-void broken_arith(void* dst, const void* const* args, unsigned mask, std::int64_t n) {
-  arith<fn<S>, info(S).arity, T, true>(dst, args, mask, n);
-  perturb_first<T>(dst, n);
-}
-}  // namespace detail
 
 }  // namespace xsym::cpu
 
