@@ -405,3 +405,32 @@ TEST_CASE("promoted results are computed in the promoted type", "[expr][dtype]")
     CHECK(differences(le, {0, 1, 0, 1}) == "");
   }
 }
+
+TEST_CASE("a C++ integer outside an integer tensor's range is an error, not a wrapped constant", "[expr][dtype]") {
+  auto x = xsym::vector<std::int32_t>("x");
+  auto msg = [](auto&& build) -> std::string {
+    try {
+      build();
+    } catch (const xsym::graph_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string m = msg([&] { (void)(x + std::int64_t(3000000000)); });
+  CHECK_THAT(m, Catch::Matchers::Contains("3000000000") && Catch::Matchers::Contains("int32"));
+  CHECK_THROWS_AS(x > std::int64_t(3000000000), xsym::graph_error);
+  CHECK_THROWS_AS(x == std::int64_t(4294967297), xsym::graph_error);
+  CHECK_THROWS_AS(std::int64_t(-2147483649) - x, xsym::graph_error);
+  CHECK_THROWS_AS(xsym::switch_(x > 0, x, std::int64_t(4000000000)), xsym::graph_error);
+  // The edges of the range still build, and compute what they say.
+  auto f = xsym::function("edges", xsym::inputs(x),
+                          xsym::outputs(x + std::int64_t(2147483647), x > std::int64_t(-2147483648)));
+  auto [a, b] = f(xt::xtensor<std::int32_t, 1>{0, -1});
+  CHECK(a(0) == 2147483647);
+  CHECK(a(1) == 2147483646);
+  CHECK(b(0));
+  // int64 tensors take any int64 number.
+  auto y = xsym::vector<std::int64_t>("y");
+  auto g = xsym::function("wide", xsym::inputs(y), y + std::int64_t(3000000000));
+  CHECK(g(xt::xtensor<std::int64_t, 1>{1})(0) == 3000000001);
+}

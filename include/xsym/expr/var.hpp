@@ -128,10 +128,22 @@ struct combined {
   static constexpr std::size_t rank = std::max(operand_traits<A>::rank, operand_traits<B>::rank);
 };
 
+[[noreturn]] inline void throw_number_does_not_fit(const std::string& number, dtype t) {
+  throw graph_error("xsym: the C++ number " + number + " does not fit the tensor's element type " +
+                    std::string(dtype_name(t)) + " (it would wrap around); cast the tensor first, e.g. "
+                    "xsym::cast<std::int64_t>(x)");
+}
+
 template <class C, class X>
 var_ptr lift(const X& x) {
-  if constexpr (is_var_v<X>) return x.node();
-  else return make_constant(scalar_array(static_cast<C>(x)));
+  if constexpr (is_var_v<X>) {
+    return x.node();
+  } else {
+    // An integer that the tensor's integer type cannot hold would become another number.
+    if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool> && std::is_integral_v<X> && !std::is_same_v<X, bool>)
+      if (!std::in_range<C>(x)) throw_number_does_not_fit(std::to_string(x), dtype_of<C>());
+    return make_constant(scalar_array(static_cast<C>(x)));
+  }
 }
 
 template <scalar_op S, class A, class B>
