@@ -1047,3 +1047,56 @@ TEST_CASE("chains with an exp or a log run in one pass, with the step-by-step re
       }
   });
 }
+
+TEST_CASE("maximum and minimum propagate NaN and keep the first operand of a tie, in batches and the tail",
+          "[expr][elemwise][nan]") {
+  for_each_type(type_list<float, double>{}, []<class T>() {
+    INFO(type_name<T>());
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    // 37 elements: whole SIMD batches, then a scalar tail; each special pair sits in both.
+    const std::size_t n = 37;
+    xt::xtensor<T, 1> a = xt::linspace<T>(-3, 3, n), b = xt::linspace<T>(2, -2, n);
+    for (std::size_t i : {std::size_t{1}, std::size_t{34}}) a(i) = nan;      // NaN first
+    for (std::size_t i : {std::size_t{2}, std::size_t{35}}) b(i) = nan;      // NaN second
+    for (std::size_t i : {std::size_t{3}, std::size_t{36}}) a(i) = b(i) = nan;
+    for (std::size_t i : {std::size_t{4}, std::size_t{33}}) {
+      a(i) = T(-0.0);
+      b(i) = T(0.0);
+    }
+    auto x = xsym::vector<T>("x"), y = xsym::vector<T>("y");
+    auto outs = xsym::outputs(xsym::maximum(x, y), xsym::minimum(x, y), xsym::maximum(x, T(0)) * T(2) + y,
+                              xsym::minimum(y, x));
+    auto check = [&](auto& f, const char* how) {
+      INFO(how);
+      auto [mx, mn, relu, mn_swapped] = f(a, b);
+      for (std::size_t i = 0; i < n; ++i) {
+        INFO("element " << i << ": " << a(i) << ", " << b(i));
+        const bool any_nan = std::isnan(a(i)) || std::isnan(b(i));
+        if (any_nan) {
+          CHECK(std::isnan(mx(i)));
+          CHECK(std::isnan(mn(i)));
+          CHECK(std::isnan(mn_swapped(i)));
+        } else {
+          // numpy: the first operand unless the second is strictly larger (smaller).
+          const T want_mx = a(i) < b(i) ? b(i) : a(i), want_mn = b(i) < a(i) ? b(i) : a(i);
+          CHECK(mx(i) == want_mx);
+          CHECK(std::signbit(mx(i)) == std::signbit(want_mx));
+          CHECK(mn(i) == want_mn);
+          CHECK(std::signbit(mn(i)) == std::signbit(want_mn));
+          const T want_sw = a(i) < b(i) ? a(i) : b(i);
+          CHECK(mn_swapped(i) == want_sw);
+          CHECK(std::signbit(mn_swapped(i)) == std::signbit(want_sw));
+        }
+        // A ReLU written maximum(x, 0) keeps NaN NaN.
+        if (std::isnan(a(i)) || std::isnan(b(i))) CHECK(std::isnan(relu(i)));
+        else CHECK(relu(i) == (a(i) < T(0) ? T(0) : a(i)) * T(2) + b(i));
+      }
+    };
+    auto fast = xsym::function("max_nan", xsym::inputs(x, y), outs);
+    auto ref = xsym::function("max_nan_ref", xsym::inputs(x, y), outs, xsym::mode("FAST_COMPILE"));
+    auto unfused = xsym::function("max_nan_unfused", xsym::inputs(x, y), outs, xsym::optimizer_excluding("fusion:inplace"));
+    check(fast, "FAST_RUN");
+    check(ref, "FAST_COMPILE");
+    check(unfused, "fusion:inplace excluded");
+  });
+}

@@ -190,10 +190,19 @@ XSYM_VLOG_AVX512
     if constexpr (std::is_arithmetic_v<X>) return a < b ? b : a;                  \
     else return xsimd::max(a, b);                                                 \
   }                                                                               \
+  /* numpy's maximum and minimum: a NaN in either operand is the result, and a tie \
+     (-0 against +0) is the first operand, in a batch as in the tail. */           \
   template <class X>                                                              \
-  X vmin(X a, X b) {                                                              \
-    if constexpr (std::is_arithmetic_v<X>) return b < a ? b : a;                  \
-    else return xsimd::min(a, b);                                                 \
+  X vmaximum(X a, X b) {                                                          \
+    if constexpr (std::is_integral_v<X>) return a < b ? b : a;                    \
+    else if constexpr (std::is_arithmetic_v<X>) return b != b || a < b ? b : a;   \
+    else return xsimd::select(xsimd::isnan(b) | (a < b), b, a);                   \
+  }                                                                               \
+  template <class X>                                                              \
+  X vminimum(X a, X b) {                                                          \
+    if constexpr (std::is_integral_v<X>) return b < a ? b : a;                    \
+    else if constexpr (std::is_arithmetic_v<X>) return b != b || b < a ? b : a;   \
+    else return xsimd::select(xsimd::isnan(b) | (b < a), b, a);                   \
   }                                                                               \
   template <class X>                                                              \
   X vabs(X a) {                                                                   \
@@ -256,8 +265,8 @@ XSYM_VLOG_AVX512
   OP(sigmoid, X(1) / (X(1) + vexp(-a)))                                       \
   /* max(a, 0) + log1p(exp(-|a|)): exact for large |a| both ways, no branch */ \
   OP(softplus, vmax(a, X(0)) + vlog1p(vexp(-xsimd::abs(a))))                  \
-  OP(maximum, vmax(a, b))                                                     \
-  OP(minimum, vmin(a, b))
+  OP(maximum, vmaximum(a, b))                                                 \
+  OP(minimum, vminimum(a, b))
 
 XSYM_KERNEL_HELPERS
 

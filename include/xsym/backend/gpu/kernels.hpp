@@ -169,8 +169,8 @@ __host__ __device__ inline void execute(const device_instruction& ins, reg* r, c
     case scalar_op::tanh: v = m_tanh(a); break;
     case scalar_op::sigmoid: v = T(1) / (T(1) + m_exp(T(-a))); break;
     case scalar_op::softplus: v = (a > T(0) ? a : T(0)) + m_log1p(m_exp(T(-(a < T(0) ? T(-a) : a)))); break;
-    case scalar_op::maximum: v = a < b ? b : a; break;
-    case scalar_op::minimum: v = b < a ? b : a; break;
+    case scalar_op::maximum: v = b != b || a < b ? b : a; break;  // NaN propagates, as numpy's
+    case scalar_op::minimum: v = b != b || b < a ? b : a; break;
     case scalar_op::gt: v = T(a > b); break;
     case scalar_op::lt: v = T(a < b); break;
     case scalar_op::ge: v = T(a >= b); break;
