@@ -299,6 +299,22 @@ TEST_CASE("mean over every axis combination matches a loop", "[expr][reduce]") {
   check_reduction_family<red::mean>();
 }
 
+TEST_CASE("the mean of integers is computed in float64 from the start: no wrapped sum", "[expr][reduce]") {
+  auto v = xsym::vector<std::int64_t>("v");
+  auto m = xsym::matrix<std::int32_t>("m");
+  auto f = xsym::function("mean_int64", xsym::inputs(v), xsym::mean(v));
+  auto g = xsym::function("mean_int32", xsym::inputs(m), xsym::outputs(xsym::mean(m, 0), xsym::mean(m)));
+  constexpr std::int64_t big = std::numeric_limits<std::int64_t>::max();
+  CHECK(f(xt::xtensor<std::int64_t, 1>{big, big}) == static_cast<double>(big));
+  CHECK(f(xt::xtensor<std::int64_t, 1>{-big, -big, -big}) == -static_cast<double>(big));
+  // 37 rows of int32 max: the column sums pass int32 and the total passes neither int64 mean.
+  xt::xtensor<std::int32_t, 2> M = xt::empty<std::int32_t>({std::size_t{37}, std::size_t{3}});
+  M.fill(std::numeric_limits<std::int32_t>::max());
+  auto [cols, all] = g(M);
+  for (double c : cols) CHECK(c == 2147483647.0);
+  CHECK(all == 2147483647.0);
+}
+
 TEST_CASE("reductions of empty arrays, NaN, and names of the reduce ops", "[expr][reduce]") {
   auto x = xsym::vector<double>("x");
   auto f = xsym::function("empty", xsym::inputs(x), xsym::outputs(xsym::sum(x), xsym::prod(x)));

@@ -201,7 +201,9 @@ template <class In>
 void reduce_typed(const op& o, const reduce_layout& l, const ndarray& in, ndarray& out) {
   using Acc = acc_t<In>;
   if (o.reduction == reduce_op::max || o.reduction == reduce_op::min) reduce_into<In, In, In, In>(o, l, in, out);
-  else if (o.reduction == reduce_op::mean) reduce_into<In, Acc, float_result_t<In>, double>(o, l, in, out);
+  // The mean of integers sums in double from the start, as numpy's does: an int64 sum would wrap first.
+  else if (o.reduction == reduce_op::mean)
+    reduce_into<In, std::conditional_t<std::is_floating_point_v<In>, Acc, double>, float_result_t<In>, double>(o, l, in, out);
   else reduce_into<In, Acc, sum_result_t<In>, Acc>(o, l, in, out);
 }
 }  // namespace detail

@@ -547,6 +547,7 @@ inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
     };
     if constexpr (std::is_same_v<In, bool>) launch(std::int64_t{});
     else if (minmax) launch(In{});
+    else if (o.reduction == reduce_op::mean) launch(double{});  // integers too: an int64 sum would wrap first
     else launch(std::conditional_t<std::is_floating_point_v<In>, double, std::int64_t>{});
   });
 }
