@@ -154,6 +154,36 @@ TEST_CASE("DebugMode judges a product that cancels by the size of its terms", "[
   CHECK(xsym::detail::compare_arrays(filled(1e-5f, 1.01f), want, &scale));       // element 1: scale 1
 }
 
+TEST_CASE("DebugMode names a NaN or an infinity against a number as such, and a shape mismatch as one", "[modes]") {
+  xsym::shape_t s;
+  s.rank = 1;
+  s[0] = 3;
+  auto filled = [&](double e0, double e1, double e2) {
+    auto arr = xsym::ndarray::empty(xsym::dtype::float64, s);
+    arr.data_as<double>()[0] = e0;
+    arr.data_as<double>()[1] = e1;
+    arr.data_as<double>()[2] = e2;
+    return arr;
+  };
+  const auto want = filled(1, 2, 3);
+  const auto nan = std::nan("");
+  auto text = [&](const xsym::ndarray& got, const xsym::ndarray& w) {
+    const auto m = xsym::detail::compare_arrays(got, w);
+    REQUIRE(m);
+    return xsym::detail::describe_mismatch(got, *m);
+  };
+  CHECK_THAT(text(filled(1, nan, 3), want), Catch::Matchers::Contains("NaN where the reference has a finite value") &&
+                                                 Catch::Matchers::Contains("index (1,)"));
+  CHECK_THAT(text(want, filled(1, 2, nan)), Catch::Matchers::Contains("a finite value where the reference has NaN"));
+  CHECK_THAT(text(filled(1, 2, -INFINITY), want), Catch::Matchers::Contains("-inf where the reference has a finite value"));
+  CHECK_THAT(text(filled(INFINITY, 2, 3), filled(-INFINITY, 2, 3)), Catch::Matchers::Contains("+inf where the reference has -inf"));
+  CHECK_FALSE(xsym::detail::compare_arrays(filled(nan, 2, INFINITY), filled(nan, 2, INFINITY)));  // NaN equals NaN
+  xsym::shape_t s2;
+  s2.rank = 1;
+  s2[0] = 2;
+  CHECK_THAT(text(xsym::ndarray::empty(xsym::dtype::float64, s2), want), Catch::Matchers::Contains("shapes or dtypes differ"));
+}
+
 TEST_CASE("DebugMode catches a wrong rewrite against the unoptimised graph", "[modes]") {
   hooks_guard guard;
   xsym::detail::testing::extra_fast_run_rewrite() = add_becomes_sub;

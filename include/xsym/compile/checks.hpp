@@ -37,6 +37,7 @@ inline ndarray deep_copy(const ndarray& a) {
 }
 
 struct mismatch {
+  bool layout = false;  // the shapes or dtypes differ: no element was compared
   double max_abs = 0, max_rel = 0;
   std::int64_t first_index = -1;  // C-order index of the first element out of tolerance
   double got = 0, want = 0;
@@ -48,8 +49,7 @@ struct mismatch {
 inline std::optional<mismatch> compare_arrays(const ndarray& got, const ndarray& want, const ndarray* scale = nullptr) {
   if (!(got.shape() == want.shape()) || got.type() != want.type() || (scale && !(scale->shape() == want.shape()))) {
     mismatch m;
-    m.first_index = 0;
-    m.max_abs = INFINITY;
+    m.layout = true;
     return m;
   }
   const bool f32 = got.type() == dtype::float32;
@@ -66,7 +66,11 @@ inline std::optional<mismatch> compare_arrays(const ndarray& got, const ndarray&
     m.max_abs = std::max(m.max_abs, std::isnan(abs_err) ? INFINITY : abs_err);
     m.max_rel = std::max(m.max_rel, std::isnan(rel_err) ? INFINITY : rel_err);
     const double magnitude = scale ? std::max(std::abs(w), scale->flat_as_double(i)) : std::abs(w);
-    if (!(abs_err <= atol + rtol * magnitude) && m.first_index < 0) {
+    // Past here g != w. A NaN or an infinity in the result is a difference whatever the
+    // tolerance (an infinite reference would make it infinite); a finite result where the
+    // reference overflowed is what a stabilizing rewrite is for.
+    const bool special = !std::isfinite(g);
+    if ((special || !(abs_err <= atol + rtol * magnitude)) && m.first_index < 0) {
       m.first_index = i;
       m.got = g;
       m.want = w;
@@ -90,8 +94,16 @@ inline std::string index_text(const shape_t& s, std::int64_t flat) {
 
 inline std::string describe_mismatch(const ndarray& got, const mismatch& m) {
   std::ostringstream os;
-  if (m.first_index < 0 || std::isinf(m.max_abs)) {
-    os << "shapes or dtypes differ";
+  if (m.layout || m.first_index < 0) {
+    os << "shapes or dtypes differ (got " << dtype_name(got.type()) << " " << to_string(got.shape()) << ")";
+    return os.str();
+  }
+  // A NaN or an infinity on one side is named as such: its "error" is no number to read.
+  const bool special = !std::isfinite(m.got) || !std::isfinite(m.want);
+  if (special) {
+    auto kind = [](double v) { return std::isnan(v) ? "NaN" : std::isinf(v) ? (v > 0 ? "+inf" : "-inf") : "a finite value"; };
+    os << kind(m.got) << " where the reference has " << kind(m.want) << ", first at index "
+       << index_text(got.shape(), m.first_index) << ": " << m.got << " instead of " << m.want;
     return os.str();
   }
   os << "max abs error " << m.max_abs << ", max rel error " << m.max_rel << ", first difference at index "

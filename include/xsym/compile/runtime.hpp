@@ -1003,7 +1003,7 @@ class function_runtime {
       if (destroyed) continue;
       const ndarray& now = values[n.inputs[k]];
       if (!now.has_value()) continue;
-      if (auto m = detail::compare_arrays(now, snapshot[k]); m && m->max_abs > 0)
+      if (auto m = detail::compare_arrays(now, snapshot[k]); m && (m->layout || m->max_abs > 0))
         debug_fail(i, values, "input " + std::to_string(k) + " changed although the node does not declare it destroyed: " +
                                   detail::describe_mismatch(now, *m));
     }
