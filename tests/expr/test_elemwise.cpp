@@ -1100,3 +1100,37 @@ TEST_CASE("maximum and minimum propagate NaN and keep the first operand of a tie
     check(unfused, "fusion:inplace excluded");
   });
 }
+
+TEST_CASE("casting NaN, infinities and out-of-range floats to integers gives the type's minimum everywhere",
+          "[expr][elemwise][cast]") {
+  for_each_type(type_list<float, double>{}, []<class F>() {
+    for_each_type(type_list<std::int32_t, std::int64_t>{}, []<class I>() {
+      INFO(type_name<F>() << " -> " << type_name<I>());
+      constexpr I low = std::numeric_limits<I>::min();
+      const F specials[] = {std::numeric_limits<F>::quiet_NaN(), std::numeric_limits<F>::infinity(),
+                            -std::numeric_limits<F>::infinity(), F(1e30), F(-1e30),
+                            -static_cast<F>(std::numeric_limits<I>::min()),  // 2^31 or 2^63: one past the range
+                            static_cast<F>(std::numeric_limits<I>::min())};   // the minimum itself: in range
+      // Each special value at a position in a SIMD batch and one in the tail of 37 elements.
+      const std::size_t n = 37;
+      for (F v : specials) {
+        INFO("value " << v);
+        xt::xtensor<F, 1> a = xt::linspace<F>(-100, 100, n);
+        a(3) = a(35) = v;
+        auto x = xsym::vector<F>("x");
+        auto fast = xsym::function("cast_edge", xsym::inputs(x), xsym::outputs(xsym::cast<I>(x), xsym::cast<I>(x * F(1)) + I(1)));
+        auto ref = xsym::function("cast_edge_ref", xsym::inputs(x), xsym::outputs(xsym::cast<I>(x), xsym::cast<I>(x * F(1)) + I(1)),
+                                  xsym::mode("FAST_COMPILE"));
+        for (auto* f : {&fast, &ref}) {
+          auto [c, c1] = (*f)(a);
+          for (std::size_t i : {std::size_t{3}, std::size_t{35}}) {
+            const I want = low;  // out of range, or the minimum itself
+            CHECK(c(i) == want);
+            CHECK(c1(i) == static_cast<I>(static_cast<std::make_unsigned_t<I>>(want) + 1u));
+          }
+          CHECK(c(0) == -100);
+        }
+      }
+    });
+  });
+}

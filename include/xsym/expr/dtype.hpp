@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string_view>
 #include <type_traits>
 
@@ -106,6 +107,18 @@ using float_result_t = std::conditional_t<std::is_floating_point_v<T>, T, double
 /// @brief The accumulator type numpy uses for sum and prod of T.
 template <class T>
 using sum_result_t = std::conditional_t<std::is_floating_point_v<T>, T, std::int64_t>;
+
+/// @brief static_cast<To>(v), defined for every v: a float that an integer type cannot hold
+/// (NaN, an infinity, out of range) becomes the type's minimum, as x86's conversion
+/// instructions give (and so numpy on x86); C++ leaves that conversion undefined.
+template <class To, class From>
+constexpr To convert_value(From v) {
+  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To> && !std::is_same_v<To, bool>) {
+    constexpr From lo = static_cast<From>(std::numeric_limits<To>::min());  // -2^31 or -2^63, exact
+    if (!(v >= lo && v < -lo)) return std::numeric_limits<To>::min();
+  }
+  return static_cast<To>(v);
+}
 
 }  // namespace xsym
 

@@ -171,7 +171,7 @@ inline ndarray cast_array(const ndarray& a, dtype to) {
       using T = decltype(t);
       const F* s = src.data_as<F>();
       T* d = out.data_as<T>();
-      for (std::int64_t i = 0; i < a.size(); ++i) d[i] = static_cast<T>(s[i]);
+      for (std::int64_t i = 0; i < a.size(); ++i) d[i] = convert_value<T>(s[i]);
     });
   });
   return out;

@@ -390,10 +390,10 @@ void convert(void* dstv, const void* const* args, unsigned mask, std::int64_t n)
   To* d = static_cast<To*>(dstv);
   const From* a = static_cast<const From*>(args[0]);
   if (mask & 1u) {
-    const To v = static_cast<To>(a[0]);
+    const To v = xsym::convert_value<To>(a[0]);
     for (std::int64_t i = 0; i < n; ++i) d[i] = v;
   } else {
-    for (std::int64_t i = 0; i < n; ++i) d[i] = static_cast<To>(a[i]);
+    for (std::int64_t i = 0; i < n; ++i) d[i] = xsym::convert_value<To>(a[i]);
   }
 }
 

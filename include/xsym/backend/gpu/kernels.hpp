@@ -80,12 +80,22 @@ __host__ __device__ inline T load(const reg& r, std::uint8_t t) {
   }
 }
 
+// As xsym::convert_value (expr/dtype.hpp) on the device: a float no integer holds becomes the minimum.
+template <class I, class T>
+__host__ __device__ inline I to_integer(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    const T lo = static_cast<T>(std::numeric_limits<I>::min());
+    if (!(v >= lo && v < -lo)) return std::numeric_limits<I>::min();
+  }
+  return static_cast<I>(v);
+}
+
 template <class T>
 __host__ __device__ inline void store(reg& r, std::uint8_t t, T v) {
   switch (static_cast<dtype>(t)) {
     case dtype::bool_: r.b = v != T(0); break;
-    case dtype::int32: r.i32 = static_cast<std::int32_t>(v); break;
-    case dtype::int64: r.i64 = static_cast<std::int64_t>(v); break;
+    case dtype::int32: r.i32 = to_integer<std::int32_t>(v); break;
+    case dtype::int64: r.i64 = to_integer<std::int64_t>(v); break;
     case dtype::float32: r.f32 = static_cast<float>(v); break;
     default: r.f64 = static_cast<double>(v); break;
   }
