@@ -138,7 +138,7 @@ void reduce_loop(const op& o, const reduce_layout& l, const In* src, Out* dst) {
   std::int64_t j = 0;
   xsym::detail::for_each_offset(kept.rank ? kept : shape_t{{1}, 1}, kept_st, [&](std::int64_t koff) {
     Acc acc = r.identity();
-    const In* p = src + koff;
+    const In* p = count ? src + koff : src;  // an empty input may have no buffer: no offset from null
     if (red_contig) {
       if constexpr (std::is_floating_point_v<In> && std::is_same_v<Acc, double>) {
         if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) acc = sum_contiguous(p, count);
