@@ -1032,6 +1032,7 @@ XSYM_COLD_END
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string_view>
 #include <type_traits>
 
@@ -1135,6 +1136,18 @@ using float_result_t = std::conditional_t<std::is_floating_point_v<T>, T, double
 /// @brief The accumulator type numpy uses for sum and prod of T.
 template <class T>
 using sum_result_t = std::conditional_t<std::is_floating_point_v<T>, T, std::int64_t>;
+
+/// @brief static_cast<To>(v), defined for every v: a float that an integer type cannot hold
+/// (NaN, an infinity, out of range) becomes the type's minimum, as x86's conversion
+/// instructions give (and so numpy on x86); C++ leaves that conversion undefined.
+template <class To, class From>
+constexpr To convert_value(From v) {
+  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To> && !std::is_same_v<To, bool>) {
+    constexpr From lo = static_cast<From>(std::numeric_limits<To>::min());  // -2^31 or -2^63, exact
+    if (!(v >= lo && v < -lo)) return std::numeric_limits<To>::min();
+  }
+  return static_cast<To>(v);
+}
 
 }  // namespace xsym
 
@@ -2039,7 +2052,7 @@ inline ndarray cast_array(const ndarray& a, dtype to) {
       using T = decltype(t);
       const F* s = src.data_as<F>();
       T* d = out.data_as<T>();
-      for (std::int64_t i = 0; i < a.size(); ++i) d[i] = static_cast<T>(s[i]);
+      for (std::int64_t i = 0; i < a.size(); ++i) d[i] = convert_value<T>(s[i]);
     });
   });
   return out;
@@ -2331,10 +2344,22 @@ struct combined {
   static constexpr std::size_t rank = std::max(operand_traits<A>::rank, operand_traits<B>::rank);
 };
 
+[[noreturn]] inline void throw_number_does_not_fit(const std::string& number, dtype t) {
+  throw graph_error("xsym: the C++ number " + number + " does not fit the tensor's element type " +
+                    std::string(dtype_name(t)) + " (it would wrap around); cast the tensor first, e.g. "
+                    "xsym::cast<std::int64_t>(x)");
+}
+
 template <class C, class X>
 var_ptr lift(const X& x) {
-  if constexpr (is_var_v<X>) return x.node();
-  else return make_constant(scalar_array(static_cast<C>(x)));
+  if constexpr (is_var_v<X>) {
+    return x.node();
+  } else {
+    // An integer that the tensor's integer type cannot hold would become another number.
+    if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool> && std::is_integral_v<X> && !std::is_same_v<X, bool>)
+      if (!std::in_range<C>(x)) throw_number_does_not_fit(std::to_string(x), dtype_of<C>());
+    return make_constant(scalar_array(static_cast<C>(x)));
+  }
 }
 
 template <scalar_op S, class A, class B>
@@ -4932,10 +4957,19 @@ XSYM_VLOG_AVX512
     if constexpr (std::is_arithmetic_v<X>) return a < b ? b : a;                  \
     else return xsimd::max(a, b);                                                 \
   }                                                                               \
+  /* numpy's maximum and minimum: a NaN in either operand is the result, and a tie \
+     (-0 against +0) is the first operand, in a batch as in the tail. */           \
   template <class X>                                                              \
-  X vmin(X a, X b) {                                                              \
-    if constexpr (std::is_arithmetic_v<X>) return b < a ? b : a;                  \
-    else return xsimd::min(a, b);                                                 \
+  X vmaximum(X a, X b) {                                                          \
+    if constexpr (std::is_integral_v<X>) return a < b ? b : a;                    \
+    else if constexpr (std::is_arithmetic_v<X>) return b != b || a < b ? b : a;   \
+    else return xsimd::select(xsimd::isnan(b) | (a < b), b, a);                   \
+  }                                                                               \
+  template <class X>                                                              \
+  X vminimum(X a, X b) {                                                          \
+    if constexpr (std::is_integral_v<X>) return b < a ? b : a;                    \
+    else if constexpr (std::is_arithmetic_v<X>) return b != b || b < a ? b : a;   \
+    else return xsimd::select(xsimd::isnan(b) | (b < a), b, a);                   \
   }                                                                               \
   template <class X>                                                              \
   X vabs(X a) {                                                                   \
@@ -4998,8 +5032,8 @@ XSYM_VLOG_AVX512
   OP(sigmoid, X(1) / (X(1) + vexp(-a)))                                       \
   /* max(a, 0) + log1p(exp(-|a|)): exact for large |a| both ways, no branch */ \
   OP(softplus, vmax(a, X(0)) + vlog1p(vexp(-xsimd::abs(a))))                  \
-  OP(maximum, vmax(a, b))                                                     \
-  OP(minimum, vmin(a, b))
+  OP(maximum, vmaximum(a, b))                                                 \
+  OP(minimum, vminimum(a, b))
 
 XSYM_KERNEL_HELPERS
 
@@ -5123,10 +5157,10 @@ void convert(void* dstv, const void* const* args, unsigned mask, std::int64_t n)
   To* d = static_cast<To*>(dstv);
   const From* a = static_cast<const From*>(args[0]);
   if (mask & 1u) {
-    const To v = static_cast<To>(a[0]);
+    const To v = xsym::convert_value<To>(a[0]);
     for (std::int64_t i = 0; i < n; ++i) d[i] = v;
   } else {
-    for (std::int64_t i = 0; i < n; ++i) d[i] = static_cast<To>(a[i]);
+    for (std::int64_t i = 0; i < n; ++i) d[i] = xsym::convert_value<To>(a[i]);
   }
 }
 
@@ -7804,7 +7838,7 @@ void reduce_loop(const op& o, const reduce_layout& l, const In* src, Out* dst) {
   std::int64_t j = 0;
   xsym::detail::for_each_offset(kept.rank ? kept : shape_t{{1}, 1}, kept_st, [&](std::int64_t koff) {
     Acc acc = r.identity();
-    const In* p = src + koff;
+    const In* p = count ? src + koff : src;  // an empty input may have no buffer: no offset from null
     if (red_contig) {
       if constexpr (std::is_floating_point_v<In> && std::is_same_v<Acc, double>) {
         if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) acc = sum_contiguous(p, count);
@@ -7867,7 +7901,9 @@ template <class In>
 void reduce_typed(const op& o, const reduce_layout& l, const ndarray& in, ndarray& out) {
   using Acc = acc_t<In>;
   if (o.reduction == reduce_op::max || o.reduction == reduce_op::min) reduce_into<In, In, In, In>(o, l, in, out);
-  else if (o.reduction == reduce_op::mean) reduce_into<In, Acc, float_result_t<In>, double>(o, l, in, out);
+  // The mean of integers sums in double from the start, as numpy's does: an int64 sum would wrap first.
+  else if (o.reduction == reduce_op::mean)
+    reduce_into<In, std::conditional_t<std::is_floating_point_v<In>, Acc, double>, float_result_t<In>, double>(o, l, in, out);
   else reduce_into<In, Acc, sum_result_t<In>, Acc>(o, l, in, out);
 }
 }  // namespace detail
@@ -8563,6 +8599,7 @@ inline ndarray deep_copy(const ndarray& a) {
 }
 
 struct mismatch {
+  bool layout = false;  // the shapes or dtypes differ: no element was compared
   double max_abs = 0, max_rel = 0;
   std::int64_t first_index = -1;  // C-order index of the first element out of tolerance
   double got = 0, want = 0;
@@ -8574,8 +8611,7 @@ struct mismatch {
 inline std::optional<mismatch> compare_arrays(const ndarray& got, const ndarray& want, const ndarray* scale = nullptr) {
   if (!(got.shape() == want.shape()) || got.type() != want.type() || (scale && !(scale->shape() == want.shape()))) {
     mismatch m;
-    m.first_index = 0;
-    m.max_abs = INFINITY;
+    m.layout = true;
     return m;
   }
   const bool f32 = got.type() == dtype::float32;
@@ -8592,7 +8628,11 @@ inline std::optional<mismatch> compare_arrays(const ndarray& got, const ndarray&
     m.max_abs = std::max(m.max_abs, std::isnan(abs_err) ? INFINITY : abs_err);
     m.max_rel = std::max(m.max_rel, std::isnan(rel_err) ? INFINITY : rel_err);
     const double magnitude = scale ? std::max(std::abs(w), scale->flat_as_double(i)) : std::abs(w);
-    if (!(abs_err <= atol + rtol * magnitude) && m.first_index < 0) {
+    // Past here g != w. A NaN or an infinity in the result is a difference whatever the
+    // tolerance (an infinite reference would make it infinite); a finite result where the
+    // reference overflowed is what a stabilizing rewrite is for.
+    const bool special = !std::isfinite(g);
+    if ((special || !(abs_err <= atol + rtol * magnitude)) && m.first_index < 0) {
       m.first_index = i;
       m.got = g;
       m.want = w;
@@ -8616,8 +8656,16 @@ inline std::string index_text(const shape_t& s, std::int64_t flat) {
 
 inline std::string describe_mismatch(const ndarray& got, const mismatch& m) {
   std::ostringstream os;
-  if (m.first_index < 0 || std::isinf(m.max_abs)) {
-    os << "shapes or dtypes differ";
+  if (m.layout || m.first_index < 0) {
+    os << "shapes or dtypes differ (got " << dtype_name(got.type()) << " " << to_string(got.shape()) << ")";
+    return os.str();
+  }
+  // A NaN or an infinity on one side is named as such: its "error" is no number to read.
+  const bool special = !std::isfinite(m.got) || !std::isfinite(m.want);
+  if (special) {
+    auto kind = [](double v) { return std::isnan(v) ? "NaN" : std::isinf(v) ? (v > 0 ? "+inf" : "-inf") : "a finite value"; };
+    os << kind(m.got) << " where the reference has " << kind(m.want) << ", first at index "
+       << index_text(got.shape(), m.first_index) << ": " << m.got << " instead of " << m.want;
     return os.str();
   }
   os << "max abs error " << m.max_abs << ", max rel error " << m.max_rel << ", first difference at index "
@@ -9891,7 +9939,7 @@ class function_runtime {
       if (destroyed) continue;
       const ndarray& now = values[n.inputs[k]];
       if (!now.has_value()) continue;
-      if (auto m = detail::compare_arrays(now, snapshot[k]); m && m->max_abs > 0)
+      if (auto m = detail::compare_arrays(now, snapshot[k]); m && (m->layout || m->max_abs > 0))
         debug_fail(i, values, "input " + std::to_string(k) + " changed although the node does not declare it destroyed: " +
                                   detail::describe_mismatch(now, *m));
     }
