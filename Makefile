@@ -34,8 +34,8 @@ test-long: build
 # kernels a native program runs are the ones sanitized). CI runs the areas that drive every
 # kernel, product, reduction, layout and mode; `make test-sanitize-all` (part of test-long)
 # adds the rest, whose sanitized build takes longer than CI's budget.
-SANITIZE_AREAS ?= config compile modes profile threads arguments oracle
-SANITIZE_ALL_AREAS := $(SANITIZE_AREAS) expr grad dtypes examples
+SANITIZE_AREAS ?= compile modes threads arguments oracle
+SANITIZE_ALL_AREAS := $(SANITIZE_AREAS) config profile expr grad dtypes examples
 empty :=
 space := $(empty) $(empty)
 test-sanitize: deps
