@@ -111,7 +111,8 @@ std::vector<unsigned char> storage_bytes(const S& s) {
 }
 
 // "" when two storages hold the same bits, else which cells (of `cell` bytes each) differ.
-std::string cells_differ(const std::vector<unsigned char>& got, const std::vector<unsigned char>& want, std::size_t cell) {
+std::string cells_differ(const std::vector<unsigned char>& got, const std::vector<unsigned char>& want,
+                         std::size_t cell) {
   if (got.size() != want.size()) return "sizes differ";
   std::string at;
   std::size_t n = 0;
@@ -284,7 +285,9 @@ bool attempt(Fn&& fn) {
 
 template <std::size_t N, class F>
 void for_each_index(F&& f) {
-  [&]<std::size_t... I>(std::index_sequence<I...>) { (f.template operator()<I>(), ...); }(std::make_index_sequence<N>{});
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (f.template operator()<I>(), ...);
+  }(std::make_index_sequence<N>{});
 }
 
 // ---- one type for every strided layout ------------------------------------------------------
@@ -320,7 +323,8 @@ class laid_out {
   using strides_type = std::vector<index_t>;
   using adaptor_type = decltype(xt::adapt(std::declval<T*>(), std::size_t{}, xt::no_ownership(),
                                           std::declval<const shape_type&>(), std::declval<const strides_type&>()));
-  using view_type = decltype(xt::strided_view(std::declval<adaptor_type&>(), std::declval<xt::xstrided_slice_vector>()));
+  using view_type =
+      decltype(xt::strided_view(std::declval<adaptor_type&>(), std::declval<xt::xstrided_slice_vector>()));
 
   laid_out(const shape_type& shape, std::mt19937& rng, bool zero_strides) {
     const std::size_t n = shape.size();
@@ -463,8 +467,8 @@ laid_ptr<typename X::value_type> place_argument(X& v, std::mt19937& rng) {
 }
 template <class... X>
 std::tuple<laid_ptr<typename X::value_type>...> place_arguments(std::tuple<X...>& vals, std::mt19937& rng) {
-  return std::apply([&](auto&... v) { return std::tuple<laid_ptr<typename X::value_type>...>{place_argument(v, rng)...}; },
-                    vals);
+  return std::apply(
+      [&](auto&... v) { return std::tuple<laid_ptr<typename X::value_type>...>{place_argument(v, rng)...}; }, vals);
 }
 
 template <class W>
@@ -490,7 +494,8 @@ template <class... W>
 std::tuple<laid_ptr<element_of<W>>...> place_destinations(const std::tuple<W...>& want, std::mt19937& rng) {
   return std::apply(
       [&](const auto&... w) {
-        return std::tuple<laid_ptr<element_of<W>>...>{std::make_unique<laid_out<element_of<W>>>(shape_of(w), rng, false)...};
+        return std::tuple<laid_ptr<element_of<W>>...>{
+            std::make_unique<laid_out<element_of<W>>>(shape_of(w), rng, false)...};
       },
       want);
 }
@@ -546,7 +551,9 @@ void check_destinations(const Dests& dests, const std::tuple<W...>& want) {
     const auto& d = std::get<J>(dests);
     if (!d) return;
     INFO("output " << J << " into " << d->what);
-    CHECK(cells_differ(storage_bytes(d->buffer), storage_bytes(d->written(std::get<J>(want))), sizeof(d->buffer[0])) == "");
+    const auto cells =
+        cells_differ(storage_bytes(d->buffer), storage_bytes(d->written(std::get<J>(want))), sizeof(d->buffer[0]));
+    CHECK(cells == "");
   });
 }
 
@@ -661,40 +668,48 @@ auto storage_kind1(std::size_t n, [[maybe_unused]] std::mt19937& rng) {
   } else if constexpr (K == k1_adapt) {
     const index_t off = pick<index_t>(rng, {1, 3, 5});
     std::vector<T> s(n + static_cast<std::size_t>(off) + 2, sentinel<T>());
-    return make_recipe(std::move(s), [=](auto& b) { return xt::adapt(b.data() + off, n, xt::no_ownership(), sh<T, 1>{n}); },
-          "xt::adapt(pointer + " + txt(off) + ")");
+    return make_recipe(
+        std::move(s), [=](auto& b) { return xt::adapt(b.data() + off, n, xt::no_ownership(), sh<T, 1>{n}); },
+        "xt::adapt(pointer + " + txt(off) + ")");
   } else if constexpr (K == k1_range) {
     const index_t a = pick<index_t>(rng, {0, 1, 4}), b = pick<index_t>(rng, {0, 2});
     auto s = filled<xt::xtensor<T, 1>>(sh<T, 1>{n + static_cast<std::size_t>(a + b)});
-    return make_recipe(std::move(s), [=](auto& x) { return xt::view(x, xt::range(a, a + len)); },
-          "view(range(" + txt(a) + ", " + txt(a + len) + "))");
+    return make_recipe(
+        std::move(s), [=](auto& x) { return xt::view(x, xt::range(a, a + len)); },
+        "view(range(" + txt(a) + ", " + txt(a + len) + "))");
   } else if constexpr (K == k1_stepped) {
     const stepped r = random_stepped(rng, len, {1, 2, 3, -1, -2});
     auto s = filled<xt::xtensor<T, 1>>(sh<T, 1>{static_cast<std::size_t>(r.extent)});
-    return make_recipe(std::move(s), [=](auto& x) { return xt::view(x, xt::range(r.first, r.stop, r.step)); },
-          "view(range(" + txt(r.first) + ", " + txt(r.stop) + ", " + txt(r.step) + "))");
+    return make_recipe(
+        std::move(s), [=](auto& x) { return xt::view(x, xt::range(r.first, r.stop, r.step)); },
+        "view(range(" + txt(r.first) + ", " + txt(r.stop) + ", " + txt(r.step) + "))");
   } else if constexpr (K == k1_row) {
     const index_t i = pick<index_t>(rng, {0, 1, 2});
     auto s = filled<xt::xtensor<T, 2>>(sh<T, 2>{static_cast<std::size_t>(i + 1) + pick<std::size_t>(rng, {0, 2}), n});
-    return make_recipe(std::move(s), [=](auto& m) { return xt::view(m, i, xt::all()); }, "row view(M, " + txt(i) + ", all())");
+    return make_recipe(
+        std::move(s), [=](auto& m) { return xt::view(m, i, xt::all()); }, "row view(M, " + txt(i) + ", all())");
   } else if constexpr (K == k1_column) {
     const index_t j = pick<index_t>(rng, {0, 1, 3});
     auto s = filled<xt::xtensor<T, 2>>(sh<T, 2>{n, static_cast<std::size_t>(j + 1) + pick<std::size_t>(rng, {0, 2})});
-    return make_recipe(std::move(s), [=](auto& m) { return xt::view(m, xt::all(), j); }, "column view(M, all(), " + txt(j) + ")");
+    return make_recipe(
+        std::move(s), [=](auto& m) { return xt::view(m, xt::all(), j); }, "column view(M, all(), " + txt(j) + ")");
   } else if constexpr (K == k1_strided) {
     const index_t st = pick<index_t>(rng, {1, 2, 3}), a = pick<index_t>(rng, {0, 1, 3});
     auto s = filled<xt::xtensor<T, 1>>(sh<T, 1>{static_cast<std::size_t>(a + st * len + 1)});
-    return make_recipe(std::move(s), [=](auto& x) { return xt::strided_view(x, {xt::range(a, a + st * len, st)}); },
-          "strided_view({range(" + txt(a) + ", _, " + txt(st) + ")})");
+    return make_recipe(
+        std::move(s), [=](auto& x) { return xt::strided_view(x, {xt::range(a, a + st * len, st)}); },
+        "strided_view({range(" + txt(a) + ", _, " + txt(st) + ")})");
   } else if constexpr (K == k1_nested) {
     const index_t a = pick<index_t>(rng, {1, 2, 5}), b = pick<index_t>(rng, {0, 1, 3}), c = between(rng, 0, b);
     auto s = filled<xt::xtensor<T, 1>>(sh<T, 1>{static_cast<std::size_t>(a + len + b)});
-    return make_recipe(std::move(s), [=](auto& x) { return xt::view(xt::view(x, xt::range(a, a + len + b)), xt::range(c, c + len)); },
-          "view(view(range(" + txt(a) + ", _)), range(" + txt(c) + ", _))");
+    return make_recipe(
+        std::move(s), [=](auto& x) { return xt::view(xt::view(x, xt::range(a, a + len + b)), xt::range(c, c + len)); },
+        "view(view(range(" + txt(a) + ", _)), range(" + txt(c) + ", _))");
   } else {
     static_assert(K == k1_transpose);
     auto s = filled<xt::xtensor<T, 1>>(sh<T, 1>{n});
-    return make_recipe(std::move(s), [](auto& x) { return xt::transpose(x); }, "xt::transpose(vector)");
+    return make_recipe(
+        std::move(s), [](auto& x) { return xt::transpose(x); }, "xt::transpose(vector)");
   }
 }
 
@@ -719,45 +734,64 @@ auto storage_kind2(std::size_t r, std::size_t c, [[maybe_unused]] std::mt19937& 
   } else if constexpr (K == k2_adapt) {
     const index_t off = pick<index_t>(rng, {1, 3, 5});
     std::vector<T> s(r * c + z(off) + 2, sentinel<T>());
-    return make_recipe(std::move(s), [=](auto& b) { return xt::adapt(b.data() + off, r * c, xt::no_ownership(), sh<T, 2>{r, c}); },
-          "xt::adapt(pointer + " + txt(off) + ")");
+    return make_recipe(
+        std::move(s),
+        [=](auto& b) {
+          return xt::adapt(b.data() + off, r * c, xt::no_ownership(), sh<T, 2>{r, c});
+        },
+        "xt::adapt(pointer + " + txt(off) + ")");
   } else if constexpr (K == k2_adapt_strides) {
     // Padded rows (or, column-major, padded columns): a leading dimension above the length.
     const bool cm = one_in(rng, 2);
     const index_t off = pick<index_t>(rng, {0, 2}), ld = (cm ? rows : cols) + pick<index_t>(rng, {0, 1, 4});
     const std::array<index_t, 2> st = cm ? std::array<index_t, 2>{1, ld} : std::array<index_t, 2>{ld, 1};
     std::vector<T> s(z(off + ld * (cm ? cols : rows)) + 2, sentinel<T>());
-    return make_recipe(std::move(s), [=](auto& b) { return xt::adapt(b.data() + off, r * c, xt::no_ownership(), sh<T, 2>{r, c}, st); },
-          "xt::adapt(pointer + " + txt(off) + ", strides " + shape_text(st) + ")");
+    return make_recipe(
+        std::move(s),
+        [=](auto& b) {
+          return xt::adapt(b.data() + off, r * c, xt::no_ownership(), sh<T, 2>{r, c}, st);
+        },
+        "xt::adapt(pointer + " + txt(off) + ", strides " + shape_text(st) + ")");
   } else if constexpr (K == k2_rows) {
     const index_t a = pick<index_t>(rng, {0, 1, 3});
     auto s = filled<xt::xtensor<T, 2>>(sh<T, 2>{z(a + rows + pad()), c});
-    return make_recipe(std::move(s), [=](auto& x) { return xt::view(x, xt::range(a, a + rows)); },
-          "view(M, range(" + txt(a) + ", " + txt(a + rows) + ")) (a minibatch)");
+    return make_recipe(
+        std::move(s), [=](auto& x) { return xt::view(x, xt::range(a, a + rows)); },
+        "view(M, range(" + txt(a) + ", " + txt(a + rows) + ")) (a minibatch)");
   } else if constexpr (K == k2_block) {
     const index_t a = pick<index_t>(rng, {0, 1, 2}), b = pick<index_t>(rng, {0, 1, 3});
     auto s = filled<xt::xtensor<T, 2>>(sh<T, 2>{z(a + rows + pad()), z(b + cols + pad())});
-    return make_recipe(std::move(s), [=](auto& x) { return xt::view(x, xt::range(a, a + rows), xt::range(b, b + cols)); },
-          "view(M, range(" + txt(a) + ", _), range(" + txt(b) + ", _)) (a block)");
+    return make_recipe(
+        std::move(s), [=](auto& x) { return xt::view(x, xt::range(a, a + rows), xt::range(b, b + cols)); },
+        "view(M, range(" + txt(a) + ", _), range(" + txt(b) + ", _)) (a block)");
   } else if constexpr (K == k2_stepped) {
     const stepped p = random_stepped(rng, rows, {1, 2, -1, -2}), q = random_stepped(rng, cols, {1, 2, 3, -1});
     auto s = filled<xt::xtensor<T, 2>>(sh<T, 2>{z(p.extent), z(q.extent)});
-    return make_recipe(std::move(s), [=](auto& x) { return xt::view(x, xt::range(p.first, p.stop, p.step), xt::range(q.first, q.stop, q.step)); },
-          "view(M, range(" + txt(p.first) + ", " + txt(p.stop) + ", " + txt(p.step) + "), range(" + txt(q.first) + ", " +
-              txt(q.stop) + ", " + txt(q.step) + "))");
+    return make_recipe(
+        std::move(s),
+        [=](auto& x) { return xt::view(x, xt::range(p.first, p.stop, p.step), xt::range(q.first, q.stop, q.step)); },
+        "view(M, range(" + txt(p.first) + ", " + txt(p.stop) + ", " + txt(p.step) + "), range(" + txt(q.first) + ", " +
+            txt(q.stop) + ", " + txt(q.step) + "))");
   } else if constexpr (K == k2_transpose) {
     auto s = filled<xt::xtensor<T, 2>>(sh<T, 2>{c, r});
-    return make_recipe(std::move(s), [](auto& x) { return xt::transpose(x); }, "xt::transpose(M)");
+    return make_recipe(
+        std::move(s), [](auto& x) { return xt::transpose(x); }, "xt::transpose(M)");
   } else if constexpr (K == k2_transpose_block) {
     const index_t a = pick<index_t>(rng, {0, 1, 2}), b = pick<index_t>(rng, {1, 3});
     auto s = filled<xt::xtensor<T, 2>>(sh<T, 2>{z(a + cols + pad()), z(b + rows + pad())});
-    return make_recipe(std::move(s), [=](auto& x) { return xt::transpose(xt::view(x, xt::range(a, a + cols), xt::range(b, b + rows))); },
-          "xt::transpose(view(M, range(" + txt(a) + ", _), range(" + txt(b) + ", _)))");
+    return make_recipe(
+        std::move(s),
+        [=](auto& x) { return xt::transpose(xt::view(x, xt::range(a, a + cols), xt::range(b, b + rows))); },
+        "xt::transpose(view(M, range(" + txt(a) + ", _), range(" + txt(b) + ", _)))");
   } else if constexpr (K == k2_strided) {
     const index_t s0 = pick<index_t>(rng, {1, 2}), s1 = pick<index_t>(rng, {1, 2, 3}), a = pad(), b = pad();
     auto s = filled<xt::xtensor<T, 2>>(sh<T, 2>{z(a + s0 * rows + 1), z(b + s1 * cols + 1)});
-    return make_recipe(std::move(s), [=](auto& x) { return xt::strided_view(x, {xt::range(a, a + s0 * rows, s0), xt::range(b, b + s1 * cols, s1)}); },
-          "strided_view(M, {range(" + txt(a) + ", _, " + txt(s0) + "), range(" + txt(b) + ", _, " + txt(s1) + ")})");
+    return make_recipe(
+        std::move(s),
+        [=](auto& x) {
+          return xt::strided_view(x, {xt::range(a, a + s0 * rows, s0), xt::range(b, b + s1 * cols, s1)});
+        },
+        "strided_view(M, {range(" + txt(a) + ", _, " + txt(s0) + "), range(" + txt(b) + ", _, " + txt(s1) + ")})");
   } else if constexpr (K == k2_strided_explicit) {
     // xt::strided_view(e, shape, strides, offset) over a flat buffer, rows maybe reversed.
     const bool cm = one_in(rng, 2), reversed = one_in(rng, 2);
@@ -770,31 +804,38 @@ auto storage_kind2(std::size_t r, std::size_t c, [[maybe_unused]] std::mt19937& 
       st[0] = -st[0];
     }
     auto s = filled<xt::xtensor<T, 1>>(sh<T, 1>{z(base + span + 2)});
-    return make_recipe(std::move(s),
-          [=](auto& x) {
-            return xt::strided_view(x, sh<T, 2>{r, c}, std::array<index_t, 2>(st), z(off), xt::layout_type::dynamic);
-          },
-          "strided_view(flat, shape, strides " + shape_text(st) + ", offset " + txt(off) + ")");
+    return make_recipe(
+        std::move(s),
+        [=](auto& x) {
+          return xt::strided_view(x, sh<T, 2>{r, c}, std::array<index_t, 2>(st), z(off), xt::layout_type::dynamic);
+        },
+        "strided_view(flat, shape, strides " + shape_text(st) + ", offset " + txt(off) + ")");
   } else if constexpr (K == k2_slice3) {
     const index_t a = pick<index_t>(rng, {0, 2}), i = pick<index_t>(rng, {0, 1}), b = pick<index_t>(rng, {0, 1});
     auto s = filled<xt::xtensor<T, 3>>(sh<T, 3>{z(a + rows + pad()), z(i + 1 + pad()), z(b + cols + pad())});
-    return make_recipe(std::move(s), [=](auto& x) { return xt::view(x, xt::range(a, a + rows), i, xt::range(b, b + cols)); },
-          "view(T3, range(" + txt(a) + ", _), " + txt(i) + ", range(" + txt(b) + ", _))");
+    return make_recipe(
+        std::move(s), [=](auto& x) { return xt::view(x, xt::range(a, a + rows), i, xt::range(b, b + cols)); },
+        "view(T3, range(" + txt(a) + ", _), " + txt(i) + ", range(" + txt(b) + ", _))");
   } else if constexpr (K == k2_nested) {
     // Offsets on both levels: rows e.. of the rows a.. of M.
-    const index_t a = pick<index_t>(rng, {1, 2}), b = pick<index_t>(rng, {1, 3}), extra = pad(), e = between(rng, 0, extra);
+    const index_t a = pick<index_t>(rng, {1, 2}), b = pick<index_t>(rng, {1, 3}), extra = pad(),
+                  e = between(rng, 0, extra);
     auto s = filled<xt::xtensor<T, 2>>(sh<T, 2>{z(a + rows + extra), z(b + cols + pad())});
-    return make_recipe(std::move(s),
-          [=](auto& x) {
-            return xt::view(xt::view(x, xt::range(a, a + rows + extra), xt::all()), xt::range(e, e + rows), xt::range(b, b + cols));
-          },
-          "view(view(M, range(" + txt(a) + ", _), all()), range(" + txt(e) + ", _), range(" + txt(b) + ", _))");
+    return make_recipe(
+        std::move(s),
+        [=](auto& x) {
+          return xt::view(xt::view(x, xt::range(a, a + rows + extra), xt::all()), xt::range(e, e + rows),
+                          xt::range(b, b + cols));
+        },
+        "view(view(M, range(" + txt(a) + ", _), all()), range(" + txt(e) + ", _), range(" + txt(b) + ", _))");
   } else {
     static_assert(K == k2_column_major_block);
     const index_t a = pick<index_t>(rng, {0, 1, 2}), b = pick<index_t>(rng, {0, 1, 3});
-    auto s = filled<xt::xtensor<T, 2, xt::layout_type::column_major>>(sh<T, 2>{z(a + rows + pad()), z(b + cols + pad())});
-    return make_recipe(std::move(s), [=](auto& x) { return xt::view(x, xt::range(a, a + rows), xt::range(b, b + cols)); },
-          "view(column-major M, range(" + txt(a) + ", _), range(" + txt(b) + ", _))");
+    auto s =
+        filled<xt::xtensor<T, 2, xt::layout_type::column_major>>(sh<T, 2>{z(a + rows + pad()), z(b + cols + pad())});
+    return make_recipe(
+        std::move(s), [=](auto& x) { return xt::view(x, xt::range(a, a + rows), xt::range(b, b + cols)); },
+        "view(column-major M, range(" + txt(a) + ", _), range(" + txt(b) + ", _))");
   }
 }
 
@@ -810,7 +851,8 @@ auto storage_kind0([[maybe_unused]] std::mt19937& rng) {
     static_assert(K == k0_element);
     const index_t i = pick<index_t>(rng, {0, 2, 5});
     auto s = filled<xt::xtensor<T, 1>>(sh<T, 1>{7});
-    return make_recipe(std::move(s), [=](auto& x) { return xt::view(x, i); }, "view(vector, " + std::to_string(i) + ")");
+    return make_recipe(
+        std::move(s), [=](auto& x) { return xt::view(x, i); }, "view(vector, " + std::to_string(i) + ")");
   }
 }
 
@@ -852,18 +894,22 @@ auto input_recipe(const xt::xtensor<T, N>& v, std::mt19937& rng) {
     else return storage_kind2<T, Kind>(v.shape()[0], v.shape()[1], rng);
   } else if constexpr (Kind == storage && N == 1) {
     const auto shape = v.shape();
-    return make_recipe(xt::xtensor<T, 1>{v.size() ? v(0) : T(1)}, [shape](auto& s) { return xt::broadcast(s, shape); },
-                       "xt::broadcast(1 element)");
+    return make_recipe(
+        xt::xtensor<T, 1>{v.size() ? v(0) : T(1)}, [shape](auto& s) { return xt::broadcast(s, shape); },
+        "xt::broadcast(1 element)");
   } else if constexpr (Kind == storage) {
     const auto shape = v.shape();
     xt::xtensor<T, 1> row = xt::zeros<T>(sh<T, 1>{shape[1]});
     if (shape[0]) row = xt::view(v, 0, xt::all());
-    return make_recipe(std::move(row), [shape](auto& s) { return xt::broadcast(s, shape); }, "xt::broadcast(row)");
+    return make_recipe(
+        std::move(row), [shape](auto& s) { return xt::broadcast(s, shape); }, "xt::broadcast(row)");
   } else if constexpr (Kind == storage + 1) {
-    return make_recipe(xt::xtensor<T, N>(v), [](auto& s) { return s + T(0); }, "lazy a + 0");
+    return make_recipe(
+        xt::xtensor<T, N>(v), [](auto& s) { return s + T(0); }, "lazy a + 0");
   } else if constexpr (Kind == storage + 2) {
-    return make_recipe(xt::xtensor<U, N>(xt::cast<U>(v)), [](auto& s) { return xt::cast<T>(s); },
-                       std::string("xt::cast from ") + type_name<U>());
+    return make_recipe(
+        xt::xtensor<U, N>(xt::cast<U>(v)), [](auto& s) { return xt::cast<T>(s); },
+        std::string("xt::cast from ") + type_name<U>());
   } else {
     static_assert(Kind == storage + 3 && has_lossless_source<T>);
     return make_recipe(xt::xtensor<U, N>(xt::cast<U>(v)), same_object,
@@ -899,7 +945,8 @@ auto destination_recipe(const W& want, std::mt19937& rng) {
 // expression (by this test).
 template <class W, int Kind>
 [[gnu::noinline]] auto make_destination(const W& want, std::mt19937& rng) {
-  auto h = std::make_unique<held<decltype(destination_recipe<W, Kind>(want, rng))>>(destination_recipe<W, Kind>(want, rng));
+  auto h =
+      std::make_unique<held<decltype(destination_recipe<W, Kind>(want, rng))>>(destination_recipe<W, Kind>(want, rng));
   auto expected = h->r.storage;
   {
     decltype(auto) e = h->r.make(expected);
@@ -913,23 +960,26 @@ template <class W, int Kind>
 template <int K, class... X>
 auto make_inputs(const std::tuple<X...>& vals, std::mt19937& rng) {
   return [&]<std::size_t... I>(std::index_sequence<I...>) {
-    return std::tuple{make_input<typename X::value_type, rank_of<X>,
-                                 input_kind<typename X::value_type, rank_of<X>, false>(K + rotation_step * static_cast<int>(I))>(
-        std::get<I>(vals), rng)...};
+    return std::tuple{
+        make_input<typename X::value_type, rank_of<X>,
+                   input_kind<typename X::value_type, rank_of<X>, false>(K + rotation_step * static_cast<int>(I))>(
+            std::get<I>(vals), rng)...};
   }(std::index_sequence_for<X...>{});
 }
 template <int K, class... W>
 auto make_destinations(const std::tuple<W...>& want, std::mt19937& rng) {
   return [&]<std::size_t... J>(std::index_sequence<J...>) {
-    return std::tuple{make_destination<W, destination_kind<rank_of_output<W>()>(K + rotation_step * static_cast<int>(J))>(
-        std::get<J>(want), rng)...};
+    return std::tuple{
+        make_destination<W, destination_kind<rank_of_output<W>()>(K + rotation_step * static_cast<int>(J))>(
+            std::get<J>(want), rng)...};
   }(std::index_sequence_for<W...>{});
 }
 
 template <class Holders>
 std::vector<std::string> holder_names(const Holders& hs, const std::string& what) {
   std::vector<std::string> names;
-  std::apply([&](const auto&... h) { ((names.push_back(what + std::to_string(names.size()) + ": " + h->r.name)), ...); }, hs);
+  std::apply(
+      [&](const auto&... h) { ((names.push_back(what + std::to_string(names.size()) + ": " + h->r.name)), ...); }, hs);
   return names;
 }
 
@@ -1083,7 +1133,9 @@ const char* const mode_names[] = {"default", "FAST_COMPILE", "optimizer_excludin
 
 // The kind rotation of trial t in mode m: consecutive (trial, mode) pairs take consecutive
 // rotations, so seven trials in three modes take every kind at every position.
-int rotation(int trial, int mode) { return static_cast<int>((run_seed() + static_cast<std::uint32_t>(trial * 3 + mode)) % kind_rotations); }
+int rotation(int trial, int mode) {
+  return static_cast<int>((run_seed() + static_cast<std::uint32_t>(trial * 3 + mode)) % kind_rotations);
+}
 
 template <class... A>
 auto build(int mode, const std::string& name, const A&... a) {
@@ -1126,7 +1178,8 @@ template <class T, bool EveryKind>
 void fused_elementwise(int mode, std::mt19937& rng, int trials) {
   auto x = xsym::matrix<T>("x"), y = xsym::matrix<T>("y"), z = xsym::matrix<T>("z");
   const auto f = [&] {
-    if constexpr (is_float<T>) return build(mode, "fused", xsym::inputs(x, y, z), xsym::outputs((x + y * 2) * exp(-z), x * y - z));
+    if constexpr (is_float<T>)
+      return build(mode, "fused", xsym::inputs(x, y, z), xsym::outputs((x + y * 2) * exp(-z), x * y - z));
     else return build(mode, "fused", xsym::inputs(x, y, z), xsym::outputs((x + y * 2) * z - x, x * y - z));
   }();
   const auto oracle = [](const auto& v) {
@@ -1174,7 +1227,8 @@ void broadcasting(int mode, std::mt19937& rng, int trials) {
   };
   for (int t = 0; t < trials; ++t) {
     const auto s = pick_shape2(rng);
-    const auto vals = std::tuple{values_of<T>(rng, s), values_of<T>(rng, sh<T, 1>{s[1]}), values_of<T>(rng, sh<T, 2>{1, s[1]})};
+    const auto vals =
+        std::tuple{values_of<T>(rng, s), values_of<T>(rng, sh<T, 1>{s[1]}), values_of<T>(rng, sh<T, 2>{1, s[1]})};
     INFO("trial " << t << ", " << type_name<T>() << ", mode " << mode_names[mode] << ", shapes " << shapes_text(vals));
     check_arguments<EveryKind>(f, vals, rng, oracle, {true, true}, rotation(t, mode));
   }
@@ -1185,7 +1239,8 @@ template <class T>
 auto sums_function(int mode) {
   auto m = xsym::matrix<T>("m");
   auto v = xsym::vector<T>("v");
-  return build(mode, "sums", xsym::inputs(m, v), xsym::outputs(xsym::sum(m, 0), xsym::sum(m, 1), xsym::sum(m), xsym::sum(v)));
+  return build(mode, "sums", xsym::inputs(m, v),
+               xsym::outputs(xsym::sum(m, 0), xsym::sum(m, 1), xsym::sum(m), xsym::sum(v)));
 }
 const auto sums_oracle = [](const auto& vals) {
   const auto& a = std::get<0>(vals);
@@ -1216,7 +1271,8 @@ template <class T>
 auto max_function(int mode) {
   auto m = xsym::matrix<T>("m");
   auto v = xsym::vector<T>("v");
-  return build(mode, "maxima", xsym::inputs(m, v), xsym::outputs(xsym::max(m), xsym::max(m, 0), xsym::max(m, 1), xsym::max(v)));
+  return build(mode, "maxima", xsym::inputs(m, v),
+               xsym::outputs(xsym::max(m), xsym::max(m, 0), xsym::max(m, 1), xsym::max(v)));
 }
 const auto max_oracle = [](const auto& vals) {
   const auto& a = std::get<0>(vals);
@@ -1252,14 +1308,16 @@ void reductions(int mode, std::mt19937& rng, int trials) {
     const std::size_t n = pick_len(rng);
     {
       const auto vals = std::tuple{values_of<T>(rng, s), values_of<T>(rng, sh<T, 1>{n})};
-      INFO("sums, trial " << t << ", " << type_name<T>() << ", mode " << mode_names[mode] << ", shapes " << shapes_text(vals));
+      INFO("sums, trial " << t << ", " << type_name<T>() << ", mode " << mode_names[mode] << ", shapes "
+                          << shapes_text(vals));
       // A sum over a strided input may add in another order than over a contiguous one.
       const bool ex = !is_float<T>;
       check_arguments<EveryKind>(sums, vals, rng, sums_oracle, {ex, ex, ex, ex}, rotation(t, mode));
     }
     s = {std::max<std::size_t>(s[0], 1), std::max<std::size_t>(s[1], 1)};
     const auto vals = std::tuple{values_of<T>(rng, s), values_of<T>(rng, sh<T, 1>{std::max<std::size_t>(n, 1)})};
-    INFO("maxima, trial " << t << ", " << type_name<T>() << ", mode " << mode_names[mode] << ", shapes " << shapes_text(vals));
+    INFO("maxima, trial " << t << ", " << type_name<T>() << ", mode " << mode_names[mode] << ", shapes "
+                          << shapes_text(vals));
     // Strided layouts only: the sums above take every kind with the same inputs.
     check_arguments<false>(maxima, vals, rng, max_oracle, {true, true, true, true}, rotation(t, mode));
   }
@@ -1286,8 +1344,12 @@ const auto dots_oracle = [](const auto& vals) {
   for (std::size_t i = 0; i < m; ++i)
     for (std::size_t j = 0; j < n; ++j)
       add(ab, dot_terms(k, [&](std::size_t p) { return el(A, i, p); }, [&](std::size_t p) { return el(B, p, j); }));
-  for (std::size_t i = 0; i < m; ++i) add(au, dot_terms(k, [&](std::size_t p) { return el(A, i, p); }, [&](std::size_t p) { return el(u, p); }));
-  for (std::size_t j = 0; j < k; ++j) add(wa, dot_terms(m, [&](std::size_t p) { return el(w, p); }, [&](std::size_t p) { return el(A, p, j); }));
+  for (std::size_t i = 0; i < m; ++i)
+    add(au, dot_terms(
+                k, [&](std::size_t p) { return el(A, i, p); }, [&](std::size_t p) { return el(u, p); }));
+  for (std::size_t j = 0; j < k; ++j)
+    add(wa, dot_terms(
+                m, [&](std::size_t p) { return el(w, p); }, [&](std::size_t p) { return el(A, p, j); }));
   add(uv, dot_terms(k, [&](std::size_t p) { return el(u, p); }, [&](std::size_t p) { return el(v, p); }));
   for (std::size_t i = 0; i < k; ++i)
     for (std::size_t j = 0; j < n; ++j)
@@ -1302,7 +1364,8 @@ auto gemm_function(int mode) {
   auto A = xsym::matrix<T>("A"), B = xsym::matrix<T>("B"), C = xsym::matrix<T>("C");
   auto u = xsym::vector<T>("u"), y = xsym::vector<T>("y");
   constexpr auto alpha = is_float<T> ? T(0.5) : T(3);
-  return build(mode, "gemm", xsym::inputs(A, B, u, y, C), xsym::outputs(y + 2 * xsym::dot(A, u), C - alpha * xsym::dot(A, B)));
+  return build(mode, "gemm", xsym::inputs(A, B, u, y, C),
+               xsym::outputs(y + 2 * xsym::dot(A, u), C - alpha * xsym::dot(A, B)));
 }
 template <class T>
 std::vector<expect> gemm_oracle(const auto& vals) {
@@ -1315,12 +1378,14 @@ std::vector<expect> gemm_oracle(const auto& vals) {
   const double alpha = is_float<T> ? 0.5 : 3;
   expect e0 = sized({m}), e1 = sized({m, n});
   for (std::size_t i = 0; i < m; ++i) {
-    const auto [s, a] = dot_terms(k, [&](std::size_t p) { return el(A, i, p); }, [&](std::size_t p) { return el(u, p); });
+    const auto [s, a] = dot_terms(
+        k, [&](std::size_t p) { return el(A, i, p); }, [&](std::size_t p) { return el(u, p); });
     e0.add(el(y, i) + 2 * s, std::abs(el(y, i)) + 2 * a);
   }
   for (std::size_t i = 0; i < m; ++i)
     for (std::size_t j = 0; j < n; ++j) {
-      const auto [s, a] = dot_terms(k, [&](std::size_t p) { return el(A, i, p); }, [&](std::size_t p) { return el(B, p, j); });
+      const auto [s, a] = dot_terms(
+          k, [&](std::size_t p) { return el(A, i, p); }, [&](std::size_t p) { return el(B, p, j); });
       e1.add(el(C, i, j) - alpha * s, std::abs(el(C, i, j)) + alpha * a);
     }
   return {e0, e1};
@@ -1339,15 +1404,18 @@ void products(int mode, std::mt19937& rng, int trials) {
       const auto vals = std::tuple{values_of<T>(rng, sh<T, 2>{m, k}), values_of<T>(rng, sh<T, 2>{k, n}),
                                    values_of<T>(rng, sh<T, 2>{m, n}), values_of<T>(rng, sh<T, 1>{k}),
                                    values_of<T>(rng, sh<T, 1>{k}), values_of<T>(rng, sh<T, 1>{m})};
-      INFO("dots, trial " << t << ", " << type_name<T>() << ", mode " << mode_names[mode] << ", shapes " << shapes_text(vals));
+      INFO("dots, trial " << t << ", " << type_name<T>() << ", mode " << mode_names[mode] << ", shapes "
+                          << shapes_text(vals));
       // Every kind for the integer loop too, which reads its operands' strides itself.
       check_arguments<EveryKind || !is_float<T>>(dots, vals, rng, dots_oracle, {ex, ex, ex, ex, ex}, rotation(t, mode));
     }
     const auto vals = std::tuple{values_of<T>(rng, sh<T, 2>{m, k}), values_of<T>(rng, sh<T, 2>{k, n}),
                                  values_of<T>(rng, sh<T, 1>{k}), values_of<T>(rng, sh<T, 1>{m}),
                                  values_of<T>(rng, sh<T, 2>{m, n})};
-    INFO("gemm, trial " << t << ", " << type_name<T>() << ", mode " << mode_names[mode] << ", shapes " << shapes_text(vals));
-    check_arguments<EveryKind>(gemm, vals, rng, [](const auto& v) { return gemm_oracle<T>(v); }, {ex, ex}, rotation(t, mode));
+    INFO("gemm, trial " << t << ", " << type_name<T>() << ", mode " << mode_names[mode] << ", shapes "
+                        << shapes_text(vals));
+    check_arguments<EveryKind>(
+        gemm, vals, rng, [](const auto& v) { return gemm_oracle<T>(v); }, {ex, ex}, rotation(t, mode));
   }
 }
 
@@ -1356,7 +1424,8 @@ template <class T>
 struct descent {
   xt::xtensor<T, 1> w0;
   mutable xsym::shared_var<T, 1> w;  // a handle: calls reset its value
-  decltype(build(0, "", xsym::inputs(xsym::matrix<T>("X"), xsym::vector<T>("t")), xsym::outputs(xsym::vector<T>("r")))) f;
+  decltype(build(0, "", xsym::inputs(xsym::matrix<T>("X"), xsym::vector<T>("t")),
+                 xsym::outputs(xsym::vector<T>("r")))) f;
 
   descent(int mode, std::size_t k, std::mt19937& rng)
       : w0(values_of<T>(rng, sh<T, 1>{k}, -1, 1)), w(xsym::shared(w0, "w")), f(make(mode, w)) {}
@@ -1384,7 +1453,8 @@ struct descent {
     expect r = sized({m}), w1 = sized({k});
     std::vector<double> res(m), res_scale(m);
     for (std::size_t i = 0; i < m; ++i) {
-      const auto [s, a] = dot_terms(k, [&](std::size_t p) { return el(X, i, p); }, [&](std::size_t p) { return el(w0, p); });
+      const auto [s, a] = dot_terms(
+          k, [&](std::size_t p) { return el(X, i, p); }, [&](std::size_t p) { return el(w0, p); });
       res[i] = s - el(t, i);
       res_scale[i] = a + std::abs(el(t, i));
       r.add(res[i], res_scale[i]);
@@ -1436,7 +1506,8 @@ struct logreg {
     std::vector<double> err(m);
     double gb = 0;
     for (std::size_t i = 0; i < m; ++i) {
-      const auto [s, a] = dot_terms(k, [&](std::size_t p) { return el(x, i, p); }, [&](std::size_t p) { return el(w0, p); });
+      const auto [s, a] = dot_terms(
+          k, [&](std::size_t p) { return el(x, i, p); }, [&](std::size_t p) { return el(w0, p); });
       const double z = s + b0, p = 1 / (1 + std::exp(-z)), t = el(y, i);
       // Near z = 0 either prediction is right: the rounding of z decides.
       pred.add(z > 0 ? 1 : 0, std::abs(z) < 1e-3 * (1 + a) ? std::numeric_limits<double>::infinity() : 0);
@@ -1553,23 +1624,27 @@ TEST_CASE("arguments: shared-variable updates and the logistic-regression step",
         {
           const descent<T> d(mode, s[1], rng);
           const auto vals = std::tuple{values_of<T>(rng, s, -1, 1), values_of<T>(rng, sh<T, 1>{s[0]})};
-          INFO("descent, trial " << t << ", " << type_name<T>() << ", mode " << mode_names[mode] << ", shapes " << shapes_text(vals));
-          check_arguments<EveryKind>(d, vals, rng, [&](const auto& v) { return d.oracle(v); }, {false, false}, rotation(t, mode));
+          INFO("descent, trial " << t << ", " << type_name<T>() << ", mode " << mode_names[mode] << ", shapes "
+                                 << shapes_text(vals));
+          check_arguments<EveryKind>(
+              d, vals, rng, [&](const auto& v) { return d.oracle(v); }, {false, false}, rotation(t, mode));
         }
         const std::size_t m = std::max<std::size_t>(s[0], 1);  // a mean over no rows is NaN
         const logreg<T> l(mode, s[1], rng);
         auto vals = std::tuple{values_of<T>(rng, sh<T, 2>{m, s[1]}, -1, 1), values_of<T>(rng, sh<T, 1>{m}, 0, 1)};
         for (auto& y : std::get<1>(vals)) y = y > T(0.5) ? T(1) : T(0);
-        INFO("logreg, trial " << t << ", " << type_name<T>() << ", mode " << mode_names[mode] << ", shapes " << shapes_text(vals));
-        check_arguments<EveryKind>(l, vals, rng, [&](const auto& v) { return l.oracle(v); }, {true, false, false, false},
-                                   rotation(t, mode));
+        INFO("logreg, trial " << t << ", " << type_name<T>() << ", mode " << mode_names[mode] << ", shapes "
+                              << shapes_text(vals));
+        check_arguments<EveryKind>(
+            l, vals, rng, [&](const auto& v) { return l.oracle(v); }, {true, false, false, false}, rotation(t, mode));
       }
   };
   run.operator()<double, true>();
   run.operator()<float, false>();
 }
 
-TEST_CASE("into: destinations in every layout and kind get the plain call's results and nothing else", "[arguments][into]") {
+TEST_CASE("into: destinations in every layout and kind get the plain call's results and nothing else",
+          "[arguments][into]") {
   clean_config guard;
   INFO("XSYM_TEST_SEED=" << run_seed());
   auto rng = case_rng(6);
@@ -1588,15 +1663,18 @@ TEST_CASE("into: destinations in every layout and kind get the plain call's resu
         check_into<EveryKind>(fused, std::tuple{values_of<T>(rng, s), values_of<T>(rng, s)}, rng, rot);
         // The kinds of scalar destinations come with dots' u . v.
         check_into<false>(sums, std::tuple{values_of<T>(rng, s), values_of<T>(rng, sh<T, 1>{pick_len(rng)})}, rng, rot);
-        check_into<EveryKind>(dots, std::tuple{values_of<T>(rng, sh<T, 2>{m, k}), values_of<T>(rng, sh<T, 2>{k, n}),
-                                               values_of<T>(rng, sh<T, 2>{m, n}), values_of<T>(rng, sh<T, 1>{k}),
-                                               values_of<T>(rng, sh<T, 1>{k}), values_of<T>(rng, sh<T, 1>{m})}, rng, rot);
+        check_into<EveryKind>(dots,
+                              std::tuple{values_of<T>(rng, sh<T, 2>{m, k}), values_of<T>(rng, sh<T, 2>{k, n}),
+                                         values_of<T>(rng, sh<T, 2>{m, n}), values_of<T>(rng, sh<T, 1>{k}),
+                                         values_of<T>(rng, sh<T, 1>{k}), values_of<T>(rng, sh<T, 1>{m})},
+                              rng, rot);
         check_into<false>(gemm, std::tuple{values_of<T>(rng, sh<T, 2>{m, k}), values_of<T>(rng, sh<T, 2>{k, n}),
                                            values_of<T>(rng, sh<T, 1>{k}), values_of<T>(rng, sh<T, 1>{m}),
                                            values_of<T>(rng, sh<T, 2>{m, n})}, rng, rot);
         if constexpr (is_float<T>) {
           const descent<T> d(mode, k, rng);
-          check_into<EveryKind>(d.f, std::tuple{values_of<T>(rng, s, -1, 1), values_of<T>(rng, sh<T, 1>{m})}, rng, rot, d.hooks());
+          check_into<EveryKind>(d.f, std::tuple{values_of<T>(rng, s, -1, 1), values_of<T>(rng, sh<T, 1>{m})}, rng, rot,
+                                d.hooks());
         }
       }
     }
