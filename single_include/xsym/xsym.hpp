@@ -9146,7 +9146,7 @@ inline void copy_into_destination(const ndarray& value, const ndarray& dst) {
   if (overlaps(src, dst)) src = deep_copy(src);  // e.g. an input's transpose written back into that input
   const std::size_t es = dtype_size(dst.type());
   if (src.is_c_contiguous() && dst.is_c_contiguous()) {
-    std::memcpy(dst.data(), src.data(), src.nbytes());
+    if (src.nbytes()) std::memcpy(dst.data(), src.data(), src.nbytes());
     return;
   }
   const ndarray c = src.contiguous();
@@ -9263,7 +9263,7 @@ inline void run_dot_family(const thunk& t, ndarray* values) {
     } else {
       prepare_output(out, y0.type(), y0.shape(), t.pool);
       const ndarray c = y0.contiguous();
-      std::memcpy(out.data(), c.data(), out.nbytes());
+      if (out.nbytes()) std::memcpy(out.data(), c.data(), out.nbytes());  // an empty y0 may have no buffer
     }
     cpu::run_dot22(A, B, out, o.alpha, true);
   } else if (o.kind == op_kind::gemv && o.accumulate) {
