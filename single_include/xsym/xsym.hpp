@@ -996,7 +996,9 @@ XSYM_COLD_END
 #ifndef XSYM_EXPR_VAR_HPP
 #define XSYM_EXPR_VAR_HPP
 
+#include <cmath>
 #include <concepts>
+#include <cstdio>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -2346,8 +2348,8 @@ struct combined {
 
 [[noreturn]] inline void throw_number_does_not_fit(const std::string& number, dtype t) {
   throw graph_error("xsym: the C++ number " + number + " does not fit the tensor's element type " +
-                    std::string(dtype_name(t)) + " (it would wrap around); cast the tensor first, e.g. "
-                    "xsym::cast<std::int64_t>(x)");
+                    std::string(dtype_name(t)) + " (it would wrap around or overflow); cast the tensor to a wider type "
+                    "first, e.g. xsym::cast<std::int64_t>(x) or xsym::cast<double>(x)");
 }
 
 template <class C, class X>
@@ -2358,6 +2360,13 @@ var_ptr lift(const X& x) {
     // An integer that the tensor's integer type cannot hold would become another number.
     if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool> && std::is_integral_v<X> && !std::is_same_v<X, bool>)
       if (!std::in_range<C>(x)) throw_number_does_not_fit(std::to_string(x), dtype_of<C>());
+    // A finite double beyond float's range would become infinity (a conversion C++ leaves undefined).
+    if constexpr (std::is_same_v<C, float> && std::is_same_v<X, double>)
+      if (std::isfinite(x) && std::fabs(x) >= 0x1.ffffffp+127) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.17g", x);
+        throw_number_does_not_fit(buf, dtype_of<C>());
+      }
     return make_constant(scalar_array(static_cast<C>(x)));
   }
 }
@@ -2783,6 +2792,7 @@ inline const std::vector<rewrite_info>& rewrite_registry() {
       {"constant_folding", {"canonicalize", "constant_folding", "fast_run", "fast_compile"}},
       {"blas", {"blas", "fast_run"}},
       {"gemv_accumulate", {"blas", "fast_run"}},
+      {"gemv_scale_fold", {"blas", "fast_math", "fast_run"}},
       {"elemwise_fusion", {"fusion", "fast_run"}},
       {"multi_output_fusion", {"fusion", "fast_run"}},
       {"inplace_elemwise", {"inplace", "fast_run"}},
@@ -3101,19 +3111,36 @@ inline std::vector<var_ptr> gemv_accumulate_pass(const std::vector<var_ptr>& roo
     op o = *g->fn;
     o.accumulate = true;
     o.alpha = is(nv, scalar_op::sub) ? -c : c;
-    // A y0 that is a multiple of one array (weight decay) goes in as beta: the product reads
-    // that array where it is, and no elementwise node runs a pass over it first.
-    var_ptr base;
-    linear_term lin;
-    if (o.kind == op_kind::gemv && (nv->type == dtype::float32 || nv->type == dtype::float64) &&
-        linear_in_one(y0, nv->type, base, lin) && base && lin.offset == 0 && std::isfinite(lin.scale) &&
-        base->type == nv->type && base->rank == nv->rank && base->broadcastable == nv->broadcastable) {
-      y0 = base;
-      o.beta = lin.scale;
-    }
     ++rec.applied;
     rec.notes.push_back("gemv_accumulate: " + nv->fn->name() + " of a product became " + o.name());
     return make_apply(std::move(o), {y0, g->inputs[0], g->inputs[1]}, nv->type, nv->rank);
+  });
+}
+
+/// gemv_scale_fold (tags blas and fast_math): an accumulating Gemv whose y0 is a multiple of one
+/// array (weight decay's w - 0.01 * (0.01 * w) is 0.9999 w) takes that array with the multiple
+/// as beta: the product reads it where it is, and no elementwise pass over it runs first. Not
+/// IEEE-exact: where the array holds inf or NaN, or a step of the unfolded form overflows, the
+/// folded one differs (inf - inf is NaN, 0.9999 * inf is inf), so optimizer_excluding=fast_math
+/// turns it off.
+inline std::vector<var_ptr> gemv_scale_fold_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {
+  return rebuild(roots, [&](const var_ptr& v, std::vector<var_ptr>& ins, bool changed) -> var_ptr {
+    var_ptr nv = with_inputs(v, std::move(ins), changed);
+    if (nv->kind != var_kind::apply || nv->fn->kind != op_kind::gemv || !nv->fn->accumulate || nv->fn->beta != 1.0 ||
+        !(nv->type == dtype::float32 || nv->type == dtype::float64))
+      return nv;
+    const var_ptr& y0 = nv->inputs[0];
+    var_ptr base;
+    linear_term lin;
+    if (!linear_in_one(y0, nv->type, base, lin) || !base || base->id == y0->id || lin.offset != 0 ||
+        !std::isfinite(lin.scale) || base->type != nv->type || base->rank != nv->rank ||
+        base->broadcastable != nv->broadcastable)
+      return nv;
+    op o = *nv->fn;
+    o.beta = lin.scale;
+    ++rec.applied;
+    rec.notes.push_back("gemv_scale_fold: " + nv->fn->name() + " became " + o.name());
+    return make_apply(std::move(o), {base, nv->inputs[1], nv->inputs[2]}, nv->type, nv->rank);
   });
 }
 
@@ -4772,6 +4799,7 @@ void parallel_chunks(std::int64_t n, std::int64_t grain, int threads, F&& f) {
 // The only header that includes xsimd: every vectorized loop of the CPU backend lives here.
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
@@ -4792,6 +4820,32 @@ namespace detail {
 // kernel applies exactly these expressions.
 #define XSYM_STRINGIFY_(...) #__VA_ARGS__
 #define XSYM_STRINGIFY(...) XSYM_STRINGIFY_(__VA_ARGS__)
+
+// f applied lane by lane with the scalar function the tail uses, out of line: pow's path, and
+// vlanes_where's, which replaces only the lanes of m (values a vector kernel gets wrong) in the
+// vector result r, so that no other lane's value depends on its neighbours.
+#define XSYM_VLANES                                                                      \
+  template <class X, class F>                                                            \
+  [[gnu::noinline]] X vlanes(const X& a, const X& b, F f) {                              \
+    using T = typename X::value_type;                                                    \
+    alignas(64) T x[X::size], y[X::size];                                                \
+    a.store_aligned(x);                                                                  \
+    b.store_aligned(y);                                                                  \
+    for (std::size_t i = 0; i < X::size; ++i) x[i] = f(x[i], y[i]);                      \
+    return X::load_aligned(x);                                                           \
+  }                                                                                      \
+  template <class X, class M, class F>                                                   \
+  [[gnu::noinline]] X vlanes_where(const M& m, const X& r, const X& a, F f) {            \
+    using T = typename X::value_type;                                                    \
+    alignas(64) T x[X::size], o[X::size], w[X::size];                                    \
+    a.store_aligned(x);                                                                  \
+    r.store_aligned(o);                                                                  \
+    xsimd::select(m, X(1), X(0)).store_aligned(w);                                       \
+    for (std::size_t i = 0; i < X::size; ++i)                                            \
+      if (w[i] != 0) o[i] = f(x[i]);                                                     \
+    return X::load_aligned(o);                                                           \
+  }
+XSYM_VLANES
 
 // exp of a batch: xsimd's, except on 16-float (AVX-512) batches, where one vscalefps scales by
 // 2^k and saturates to 0 or infinity. xsimd builds 2^k from bits and selects both ends of the
@@ -4833,16 +4887,24 @@ namespace detail {
 // that the common path is small enough to be inlined into the kernels' loops. The test for
 // such lanes and the common path are functions of their own for chain_loop, which tests four
 // batches at once.
-#define XSYM_VLOG_GENERIC                            \
-  template <class X>                                 \
-  X vlog_batch(const X& a) { return xsimd::log(a); } \
-  template <class X>                                 \
-  X vlog1p_batch(const X& a) { return xsimd::log1p(a); }
+#define XSYM_VLOG_GENERIC                                                                           \
+  /* zero, negative, subnormal, infinite and NaN lanes take the C library's results */              \
+  template <class X>                                                                                \
+  X vlog_batch(const X& a) {                                                                        \
+    using T = typename X::value_type;                                                               \
+    const auto in = a >= X(std::numeric_limits<T>::min()) && a <= X(std::numeric_limits<T>::max()); \
+    if (xsimd::all(in)) return xsimd::log(a);                                                       \
+    return vlanes_where(!in, xsimd::log(xsimd::select(in, a, X(1))), a, [](T x) { return std::log(x); }); \
+  }                                                                                                 \
+  template <class X>                                                                                \
+  X vlog1p_batch(const X& a) {                                                                      \
+    using T = typename X::value_type;                                                               \
+    const auto in = a > X(-1) && a <= X(std::numeric_limits<T>::max());                            \
+    if (xsimd::all(in)) return xsimd::log1p(a);                                                     \
+    return vlanes_where(!in, xsimd::log1p(xsimd::select(in, a, X(0))), a,                           \
+                        [](T x) { return std::log1p(x); });                                         \
+  }
 #define XSYM_VLOG_AVX512                                                                                             \
-  template <class X>                                                                                                 \
-  [[gnu::noinline]] X vlog_special(const X& a) {                                                                     \
-    return xsimd::log(a);                                                                                            \
-  }                                                                                                                  \
   template <class A>                                                                                                 \
     requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
   inline bool vlog_special_lanes(const xsimd::batch<float, A>& a) {                                                  \
@@ -4905,28 +4967,40 @@ namespace detail {
   inline xsimd::batch<float, A> vlog_common(const xsimd::batch<float, A>& a) {                                       \
     return vlog_table<false>(a, _mm512_setzero_ps());                                                                \
   }                                                                                                                  \
+  /* the special lanes (fpclass 0xFF: zero, negative, subnormal, infinite, NaN) take the */                          \
+  /* C library's log, the others the table's, as in a batch without special lanes */                                \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  [[gnu::noinline]] xsimd::batch<float, A> vlog_special(const xsimd::batch<float, A>& a) {                           \
+    const xsimd::batch_bool<float, A> m(_mm512_fpclass_ps_mask(a, 0xFF));                                            \
+    return vlanes_where(m, vlog_common(xsimd::select(m, xsimd::batch<float, A>(1.0f), a)), a,                         \
+                        [](float x) { return std::log(x); });                                                        \
+  }                                                                                                                  \
   template <class A>                                                                                                 \
     requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
   inline xsimd::batch<float, A> vlog_batch(const xsimd::batch<float, A>& a) {                                        \
     return vlog_special_lanes(a) ? vlog_special(a) : vlog_common(a);                                                 \
   }                                                                                                                  \
-  template <class X>                                                                                                 \
-  [[gnu::noinline]] X vlog1p_special(const X& a) {                                                                   \
-    return xsimd::log1p(a);                                                                                          \
-  }                                                                                                                  \
   /* log1p(x) = log(u + c), u = 1 + x rounded and c its rounding error (TwoSum): the table */                        \
-  /* log of u with c folded into r. NaN, infinities and x <= -1 */                                                   \
-  /* take xsimd's path, and so does -0 (the sum would turn it into +0) */                                            \
+  /* log of u with c folded into r */                                                                                \
   template <class A>                                                                                                 \
     requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
-  inline xsimd::batch<float, A> vlog1p_batch(const xsimd::batch<float, A>& a) {                                      \
-    if ((_mm512_fpclass_ps_mask(a, 0x9D) | _mm512_cmp_ps_mask(a, _mm512_set1_ps(-1.0f), _CMP_LE_OQ)) != 0)           \
-      return vlog1p_special(a);                                                                                      \
+  inline xsimd::batch<float, A> vlog1p_common(const xsimd::batch<float, A>& a) {                                     \
     const __m512 one = _mm512_set1_ps(1.0f);                                                                         \
     const __m512 u = _mm512_add_ps(one, a);                                                                          \
     const __m512 one_part = _mm512_sub_ps(u, a), a_part = _mm512_sub_ps(u, one_part); /* TwoSum */                   \
     const __m512 c = _mm512_add_ps(_mm512_sub_ps(one, one_part), _mm512_sub_ps(a, a_part));                          \
     return vlog_table<true>(xsimd::batch<float, A>(u), c);                                                           \
+  }                                                                                                                  \
+  /* NaN, infinities and x <= -1 take the C library's log1p (vlog1p keeps -0) */                                     \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog1p_batch(const xsimd::batch<float, A>& a) {                                      \
+    const __mmask16 special = _mm512_fpclass_ps_mask(a, 0x99) | _mm512_cmp_ps_mask(a, _mm512_set1_ps(-1.0f), _CMP_LE_OQ); \
+    if (special == 0) return vlog1p_common(a);                                                                       \
+    const xsimd::batch_bool<float, A> m(special);                                                                    \
+    return vlanes_where(m, vlog1p_common(xsimd::select(m, xsimd::batch<float, A>(0.5f), a)), a,                       \
+                        [](float x) { return std::log1p(x); });                                                      \
   }
 
 XSYM_VEXP_GENERIC
@@ -4937,20 +5011,90 @@ XSYM_VLOG_AVX512
 #endif
 
 #define XSYM_KERNEL_HELPERS                                                       \
+  /* Where |a| reaches exp_edge, exp's results are subnormal or near overflow, or \
+     a is inf or NaN: vector exp and expm1 end their range early there (xsimd's \
+     float64 exp also converts such values to integers out of range), so those  \
+     batches go lane by lane, and every edge value gets the tail's result. */     \
+  template <class T>                                                              \
+  inline constexpr T exp_edge = sizeof(T) == 4 ? T(87.3) : T(708.3);              \
   template <class X>                                                              \
   X vexp(X a) {                                                                   \
-    if constexpr (std::is_arithmetic_v<X>) return xsimd::exp(a);                  \
-    else return vexp_batch(a);                                                    \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return std::exp(a);                                                         \
+    } else {                                                                      \
+      using T = typename X::value_type;                                           \
+      const auto in = xsimd::abs(a) < X(exp_edge<T>);                             \
+      if (xsimd::all(in)) return vexp_batch(a);                                   \
+      return vlanes_where(!in, vexp_batch(xsimd::select(in, a, X(0))), a,         \
+                          [](T x) { return std::exp(x); });                       \
+    }                                                                             \
+  }                                                                               \
+  template <class X>                                                              \
+  X vexpm1(X a) {                                                                 \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return std::expm1(a);                                                       \
+    } else {                                                                      \
+      using T = typename X::value_type;                                           \
+      const auto in = xsimd::abs(a) < X(exp_edge<T>);                             \
+      const X r = xsimd::select(a == X(0), a, /* keeps -0 */                      \
+                                xsimd::expm1(xsimd::select(in, a, X(0))));         \
+      if (xsimd::all(in)) return r;                                               \
+      return vlanes_where(!in, r, a, [](T x) { return std::expm1(x); });          \
+    }                                                                             \
   }                                                                               \
   template <class X>                                                              \
   X vlog(X a) {                                                                   \
-    if constexpr (std::is_arithmetic_v<X>) return xsimd::log(a);                  \
+    if constexpr (std::is_arithmetic_v<X>) return std::log(a);                    \
     else return vlog_batch(a);                                                    \
   }                                                                               \
   template <class X>                                                              \
   X vlog1p(X a) {                                                                 \
-    if constexpr (std::is_arithmetic_v<X>) return xsimd::log1p(a);                \
-    else return vlog1p_batch(a);                                                  \
+    if constexpr (std::is_arithmetic_v<X>) return std::log1p(a);                  \
+    else return xsimd::select(a == X(0), a, vlog1p_batch(a)); /* keeps -0 */      \
+  }                                                                               \
+  /* tanh is +-1 in float and double from |a| = 20 on: larger, infinite and NaN  \
+     lanes never reach xsimd's exp (which converts them to integers out of range) */ \
+  template <class X>                                                              \
+  X vtanh(X a) {                                                                  \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return std::tanh(a);                                                        \
+    } else {                                                                      \
+      const auto in = xsimd::abs(a) < X(20);                                      \
+      const X t = xsimd::tanh(xsimd::select(in, a, X(0)));                        \
+      return xsimd::select(in, t, xsimd::select(xsimd::isnan(a), a, xsimd::copysign(X(1), a))); \
+    }                                                                             \
+  }                                                                               \
+  /* 1 / (1 + exp(-a)), except where exp(-a) would overflow: there 1 + exp(a)    \
+     rounds to 1, and sigmoid(a) is exp(a) (a subnormal down to -103.97 in float) */ \
+  template <class X>                                                              \
+  X vsigmoid(X a) {                                                               \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return a < -exp_edge<X> ? std::exp(a) : X(1) / (X(1) + std::exp(-a));       \
+    } else {                                                                      \
+      using T = typename X::value_type;                                           \
+      const auto low = a < X(-exp_edge<T>);                                       \
+      const X e = vexp(xsimd::select(low, a, -a));                                \
+      return xsimd::select(low, e, X(1) / (X(1) + e));                            \
+    }                                                                             \
+  }                                                                               \
+  /* -a as a sign flip: xsimd's AVX-512 negation is 0 - a, which turns -(+0)     \
+     into +0; -0 - a is -a for every a. */                                        \
+  template <class X>                                                              \
+  X vneg(X a) {                                                                   \
+    if constexpr (std::is_arithmetic_v<X>) return -a;                             \
+    else return X(-0.0) - a;                                                      \
+  }                                                                               \
+  /* pow lane by lane with the C library's (correctly rounded in practice, with   \
+     C's special values): xsimd's is up to 99 ulp off and wrong at 0, 1, inf and  \
+     NaN. */                                                                      \
+  template <class X>                                                              \
+  X vpow(X a, X b) {                                                              \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return std::pow(a, b);                                                      \
+    } else {                                                                      \
+      using T = typename X::value_type;                                           \
+      return vlanes(a, b, [](T x, T y) { return std::pow(x, y); });               \
+    }                                                                             \
   }                                                                               \
   template <class X>                                                              \
   X vmax(X a, X b) {                                                              \
@@ -4986,7 +5130,7 @@ XSYM_VLOG_AVX512
     }                                                                             \
   };                                                                              \
   /* r = 1/(1+e) serves sigmoid(u) and sigmoid(-u) alike: the pair shares one   \
-     division (sigmoid_from_exp is the two steps in one, so the same bits) */     \
+     division (e * r may differ from sigmoid_from_exp's quotient by an ulp) */    \
   struct recip_1p_fn {                                                            \
     template <class X>                                                            \
     static X apply(X e, X) {                                                      \
@@ -5000,10 +5144,12 @@ XSYM_VLOG_AVX512
       else return xsimd::select(a >= X(0), r, e * r);                             \
     }                                                                             \
   };                                                                              \
+  /* one division, (a >= 0 ? 1 : e) / (1 + e): e * r rounds once more */         \
   struct sigmoid_from_exp_fn {                                                    \
     template <class X>                                                            \
     static X apply(X a, X e) {                                                    \
-      return sigmoid_from_recip_fn::apply(a, e, recip_1p_fn::apply(e, e));        \
+      if constexpr (std::is_arithmetic_v<X>) return (a >= X(0) ? X(1) : e) / (X(1) + e); \
+      else return xsimd::select(a >= X(0), X(1), e) / (X(1) + e);                 \
     }                                                                             \
   };                                                                              \
   struct softplus_from_log1p_fn {                                                 \
@@ -5019,17 +5165,17 @@ XSYM_VLOG_AVX512
   OP(sub, a - b)                                                              \
   OP(mul, a * b)                                                              \
   OP(true_div, a / b)                                                         \
-  OP(neg, -a)                                                                 \
+  OP(neg, vneg(a))                                                            \
   OP(sqr, a * a)                                                              \
-  OP(pow, xsimd::pow(a, b))                                                   \
+  OP(pow, vpow(a, b))                                                         \
   OP(sqrt, xsimd::sqrt(a))                                                    \
   OP(exp, vexp(a))                                                            \
   OP(log, vlog(a))                                                            \
   OP(log1p, vlog1p(a))                                                        \
-  OP(expm1, xsimd::expm1(a))                                                  \
+  OP(expm1, vexpm1(a))                                                        \
   OP(abs, vabs(a))                                                            \
-  OP(tanh, xsimd::tanh(a))                                                    \
-  OP(sigmoid, X(1) / (X(1) + vexp(-a)))                                       \
+  OP(tanh, vtanh(a))                                                          \
+  OP(sigmoid, vsigmoid(a))                                                    \
   /* max(a, 0) + log1p(exp(-|a|)): exact for large |a| both ways, no branch */ \
   OP(softplus, vmax(a, X(0)) + vlog1p(vexp(-xsimd::abs(a))))                  \
   OP(maximum, vmaximum(a, b))                                                 \
@@ -5053,6 +5199,7 @@ XSYM_SCALAR_OPS(XSYM_FN)
 
 /// The text of the exp and log helpers and XSYM_KERNEL_HELPERS, and of an op's expression in a and b (null for ops that
 /// are not in XSYM_SCALAR_OPS: comparisons, switch, cast, identity).
+inline constexpr const char* vlanes_text = XSYM_STRINGIFY(XSYM_VLANES);
 inline constexpr const char* vexp_generic_text = XSYM_STRINGIFY(XSYM_VEXP_GENERIC);
 inline constexpr const char* vexp_avx512_text = XSYM_STRINGIFY(XSYM_VEXP_AVX512);
 inline constexpr const char* vlog_generic_text = XSYM_STRINGIFY(XSYM_VLOG_GENERIC);
@@ -7482,10 +7629,12 @@ inline std::string jit_prelude() {
   // A library's name is a hash of this text (and of the command), so a change to what is
   // generated never loads a library made from older text.
   std::string s = "// Generated by xsym: fused elementwise programs, one function each. See xsym/backend/cpu/jit.hpp.\n"
-                  "#include <algorithm>\n#include <cstddef>\n#include <cstdint>\n#include <type_traits>\n"
+                  "#include <algorithm>\n#include <cmath>\n#include <cstddef>\n#include <cstdint>\n#include <limits>\n#include <type_traits>\n"
                   "#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>\n#endif\n"
                   "#include <xsimd/xsimd.hpp>\n\n"
                   "namespace {\n";
+  s += vlanes_text;
+  s += "\n";
   s += vexp_generic_text;
   s += "\n";
   s += vlog_generic_text;
@@ -8326,7 +8475,7 @@ XSYM_COLD_END
 #ifndef XSYM_REWRITE_CANONICALIZE_HPP
 #define XSYM_REWRITE_CANONICALIZE_HPP
 
-// canonicalize: algebraic identities (x*1, x+0, x-0, x/1, --x, -(-a*b)) and
+// canonicalize: algebraic identities (x*1, x+0, x-0, x/1, --x, -(-a*b), pow(x, 2), pow(x, 1)) and
 // constant_folding: elementwise ops and dimshuffles of constants computed once, at build.
 
 XSYM_COLD_BEGIN  // rewrites run when a function is built
@@ -8383,6 +8532,11 @@ inline var_ptr canonical_node(const var_ptr& v) {
       if (is_op(in[1], scalar_op::neg)) return elemwise(scalar_op::add, {in[0], in[1]->inputs[0]});
       break;
     case scalar_op::true_div:
+      if (is_constant_value(in[1], 1) && same_kind(in[0])) return in[0];
+      break;
+    case scalar_op::pow:
+      // x * x is pow(x, 2) correctly rounded, special values too, and far cheaper than pow
+      if (is_constant_value(in[1], 2) && same_kind(in[0])) return elemwise(scalar_op::sqr, {in[0]});
       if (is_constant_value(in[1], 1) && same_kind(in[0])) return in[0];
       break;
     default: break;
@@ -10163,6 +10317,7 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
   run_pass("merge", detail::merge_pass);
   run_pass("blas", detail::blas_pass);
   run_pass("gemv_accumulate", detail::gemv_accumulate_pass);
+  run_pass("gemv_scale_fold", detail::gemv_scale_fold_pass);
   if (detail::testing::extra_fast_run_rewrite() && m_plan.rewrites.count("elemwise_fusion"))
     roots = detail::testing::extra_fast_run_rewrite()(roots);
   run_pass("elemwise_fusion", detail::fusion_pass);

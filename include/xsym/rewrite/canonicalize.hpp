@@ -1,7 +1,7 @@
 #ifndef XSYM_REWRITE_CANONICALIZE_HPP
 #define XSYM_REWRITE_CANONICALIZE_HPP
 
-// canonicalize: algebraic identities (x*1, x+0, x-0, x/1, --x, -(-a*b)) and
+// canonicalize: algebraic identities (x*1, x+0, x-0, x/1, --x, -(-a*b), pow(x, 2), pow(x, 1)) and
 // constant_folding: elementwise ops and dimshuffles of constants computed once, at build.
 #include "../backend/cpu/elemwise.hpp"
 #include "stabilize.hpp"
@@ -61,6 +61,11 @@ inline var_ptr canonical_node(const var_ptr& v) {
       if (is_op(in[1], scalar_op::neg)) return elemwise(scalar_op::add, {in[0], in[1]->inputs[0]});
       break;
     case scalar_op::true_div:
+      if (is_constant_value(in[1], 1) && same_kind(in[0])) return in[0];
+      break;
+    case scalar_op::pow:
+      // x * x is pow(x, 2) correctly rounded, special values too, and far cheaper than pow
+      if (is_constant_value(in[1], 2) && same_kind(in[0])) return elemwise(scalar_op::sqr, {in[0]});
       if (is_constant_value(in[1], 1) && same_kind(in[0])) return in[0];
       break;
     default: break;

@@ -4,6 +4,7 @@
 // The only header that includes xsimd: every vectorized loop of the CPU backend lives here.
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
@@ -25,6 +26,32 @@ namespace detail {
 // kernel applies exactly these expressions.
 #define XSYM_STRINGIFY_(...) #__VA_ARGS__
 #define XSYM_STRINGIFY(...) XSYM_STRINGIFY_(__VA_ARGS__)
+
+// f applied lane by lane with the scalar function the tail uses, out of line: pow's path, and
+// vlanes_where's, which replaces only the lanes of m (values a vector kernel gets wrong) in the
+// vector result r, so that no other lane's value depends on its neighbours.
+#define XSYM_VLANES                                                                      \
+  template <class X, class F>                                                            \
+  [[gnu::noinline]] X vlanes(const X& a, const X& b, F f) {                              \
+    using T = typename X::value_type;                                                    \
+    alignas(64) T x[X::size], y[X::size];                                                \
+    a.store_aligned(x);                                                                  \
+    b.store_aligned(y);                                                                  \
+    for (std::size_t i = 0; i < X::size; ++i) x[i] = f(x[i], y[i]);                      \
+    return X::load_aligned(x);                                                           \
+  }                                                                                      \
+  template <class X, class M, class F>                                                   \
+  [[gnu::noinline]] X vlanes_where(const M& m, const X& r, const X& a, F f) {            \
+    using T = typename X::value_type;                                                    \
+    alignas(64) T x[X::size], o[X::size], w[X::size];                                    \
+    a.store_aligned(x);                                                                  \
+    r.store_aligned(o);                                                                  \
+    xsimd::select(m, X(1), X(0)).store_aligned(w);                                       \
+    for (std::size_t i = 0; i < X::size; ++i)                                            \
+      if (w[i] != 0) o[i] = f(x[i]);                                                     \
+    return X::load_aligned(o);                                                           \
+  }
+XSYM_VLANES
 
 // exp of a batch: xsimd's, except on 16-float (AVX-512) batches, where one vscalefps scales by
 // 2^k and saturates to 0 or infinity. xsimd builds 2^k from bits and selects both ends of the
@@ -66,16 +93,24 @@ namespace detail {
 // that the common path is small enough to be inlined into the kernels' loops. The test for
 // such lanes and the common path are functions of their own for chain_loop, which tests four
 // batches at once.
-#define XSYM_VLOG_GENERIC                            \
-  template <class X>                                 \
-  X vlog_batch(const X& a) { return xsimd::log(a); } \
-  template <class X>                                 \
-  X vlog1p_batch(const X& a) { return xsimd::log1p(a); }
+#define XSYM_VLOG_GENERIC                                                                           \
+  /* zero, negative, subnormal, infinite and NaN lanes take the C library's results */              \
+  template <class X>                                                                                \
+  X vlog_batch(const X& a) {                                                                        \
+    using T = typename X::value_type;                                                               \
+    const auto in = a >= X(std::numeric_limits<T>::min()) && a <= X(std::numeric_limits<T>::max()); \
+    if (xsimd::all(in)) return xsimd::log(a);                                                       \
+    return vlanes_where(!in, xsimd::log(xsimd::select(in, a, X(1))), a, [](T x) { return std::log(x); }); \
+  }                                                                                                 \
+  template <class X>                                                                                \
+  X vlog1p_batch(const X& a) {                                                                      \
+    using T = typename X::value_type;                                                               \
+    const auto in = a > X(-1) && a <= X(std::numeric_limits<T>::max());                            \
+    if (xsimd::all(in)) return xsimd::log1p(a);                                                     \
+    return vlanes_where(!in, xsimd::log1p(xsimd::select(in, a, X(0))), a,                           \
+                        [](T x) { return std::log1p(x); });                                         \
+  }
 #define XSYM_VLOG_AVX512                                                                                             \
-  template <class X>                                                                                                 \
-  [[gnu::noinline]] X vlog_special(const X& a) {                                                                     \
-    return xsimd::log(a);                                                                                            \
-  }                                                                                                                  \
   template <class A>                                                                                                 \
     requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
   inline bool vlog_special_lanes(const xsimd::batch<float, A>& a) {                                                  \
@@ -138,28 +173,40 @@ namespace detail {
   inline xsimd::batch<float, A> vlog_common(const xsimd::batch<float, A>& a) {                                       \
     return vlog_table<false>(a, _mm512_setzero_ps());                                                                \
   }                                                                                                                  \
+  /* the special lanes (fpclass 0xFF: zero, negative, subnormal, infinite, NaN) take the */                          \
+  /* C library's log, the others the table's, as in a batch without special lanes */                                \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  [[gnu::noinline]] xsimd::batch<float, A> vlog_special(const xsimd::batch<float, A>& a) {                           \
+    const xsimd::batch_bool<float, A> m(_mm512_fpclass_ps_mask(a, 0xFF));                                            \
+    return vlanes_where(m, vlog_common(xsimd::select(m, xsimd::batch<float, A>(1.0f), a)), a,                         \
+                        [](float x) { return std::log(x); });                                                        \
+  }                                                                                                                  \
   template <class A>                                                                                                 \
     requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
   inline xsimd::batch<float, A> vlog_batch(const xsimd::batch<float, A>& a) {                                        \
     return vlog_special_lanes(a) ? vlog_special(a) : vlog_common(a);                                                 \
   }                                                                                                                  \
-  template <class X>                                                                                                 \
-  [[gnu::noinline]] X vlog1p_special(const X& a) {                                                                   \
-    return xsimd::log1p(a);                                                                                          \
-  }                                                                                                                  \
   /* log1p(x) = log(u + c), u = 1 + x rounded and c its rounding error (TwoSum): the table */                        \
-  /* log of u with c folded into r. NaN, infinities and x <= -1 */                                                   \
-  /* take xsimd's path, and so does -0 (the sum would turn it into +0) */                                            \
+  /* log of u with c folded into r */                                                                                \
   template <class A>                                                                                                 \
     requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
-  inline xsimd::batch<float, A> vlog1p_batch(const xsimd::batch<float, A>& a) {                                      \
-    if ((_mm512_fpclass_ps_mask(a, 0x9D) | _mm512_cmp_ps_mask(a, _mm512_set1_ps(-1.0f), _CMP_LE_OQ)) != 0)           \
-      return vlog1p_special(a);                                                                                      \
+  inline xsimd::batch<float, A> vlog1p_common(const xsimd::batch<float, A>& a) {                                     \
     const __m512 one = _mm512_set1_ps(1.0f);                                                                         \
     const __m512 u = _mm512_add_ps(one, a);                                                                          \
     const __m512 one_part = _mm512_sub_ps(u, a), a_part = _mm512_sub_ps(u, one_part); /* TwoSum */                   \
     const __m512 c = _mm512_add_ps(_mm512_sub_ps(one, one_part), _mm512_sub_ps(a, a_part));                          \
     return vlog_table<true>(xsimd::batch<float, A>(u), c);                                                           \
+  }                                                                                                                  \
+  /* NaN, infinities and x <= -1 take the C library's log1p (vlog1p keeps -0) */                                     \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog1p_batch(const xsimd::batch<float, A>& a) {                                      \
+    const __mmask16 special = _mm512_fpclass_ps_mask(a, 0x99) | _mm512_cmp_ps_mask(a, _mm512_set1_ps(-1.0f), _CMP_LE_OQ); \
+    if (special == 0) return vlog1p_common(a);                                                                       \
+    const xsimd::batch_bool<float, A> m(special);                                                                    \
+    return vlanes_where(m, vlog1p_common(xsimd::select(m, xsimd::batch<float, A>(0.5f), a)), a,                       \
+                        [](float x) { return std::log1p(x); });                                                      \
   }
 
 XSYM_VEXP_GENERIC
@@ -170,20 +217,90 @@ XSYM_VLOG_AVX512
 #endif
 
 #define XSYM_KERNEL_HELPERS                                                       \
+  /* Where |a| reaches exp_edge, exp's results are subnormal or near overflow, or \
+     a is inf or NaN: vector exp and expm1 end their range early there (xsimd's \
+     float64 exp also converts such values to integers out of range), so those  \
+     batches go lane by lane, and every edge value gets the tail's result. */     \
+  template <class T>                                                              \
+  inline constexpr T exp_edge = sizeof(T) == 4 ? T(87.3) : T(708.3);              \
   template <class X>                                                              \
   X vexp(X a) {                                                                   \
-    if constexpr (std::is_arithmetic_v<X>) return xsimd::exp(a);                  \
-    else return vexp_batch(a);                                                    \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return std::exp(a);                                                         \
+    } else {                                                                      \
+      using T = typename X::value_type;                                           \
+      const auto in = xsimd::abs(a) < X(exp_edge<T>);                             \
+      if (xsimd::all(in)) return vexp_batch(a);                                   \
+      return vlanes_where(!in, vexp_batch(xsimd::select(in, a, X(0))), a,         \
+                          [](T x) { return std::exp(x); });                       \
+    }                                                                             \
+  }                                                                               \
+  template <class X>                                                              \
+  X vexpm1(X a) {                                                                 \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return std::expm1(a);                                                       \
+    } else {                                                                      \
+      using T = typename X::value_type;                                           \
+      const auto in = xsimd::abs(a) < X(exp_edge<T>);                             \
+      const X r = xsimd::select(a == X(0), a, /* keeps -0 */                      \
+                                xsimd::expm1(xsimd::select(in, a, X(0))));         \
+      if (xsimd::all(in)) return r;                                               \
+      return vlanes_where(!in, r, a, [](T x) { return std::expm1(x); });          \
+    }                                                                             \
   }                                                                               \
   template <class X>                                                              \
   X vlog(X a) {                                                                   \
-    if constexpr (std::is_arithmetic_v<X>) return xsimd::log(a);                  \
+    if constexpr (std::is_arithmetic_v<X>) return std::log(a);                    \
     else return vlog_batch(a);                                                    \
   }                                                                               \
   template <class X>                                                              \
   X vlog1p(X a) {                                                                 \
-    if constexpr (std::is_arithmetic_v<X>) return xsimd::log1p(a);                \
-    else return vlog1p_batch(a);                                                  \
+    if constexpr (std::is_arithmetic_v<X>) return std::log1p(a);                  \
+    else return xsimd::select(a == X(0), a, vlog1p_batch(a)); /* keeps -0 */      \
+  }                                                                               \
+  /* tanh is +-1 in float and double from |a| = 20 on: larger, infinite and NaN  \
+     lanes never reach xsimd's exp (which converts them to integers out of range) */ \
+  template <class X>                                                              \
+  X vtanh(X a) {                                                                  \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return std::tanh(a);                                                        \
+    } else {                                                                      \
+      const auto in = xsimd::abs(a) < X(20);                                      \
+      const X t = xsimd::tanh(xsimd::select(in, a, X(0)));                        \
+      return xsimd::select(in, t, xsimd::select(xsimd::isnan(a), a, xsimd::copysign(X(1), a))); \
+    }                                                                             \
+  }                                                                               \
+  /* 1 / (1 + exp(-a)), except where exp(-a) would overflow: there 1 + exp(a)    \
+     rounds to 1, and sigmoid(a) is exp(a) (a subnormal down to -103.97 in float) */ \
+  template <class X>                                                              \
+  X vsigmoid(X a) {                                                               \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return a < -exp_edge<X> ? std::exp(a) : X(1) / (X(1) + std::exp(-a));       \
+    } else {                                                                      \
+      using T = typename X::value_type;                                           \
+      const auto low = a < X(-exp_edge<T>);                                       \
+      const X e = vexp(xsimd::select(low, a, -a));                                \
+      return xsimd::select(low, e, X(1) / (X(1) + e));                            \
+    }                                                                             \
+  }                                                                               \
+  /* -a as a sign flip: xsimd's AVX-512 negation is 0 - a, which turns -(+0)     \
+     into +0; -0 - a is -a for every a. */                                        \
+  template <class X>                                                              \
+  X vneg(X a) {                                                                   \
+    if constexpr (std::is_arithmetic_v<X>) return -a;                             \
+    else return X(-0.0) - a;                                                      \
+  }                                                                               \
+  /* pow lane by lane with the C library's (correctly rounded in practice, with   \
+     C's special values): xsimd's is up to 99 ulp off and wrong at 0, 1, inf and  \
+     NaN. */                                                                      \
+  template <class X>                                                              \
+  X vpow(X a, X b) {                                                              \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return std::pow(a, b);                                                      \
+    } else {                                                                      \
+      using T = typename X::value_type;                                           \
+      return vlanes(a, b, [](T x, T y) { return std::pow(x, y); });               \
+    }                                                                             \
   }                                                                               \
   template <class X>                                                              \
   X vmax(X a, X b) {                                                              \
@@ -219,7 +336,7 @@ XSYM_VLOG_AVX512
     }                                                                             \
   };                                                                              \
   /* r = 1/(1+e) serves sigmoid(u) and sigmoid(-u) alike: the pair shares one   \
-     division (sigmoid_from_exp is the two steps in one, so the same bits) */     \
+     division (e * r may differ from sigmoid_from_exp's quotient by an ulp) */    \
   struct recip_1p_fn {                                                            \
     template <class X>                                                            \
     static X apply(X e, X) {                                                      \
@@ -233,10 +350,12 @@ XSYM_VLOG_AVX512
       else return xsimd::select(a >= X(0), r, e * r);                             \
     }                                                                             \
   };                                                                              \
+  /* one division, (a >= 0 ? 1 : e) / (1 + e): e * r rounds once more */         \
   struct sigmoid_from_exp_fn {                                                    \
     template <class X>                                                            \
     static X apply(X a, X e) {                                                    \
-      return sigmoid_from_recip_fn::apply(a, e, recip_1p_fn::apply(e, e));        \
+      if constexpr (std::is_arithmetic_v<X>) return (a >= X(0) ? X(1) : e) / (X(1) + e); \
+      else return xsimd::select(a >= X(0), X(1), e) / (X(1) + e);                 \
     }                                                                             \
   };                                                                              \
   struct softplus_from_log1p_fn {                                                 \
@@ -252,17 +371,17 @@ XSYM_VLOG_AVX512
   OP(sub, a - b)                                                              \
   OP(mul, a * b)                                                              \
   OP(true_div, a / b)                                                         \
-  OP(neg, -a)                                                                 \
+  OP(neg, vneg(a))                                                            \
   OP(sqr, a * a)                                                              \
-  OP(pow, xsimd::pow(a, b))                                                   \
+  OP(pow, vpow(a, b))                                                         \
   OP(sqrt, xsimd::sqrt(a))                                                    \
   OP(exp, vexp(a))                                                            \
   OP(log, vlog(a))                                                            \
   OP(log1p, vlog1p(a))                                                        \
-  OP(expm1, xsimd::expm1(a))                                                  \
+  OP(expm1, vexpm1(a))                                                        \
   OP(abs, vabs(a))                                                            \
-  OP(tanh, xsimd::tanh(a))                                                    \
-  OP(sigmoid, X(1) / (X(1) + vexp(-a)))                                       \
+  OP(tanh, vtanh(a))                                                          \
+  OP(sigmoid, vsigmoid(a))                                                    \
   /* max(a, 0) + log1p(exp(-|a|)): exact for large |a| both ways, no branch */ \
   OP(softplus, vmax(a, X(0)) + vlog1p(vexp(-xsimd::abs(a))))                  \
   OP(maximum, vmaximum(a, b))                                                 \
@@ -286,6 +405,7 @@ XSYM_SCALAR_OPS(XSYM_FN)
 
 /// The text of the exp and log helpers and XSYM_KERNEL_HELPERS, and of an op's expression in a and b (null for ops that
 /// are not in XSYM_SCALAR_OPS: comparisons, switch, cast, identity).
+inline constexpr const char* vlanes_text = XSYM_STRINGIFY(XSYM_VLANES);
 inline constexpr const char* vexp_generic_text = XSYM_STRINGIFY(XSYM_VEXP_GENERIC);
 inline constexpr const char* vexp_avx512_text = XSYM_STRINGIFY(XSYM_VEXP_AVX512);
 inline constexpr const char* vlog_generic_text = XSYM_STRINGIFY(XSYM_VLOG_GENERIC);

@@ -175,9 +175,16 @@ __host__ __device__ inline void execute(const device_instruction& ins, reg* r, c
     case scalar_op::log: v = m_log(a); break;
     case scalar_op::log1p: v = m_log1p(a); break;
     case scalar_op::expm1: v = m_expm1(a); break;
-    case scalar_op::abs: v = a < T(0) ? T(-a) : a; break;
+    case scalar_op::abs:
+      if constexpr (std::is_floating_point_v<T>) v = m_fabs(a);  // abs(-0) is +0
+      else v = a < T(0) ? T(-a) : a;
+      break;
     case scalar_op::tanh: v = m_tanh(a); break;
-    case scalar_op::sigmoid: v = T(1) / (T(1) + m_exp(T(-a))); break;
+    case scalar_op::sigmoid: {  // from exp(-|a|), which cannot overflow, as the CPU computes it
+      const T e = m_exp(T(-m_fabs(a))), r = T(1) / (T(1) + e);
+      v = a >= T(0) ? r : e * r;
+      break;
+    }
     case scalar_op::softplus: v = (a > T(0) ? a : T(0)) + m_log1p(m_exp(T(-(a < T(0) ? T(-a) : a)))); break;
     case scalar_op::maximum: v = b != b || a < b ? b : a; break;  // NaN propagates, as numpy's
     case scalar_op::minimum: v = b != b || b < a ? b : a; break;
