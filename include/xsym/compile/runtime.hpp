@@ -1227,6 +1227,7 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
   run_pass("merge", detail::merge_pass);
   run_pass("blas", detail::blas_pass);
   run_pass("gemv_accumulate", detail::gemv_accumulate_pass);
+  run_pass("gemv_scale_fold", detail::gemv_scale_fold_pass);
   if (detail::testing::extra_fast_run_rewrite() && m_plan.rewrites.count("elemwise_fusion"))
     roots = detail::testing::extra_fast_run_rewrite()(roots);
   run_pass("elemwise_fusion", detail::fusion_pass);

@@ -44,6 +44,7 @@ inline const std::vector<rewrite_info>& rewrite_registry() {
       {"constant_folding", {"canonicalize", "constant_folding", "fast_run", "fast_compile"}},
       {"blas", {"blas", "fast_run"}},
       {"gemv_accumulate", {"blas", "fast_run"}},
+      {"gemv_scale_fold", {"blas", "fast_math", "fast_run"}},
       {"elemwise_fusion", {"fusion", "fast_run"}},
       {"multi_output_fusion", {"fusion", "fast_run"}},
       {"inplace_elemwise", {"inplace", "fast_run"}},
@@ -362,19 +363,36 @@ inline std::vector<var_ptr> gemv_accumulate_pass(const std::vector<var_ptr>& roo
     op o = *g->fn;
     o.accumulate = true;
     o.alpha = is(nv, scalar_op::sub) ? -c : c;
-    // A y0 that is a multiple of one array (weight decay) goes in as beta: the product reads
-    // that array where it is, and no elementwise node runs a pass over it first.
-    var_ptr base;
-    linear_term lin;
-    if (o.kind == op_kind::gemv && (nv->type == dtype::float32 || nv->type == dtype::float64) &&
-        linear_in_one(y0, nv->type, base, lin) && base && lin.offset == 0 && std::isfinite(lin.scale) &&
-        base->type == nv->type && base->rank == nv->rank && base->broadcastable == nv->broadcastable) {
-      y0 = base;
-      o.beta = lin.scale;
-    }
     ++rec.applied;
     rec.notes.push_back("gemv_accumulate: " + nv->fn->name() + " of a product became " + o.name());
     return make_apply(std::move(o), {y0, g->inputs[0], g->inputs[1]}, nv->type, nv->rank);
+  });
+}
+
+/// gemv_scale_fold (tags blas and fast_math): an accumulating Gemv whose y0 is a multiple of one
+/// array (weight decay's w - 0.01 * (0.01 * w) is 0.9999 w) takes that array with the multiple
+/// as beta: the product reads it where it is, and no elementwise pass over it runs first. Not
+/// IEEE-exact: where the array holds inf or NaN, or a step of the unfolded form overflows, the
+/// folded one differs (inf - inf is NaN, 0.9999 * inf is inf), so optimizer_excluding=fast_math
+/// turns it off.
+inline std::vector<var_ptr> gemv_scale_fold_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {
+  return rebuild(roots, [&](const var_ptr& v, std::vector<var_ptr>& ins, bool changed) -> var_ptr {
+    var_ptr nv = with_inputs(v, std::move(ins), changed);
+    if (nv->kind != var_kind::apply || nv->fn->kind != op_kind::gemv || !nv->fn->accumulate || nv->fn->beta != 1.0 ||
+        !(nv->type == dtype::float32 || nv->type == dtype::float64))
+      return nv;
+    const var_ptr& y0 = nv->inputs[0];
+    var_ptr base;
+    linear_term lin;
+    if (!linear_in_one(y0, nv->type, base, lin) || !base || base->id == y0->id || lin.offset != 0 ||
+        !std::isfinite(lin.scale) || base->type != nv->type || base->rank != nv->rank ||
+        base->broadcastable != nv->broadcastable)
+      return nv;
+    op o = *nv->fn;
+    o.beta = lin.scale;
+    ++rec.applied;
+    rec.notes.push_back("gemv_scale_fold: " + nv->fn->name() + " became " + o.name());
+    return make_apply(std::move(o), {base, nv->inputs[1], nv->inputs[2]}, nv->type, nv->rank);
   });
 }
 
