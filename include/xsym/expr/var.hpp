@@ -1,7 +1,9 @@
 #ifndef XSYM_EXPR_VAR_HPP
 #define XSYM_EXPR_VAR_HPP
 
+#include <cmath>
 #include <concepts>
+#include <cstdio>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -130,8 +132,8 @@ struct combined {
 
 [[noreturn]] inline void throw_number_does_not_fit(const std::string& number, dtype t) {
   throw graph_error("xsym: the C++ number " + number + " does not fit the tensor's element type " +
-                    std::string(dtype_name(t)) + " (it would wrap around); cast the tensor first, e.g. "
-                    "xsym::cast<std::int64_t>(x)");
+                    std::string(dtype_name(t)) + " (it would wrap around or overflow); cast the tensor to a wider type "
+                    "first, e.g. xsym::cast<std::int64_t>(x) or xsym::cast<double>(x)");
 }
 
 template <class C, class X>
@@ -142,6 +144,13 @@ var_ptr lift(const X& x) {
     // An integer that the tensor's integer type cannot hold would become another number.
     if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool> && std::is_integral_v<X> && !std::is_same_v<X, bool>)
       if (!std::in_range<C>(x)) throw_number_does_not_fit(std::to_string(x), dtype_of<C>());
+    // A finite double beyond float's range would become infinity (a conversion C++ leaves undefined).
+    if constexpr (std::is_same_v<C, float> && std::is_same_v<X, double>)
+      if (std::isfinite(x) && std::fabs(x) >= 0x1.ffffffp+127) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.17g", x);
+        throw_number_does_not_fit(buf, dtype_of<C>());
+      }
     return make_constant(scalar_array(static_cast<C>(x)));
   }
 }
