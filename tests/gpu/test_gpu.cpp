@@ -4,8 +4,13 @@
 // build is what runs on a GPU.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include <xsym/gpu.hpp>
 
@@ -90,6 +95,65 @@ TEST_CASE("strided and broadcast operands, comparisons, switch, casts and intege
   auto [c0, c1] = cpu(a, col, ints);
   require_close(g0, c0, 1e-12);
   REQUIRE(bool(g1 == c1));
+}
+
+namespace {
+// NaN equals NaN; otherwise the same bits (the sign of a zero or an infinity counts), or, where
+// both are finite, nonzero and the op is not exact, within rtol.
+template <class T>
+void require_edges_match(const xt::xtensor<T, 1>& got, const xt::xtensor<T, 1>& want, const char* op, bool exact) {
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const T g = got(i), w = want(i);
+    INFO(op << " element " << i << ": gpu " << g << ", cpu " << w);
+    if (std::isnan(w)) {
+      REQUIRE(std::isnan(g));
+    } else if (exact || !std::isfinite(w) || w == 0 || !std::isfinite(g) || g == 0) {
+      REQUIRE(std::memcmp(&g, &w, sizeof(T)) == 0);
+    } else {
+      REQUIRE(std::abs(g - w) <= 8 * std::numeric_limits<T>::epsilon() * std::abs(w));
+    }
+  }
+}
+
+template <class T>
+void check_edges_on_device() {
+  using lim = std::numeric_limits<T>;
+  const T big = sizeof(T) == 4 ? T(88.5) : T(709.5);  // exp's result finite, above vector exp's range
+  const T tiny = sizeof(T) == 4 ? T(-100) : T(-740);  // exp's result subnormal
+  const std::vector<T> xs = {lim::quiet_NaN(), lim::infinity(), -lim::infinity(), T(0), T(-0.0), lim::denorm_min(),
+                             T(1), T(-1), T(2), T(0.5), big, tiny, -big, lim::max(), T(1), T(0)};
+  const std::vector<T> ys = {T(0), T(-1), T(0.5), T(-0.0), T(0), T(2), lim::quiet_NaN(), T(-1), T(-0.5), T(149),
+                             T(1), T(2), T(0), T(-1), lim::infinity(), T(-1)};
+  xt::xtensor<T, 1> a = xt::xtensor<T, 1>::from_shape({xs.size()}), b = a;
+  std::copy(xs.begin(), xs.end(), a.begin());
+  std::copy(ys.begin(), ys.end(), b.begin());
+  auto x = xsym::vector<T>("x");
+  auto y = xsym::vector<T>("y");
+  // One function per op: the fused form is checked by the CPU's edge tests; here the device's math.
+  const std::vector<std::pair<const char*, xsym::var<T, 1>>> ops = {
+      {"neg", -x}, {"abs", xsym::abs(x)}, {"maximum", xsym::maximum(x, y)}, {"minimum", xsym::minimum(x, y)},
+      {"sqrt", xsym::sqrt(x)}, {"exp", xsym::exp(x)}, {"log", xsym::log(x)}, {"log1p", xsym::log1p(x)},
+      {"expm1", xsym::expm1(x)}, {"tanh", xsym::tanh(x)}, {"sigmoid", xsym::sigmoid(x)},
+      {"softplus", xsym::softplus(x)}, {"pow", xsym::pow(x, y)}};
+  for (const auto& [name, e] : ops) {
+    auto cpu = xsym::function("cpu", xsym::inputs(x, y), e, xsym::ignore_unused_inputs{});
+    auto gpu = xsym::function("gpu", xsym::inputs(x, y), e, xsym::device("cuda"), xsym::ignore_unused_inputs{});
+    const std::string op = name;
+    require_edges_match<T>(gpu(a, b), cpu(a, b), name,
+                           op == "neg" || op == "abs" || op == "maximum" || op == "minimum" || op == "sqrt");
+  }
+  auto to_int = xsym::function("cast", xsym::inputs(x), xsym::cast<std::int32_t>(x), xsym::device("cuda"));
+  const xt::xtensor<std::int32_t, 1> ints = to_int(a);
+  CHECK(ints(0) == std::numeric_limits<std::int32_t>::min());  // NaN
+  CHECK(ints(1) == std::numeric_limits<std::int32_t>::min());  // inf
+  CHECK(ints(6) == 1);
+}
+}  // namespace
+
+TEST_CASE("edge values on the device: NaN, infinities, signed zeros, subnormal and near-overflow results", "[gpu]") {
+  clean_config cfg;
+  check_edges_on_device<float>();
+  check_edges_on_device<double>();
 }
 
 TEST_CASE("reductions on the device equal the CPU backend over every axis set", "[gpu]") {
