@@ -4,7 +4,7 @@ JOBS ?= 2
 BUILD_TYPE ?= Release
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test test-long test-sanitize test-sanitize-all test-tsan bench cuda clean
+.PHONY: all deps configure build demo test test-long test-sanitize test-sanitize-all test-tsan bench ulps cuda clean
 
 all: build
 
@@ -29,18 +29,18 @@ test-long: build
 	@cd $(BUILD) && XSYM_RANDOM_GRAPHS=50000 ctest --output-on-failure -R "^compile$$"
 	@$(MAKE) --no-print-directory test-sanitize-all
 
-# Test areas under AddressSanitizer and UndefinedBehaviorSanitizer, in
-# their own build, with this CPU's vector instructions (-march=native: the AVX-512 and AVX2
+# Test areas under AddressSanitizer and UndefinedBehaviorSanitizer (float-cast-overflow too),
+# in their own build, with this CPU's vector instructions (-march=native: the AVX-512 and AVX2
 # kernels a native program runs are the ones sanitized). CI runs the areas that drive every
-# kernel, product, reduction, layout and mode; `make test-sanitize-all` (part of test-long)
-# adds the rest, whose sanitized build takes longer than CI's budget.
-SANITIZE_AREAS ?= compile modes threads arguments oracle
-SANITIZE_ALL_AREAS := $(SANITIZE_AREAS) config profile expr grad dtypes examples
+# kernel, product, reduction, argument layout and edge value; `make test-sanitize-all` (part of
+# test-long) adds the rest, whose sanitized build takes longer than CI's budget.
+SANITIZE_AREAS ?= oracle arguments edges threads
+SANITIZE_ALL_AREAS := $(SANITIZE_AREAS) compile modes config profile expr grad dtypes examples
 empty :=
 space := $(empty) $(empty)
 test-sanitize: deps
 	@cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DXSYM_NATIVE=ON -DXSYM_BUILD_EXAMPLES=OFF \
-	  -DCMAKE_CXX_FLAGS="-O1 -g1 -march=native -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" >/dev/null
+	  -DCMAKE_CXX_FLAGS="-O1 -g1 -march=native -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow -fno-omit-frame-pointer" >/dev/null
 	@cmake --build build-sanitize -j $(JOBS) --target $(addprefix test_,$(SANITIZE_AREAS))
 	@cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -R "^($(subst $(space),|,$(SANITIZE_AREAS)))$$"
@@ -72,6 +72,14 @@ bench:
 	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DXSYM_BUILD_BENCH=ON -DXSYM_BUILD_TESTS=OFF >/dev/null
 	@cmake --build build-bench -j $(JOBS) --target bench_xsym bench_xsym_noprof bench_calls bench_calls_noprof logistic_regression
 	python3 bench/run.py --build build-bench $(BENCH_ARGS)
+
+# The accuracy sweep: every floating op against long double over at least 1e5 points and its
+# edges, and whether a SIMD batch, the scalar tail and FAST_COMPILE agree (docs/performance.md).
+ulps:
+	@XSYM_DEPS_BENCH=1 bash scripts/install-deps.sh
+	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DXSYM_BUILD_BENCH=ON -DXSYM_BUILD_TESTS=OFF >/dev/null
+	@cmake --build build-bench -j $(JOBS) --target ulps
+	@build-bench/bench/ulps
 
 clean:
 	rm -rf $(BUILD)

@@ -39,8 +39,7 @@
 //
 // A report, not a test: it always exits 0. About 1 s on one core.
 //
-//   cmake -S . -B build-ulps -DCMAKE_BUILD_TYPE=Release -DXSYM_BUILD_BENCH=ON
-//   cmake --build build-ulps --target ulps && build-ulps/bench/ulps
+//   make ulps   (builds it in build-bench and runs it; docs/performance.md holds the table)
 #include <xsym/xsym.hpp>
 
 #include <xsimd/xsimd.hpp>
