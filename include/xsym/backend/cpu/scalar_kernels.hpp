@@ -242,8 +242,11 @@ XSYM_VLOG_AVX512
     } else {                                                                      \
       using T = typename X::value_type;                                           \
       const auto in = xsimd::abs(a) < X(exp_edge<T>);                             \
-      const X r = xsimd::select(a == X(0), a, /* keeps -0 */                      \
-                                xsimd::expm1(xsimd::select(in, a, X(0))));         \
+      const X x = xsimd::select(in, a, X(0));                                     \
+      X r = xsimd::select(a == X(0), a, xsimd::expm1(x)); /* keeps -0 */          \
+      /* below -ln 2, exp(x) - 1 loses nothing and is closer than xsimd's expm1 */ \
+      const auto low = a < X(T(-0.693147180559945309));                           \
+      if (xsimd::any(low)) r = xsimd::select(low, vexp_batch(x) - X(1), r);       \
       if (xsimd::all(in)) return r;                                               \
       return vlanes_where(!in, r, a, [](T x) { return std::expm1(x); });          \
     }                                                                             \
