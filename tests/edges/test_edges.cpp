@@ -50,11 +50,7 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 template <class T>
 constexpr const char* type_name() {
-  if constexpr (std::is_same_v<T, bool>) return "bool";
-  else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
-  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
-  else if constexpr (std::is_same_v<T, float>) return "float32";
-  else return "float64";
+  return xsym::dtype_name(xsym::dtype_of<T>()).data();  // names are literals: terminated
 }
 
 /// Equal bit patterns; any NaN equals any NaN. The signs of zeros and infinities count.
