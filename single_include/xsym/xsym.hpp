@@ -4844,6 +4844,19 @@ namespace detail {
     for (std::size_t i = 0; i < X::size; ++i)                                            \
       if (w[i] != 0) o[i] = f(x[i]);                                                     \
     return X::load_aligned(o);                                                           \
+  }                                                                                      \
+  /* Where |a| reaches exp_edge, exp's results are subnormal or near overflow, or a is  \
+     inf or NaN: xsimd's exp and expm1 end their range early there (and its float64 exp \
+     converts such values to integers out of range), so those lanes take the C          \
+     library's function, out of line. */                                                \
+  template <class T>                                                                     \
+  inline constexpr T exp_edge = sizeof(T) == 4 ? T(87.3) : T(708.3);                     \
+  template <class X>                                                                     \
+  [[gnu::noinline]] X vexp_edges(const X& a) {                                           \
+    using T = typename X::value_type;                                                    \
+    const auto in = xsimd::abs(a) < X(exp_edge<T>);                                      \
+    return vlanes_where(!in, xsimd::exp(xsimd::select(in, a, X(0))), a,                  \
+                        [](T x) { return std::exp(x); });                                \
   }
 XSYM_VLANES
 
@@ -4852,9 +4865,13 @@ XSYM_VLANES
 // range; it returns 0 from x = -88.38 down and infinity from 88.38 up, where the true results
 // are subnormal or still finite. Same reduction and polynomial as xsimd's, so the same values in
 // between, in about 80% of the time.
-#define XSYM_VEXP_GENERIC \
-  template <class X>      \
-  X vexp_batch(const X& a) { return xsimd::exp(a); }
+#define XSYM_VEXP_GENERIC                                                                 \
+  template <class X>                                                                      \
+  X vexp_batch(const X& a) {                                                              \
+    using T = typename X::value_type;                                                     \
+    if (xsimd::all(xsimd::abs(a) < X(exp_edge<T>))) return xsimd::exp(a);                 \
+    return vexp_edges(a);                                                                 \
+  }
 #define XSYM_VEXP_AVX512                                                                                   \
   template <class A>                                                                                       \
     requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                 \
@@ -5011,23 +5028,24 @@ XSYM_VLOG_AVX512
 #endif
 
 #define XSYM_KERNEL_HELPERS                                                       \
-  /* Where |a| reaches exp_edge, exp's results are subnormal or near overflow, or \
-     a is inf or NaN: vector exp and expm1 end their range early there (xsimd's \
-     float64 exp also converts such values to integers out of range), so those  \
-     batches go lane by lane, and every edge value gets the tail's result. */     \
-  template <class T>                                                              \
-  inline constexpr T exp_edge = sizeof(T) == 4 ? T(87.3) : T(708.3);              \
+  /* the float AVX-512 exp saturates to 0 and inf where C's does, with subnormal \
+     results; the generic one sends edge lanes to the C library */                \
   template <class X>                                                              \
   X vexp(X a) {                                                                   \
-    if constexpr (std::is_arithmetic_v<X>) {                                      \
-      return std::exp(a);                                                         \
-    } else {                                                                      \
-      using T = typename X::value_type;                                           \
-      const auto in = xsimd::abs(a) < X(exp_edge<T>);                             \
-      if (xsimd::all(in)) return vexp_batch(a);                                   \
-      return vlanes_where(!in, vexp_batch(xsimd::select(in, a, X(0))), a,         \
-                          [](T x) { return std::exp(x); });                       \
-    }                                                                             \
+    if constexpr (std::is_arithmetic_v<X>) return std::exp(a);                    \
+    else return vexp_batch(a);                                                    \
+  }                                                                               \
+  /* below -ln 2, exp(x) - 1 loses nothing and is closer than xsimd's expm1 */   \
+  template <class X>                                                              \
+  [[gnu::noinline]] X vexpm1_slow(const X& a) {                                   \
+    using T = typename X::value_type;                                             \
+    const auto in = xsimd::abs(a) < X(exp_edge<T>);                               \
+    const X x = xsimd::select(in, a, X(0));                                       \
+    X r = xsimd::select(a == X(0), a, xsimd::expm1(x)); /* keeps -0 */            \
+    const auto low = a < X(T(-0.693147180559945309));                             \
+    if (xsimd::any(low)) r = xsimd::select(low, vexp_batch(x) - X(1), r);         \
+    if (xsimd::all(in)) return r;                                                 \
+    return vlanes_where(!in, r, a, [](T x) { return std::expm1(x); });            \
   }                                                                               \
   template <class X>                                                              \
   X vexpm1(X a) {                                                                 \
@@ -5035,14 +5053,9 @@ XSYM_VLOG_AVX512
       return std::expm1(a);                                                       \
     } else {                                                                      \
       using T = typename X::value_type;                                           \
-      const auto in = xsimd::abs(a) < X(exp_edge<T>);                             \
-      const X x = xsimd::select(in, a, X(0));                                     \
-      X r = xsimd::select(a == X(0), a, xsimd::expm1(x)); /* keeps -0 */          \
-      /* below -ln 2, exp(x) - 1 loses nothing and is closer than xsimd's expm1 */ \
-      const auto low = a < X(T(-0.693147180559945309));                           \
-      if (xsimd::any(low)) r = xsimd::select(low, vexp_batch(x) - X(1), r);       \
-      if (xsimd::all(in)) return r;                                               \
-      return vlanes_where(!in, r, a, [](T x) { return std::expm1(x); });          \
+      if (xsimd::all(a >= X(T(-0.693147180559945309)) && a < X(exp_edge<T>)))    \
+        return xsimd::select(a == X(0), a, xsimd::expm1(a)); /* keeps -0 */       \
+      return vexpm1_slow(a);                                                      \
     }                                                                             \
   }                                                                               \
   template <class X>                                                              \
@@ -5058,26 +5071,37 @@ XSYM_VLOG_AVX512
   /* tanh is +-1 in float and double from |a| = 20 on: larger, infinite and NaN  \
      lanes never reach xsimd's exp (which converts them to integers out of range) */ \
   template <class X>                                                              \
+  [[gnu::noinline]] X vtanh_edges(const X& a) {                                   \
+    const auto in = xsimd::abs(a) < X(20);                                        \
+    const X t = xsimd::tanh(xsimd::select(in, a, X(0)));                          \
+    return xsimd::select(in, t, xsimd::select(xsimd::isnan(a), a, xsimd::copysign(X(1), a))); \
+  }                                                                               \
+  template <class X>                                                              \
   X vtanh(X a) {                                                                  \
     if constexpr (std::is_arithmetic_v<X>) {                                      \
       return std::tanh(a);                                                        \
     } else {                                                                      \
-      const auto in = xsimd::abs(a) < X(20);                                      \
-      const X t = xsimd::tanh(xsimd::select(in, a, X(0)));                        \
-      return xsimd::select(in, t, xsimd::select(xsimd::isnan(a), a, xsimd::copysign(X(1), a))); \
+      if (xsimd::all(xsimd::abs(a) < X(20))) return xsimd::tanh(a);               \
+      return vtanh_edges(a);                                                      \
     }                                                                             \
   }                                                                               \
   /* 1 / (1 + exp(-a)), except where exp(-a) would overflow: there 1 + exp(a)    \
      rounds to 1, and sigmoid(a) is exp(a) (a subnormal down to -103.97 in float) */ \
+  template <class X>                                                              \
+  [[gnu::noinline]] X vsigmoid_low(const X& a) {                                  \
+    using T = typename X::value_type;                                             \
+    const auto low = a < X(-exp_edge<T>);                                         \
+    const X e = vexp(xsimd::select(low, a, -a));                                  \
+    return xsimd::select(low, e, X(1) / (X(1) + e));                              \
+  }                                                                               \
   template <class X>                                                              \
   X vsigmoid(X a) {                                                               \
     if constexpr (std::is_arithmetic_v<X>) {                                      \
       return a < -exp_edge<X> ? std::exp(a) : X(1) / (X(1) + std::exp(-a));       \
     } else {                                                                      \
       using T = typename X::value_type;                                           \
-      const auto low = a < X(-exp_edge<T>);                                       \
-      const X e = vexp(xsimd::select(low, a, -a));                                \
-      return xsimd::select(low, e, X(1) / (X(1) + e));                            \
+      if (xsimd::all(a >= X(-exp_edge<T>))) return X(1) / (X(1) + vexp(-a));      \
+      return vsigmoid_low(a);                                                     \
     }                                                                             \
   }                                                                               \
   /* -a as a sign flip: xsimd's AVX-512 negation is 0 - a, which turns -(+0)     \
