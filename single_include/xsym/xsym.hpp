@@ -2751,8 +2751,8 @@ XSYM_COLD_END
 #ifndef XSYM_REWRITE_REWRITES_HPP
 #define XSYM_REWRITE_REWRITES_HPP
 
-// Graph rewrites run when a function is built. Each has a name and tags, so flags such as
-// optimizer_excluding=fusion:inplace choose among them at run time.
+// Graph rewrites run when a function is built. compile/pipeline.hpp lists them as rows (name,
+// tags, position), so flags such as optimizer_excluding=fusion:inplace choose among them.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -2763,6 +2763,32 @@ XSYM_COLD_END
 #include <unordered_map>
 #include <vector>
 
+// ---- begin include/xsym/config/limits.hpp ----
+#ifndef XSYM_CONFIG_LIMITS_HPP
+#define XSYM_CONFIG_LIMITS_HPP
+
+// The sizes a fused elementwise program may reach, shared by the fusion rewrites, both
+// backends' executors and the JIT (their fixed-size arrays are sized from these).
+#include <cstddef>
+
+namespace xsym::limits {
+
+/// Registers of one program: its inputs, then one per instruction. Executors keep fixed
+/// arrays of this many pointers, so a node may also have at most this many inputs.
+inline constexpr std::size_t max_registers = 64;
+
+/// What fusion may fill: it leaves room for the registers the executor adds when it shares
+/// exp(-|u|) between sigmoids and softpluses (up to three; it skips sharing that does not fit).
+inline constexpr std::size_t shared_work_registers = 4;
+inline constexpr std::size_t max_fusion_registers = max_registers - shared_work_registers;
+
+/// Outputs of one fused node (multi-output fusion stops merging at this many).
+inline constexpr std::size_t max_outputs = 8;
+
+}  // namespace xsym::limits
+
+#endif
+// ---- end include/xsym/config/limits.hpp ----
 
 XSYM_COLD_BEGIN  // rewrites run when a function is built
 
@@ -2777,28 +2803,6 @@ struct rewrite_record {
   int nodes_after = 0;
   std::vector<std::string> notes;  // e.g. why a candidate was not fused
 };
-
-struct rewrite_info {
-  std::string_view name;
-  std::vector<std::string_view> tags;
-};
-
-/// @brief Every rewrite xsym knows, with its tags.
-inline const std::vector<rewrite_info>& rewrite_registry() {
-  static const std::vector<rewrite_info> r = {
-      {"merge", {"merge", "fast_run", "fast_compile"}},
-      {"stabilize", {"stabilize", "fast_run", "fast_compile"}},
-      {"canonicalize", {"canonicalize", "fast_run", "fast_compile"}},
-      {"constant_folding", {"canonicalize", "constant_folding", "fast_run", "fast_compile"}},
-      {"blas", {"blas", "fast_run"}},
-      {"gemv_accumulate", {"blas", "fast_run"}},
-      {"gemv_scale_fold", {"blas", "fast_math", "fast_run"}},
-      {"elemwise_fusion", {"fusion", "fast_run"}},
-      {"multi_output_fusion", {"fusion", "fast_run"}},
-      {"inplace_elemwise", {"inplace", "fast_run"}},
-  };
-  return r;
-}
 
 namespace detail {
 
@@ -3155,7 +3159,7 @@ inline std::vector<var_ptr> fusion_pass(const std::vector<var_ptr>& roots, rewri
   auto is_elem = [](const var_ptr& v) {
     return v->kind == var_kind::apply && v->fn->kind == op_kind::elemwise;
   };
-  constexpr int max_registers = 60;
+  constexpr int max_registers = static_cast<int>(limits::max_fusion_registers);
   std::unordered_map<std::uint64_t, var_ptr> memo;
   std::function<var_ptr(const var_ptr&)> transform = [&](const var_ptr& v) -> var_ptr {
     if (auto it = memo.find(v->id); it != memo.end()) return it->second;
@@ -4692,13 +4696,23 @@ inline profile_scope::~profile_scope() {
 #ifndef XSYM_COMPILE_RUNTIME_HPP
 #define XSYM_COMPILE_RUNTIME_HPP
 
-#include <atomic>
-#include <iostream>
-#include <mutex>
-#include <optional>
-#include <sstream>
+// The runtime of a compiled function, job by job (see function_runtime.hpp).
+// ---- begin include/xsym/compile/build.hpp ----
+#ifndef XSYM_COMPILE_BUILD_HPP
+#define XSYM_COMPILE_BUILD_HPP
+
+// Building a function: the rewrite pipeline (pipeline.hpp) on the symbolic graph, the graph
+// of slots and Apply nodes with its own rewrites, the linker, DebugMode's twin, the profile.
 #include <unordered_map>
 #include <unordered_set>
+
+// ---- begin include/xsym/backend/cpu/register_kernels.hpp ----
+#ifndef XSYM_BACKEND_CPU_REGISTER_KERNELS_HPP
+#define XSYM_BACKEND_CPU_REGISTER_KERNELS_HPP
+
+// Fills the kernel tables of kernel_table.hpp. A table's kernels are compiled into a program
+// only where the program makes an expression of its element type: detail::use_element_type<T>,
+// which var<T, N> calls, is what instantiates them.
 
 // ---- begin include/xsym/backend/cpu/blas.hpp ----
 #ifndef XSYM_BACKEND_CPU_BLAS_HPP
@@ -6717,7 +6731,7 @@ inline constexpr std::int64_t min_block = 256, max_block = 4096;
 // blocks of 896, 0.87-0.89 with 448; over 1e7 (streaming): 1.03-1.07 with blocks of 512,
 // 1.15-1.30 with 768.
 inline constexpr std::int64_t block_budget = 32 * 1024, stream_block_budget = 16 * 1024;  // bytes of scratch registers per block
-inline constexpr std::size_t max_registers = 64;
+inline constexpr std::size_t max_registers = limits::max_registers;
 
 XSYM_COLD_BEGIN  // compiling a program: once per function
 // Fusion emits a Composite's graph as a tree, so a subexpression used twice is computed twice
@@ -7240,8 +7254,8 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
   if (sc.regs.size() < words) sc.regs.resize(words);
   std::byte* const regs =
       reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(sc.regs.data()) + 63) & ~std::uintptr_t{63});
-  const void* reg[64];
-  void* tmp[64];
+  const void* reg[max_registers];
+  void* tmp[max_registers];
   for (std::size_t r = static_cast<std::size_t>(n_in); r < n_regs; ++r) {
     tmp[r] = regs + cp.reg_offset[r];
     reg[r] = tmp[r];
@@ -7254,7 +7268,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
   const compiled_step* steps = cp.steps.data();
   const std::size_t n_steps = cp.steps.size();
   // Streaming: the bytes of a block of each array input, and the lines of it each step asks for.
-  std::int64_t block_bytes[64], share[64];
+  std::int64_t block_bytes[max_registers], share[max_registers];
   if (stream)
     for (int r = 0; r < n_in; ++r) {
       block_bytes[r] = in_scalar[r] ? 0 : block_size * cp.in_bytes[static_cast<std::size_t>(r)];
@@ -7329,9 +7343,9 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   if (cp.reg_types.size() > detail::max_registers) throw std::logic_error("xsym: fused program too large");
 
   std::size_t n_copies = 0;
-  const ndarray* arr[64];
-  const std::byte* base[64];
-  bool scalar[64];
+  const ndarray* arr[detail::max_registers];
+  const std::byte* base[detail::max_registers];
+  bool scalar[detail::max_registers];
   bool flat = true;
   for (int k = 0; k < n_in; ++k) {
     const ndarray* a = ins[k];
@@ -7349,7 +7363,7 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     scalar[k] = one;
     if (!one && !(a->shape() == shape && a->is_c_contiguous())) flat = false;
   }
-  std::byte* out_base[8];
+  std::byte* out_base[limits::max_outputs];
   for (std::size_t o = 0; o < p.outputs.size(); ++o) out_base[o] = outs[o]->data();
   const int threads = total >= par.elemwise_minsize ? par.threads : 1;
   const std::size_t n_out = p.outputs.size();
@@ -7371,27 +7385,27 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     }
     // Threads take whole blocks: each element is computed as on one thread.
     parallel_chunks(total, cp.block, threads, [&](std::int64_t lo, std::int64_t hi) {
-      const std::byte* in_at[64];
-      std::byte* out_at[8];
+      const std::byte* in_at[detail::max_registers];
+      std::byte* out_at[limits::max_outputs];
       for (int k = 0; k < n_in; ++k) in_at[k] = scalar[k] ? base[k] : base[k] + lo * cp.in_bytes[static_cast<std::size_t>(k)];
       for (std::size_t o = 0; o < n_out; ++o) out_at[o] = out_base[o] + lo * cp.out_bytes[o];
       detail::run_span(cp, in_at, scalar, out_at, hi - lo, stream);
     });
     return;
   }
-  std::array<std::int64_t, max_rank> strides[64];
+  std::array<std::int64_t, max_rank> strides[detail::max_registers];
   for (int k = 0; k < n_in; ++k)
     for (int d = 0; d < shape.rank; ++d)
       strides[k][static_cast<std::size_t>(d)] = arr[k]->shape(d) == 1 ? 0 : arr[k]->stride(d);
   // Row by row over the last axis; an input either walks the row (stride 1) or repeats one value.
   const std::int64_t len = shape[shape.rank - 1];
   const std::int64_t rows = total / len;
-  bool row_scalar[64];
+  bool row_scalar[detail::max_registers];
   for (int k = 0; k < n_in; ++k) row_scalar[k] = strides[k][static_cast<std::size_t>(shape.rank - 1)] == 0;
   // Threads take whole rows.
   parallel_chunks(rows, 1, threads, [&](std::int64_t first, std::int64_t last) {
-    const std::byte* row_in[64];
-    std::byte* row_out[8];
+    const std::byte* row_in[detail::max_registers];
+    std::byte* row_out[limits::max_outputs];
     for (std::int64_t r = first; r < last; ++r) {
       std::int64_t rem = r;
       for (int k = 0; k < n_in; ++k) row_in[k] = base[k];
@@ -7411,6 +7425,304 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
 
 #endif
 // ---- end include/xsym/backend/cpu/elemwise.hpp ----
+// ---- begin include/xsym/backend/cpu/reduce.hpp ----
+#ifndef XSYM_BACKEND_CPU_REDUCE_HPP
+#define XSYM_BACKEND_CPU_REDUCE_HPP
+
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+
+namespace xsym::cpu {
+
+namespace detail {
+// Integer sums and products wrap around on overflow, as numpy's int64 accumulators do (signed
+// overflow is undefined in C++): combined as the elementwise kernels do (wrapping_fn), and
+// summed in the unsigned type of the same width (sum_chains).
+template <class Acc>
+struct wrapping_type {
+  using type = Acc;
+};
+template <class Acc>
+  requires(std::is_integral_v<Acc> && !std::is_same_v<Acc, bool> && sizeof(Acc) >= sizeof(unsigned))
+struct wrapping_type<Acc> {
+  using type = std::make_unsigned_t<Acc>;
+};
+template <class Acc>
+struct reducer {
+  reduce_op op;
+  Acc identity() const {
+    switch (op) {
+      case reduce_op::prod: return Acc(1);
+      case reduce_op::max: return std::numeric_limits<Acc>::has_infinity ? -std::numeric_limits<Acc>::infinity()
+                                                                          : std::numeric_limits<Acc>::lowest();
+      case reduce_op::min: return std::numeric_limits<Acc>::has_infinity ? std::numeric_limits<Acc>::infinity()
+                                                                          : std::numeric_limits<Acc>::max();
+      default: return Acc(0);
+    }
+  }
+  Acc combine(Acc a, Acc b) const {
+    switch (op) {
+      case reduce_op::prod:
+        if constexpr (std::is_same_v<Acc, bool>) return a && b;
+        else if constexpr (std::is_integral_v<Acc>) return wrapping_fn<scalar_op::mul>::apply(a, b);
+        else return a * b;
+      case reduce_op::max: return b > a || b != b ? b : a;  // NaN wins, as in numpy
+      case reduce_op::min: return b < a || b != b ? b : a;
+      default:
+        if constexpr (std::is_integral_v<Acc> && !std::is_same_v<Acc, bool>) return wrapping_fn<scalar_op::add>::apply(a, b);
+        else return a + b;
+    }
+  }
+};
+
+// Accumulate sums and products in double (floats) or int64 (ints); max/min in the input type.
+template <class In>
+using acc_t = std::conditional_t<std::is_floating_point_v<In>, double,
+                                 std::conditional_t<std::is_same_v<In, bool>, std::int64_t, std::int64_t>>;
+
+// Kept axes first, reduced axes last, each with its own strides.
+struct reduce_layout {
+  shape_t kept, red;
+  std::array<std::int64_t, max_rank> kept_st{}, red_st{};
+  std::int64_t count = 0;
+};
+
+// p[i..n) summed in Acc as four partial sums: independent chains the compiler can pipeline.
+// Integers are summed in unsigned partial sums (wrapping, as numpy's do). Not as wrapping_fn
+// on signed ones: GCC 12's loop vectorizer at -O3 (AVX2, AVX-512) miscompiles that pattern,
+// int32 sums of 8 or more elements came out wrong.
+template <class Acc, class In>
+Acc sum_chains(const In* p, std::int64_t i, std::int64_t n) {
+  using S = typename wrapping_type<Acc>::type;
+  S s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += static_cast<S>(static_cast<Acc>(p[i]));
+    s1 += static_cast<S>(static_cast<Acc>(p[i + 1]));
+    s2 += static_cast<S>(static_cast<Acc>(p[i + 2]));
+    s3 += static_cast<S>(static_cast<Acc>(p[i + 3]));
+  }
+  for (; i < n; ++i) s0 += static_cast<S>(static_cast<Acc>(p[i]));
+  return static_cast<Acc>((s0 + s1) + (s2 + s3));
+}
+
+// A contiguous float or double run summed in double, in vectors where the CPU has them: eight
+// or sixteen partial sums instead of four scalar chains (a 400-float sum took 190 ns), and a
+// smaller error for it. The order differs from a running sum; so does numpy's (pairwise).
+template <class In>
+double sum_contiguous(const In* p, std::int64_t n) {
+  std::int64_t i = 0;
+  double vectors = 0;
+#if defined(__AVX512F__)
+  if (n >= 32) {
+    __m512d s[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
+    for (; i + 32 <= n; i += 32)
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        if constexpr (std::is_same_v<In, float>) s[q] = _mm512_add_pd(s[q], _mm512_cvtps_pd(_mm256_loadu_ps(p + i + 8 * q)));
+        else s[q] = _mm512_add_pd(s[q], _mm512_loadu_pd(p + i + 8 * q));
+      }
+    vectors = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(s[0], s[1]), _mm512_add_pd(s[2], s[3])));
+  }
+#elif defined(__AVX__)
+  if (n >= 16) {
+    __m256d s[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+    for (; i + 16 <= n; i += 16)
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        if constexpr (std::is_same_v<In, float>) s[q] = _mm256_add_pd(s[q], _mm256_cvtps_pd(_mm_loadu_ps(p + i + 4 * q)));
+        else s[q] = _mm256_add_pd(s[q], _mm256_loadu_pd(p + i + 4 * q));
+      }
+    alignas(32) double lanes[4];
+    _mm256_store_pd(lanes, _mm256_add_pd(_mm256_add_pd(s[0], s[1]), _mm256_add_pd(s[2], s[3])));
+    vectors = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  }
+#endif
+  return vectors + sum_chains<double>(p, i, n);
+}
+
+// The loop for one (input, accumulator, output) type triple; `dst` is C-contiguous.
+template <class In, class Acc, class Out>
+void reduce_loop(const op& o, const reduce_layout& l, const In* src, Out* dst) {
+  const shape_t& kept = l.kept;
+  const shape_t& red = l.red;
+  const auto& kept_st = l.kept_st;
+  const auto& red_st = l.red_st;
+  const std::int64_t count = l.count;
+  detail::reducer<Acc> r{o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction};
+  const bool red_contig = red.rank == 0 || [&] {
+    std::int64_t e = 1;
+    for (int d = red.rank - 1; d >= 0; --d) {
+      if (red[d] != 1 && red_st[static_cast<std::size_t>(d)] != e) return false;
+      e *= red[d];
+    }
+    return true;
+  }();
+  std::int64_t j = 0;
+  xsym::detail::for_each_offset(kept.rank ? kept : shape_t{{1}, 1}, kept_st, [&](std::int64_t koff) {
+    Acc acc = r.identity();
+    const In* p = count ? src + koff : src;  // an empty input may have no buffer: no offset from null
+    if (red_contig) {
+      if constexpr (std::is_floating_point_v<In> && std::is_same_v<Acc, double>) {
+        if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) acc = sum_contiguous(p, count);
+        else
+          for (std::int64_t i = 0; i < count; ++i) acc = r.combine(acc, static_cast<Acc>(p[i]));
+      } else if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) {
+        acc = sum_chains<Acc>(p, 0, count);
+      } else {
+        for (std::int64_t i = 0; i < count; ++i) acc = r.combine(acc, static_cast<Acc>(p[i]));
+      }
+    } else {
+      xsym::detail::for_each_offset(red, red_st, [&](std::int64_t roff) {
+        acc = r.combine(acc, static_cast<Acc>(p[roff]));
+      });
+    }
+    if (o.reduction == reduce_op::mean) dst[j++] = static_cast<Out>(static_cast<double>(acc) / static_cast<double>(count));
+    else dst[j++] = static_cast<Out>(acc);
+  });
+}
+
+// Into `out`: the loop for the dtype the runtime gives it (Natural) runs straight into it; any
+// other dtype gets Wide (the value before its final cast, so the same result as a direct cast)
+// and then the cast kernel.
+template <class In, class Acc, class Natural, class Wide>
+void reduce_into(const op& o, const reduce_layout& l, const ndarray& in, ndarray& out) {
+  if (out.type() == dtype_of<Natural>()) return reduce_loop<In, Acc, Natural>(o, l, in.data_as<In>(), out.data_as<Natural>());
+  ndarray tmp = ndarray::empty(dtype_of<Wide>(), out.shape());
+  reduce_loop<In, Acc, Wide>(o, l, in.data_as<In>(), tmp.data_as<Wide>());
+  const void* args[1] = {tmp.data()};
+  xsym::detail::visit_dtype(out.type(), [&](auto zo) { convert<Wide, decltype(zo)>(out.data(), args, 0, out.size()); });
+}
+}  // namespace detail
+
+/// @brief Reduces `in` over op.axes into `out` (already allocated with the kept dimensions).
+inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
+  const int rank = in.rank();
+  std::uint32_t reduced = 0;  // bit d: axis d is reduced (a mask, not a vector: no allocation per call)
+  for (int a : o.axes) reduced |= std::uint32_t{1} << a;
+  detail::reduce_layout l;
+  for (int d = 0; d < rank; ++d) {
+    if ((reduced >> d) & 1u) {
+      l.red_st[static_cast<std::size_t>(l.red.rank)] = in.stride(d);
+      l.red[l.red.rank++] = in.shape(d);
+    } else {
+      l.kept_st[static_cast<std::size_t>(l.kept.rank)] = in.stride(d);
+      l.kept[l.kept.rank++] = in.shape(d);
+    }
+  }
+  l.count = l.red.size();
+  if (l.count == 0 && (o.reduction == reduce_op::max || o.reduction == reduce_op::min))
+    throw shape_error("zero-size array to a reduction (" + std::string(reduce_name(o.reduction)) +
+                      ") which has no identity; input shape " + to_string(in.shape()));
+  kernels_of(in.type()).reduce(o, l, in, out);
+}
+
+namespace detail {
+// run_reduce for an input of type In. Only the loops for the output dtype the runtime gives
+// (reduce_result_type; the input's for max/min) are compiled, not one per (input, output) pair.
+template <class In>
+void reduce_typed(const op& o, const reduce_layout& l, const ndarray& in, ndarray& out) {
+  using Acc = acc_t<In>;
+  if (o.reduction == reduce_op::max || o.reduction == reduce_op::min) reduce_into<In, In, In, In>(o, l, in, out);
+  // The mean of integers sums in double from the start, as numpy's does: an int64 sum would wrap first.
+  else if (o.reduction == reduce_op::mean)
+    reduce_into<In, std::conditional_t<std::is_floating_point_v<In>, Acc, double>, float_result_t<In>, double>(o, l, in, out);
+  else reduce_into<In, Acc, sum_result_t<In>, Acc>(o, l, in, out);
+}
+}  // namespace detail
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/reduce.hpp ----
+
+namespace xsym::cpu {
+
+namespace detail {
+template <class T>
+const typed_kernels& make_typed_kernels() {
+  static const typed_kernels table = [] {
+    typed_kernels k;
+    k.type = dtype_of<T>();
+    k.elementwise[0] = &elementwise_kernel<T, false>;
+    k.elementwise[1] = &elementwise_kernel<T, true>;
+    k.select = &select<T>;
+    k.convert_to[static_cast<int>(dtype::bool_)] = &convert<T, bool>;
+    k.convert_to[static_cast<int>(dtype::int32)] = &convert<T, std::int32_t>;
+    k.convert_to[static_cast<int>(dtype::int64)] = &convert<T, std::int64_t>;
+    k.convert_to[static_cast<int>(dtype::float32)] = &convert<T, float>;
+    k.convert_to[static_cast<int>(dtype::float64)] = &convert<T, double>;
+    if constexpr (std::is_floating_point_v<T>) {
+      k.chain = &chain<T>;
+      k.chains = &chain_loop<T, false>;
+      k.chain_one = &chain_one<T>;
+      k.shared_exp = &shared_exp_kernel_for<T>;
+    }
+    if constexpr (!std::is_same_v<T, bool>) {
+      k.gemv = &gemv_typed<T>;
+      k.dot = &dot_typed<T>;
+      k.dot22 = &dot22_typed<T>;
+    }
+    k.reduce = &reduce_typed<T>;
+    return k;
+  }();
+  return table;
+}
+
+template <class T>
+void register_kernels() {
+  install_kernels(dtype_of<T>(), &make_typed_kernels<T>());  // fault.hpp: the table, or its faulty copy
+}
+}  // namespace detail
+
+/// @brief Registers the kernels of every element type (the compiled runtime, which serves any
+/// program, and tests that drive kernels without building expressions).
+inline void register_all_kernels() {
+  detail::register_kernels<bool>();
+  detail::register_kernels<std::int32_t>();
+  detail::register_kernels<std::int64_t>();
+  detail::register_kernels<float>();
+  detail::register_kernels<double>();
+}
+
+}  // namespace xsym::cpu
+
+namespace xsym::detail {
+// Declared in expr/dtype.hpp. bool comes with every type: comparisons and switch conditions
+// make bool values out of any other. With XSYM_COMPILED_LIB the runtime registers every type
+// (function_runtime's constructor) and a program's files compile none.
+template <class T>
+void use_element_type() {
+#ifndef XSYM_COMPILED_LIB
+  static const bool registered = (cpu::detail::register_kernels<T>(), cpu::detail::register_kernels<bool>(), true);
+  (void)registered;
+#endif
+}
+}  // namespace xsym::detail
+
+#endif
+// ---- end include/xsym/backend/cpu/register_kernels.hpp ----
+// ---- begin include/xsym/compile/function_runtime.hpp ----
+#ifndef XSYM_COMPILE_FUNCTION_RUNTIME_HPP
+#define XSYM_COMPILE_FUNCTION_RUNTIME_HPP
+
+// A compiled function: its graph, one thunk per Apply node, the buffers of a call. Its jobs
+// are defined in their own files, in the order a function meets them:
+//   build.hpp          the rewrite pipeline's run and the graph of slots and Apply nodes
+//   link.hpp           the linker: a thunk per node, kernels compiled (cxx), gc's plan
+//   call.hpp           the call loop, shared variables, updates, errors that name the node
+//   into.hpp           into(...): outputs written into the caller's arrays
+//   debug_modes.hpp    DebugMode, NanGuardMode, MonitorMode
+//   profile_wiring.hpp what a call records for the profiler
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
 // ---- begin include/xsym/backend/cpu/jit.hpp ----
 #ifndef XSYM_BACKEND_CPU_JIT_HPP
 #define XSYM_BACKEND_CPU_JIT_HPP
@@ -7877,292 +8189,820 @@ XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/backend/cpu/jit.hpp ----
-// ---- begin include/xsym/backend/cpu/reduce.hpp ----
-#ifndef XSYM_BACKEND_CPU_REDUCE_HPP
-#define XSYM_BACKEND_CPU_REDUCE_HPP
+// ---- begin include/xsym/exec/buffers.hpp ----
+#ifndef XSYM_EXEC_BUFFERS_HPP
+#define XSYM_EXEC_BUFFERS_HPP
 
-#include <limits>
-#include <type_traits>
+// Output buffers for a node: reused from the last call, taken from the pool, or the caller's
+// memory during an into(...) call.
+#include <cstdint>
+#include <cstring>
+
+// ---- begin include/xsym/exec/thunk.hpp ----
+#ifndef XSYM_EXEC_THUNK_HPP
+#define XSYM_EXEC_THUNK_HPP
+
+// The thunk interface: one Apply node bound to the function that runs it, the buffers a call
+// hands between nodes, and the hooks through which the GPU backend binds its own thunks.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <vector>
 
 
-namespace xsym::cpu {
-
-namespace detail {
-// Integer sums and products wrap around on overflow, as numpy's int64 accumulators do (signed
-// overflow is undefined in C++): combined as the elementwise kernels do (wrapping_fn), and
-// summed in the unsigned type of the same width (sum_chains).
-template <class Acc>
-struct wrapping_type {
-  using type = Acc;
-};
-template <class Acc>
-  requires(std::is_integral_v<Acc> && !std::is_same_v<Acc, bool> && sizeof(Acc) >= sizeof(unsigned))
-struct wrapping_type<Acc> {
-  using type = std::make_unsigned_t<Acc>;
-};
-template <class Acc>
-struct reducer {
-  reduce_op op;
-  Acc identity() const {
-    switch (op) {
-      case reduce_op::prod: return Acc(1);
-      case reduce_op::max: return std::numeric_limits<Acc>::has_infinity ? -std::numeric_limits<Acc>::infinity()
-                                                                          : std::numeric_limits<Acc>::lowest();
-      case reduce_op::min: return std::numeric_limits<Acc>::has_infinity ? std::numeric_limits<Acc>::infinity()
-                                                                          : std::numeric_limits<Acc>::max();
-      default: return Acc(0);
-    }
-  }
-  Acc combine(Acc a, Acc b) const {
-    switch (op) {
-      case reduce_op::prod:
-        if constexpr (std::is_same_v<Acc, bool>) return a && b;
-        else if constexpr (std::is_integral_v<Acc>) return wrapping_fn<scalar_op::mul>::apply(a, b);
-        else return a * b;
-      case reduce_op::max: return b > a || b != b ? b : a;  // NaN wins, as in numpy
-      case reduce_op::min: return b < a || b != b ? b : a;
-      default:
-        if constexpr (std::is_integral_v<Acc> && !std::is_same_v<Acc, bool>) return wrapping_fn<scalar_op::add>::apply(a, b);
-        else return a + b;
-    }
-  }
-};
-
-// Accumulate sums and products in double (floats) or int64 (ints); max/min in the input type.
-template <class In>
-using acc_t = std::conditional_t<std::is_floating_point_v<In>, double,
-                                 std::conditional_t<std::is_same_v<In, bool>, std::int64_t, std::int64_t>>;
-
-// Kept axes first, reduced axes last, each with its own strides.
-struct reduce_layout {
-  shape_t kept, red;
-  std::array<std::int64_t, max_rank> kept_st{}, red_st{};
-  std::int64_t count = 0;
-};
-
-// p[i..n) summed in Acc as four partial sums: independent chains the compiler can pipeline.
-// Integers are summed in unsigned partial sums (wrapping, as numpy's do). Not as wrapping_fn
-// on signed ones: GCC 12's loop vectorizer at -O3 (AVX2, AVX-512) miscompiles that pattern,
-// int32 sums of 8 or more elements came out wrong.
-template <class Acc, class In>
-Acc sum_chains(const In* p, std::int64_t i, std::int64_t n) {
-  using S = typename wrapping_type<Acc>::type;
-  S s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += static_cast<S>(static_cast<Acc>(p[i]));
-    s1 += static_cast<S>(static_cast<Acc>(p[i + 1]));
-    s2 += static_cast<S>(static_cast<Acc>(p[i + 2]));
-    s3 += static_cast<S>(static_cast<Acc>(p[i + 3]));
-  }
-  for (; i < n; ++i) s0 += static_cast<S>(static_cast<Acc>(p[i]));
-  return static_cast<Acc>((s0 + s1) + (s2 + s3));
-}
-
-// A contiguous float or double run summed in double, in vectors where the CPU has them: eight
-// or sixteen partial sums instead of four scalar chains (a 400-float sum took 190 ns), and a
-// smaller error for it. The order differs from a running sum; so does numpy's (pairwise).
-template <class In>
-double sum_contiguous(const In* p, std::int64_t n) {
-  std::int64_t i = 0;
-  double vectors = 0;
-#if defined(__AVX512F__)
-  if (n >= 32) {
-    __m512d s[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
-    for (; i + 32 <= n; i += 32)
-#pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) {
-        if constexpr (std::is_same_v<In, float>) s[q] = _mm512_add_pd(s[q], _mm512_cvtps_pd(_mm256_loadu_ps(p + i + 8 * q)));
-        else s[q] = _mm512_add_pd(s[q], _mm512_loadu_pd(p + i + 8 * q));
-      }
-    vectors = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(s[0], s[1]), _mm512_add_pd(s[2], s[3])));
-  }
-#elif defined(__AVX__)
-  if (n >= 16) {
-    __m256d s[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
-    for (; i + 16 <= n; i += 16)
-#pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) {
-        if constexpr (std::is_same_v<In, float>) s[q] = _mm256_add_pd(s[q], _mm256_cvtps_pd(_mm_loadu_ps(p + i + 4 * q)));
-        else s[q] = _mm256_add_pd(s[q], _mm256_loadu_pd(p + i + 4 * q));
-      }
-    alignas(32) double lanes[4];
-    _mm256_store_pd(lanes, _mm256_add_pd(_mm256_add_pd(s[0], s[1]), _mm256_add_pd(s[2], s[3])));
-    vectors = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-  }
-#endif
-  return vectors + sum_chains<double>(p, i, n);
-}
-
-// The loop for one (input, accumulator, output) type triple; `dst` is C-contiguous.
-template <class In, class Acc, class Out>
-void reduce_loop(const op& o, const reduce_layout& l, const In* src, Out* dst) {
-  const shape_t& kept = l.kept;
-  const shape_t& red = l.red;
-  const auto& kept_st = l.kept_st;
-  const auto& red_st = l.red_st;
-  const std::int64_t count = l.count;
-  detail::reducer<Acc> r{o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction};
-  const bool red_contig = red.rank == 0 || [&] {
-    std::int64_t e = 1;
-    for (int d = red.rank - 1; d >= 0; --d) {
-      if (red[d] != 1 && red_st[static_cast<std::size_t>(d)] != e) return false;
-      e *= red[d];
-    }
-    return true;
-  }();
-  std::int64_t j = 0;
-  xsym::detail::for_each_offset(kept.rank ? kept : shape_t{{1}, 1}, kept_st, [&](std::int64_t koff) {
-    Acc acc = r.identity();
-    const In* p = count ? src + koff : src;  // an empty input may have no buffer: no offset from null
-    if (red_contig) {
-      if constexpr (std::is_floating_point_v<In> && std::is_same_v<Acc, double>) {
-        if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) acc = sum_contiguous(p, count);
-        else
-          for (std::int64_t i = 0; i < count; ++i) acc = r.combine(acc, static_cast<Acc>(p[i]));
-      } else if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) {
-        acc = sum_chains<Acc>(p, 0, count);
-      } else {
-        for (std::int64_t i = 0; i < count; ++i) acc = r.combine(acc, static_cast<Acc>(p[i]));
-      }
-    } else {
-      xsym::detail::for_each_offset(red, red_st, [&](std::int64_t roff) {
-        acc = r.combine(acc, static_cast<Acc>(p[roff]));
-      });
-    }
-    if (o.reduction == reduce_op::mean) dst[j++] = static_cast<Out>(static_cast<double>(acc) / static_cast<double>(count));
-    else dst[j++] = static_cast<Out>(acc);
-  });
-}
-
-// Into `out`: the loop for the dtype the runtime gives it (Natural) runs straight into it; any
-// other dtype gets Wide (the value before its final cast, so the same result as a direct cast)
-// and then the cast kernel.
-template <class In, class Acc, class Natural, class Wide>
-void reduce_into(const op& o, const reduce_layout& l, const ndarray& in, ndarray& out) {
-  if (out.type() == dtype_of<Natural>()) return reduce_loop<In, Acc, Natural>(o, l, in.data_as<In>(), out.data_as<Natural>());
-  ndarray tmp = ndarray::empty(dtype_of<Wide>(), out.shape());
-  reduce_loop<In, Acc, Wide>(o, l, in.data_as<In>(), tmp.data_as<Wide>());
-  const void* args[1] = {tmp.data()};
-  xsym::detail::visit_dtype(out.type(), [&](auto zo) { convert<Wide, decltype(zo)>(out.data(), args, 0, out.size()); });
-}
-}  // namespace detail
-
-/// @brief Reduces `in` over op.axes into `out` (already allocated with the kept dimensions).
-inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
-  const int rank = in.rank();
-  std::uint32_t reduced = 0;  // bit d: axis d is reduced (a mask, not a vector: no allocation per call)
-  for (int a : o.axes) reduced |= std::uint32_t{1} << a;
-  detail::reduce_layout l;
-  for (int d = 0; d < rank; ++d) {
-    if ((reduced >> d) & 1u) {
-      l.red_st[static_cast<std::size_t>(l.red.rank)] = in.stride(d);
-      l.red[l.red.rank++] = in.shape(d);
-    } else {
-      l.kept_st[static_cast<std::size_t>(l.kept.rank)] = in.stride(d);
-      l.kept[l.kept.rank++] = in.shape(d);
-    }
-  }
-  l.count = l.red.size();
-  if (l.count == 0 && (o.reduction == reduce_op::max || o.reduction == reduce_op::min))
-    throw shape_error("zero-size array to a reduction (" + std::string(reduce_name(o.reduction)) +
-                      ") which has no identity; input shape " + to_string(in.shape()));
-  kernels_of(in.type()).reduce(o, l, in, out);
-}
-
-namespace detail {
-// run_reduce for an input of type In. Only the loops for the output dtype the runtime gives
-// (reduce_result_type; the input's for max/min) are compiled, not one per (input, output) pair.
-template <class In>
-void reduce_typed(const op& o, const reduce_layout& l, const ndarray& in, ndarray& out) {
-  using Acc = acc_t<In>;
-  if (o.reduction == reduce_op::max || o.reduction == reduce_op::min) reduce_into<In, In, In, In>(o, l, in, out);
-  // The mean of integers sums in double from the start, as numpy's does: an int64 sum would wrap first.
-  else if (o.reduction == reduce_op::mean)
-    reduce_into<In, std::conditional_t<std::is_floating_point_v<In>, Acc, double>, float_result_t<In>, double>(o, l, in, out);
-  else reduce_into<In, Acc, sum_result_t<In>, Acc>(o, l, in, out);
-}
-}  // namespace detail
-
-}  // namespace xsym::cpu
-
-#endif
-// ---- end include/xsym/backend/cpu/reduce.hpp ----
-// ---- begin include/xsym/backend/cpu/register_kernels.hpp ----
-#ifndef XSYM_BACKEND_CPU_REGISTER_KERNELS_HPP
-#define XSYM_BACKEND_CPU_REGISTER_KERNELS_HPP
-
-// Fills the kernel tables of kernel_table.hpp. A table's kernels are compiled into a program
-// only where the program makes an expression of its element type: detail::use_element_type<T>,
-// which var<T, N> calls, is what instantiates them.
-
-
-namespace xsym::cpu {
-
-namespace detail {
-template <class T>
-const typed_kernels& make_typed_kernels() {
-  static const typed_kernels table = [] {
-    typed_kernels k;
-    k.type = dtype_of<T>();
-    k.elementwise[0] = &elementwise_kernel<T, false>;
-    k.elementwise[1] = &elementwise_kernel<T, true>;
-    k.select = &select<T>;
-    k.convert_to[static_cast<int>(dtype::bool_)] = &convert<T, bool>;
-    k.convert_to[static_cast<int>(dtype::int32)] = &convert<T, std::int32_t>;
-    k.convert_to[static_cast<int>(dtype::int64)] = &convert<T, std::int64_t>;
-    k.convert_to[static_cast<int>(dtype::float32)] = &convert<T, float>;
-    k.convert_to[static_cast<int>(dtype::float64)] = &convert<T, double>;
-    if constexpr (std::is_floating_point_v<T>) {
-      k.chain = &chain<T>;
-      k.chains = &chain_loop<T, false>;
-      k.chain_one = &chain_one<T>;
-      k.shared_exp = &shared_exp_kernel_for<T>;
-    }
-    if constexpr (!std::is_same_v<T, bool>) {
-      k.gemv = &gemv_typed<T>;
-      k.dot = &dot_typed<T>;
-      k.dot22 = &dot22_typed<T>;
-    }
-    k.reduce = &reduce_typed<T>;
-    return k;
-  }();
-  return table;
-}
-
-template <class T>
-void register_kernels() {
-  install_kernels(dtype_of<T>(), &make_typed_kernels<T>());  // fault.hpp: the table, or its faulty copy
-}
-}  // namespace detail
-
-/// @brief Registers the kernels of every element type (the compiled runtime, which serves any
-/// program, and tests that drive kernels without building expressions).
-inline void register_all_kernels() {
-  detail::register_kernels<bool>();
-  detail::register_kernels<std::int32_t>();
-  detail::register_kernels<std::int64_t>();
-  detail::register_kernels<float>();
-  detail::register_kernels<double>();
-}
-
-}  // namespace xsym::cpu
-
 namespace xsym::detail {
-// Declared in expr/dtype.hpp. bool comes with every type: comparisons and switch conditions
-// make bool values out of any other. With XSYM_COMPILED_LIB the runtime registers every type
-// (function_runtime's constructor) and a program's files compile none.
-template <class T>
-void use_element_type() {
-#ifndef XSYM_COMPILED_LIB
-  static const bool registered = (cpu::detail::register_kernels<T>(), cpu::detail::register_kernels<bool>(), true);
-  (void)registered;
-#endif
+
+/// Buffers released during a call, handed to later nodes instead of going back to malloc.
+struct buffer_pool {
+  struct entry {
+    std::shared_ptr<std::byte> owner;
+    std::size_t capacity;
+    bool on_device;
+  };
+  std::vector<entry> free;
+
+  void give(ndarray& a) {
+    if (a.owner() && a.owner().use_count() == 1 && a.capacity() > 0) {
+      const std::size_t capacity = a.capacity();
+      const bool on_device = a.on_device();
+      free.push_back({a.take_owner(), capacity, on_device});  // moved: no reference-count update
+      return;
+    }
+    a.release();
+  }
+  bool take(ndarray& slot, dtype t, const shape_t& shape, std::size_t bytes, bool on_device = false) {
+    for (std::size_t i = 0; i < free.size(); ++i) {
+      if (free[i].on_device != on_device || free[i].capacity < bytes || free[i].capacity > 2 * bytes + 64) continue;
+      slot = ndarray::in_buffer(t, shape, std::move(free[i].owner), free[i].capacity, on_device);
+      free[i] = std::move(free.back());
+      free.pop_back();
+      return true;
+    }
+    return false;
+  }
+};
+
+/// One Apply node bound to its kernel.
+struct thunk {
+  void (*run)(const thunk&, ndarray* values) = nullptr;
+  const apply_node* node = nullptr;
+  cpu::compiled_program prog;  // elementwise nodes
+  bool one_element_path = false;  // run_elemwise_one may run it (see there)
+  std::vector<unsigned> one_element_inputs;  // for it, per step: bit j, argument j is an input
+  std::vector<std::uint8_t> slot_bcast;  // inputs' broadcastable patterns
+  dtype out_type = dtype::float64;
+  cpu::parallelism par;  // openmp=True: threads for large elementwise nodes and products
+  buffer_pool* pool = nullptr;
+  // Per slot, the caller's memory an output is written into during an into(...) call (null
+  // for every slot otherwise); owned by the runtime, null for reference thunks.
+  const ndarray* const* dests = nullptr;
+  std::shared_ptr<const void> device_state;  // GPU backend: the node's data in device memory
+};
+
+/// Per-node device timing (CUDA events), installed by the GPU backend under CUDA.
+class device_timer {
+ public:
+  virtual ~device_timer() = default;
+  virtual void node_begin(std::size_t node) = 0;
+  virtual void node_end(std::size_t node) = 0;
+  /// Waits for the device; replaces the host ticks of device nodes with their device times.
+  virtual void collect(std::uint64_t* node_ticks) = 0;
+};
+
+/// What the GPU backend adds to the runtime when it is included (null otherwise).
+struct gpu_runtime_hooks {
+  void (*bind)(thunk& t, const function_graph& g, const apply_node& n) = nullptr;
+  std::unique_ptr<device_timer> (*make_timer)(const function_graph& g) = nullptr;
+};
+inline gpu_runtime_hooks& gpu_runtime() {
+  static gpu_runtime_hooks h;
+  return h;
 }
+
 }  // namespace xsym::detail
 
 #endif
-// ---- end include/xsym/backend/cpu/register_kernels.hpp ----
+// ---- end include/xsym/exec/thunk.hpp ----
+
+namespace xsym::detail {
+
+/// An owning C-contiguous copy (DebugMode's snapshots, an output taken aside).
+inline ndarray deep_copy(const ndarray& a) {
+  if (!a.has_value()) return a;
+  return cast_array(a, a.type());
+}
+
+/// Whether two arrays' memory overlaps.
+struct byte_range {
+  std::intptr_t lo = 0, hi = 0;  // [lo, hi); empty when lo == hi
+  bool overlaps(const byte_range& o) const { return lo < o.hi && o.lo < hi; }
+};
+
+// The bytes an array's elements span (a negative stride extends lo); empty without elements.
+inline byte_range bytes_of(const ndarray& x) {
+  if (!x.has_value()) return {};
+  std::int64_t down = 0, up = 0;
+  for (int d = 0; d < x.rank(); ++d) {
+    const std::int64_t n = x.shape(d);
+    if (n == 0) return {};
+    const std::int64_t span = (n - 1) * x.stride(d);
+    (span < 0 ? down : up) += span;
+  }
+  const auto es = static_cast<std::int64_t>(dtype_size(x.type()));
+  const auto base = reinterpret_cast<std::intptr_t>(x.data());
+  return {base + down * es, base + (up + 1) * es};
+}
+
+// Called per destination and input on every into(...) call: one pass over each shape.
+inline bool overlaps(const ndarray& a, const ndarray& b) { return bytes_of(a).overlaps(bytes_of(b)); }
+
+// Gives `slot` a C-contiguous buffer of that shape, reusing the one it holds when nothing
+// else refers to it (so a no-gc function allocates nothing in steady state).
+inline void prepare_output(ndarray& slot, dtype t, const shape_t& shape, buffer_pool* pool = nullptr,
+                           bool on_device = false) {
+  // A warm call: last call's buffer, of this dtype and shape, ours alone.
+  if (slot.type() == t && slot.shape() == shape && slot.on_device() == on_device && slot.is_c_contiguous() &&
+      slot.owner().use_count() == 1 && slot.data() == slot.owner().get())
+    return;
+  const auto bytes = static_cast<std::size_t>(shape.size()) * dtype_size(t);
+  if (slot.owner() && slot.owner().use_count() == 1 && slot.on_device() == on_device && slot.capacity() >= bytes &&
+      slot.capacity() <= 2 * bytes + 64) {
+    slot.reuse_buffer(t, shape);
+    return;
+  }
+  if (pool && pool->take(slot, t, shape, bytes, on_device)) return;
+  slot = on_device ? ndarray::empty_on_device(t, shape) : ndarray::empty(t, shape);
+}
+
+// The caller's memory for this output slot when an into(...) call bound some, with this dtype
+// and shape: the slot's own buffer goes to the pool (the next plain call takes it back) and the
+// node writes straight into the caller's array. Only ever a host, C-contiguous destination that
+// overlaps no input or shared value (the runtime checked when it bound it).
+inline bool take_destination(const thunk& t, int slot, ndarray& out, dtype type, const shape_t& shape) {
+  if (!t.dests) return false;
+  const ndarray* d = t.dests[slot];
+  if (!d || d->type() != type || !(d->shape() == shape)) return false;
+  if (t.pool && out.owner()) t.pool->give(out);
+  out = *d;
+  return true;
+}
+
+// Copies a value into a destination in the caller's memory (same dtype and shape, any strides),
+// unless the node already wrote it there.
+inline void copy_into_destination(const ndarray& value, const ndarray& dst) {
+  if (value.size() == 0) return;
+  // Written in place, or the output is the very array the caller passed. Checked before
+  // on_host, whose copy costs two reference-count updates per call; a device value never is.
+  bool same = !value.on_device() && value.data() == dst.data();
+  for (int d = 0; same && d < dst.rank(); ++d) same = dst.shape(d) == 1 || value.stride(d) == dst.stride(d);
+  if (same) return;
+  ndarray src = on_host(value);
+  if (overlaps(src, dst)) src = deep_copy(src);  // e.g. an input's transpose written back into that input
+  const std::size_t es = dtype_size(dst.type());
+  if (src.is_c_contiguous() && dst.is_c_contiguous()) {
+    if (src.nbytes()) std::memcpy(dst.data(), src.data(), src.nbytes());
+    return;
+  }
+  const ndarray c = src.contiguous();
+  const std::byte* p = c.data();
+  for_each_offset(dst.shape(), dst.strides(), [&](std::int64_t off) {
+    std::memcpy(dst.data() + off * static_cast<std::int64_t>(es), p, es);
+    p += es;
+  });
+}
+
+}  // namespace xsym::detail
+
+#endif
+// ---- end include/xsym/exec/buffers.hpp ----
+// ---- begin include/xsym/exec/cpu_nodes.hpp ----
+#ifndef XSYM_EXEC_CPU_NODES_HPP
+#define XSYM_EXEC_CPU_NODES_HPP
+
+// The CPU thunks: each op kind's node on the CPU kernels (backend/cpu).
+#include <cstring>
+
+// ---- begin include/xsym/exec/nodes.hpp ----
+#ifndef XSYM_EXEC_NODES_HPP
+#define XSYM_EXEC_NODES_HPP
+
+// Nodes both backends run the same way: an elementwise node around its kernel (outputs
+// prepared, an input's buffer taken over in place, the caller's memory during into(...)), and
+// a dimshuffle, which is a view (no data moves).
+// ---- begin include/xsym/exec/shapes.hpp ----
+#ifndef XSYM_EXEC_SHAPES_HPP
+#define XSYM_EXEC_SHAPES_HPP
+
+// Each op's output shape from its inputs, one rule for both backends (and constant folding).
+#include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
+
+
+namespace xsym::detail {
+
+// DimShuffle: a view of `in` with its dimensions reordered, 'x' (-1) a new dimension of 1.
+inline ndarray dimshuffle_view(const ndarray& in, const std::vector<int>& pattern) {
+  shape_t s;
+  s.rank = static_cast<int>(pattern.size());
+  std::array<std::int64_t, max_rank> st{};
+  for (int i = 0; i < s.rank; ++i) {
+    const int p = pattern[static_cast<std::size_t>(i)];
+    s[i] = p < 0 ? 1 : in.shape(p);
+    st[static_cast<std::size_t>(i)] = p < 0 ? 0 : in.stride(p);
+  }
+  return in.view(s, st);
+}
+
+// A reduction keeps the dimensions not in `axes`.
+inline shape_t reduce_shape(const ndarray& in, const std::vector<int>& axes) {
+  shape_t s;
+  for (int d = 0; d < in.rank(); ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) s[s.rank++] = in.shape(d);
+  return s;
+}
+
+// Dot, Gemv and Dot22 without accumulation: vector . vector is a scalar, matrix . vector and
+// vector . matrix a vector, matrix . matrix a matrix.
+inline shape_t product_shape(const op& o, const ndarray& a, const ndarray& b) {
+  shape_t s;
+  if (o.kind == op_kind::gemv) {
+    s.rank = 1;
+    s[0] = o.transpose_a ? a.shape(1) : a.shape(0);
+  } else if (a.rank() == 1 && b.rank() == 1) {
+  } else if (a.rank() == 2 && b.rank() == 1) {
+    s.rank = 1;
+    s[0] = a.shape(0);
+  } else if (a.rank() == 1 && b.rank() == 2) {
+    s.rank = 1;
+    s[0] = b.shape(1);
+  } else {
+    s.rank = 2;
+    s[0] = a.shape(0);
+    s[1] = b.shape(1);
+  }
+  return s;
+}
+
+// An accumulating Gemv (y0 + alpha op(A) x) or Gemm (y0 + alpha A B): y0 must have the
+// product's shape. `prefix` names the backend's op ("" or "Gpu") in the error.
+inline void check_accumulated(const op& o, const ndarray& y0, const ndarray& a, const ndarray& b, const char* prefix) {
+  if (o.kind == op_kind::gemv) {
+    const std::int64_t m = o.transpose_a ? a.shape(1) : a.shape(0);
+    if (y0.rank() != 1 || y0.shape(0) != m)
+      throw shape_error(std::string(prefix) + "Gemv: the accumulated vector has shape " + to_string(y0.shape()) +
+                        " but the product has " + std::to_string(m) + " rows");
+  } else if (y0.rank() != 2 || y0.shape(0) != a.shape(0) || y0.shape(1) != b.shape(1)) {
+    throw shape_error(std::string(prefix) + "Gemm: the accumulated matrix has shape " + to_string(y0.shape()) +
+                      " but the product is " + std::to_string(a.shape(0)) + " x " + std::to_string(b.shape(1)));
+  }
+}
+
+}  // namespace xsym::detail
+
+#endif
+// ---- end include/xsym/exec/shapes.hpp ----
+
+namespace xsym::detail {
+
+// An elementwise node on either backend: outputs prepared (or an input taken over in place),
+// then `exec(ins, outs)` runs the kernel.
+template <bool OnDevice, class Exec>
+void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
+  const apply_node& n = *t.node;
+  const ndarray* ins[limits::max_registers];
+  const std::size_t n_in = n.inputs.size();
+  const int* in_slots = n.inputs.data();
+  for (std::size_t k = 0; k < n_in; ++k) ins[k] = &values[in_slots[k]];
+  const shape_t shape = cpu::broadcast_shape(ins, t.slot_bcast.data(), static_cast<int>(n_in));
+  if (n.outputs.size() > limits::max_outputs)
+    throw std::logic_error("xsym: a fused node has more than " + std::to_string(limits::max_outputs) + " outputs");
+  ndarray* outs[limits::max_outputs] = {};
+  ndarray* destroyed = nullptr;
+  ndarray spare;  // only an in-place node uses it
+  for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+    ndarray& out = values[n.outputs[o]];
+    if constexpr (!OnDevice) {
+      if (take_destination(t, n.outputs[o], out,
+                           t.prog.prog->reg_types[static_cast<std::size_t>(t.prog.prog->outputs[o])], shape)) {
+        outs[o] = &out;
+        continue;
+      }
+    }
+    if (o == 0 && !n.fn->destroy_map.empty()) {
+      // The input dies here: take its buffer when it has the output's shape and is ours alone.
+      ndarray& victim = values[n.inputs[static_cast<std::size_t>(n.fn->destroy_map[0].second)]];
+      if (victim.shape() == shape && victim.is_c_contiguous() && victim.owner() && victim.owner().use_count() == 1) {
+        spare = std::move(out);  // the buffer this output had goes to the input's producer
+        out = victim;            // the input is still read below; it is replaced once the node has run
+        destroyed = &victim;
+        outs[o] = &out;
+        continue;
+      }
+    }
+    prepare_output(out, t.prog.prog->reg_types[static_cast<std::size_t>(t.prog.prog->outputs[o])], shape, t.pool,
+                   OnDevice);
+    outs[o] = &out;
+  }
+  exec(ins, outs);
+  // The consumed input's slot keeps the spare buffer, so its producer reuses it next call.
+  if (destroyed) *destroyed = std::move(spare);
+}
+
+inline void run_dimshuffle(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  values[n.outputs[0]] = dimshuffle_view(values[n.inputs[0]], n.fn->pattern);
+}
+
+}  // namespace xsym::detail
+
+#endif
+// ---- end include/xsym/exec/nodes.hpp ----
+
+namespace xsym::detail {
+
+// Every input one element (a function of scalars held in arrays, as in the seeds' call-overhead
+// example): the steps run once, on the kernels run_program would call with n = 1, so the
+// results are the same bits, without broadcasting, span or block bookkeeping. An in-place node
+// writes its own buffer here (for one element, taking over its input's saves nothing; the
+// update of a shared scalar, b - 0.01 * gb, is one). Compiled (cxx) programs and any input of
+// more than one element take the general path.
+inline bool run_elemwise_one(const thunk& t, ndarray* values) {
+  const cpu::compiled_program& cp = t.prog;
+  const apply_node& n = *t.node;
+  const std::size_t n_in = n.inputs.size();
+  const ndarray& first = values[n.inputs[0]];
+  const int rank = first.rank();
+  const void* reg[limits::max_registers];
+  for (std::size_t k = 0; k < n_in; ++k) {
+    const ndarray& a = values[n.inputs[k]];
+    if (a.rank() != rank || a.size() != 1) return false;
+    reg[k] = a.data();
+  }
+  const program& p = *cp.prog;
+  ndarray* outs[limits::max_outputs];
+  for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+    ndarray& out = values[n.outputs[o]];
+    const dtype type = p.reg_types[static_cast<std::size_t>(p.outputs[o])];
+    if (!take_destination(t, n.outputs[o], out, type, first.shape())) prepare_output(out, type, first.shape(), t.pool);
+    outs[o] = &out;
+  }
+  alignas(8) unsigned char scratch[limits::max_registers][8];
+  const void* args[cpu::detail::max_chain_links + 1];
+  const unsigned* input_args = t.one_element_inputs.data();  // per step, its arguments that are inputs
+  for (const cpu::compiled_step& st : cp.steps) {
+    const unsigned mask = *input_args++;
+    for (int j = 0; j < st.arity; ++j) args[j] = (mask >> j) & 1u ? reg[st.args[j]] : scratch[st.args[j]];
+    if (!st.chain) st.kernel(scratch[st.dst], args, mask, 1);
+    else st.chain_one(scratch[st.dst], args, st.chain_codes, st.links);
+  }
+  for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+    const auto r = static_cast<std::size_t>(p.outputs[o]);
+    const void* from = r < n_in ? reg[r] : scratch[r];
+    std::byte* to = outs[o]->data();
+    switch (cp.out_bytes[o]) {  // a fixed-size copy is a move, not a call
+      case 8: std::memcpy(to, from, 8); break;
+      case 4: std::memcpy(to, from, 4); break;
+      case 1: std::memcpy(to, from, 1); break;
+      default: std::memcpy(to, from, static_cast<std::size_t>(cp.out_bytes[o])); break;
+    }
+  }
+  return true;
+}
+
+inline void run_elemwise(const thunk& t, ndarray* values) {
+  if (t.one_element_path && run_elemwise_one(t, values)) return;
+  elemwise_node<false>(t, values, [&](const ndarray* const* ins, ndarray* const* outs) { cpu::run_program(t.prog, ins, outs, t.par); });
+}
+
+inline void run_reduce(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& in = values[n.inputs[0]];
+  const shape_t s = reduce_shape(in, n.fn->axes);
+  ndarray& out = values[n.outputs[0]];
+  if (!take_destination(t, n.outputs[0], out, t.out_type, s)) prepare_output(out, t.out_type, s, t.pool);
+  cpu::run_reduce(*n.fn, in, out);
+}
+
+inline void run_dot_family(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  ndarray& out = values[n.outputs[0]];
+  const op& o = *n.fn;
+  if (o.accumulate) {
+    // out = beta * y0 + alpha * op(A) x, or y0 + alpha * A B, in y0's buffer when it dies here;
+    // else y0 is read where it is (a shared variable's value, weight decay folded in as beta).
+    ndarray& y0_slot = values[n.inputs[0]];
+    const ndarray& A = values[n.inputs[1]];
+    const ndarray& B = values[n.inputs[2]];
+    check_accumulated(o, y0_slot, A, B, "");
+    const bool in_place = o.is_inplace() && y0_slot.is_c_contiguous() && y0_slot.owner() && y0_slot.owner().use_count() == 1;
+    if (o.kind == op_kind::dot22) {
+      if (in_place) {
+        out = std::move(y0_slot);
+      } else {
+        prepare_output(out, y0_slot.type(), y0_slot.shape(), t.pool);
+        const ndarray c = y0_slot.contiguous();
+        if (out.nbytes()) std::memcpy(out.data(), c.data(), out.nbytes());  // an empty y0 may have no buffer
+      }
+      cpu::run_dot22(A, B, out, o.alpha, true);
+    } else if (in_place) {
+      out = std::move(y0_slot);
+      cpu::run_gemv(A, o.transpose_a, B, out, o.alpha, true, t.par, nullptr, o.beta);
+    } else {
+      const ndarray& y0 = y0_slot;
+      prepare_output(out, y0.type(), y0.shape(), t.pool);
+      ndarray y0_copy;
+      const ndarray& c = y0.is_c_contiguous() ? y0 : (y0_copy = y0.contiguous());
+      cpu::run_gemv(A, o.transpose_a, B, out, o.alpha, true, t.par, &c, o.beta);
+    }
+    return;
+  }
+  const ndarray& a = values[n.inputs[0]];
+  const ndarray& b = values[n.inputs[1]];
+  prepare_output(out, a.type(), product_shape(o, a, b), t.pool);
+  if (o.kind == op_kind::gemv) cpu::run_gemv(a, o.transpose_a, b, out, 1.0, false, t.par);
+  else if (a.rank() == 1 && b.rank() == 1) cpu::run_dot(a, b, out);
+  else if (a.rank() == 2 && b.rank() == 1) cpu::run_gemv(a, false, b, out, 1.0, false, t.par);
+  else if (a.rank() == 1 && b.rank() == 2) cpu::run_gemv(b, true, a, out, 1.0, false, t.par);
+  else cpu::run_dot22(a, b, out);
+}
+
+inline void run_shape_prod(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& in = values[n.inputs[0]];
+  std::int64_t count = 1;
+  for (int a : n.fn->axes) count *= in.shape(a);
+  ndarray& out = values[n.outputs[0]];
+  prepare_output(out, t.out_type, shape_t{}, t.pool);
+  xsym::detail::visit_dtype(out.type(), [&](auto z) { *out.data_as<decltype(z)>() = static_cast<decltype(z)>(count); });
+}
+
+}  // namespace xsym::detail
+
+#endif
+// ---- end include/xsym/exec/cpu_nodes.hpp ----
+// ---- begin include/xsym/compile/checks.hpp ----
+#ifndef XSYM_COMPILE_CHECKS_HPP
+#define XSYM_COMPILE_CHECKS_HPP
+
+// What DebugMode and NanGuardMode check, on runtime arrays.
+#include <cmath>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+
+namespace xsym {
+
+/// @brief DebugMode found an optimised result that differs from the reference, an input
+/// changed outside a node's destroy map, a view that aliases what it did not declare, or a
+/// non-finite value (DebugMode.check_isfinite).
+class debug_mode_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// @brief NanGuardMode found NaN, Inf or a huge value; the message names where it first appeared.
+class nan_guard_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+XSYM_COLD_BEGIN  // DebugMode and NanGuardMode: checking, not speed
+namespace detail {
+
+struct mismatch {
+  bool layout = false;  // the shapes or dtypes differ: no element was compared
+  double max_abs = 0, max_rel = 0;
+  std::int64_t first_index = -1;  // C-order index of the first element out of tolerance
+  double got = 0, want = 0;
+};
+
+/// Elementwise comparison with a tolerance fit for the dtype; NaN equals NaN. With `scale`
+/// (same shape), element i is compared relative to max(|want[i]|, scale[i]): a product's
+/// rounding error grows with its terms, |A||x|, not with a result that cancels to near zero.
+inline std::optional<mismatch> compare_arrays(const ndarray& got, const ndarray& want, const ndarray* scale = nullptr) {
+  if (!(got.shape() == want.shape()) || got.type() != want.type() || (scale && !(scale->shape() == want.shape()))) {
+    mismatch m;
+    m.layout = true;
+    return m;
+  }
+  const bool f32 = got.type() == dtype::float32;
+  const double rtol = f32 ? 1e-4 : is_float(got.type()) ? 1e-9 : 0.0;
+  const double atol = f32 ? 1e-6 : is_float(got.type()) ? 1e-12 : 0.0;
+  mismatch m;
+  bool bad = false;
+  for (std::int64_t i = 0; i < got.size(); ++i) {
+    const double g = got.flat_as_double(i), w = want.flat_as_double(i);
+    if (std::isnan(g) && std::isnan(w)) continue;
+    if (g == w) continue;
+    const double abs_err = std::abs(g - w);
+    const double rel_err = abs_err / std::max(std::abs(w), 1e-300);
+    m.max_abs = std::max(m.max_abs, std::isnan(abs_err) ? INFINITY : abs_err);
+    m.max_rel = std::max(m.max_rel, std::isnan(rel_err) ? INFINITY : rel_err);
+    const double magnitude = scale ? std::max(std::abs(w), scale->flat_as_double(i)) : std::abs(w);
+    // Past here g != w. A NaN or an infinity in the result is a difference whatever the
+    // tolerance (an infinite reference would make it infinite); a finite result where the
+    // reference overflowed is what a stabilizing rewrite is for.
+    const bool special = !std::isfinite(g);
+    if ((special || !(abs_err <= atol + rtol * magnitude)) && m.first_index < 0) {
+      m.first_index = i;
+      m.got = g;
+      m.want = w;
+      bad = true;
+    }
+  }
+  if (!bad) return std::nullopt;
+  return m;
+}
+
+inline std::string index_text(const shape_t& s, std::int64_t flat) {
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(s.rank));
+  for (int d = s.rank - 1; d >= 0; --d) {
+    idx[static_cast<std::size_t>(d)] = s[d] ? flat % s[d] : 0;
+    flat = s[d] ? flat / s[d] : 0;
+  }
+  std::string t = "(";
+  for (std::size_t i = 0; i < idx.size(); ++i) t += (i ? ", " : "") + std::to_string(idx[i]);
+  return t + (idx.size() == 1 ? ",)" : ")");
+}
+
+inline std::string describe_mismatch(const ndarray& got, const mismatch& m) {
+  std::ostringstream os;
+  if (m.layout || m.first_index < 0) {
+    os << "shapes or dtypes differ (got " << dtype_name(got.type()) << " " << to_string(got.shape()) << ")";
+    return os.str();
+  }
+  // A NaN or an infinity on one side is named as such: its "error" is no number to read.
+  const bool special = !std::isfinite(m.got) || !std::isfinite(m.want);
+  if (special) {
+    auto kind = [](double v) { return std::isnan(v) ? "NaN" : std::isinf(v) ? (v > 0 ? "+inf" : "-inf") : "a finite value"; };
+    os << kind(m.got) << " where the reference has " << kind(m.want) << ", first at index "
+       << index_text(got.shape(), m.first_index) << ": " << m.got << " instead of " << m.want;
+    return os.str();
+  }
+  os << "max abs error " << m.max_abs << ", max rel error " << m.max_rel << ", first difference at index "
+     << index_text(got.shape(), m.first_index) << ": " << m.got << " instead of " << m.want;
+  return os.str();
+}
+
+/// The first element that is NaN (what=0), infinite (1) or of magnitude above 1e10 (2).
+inline std::int64_t first_bad(const ndarray& a, int what) {
+  if (!is_float(a.type())) return what == 2 ? -1 : -1;
+  for (std::int64_t i = 0; i < a.size(); ++i) {
+    const double v = a.flat_as_double(i);
+    if ((what == 0 && std::isnan(v)) || (what == 1 && std::isinf(v)) || (what == 2 && std::isfinite(v) && std::abs(v) > 1e10))
+      return i;
+  }
+  return -1;
+}
+
+XSYM_COLD_END
+
+}  // namespace detail
+}  // namespace xsym
+
+#endif
+// ---- end include/xsym/compile/checks.hpp ----
+// ---- begin include/xsym/compile/options.hpp ----
+#ifndef XSYM_COMPILE_OPTIONS_HPP
+#define XSYM_COMPILE_OPTIONS_HPP
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+// ---- begin include/xsym/compile/pipeline.hpp ----
+#ifndef XSYM_COMPILE_PIPELINE_HPP
+#define XSYM_COMPILE_PIPELINE_HPP
+
+// The rewrite pipeline: xsym's own rewrites as rows (rewrite/registry.hpp), the program's
+// registered ones beside them, and the runs of both in position order.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+// ---- begin include/xsym/rewrite/canonicalize.hpp ----
+#ifndef XSYM_REWRITE_CANONICALIZE_HPP
+#define XSYM_REWRITE_CANONICALIZE_HPP
+
+// canonicalize: algebraic identities (x*1, x+0, x-0, x/1, --x, -(-a*b), pow(x, 2), pow(x, 1)) and
+// constant_folding: elementwise ops and dimshuffles of constants computed once, at build.
+#include <functional>
+#include <optional>
+
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
+
+namespace xsym::detail {
+
+// The shape of an elementwise result is the shape of any input with the same pattern: ask
+// the input, so the shape does not wait for (or tie a fused group to) the result.
+inline var_ptr canonical_shape(const var_ptr& v) {
+  var_ptr x = v->inputs[0];
+  bool moved = false;
+  while (x->kind == var_kind::apply && (x->fn->kind == op_kind::elemwise || x->fn->kind == op_kind::composite)) {
+    var_ptr next;
+    for (const auto& in : x->inputs)
+      if (in->rank == x->rank && in->broadcastable == x->broadcastable) {
+        next = in;
+        break;
+      }
+    if (!next) break;
+    x = next;
+    moved = true;
+  }
+  if (!moved) return nullptr;
+  return shape_prod(x, v->fn->axes, v->type);
+}
+
+inline var_ptr canonical_node(const var_ptr& v) {
+  if (v->kind == var_kind::apply && v->fn->kind == op_kind::shape_prod) return canonical_shape(v);
+  if (v->kind != var_kind::apply || v->fn->kind != op_kind::elemwise) return nullptr;
+  const auto& in = v->inputs;
+  auto same_kind = [&](const var_ptr& x) {
+    return x->type == v->type && x->rank == v->rank && x->broadcastable == v->broadcastable;
+  };
+  switch (v->fn->scalar) {
+    case scalar_op::neg:
+      if (is_op(in[0], scalar_op::neg)) return in[0]->inputs[0];
+      if (is_op(in[0], scalar_op::mul) && is_op(in[0]->inputs[0], scalar_op::neg))
+        return elemwise(scalar_op::mul, {in[0]->inputs[0]->inputs[0], in[0]->inputs[1]});
+      if (is_op(in[0], scalar_op::mul) && is_op(in[0]->inputs[1], scalar_op::neg))
+        return elemwise(scalar_op::mul, {in[0]->inputs[0], in[0]->inputs[1]->inputs[0]});
+      break;
+    case scalar_op::mul:
+      if (is_constant_value(in[1], 1) && same_kind(in[0])) return in[0];
+      if (is_constant_value(in[0], 1) && same_kind(in[1])) return in[1];
+      if (is_op(in[0], scalar_op::neg) && is_op(in[1], scalar_op::neg))
+        return elemwise(scalar_op::mul, {in[0]->inputs[0], in[1]->inputs[0]});
+      break;
+    case scalar_op::add:
+      if (is_constant_value(in[1], 0) && same_kind(in[0])) return in[0];
+      if (is_constant_value(in[0], 0) && same_kind(in[1])) return in[1];
+      break;
+    case scalar_op::sub:
+      if (is_constant_value(in[1], 0) && same_kind(in[0])) return in[0];
+      if (is_op(in[1], scalar_op::neg)) return elemwise(scalar_op::add, {in[0], in[1]->inputs[0]});
+      break;
+    case scalar_op::true_div:
+      if (is_constant_value(in[1], 1) && same_kind(in[0])) return in[0];
+      break;
+    case scalar_op::pow:
+      // x * x is pow(x, 2) correctly rounded, special values too, and far cheaper than pow
+      if (is_constant_value(in[1], 2) && same_kind(in[0])) return elemwise(scalar_op::sqr, {in[0]});
+      if (is_constant_value(in[1], 1) && same_kind(in[0])) return in[0];
+      break;
+    default: break;
+  }
+  return nullptr;
+}
+
+inline std::vector<var_ptr> canonicalize_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {
+  return rebuild(roots, [&](const var_ptr& v, std::vector<var_ptr>& ins, bool changed) -> var_ptr {
+    var_ptr nv = with_inputs(v, std::move(ins), changed);
+    // Repeat: one identity can expose another (--(-x)).
+    for (int i = 0; i < 8; ++i) {
+      var_ptr r = canonical_node(nv);
+      if (!r || r->type != nv->type || r->rank != nv->rank) break;
+      ++rec.applied;
+      const std::string to = r->kind == var_kind::apply      ? r->fn->name()
+                             : r->kind == var_kind::constant ? std::string("a constant")
+                                                             : "'" + r->name + "'";
+      rec.notes.push_back(nv->fn->name() + " simplified to " + to);
+      nv = r;
+    }
+    return nv;
+  });
+}
+
+/// Computes an Apply node whose inputs are all constants, or gives nullopt to leave it.
+using constant_evaluator = std::function<std::optional<ndarray>(const variable& apply)>;
+
+// The evaluator comes from compile (it runs the CPU kernels): rewrites include no backend.
+inline std::vector<var_ptr> constant_folding_pass(const std::vector<var_ptr>& roots, rewrite_record& rec,
+                                                  const constant_evaluator& evaluate) {
+  return rebuild(roots, [&](const var_ptr& v, std::vector<var_ptr>& ins, bool changed) -> var_ptr {
+    var_ptr nv = with_inputs(v, std::move(ins), changed);
+    if (nv->kind != var_kind::apply || nv->inputs.empty()) return nv;
+    for (const auto& in : nv->inputs)
+      if (in->kind != var_kind::constant) return nv;
+    std::optional<ndarray> value = evaluate(*nv);
+    if (!value) return nv;
+    ++rec.applied;
+    return make_constant(std::move(*value));
+  });
+}
+
+}  // namespace xsym::detail
+XSYM_COLD_END
+
+#endif
+// ---- end include/xsym/rewrite/canonicalize.hpp ----
+// ---- begin include/xsym/rewrite/gpu_placement.hpp ----
+#ifndef XSYM_REWRITE_GPU_PLACEMENT_HPP
+#define XSYM_REWRITE_GPU_PLACEMENT_HPP
+
+#include <map>
+#include <memory>
+
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
+
+namespace xsym::detail {
+
+/// device=cuda, after every other rewrite: each Apply node becomes its GPU op; function
+/// inputs reach the device through GpuFromHost nodes and outputs come back through
+/// HostFromGpu nodes; shared variables and constants live on the device (no transfer per call).
+inline void gpu_placement_pass(function_graph& g, rewrite_record& rec) {
+  std::vector<apply_node> body = std::move(g.nodes);
+  std::vector<apply_node> head, tail;
+  auto transfer = [](bool to_device) {
+    auto o = std::make_shared<op>();
+    o->kind = op_kind::transfer;
+    o->to_device = to_device;
+    return std::shared_ptr<const op>(std::move(o));
+  };
+  const auto up = transfer(true), down = transfer(false);
+  for (auto& s : g.slots) s.on_device = s.kind != var_kind::input;
+  for (auto& n : body) {
+    auto o = std::make_shared<op>(*n.fn);
+    o->on_gpu = true;
+    n.fn = std::move(o);
+  }
+  // A device copy of each host slot that device code reads, made once per call.
+  std::map<int, int> device_copy;
+  auto device_slot_of = [&](int s) {
+    if (g.slots[static_cast<std::size_t>(s)].on_device) return s;
+    if (auto it = device_copy.find(s); it != device_copy.end()) return it->second;
+    slot d = g.slots[static_cast<std::size_t>(s)];
+    d.kind = var_kind::apply;
+    d.name.clear();
+    d.on_device = true;
+    g.slots.push_back(std::move(d));
+    const int ds = static_cast<int>(g.slots.size()) - 1;
+    apply_node t;
+    t.fn = up;
+    t.inputs = {s};
+    t.outputs = {ds};
+    head.push_back(std::move(t));
+    device_copy[s] = ds;
+    return ds;
+  };
+  for (auto& n : body)
+    for (int& in : n.inputs) in = device_slot_of(in);
+  for (auto& [target, value] : g.updates) value = device_slot_of(value);
+  std::map<int, int> host_copy;
+  for (int& o : g.outputs) {
+    if (!g.slots[static_cast<std::size_t>(o)].on_device) continue;
+    if (auto it = host_copy.find(o); it != host_copy.end()) {
+      o = it->second;
+      continue;
+    }
+    slot h = g.slots[static_cast<std::size_t>(o)];
+    h.kind = var_kind::apply;
+    h.on_device = false;
+    if (h.source && h.source->kind == var_kind::shared) h.name.clear();
+    g.slots.push_back(std::move(h));
+    const int hs = static_cast<int>(g.slots.size()) - 1;
+    apply_node t;
+    t.fn = down;
+    t.inputs = {o};
+    t.outputs = {hs};
+    tail.push_back(std::move(t));
+    host_copy[o] = hs;
+    o = hs;
+  }
+  g.nodes.clear();
+  for (auto* part : {&head, &body, &tail})
+    for (auto& n : *part) g.nodes.push_back(std::move(n));
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    apply_node& n = g.nodes[i];
+    n.id = static_cast<int>(i);
+    for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+      slot& s = g.slots[static_cast<std::size_t>(n.outputs[o])];
+      s.owner = n.id;
+      s.owner_output = static_cast<int>(o);
+    }
+  }
+  rec.applied = static_cast<int>(head.size() + tail.size());
+}
+
+}  // namespace xsym::detail
+XSYM_COLD_END
+
+#endif
+// ---- end include/xsym/rewrite/gpu_placement.hpp ----
 // ---- begin include/xsym/rewrite/inplace.hpp ----
 #ifndef XSYM_REWRITE_INPLACE_HPP
 #define XSYM_REWRITE_INPLACE_HPP
@@ -8275,8 +9115,7 @@ inline std::shared_ptr<const program> node_program(const function_graph& g, cons
   return p;
 }
 
-/// The executor's limit on the outputs of one fused node.
-inline constexpr std::size_t max_fused_outputs = 8;
+inline constexpr std::size_t max_fused_outputs = limits::max_outputs;
 
 inline void multi_output_fusion_pass(function_graph& g, rewrite_record& rec) {
   const std::size_t n_nodes = g.nodes.size();
@@ -8357,7 +9196,7 @@ inline void multi_output_fusion_pass(function_graph& g, rewrite_record& rec) {
       if (s.rank != out.rank || s.broadcastable != out.broadcastable) continue;
       const int ga = find(s.owner), gb = find(static_cast<int>(c));
       if (ga == gb) continue;
-      if (registers_of[static_cast<std::size_t>(ga)] + registers_of[static_cast<std::size_t>(gb)] > 60) {
+      if (registers_of[static_cast<std::size_t>(ga)] + registers_of[static_cast<std::size_t>(gb)] > limits::max_fusion_registers) {
         rec.notes.push_back("not merged: " + g.node_text(s.owner) + " with its user would exceed the register limit");
         continue;
       }
@@ -8498,97 +9337,112 @@ XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/rewrite/multi_fusion.hpp ----
-// ---- begin include/xsym/rewrite/canonicalize.hpp ----
-#ifndef XSYM_REWRITE_CANONICALIZE_HPP
-#define XSYM_REWRITE_CANONICALIZE_HPP
+// ---- begin include/xsym/rewrite/registry.hpp ----
+#ifndef XSYM_REWRITE_REGISTRY_HPP
+#define XSYM_REWRITE_REGISTRY_HPP
 
-// canonicalize: algebraic identities (x*1, x+0, x-0, x/1, --x, -(-a*b), pow(x, 2), pow(x, 1)) and
-// constant_folding: elementwise ops and dimshuffles of constants computed once, at build.
+// Rewrites as rows: a name, tags, a position and the function. The pipeline runs the rows in
+// position order; optimizer_including/excluding/requiring and the optimizer profile read the
+// same rows. xsym's own rows, rewrite_rows() and register_rewrite are in compile/pipeline.hpp,
+// where every pass and the constant evaluator are visible.
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace xsym {
+
+/// A rewrite of the symbolic graph (the outputs and update values as var_ptrs, in order):
+/// returns the new roots, counting in rec.applied the changes it made.
+using vars_rewrite = std::function<std::vector<var_ptr>(const std::vector<var_ptr>& roots, rewrite_record& rec)>;
+/// A rewrite of the built graph of Apply nodes, in place.
+using graph_rewrite = std::function<void(function_graph& g, rewrite_record& rec)>;
+
+/// Rewrites of the symbolic graph take positions below this one, rewrites of the built graph
+/// positions above it: the function's graph is built here.
+inline constexpr double graph_build_position = 50;
+
+/// @brief One rewrite: `on_vars` or `on_graph` is set, as `position` says.
+struct rewrite_row {
+  std::string name;
+  std::vector<std::string> tags;  // e.g. fast_run: the modes and flags choose rewrites by tag
+  double position = 0;
+  vars_rewrite on_vars;
+  graph_rewrite on_graph;
+};
+
+namespace detail {
+struct rewrite_table {
+  std::mutex mutex;
+  std::vector<std::shared_ptr<const rewrite_row>> rows;  // in registration order
+};
+inline rewrite_table& user_rewrites() {
+  static rewrite_table t;
+  return t;
+}
+inline void check_rewrite_row(const rewrite_row& r) {
+  const std::string what = "xsym::register_rewrite: rewrite '" + r.name + "' ";
+  if (r.name.empty()) throw std::invalid_argument("xsym::register_rewrite: a rewrite needs a name");
+  if (static_cast<bool>(r.on_vars) == static_cast<bool>(r.on_graph))
+    throw std::invalid_argument(what + "needs exactly one of on_vars and on_graph");
+  if (r.on_vars && !(r.position < graph_build_position))
+    throw std::invalid_argument(what + "rewrites the symbolic graph, so its position must be below " +
+                                std::to_string(graph_build_position) + " (where the graph is built); it is " +
+                                std::to_string(r.position));
+  if (r.on_graph && !(r.position > graph_build_position))
+    throw std::invalid_argument(what + "rewrites the built graph, so its position must be above " +
+                                std::to_string(graph_build_position) + "; it is " + std::to_string(r.position));
+}
+}  // namespace detail
+
+/// @brief Keeps a registered rewrite in the pipeline; destroying it removes the rewrite.
+class rewrite_registration {
+ public:
+  rewrite_registration() = default;
+  explicit rewrite_registration(std::shared_ptr<const rewrite_row> row) : m_row(std::move(row)) {}
+  rewrite_registration(rewrite_registration&& o) noexcept : m_row(std::move(o.m_row)) {}
+  rewrite_registration& operator=(rewrite_registration&& o) noexcept {
+    if (this != &o) {
+      reset();
+      m_row = std::move(o.m_row);
+    }
+    return *this;
+  }
+  rewrite_registration(const rewrite_registration&) = delete;
+  rewrite_registration& operator=(const rewrite_registration&) = delete;
+  ~rewrite_registration() { reset(); }
+  /// @brief Removes the rewrite now; functions built before keep what it did.
+  void reset() {
+    if (!m_row) return;
+    auto& t = detail::user_rewrites();
+    std::lock_guard lock(t.mutex);
+    t.rows.erase(std::remove(t.rows.begin(), t.rows.end(), m_row), t.rows.end());
+    m_row.reset();
+  }
+
+ private:
+  std::shared_ptr<const rewrite_row> m_row;
+};
+
+}  // namespace xsym
+
+#endif
+// ---- end include/xsym/rewrite/registry.hpp ----
 
 XSYM_COLD_BEGIN  // rewrites run when a function is built
 
-namespace xsym::detail {
+namespace xsym {
+namespace detail {
 
-// The shape of an elementwise result is the shape of any input with the same pattern: ask
-// the input, so the shape does not wait for (or tie a fused group to) the result.
-inline var_ptr canonical_shape(const var_ptr& v) {
-  var_ptr x = v->inputs[0];
-  bool moved = false;
-  while (x->kind == var_kind::apply && (x->fn->kind == op_kind::elemwise || x->fn->kind == op_kind::composite)) {
-    var_ptr next;
-    for (const auto& in : x->inputs)
-      if (in->rank == x->rank && in->broadcastable == x->broadcastable) {
-        next = in;
-        break;
-      }
-    if (!next) break;
-    x = next;
-    moved = true;
-  }
-  if (!moved) return nullptr;
-  return shape_prod(x, v->fn->axes, v->type);
-}
+inline constexpr const char* gpu_placement_rewrite = "gpu_placement";
 
-inline var_ptr canonical_node(const var_ptr& v) {
-  if (v->kind == var_kind::apply && v->fn->kind == op_kind::shape_prod) return canonical_shape(v);
-  if (v->kind != var_kind::apply || v->fn->kind != op_kind::elemwise) return nullptr;
-  const auto& in = v->inputs;
-  auto same_kind = [&](const var_ptr& x) {
-    return x->type == v->type && x->rank == v->rank && x->broadcastable == v->broadcastable;
-  };
-  switch (v->fn->scalar) {
-    case scalar_op::neg:
-      if (is_op(in[0], scalar_op::neg)) return in[0]->inputs[0];
-      if (is_op(in[0], scalar_op::mul) && is_op(in[0]->inputs[0], scalar_op::neg))
-        return elemwise(scalar_op::mul, {in[0]->inputs[0]->inputs[0], in[0]->inputs[1]});
-      if (is_op(in[0], scalar_op::mul) && is_op(in[0]->inputs[1], scalar_op::neg))
-        return elemwise(scalar_op::mul, {in[0]->inputs[0], in[0]->inputs[1]->inputs[0]});
-      break;
-    case scalar_op::mul:
-      if (is_constant_value(in[1], 1) && same_kind(in[0])) return in[0];
-      if (is_constant_value(in[0], 1) && same_kind(in[1])) return in[1];
-      if (is_op(in[0], scalar_op::neg) && is_op(in[1], scalar_op::neg))
-        return elemwise(scalar_op::mul, {in[0]->inputs[0], in[1]->inputs[0]});
-      break;
-    case scalar_op::add:
-      if (is_constant_value(in[1], 0) && same_kind(in[0])) return in[0];
-      if (is_constant_value(in[0], 0) && same_kind(in[1])) return in[1];
-      break;
-    case scalar_op::sub:
-      if (is_constant_value(in[1], 0) && same_kind(in[0])) return in[0];
-      if (is_op(in[1], scalar_op::neg)) return elemwise(scalar_op::add, {in[0], in[1]->inputs[0]});
-      break;
-    case scalar_op::true_div:
-      if (is_constant_value(in[1], 1) && same_kind(in[0])) return in[0];
-      break;
-    case scalar_op::pow:
-      // x * x is pow(x, 2) correctly rounded, special values too, and far cheaper than pow
-      if (is_constant_value(in[1], 2) && same_kind(in[0])) return elemwise(scalar_op::sqr, {in[0]});
-      if (is_constant_value(in[1], 1) && same_kind(in[0])) return in[0];
-      break;
-    default: break;
-  }
-  return nullptr;
-}
-
-inline std::vector<var_ptr> canonicalize_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {
-  return rebuild(roots, [&](const var_ptr& v, std::vector<var_ptr>& ins, bool changed) -> var_ptr {
-    var_ptr nv = with_inputs(v, std::move(ins), changed);
-    // Repeat: one identity can expose another (--(-x)).
-    for (int i = 0; i < 8; ++i) {
-      var_ptr r = canonical_node(nv);
-      if (!r || r->type != nv->type || r->rank != nv->rank) break;
-      ++rec.applied;
-      const std::string to = r->kind == var_kind::apply      ? r->fn->name()
-                             : r->kind == var_kind::constant ? std::string("a constant")
-                                                             : "'" + r->name + "'";
-      rec.notes.push_back(nv->fn->name() + " simplified to " + to);
-      nv = r;
-    }
-    return nv;
-  });
-}
-
+// Constant folding's evaluator: an elementwise op runs on the CPU executor (the same kernels
+// a call runs), a dimshuffle of a constant is copied into its own array.
 inline ndarray evaluate_constant_elemwise(const variable& v) {
   auto p = std::make_shared<program>();
   p->n_inputs = static_cast<int>(v.inputs.size());
@@ -8616,301 +9470,123 @@ inline ndarray evaluate_constant_elemwise(const variable& v) {
   return out;
 }
 
-inline std::vector<var_ptr> constant_folding_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {
-  return rebuild(roots, [&](const var_ptr& v, std::vector<var_ptr>& ins, bool changed) -> var_ptr {
-    var_ptr nv = with_inputs(v, std::move(ins), changed);
-    if (nv->kind != var_kind::apply || nv->inputs.empty()) return nv;
-    for (const auto& in : nv->inputs)
-      if (in->kind != var_kind::constant) return nv;
-    if (nv->fn->kind == op_kind::elemwise) {
-      ++rec.applied;
-      return make_constant(evaluate_constant_elemwise(*nv));
-    }
-    if (nv->fn->kind == op_kind::dimshuffle) {
-      const ndarray& c = nv->inputs[0]->constant;
-      shape_t s;
-      s.rank = static_cast<int>(nv->fn->pattern.size());
-      std::array<std::int64_t, max_rank> st{};
-      for (int i = 0; i < s.rank; ++i) {
-        const int p = nv->fn->pattern[static_cast<std::size_t>(i)];
-        s[i] = p < 0 ? 1 : c.shape(p);
-        st[static_cast<std::size_t>(i)] = p < 0 ? 0 : c.stride(p);
-      }
-      ++rec.applied;
-      return make_constant(cast_array(c.view(s, st), c.type()));
-    }
-    return nv;
-  });
+inline std::optional<ndarray> evaluate_constant(const variable& v) {
+  if (v.fn->kind == op_kind::elemwise) return evaluate_constant_elemwise(v);
+  if (v.fn->kind == op_kind::dimshuffle) {
+    const ndarray& c = v.inputs[0]->constant;
+    return cast_array(dimshuffle_view(c, v.fn->pattern), c.type());
+  }
+  return std::nullopt;
 }
 
-}  // namespace xsym::detail
-XSYM_COLD_END
-
-#endif
-// ---- end include/xsym/rewrite/canonicalize.hpp ----
-// ---- begin include/xsym/rewrite/gpu_placement.hpp ----
-#ifndef XSYM_REWRITE_GPU_PLACEMENT_HPP
-#define XSYM_REWRITE_GPU_PLACEMENT_HPP
-
-#include <map>
-#include <memory>
-
-
-XSYM_COLD_BEGIN  // rewrites run when a function is built
-
-namespace xsym::detail {
-
-/// device=cuda, after every other rewrite: each Apply node becomes its GPU op; function
-/// inputs reach the device through GpuFromHost nodes and outputs come back through
-/// HostFromGpu nodes; shared variables and constants live on the device (no transfer per call).
-inline void gpu_placement_pass(function_graph& g, rewrite_record& rec) {
-  std::vector<apply_node> body = std::move(g.nodes);
-  std::vector<apply_node> head, tail;
-  auto transfer = [](bool to_device) {
-    auto o = std::make_shared<op>();
-    o->kind = op_kind::transfer;
-    o->to_device = to_device;
-    return std::shared_ptr<const op>(std::move(o));
-  };
-  const auto up = transfer(true), down = transfer(false);
-  for (auto& s : g.slots) s.on_device = s.kind != var_kind::input;
-  for (auto& n : body) {
-    auto o = std::make_shared<op>(*n.fn);
-    o->on_gpu = true;
-    n.fn = std::move(o);
-  }
-  // A device copy of each host slot that device code reads, made once per call.
-  std::map<int, int> device_copy;
-  auto device_slot_of = [&](int s) {
-    if (g.slots[static_cast<std::size_t>(s)].on_device) return s;
-    if (auto it = device_copy.find(s); it != device_copy.end()) return it->second;
-    slot d = g.slots[static_cast<std::size_t>(s)];
-    d.kind = var_kind::apply;
-    d.name.clear();
-    d.on_device = true;
-    g.slots.push_back(std::move(d));
-    const int ds = static_cast<int>(g.slots.size()) - 1;
-    apply_node t;
-    t.fn = up;
-    t.inputs = {s};
-    t.outputs = {ds};
-    head.push_back(std::move(t));
-    device_copy[s] = ds;
-    return ds;
-  };
-  for (auto& n : body)
-    for (int& in : n.inputs) in = device_slot_of(in);
-  for (auto& [target, value] : g.updates) value = device_slot_of(value);
-  std::map<int, int> host_copy;
-  for (int& o : g.outputs) {
-    if (!g.slots[static_cast<std::size_t>(o)].on_device) continue;
-    if (auto it = host_copy.find(o); it != host_copy.end()) {
-      o = it->second;
-      continue;
-    }
-    slot h = g.slots[static_cast<std::size_t>(o)];
-    h.kind = var_kind::apply;
-    h.on_device = false;
-    if (h.source && h.source->kind == var_kind::shared) h.name.clear();
-    g.slots.push_back(std::move(h));
-    const int hs = static_cast<int>(g.slots.size()) - 1;
-    apply_node t;
-    t.fn = down;
-    t.inputs = {o};
-    t.outputs = {hs};
-    tail.push_back(std::move(t));
-    host_copy[o] = hs;
-    o = hs;
-  }
-  g.nodes.clear();
-  for (auto* part : {&head, &body, &tail})
-    for (auto& n : *part) g.nodes.push_back(std::move(n));
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    apply_node& n = g.nodes[i];
-    n.id = static_cast<int>(i);
-    for (std::size_t o = 0; o < n.outputs.size(); ++o) {
-      slot& s = g.slots[static_cast<std::size_t>(n.outputs[o])];
-      s.owner = n.id;
-      s.owner_output = static_cast<int>(o);
-    }
-  }
-  rec.applied = static_cast<int>(head.size() + tail.size());
+inline std::shared_ptr<const rewrite_row> vars_row(std::string name, std::vector<std::string> tags, double position,
+                                                   vars_rewrite f) {
+  return std::make_shared<const rewrite_row>(rewrite_row{std::move(name), std::move(tags), position, std::move(f), {}});
+}
+inline std::shared_ptr<const rewrite_row> graph_row(std::string name, std::vector<std::string> tags, double position,
+                                                    graph_rewrite f) {
+  return std::make_shared<const rewrite_row>(rewrite_row{std::move(name), std::move(tags), position, {}, std::move(f)});
 }
 
-}  // namespace xsym::detail
-XSYM_COLD_END
+// xsym's rewrites, in the order they run. Those that can change an IEEE result carry
+// fast_math (docs/semantics.md); gpu_placement runs exactly when device=cuda.
+inline const std::vector<std::shared_ptr<const rewrite_row>>& builtin_rewrites() {
+  static const std::vector<std::shared_ptr<const rewrite_row>> rows = {
+      vars_row("stabilize", {"stabilize", "fast_run", "fast_compile"}, 1, stabilize_pass),
+      vars_row("canonicalize", {"canonicalize", "fast_run", "fast_compile"}, 2, canonicalize_pass),
+      vars_row("constant_folding", {"canonicalize", "constant_folding", "fast_run", "fast_compile"}, 3,
+               [](const std::vector<var_ptr>& roots, rewrite_record& rec) {
+                 return constant_folding_pass(roots, rec, evaluate_constant);
+               }),
+      vars_row("merge", {"merge", "fast_run", "fast_compile"}, 4, merge_pass),
+      vars_row("blas", {"blas", "fast_run"}, 10, blas_pass),
+      vars_row("gemv_accumulate", {"blas", "fast_run"}, 11, gemv_accumulate_pass),
+      vars_row("gemv_scale_fold", {"blas", "fast_math", "fast_run"}, 12, gemv_scale_fold_pass),
+      vars_row("elemwise_fusion", {"fusion", "fast_run"}, 49, fusion_pass),
+      graph_row("multi_output_fusion", {"fusion", "fast_run"}, 60, multi_output_fusion_pass),
+      graph_row("inplace_elemwise", {"inplace", "fast_run"}, 70, inplace_pass),
+      graph_row(gpu_placement_rewrite, {"gpu"}, 90, gpu_placement_pass),
+  };
+  return rows;
+}
 
-#endif
-// ---- end include/xsym/rewrite/gpu_placement.hpp ----
-// ---- begin include/xsym/compile/checks.hpp ----
-#ifndef XSYM_COMPILE_CHECKS_HPP
-#define XSYM_COMPILE_CHECKS_HPP
+}  // namespace detail
 
-// What DebugMode and NanGuardMode check, on runtime arrays.
-#include <cmath>
-#include <optional>
-#include <sstream>
-#include <stdexcept>
-#include <string>
+/// @brief Every rewrite, xsym's and the program's, in the order the pipeline runs them
+/// (by position; at equal positions xsym's first, then in registration order).
+inline std::vector<std::shared_ptr<const rewrite_row>> rewrite_rows() {
+  std::vector<std::shared_ptr<const rewrite_row>> rows = detail::builtin_rewrites();
+  {
+    auto& t = detail::user_rewrites();
+    std::lock_guard lock(t.mutex);
+    rows.insert(rows.end(), t.rows.begin(), t.rows.end());
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a->position < b->position; });
+  return rows;
+}
 
+/// @brief Adds a rewrite to every function built while the returned registration lives. Its
+/// tags place it in the modes (fast_run, fast_compile) and let the optimizer flags choose it,
+/// as xsym's own. Throws std::invalid_argument when the name is taken or the position does
+/// not suit what it rewrites.
+[[nodiscard]] inline rewrite_registration register_rewrite(rewrite_row row) {
+  detail::check_rewrite_row(row);
+  for (const auto& r : detail::builtin_rewrites())
+    if (r->name == row.name)
+      throw std::invalid_argument("xsym::register_rewrite: '" + row.name + "' is the name of one of xsym's rewrites");
+  auto p = std::make_shared<const rewrite_row>(std::move(row));
+  auto& t = detail::user_rewrites();
+  std::lock_guard lock(t.mutex);
+  for (const auto& r : t.rows)
+    if (r->name == p->name)
+      throw std::invalid_argument("xsym::register_rewrite: a rewrite named '" + p->name + "' is already registered");
+  t.rows.push_back(p);
+  return rewrite_registration(p);
+}
 
-namespace xsym {
-
-/// @brief DebugMode found an optimised result that differs from the reference, an input
-/// changed outside a node's destroy map, a view that aliases what it did not declare, or a
-/// non-finite value (DebugMode.check_isfinite).
-class debug_mode_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-/// @brief NanGuardMode found NaN, Inf or a huge value; the message names where it first appeared.
-class nan_guard_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-XSYM_COLD_BEGIN  // DebugMode and NanGuardMode: checking, not speed
 namespace detail {
 
-/// An owning C-contiguous copy (the snapshot DebugMode compares against).
-inline ndarray deep_copy(const ndarray& a) {
-  if (!a.has_value()) return a;
-  return cast_array(a, a.type());
+// Runs the chosen rows of one kind (symbolic graph or built graph), recording each for the
+// optimizer profile.
+inline std::vector<var_ptr> run_vars_rewrites(const std::vector<std::shared_ptr<const rewrite_row>>& rows,
+                                              const std::set<std::string>& chosen, std::vector<var_ptr> roots,
+                                              std::vector<rewrite_record>& records) {
+  for (const auto& r : rows) {
+    if (!r->on_vars || !chosen.count(r->name)) continue;
+    rewrite_record rec;
+    rec.name = r->name;
+    rec.nodes_before = count_applies(roots);
+    const double s0 = wall_seconds();
+    roots = r->on_vars(roots, rec);
+    rec.seconds = wall_seconds() - s0;
+    rec.nodes_after = count_applies(roots);
+    records.push_back(std::move(rec));
+  }
+  return roots;
 }
 
-struct mismatch {
-  bool layout = false;  // the shapes or dtypes differ: no element was compared
-  double max_abs = 0, max_rel = 0;
-  std::int64_t first_index = -1;  // C-order index of the first element out of tolerance
-  double got = 0, want = 0;
-};
-
-/// Elementwise comparison with a tolerance fit for the dtype; NaN equals NaN. With `scale`
-/// (same shape), element i is compared relative to max(|want[i]|, scale[i]): a product's
-/// rounding error grows with its terms, |A||x|, not with a result that cancels to near zero.
-inline std::optional<mismatch> compare_arrays(const ndarray& got, const ndarray& want, const ndarray* scale = nullptr) {
-  if (!(got.shape() == want.shape()) || got.type() != want.type() || (scale && !(scale->shape() == want.shape()))) {
-    mismatch m;
-    m.layout = true;
-    return m;
+inline void run_graph_rewrites(const std::vector<std::shared_ptr<const rewrite_row>>& rows,
+                               const std::set<std::string>& chosen, function_graph& g,
+                               std::vector<rewrite_record>& records) {
+  for (const auto& r : rows) {
+    if (!r->on_graph || !chosen.count(r->name)) continue;
+    rewrite_record rec;
+    rec.name = r->name;
+    rec.nodes_before = static_cast<int>(g.nodes.size());
+    const double s0 = wall_seconds();
+    r->on_graph(g, rec);
+    rec.seconds = wall_seconds() - s0;
+    rec.nodes_after = static_cast<int>(g.nodes.size());
+    records.push_back(std::move(rec));
   }
-  const bool f32 = got.type() == dtype::float32;
-  const double rtol = f32 ? 1e-4 : is_float(got.type()) ? 1e-9 : 0.0;
-  const double atol = f32 ? 1e-6 : is_float(got.type()) ? 1e-12 : 0.0;
-  mismatch m;
-  bool bad = false;
-  for (std::int64_t i = 0; i < got.size(); ++i) {
-    const double g = got.flat_as_double(i), w = want.flat_as_double(i);
-    if (std::isnan(g) && std::isnan(w)) continue;
-    if (g == w) continue;
-    const double abs_err = std::abs(g - w);
-    const double rel_err = abs_err / std::max(std::abs(w), 1e-300);
-    m.max_abs = std::max(m.max_abs, std::isnan(abs_err) ? INFINITY : abs_err);
-    m.max_rel = std::max(m.max_rel, std::isnan(rel_err) ? INFINITY : rel_err);
-    const double magnitude = scale ? std::max(std::abs(w), scale->flat_as_double(i)) : std::abs(w);
-    // Past here g != w. A NaN or an infinity in the result is a difference whatever the
-    // tolerance (an infinite reference would make it infinite); a finite result where the
-    // reference overflowed is what a stabilizing rewrite is for.
-    const bool special = !std::isfinite(g);
-    if ((special || !(abs_err <= atol + rtol * magnitude)) && m.first_index < 0) {
-      m.first_index = i;
-      m.got = g;
-      m.want = w;
-      bad = true;
-    }
-  }
-  if (!bad) return std::nullopt;
-  return m;
 }
-
-inline std::string index_text(const shape_t& s, std::int64_t flat) {
-  std::vector<std::int64_t> idx(static_cast<std::size_t>(s.rank));
-  for (int d = s.rank - 1; d >= 0; --d) {
-    idx[static_cast<std::size_t>(d)] = s[d] ? flat % s[d] : 0;
-    flat = s[d] ? flat / s[d] : 0;
-  }
-  std::string t = "(";
-  for (std::size_t i = 0; i < idx.size(); ++i) t += (i ? ", " : "") + std::to_string(idx[i]);
-  return t + (idx.size() == 1 ? ",)" : ")");
-}
-
-inline std::string describe_mismatch(const ndarray& got, const mismatch& m) {
-  std::ostringstream os;
-  if (m.layout || m.first_index < 0) {
-    os << "shapes or dtypes differ (got " << dtype_name(got.type()) << " " << to_string(got.shape()) << ")";
-    return os.str();
-  }
-  // A NaN or an infinity on one side is named as such: its "error" is no number to read.
-  const bool special = !std::isfinite(m.got) || !std::isfinite(m.want);
-  if (special) {
-    auto kind = [](double v) { return std::isnan(v) ? "NaN" : std::isinf(v) ? (v > 0 ? "+inf" : "-inf") : "a finite value"; };
-    os << kind(m.got) << " where the reference has " << kind(m.want) << ", first at index "
-       << index_text(got.shape(), m.first_index) << ": " << m.got << " instead of " << m.want;
-    return os.str();
-  }
-  os << "max abs error " << m.max_abs << ", max rel error " << m.max_rel << ", first difference at index "
-     << index_text(got.shape(), m.first_index) << ": " << m.got << " instead of " << m.want;
-  return os.str();
-}
-
-/// The first element that is NaN (what=0), infinite (1) or of magnitude above 1e10 (2).
-inline std::int64_t first_bad(const ndarray& a, int what) {
-  if (!is_float(a.type())) return what == 2 ? -1 : -1;
-  for (std::int64_t i = 0; i < a.size(); ++i) {
-    const double v = a.flat_as_double(i);
-    if ((what == 0 && std::isnan(v)) || (what == 1 && std::isinf(v)) || (what == 2 && std::isfinite(v) && std::abs(v) > 1e10))
-      return i;
-  }
-  return -1;
-}
-
-XSYM_COLD_END
-
-/// Whether two arrays' memory overlaps.
-struct byte_range {
-  std::intptr_t lo = 0, hi = 0;  // [lo, hi); empty when lo == hi
-  bool overlaps(const byte_range& o) const { return lo < o.hi && o.lo < hi; }
-};
-
-// The bytes an array's elements span (a negative stride extends lo); empty without elements.
-inline byte_range bytes_of(const ndarray& x) {
-  if (!x.has_value()) return {};
-  std::int64_t down = 0, up = 0;
-  for (int d = 0; d < x.rank(); ++d) {
-    const std::int64_t n = x.shape(d);
-    if (n == 0) return {};
-    const std::int64_t span = (n - 1) * x.stride(d);
-    (span < 0 ? down : up) += span;
-  }
-  const auto es = static_cast<std::int64_t>(dtype_size(x.type()));
-  const auto base = reinterpret_cast<std::intptr_t>(x.data());
-  return {base + down * es, base + (up + 1) * es};
-}
-
-// Called per destination and input on every into(...) call: one pass over each shape.
-inline bool overlaps(const ndarray& a, const ndarray& b) { return bytes_of(a).overlaps(bytes_of(b)); }
 
 }  // namespace detail
 }  // namespace xsym
+XSYM_COLD_END
 
 #endif
-// ---- end include/xsym/compile/checks.hpp ----
-// ---- begin include/xsym/compile/options.hpp ----
-#ifndef XSYM_COMPILE_OPTIONS_HPP
-#define XSYM_COMPILE_OPTIONS_HPP
-
-#include <algorithm>
-#include <array>
-#include <functional>
-#include <memory>
-#include <optional>
-#include <set>
-#include <sstream>
-#include <stdexcept>
-#include <string>
-#include <vector>
-
+// ---- end include/xsym/compile/pipeline.hpp ----
 
 XSYM_COLD_BEGIN  // options are resolved when a function is built
 
@@ -9028,7 +9704,8 @@ inline std::vector<std::string> split_colon(const std::string& s) {
 struct resolved_plan {
   std::string mode;
   std::string linker;
-  std::set<std::string> rewrites;
+  std::set<std::string> rewrites;  // the names of the rows chosen
+  std::vector<std::shared_ptr<const rewrite_row>> rewrite_rows;  // every row, in run order
   bool reference_kernels = false;
   bool gc = true;
   bool gpu = false;  // device=cuda
@@ -9097,41 +9774,53 @@ inline resolved_plan resolve_plan(const function_options& o) {
     p.compiledir = config.compiledir.value();
   }
 
-  auto matches = [](const rewrite_info& r, const std::string& name_or_tag) {
+  // The same rows the pipeline runs (compile/pipeline.hpp), xsym's and the program's.
+  p.rewrite_rows = rewrite_rows();
+  const auto& rows = p.rewrite_rows;
+  auto matches = [](const rewrite_row& r, const std::string& name_or_tag) {
     if (r.name == name_or_tag) return true;
     return std::find(r.tags.begin(), r.tags.end(), name_or_tag) != r.tags.end();
   };
   auto check_known = [&](const std::string& what, const std::string& flag) {
-    for (const auto& r : rewrite_registry())
-      if (matches(r, what)) return;
+    for (const auto& r : rows)
+      if (matches(*r, what)) return;
     std::string known;
-    std::set<std::string_view> names;
-    for (const auto& r : rewrite_registry()) {
-      names.insert(r.name);
-      for (auto t : r.tags) names.insert(t);
+    std::set<std::string> names;
+    for (const auto& r : rows) {
+      names.insert(r->name);
+      for (const auto& t : r->tags) names.insert(t);
     }
-    for (auto n : names) known += (known.empty() ? "" : ", ") + std::string(n);
+    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
     throw compile_error("xsym: " + flag + " names '" + what + "', which is no rewrite name or tag (known: " + known + ")");
   };
   if (optimizer != "None")
-    for (const auto& r : rewrite_registry())
-      if (matches(r, optimizer)) p.rewrites.insert(std::string(r.name));
+    for (const auto& r : rows)
+      if (matches(*r, optimizer)) p.rewrites.insert(r->name);
   for (const auto& t : split_colon(o.including.value_or(config.optimizer_including.value()))) {
     check_known(t, "optimizer_including");
-    for (const auto& r : rewrite_registry())
-      if (matches(r, t)) p.rewrites.insert(std::string(r.name));
+    for (const auto& r : rows)
+      if (matches(*r, t)) p.rewrites.insert(r->name);
   }
   for (const auto& t : split_colon(o.excluding.value_or(config.optimizer_excluding.value()))) {
     check_known(t, "optimizer_excluding");
-    for (const auto& r : rewrite_registry())
-      if (matches(r, t)) p.rewrites.erase(std::string(r.name));
+    for (const auto& r : rows) {
+      if (!matches(*r, t)) continue;
+      if (p.gpu && r->name == gpu_placement_rewrite)
+        throw compile_error("xsym: optimizer_excluding names '" + t + "', which would remove " +
+                            std::string(gpu_placement_rewrite) + ": device=cuda needs it (set device=cpu instead)");
+      p.rewrites.erase(r->name);
+    }
   }
+  // Placing nodes on the device is what device=cuda means, whatever the mode's rewrites.
+  if (p.gpu) p.rewrites.insert(std::string(gpu_placement_rewrite));
+  else p.rewrites.erase(std::string(gpu_placement_rewrite));
   for (const auto& t : split_colon(o.requiring.value_or(config.optimizer_requiring.value()))) {
     check_known(t, "optimizer_requiring");
-    for (const auto& r : rewrite_registry())
-      if (matches(r, t) && !p.rewrites.count(std::string(r.name)))
-        throw compile_error("xsym: optimizer_requiring names '" + t + "' but rewrite '" + std::string(r.name) +
-                            "' is turned off by the mode or optimizer_excluding");
+    for (const auto& r : rows)
+      if (matches(*r, t) && !p.rewrites.count(r->name))
+        throw compile_error("xsym: optimizer_requiring names '" + t + "' but rewrite '" + r->name + "' " +
+                            (r->name == gpu_placement_rewrite ? std::string("runs only with device=cuda")
+                                                              : std::string("is turned off by the mode or optimizer_excluding")));
   }
   return p;
 }
@@ -9145,15 +9834,6 @@ XSYM_COLD_END
 namespace xsym {
 
 namespace detail {
-namespace testing {
-/// Test-only: a rewrite that runs in FAST_RUN after the others and may be deliberately
-/// wrong, to prove that DebugMode catches a wrong rewrite.
-inline std::function<std::vector<var_ptr>(const std::vector<var_ptr>&)>& extra_fast_run_rewrite() {
-  static std::function<std::vector<var_ptr>(const std::vector<var_ptr>&)> f;
-  return f;
-}
-}  // namespace testing
-
 /// The lock that serialises calls of one function: an uncontended lock and unlock are one
 /// atomic operation each, inline (std::mutex goes through pthread: ~16 ns per call here);
 /// a waiting thread sleeps in the kernel (futex) rather than spinning.
@@ -9172,343 +9852,8 @@ class call_lock {
  private:
   std::atomic<int> m_state{0};
 };
-
-/// Buffers released during a call, handed to later nodes instead of going back to malloc.
-struct buffer_pool {
-  struct entry {
-    std::shared_ptr<std::byte> owner;
-    std::size_t capacity;
-    bool on_device;
-  };
-  std::vector<entry> free;
-
-  void give(ndarray& a) {
-    if (a.owner() && a.owner().use_count() == 1 && a.capacity() > 0) {
-      const std::size_t capacity = a.capacity();
-      const bool on_device = a.on_device();
-      free.push_back({a.take_owner(), capacity, on_device});  // moved: no reference-count update
-      return;
-    }
-    a.release();
-  }
-  bool take(ndarray& slot, dtype t, const shape_t& shape, std::size_t bytes, bool on_device = false) {
-    for (std::size_t i = 0; i < free.size(); ++i) {
-      if (free[i].on_device != on_device || free[i].capacity < bytes || free[i].capacity > 2 * bytes + 64) continue;
-      slot = ndarray::in_buffer(t, shape, std::move(free[i].owner), free[i].capacity, on_device);
-      free[i] = std::move(free.back());
-      free.pop_back();
-      return true;
-    }
-    return false;
-  }
-};
-
-/// One Apply node bound to its kernel.
-struct thunk {
-  void (*run)(const thunk&, ndarray* values) = nullptr;
-  const apply_node* node = nullptr;
-  cpu::compiled_program prog;  // elementwise nodes
-  bool one_element_path = false;  // run_elemwise_one may run it (see there)
-  std::vector<unsigned> one_element_inputs;  // for it, per step: bit j, argument j is an input
-  std::vector<std::uint8_t> slot_bcast;  // inputs' broadcastable patterns
-  dtype out_type = dtype::float64;
-  cpu::parallelism par;  // openmp=True: threads for large elementwise nodes and products
-  buffer_pool* pool = nullptr;
-  // Per slot, the caller's memory an output is written into during an into(...) call (null
-  // for every slot otherwise); owned by the runtime, null for reference thunks.
-  const ndarray* const* dests = nullptr;
-  std::shared_ptr<const void> device_state;  // GPU backend: the node's data in device memory
-};
-
-/// Per-node device timing (CUDA events), installed by the GPU backend under CUDA.
-class device_timer {
- public:
-  virtual ~device_timer() = default;
-  virtual void node_begin(std::size_t node) = 0;
-  virtual void node_end(std::size_t node) = 0;
-  /// Waits for the device; replaces the host ticks of device nodes with their device times.
-  virtual void collect(std::uint64_t* node_ticks) = 0;
-};
-
-/// What the GPU backend adds to the runtime when it is included (null otherwise).
-struct gpu_runtime_hooks {
-  void (*bind)(thunk& t, const function_graph& g, const apply_node& n) = nullptr;
-  std::unique_ptr<device_timer> (*make_timer)(const function_graph& g) = nullptr;
-};
-inline gpu_runtime_hooks& gpu_runtime() {
-  static gpu_runtime_hooks h;
-  return h;
-}
-
-// Gives `slot` a C-contiguous buffer of that shape, reusing the one it holds when nothing
-// else refers to it (so a no-gc function allocates nothing in steady state).
-inline void prepare_output(ndarray& slot, dtype t, const shape_t& shape, buffer_pool* pool = nullptr,
-                           bool on_device = false) {
-  // A warm call: last call's buffer, of this dtype and shape, ours alone.
-  if (slot.type() == t && slot.shape() == shape && slot.on_device() == on_device && slot.is_c_contiguous() &&
-      slot.owner().use_count() == 1 && slot.data() == slot.owner().get())
-    return;
-  const auto bytes = static_cast<std::size_t>(shape.size()) * dtype_size(t);
-  if (slot.owner() && slot.owner().use_count() == 1 && slot.on_device() == on_device && slot.capacity() >= bytes &&
-      slot.capacity() <= 2 * bytes + 64) {
-    slot.reuse_buffer(t, shape);
-    return;
-  }
-  if (pool && pool->take(slot, t, shape, bytes, on_device)) return;
-  slot = on_device ? ndarray::empty_on_device(t, shape) : ndarray::empty(t, shape);
-}
-
-// The caller's memory for this output slot when an into(...) call bound some, with this dtype
-// and shape: the slot's own buffer goes to the pool (the next plain call takes it back) and the
-// node writes straight into the caller's array. Only ever a host, C-contiguous destination that
-// overlaps no input or shared value (the runtime checked when it bound it).
-inline bool take_destination(const thunk& t, int slot, ndarray& out, dtype type, const shape_t& shape) {
-  if (!t.dests) return false;
-  const ndarray* d = t.dests[slot];
-  if (!d || d->type() != type || !(d->shape() == shape)) return false;
-  if (t.pool && out.owner()) t.pool->give(out);
-  out = *d;
-  return true;
-}
-
-// An elementwise node on either backend: outputs prepared (or an input taken over in place),
-// then `exec(ins, outs)` runs the kernel.
-template <bool OnDevice, class Exec>
-void elemwise_node(const thunk& t, ndarray* values, Exec&& exec) {
-  const apply_node& n = *t.node;
-  const ndarray* ins[64];
-  const std::size_t n_in = n.inputs.size();
-  const int* in_slots = n.inputs.data();
-  for (std::size_t k = 0; k < n_in; ++k) ins[k] = &values[in_slots[k]];
-  const shape_t shape = cpu::broadcast_shape(ins, t.slot_bcast.data(), static_cast<int>(n_in));
-  if (n.outputs.size() > 8) throw std::logic_error("xsym: a fused node has more than 8 outputs");
-  ndarray* outs[8] = {};
-  ndarray* destroyed = nullptr;
-  ndarray spare;  // only an in-place node uses it
-  for (std::size_t o = 0; o < n.outputs.size(); ++o) {
-    ndarray& out = values[n.outputs[o]];
-    if constexpr (!OnDevice) {
-      if (take_destination(t, n.outputs[o], out,
-                           t.prog.prog->reg_types[static_cast<std::size_t>(t.prog.prog->outputs[o])], shape)) {
-        outs[o] = &out;
-        continue;
-      }
-    }
-    if (o == 0 && !n.fn->destroy_map.empty()) {
-      // The input dies here: take its buffer when it has the output's shape and is ours alone.
-      ndarray& victim = values[n.inputs[static_cast<std::size_t>(n.fn->destroy_map[0].second)]];
-      if (victim.shape() == shape && victim.is_c_contiguous() && victim.owner() && victim.owner().use_count() == 1) {
-        spare = std::move(out);  // the buffer this output had goes to the input's producer
-        out = victim;            // the input is still read below; it is replaced once the node has run
-        destroyed = &victim;
-        outs[o] = &out;
-        continue;
-      }
-    }
-    prepare_output(out, t.prog.prog->reg_types[static_cast<std::size_t>(t.prog.prog->outputs[o])], shape, t.pool,
-                   OnDevice);
-    outs[o] = &out;
-  }
-  exec(ins, outs);
-  // The consumed input's slot keeps the spare buffer, so its producer reuses it next call.
-  if (destroyed) *destroyed = std::move(spare);
-}
-
-// Copies a value into a destination in the caller's memory (same dtype and shape, any strides),
-// unless the node already wrote it there.
-inline void copy_into_destination(const ndarray& value, const ndarray& dst) {
-  if (value.size() == 0) return;
-  // Written in place, or the output is the very array the caller passed. Checked before
-  // on_host, whose copy costs two reference-count updates per call; a device value never is.
-  bool same = !value.on_device() && value.data() == dst.data();
-  for (int d = 0; same && d < dst.rank(); ++d) same = dst.shape(d) == 1 || value.stride(d) == dst.stride(d);
-  if (same) return;
-  ndarray src = on_host(value);
-  if (overlaps(src, dst)) src = deep_copy(src);  // e.g. an input's transpose written back into that input
-  const std::size_t es = dtype_size(dst.type());
-  if (src.is_c_contiguous() && dst.is_c_contiguous()) {
-    if (src.nbytes()) std::memcpy(dst.data(), src.data(), src.nbytes());
-    return;
-  }
-  const ndarray c = src.contiguous();
-  const std::byte* p = c.data();
-  for_each_offset(dst.shape(), dst.strides(), [&](std::int64_t off) {
-    std::memcpy(dst.data() + off * static_cast<std::int64_t>(es), p, es);
-    p += es;
-  });
-}
-
-// Every input one element (a function of scalars held in arrays, as in the seeds' call-overhead
-// example): the steps run once, on the kernels run_program would call with n = 1, so the
-// results are the same bits, without broadcasting, span or block bookkeeping. An in-place node
-// writes its own buffer here (for one element, taking over its input's saves nothing; the
-// update of a shared scalar, b - 0.01 * gb, is one). Compiled (cxx) programs and any input of
-// more than one element take the general path.
-inline bool run_elemwise_one(const thunk& t, ndarray* values) {
-  const cpu::compiled_program& cp = t.prog;
-  const apply_node& n = *t.node;
-  const std::size_t n_in = n.inputs.size();
-  const ndarray& first = values[n.inputs[0]];
-  const int rank = first.rank();
-  const void* reg[cpu::detail::max_registers];
-  for (std::size_t k = 0; k < n_in; ++k) {
-    const ndarray& a = values[n.inputs[k]];
-    if (a.rank() != rank || a.size() != 1) return false;
-    reg[k] = a.data();
-  }
-  const program& p = *cp.prog;
-  ndarray* outs[8];
-  for (std::size_t o = 0; o < n.outputs.size(); ++o) {
-    ndarray& out = values[n.outputs[o]];
-    const dtype type = p.reg_types[static_cast<std::size_t>(p.outputs[o])];
-    if (!take_destination(t, n.outputs[o], out, type, first.shape())) prepare_output(out, type, first.shape(), t.pool);
-    outs[o] = &out;
-  }
-  alignas(8) unsigned char scratch[cpu::detail::max_registers][8];
-  const void* args[cpu::detail::max_chain_links + 1];
-  const unsigned* input_args = t.one_element_inputs.data();  // per step, its arguments that are inputs
-  for (const cpu::compiled_step& st : cp.steps) {
-    const unsigned mask = *input_args++;
-    for (int j = 0; j < st.arity; ++j) args[j] = (mask >> j) & 1u ? reg[st.args[j]] : scratch[st.args[j]];
-    if (!st.chain) st.kernel(scratch[st.dst], args, mask, 1);
-    else st.chain_one(scratch[st.dst], args, st.chain_codes, st.links);
-  }
-  for (std::size_t o = 0; o < n.outputs.size(); ++o) {
-    const auto r = static_cast<std::size_t>(p.outputs[o]);
-    const void* from = r < n_in ? reg[r] : scratch[r];
-    std::byte* to = outs[o]->data();
-    switch (cp.out_bytes[o]) {  // a fixed-size copy is a move, not a call
-      case 8: std::memcpy(to, from, 8); break;
-      case 4: std::memcpy(to, from, 4); break;
-      case 1: std::memcpy(to, from, 1); break;
-      default: std::memcpy(to, from, static_cast<std::size_t>(cp.out_bytes[o])); break;
-    }
-  }
-  return true;
-}
-
-inline void run_elemwise(const thunk& t, ndarray* values) {
-  if (t.one_element_path && run_elemwise_one(t, values)) return;
-  elemwise_node<false>(t, values, [&](const ndarray* const* ins, ndarray* const* outs) { cpu::run_program(t.prog, ins, outs, t.par); });
-}
-
-inline void run_dimshuffle(const thunk& t, ndarray* values) {
-  const apply_node& n = *t.node;
-  const ndarray& in = values[n.inputs[0]];
-  const auto& pattern = n.fn->pattern;
-  shape_t s;
-  s.rank = static_cast<int>(pattern.size());
-  std::array<std::int64_t, max_rank> st{};
-  for (int i = 0; i < s.rank; ++i) {
-    const int p = pattern[static_cast<std::size_t>(i)];
-    s[i] = p < 0 ? 1 : in.shape(p);
-    st[static_cast<std::size_t>(i)] = p < 0 ? 0 : in.stride(p);
-  }
-  values[n.outputs[0]] = in.view(s, st);
-}
-
-inline void run_reduce(const thunk& t, ndarray* values) {
-  const apply_node& n = *t.node;
-  const ndarray& in = values[n.inputs[0]];
-  shape_t s;
-  const auto& axes = n.fn->axes;
-  for (int d = 0; d < in.rank(); ++d)
-    if (std::find(axes.begin(), axes.end(), d) == axes.end()) s[s.rank++] = in.shape(d);
-  ndarray& out = values[n.outputs[0]];
-  const dtype type = t.node->fn->reduction == reduce_op::mean || t.node->fn->reduction == reduce_op::sum ||
-                             t.node->fn->reduction == reduce_op::prod
-                         ? reduce_result_type(n.fn->reduction, in.type())
-                         : in.type();
-  if (!take_destination(t, n.outputs[0], out, type, s)) prepare_output(out, type, s, t.pool);
-  cpu::run_reduce(*n.fn, in, out);
-}
-
-inline void run_dot_family(const thunk& t, ndarray* values) {
-  const apply_node& n = *t.node;
-  const ndarray& a = values[n.inputs[0]];
-  const ndarray& b = values[n.inputs[1]];
-  ndarray& out = values[n.outputs[0]];
-  const op& o = *n.fn;
-  shape_t s;
-  if (o.kind == op_kind::dot22 && o.accumulate) {
-    // out = y0 + alpha * A B, in y0's buffer when it dies here.
-    const ndarray& y0 = values[n.inputs[0]];
-    const ndarray& A = values[n.inputs[1]];
-    const ndarray& B = values[n.inputs[2]];
-    if (y0.rank() != 2 || y0.shape(0) != A.shape(0) || y0.shape(1) != B.shape(1))
-      throw shape_error("Gemm: the accumulated matrix has shape " + to_string(y0.shape()) + " but the product is " +
-                        std::to_string(A.shape(0)) + " x " + std::to_string(B.shape(1)));
-    ndarray& y0_slot = values[n.inputs[0]];
-    if (o.is_inplace() && y0.is_c_contiguous() && y0.owner() && y0.owner().use_count() == 1) {
-      out = std::move(y0_slot);
-    } else {
-      prepare_output(out, y0.type(), y0.shape(), t.pool);
-      const ndarray c = y0.contiguous();
-      if (out.nbytes()) std::memcpy(out.data(), c.data(), out.nbytes());  // an empty y0 may have no buffer
-    }
-    cpu::run_dot22(A, B, out, o.alpha, true);
-  } else if (o.kind == op_kind::gemv && o.accumulate) {
-    // out = beta * y0 + alpha * op(A) x, in y0's buffer when it dies here; else y0 is read
-    // where it is (a shared variable's value, weight decay folded in as beta: no copy of it).
-    const ndarray& y0 = values[n.inputs[0]];
-    const ndarray& A = values[n.inputs[1]];
-    const ndarray& xv = values[n.inputs[2]];
-    const std::int64_t m = o.transpose_a ? A.shape(1) : A.shape(0);
-    if (y0.rank() != 1 || y0.shape(0) != m)
-      throw shape_error("Gemv: the accumulated vector has shape " + to_string(y0.shape()) + " but the product has " +
-                        std::to_string(m) + " rows");
-    ndarray& y0_slot = values[n.inputs[0]];
-    if (o.is_inplace() && y0.is_c_contiguous() && y0.owner() && y0.owner().use_count() == 1) {
-      out = std::move(y0_slot);
-      cpu::run_gemv(A, o.transpose_a, xv, out, o.alpha, true, t.par, nullptr, o.beta);
-    } else {
-      s.rank = 1;
-      s[0] = m;
-      prepare_output(out, y0.type(), s, t.pool);
-      ndarray y0_copy;
-      const ndarray& c = y0.is_c_contiguous() ? y0 : (y0_copy = y0.contiguous());
-      cpu::run_gemv(A, o.transpose_a, xv, out, o.alpha, true, t.par, &c, o.beta);
-    }
-  } else if (o.kind == op_kind::gemv) {
-    s.rank = 1;
-    s[0] = o.transpose_a ? a.shape(1) : a.shape(0);
-    prepare_output(out, a.type(), s, t.pool);
-    cpu::run_gemv(a, o.transpose_a, b, out, 1.0, false, t.par);
-  } else if (a.rank() == 1 && b.rank() == 1) {
-    prepare_output(out, a.type(), s, t.pool);
-    cpu::run_dot(a, b, out);
-  } else if (a.rank() == 2 && b.rank() == 1) {
-    s.rank = 1;
-    s[0] = a.shape(0);
-    prepare_output(out, a.type(), s, t.pool);
-    cpu::run_gemv(a, false, b, out, 1.0, false, t.par);
-  } else if (a.rank() == 1 && b.rank() == 2) {
-    s.rank = 1;
-    s[0] = b.shape(1);
-    prepare_output(out, a.type(), s, t.pool);
-    cpu::run_gemv(b, true, a, out, 1.0, false, t.par);
-  } else {
-    s.rank = 2;
-    s[0] = a.shape(0);
-    s[1] = b.shape(1);
-    prepare_output(out, a.type(), s, t.pool);
-    cpu::run_dot22(a, b, out);
-  }
-}
-
-inline void run_shape_prod(const thunk& t, ndarray* values) {
-  const apply_node& n = *t.node;
-  const ndarray& in = values[n.inputs[0]];
-  std::int64_t count = 1;
-  for (int a : n.fn->axes) count *= in.shape(a);
-  ndarray& out = values[n.outputs[0]];
-  prepare_output(out, t.out_type, shape_t{}, t.pool);
-  xsym::detail::visit_dtype(out.type(), [&](auto z) { *out.data_as<decltype(z)>() = static_cast<decltype(z)>(count); });
-}
-
 }  // namespace detail
 
-/// @brief A built function: its graph, one thunk per Apply node, and the values between them.
 class function_runtime {
  public:
   /// @brief Rewrites the graph of outputs and updates, then binds one thunk per Apply node.
@@ -9537,117 +9882,7 @@ class function_runtime {
   /// values[input_slots[i]] under the lock (no array of arguments is built and copied).
   /// When bind or an input check throws, no node has run and the inputs are released.
   template <class Bind, class Convert>
-  auto call_with(Bind&& bind, Convert&& convert, const ndarray* dests = nullptr) {
-    std::lock_guard lock(m_mutex);
-    // One predictable branch when profiling is off; nothing at all when compiled out.
-    const bool timed = profiling_compiled_in && (m_profile || detail::any_scope_active());
-    const std::uint64_t c0 = timed ? detail::ticks() : 0;
-    ndarray* values = m_values.data();
-    try {
-      bind(values, m_graph->inputs);
-      for (std::size_t i = 0; m_inputs_broadcastable && i < m_graph->inputs.size(); ++i) {
-        const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[i])];
-        if (!s.broadcastable) continue;
-        const ndarray& a = values[m_graph->inputs[i]];
-        for (int d = 0; d < s.rank; ++d)
-          if (((s.broadcastable >> d) & 1u) && a.shape(d) != 1) throw_not_broadcastable(i, d, a.shape());
-      }
-    } catch (...) {
-      release_after_call();
-      throw;
-    }
-    const bool memory = m_profile && m_profile->memory;
-    const std::int64_t mem0 = memory ? allocated().current : 0;
-    if (memory) reset_peak_memory();
-    const auto device_allocated = m_plan.gpu ? detail::device_hooks().allocated : nullptr;
-    const std::int64_t device_mem0 = memory && device_allocated ? device_allocated().current : 0;
-    const bool sample = timed && (m_sample_calls & (m_sample_calls - 1)) == 0;
-    read_shared(values);
-    if (dests) {
-      try {
-        bind_destinations(dests);
-      } catch (...) {
-        release_after_call();
-        throw;
-      }
-    }
-    std::size_t i = 0;
-    try {
-      if (timed) {
-        const std::uint64_t f0 = detail::ticks();
-        m_fn_start = f0;
-        std::uint64_t t = f0;
-        for (; i < m_thunks.size(); ++i) {
-          if (sample) record_shapes(i, values, true);  // before: an in-place node consumes its input
-          if (m_device_timer) m_device_timer->node_begin(i);
-          m_thunks[i].run(m_thunks[i], values);
-          if (m_device_timer) m_device_timer->node_end(i);
-          const std::uint64_t t1 = detail::ticks();
-          m_scratch_ticks[i] = t1 - t;
-          if (sample) record_shapes(i, values, false);
-          if (m_plan.gc) release_dead(i);
-          t = sample ? detail::ticks() : t1;
-        }
-        if (m_device_timer) m_device_timer->collect(m_scratch_ticks.data());
-        m_fn_ticks_last = t - f0;
-      } else if (m_checked) {
-        std::vector<ndarray> args;  // DebugMode runs the unoptimised twin on the same arguments
-        if (m_plan.debug)
-          for (int s : m_graph->inputs) args.push_back(values[s]);
-        if (m_plan.nan_guard) guard_inputs(values);
-        for (; i < m_thunks.size(); ++i) {
-          run_checked(i, values);
-          if (m_plan.gc) release_dead(i);
-        }
-        if (m_plan.debug) check_against_reference(args.data(), values);
-      } else {
-        for (; i < m_thunks.size(); ++i) {
-          m_thunks[i].run(m_thunks[i], values);
-          if (m_plan.gc) release_dead(i);
-        }
-      }
-    } catch (const debug_mode_error&) {
-      release_all_but_constants();
-      throw;
-    } catch (const nan_guard_error&) {
-      release_all_but_constants();
-      throw;
-    } catch (const std::exception& e) {
-      release_all_but_constants();
-      throw_node_error(i, e);
-    }
-    // One output is read in place; several are gathered (their slots need not be adjacent).
-    auto result = [&] {
-      try {
-        if (m_graph->outputs.size() == 1) return convert(static_cast<const ndarray*>(&values[m_graph->outputs[0]]));
-        for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) m_out[o] = values[m_graph->outputs[o]];
-        auto r = convert(static_cast<const ndarray*>(m_out.data()));
-        for (auto& o : m_out) o.release();
-        return r;
-      } catch (...) {
-        // Nothing is updated; nothing keeps a pointer to the caller's memory.
-        for (auto& o : m_out) o.release();
-        release_after_call();
-        throw;
-      }
-    }();
-    if (!m_is_reference && (!m_shared_slots.empty() || !m_graph->updates.empty())) apply_updates(values);
-    release_after_call();
-    if (timed) {
-      if (memory) m_profile->measured_peak_bytes = std::max(m_profile->measured_peak_bytes, allocated().peak - mem0);
-      if (memory && device_allocated)
-        m_profile->measured_device_peak_bytes =
-            std::max(m_profile->measured_device_peak_bytes, device_allocated().peak - device_mem0);
-      const std::uint64_t call_ticks = detail::ticks() - c0;
-      ++m_sample_calls;
-      if (m_profile) record_call(*m_profile, call_ticks, sample);
-      detail::for_each_active_scope([&](profile_scope& scope) {
-        function_profile& p = scope.record_for(this, m_name, m_graph, m_scope_model);
-        record_call(p, call_ticks, sample || p.calls == 0);
-      });
-    }
-    return result;
-  }
+  auto call_with(Bind&& bind, Convert&& convert, const ndarray* dests = nullptr);
 
   /// @brief Runs the function and writes output o into dests[o] (host arrays in the caller's
   /// memory, any strides, each of its output's dtype and rank). An output whose node can write
@@ -9655,625 +9890,47 @@ class function_runtime {
   /// Throws shape_error (and updates nothing) when a destination's shape differs from its
   /// output's, std::invalid_argument when two destinations share memory.
   template <class Bind>
-  void call_into(Bind&& bind, const ndarray* dests) {
-    call_with(
-        std::forward<Bind>(bind), [&](const ndarray* out) { return finish_into(out, dests); }, dests);
-  }
+  void call_into(Bind&& bind, const ndarray* dests);
 
- private:
-  // Marks the outputs that their nodes may write straight into the caller's memory: host,
-  // C-contiguous, of the output's dtype, not an update's new value (that buffer goes to the
-  // shared variable), and overlapping no input or shared value (a node would overwrite what a
-  // later node still reads). The others are copied in by finish_into.
-  void bind_destinations(const ndarray* dests) {
-    const auto& outs = m_graph->outputs;
-    for (std::size_t o = 0; o < outs.size(); ++o) {
-      const ndarray& d = dests[o];
-      const detail::byte_range range = detail::bytes_of(d);
-      for (std::size_t p = 0; p < o; ++p)
-        if (range.overlaps(detail::bytes_of(dests[p])))
-          throw std::invalid_argument("xsym: function '" + m_name + "': into(...): the destinations of outputs " +
-                                      std::to_string(p) + " and " + std::to_string(o) + " share memory");
-      const int s = outs[o];
-      const slot& sl = m_graph->slots[static_cast<std::size_t>(s)];
-      if (!m_direct_output[o] || m_dest_of_slot[static_cast<std::size_t>(s)] || d.type() != sl.type ||
-          range.lo == range.hi || !d.is_c_contiguous())
-        continue;
-      bool ok = true;
-      for (int in : m_graph->inputs) ok = ok && !range.overlaps(detail::bytes_of(m_values[static_cast<std::size_t>(in)]));
-      for (int sh : m_shared_slots)
-        ok = ok && !range.overlaps(detail::bytes_of(m_values[static_cast<std::size_t>(sh)]));
-      if (!ok) continue;
-      m_dest_of_slot[static_cast<std::size_t>(s)] = &d;
-      m_dest_slots[m_n_dest_slots++] = s;
-    }
-  }
-
-  // Copies the outputs that were not written in place into their destinations (after checking
-  // every shape, so a wrong one leaves the others untouched where they were not written yet).
-  int finish_into(const ndarray* out, const ndarray* dests) {
-    const std::size_t n = m_graph->outputs.size();
-    for (std::size_t o = 0; o < n; ++o)
-      if (!(out[o].shape() == dests[o].shape()))
-        throw shape_error("xsym: function '" + m_name + "': output " + std::to_string(o) + " has shape " +
-                          to_string(out[o].shape()) + " but its destination in into(...) has shape " +
-                          to_string(dests[o].shape()) + " (a destination is not resized: give it the output's shape)");
-    if (n == 1) {
-      detail::copy_into_destination(out[0], dests[0]);
-      return 0;
-    }
-    // An output read from memory that another destination receives (an input passed through,
-    // or a view of one, whose array is also a destination) is taken aside before any is written.
-    std::vector<ndarray> aside;
-    for (std::size_t o = 0; o < n; ++o)
-      for (std::size_t p = 0; p < n; ++p)
-        if (p != o && detail::overlaps(out[o], dests[p])) {
-          if (aside.empty()) aside.resize(n);
-          aside[o] = detail::deep_copy(detail::on_host(out[o]));
-          break;
-        }
-    for (std::size_t o = 0; o < n; ++o)
-      detail::copy_into_destination(aside.empty() || !aside[o].has_value() ? out[o] : aside[o], dests[o]);
-    return 0;
-  }
-
-  XSYM_COLD_BEGIN  // building: once per function
-  void build_graph(const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& roots, std::size_t n_outputs,
-                   const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options) {
-    auto g = std::make_shared<function_graph>();
-    std::unordered_map<std::uint64_t, int> slot_of;
-    auto add_slot = [&](const var_ptr& v) {
-      slot s;
-      s.type = v->type;
-      s.rank = v->rank;
-      s.broadcastable = v->broadcastable;
-      s.kind = v->kind;
-      s.name = v->name;
-      s.source = v;
-      g->slots.push_back(std::move(s));
-      const int id = static_cast<int>(g->slots.size()) - 1;
-      slot_of[v->id] = id;
-      return id;
-    };
-    std::unordered_set<std::uint64_t> declared;
-    for (std::size_t i = 0; i < input_vars.size(); ++i) {
-      const var_ptr& v = input_vars[i];
-      if (v->kind != var_kind::input)
-        throw compile_error("xsym::function '" + m_name + "': inputs(...) entry " + std::to_string(i) + " ('" +
-                            v->name + "') is not a symbolic input (a shared variable, constant or expression)");
-      if (!declared.insert(v->id).second)
-        throw compile_error("xsym::function '" + m_name + "': input '" + v->name + "' is listed twice");
-      g->inputs.push_back(add_slot(v));
-    }
-    for (const var_ptr& v : detail::topo_order(roots)) {
-      if (slot_of.count(v->id)) continue;
-      if (v->kind == var_kind::input)
-        throw compile_error("xsym::function '" + m_name + "': the outputs depend on input '" + v->name +
-                            "', which is not in inputs(...)");
-      const int s = add_slot(v);
-      if (v->kind == var_kind::shared) m_shared_slots.push_back(s);
-      if (v->kind != var_kind::apply) continue;
-      apply_node n;
-      n.id = static_cast<int>(g->nodes.size());
-      n.fn = v->fn;
-      for (const auto& in : v->inputs) n.inputs.push_back(slot_of.at(in->id));
-      n.outputs.push_back(s);
-      g->slots[static_cast<std::size_t>(s)].owner = n.id;
-      g->nodes.push_back(std::move(n));
-    }
-    if (!options.ignore_unused_inputs) {
-      const auto clients = g->clients();
-      for (std::size_t i = 0; i < input_vars.size(); ++i) {
-        const int s = g->inputs[i];
-        const bool is_output = std::find(roots.begin(), roots.end(), input_vars[i]) != roots.end();
-        if (clients[static_cast<std::size_t>(s)].empty() && !is_output)
-          throw compile_error("xsym::function '" + m_name + "': input '" + input_vars[i]->name +
-                              "' is not used by any output or update (pass xsym::ignore_unused_inputs{} to allow it)");
-      }
-    }
-    for (std::size_t o = 0; o < n_outputs; ++o) g->outputs.push_back(slot_of.at(roots[o]->id));
-    std::unordered_set<std::uint64_t> targets;
-    for (std::size_t u = 0; u < update_vars.size(); ++u) {
-      const var_ptr& target = update_vars[u].first;
-      if (target->kind != var_kind::shared)
-        throw compile_error("xsym::function '" + m_name + "': update target '" + target->name + "' is not a shared variable");
-      if (!targets.insert(target->id).second)
-        throw compile_error("xsym::function '" + m_name + "': shared variable '" + target->name + "' is updated twice");
-      int ts;
-      if (auto it = slot_of.find(target->id); it != slot_of.end()) {
-        ts = it->second;
-      } else {
-        ts = add_slot(target);
-      }
-      g->updates.push_back({ts, slot_of.at(roots[n_outputs + u]->id)});
-    }
-    m_graph = std::move(g);
-  }
-
-  std::vector<detail::thunk> bind_thunks(bool reference) {
-    const function_graph& g = *m_graph;
-    m_values.assign(g.slots.size(), ndarray{});
-    m_out.assign(g.outputs.size(), ndarray{});
-    if (m_dest_of_slot.size() != g.slots.size()) m_dest_of_slot.assign(g.slots.size(), nullptr);
-    m_dest_slots.assign(g.outputs.size(), -1);
-    m_n_dest_slots = 0;
-    // Outputs a node may write straight into an into(...) destination: host values computed
-    // here, and not an update's new value (that buffer goes to the shared variable).
-    m_direct_output.assign(g.outputs.size(), 0);
-    for (std::size_t o = 0; o < g.outputs.size(); ++o) {
-      const slot& sl = g.slots[static_cast<std::size_t>(g.outputs[o])];
-      bool ok = sl.kind == var_kind::apply && !sl.on_device;
-      for (auto [t, v] : g.updates) ok &= v != g.outputs[o];
-      m_direct_output[o] = ok;
-    }
-    m_inputs_broadcastable = false;
-    for (int in : g.inputs) m_inputs_broadcastable |= g.slots[static_cast<std::size_t>(in)].broadcastable != 0;
-    m_pool.free.reserve(g.slots.size());
-    for (std::size_t s = 0; s < g.slots.size(); ++s)
-      if (g.slots[s].kind == var_kind::constant)
-        m_values[s] = g.slots[s].on_device ? detail::device_hooks().to_device(g.slots[s].source->constant)
-                                           : g.slots[s].source->constant;
-    std::vector<detail::thunk> thunks(g.nodes.size());
-    for (const apply_node& n : g.nodes) {
-      detail::thunk& t = thunks[static_cast<std::size_t>(n.id)];
-      t.node = &n;
-      t.pool = &m_pool;
-      t.par = m_plan.par;
-      t.dests = m_dest_of_slot.data();  // DebugMode's reference copies clear it
-      for (int in : n.inputs) t.slot_bcast.push_back(g.slots[static_cast<std::size_t>(in)].broadcastable);
-      t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
-      if (n.fn->on_gpu || n.fn->kind == op_kind::transfer) {
-        detail::gpu_runtime().bind(t, g, n);
-        continue;
-      }
-      switch (n.fn->kind) {
-        case op_kind::elemwise:
-        case op_kind::composite: {
-          // A single Elemwise op runs as a one-instruction program: one executor for fused and unfused.
-          auto prog = detail::node_program(g, n);
-          t.prog = reference ? cpu::compile_program<false>(prog) : cpu::compile_program<true>(prog);
-          t.run = &detail::run_elemwise;
-          break;
-        }
-        case op_kind::dimshuffle: t.run = &detail::run_dimshuffle; break;
-        case op_kind::reduce: t.run = &detail::run_reduce; break;
-        case op_kind::dot:
-        case op_kind::gemv:
-        case op_kind::dot22: t.run = &detail::run_dot_family; break;
-        case op_kind::shape_prod: t.run = &detail::run_shape_prod; break;
-        case op_kind::transfer: break;  // bound by the GPU backend above
-      }
-      t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
-    }
-    if (!reference && !m_plan.cxx.empty()) compile_kernels(thunks);
-    for (detail::thunk& t : thunks) {
-      t.one_element_path = t.run == &detail::run_elemwise && !t.prog.jit[0] && !t.prog.jit[1] &&
-                           t.prog.reg_types.size() <= cpu::detail::max_registers && t.node->outputs.size() <= 8 &&
-                           !t.node->inputs.empty();
-      if (!t.one_element_path) continue;
-      for (const cpu::compiled_step& st : t.prog.steps) {
-        unsigned inputs = 0;
-        for (int j = 0; j < st.arity; ++j)
-          if (st.args[j] < t.prog.prog->n_inputs) inputs |= 1u << j;
-        t.one_element_inputs.push_back(inputs);
-      }
-    }
-    // With gc, each intermediate is released after its last reader runs.
-    const auto clients = g.clients();
-    m_dead_after.assign(g.nodes.size(), {});
-    std::unordered_set<int> keep(g.outputs.begin(), g.outputs.end());
-    for (auto [target, value] : g.updates) keep.insert(value);
-    for (std::size_t s = 0; s < g.slots.size(); ++s) {
-      if (g.slots[s].kind != var_kind::apply || g.slots[s].owner < 0 || keep.count(static_cast<int>(s))) continue;
-      const auto& c = clients[s];
-      const int last = c.empty() ? g.slots[s].owner : *std::max_element(c.begin(), c.end());
-      m_dead_after[static_cast<std::size_t>(last)].push_back(static_cast<int>(s));
-    }
-    for (std::size_t s = 0; s < g.slots.size(); ++s)
-      if (g.slots[s].owner >= 0 && g.nodes[static_cast<std::size_t>(g.slots[s].owner)].fn->is_view())
-        m_view_slots.push_back(static_cast<int>(s));
-    m_scratch_ticks.assign(g.nodes.size(), 0);
-    return thunks;
-  }
-
-  // cxx: each fused program of two or more steps becomes compiled loops (backend/cpu/jit.hpp),
-  // one for whole arrays, where the inputs broadcastable in every dimension (constants) are one
-  // value, and one for row-by-row spans, where those broadcastable in the last dimension are.
-  void compile_kernels(std::vector<detail::thunk>& thunks) {
-    const function_graph& g = *m_graph;
-    std::vector<cpu::jit_request> requests;
-    for (detail::thunk& t : thunks) {
-      // One instruction is already one pass of a precompiled kernel.
-      if (t.run != &detail::run_elemwise || t.prog.prog->code.size() < 2) continue;
-      cpu::jit_request r{&t.prog, {0, 0}};
-      for (std::size_t k = 0; k < t.node->inputs.size() && k < 64; ++k) {
-        const slot& in = g.slots[static_cast<std::size_t>(t.node->inputs[k])];
-        const unsigned all = (1u << in.rank) - 1u, last = in.rank > 0 ? 1u << (in.rank - 1) : 0u;
-        if ((t.slot_bcast[k] & all) == all) r.scalar_bits[0] |= std::uint64_t{1} << k;
-        if ((t.slot_bcast[k] & last) == last) r.scalar_bits[1] |= std::uint64_t{1} << k;
-      }
-      requests.push_back(r);
-    }
-    try {
-      m_jit = cpu::jit_compile(requests, {m_plan.cxx, m_plan.cxxflags, m_plan.compiledir});
-    } catch (const cpu::jit_error& e) {
-      throw compile_error("xsym::function '" + m_name + "': " + e.what());
-    }
-  }
-  XSYM_COLD_END
-
-  void release_dead(std::size_t node) {
-    for (int s : m_dead_after[node]) m_pool.give(m_values[static_cast<std::size_t>(s)]);
-  }
-
-  // Inputs, shared values and views are not kept: a kept reference would pin user memory or
-  // stop buffer reuse.
-  void release_after_call() {
-    release_destinations();
-    for (int s : m_graph->inputs) m_values[static_cast<std::size_t>(s)].release();
-    for (int s : m_shared_slots) m_values[static_cast<std::size_t>(s)].release();
-    for (int s : m_view_slots) m_values[static_cast<std::size_t>(s)].release();
-    // Output buffers are kept for the next call (they are results, not intermediates), and so
-    // are the pooled ones: the next call reuses them instead of asking malloc (and the kernel,
-    // for large buffers) again. Within a call, gc still bounds the peak.
-  }
-
-  // Slots that held the caller's memory during an into(...) call keep no pointer to it.
-  void release_destinations() {
-    for (std::size_t i = 0; i < m_n_dest_slots; ++i) {
-      const auto s = static_cast<std::size_t>(m_dest_slots[i]);
-      m_values[s].release();
-      m_dest_of_slot[s] = nullptr;
-    }
-    m_n_dest_slots = 0;
-  }
-
-  void release_all_but_constants() {
-    release_destinations();
-    for (std::size_t s = 0; s < m_values.size(); ++s)
-      if (m_graph->slots[s].kind != var_kind::constant) m_values[s].release();
-  }
-
-  // Every update is computed before any is applied: values read the old shared state.
-  void apply_updates(ndarray* values) {
-    // This call's references to shared values are done with (unless one is itself an update
-    // value): dropping them lets an old buffer be recognised as ours alone and reused.
-    for (int s : m_shared_slots) {
-      bool is_value = false;
-      for (auto [t, v] : m_graph->updates) is_value |= v == s;
-      if (!is_value) values[s].release();
-    }
-    for (auto [target, value] : m_graph->updates) {
-      auto& sv = *m_graph->slots[static_cast<std::size_t>(target)].source->shared;
-      ndarray& v = values[value];
-      const bool owned_here = m_graph->slots[static_cast<std::size_t>(value)].kind == var_kind::apply && v.owner() &&
-                              v.owner().use_count() == 1 && v.is_c_contiguous();
-      std::lock_guard lock(sv.mutex);
-      if (owned_here) {
-        // Hand the fresh buffer to the shared variable and keep the old one for the next call.
-        ndarray old = std::move(sv.value);
-        sv.value = std::move(v);
-        // The old value was readable by other threads: it is reused only when theirs are done.
-        const bool reusable = detail::sole_owner_after_others(old.owner());
-        if (!m_plan.gc && reusable) {
-          v = std::move(old);
-        } else {
-          v.release();
-          // With gc, the old buffer goes to the pool: the node whose buffer became the new
-          // value (an in-place product, say) takes it next call instead of asking malloc.
-          if (m_plan.gc && reusable) m_pool.give(old);
-        }
-      } else if (v.on_device()) {
-        sv.value = detail::device_hooks().copy_on_device(v);  // a fresh buffer: never alias another value
-      } else {
-        sv.value = v.contiguous();
-        if (sv.value.owner() == v.owner()) sv.value = detail::cast_array(v, v.type());  // never alias another value
-      }
-    }
-  }
-
-  // Each shared variable's current value into its slot, under the variable's lock: set_value
-  // and other functions' updates replace it concurrently. The value moves to where this
-  // function reads it first: to the device once (it stays there, as Theano's GPU shared
-  // variables do), or a host copy for a CPU function.
-  void read_shared(ndarray* values) {
-    for (int s : m_shared_slots) {
-      auto& sv = *m_graph->slots[static_cast<std::size_t>(s)].source->shared;
-      std::lock_guard lock(sv.mutex);
-      if (m_graph->slots[static_cast<std::size_t>(s)].on_device != sv.value.on_device()) place_shared(s, sv);
-      values[s] = sv.value;
-    }
-  }
-
-  // Called with sv's lock held.
-  void place_shared(int s, shared_value& sv) {
-    if (m_graph->slots[static_cast<std::size_t>(s)].on_device) {
-      if (!sv.value.on_device()) sv.value = detail::device_hooks().to_device(sv.value);
-    } else if (sv.value.on_device()) {
-      sv.value = detail::device_hooks().to_host(sv.value);
-    }
-  }
-
-  node_event event_for(std::size_t i, const ndarray* values, bool with_outputs) const {
-    node_event e;
-    e.graph = m_graph.get();
-    e.node = &m_graph->nodes[i];
-    for (int s : e.node->inputs) e.inputs.push_back(&values[s]);
-    if (with_outputs)
-      for (int s : e.node->outputs) e.outputs.push_back(&values[s]);
-    return e;
-  }
-
-  // One node under DebugMode, NanGuardMode or MonitorMode.
-  void run_checked(std::size_t i, ndarray* values) {
-    const apply_node& n = m_graph->nodes[i];
-    if (m_monitor_pre) m_monitor_pre(event_for(i, values, false));
-    else if (m_plan.monitor && !m_monitor_post) print_monitor(i, values, false);
-    std::vector<ndarray> snapshot, ref_in;
-    if (m_plan.debug)
-      for (int s : n.inputs) {
-        snapshot.push_back(detail::deep_copy(values[s]));
-        ref_in.push_back(detail::deep_copy(values[s]));
-      }
-    m_thunks[i].run(m_thunks[i], values);
-    if (m_plan.debug) debug_check_node(i, values, snapshot, ref_in);
-    if (m_plan.nan_guard) guard_outputs(i, values);
-    if (m_monitor_post) m_monitor_post(event_for(i, values, true));
-    else if (m_plan.monitor && !m_monitor_pre) print_monitor(i, values, true);
-  }
-
-  XSYM_COLD_BEGIN  // DebugMode and MonitorMode: checking, not speed
-  // Flag-only MonitorMode: each node and a summary of its values on stderr.
-  void print_monitor(std::size_t i, const ndarray* values, bool after) const {
-    const apply_node& n = m_graph->nodes[i];
-    auto summary = [](const ndarray& a) {
-      std::ostringstream os;
-      os << dtype_name(a.type()) << to_string(a.shape());
-      if (a.size() > 0) {
-        os << " [";
-        for (std::int64_t k = 0; k < std::min<std::int64_t>(a.size(), 4); ++k) os << (k ? " " : "") << a.flat_as_double(k);
-        os << (a.size() > 4 ? " ...]" : "]");
-      }
-      return os.str();
-    };
-    std::cerr << "xsym MonitorMode: " << m_name << " node " << i << (after ? " done " : " starts ") << m_graph->node_text(n)
-              << "\n";
-    const auto& slots = after ? n.outputs : n.inputs;
-    for (std::size_t k = 0; k < slots.size(); ++k)
-      std::cerr << "    " << (after ? "output " : "input ") << k << ": " << summary(values[slots[k]]) << "\n";
-  }
-
-  [[noreturn]] void debug_fail(std::size_t i, const ndarray* values, const std::string& what) const {
-    const apply_node& n = m_graph->nodes[i];
-    std::string shapes;
-    for (std::size_t k = 0; k < n.inputs.size(); ++k)
-      shapes += (k ? ", " : "") + to_string(values[n.inputs[k]].shape());
-    throw debug_mode_error("xsym DebugMode: function '" + m_name + "', Apply node " + std::to_string(i) + " " +
-                           m_graph->node_text(n) + " (input shapes " + shapes + "): " + what);
-  }
-
-  // |beta y0| + |alpha| |op(A)| |x| for a product node (y0 when it accumulates), from the reference
-  // kernels run on absolute values; an empty array for any other node.
-  ndarray product_scale(std::size_t i, const std::vector<ndarray>& ref_in) const {
-    const apply_node& n = m_graph->nodes[i];
-    const op& o = *n.fn;
-    const bool product = o.kind == op_kind::dot || o.kind == op_kind::gemv || o.kind == op_kind::dot22;
-    if (!product || n.outputs.size() != 1 || !is_float(ref_in[0].type())) return {};
-    const bool accumulates = o.accumulate && (o.kind == op_kind::gemv || o.kind == op_kind::dot22);
-    std::vector<ndarray> ref_values(m_graph->slots.size());
-    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-      ndarray a;
-      ref_in[k].copy_contiguous_into(a);
-      xsym::detail::visit_dtype(a.type(), [&](auto z) {
-        using T = decltype(z);
-        if constexpr (std::is_floating_point_v<T>) {
-          T* p = a.data_as<T>();
-          for (std::int64_t e = 0; e < a.size(); ++e) p[e] = accumulates && k == 0 ? T(0) : std::abs(p[e]);
-        }
-      });
-      ref_values[static_cast<std::size_t>(n.inputs[k])] = std::move(a);
-    }
-    detail::thunk ref = m_ref_thunks[i];
-    ref.pool = nullptr;
-    ref.dests = nullptr;
-    ref.run(ref, ref_values.data());
-    ndarray scale;
-    ref_values[static_cast<std::size_t>(n.outputs[0])].copy_contiguous_into(scale);
-    xsym::detail::visit_dtype(scale.type(), [&](auto z) {
-      using T = decltype(z);
-      if constexpr (std::is_floating_point_v<T>) {
-        T* p = scale.data_as<T>();
-        const ndarray y0 = accumulates ? ref_in[0].contiguous() : ndarray{};
-        for (std::int64_t e = 0; e < scale.size(); ++e)
-          p[e] = std::abs(p[e]) + (accumulates ? std::abs(static_cast<T>(o.beta) * y0.data_as<T>()[e]) : T(0));
-      }
-    });
-    return scale;
-  }
-
-  void debug_check_node(std::size_t i, ndarray* values, const std::vector<ndarray>& snapshot, std::vector<ndarray>& ref_in) {
-    const apply_node& n = m_graph->nodes[i];
-    // The same node with the reference kernels, on copies of its inputs.
-    std::vector<ndarray> ref_values(m_graph->slots.size());
-    for (std::size_t k = 0; k < n.inputs.size(); ++k) ref_values[static_cast<std::size_t>(n.inputs[k])] = ref_in[k];
-    detail::thunk ref = m_ref_thunks[i];
-    ref.pool = nullptr;
-    ref.dests = nullptr;
-    ref.run(ref, ref_values.data());
-    const ndarray scale = product_scale(i, ref_in);
-    for (std::size_t o = 0; o < n.outputs.size(); ++o) {
-      const ndarray& got = values[n.outputs[o]];
-      const ndarray& want = ref_values[static_cast<std::size_t>(n.outputs[o])];
-      if (auto m = detail::compare_arrays(got, want, scale.data() && o == 0 ? &scale : nullptr))
-        debug_fail(i, values, "output " + std::to_string(o) + " differs from the reference kernels: " +
-                                  detail::describe_mismatch(got, *m));
-      if (m_plan.check_isfinite)
-        for (int what : {0, 1})
-          if (const auto bad = detail::first_bad(got, what); bad >= 0)
-            debug_fail(i, values, "output " + std::to_string(o) + " has " + (what ? "Inf" : "NaN") + " at index " +
-                                      detail::index_text(got.shape(), bad) + " (DebugMode.check_isfinite)");
-    }
-    // Inputs outside the destroy map must be untouched.
-    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-      bool destroyed = false;
-      for (auto [o, in] : n.fn->destroy_map) destroyed |= in == static_cast<int>(k);
-      if (destroyed) continue;
-      const ndarray& now = values[n.inputs[k]];
-      if (!now.has_value()) continue;
-      if (auto m = detail::compare_arrays(now, snapshot[k]); m && (m->layout || m->max_abs > 0))
-        debug_fail(i, values, "input " + std::to_string(k) + " changed although the node does not declare it destroyed: " +
-                                  detail::describe_mismatch(now, *m));
-    }
-    // Outputs alias inputs only as declared: views may, in-place outputs must, others must not.
-    for (std::size_t o = 0; o < n.outputs.size(); ++o) {
-      const ndarray& out = values[n.outputs[o]];
-      for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-        bool declared = n.fn->is_view();
-        for (auto [dst, in] : n.fn->destroy_map) declared |= dst == static_cast<int>(o) && in == static_cast<int>(k);
-        if (!declared && detail::overlaps(out, values[n.inputs[k]]))
-          debug_fail(i, values, "output " + std::to_string(o) + " shares memory with input " + std::to_string(k) +
-                                    ", which the node does not declare (view map or destroy map)");
-      }
-    }
-  }
-
-  void guard_inputs(const ndarray* values) const {
-    auto check = [&](int s, const std::string& what) {
-      const char* names[3] = {"NaN", "Inf", "a value above 1e10 in magnitude"};
-      for (int w = 0; w < 3; ++w)
-        if (m_plan.guard[static_cast<std::size_t>(w)])
-          if (const auto bad = detail::first_bad(values[s], w); bad >= 0)
-            throw nan_guard_error("xsym NanGuardMode: function '" + m_name + "': " + what + " contains " + names[w] +
-                                  " at index " + detail::index_text(values[s].shape(), bad) +
-                                  " (it came from an input, before any node ran)");
-    };
-    for (int s : m_graph->inputs) check(s, "input '" + m_graph->slots[static_cast<std::size_t>(s)].name + "'");
-    for (int s : m_shared_slots) check(s, "shared variable '" + m_graph->slots[static_cast<std::size_t>(s)].name + "'");
-  }
-
-  void guard_outputs(std::size_t i, const ndarray* values) const {
-    const apply_node& n = m_graph->nodes[i];
-    const char* names[3] = {"NaN", "Inf", "a value above 1e10 in magnitude"};
-    for (std::size_t o = 0; o < n.outputs.size(); ++o)
-      for (int w = 0; w < 3; ++w)
-        if (m_plan.guard[static_cast<std::size_t>(w)])
-          if (const auto bad = detail::first_bad(values[n.outputs[o]], w); bad >= 0)
-            throw nan_guard_error("xsym NanGuardMode: function '" + m_name + "', Apply node " + std::to_string(i) + " " +
-                                  m_graph->node_text(n) + " produced " + names[w] + " in output " + std::to_string(o) +
-                                  " at index " + detail::index_text(values[n.outputs[o]].shape(), bad) +
-                                  " (its inputs had none: it came from this node)");
-  }
-
-  // The whole function against its twin built without fusion, in-place or BLAS rewrites.
-  void check_against_reference(const ndarray* args, const ndarray* values) {
-    std::vector<ndarray> outs, ups;
-    m_reference->evaluate(args, outs, ups);
-    auto fail = [&](const std::string& what) {
-      throw debug_mode_error("xsym DebugMode: function '" + m_name + "': " + what);
-    };
-    auto producer = [&](int s) {
-      const int owner = m_graph->slots[static_cast<std::size_t>(s)].owner;
-      return owner < 0 ? std::string() : " (computed by Apply node " + std::to_string(owner) + " " + m_graph->node_text(owner) + ")";
-    };
-    for (std::size_t o = 0; o < outs.size(); ++o)
-      if (auto m = detail::compare_arrays(values[m_graph->outputs[o]], outs[o]))
-        fail("output " + std::to_string(o) + producer(m_graph->outputs[o]) +
-             " differs from the graph without optimizations (a rewrite changed the result): " +
-             detail::describe_mismatch(values[m_graph->outputs[o]], *m));
-    for (std::size_t u = 0; u < ups.size(); ++u)
-      if (auto m = detail::compare_arrays(values[m_graph->updates[u].second], ups[u]))
-        fail("the update of '" + m_graph->slot_text(m_graph->updates[u].first) +
-             "' differs from the graph without optimizations: " + detail::describe_mismatch(values[m_graph->updates[u].second], *m));
-  }
-
- public:
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
-  void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups) {
-    std::lock_guard lock(m_mutex);
-    ndarray* values = m_values.data();
-    for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) values[m_graph->inputs[i]] = args[i];
-    read_shared(values);
-    for (std::size_t i = 0; i < m_thunks.size(); ++i) m_thunks[i].run(m_thunks[i], values);
-    for (int s : m_graph->outputs) outs.push_back(detail::deep_copy(values[s]));
-    for (auto [t, v] : m_graph->updates) ups.push_back(detail::deep_copy(values[v]));
-    release_all_but_constants();
-  }
-  XSYM_COLD_END
+  void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups);
 
  private:
-  // Shapes live in m_last_shapes until a profile takes a copy.
-  void copy_shapes(function_profile& p) {
-    p.node_inputs = m_last_inputs;
-    p.node_outputs = m_last_outputs;
-  }
-
-  void record_shapes(std::size_t i, const ndarray* values, bool inputs) {
-    auto info_of = [](const ndarray& a) {
-      value_info v;
-      v.type = a.type();
-      v.shape = a.shape();
-      v.strides = a.strides();
-      v.c_contiguous = a.is_c_contiguous();
-      return v;
-    };
-    const apply_node& n = m_graph->nodes[i];
-    if (m_last_inputs.size() != m_graph->nodes.size()) {
-      m_last_inputs.assign(m_graph->nodes.size(), {});
-      m_last_outputs.assign(m_graph->nodes.size(), {});
-    }
-    auto& ins = m_last_inputs[i];
-    auto& outs = m_last_outputs[i];
-    if (inputs) {
-      ins.clear();
-      for (int s : n.inputs) ins.push_back(info_of(values[s]));
-    } else {
-      outs.clear();
-      for (int s : n.outputs) outs.push_back(info_of(values[s]));
-    }
-  }
-
-  void record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes) {
-    if (p.skip_next_call) {
-      p.skip_next_call = false;
-      return;
-    }
-    if (take_shapes && !m_last_inputs.empty()) copy_shapes(p);
-    ++p.calls;
-    for (std::size_t i = 0; i < m_scratch_ticks.size(); ++i) {
-      p.node_ticks[i] += m_scratch_ticks[i];
-      ++p.node_calls[i];
-    }
-    p.fn_ticks += m_fn_ticks_last;
-    p.call_ticks += call_ticks;
-    if (p.events.size() < p.max_trace_events) {
-      if (p.events.capacity() == 0) p.events.reserve(std::min<std::size_t>(p.max_trace_events, 1 << 16));
-      static std::atomic<std::uint32_t> thread_counter{0};
-      thread_local const std::uint32_t thread_id = thread_counter++;
-      std::uint64_t t = m_fn_start;
-      for (std::size_t i = 0; i < m_scratch_ticks.size() && p.events.size() < p.max_trace_events; ++i) {
-        p.events.push_back({static_cast<std::uint32_t>(i), thread_id, t, m_scratch_ticks[i]});
-        t += m_scratch_ticks[i];
-      }
-    }
-  }
-
-  XSYM_COLD_BEGIN  // the error paths
-  [[noreturn]] void throw_not_broadcastable(std::size_t input, int dim, const shape_t& got) const {
-    const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[input])];
-    throw shape_error("xsym: function '" + m_name + "': input " + std::to_string(input) + " ('" + s.name +
-                      "') is declared broadcastable in dimension " + std::to_string(dim) + " (always 1) but got shape " +
-                      to_string(got));
-  }
-
-  [[noreturn]] void throw_node_error(std::size_t i, const std::exception& e) {
-    std::string where = "xsym: function '" + m_name + "'";
-    if (i < m_graph->nodes.size())
-      where += ", Apply node " + std::to_string(i) + " " + m_graph->node_text(static_cast<int>(i));
-    const std::string msg = where + ": " + e.what();
-    if (dynamic_cast<const shape_error*>(&e)) throw shape_error(msg);
-    throw std::runtime_error(msg);
-  }
-  XSYM_COLD_END
+  // build.hpp
+  void build_graph(const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& roots, std::size_t n_outputs,
+                   const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options);
+  // link.hpp
+  std::vector<detail::thunk> bind_thunks(bool reference);
+  void compile_kernels(std::vector<detail::thunk>& thunks);
+  // call.hpp
+  void release_dead(std::size_t node);
+  void release_after_call();
+  void release_all_but_constants();
+  void apply_updates(ndarray* values);
+  void read_shared(ndarray* values);
+  void place_shared(int s, shared_value& sv);
+  [[noreturn]] void throw_not_broadcastable(std::size_t input, int dim, const shape_t& got) const;
+  [[noreturn]] void throw_node_error(std::size_t i, const std::exception& e);
+  // into.hpp
+  void bind_destinations(const ndarray* dests);
+  int finish_into(const ndarray* out, const ndarray* dests);
+  void release_destinations();
+  // debug_modes.hpp
+  node_event event_for(std::size_t i, const ndarray* values, bool with_outputs) const;
+  void run_checked(std::size_t i, ndarray* values);
+  void print_monitor(std::size_t i, const ndarray* values, bool after) const;
+  [[noreturn]] void debug_fail(std::size_t i, const ndarray* values, const std::string& what) const;
+  ndarray product_scale(std::size_t i, const std::vector<ndarray>& ref_in) const;
+  void debug_check_node(std::size_t i, ndarray* values, const std::vector<ndarray>& snapshot, std::vector<ndarray>& ref_in);
+  void guard_inputs(const ndarray* values) const;
+  void guard_outputs(std::size_t i, const ndarray* values) const;
+  void check_against_reference(const ndarray* args, const ndarray* values);
+  // profile_wiring.hpp
+  void init_profile(const function_options& options, std::vector<rewrite_record> records, int nodes_before,
+                    const double (&seconds)[4]);
+  void copy_shapes(function_profile& p);
+  void record_shapes(std::size_t i, const ndarray* values, bool inputs);
+  void record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes);
 
   std::string m_name;
   detail::resolved_plan m_plan;
@@ -10308,6 +9965,321 @@ class function_runtime {
   detail::call_lock m_mutex;
 };
 
+}  // namespace xsym
+
+#endif
+// ---- end include/xsym/compile/function_runtime.hpp ----
+// ---- begin include/xsym/compile/link.hpp ----
+#ifndef XSYM_COMPILE_LINK_HPP
+#define XSYM_COMPILE_LINK_HPP
+
+// The linker: one thunk per Apply node (the CPU kernels, or the GPU backend's through its
+// hooks), fused programs compiled when cxx is set, and when each intermediate dies (gc).
+#include <unordered_set>
+
+
+namespace xsym {
+
+XSYM_COLD_BEGIN
+inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) {
+  const function_graph& g = *m_graph;
+  m_values.assign(g.slots.size(), ndarray{});
+  m_out.assign(g.outputs.size(), ndarray{});
+  if (m_dest_of_slot.size() != g.slots.size()) m_dest_of_slot.assign(g.slots.size(), nullptr);
+  m_dest_slots.assign(g.outputs.size(), -1);
+  m_n_dest_slots = 0;
+  // Outputs a node may write straight into an into(...) destination: host values computed
+  // here, and not an update's new value (that buffer goes to the shared variable).
+  m_direct_output.assign(g.outputs.size(), 0);
+  for (std::size_t o = 0; o < g.outputs.size(); ++o) {
+    const slot& sl = g.slots[static_cast<std::size_t>(g.outputs[o])];
+    bool ok = sl.kind == var_kind::apply && !sl.on_device;
+    for (auto [t, v] : g.updates) ok &= v != g.outputs[o];
+    m_direct_output[o] = ok;
+  }
+  m_inputs_broadcastable = false;
+  for (int in : g.inputs) m_inputs_broadcastable |= g.slots[static_cast<std::size_t>(in)].broadcastable != 0;
+  m_pool.free.reserve(g.slots.size());
+  for (std::size_t s = 0; s < g.slots.size(); ++s)
+    if (g.slots[s].kind == var_kind::constant)
+      m_values[s] = g.slots[s].on_device ? detail::device_hooks().to_device(g.slots[s].source->constant)
+                                         : g.slots[s].source->constant;
+  std::vector<detail::thunk> thunks(g.nodes.size());
+  for (const apply_node& n : g.nodes) {
+    detail::thunk& t = thunks[static_cast<std::size_t>(n.id)];
+    t.node = &n;
+    t.pool = &m_pool;
+    t.par = m_plan.par;
+    t.dests = m_dest_of_slot.data();  // DebugMode's reference copies clear it
+    for (int in : n.inputs) t.slot_bcast.push_back(g.slots[static_cast<std::size_t>(in)].broadcastable);
+    t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
+    if (n.fn->on_gpu || n.fn->kind == op_kind::transfer) {
+      detail::gpu_runtime().bind(t, g, n);
+      continue;
+    }
+    switch (n.fn->kind) {
+      case op_kind::elemwise:
+      case op_kind::composite: {
+        // A single Elemwise op runs as a one-instruction program: one executor for fused and unfused.
+        auto prog = detail::node_program(g, n);
+        t.prog = reference ? cpu::compile_program<false>(prog) : cpu::compile_program<true>(prog);
+        t.run = &detail::run_elemwise;
+        break;
+      }
+      case op_kind::dimshuffle: t.run = &detail::run_dimshuffle; break;
+      case op_kind::reduce: t.run = &detail::run_reduce; break;
+      case op_kind::dot:
+      case op_kind::gemv:
+      case op_kind::dot22: t.run = &detail::run_dot_family; break;
+      case op_kind::shape_prod: t.run = &detail::run_shape_prod; break;
+      case op_kind::transfer: break;  // bound by the GPU backend above
+    }
+    t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
+  }
+  if (!reference && !m_plan.cxx.empty()) compile_kernels(thunks);
+  for (detail::thunk& t : thunks) {
+    t.one_element_path = t.run == &detail::run_elemwise && !t.prog.jit[0] && !t.prog.jit[1] &&
+                         t.prog.reg_types.size() <= cpu::detail::max_registers && t.node->outputs.size() <= 8 &&
+                         !t.node->inputs.empty();
+    if (!t.one_element_path) continue;
+    for (const cpu::compiled_step& st : t.prog.steps) {
+      unsigned inputs = 0;
+      for (int j = 0; j < st.arity; ++j)
+        if (st.args[j] < t.prog.prog->n_inputs) inputs |= 1u << j;
+      t.one_element_inputs.push_back(inputs);
+    }
+  }
+  // With gc, each intermediate is released after its last reader runs.
+  const auto clients = g.clients();
+  m_dead_after.assign(g.nodes.size(), {});
+  std::unordered_set<int> keep(g.outputs.begin(), g.outputs.end());
+  for (auto [target, value] : g.updates) keep.insert(value);
+  for (std::size_t s = 0; s < g.slots.size(); ++s) {
+    if (g.slots[s].kind != var_kind::apply || g.slots[s].owner < 0 || keep.count(static_cast<int>(s))) continue;
+    const auto& c = clients[s];
+    const int last = c.empty() ? g.slots[s].owner : *std::max_element(c.begin(), c.end());
+    m_dead_after[static_cast<std::size_t>(last)].push_back(static_cast<int>(s));
+  }
+  for (std::size_t s = 0; s < g.slots.size(); ++s)
+    if (g.slots[s].owner >= 0 && g.nodes[static_cast<std::size_t>(g.slots[s].owner)].fn->is_view())
+      m_view_slots.push_back(static_cast<int>(s));
+  m_scratch_ticks.assign(g.nodes.size(), 0);
+  return thunks;
+}
+
+// cxx: each fused program of two or more steps becomes compiled loops (backend/cpu/jit.hpp),
+// one for whole arrays, where the inputs broadcastable in every dimension (constants) are one
+// value, and one for row-by-row spans, where those broadcastable in the last dimension are.
+inline void function_runtime::compile_kernels(std::vector<detail::thunk>& thunks) {
+  const function_graph& g = *m_graph;
+  std::vector<cpu::jit_request> requests;
+  for (detail::thunk& t : thunks) {
+    // One instruction is already one pass of a precompiled kernel.
+    if (t.run != &detail::run_elemwise || t.prog.prog->code.size() < 2) continue;
+    cpu::jit_request r{&t.prog, {0, 0}};
+    for (std::size_t k = 0; k < t.node->inputs.size() && k < 64; ++k) {
+      const slot& in = g.slots[static_cast<std::size_t>(t.node->inputs[k])];
+      const unsigned all = (1u << in.rank) - 1u, last = in.rank > 0 ? 1u << (in.rank - 1) : 0u;
+      if ((t.slot_bcast[k] & all) == all) r.scalar_bits[0] |= std::uint64_t{1} << k;
+      if ((t.slot_bcast[k] & last) == last) r.scalar_bits[1] |= std::uint64_t{1} << k;
+    }
+    requests.push_back(r);
+  }
+  try {
+    m_jit = cpu::jit_compile(requests, {m_plan.cxx, m_plan.cxxflags, m_plan.compiledir});
+  } catch (const cpu::jit_error& e) {
+    throw compile_error("xsym::function '" + m_name + "': " + e.what());
+  }
+}
+
+XSYM_COLD_END
+}  // namespace xsym
+
+#endif
+// ---- end include/xsym/compile/link.hpp ----
+// ---- begin include/xsym/compile/profile_wiring.hpp ----
+#ifndef XSYM_COMPILE_PROFILE_WIRING_HPP
+#define XSYM_COMPILE_PROFILE_WIRING_HPP
+
+// What a function hands the profiler: its compile-time facts once, then per call the node
+// times, shapes and trace events.
+
+namespace xsym {
+
+XSYM_COLD_BEGIN  // once per function
+// The compile-time facts: always into the model that profile scopes copy, and into the
+// function's own profile when it is profiled.
+inline void function_runtime::init_profile(const function_options& options, std::vector<rewrite_record> records,
+                                           int nodes_before, const double (&seconds)[4]) {
+  const bool profiling = profiling_compiled_in && (options.profile.value_or(config.profile.value()) || options.stats);
+  m_scope_model.implementation = m_plan.reference_kernels ? "ref" : "cpu";
+  m_scope_model.device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
+  for (const auto& t : m_thunks) m_scope_model.node_compiled.push_back(t.prog.jit[0] != nullptr);
+  m_scope_model.compiled_library = m_jit.library;
+  m_scope_model.compiled_now = m_jit.compiled > 0;
+  m_scope_model.rewrite_seconds = seconds[1] - seconds[0];
+  m_scope_model.validate_seconds = seconds[2] - seconds[1];
+  m_scope_model.linker_seconds = seconds[3] - seconds[2];
+  m_scope_model.gc = m_plan.gc;
+  m_scope_model.dead_after = m_dead_after;
+  if (!profiling) return;
+  m_stats = options.stats ? options.stats : std::make_shared<profile_stats>(m_name);
+  m_profile = m_stats->add_function(m_name, m_graph);
+  m_profile->implementation = m_scope_model.implementation;
+  m_profile->device_implementation = m_scope_model.device_implementation;
+  m_profile->node_compiled = m_scope_model.node_compiled;
+  m_profile->compiled_library = m_scope_model.compiled_library;
+  m_profile->compiled_now = m_scope_model.compiled_now;
+  m_profile->rewrite_seconds = m_scope_model.rewrite_seconds;
+  m_profile->validate_seconds = m_scope_model.validate_seconds;
+  m_profile->linker_seconds = m_scope_model.linker_seconds;
+  m_profile->rewrites = std::move(records);
+  m_profile->nodes_before_rewrites = nodes_before;
+  m_profile->skip_next_call = config.profiling.ignore_first_call.value();
+  m_profile->gc = m_plan.gc;
+  m_profile->dead_after = m_dead_after;
+  m_profile->memory = config.profile_memory.value();
+  m_profile->optimizer = config.profile_optimizer.value();
+}
+XSYM_COLD_END
+
+// Shapes live in m_last_shapes until a profile takes a copy.
+inline void function_runtime::copy_shapes(function_profile& p) {
+  p.node_inputs = m_last_inputs;
+  p.node_outputs = m_last_outputs;
+}
+
+inline void function_runtime::record_shapes(std::size_t i, const ndarray* values, bool inputs) {
+  auto info_of = [](const ndarray& a) {
+    value_info v;
+    v.type = a.type();
+    v.shape = a.shape();
+    v.strides = a.strides();
+    v.c_contiguous = a.is_c_contiguous();
+    return v;
+  };
+  const apply_node& n = m_graph->nodes[i];
+  if (m_last_inputs.size() != m_graph->nodes.size()) {
+    m_last_inputs.assign(m_graph->nodes.size(), {});
+    m_last_outputs.assign(m_graph->nodes.size(), {});
+  }
+  auto& ins = m_last_inputs[i];
+  auto& outs = m_last_outputs[i];
+  if (inputs) {
+    ins.clear();
+    for (int s : n.inputs) ins.push_back(info_of(values[s]));
+  } else {
+    outs.clear();
+    for (int s : n.outputs) outs.push_back(info_of(values[s]));
+  }
+}
+
+inline void function_runtime::record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes) {
+  if (p.skip_next_call) {
+    p.skip_next_call = false;
+    return;
+  }
+  if (take_shapes && !m_last_inputs.empty()) copy_shapes(p);
+  ++p.calls;
+  for (std::size_t i = 0; i < m_scratch_ticks.size(); ++i) {
+    p.node_ticks[i] += m_scratch_ticks[i];
+    ++p.node_calls[i];
+  }
+  p.fn_ticks += m_fn_ticks_last;
+  p.call_ticks += call_ticks;
+  if (p.events.size() < p.max_trace_events) {
+    if (p.events.capacity() == 0) p.events.reserve(std::min<std::size_t>(p.max_trace_events, 1 << 16));
+    static std::atomic<std::uint32_t> thread_counter{0};
+    thread_local const std::uint32_t thread_id = thread_counter++;
+    std::uint64_t t = m_fn_start;
+    for (std::size_t i = 0; i < m_scratch_ticks.size() && p.events.size() < p.max_trace_events; ++i) {
+      p.events.push_back({static_cast<std::uint32_t>(i), thread_id, t, m_scratch_ticks[i]});
+      t += m_scratch_ticks[i];
+    }
+  }
+}
+
+}  // namespace xsym
+
+#endif
+// ---- end include/xsym/compile/profile_wiring.hpp ----
+
+namespace xsym {
+
+XSYM_COLD_BEGIN
+inline void function_runtime::build_graph(const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& roots, std::size_t n_outputs,
+                 const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options) {
+  auto g = std::make_shared<function_graph>();
+  std::unordered_map<std::uint64_t, int> slot_of;
+  auto add_slot = [&](const var_ptr& v) {
+    slot s;
+    s.type = v->type;
+    s.rank = v->rank;
+    s.broadcastable = v->broadcastable;
+    s.kind = v->kind;
+    s.name = v->name;
+    s.source = v;
+    g->slots.push_back(std::move(s));
+    const int id = static_cast<int>(g->slots.size()) - 1;
+    slot_of[v->id] = id;
+    return id;
+  };
+  std::unordered_set<std::uint64_t> declared;
+  for (std::size_t i = 0; i < input_vars.size(); ++i) {
+    const var_ptr& v = input_vars[i];
+    if (v->kind != var_kind::input)
+      throw compile_error("xsym::function '" + m_name + "': inputs(...) entry " + std::to_string(i) + " ('" +
+                          v->name + "') is not a symbolic input (a shared variable, constant or expression)");
+    if (!declared.insert(v->id).second)
+      throw compile_error("xsym::function '" + m_name + "': input '" + v->name + "' is listed twice");
+    g->inputs.push_back(add_slot(v));
+  }
+  for (const var_ptr& v : detail::topo_order(roots)) {
+    if (slot_of.count(v->id)) continue;
+    if (v->kind == var_kind::input)
+      throw compile_error("xsym::function '" + m_name + "': the outputs depend on input '" + v->name +
+                          "', which is not in inputs(...)");
+    const int s = add_slot(v);
+    if (v->kind == var_kind::shared) m_shared_slots.push_back(s);
+    if (v->kind != var_kind::apply) continue;
+    apply_node n;
+    n.id = static_cast<int>(g->nodes.size());
+    n.fn = v->fn;
+    for (const auto& in : v->inputs) n.inputs.push_back(slot_of.at(in->id));
+    n.outputs.push_back(s);
+    g->slots[static_cast<std::size_t>(s)].owner = n.id;
+    g->nodes.push_back(std::move(n));
+  }
+  if (!options.ignore_unused_inputs) {
+    const auto clients = g->clients();
+    for (std::size_t i = 0; i < input_vars.size(); ++i) {
+      const int s = g->inputs[i];
+      const bool is_output = std::find(roots.begin(), roots.end(), input_vars[i]) != roots.end();
+      if (clients[static_cast<std::size_t>(s)].empty() && !is_output)
+        throw compile_error("xsym::function '" + m_name + "': input '" + input_vars[i]->name +
+                            "' is not used by any output or update (pass xsym::ignore_unused_inputs{} to allow it)");
+    }
+  }
+  for (std::size_t o = 0; o < n_outputs; ++o) g->outputs.push_back(slot_of.at(roots[o]->id));
+  std::unordered_set<std::uint64_t> targets;
+  for (std::size_t u = 0; u < update_vars.size(); ++u) {
+    const var_ptr& target = update_vars[u].first;
+    if (target->kind != var_kind::shared)
+      throw compile_error("xsym::function '" + m_name + "': update target '" + target->name + "' is not a shared variable");
+    if (!targets.insert(target->id).second)
+      throw compile_error("xsym::function '" + m_name + "': shared variable '" + target->name + "' is updated twice");
+    int ts;
+    if (auto it = slot_of.find(target->id); it != slot_of.end()) {
+      ts = it->second;
+    } else {
+      ts = add_slot(target);
+    }
+    g->updates.push_back({ts, slot_of.at(roots[n_outputs + u]->id)});
+  }
+  m_graph = std::move(g);
+}
+
+XSYM_COLD_END
 XSYM_COLD_BEGIN  // building a function runs once
 // Building a function reaches every rewrite and kernel: compiled once with XSYM_COMPILED_LIB.
 #if XSYM_RUNTIME_DEFINITIONS
@@ -10320,66 +10292,20 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
   cpu::register_all_kernels();  // the compiled runtime serves programs of any element type
 #endif
   config.ensure_loaded();  // reading XSYM_FLAGS and rc files is not rewrite time
-  const double t0 = detail::wall_seconds();
+  double seconds[4];       // rewrites, graph built and rewritten, linked
+  seconds[0] = detail::wall_seconds();
   m_plan = detail::resolve_plan(options);
   m_is_reference = options.is_reference;
   std::vector<var_ptr> roots = output_vars;
   for (auto& [target, value] : update_vars) roots.push_back(value);
   const int nodes_before = detail::count_applies(roots);
   std::vector<rewrite_record> records;
-  auto run_pass = [&](const char* pass_name, auto&& pass) {
-    if (!m_plan.rewrites.count(pass_name)) return;
-    rewrite_record rec;
-    rec.name = pass_name;
-    rec.nodes_before = detail::count_applies(roots);
-    const double s0 = detail::wall_seconds();
-    roots = pass(roots, rec);
-    rec.seconds = detail::wall_seconds() - s0;
-    rec.nodes_after = detail::count_applies(roots);
-    records.push_back(std::move(rec));
-  };
-  run_pass("stabilize", detail::stabilize_pass);
-  run_pass("canonicalize", detail::canonicalize_pass);
-  run_pass("constant_folding", detail::constant_folding_pass);
-  run_pass("merge", detail::merge_pass);
-  run_pass("blas", detail::blas_pass);
-  run_pass("gemv_accumulate", detail::gemv_accumulate_pass);
-  run_pass("gemv_scale_fold", detail::gemv_scale_fold_pass);
-  if (detail::testing::extra_fast_run_rewrite() && m_plan.rewrites.count("elemwise_fusion"))
-    roots = detail::testing::extra_fast_run_rewrite()(roots);
-  run_pass("elemwise_fusion", detail::fusion_pass);
-  const double t1 = detail::wall_seconds();
+  roots = detail::run_vars_rewrites(m_plan.rewrite_rows, m_plan.rewrites, std::move(roots), records);
+  seconds[1] = detail::wall_seconds();
   build_graph(input_vars, roots, output_vars.size(), update_vars, options);
-  if (m_plan.rewrites.count("multi_output_fusion")) {
-    rewrite_record rec;
-    rec.name = "multi_output_fusion";
-    rec.nodes_before = static_cast<int>(m_graph->nodes.size());
-    const double s0 = detail::wall_seconds();
-    detail::multi_output_fusion_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
-    rec.seconds = detail::wall_seconds() - s0;
-    rec.nodes_after = static_cast<int>(m_graph->nodes.size());
-    records.push_back(std::move(rec));
-  }
-  if (m_plan.rewrites.count("inplace_elemwise")) {
-    rewrite_record rec;
-    rec.name = "inplace_elemwise";
-    rec.nodes_before = rec.nodes_after = static_cast<int>(m_graph->nodes.size());
-    const double s0 = detail::wall_seconds();
-    detail::inplace_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
-    rec.seconds = detail::wall_seconds() - s0;
-    records.push_back(std::move(rec));
-  }
-  if (m_plan.gpu) {
-    rewrite_record rec;
-    rec.name = "gpu_placement";
-    rec.nodes_before = static_cast<int>(m_graph->nodes.size());
-    const double s0 = detail::wall_seconds();
-    detail::gpu_placement_pass(*std::const_pointer_cast<function_graph>(m_graph), rec);
-    rec.seconds = detail::wall_seconds() - s0;
-    rec.nodes_after = static_cast<int>(m_graph->nodes.size());
-    records.push_back(std::move(rec));
-  }
-  const double t2 = detail::wall_seconds();
+  detail::run_graph_rewrites(m_plan.rewrite_rows, m_plan.rewrites, *std::const_pointer_cast<function_graph>(m_graph),
+                             records);
+  seconds[2] = detail::wall_seconds();
   m_thunks = bind_thunks(m_plan.reference_kernels);
   if (m_plan.gpu && detail::gpu_runtime().make_timer) m_device_timer = detail::gpu_runtime().make_timer(*m_graph);
   if (m_plan.debug) {
@@ -10396,44 +10322,547 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
   m_monitor_pre = options.monitor_pre;
   m_monitor_post = options.monitor_post;
   m_checked = m_plan.debug || m_plan.nan_guard || m_plan.monitor;
-  const double t3 = detail::wall_seconds();
-
-  const bool profiling = profiling_compiled_in && (options.profile.value_or(config.profile.value()) || options.stats);
-  // Scopes need the compile-time facts even of functions that are not profiled themselves.
-  m_scope_model.implementation = m_plan.reference_kernels ? "ref" : "cpu";
-  m_scope_model.device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
-  for (const auto& t : m_thunks) m_scope_model.node_compiled.push_back(t.prog.jit[0] != nullptr);
-  m_scope_model.compiled_library = m_jit.library;
-  m_scope_model.compiled_now = m_jit.compiled > 0;
-  m_scope_model.rewrite_seconds = t1 - t0;
-  m_scope_model.validate_seconds = t2 - t1;
-  m_scope_model.linker_seconds = t3 - t2;
-  m_scope_model.gc = m_plan.gc;
-  m_scope_model.dead_after = m_dead_after;
-  if (profiling) {
-    m_stats = options.stats ? options.stats : std::make_shared<profile_stats>(m_name);
-    m_profile = m_stats->add_function(m_name, m_graph);
-    m_profile->implementation = m_plan.reference_kernels ? "ref" : "cpu";
-    m_profile->device_implementation = m_scope_model.device_implementation;
-    m_profile->node_compiled = m_scope_model.node_compiled;
-    m_profile->compiled_library = m_scope_model.compiled_library;
-    m_profile->compiled_now = m_scope_model.compiled_now;
-    m_profile->rewrite_seconds = t1 - t0;
-    m_profile->validate_seconds = t2 - t1;
-    m_profile->linker_seconds = t3 - t2;
-    m_profile->rewrites = std::move(records);
-    m_profile->nodes_before_rewrites = nodes_before;
-    m_profile->skip_next_call = config.profiling.ignore_first_call.value();
-    m_profile->gc = m_plan.gc;
-    m_profile->dead_after = m_dead_after;
-    m_profile->memory = config.profile_memory.value();
-    m_profile->optimizer = config.profile_optimizer.value();
-  }
+  seconds[3] = detail::wall_seconds();
+  init_profile(options, std::move(records), nodes_before, seconds);
 }
-XSYM_COLD_END
 #endif  // XSYM_RUNTIME_DEFINITIONS
+XSYM_COLD_END
 
 }  // namespace xsym
+
+#endif
+// ---- end include/xsym/compile/build.hpp ----
+// ---- begin include/xsym/compile/call.hpp ----
+#ifndef XSYM_COMPILE_CALL_HPP
+#define XSYM_COMPILE_CALL_HPP
+
+// The call loop: arguments bound, every thunk run (timed, checked or plain), outputs
+// converted, updates applied, and the errors that name the Apply node.
+
+namespace xsym {
+
+template <class Bind, class Convert>
+auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* dests) {
+  std::lock_guard lock(m_mutex);
+  // One predictable branch when profiling is off; nothing at all when compiled out.
+  const bool timed = profiling_compiled_in && (m_profile || detail::any_scope_active());
+  const std::uint64_t c0 = timed ? detail::ticks() : 0;
+  ndarray* values = m_values.data();
+  try {
+    bind(values, m_graph->inputs);
+    for (std::size_t i = 0; m_inputs_broadcastable && i < m_graph->inputs.size(); ++i) {
+      const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[i])];
+      if (!s.broadcastable) continue;
+      const ndarray& a = values[m_graph->inputs[i]];
+      for (int d = 0; d < s.rank; ++d)
+        if (((s.broadcastable >> d) & 1u) && a.shape(d) != 1) throw_not_broadcastable(i, d, a.shape());
+    }
+  } catch (...) {
+    release_after_call();
+    throw;
+  }
+  const bool memory = m_profile && m_profile->memory;
+  const std::int64_t mem0 = memory ? allocated().current : 0;
+  if (memory) reset_peak_memory();
+  const auto device_allocated = m_plan.gpu ? detail::device_hooks().allocated : nullptr;
+  const std::int64_t device_mem0 = memory && device_allocated ? device_allocated().current : 0;
+  const bool sample = timed && (m_sample_calls & (m_sample_calls - 1)) == 0;
+  read_shared(values);
+  if (dests) {
+    try {
+      bind_destinations(dests);
+    } catch (...) {
+      release_after_call();
+      throw;
+    }
+  }
+  std::size_t i = 0;
+  try {
+    if (timed) {
+      const std::uint64_t f0 = detail::ticks();
+      m_fn_start = f0;
+      std::uint64_t t = f0;
+      for (; i < m_thunks.size(); ++i) {
+        if (sample) record_shapes(i, values, true);  // before: an in-place node consumes its input
+        if (m_device_timer) m_device_timer->node_begin(i);
+        m_thunks[i].run(m_thunks[i], values);
+        if (m_device_timer) m_device_timer->node_end(i);
+        const std::uint64_t t1 = detail::ticks();
+        m_scratch_ticks[i] = t1 - t;
+        if (sample) record_shapes(i, values, false);
+        if (m_plan.gc) release_dead(i);
+        t = sample ? detail::ticks() : t1;
+      }
+      if (m_device_timer) m_device_timer->collect(m_scratch_ticks.data());
+      m_fn_ticks_last = t - f0;
+    } else if (m_checked) {
+      std::vector<ndarray> args;  // DebugMode runs the unoptimised twin on the same arguments
+      if (m_plan.debug)
+        for (int s : m_graph->inputs) args.push_back(values[s]);
+      if (m_plan.nan_guard) guard_inputs(values);
+      for (; i < m_thunks.size(); ++i) {
+        run_checked(i, values);
+        if (m_plan.gc) release_dead(i);
+      }
+      if (m_plan.debug) check_against_reference(args.data(), values);
+    } else {
+      for (; i < m_thunks.size(); ++i) {
+        m_thunks[i].run(m_thunks[i], values);
+        if (m_plan.gc) release_dead(i);
+      }
+    }
+  } catch (const debug_mode_error&) {
+    release_all_but_constants();
+    throw;
+  } catch (const nan_guard_error&) {
+    release_all_but_constants();
+    throw;
+  } catch (const std::exception& e) {
+    release_all_but_constants();
+    throw_node_error(i, e);
+  }
+  // One output is read in place; several are gathered (their slots need not be adjacent).
+  auto result = [&] {
+    try {
+      if (m_graph->outputs.size() == 1) return convert(static_cast<const ndarray*>(&values[m_graph->outputs[0]]));
+      for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) m_out[o] = values[m_graph->outputs[o]];
+      auto r = convert(static_cast<const ndarray*>(m_out.data()));
+      for (auto& o : m_out) o.release();
+      return r;
+    } catch (...) {
+      // Nothing is updated; nothing keeps a pointer to the caller's memory.
+      for (auto& o : m_out) o.release();
+      release_after_call();
+      throw;
+    }
+  }();
+  if (!m_is_reference && (!m_shared_slots.empty() || !m_graph->updates.empty())) apply_updates(values);
+  release_after_call();
+  if (timed) {
+    if (memory) m_profile->measured_peak_bytes = std::max(m_profile->measured_peak_bytes, allocated().peak - mem0);
+    if (memory && device_allocated)
+      m_profile->measured_device_peak_bytes =
+          std::max(m_profile->measured_device_peak_bytes, device_allocated().peak - device_mem0);
+    const std::uint64_t call_ticks = detail::ticks() - c0;
+    ++m_sample_calls;
+    if (m_profile) record_call(*m_profile, call_ticks, sample);
+    detail::for_each_active_scope([&](profile_scope& scope) {
+      function_profile& p = scope.record_for(this, m_name, m_graph, m_scope_model);
+      record_call(p, call_ticks, sample || p.calls == 0);
+    });
+  }
+  return result;
+}
+
+inline void function_runtime::release_dead(std::size_t node) {
+  for (int s : m_dead_after[node]) m_pool.give(m_values[static_cast<std::size_t>(s)]);
+}
+
+// Inputs, shared values and views are not kept: a kept reference would pin user memory or
+// stop buffer reuse.
+inline void function_runtime::release_after_call() {
+  release_destinations();
+  for (int s : m_graph->inputs) m_values[static_cast<std::size_t>(s)].release();
+  for (int s : m_shared_slots) m_values[static_cast<std::size_t>(s)].release();
+  for (int s : m_view_slots) m_values[static_cast<std::size_t>(s)].release();
+  // Output buffers are kept for the next call (they are results, not intermediates), and so
+  // are the pooled ones: the next call reuses them instead of asking malloc (and the kernel,
+  // for large buffers) again. Within a call, gc still bounds the peak.
+}
+
+inline void function_runtime::release_all_but_constants() {
+  release_destinations();
+  for (std::size_t s = 0; s < m_values.size(); ++s)
+    if (m_graph->slots[s].kind != var_kind::constant) m_values[s].release();
+}
+
+// Every update is computed before any is applied: values read the old shared state.
+inline void function_runtime::apply_updates(ndarray* values) {
+  // This call's references to shared values are done with (unless one is itself an update
+  // value): dropping them lets an old buffer be recognised as ours alone and reused.
+  for (int s : m_shared_slots) {
+    bool is_value = false;
+    for (auto [t, v] : m_graph->updates) is_value |= v == s;
+    if (!is_value) values[s].release();
+  }
+  for (auto [target, value] : m_graph->updates) {
+    auto& sv = *m_graph->slots[static_cast<std::size_t>(target)].source->shared;
+    ndarray& v = values[value];
+    const bool owned_here = m_graph->slots[static_cast<std::size_t>(value)].kind == var_kind::apply && v.owner() &&
+                            v.owner().use_count() == 1 && v.is_c_contiguous();
+    std::lock_guard lock(sv.mutex);
+    if (owned_here) {
+      // Hand the fresh buffer to the shared variable and keep the old one for the next call.
+      ndarray old = std::move(sv.value);
+      sv.value = std::move(v);
+      // The old value was readable by other threads: it is reused only when theirs are done.
+      const bool reusable = detail::sole_owner_after_others(old.owner());
+      if (!m_plan.gc && reusable) {
+        v = std::move(old);
+      } else {
+        v.release();
+        // With gc, the old buffer goes to the pool: the node whose buffer became the new
+        // value (an in-place product, say) takes it next call instead of asking malloc.
+        if (m_plan.gc && reusable) m_pool.give(old);
+      }
+    } else if (v.on_device()) {
+      sv.value = detail::device_hooks().copy_on_device(v);  // a fresh buffer: never alias another value
+    } else {
+      sv.value = v.contiguous();
+      if (sv.value.owner() == v.owner()) sv.value = detail::cast_array(v, v.type());  // never alias another value
+    }
+  }
+}
+
+// Each shared variable's current value into its slot, under the variable's lock: set_value
+// and other functions' updates replace it concurrently. The value moves to where this
+// function reads it first: to the device once (it stays there, as Theano's GPU shared
+// variables do), or a host copy for a CPU function.
+inline void function_runtime::read_shared(ndarray* values) {
+  for (int s : m_shared_slots) {
+    auto& sv = *m_graph->slots[static_cast<std::size_t>(s)].source->shared;
+    std::lock_guard lock(sv.mutex);
+    if (m_graph->slots[static_cast<std::size_t>(s)].on_device != sv.value.on_device()) place_shared(s, sv);
+    values[s] = sv.value;
+  }
+}
+
+// Called with sv's lock held.
+inline void function_runtime::place_shared(int s, shared_value& sv) {
+  if (m_graph->slots[static_cast<std::size_t>(s)].on_device) {
+    if (!sv.value.on_device()) sv.value = detail::device_hooks().to_device(sv.value);
+  } else if (sv.value.on_device()) {
+    sv.value = detail::device_hooks().to_host(sv.value);
+  }
+}
+
+XSYM_COLD_BEGIN
+inline void function_runtime::evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups) {
+  std::lock_guard lock(m_mutex);
+  ndarray* values = m_values.data();
+  for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) values[m_graph->inputs[i]] = args[i];
+  read_shared(values);
+  for (std::size_t i = 0; i < m_thunks.size(); ++i) m_thunks[i].run(m_thunks[i], values);
+  for (int s : m_graph->outputs) outs.push_back(detail::deep_copy(values[s]));
+  for (auto [t, v] : m_graph->updates) ups.push_back(detail::deep_copy(values[v]));
+  release_all_but_constants();
+}
+
+[[noreturn]] inline void function_runtime::throw_not_broadcastable(std::size_t input, int dim, const shape_t& got) const {
+  const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[input])];
+  throw shape_error("xsym: function '" + m_name + "': input " + std::to_string(input) + " ('" + s.name +
+                    "') is declared broadcastable in dimension " + std::to_string(dim) + " (always 1) but got shape " +
+                    to_string(got));
+}
+
+[[noreturn]] inline void function_runtime::throw_node_error(std::size_t i, const std::exception& e) {
+  std::string where = "xsym: function '" + m_name + "'";
+  if (i < m_graph->nodes.size())
+    where += ", Apply node " + std::to_string(i) + " " + m_graph->node_text(static_cast<int>(i));
+  const std::string msg = where + ": " + e.what();
+  if (dynamic_cast<const shape_error*>(&e)) throw shape_error(msg);
+  throw std::runtime_error(msg);
+}
+
+XSYM_COLD_END
+}  // namespace xsym
+
+#endif
+// ---- end include/xsym/compile/call.hpp ----
+// ---- begin include/xsym/compile/debug_modes.hpp ----
+#ifndef XSYM_COMPILE_DEBUG_MODES_HPP
+#define XSYM_COMPILE_DEBUG_MODES_HPP
+
+// DebugMode (each node against the reference kernels, the function against its unoptimised
+// twin), NanGuardMode and MonitorMode.
+#include <iostream>
+#include <sstream>
+
+
+namespace xsym {
+
+inline node_event function_runtime::event_for(std::size_t i, const ndarray* values, bool with_outputs) const {
+  node_event e;
+  e.graph = m_graph.get();
+  e.node = &m_graph->nodes[i];
+  for (int s : e.node->inputs) e.inputs.push_back(&values[s]);
+  if (with_outputs)
+    for (int s : e.node->outputs) e.outputs.push_back(&values[s]);
+  return e;
+}
+
+// One node under DebugMode, NanGuardMode or MonitorMode.
+inline void function_runtime::run_checked(std::size_t i, ndarray* values) {
+  const apply_node& n = m_graph->nodes[i];
+  if (m_monitor_pre) m_monitor_pre(event_for(i, values, false));
+  else if (m_plan.monitor && !m_monitor_post) print_monitor(i, values, false);
+  std::vector<ndarray> snapshot, ref_in;
+  if (m_plan.debug)
+    for (int s : n.inputs) {
+      snapshot.push_back(detail::deep_copy(values[s]));
+      ref_in.push_back(detail::deep_copy(values[s]));
+    }
+  m_thunks[i].run(m_thunks[i], values);
+  if (m_plan.debug) debug_check_node(i, values, snapshot, ref_in);
+  if (m_plan.nan_guard) guard_outputs(i, values);
+  if (m_monitor_post) m_monitor_post(event_for(i, values, true));
+  else if (m_plan.monitor && !m_monitor_pre) print_monitor(i, values, true);
+}
+
+XSYM_COLD_BEGIN
+// Flag-only MonitorMode: each node and a summary of its values on stderr.
+inline void function_runtime::print_monitor(std::size_t i, const ndarray* values, bool after) const {
+  const apply_node& n = m_graph->nodes[i];
+  auto summary = [](const ndarray& a) {
+    std::ostringstream os;
+    os << dtype_name(a.type()) << to_string(a.shape());
+    if (a.size() > 0) {
+      os << " [";
+      for (std::int64_t k = 0; k < std::min<std::int64_t>(a.size(), 4); ++k) os << (k ? " " : "") << a.flat_as_double(k);
+      os << (a.size() > 4 ? " ...]" : "]");
+    }
+    return os.str();
+  };
+  std::cerr << "xsym MonitorMode: " << m_name << " node " << i << (after ? " done " : " starts ") << m_graph->node_text(n)
+            << "\n";
+  const auto& slots = after ? n.outputs : n.inputs;
+  for (std::size_t k = 0; k < slots.size(); ++k)
+    std::cerr << "    " << (after ? "output " : "input ") << k << ": " << summary(values[slots[k]]) << "\n";
+}
+
+[[noreturn]] inline void function_runtime::debug_fail(std::size_t i, const ndarray* values, const std::string& what) const {
+  const apply_node& n = m_graph->nodes[i];
+  std::string shapes;
+  for (std::size_t k = 0; k < n.inputs.size(); ++k)
+    shapes += (k ? ", " : "") + to_string(values[n.inputs[k]].shape());
+  throw debug_mode_error("xsym DebugMode: function '" + m_name + "', Apply node " + std::to_string(i) + " " +
+                         m_graph->node_text(n) + " (input shapes " + shapes + "): " + what);
+}
+
+// |beta y0| + |alpha| |op(A)| |x| for a product node (y0 when it accumulates), from the reference
+// kernels run on absolute values; an empty array for any other node.
+inline ndarray function_runtime::product_scale(std::size_t i, const std::vector<ndarray>& ref_in) const {
+  const apply_node& n = m_graph->nodes[i];
+  const op& o = *n.fn;
+  const bool product = o.kind == op_kind::dot || o.kind == op_kind::gemv || o.kind == op_kind::dot22;
+  if (!product || n.outputs.size() != 1 || !is_float(ref_in[0].type())) return {};
+  const bool accumulates = o.accumulate && (o.kind == op_kind::gemv || o.kind == op_kind::dot22);
+  std::vector<ndarray> ref_values(m_graph->slots.size());
+  for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+    ndarray a;
+    ref_in[k].copy_contiguous_into(a);
+    xsym::detail::visit_dtype(a.type(), [&](auto z) {
+      using T = decltype(z);
+      if constexpr (std::is_floating_point_v<T>) {
+        T* p = a.data_as<T>();
+        for (std::int64_t e = 0; e < a.size(); ++e) p[e] = accumulates && k == 0 ? T(0) : std::abs(p[e]);
+      }
+    });
+    ref_values[static_cast<std::size_t>(n.inputs[k])] = std::move(a);
+  }
+  detail::thunk ref = m_ref_thunks[i];
+  ref.pool = nullptr;
+  ref.dests = nullptr;
+  ref.run(ref, ref_values.data());
+  ndarray scale;
+  ref_values[static_cast<std::size_t>(n.outputs[0])].copy_contiguous_into(scale);
+  xsym::detail::visit_dtype(scale.type(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (std::is_floating_point_v<T>) {
+      T* p = scale.data_as<T>();
+      const ndarray y0 = accumulates ? ref_in[0].contiguous() : ndarray{};
+      for (std::int64_t e = 0; e < scale.size(); ++e)
+        p[e] = std::abs(p[e]) + (accumulates ? std::abs(static_cast<T>(o.beta) * y0.data_as<T>()[e]) : T(0));
+    }
+  });
+  return scale;
+}
+
+inline void function_runtime::debug_check_node(std::size_t i, ndarray* values, const std::vector<ndarray>& snapshot, std::vector<ndarray>& ref_in) {
+  const apply_node& n = m_graph->nodes[i];
+  // The same node with the reference kernels, on copies of its inputs.
+  std::vector<ndarray> ref_values(m_graph->slots.size());
+  for (std::size_t k = 0; k < n.inputs.size(); ++k) ref_values[static_cast<std::size_t>(n.inputs[k])] = ref_in[k];
+  detail::thunk ref = m_ref_thunks[i];
+  ref.pool = nullptr;
+  ref.dests = nullptr;
+  ref.run(ref, ref_values.data());
+  const ndarray scale = product_scale(i, ref_in);
+  for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+    const ndarray& got = values[n.outputs[o]];
+    const ndarray& want = ref_values[static_cast<std::size_t>(n.outputs[o])];
+    if (auto m = detail::compare_arrays(got, want, scale.data() && o == 0 ? &scale : nullptr))
+      debug_fail(i, values, "output " + std::to_string(o) + " differs from the reference kernels: " +
+                                detail::describe_mismatch(got, *m));
+    if (m_plan.check_isfinite)
+      for (int what : {0, 1})
+        if (const auto bad = detail::first_bad(got, what); bad >= 0)
+          debug_fail(i, values, "output " + std::to_string(o) + " has " + (what ? "Inf" : "NaN") + " at index " +
+                                    detail::index_text(got.shape(), bad) + " (DebugMode.check_isfinite)");
+  }
+  // Inputs outside the destroy map must be untouched.
+  for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+    bool destroyed = false;
+    for (auto [o, in] : n.fn->destroy_map) destroyed |= in == static_cast<int>(k);
+    if (destroyed) continue;
+    const ndarray& now = values[n.inputs[k]];
+    if (!now.has_value()) continue;
+    if (auto m = detail::compare_arrays(now, snapshot[k]); m && (m->layout || m->max_abs > 0))
+      debug_fail(i, values, "input " + std::to_string(k) + " changed although the node does not declare it destroyed: " +
+                                detail::describe_mismatch(now, *m));
+  }
+  // Outputs alias inputs only as declared: views may, in-place outputs must, others must not.
+  for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+    const ndarray& out = values[n.outputs[o]];
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      bool declared = n.fn->is_view();
+      for (auto [dst, in] : n.fn->destroy_map) declared |= dst == static_cast<int>(o) && in == static_cast<int>(k);
+      if (!declared && detail::overlaps(out, values[n.inputs[k]]))
+        debug_fail(i, values, "output " + std::to_string(o) + " shares memory with input " + std::to_string(k) +
+                                  ", which the node does not declare (view map or destroy map)");
+    }
+  }
+}
+
+inline void function_runtime::guard_inputs(const ndarray* values) const {
+  auto check = [&](int s, const std::string& what) {
+    const char* names[3] = {"NaN", "Inf", "a value above 1e10 in magnitude"};
+    for (int w = 0; w < 3; ++w)
+      if (m_plan.guard[static_cast<std::size_t>(w)])
+        if (const auto bad = detail::first_bad(values[s], w); bad >= 0)
+          throw nan_guard_error("xsym NanGuardMode: function '" + m_name + "': " + what + " contains " + names[w] +
+                                " at index " + detail::index_text(values[s].shape(), bad) +
+                                " (it came from an input, before any node ran)");
+  };
+  for (int s : m_graph->inputs) check(s, "input '" + m_graph->slots[static_cast<std::size_t>(s)].name + "'");
+  for (int s : m_shared_slots) check(s, "shared variable '" + m_graph->slots[static_cast<std::size_t>(s)].name + "'");
+}
+
+inline void function_runtime::guard_outputs(std::size_t i, const ndarray* values) const {
+  const apply_node& n = m_graph->nodes[i];
+  const char* names[3] = {"NaN", "Inf", "a value above 1e10 in magnitude"};
+  for (std::size_t o = 0; o < n.outputs.size(); ++o)
+    for (int w = 0; w < 3; ++w)
+      if (m_plan.guard[static_cast<std::size_t>(w)])
+        if (const auto bad = detail::first_bad(values[n.outputs[o]], w); bad >= 0)
+          throw nan_guard_error("xsym NanGuardMode: function '" + m_name + "', Apply node " + std::to_string(i) + " " +
+                                m_graph->node_text(n) + " produced " + names[w] + " in output " + std::to_string(o) +
+                                " at index " + detail::index_text(values[n.outputs[o]].shape(), bad) +
+                                " (its inputs had none: it came from this node)");
+}
+
+// The whole function against its twin built without fusion, in-place or BLAS rewrites.
+inline void function_runtime::check_against_reference(const ndarray* args, const ndarray* values) {
+  std::vector<ndarray> outs, ups;
+  m_reference->evaluate(args, outs, ups);
+  auto fail = [&](const std::string& what) {
+    throw debug_mode_error("xsym DebugMode: function '" + m_name + "': " + what);
+  };
+  auto producer = [&](int s) {
+    const int owner = m_graph->slots[static_cast<std::size_t>(s)].owner;
+    return owner < 0 ? std::string() : " (computed by Apply node " + std::to_string(owner) + " " + m_graph->node_text(owner) + ")";
+  };
+  for (std::size_t o = 0; o < outs.size(); ++o)
+    if (auto m = detail::compare_arrays(values[m_graph->outputs[o]], outs[o]))
+      fail("output " + std::to_string(o) + producer(m_graph->outputs[o]) +
+           " differs from the graph without optimizations (a rewrite changed the result): " +
+           detail::describe_mismatch(values[m_graph->outputs[o]], *m));
+  for (std::size_t u = 0; u < ups.size(); ++u)
+    if (auto m = detail::compare_arrays(values[m_graph->updates[u].second], ups[u]))
+      fail("the update of '" + m_graph->slot_text(m_graph->updates[u].first) +
+           "' differs from the graph without optimizations: " + detail::describe_mismatch(values[m_graph->updates[u].second], *m));
+}
+
+XSYM_COLD_END
+}  // namespace xsym
+
+#endif
+// ---- end include/xsym/compile/debug_modes.hpp ----
+// ---- begin include/xsym/compile/into.hpp ----
+#ifndef XSYM_COMPILE_INTO_HPP
+#define XSYM_COMPILE_INTO_HPP
+
+// into(...): each output written into an array in the caller's memory, by its node where
+// it can, else copied in at the end.
+
+namespace xsym {
+
+template <class Bind>
+void function_runtime::call_into(Bind&& bind, const ndarray* dests) {
+  call_with(
+      std::forward<Bind>(bind), [&](const ndarray* out) { return finish_into(out, dests); }, dests);
+}
+
+// Marks the outputs that their nodes may write straight into the caller's memory: host,
+// C-contiguous, of the output's dtype, not an update's new value (that buffer goes to the
+// shared variable), and overlapping no input or shared value (a node would overwrite what a
+// later node still reads). The others are copied in by finish_into.
+inline void function_runtime::bind_destinations(const ndarray* dests) {
+  const auto& outs = m_graph->outputs;
+  for (std::size_t o = 0; o < outs.size(); ++o) {
+    const ndarray& d = dests[o];
+    const detail::byte_range range = detail::bytes_of(d);
+    for (std::size_t p = 0; p < o; ++p)
+      if (range.overlaps(detail::bytes_of(dests[p])))
+        throw std::invalid_argument("xsym: function '" + m_name + "': into(...): the destinations of outputs " +
+                                    std::to_string(p) + " and " + std::to_string(o) + " share memory");
+    const int s = outs[o];
+    const slot& sl = m_graph->slots[static_cast<std::size_t>(s)];
+    if (!m_direct_output[o] || m_dest_of_slot[static_cast<std::size_t>(s)] || d.type() != sl.type ||
+        range.lo == range.hi || !d.is_c_contiguous())
+      continue;
+    bool ok = true;
+    for (int in : m_graph->inputs) ok = ok && !range.overlaps(detail::bytes_of(m_values[static_cast<std::size_t>(in)]));
+    for (int sh : m_shared_slots)
+      ok = ok && !range.overlaps(detail::bytes_of(m_values[static_cast<std::size_t>(sh)]));
+    if (!ok) continue;
+    m_dest_of_slot[static_cast<std::size_t>(s)] = &d;
+    m_dest_slots[m_n_dest_slots++] = s;
+  }
+}
+
+// Copies the outputs that were not written in place into their destinations (after checking
+// every shape, so a wrong one leaves the others untouched where they were not written yet).
+inline int function_runtime::finish_into(const ndarray* out, const ndarray* dests) {
+  const std::size_t n = m_graph->outputs.size();
+  for (std::size_t o = 0; o < n; ++o)
+    if (!(out[o].shape() == dests[o].shape()))
+      throw shape_error("xsym: function '" + m_name + "': output " + std::to_string(o) + " has shape " +
+                        to_string(out[o].shape()) + " but its destination in into(...) has shape " +
+                        to_string(dests[o].shape()) + " (a destination is not resized: give it the output's shape)");
+  if (n == 1) {
+    detail::copy_into_destination(out[0], dests[0]);
+    return 0;
+  }
+  // An output read from memory that another destination receives (an input passed through,
+  // or a view of one, whose array is also a destination) is taken aside before any is written.
+  std::vector<ndarray> aside;
+  for (std::size_t o = 0; o < n; ++o)
+    for (std::size_t p = 0; p < n; ++p)
+      if (p != o && detail::overlaps(out[o], dests[p])) {
+        if (aside.empty()) aside.resize(n);
+        aside[o] = detail::deep_copy(detail::on_host(out[o]));
+        break;
+      }
+  for (std::size_t o = 0; o < n; ++o)
+    detail::copy_into_destination(aside.empty() || !aside[o].has_value() ? out[o] : aside[o], dests[o]);
+  return 0;
+}
+
+// Slots that held the caller's memory during an into(...) call keep no pointer to it.
+inline void function_runtime::release_destinations() {
+  for (std::size_t i = 0; i < m_n_dest_slots; ++i) {
+    const auto s = static_cast<std::size_t>(m_dest_slots[i]);
+    m_values[s].release();
+    m_dest_of_slot[s] = nullptr;
+  }
+  m_n_dest_slots = 0;
+}
+
+}  // namespace xsym
+
+#endif
+// ---- end include/xsym/compile/into.hpp ----
 
 #endif
 // ---- end include/xsym/compile/runtime.hpp ----

@@ -590,7 +590,7 @@ TEST_CASE("cast converts between every pair of dtypes as static_cast does", "[ex
 }
 
 TEST_CASE("nodes whose inputs are one element each give the general path's bits", "[expr][elemwise]") {
-  // Such a node skips broadcasting and spans (runtime.hpp, run_elemwise_one) but runs the same
+  // Such a node skips broadcasting and spans (exec/cpu_nodes.hpp, run_elemwise_one) but runs the same
   // kernels. Its results must equal, bit for bit, the first element of the same function called
   // on three elements (the general path), for chains, shared exps, comparisons, several outputs,
   // in place and into destinations; and the scalar (rank 0) twin must agree too.

@@ -62,7 +62,7 @@ at_t<N, true> at(const xsym::shared_var<double, N>& v, xt::xtensor<double, N> va
   return {v, std::move(value)};
 }
 
-/// The most outputs an Apply node can have for include/xsym/compile/runtime.hpp (outs[8]).
+/// The most outputs the runtime runs in one Apply node (xsym::limits::max_outputs).
 inline constexpr std::size_t max_node_outputs = 8;
 
 struct fd_options {

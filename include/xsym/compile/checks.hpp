@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "../exec/buffers.hpp"
 #include "../expr/variable.hpp"
 #include "../config/cold.hpp"
 
@@ -29,12 +30,6 @@ class nan_guard_error : public std::runtime_error {
 
 XSYM_COLD_BEGIN  // DebugMode and NanGuardMode: checking, not speed
 namespace detail {
-
-/// An owning C-contiguous copy (the snapshot DebugMode compares against).
-inline ndarray deep_copy(const ndarray& a) {
-  if (!a.has_value()) return a;
-  return cast_array(a, a.type());
-}
 
 struct mismatch {
   bool layout = false;  // the shapes or dtypes differ: no element was compared
@@ -123,30 +118,6 @@ inline std::int64_t first_bad(const ndarray& a, int what) {
 }
 
 XSYM_COLD_END
-
-/// Whether two arrays' memory overlaps.
-struct byte_range {
-  std::intptr_t lo = 0, hi = 0;  // [lo, hi); empty when lo == hi
-  bool overlaps(const byte_range& o) const { return lo < o.hi && o.lo < hi; }
-};
-
-// The bytes an array's elements span (a negative stride extends lo); empty without elements.
-inline byte_range bytes_of(const ndarray& x) {
-  if (!x.has_value()) return {};
-  std::int64_t down = 0, up = 0;
-  for (int d = 0; d < x.rank(); ++d) {
-    const std::int64_t n = x.shape(d);
-    if (n == 0) return {};
-    const std::int64_t span = (n - 1) * x.stride(d);
-    (span < 0 ? down : up) += span;
-  }
-  const auto es = static_cast<std::int64_t>(dtype_size(x.type()));
-  const auto base = reinterpret_cast<std::intptr_t>(x.data());
-  return {base + down * es, base + (up + 1) * es};
-}
-
-// Called per destination and input on every into(...) call: one pass over each shape.
-inline bool overlaps(const ndarray& a, const ndarray& b) { return bytes_of(a).overlaps(bytes_of(b)); }
 
 }  // namespace detail
 }  // namespace xsym

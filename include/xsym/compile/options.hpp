@@ -15,7 +15,7 @@
 #include "../backend/cpu/parallel.hpp"
 #include "../config/config.hpp"
 #include "../graph/fgraph.hpp"
-#include "../rewrite/rewrites.hpp"
+#include "pipeline.hpp"
 #include "../config/cold.hpp"
 
 XSYM_COLD_BEGIN  // options are resolved when a function is built
@@ -134,7 +134,8 @@ inline std::vector<std::string> split_colon(const std::string& s) {
 struct resolved_plan {
   std::string mode;
   std::string linker;
-  std::set<std::string> rewrites;
+  std::set<std::string> rewrites;  // the names of the rows chosen
+  std::vector<std::shared_ptr<const rewrite_row>> rewrite_rows;  // every row, in run order
   bool reference_kernels = false;
   bool gc = true;
   bool gpu = false;  // device=cuda
@@ -203,41 +204,53 @@ inline resolved_plan resolve_plan(const function_options& o) {
     p.compiledir = config.compiledir.value();
   }
 
-  auto matches = [](const rewrite_info& r, const std::string& name_or_tag) {
+  // The same rows the pipeline runs (compile/pipeline.hpp), xsym's and the program's.
+  p.rewrite_rows = rewrite_rows();
+  const auto& rows = p.rewrite_rows;
+  auto matches = [](const rewrite_row& r, const std::string& name_or_tag) {
     if (r.name == name_or_tag) return true;
     return std::find(r.tags.begin(), r.tags.end(), name_or_tag) != r.tags.end();
   };
   auto check_known = [&](const std::string& what, const std::string& flag) {
-    for (const auto& r : rewrite_registry())
-      if (matches(r, what)) return;
+    for (const auto& r : rows)
+      if (matches(*r, what)) return;
     std::string known;
-    std::set<std::string_view> names;
-    for (const auto& r : rewrite_registry()) {
-      names.insert(r.name);
-      for (auto t : r.tags) names.insert(t);
+    std::set<std::string> names;
+    for (const auto& r : rows) {
+      names.insert(r->name);
+      for (const auto& t : r->tags) names.insert(t);
     }
-    for (auto n : names) known += (known.empty() ? "" : ", ") + std::string(n);
+    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
     throw compile_error("xsym: " + flag + " names '" + what + "', which is no rewrite name or tag (known: " + known + ")");
   };
   if (optimizer != "None")
-    for (const auto& r : rewrite_registry())
-      if (matches(r, optimizer)) p.rewrites.insert(std::string(r.name));
+    for (const auto& r : rows)
+      if (matches(*r, optimizer)) p.rewrites.insert(r->name);
   for (const auto& t : split_colon(o.including.value_or(config.optimizer_including.value()))) {
     check_known(t, "optimizer_including");
-    for (const auto& r : rewrite_registry())
-      if (matches(r, t)) p.rewrites.insert(std::string(r.name));
+    for (const auto& r : rows)
+      if (matches(*r, t)) p.rewrites.insert(r->name);
   }
   for (const auto& t : split_colon(o.excluding.value_or(config.optimizer_excluding.value()))) {
     check_known(t, "optimizer_excluding");
-    for (const auto& r : rewrite_registry())
-      if (matches(r, t)) p.rewrites.erase(std::string(r.name));
+    for (const auto& r : rows) {
+      if (!matches(*r, t)) continue;
+      if (p.gpu && r->name == gpu_placement_rewrite)
+        throw compile_error("xsym: optimizer_excluding names '" + t + "', which would remove " +
+                            std::string(gpu_placement_rewrite) + ": device=cuda needs it (set device=cpu instead)");
+      p.rewrites.erase(r->name);
+    }
   }
+  // Placing nodes on the device is what device=cuda means, whatever the mode's rewrites.
+  if (p.gpu) p.rewrites.insert(std::string(gpu_placement_rewrite));
+  else p.rewrites.erase(std::string(gpu_placement_rewrite));
   for (const auto& t : split_colon(o.requiring.value_or(config.optimizer_requiring.value()))) {
     check_known(t, "optimizer_requiring");
-    for (const auto& r : rewrite_registry())
-      if (matches(r, t) && !p.rewrites.count(std::string(r.name)))
-        throw compile_error("xsym: optimizer_requiring names '" + t + "' but rewrite '" + std::string(r.name) +
-                            "' is turned off by the mode or optimizer_excluding");
+    for (const auto& r : rows)
+      if (matches(*r, t) && !p.rewrites.count(r->name))
+        throw compile_error("xsym: optimizer_requiring names '" + t + "' but rewrite '" + r->name + "' " +
+                            (r->name == gpu_placement_rewrite ? std::string("runs only with device=cuda")
+                                                              : std::string("is turned off by the mode or optimizer_excluding")));
   }
   return p;
 }

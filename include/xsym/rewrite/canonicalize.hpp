@@ -3,7 +3,9 @@
 
 // canonicalize: algebraic identities (x*1, x+0, x-0, x/1, --x, -(-a*b), pow(x, 2), pow(x, 1)) and
 // constant_folding: elementwise ops and dimshuffles of constants computed once, at build.
-#include "../backend/cpu/elemwise.hpp"
+#include <functional>
+#include <optional>
+
 #include "stabilize.hpp"
 #include "../config/cold.hpp"
 
@@ -91,57 +93,21 @@ inline std::vector<var_ptr> canonicalize_pass(const std::vector<var_ptr>& roots,
   });
 }
 
-inline ndarray evaluate_constant_elemwise(const variable& v) {
-  auto p = std::make_shared<program>();
-  p->n_inputs = static_cast<int>(v.inputs.size());
-  std::vector<const ndarray*> ins;
-  std::vector<std::uint8_t> bc;
-  for (const auto& in : v.inputs) {
-    p->reg_types.push_back(in->type);
-    ins.push_back(&in->constant);
-    bc.push_back(in->broadcastable);
-  }
-  instruction i{};
-  i.op = v.fn->scalar;
-  i.out_type = v.type;
-  i.in_type = i.op == scalar_op::switch_ ? p->reg_types[1] : p->reg_types[0];
-  for (int j = 0; j < p->n_inputs; ++j) i.args[j] = j;
-  i.dst = p->n_inputs;
-  p->reg_types.push_back(v.type);
-  p->code.push_back(i);
-  p->outputs = {i.dst};
-  const auto cp = cpu::compile_program<false>(p);
-  const shape_t shape = cpu::broadcast_shape(ins.data(), bc.data(), static_cast<int>(ins.size()));
-  ndarray out = ndarray::empty(v.type, shape);
-  ndarray* outs[1] = {&out};
-  cpu::run_program(cp, ins.data(), outs);
-  return out;
-}
+/// Computes an Apply node whose inputs are all constants, or gives nullopt to leave it.
+using constant_evaluator = std::function<std::optional<ndarray>(const variable& apply)>;
 
-inline std::vector<var_ptr> constant_folding_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {
+// The evaluator comes from compile (it runs the CPU kernels): rewrites include no backend.
+inline std::vector<var_ptr> constant_folding_pass(const std::vector<var_ptr>& roots, rewrite_record& rec,
+                                                  const constant_evaluator& evaluate) {
   return rebuild(roots, [&](const var_ptr& v, std::vector<var_ptr>& ins, bool changed) -> var_ptr {
     var_ptr nv = with_inputs(v, std::move(ins), changed);
     if (nv->kind != var_kind::apply || nv->inputs.empty()) return nv;
     for (const auto& in : nv->inputs)
       if (in->kind != var_kind::constant) return nv;
-    if (nv->fn->kind == op_kind::elemwise) {
-      ++rec.applied;
-      return make_constant(evaluate_constant_elemwise(*nv));
-    }
-    if (nv->fn->kind == op_kind::dimshuffle) {
-      const ndarray& c = nv->inputs[0]->constant;
-      shape_t s;
-      s.rank = static_cast<int>(nv->fn->pattern.size());
-      std::array<std::int64_t, max_rank> st{};
-      for (int i = 0; i < s.rank; ++i) {
-        const int p = nv->fn->pattern[static_cast<std::size_t>(i)];
-        s[i] = p < 0 ? 1 : c.shape(p);
-        st[static_cast<std::size_t>(i)] = p < 0 ? 0 : c.stride(p);
-      }
-      ++rec.applied;
-      return make_constant(cast_array(c.view(s, st), c.type()));
-    }
-    return nv;
+    std::optional<ndarray> value = evaluate(*nv);
+    if (!value) return nv;
+    ++rec.applied;
+    return make_constant(std::move(*value));
   });
 }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <numeric>
 
+#include "../config/limits.hpp"
 #include "../graph/fgraph.hpp"
 #include "rewrites.hpp"
 #include "../config/cold.hpp"
@@ -68,8 +69,7 @@ inline std::shared_ptr<const program> node_program(const function_graph& g, cons
   return p;
 }
 
-/// The executor's limit on the outputs of one fused node.
-inline constexpr std::size_t max_fused_outputs = 8;
+inline constexpr std::size_t max_fused_outputs = limits::max_outputs;
 
 inline void multi_output_fusion_pass(function_graph& g, rewrite_record& rec) {
   const std::size_t n_nodes = g.nodes.size();
@@ -150,7 +150,7 @@ inline void multi_output_fusion_pass(function_graph& g, rewrite_record& rec) {
       if (s.rank != out.rank || s.broadcastable != out.broadcastable) continue;
       const int ga = find(s.owner), gb = find(static_cast<int>(c));
       if (ga == gb) continue;
-      if (registers_of[static_cast<std::size_t>(ga)] + registers_of[static_cast<std::size_t>(gb)] > 60) {
+      if (registers_of[static_cast<std::size_t>(ga)] + registers_of[static_cast<std::size_t>(gb)] > limits::max_fusion_registers) {
         rec.notes.push_back("not merged: " + g.node_text(s.owner) + " with its user would exceed the register limit");
         continue;
       }

@@ -1,8 +1,8 @@
 #ifndef XSYM_REWRITE_REWRITES_HPP
 #define XSYM_REWRITE_REWRITES_HPP
 
-// Graph rewrites run when a function is built. Each has a name and tags, so flags such as
-// optimizer_excluding=fusion:inplace choose among them at run time.
+// Graph rewrites run when a function is built. compile/pipeline.hpp lists them as rows (name,
+// tags, position), so flags such as optimizer_excluding=fusion:inplace choose among them.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../config/limits.hpp"
 #include "../expr/variable.hpp"
 #include "../config/cold.hpp"
 
@@ -29,28 +30,6 @@ struct rewrite_record {
   int nodes_after = 0;
   std::vector<std::string> notes;  // e.g. why a candidate was not fused
 };
-
-struct rewrite_info {
-  std::string_view name;
-  std::vector<std::string_view> tags;
-};
-
-/// @brief Every rewrite xsym knows, with its tags.
-inline const std::vector<rewrite_info>& rewrite_registry() {
-  static const std::vector<rewrite_info> r = {
-      {"merge", {"merge", "fast_run", "fast_compile"}},
-      {"stabilize", {"stabilize", "fast_run", "fast_compile"}},
-      {"canonicalize", {"canonicalize", "fast_run", "fast_compile"}},
-      {"constant_folding", {"canonicalize", "constant_folding", "fast_run", "fast_compile"}},
-      {"blas", {"blas", "fast_run"}},
-      {"gemv_accumulate", {"blas", "fast_run"}},
-      {"gemv_scale_fold", {"blas", "fast_math", "fast_run"}},
-      {"elemwise_fusion", {"fusion", "fast_run"}},
-      {"multi_output_fusion", {"fusion", "fast_run"}},
-      {"inplace_elemwise", {"inplace", "fast_run"}},
-  };
-  return r;
-}
 
 namespace detail {
 
@@ -407,7 +386,7 @@ inline std::vector<var_ptr> fusion_pass(const std::vector<var_ptr>& roots, rewri
   auto is_elem = [](const var_ptr& v) {
     return v->kind == var_kind::apply && v->fn->kind == op_kind::elemwise;
   };
-  constexpr int max_registers = 60;
+  constexpr int max_registers = static_cast<int>(limits::max_fusion_registers);
   std::unordered_map<std::uint64_t, var_ptr> memo;
   std::function<var_ptr(const var_ptr&)> transform = [&](const var_ptr& v) -> var_ptr {
     if (auto it = memo.find(v->id); it != memo.end()) return it->second;

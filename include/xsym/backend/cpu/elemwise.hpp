@@ -18,6 +18,7 @@
 #endif
 
 #include "../../config/cold.hpp"
+#include "../../config/limits.hpp"
 #include "../../expr/ndarray.hpp"
 #include "../../expr/op.hpp"
 #include "fault.hpp"
@@ -100,7 +101,7 @@ inline constexpr std::int64_t min_block = 256, max_block = 4096;
 // blocks of 896, 0.87-0.89 with 448; over 1e7 (streaming): 1.03-1.07 with blocks of 512,
 // 1.15-1.30 with 768.
 inline constexpr std::int64_t block_budget = 32 * 1024, stream_block_budget = 16 * 1024;  // bytes of scratch registers per block
-inline constexpr std::size_t max_registers = 64;
+inline constexpr std::size_t max_registers = limits::max_registers;
 
 XSYM_COLD_BEGIN  // compiling a program: once per function
 // Fusion emits a Composite's graph as a tree, so a subexpression used twice is computed twice
@@ -623,8 +624,8 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
   if (sc.regs.size() < words) sc.regs.resize(words);
   std::byte* const regs =
       reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(sc.regs.data()) + 63) & ~std::uintptr_t{63});
-  const void* reg[64];
-  void* tmp[64];
+  const void* reg[max_registers];
+  void* tmp[max_registers];
   for (std::size_t r = static_cast<std::size_t>(n_in); r < n_regs; ++r) {
     tmp[r] = regs + cp.reg_offset[r];
     reg[r] = tmp[r];
@@ -637,7 +638,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
   const compiled_step* steps = cp.steps.data();
   const std::size_t n_steps = cp.steps.size();
   // Streaming: the bytes of a block of each array input, and the lines of it each step asks for.
-  std::int64_t block_bytes[64], share[64];
+  std::int64_t block_bytes[max_registers], share[max_registers];
   if (stream)
     for (int r = 0; r < n_in; ++r) {
       block_bytes[r] = in_scalar[r] ? 0 : block_size * cp.in_bytes[static_cast<std::size_t>(r)];
@@ -712,9 +713,9 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   if (cp.reg_types.size() > detail::max_registers) throw std::logic_error("xsym: fused program too large");
 
   std::size_t n_copies = 0;
-  const ndarray* arr[64];
-  const std::byte* base[64];
-  bool scalar[64];
+  const ndarray* arr[detail::max_registers];
+  const std::byte* base[detail::max_registers];
+  bool scalar[detail::max_registers];
   bool flat = true;
   for (int k = 0; k < n_in; ++k) {
     const ndarray* a = ins[k];
@@ -732,7 +733,7 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     scalar[k] = one;
     if (!one && !(a->shape() == shape && a->is_c_contiguous())) flat = false;
   }
-  std::byte* out_base[8];
+  std::byte* out_base[limits::max_outputs];
   for (std::size_t o = 0; o < p.outputs.size(); ++o) out_base[o] = outs[o]->data();
   const int threads = total >= par.elemwise_minsize ? par.threads : 1;
   const std::size_t n_out = p.outputs.size();
@@ -754,27 +755,27 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     }
     // Threads take whole blocks: each element is computed as on one thread.
     parallel_chunks(total, cp.block, threads, [&](std::int64_t lo, std::int64_t hi) {
-      const std::byte* in_at[64];
-      std::byte* out_at[8];
+      const std::byte* in_at[detail::max_registers];
+      std::byte* out_at[limits::max_outputs];
       for (int k = 0; k < n_in; ++k) in_at[k] = scalar[k] ? base[k] : base[k] + lo * cp.in_bytes[static_cast<std::size_t>(k)];
       for (std::size_t o = 0; o < n_out; ++o) out_at[o] = out_base[o] + lo * cp.out_bytes[o];
       detail::run_span(cp, in_at, scalar, out_at, hi - lo, stream);
     });
     return;
   }
-  std::array<std::int64_t, max_rank> strides[64];
+  std::array<std::int64_t, max_rank> strides[detail::max_registers];
   for (int k = 0; k < n_in; ++k)
     for (int d = 0; d < shape.rank; ++d)
       strides[k][static_cast<std::size_t>(d)] = arr[k]->shape(d) == 1 ? 0 : arr[k]->stride(d);
   // Row by row over the last axis; an input either walks the row (stride 1) or repeats one value.
   const std::int64_t len = shape[shape.rank - 1];
   const std::int64_t rows = total / len;
-  bool row_scalar[64];
+  bool row_scalar[detail::max_registers];
   for (int k = 0; k < n_in; ++k) row_scalar[k] = strides[k][static_cast<std::size_t>(shape.rank - 1)] == 0;
   // Threads take whole rows.
   parallel_chunks(rows, 1, threads, [&](std::int64_t first, std::int64_t last) {
-    const std::byte* row_in[64];
-    std::byte* row_out[8];
+    const std::byte* row_in[detail::max_registers];
+    std::byte* row_out[limits::max_outputs];
     for (std::int64_t r = first; r < last; ++r) {
       std::int64_t rem = r;
       for (int k = 0; k < n_in; ++k) row_in[k] = base[k];

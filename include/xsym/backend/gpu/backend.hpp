@@ -5,7 +5,10 @@
 // <xsym/gpu.hpp> only: a program built without it has no Thrust dependency at all.
 #include <vector>
 
-#include "../../compile/runtime.hpp"
+#include "../../exec/buffers.hpp"
+#include "../../exec/nodes.hpp"
+#include "../../exec/shapes.hpp"
+#include "../../exec/thunk.hpp"
 #include "../../rewrite/multi_fusion.hpp"
 #include "kernels.hpp"
 
@@ -66,11 +69,8 @@ inline void run_elemwise_node(const thunk& t, ndarray* values) {
 inline void run_reduce_node(const thunk& t, ndarray* values) {
   const apply_node& n = *t.node;
   const ndarray& in = values[n.inputs[0]];
-  shape_t s;
-  for (int d = 0; d < in.rank(); ++d)
-    if (std::find(n.fn->axes.begin(), n.fn->axes.end(), d) == n.fn->axes.end()) s[s.rank++] = in.shape(d);
   ndarray& out = values[n.outputs[0]];
-  xsym::detail::prepare_output(out, t.out_type, s, t.pool, true);
+  xsym::detail::prepare_output(out, t.out_type, xsym::detail::reduce_shape(in, n.fn->axes), t.pool, true);
   run_reduce(*n.fn, in, out);
 }
 
@@ -176,49 +176,30 @@ inline void run_dot_node(const thunk& t, ndarray* values) {
     const ndarray y0 = y0_slot;  // the same buffer as out when in place: each element is read, then written
     const ndarray& a = values[n.inputs[1]];
     const ndarray& b = values[n.inputs[2]];
+    xsym::detail::check_accumulated(o, y0, a, b, "Gpu");
     if (in_place) {
       out = std::move(y0_slot);
     } else {
       xsym::detail::prepare_output(out, y0.type(), y0.shape(), t.pool, true);
     }
-    if (o.kind == op_kind::gemv) {
-      const std::int64_t m = o.transpose_a ? a.shape(1) : a.shape(0);
-      if (y0.rank() != 1 || y0.shape(0) != m)
-        throw shape_error("GpuGemv: the accumulated vector has shape " + to_string(y0.shape()) + " but the product has " +
-                          std::to_string(m) + " rows");
+    if (o.kind == op_kind::gemv)
       typed(y0.type(), [&](auto z) { gemv<decltype(z)>(a, o.transpose_a, b, &y0, out, o.alpha, o.beta); });
-    } else {
-      if (y0.rank() != 2 || y0.shape(0) != a.shape(0) || y0.shape(1) != b.shape(1))
-        throw shape_error("GpuGemm: the accumulated matrix has shape " + to_string(y0.shape()) + " but the product is " +
-                          std::to_string(a.shape(0)) + " x " + std::to_string(b.shape(1)));
+    else
       typed(y0.type(), [&](auto z) { gemm<decltype(z)>(a, b, &y0, out, o.alpha); });
-    }
     return;
   }
   const ndarray& a = values[n.inputs[0]];
   const ndarray& b = values[n.inputs[1]];
-  shape_t s;
-  if (o.kind == op_kind::gemv || (a.rank() == 2 && b.rank() == 1)) {
-    const bool tr = o.kind == op_kind::gemv && o.transpose_a;
-    s.rank = 1;
-    s[0] = tr ? a.shape(1) : a.shape(0);
-    xsym::detail::prepare_output(out, a.type(), s, t.pool, true);
+  xsym::detail::prepare_output(out, a.type(), xsym::detail::product_shape(o, a, b), t.pool, true);
+  const bool tr = o.kind == op_kind::gemv && o.transpose_a;
+  if (o.kind == op_kind::gemv || (a.rank() == 2 && b.rank() == 1))
     typed(a.type(), [&](auto z) { gemv<decltype(z)>(a, tr, b, nullptr, out, 1.0); });
-  } else if (a.rank() == 1 && b.rank() == 1) {
-    xsym::detail::prepare_output(out, a.type(), s, t.pool, true);
+  else if (a.rank() == 1 && b.rank() == 1)
     typed(a.type(), [&](auto z) { vector_dot<decltype(z)>(a, b, out); });
-  } else if (a.rank() == 1 && b.rank() == 2) {
-    s.rank = 1;
-    s[0] = b.shape(1);
-    xsym::detail::prepare_output(out, a.type(), s, t.pool, true);
+  else if (a.rank() == 1 && b.rank() == 2)
     typed(a.type(), [&](auto z) { gemv<decltype(z)>(b, true, a, nullptr, out, 1.0); });
-  } else {
-    s.rank = 2;
-    s[0] = a.shape(0);
-    s[1] = b.shape(1);
-    xsym::detail::prepare_output(out, a.type(), s, t.pool, true);
+  else
     typed(a.type(), [&](auto z) { gemm<decltype(z)>(a, b, nullptr, out, 1.0); });
-  }
 }
 
 inline void run_shape_node(const thunk& t, ndarray* values) {

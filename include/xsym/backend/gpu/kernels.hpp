@@ -23,6 +23,7 @@
 #include <cub/device/device_reduce.cuh>
 #endif
 
+#include "../../config/limits.hpp"
 #include "../../expr/ndarray.hpp"
 #include "../../expr/op.hpp"
 #include "memory.hpp"
@@ -36,9 +37,9 @@ namespace xsym::gpu {
 #define XSYM_GPU_POLICY thrust::device
 #endif
 
-inline constexpr int max_inputs = 64;     // as the fusion pass's register file
-inline constexpr int max_registers = 64;
-inline constexpr int max_outputs = 8;
+inline constexpr int max_inputs = static_cast<int>(limits::max_registers);
+inline constexpr int max_registers = static_cast<int>(limits::max_registers);
+inline constexpr int max_outputs = static_cast<int>(limits::max_outputs);
 
 /// One instruction as the device reads it (plain data, no std types).
 struct device_instruction {

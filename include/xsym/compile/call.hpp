@@ -1,0 +1,236 @@
+#ifndef XSYM_COMPILE_CALL_HPP
+#define XSYM_COMPILE_CALL_HPP
+
+// The call loop: arguments bound, every thunk run (timed, checked or plain), outputs
+// converted, updates applied, and the errors that name the Apply node.
+#include "function_runtime.hpp"
+
+namespace xsym {
+
+template <class Bind, class Convert>
+auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* dests) {
+  std::lock_guard lock(m_mutex);
+  // One predictable branch when profiling is off; nothing at all when compiled out.
+  const bool timed = profiling_compiled_in && (m_profile || detail::any_scope_active());
+  const std::uint64_t c0 = timed ? detail::ticks() : 0;
+  ndarray* values = m_values.data();
+  try {
+    bind(values, m_graph->inputs);
+    for (std::size_t i = 0; m_inputs_broadcastable && i < m_graph->inputs.size(); ++i) {
+      const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[i])];
+      if (!s.broadcastable) continue;
+      const ndarray& a = values[m_graph->inputs[i]];
+      for (int d = 0; d < s.rank; ++d)
+        if (((s.broadcastable >> d) & 1u) && a.shape(d) != 1) throw_not_broadcastable(i, d, a.shape());
+    }
+  } catch (...) {
+    release_after_call();
+    throw;
+  }
+  const bool memory = m_profile && m_profile->memory;
+  const std::int64_t mem0 = memory ? allocated().current : 0;
+  if (memory) reset_peak_memory();
+  const auto device_allocated = m_plan.gpu ? detail::device_hooks().allocated : nullptr;
+  const std::int64_t device_mem0 = memory && device_allocated ? device_allocated().current : 0;
+  const bool sample = timed && (m_sample_calls & (m_sample_calls - 1)) == 0;
+  read_shared(values);
+  if (dests) {
+    try {
+      bind_destinations(dests);
+    } catch (...) {
+      release_after_call();
+      throw;
+    }
+  }
+  std::size_t i = 0;
+  try {
+    if (timed) {
+      const std::uint64_t f0 = detail::ticks();
+      m_fn_start = f0;
+      std::uint64_t t = f0;
+      for (; i < m_thunks.size(); ++i) {
+        if (sample) record_shapes(i, values, true);  // before: an in-place node consumes its input
+        if (m_device_timer) m_device_timer->node_begin(i);
+        m_thunks[i].run(m_thunks[i], values);
+        if (m_device_timer) m_device_timer->node_end(i);
+        const std::uint64_t t1 = detail::ticks();
+        m_scratch_ticks[i] = t1 - t;
+        if (sample) record_shapes(i, values, false);
+        if (m_plan.gc) release_dead(i);
+        t = sample ? detail::ticks() : t1;
+      }
+      if (m_device_timer) m_device_timer->collect(m_scratch_ticks.data());
+      m_fn_ticks_last = t - f0;
+    } else if (m_checked) {
+      std::vector<ndarray> args;  // DebugMode runs the unoptimised twin on the same arguments
+      if (m_plan.debug)
+        for (int s : m_graph->inputs) args.push_back(values[s]);
+      if (m_plan.nan_guard) guard_inputs(values);
+      for (; i < m_thunks.size(); ++i) {
+        run_checked(i, values);
+        if (m_plan.gc) release_dead(i);
+      }
+      if (m_plan.debug) check_against_reference(args.data(), values);
+    } else {
+      for (; i < m_thunks.size(); ++i) {
+        m_thunks[i].run(m_thunks[i], values);
+        if (m_plan.gc) release_dead(i);
+      }
+    }
+  } catch (const debug_mode_error&) {
+    release_all_but_constants();
+    throw;
+  } catch (const nan_guard_error&) {
+    release_all_but_constants();
+    throw;
+  } catch (const std::exception& e) {
+    release_all_but_constants();
+    throw_node_error(i, e);
+  }
+  // One output is read in place; several are gathered (their slots need not be adjacent).
+  auto result = [&] {
+    try {
+      if (m_graph->outputs.size() == 1) return convert(static_cast<const ndarray*>(&values[m_graph->outputs[0]]));
+      for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) m_out[o] = values[m_graph->outputs[o]];
+      auto r = convert(static_cast<const ndarray*>(m_out.data()));
+      for (auto& o : m_out) o.release();
+      return r;
+    } catch (...) {
+      // Nothing is updated; nothing keeps a pointer to the caller's memory.
+      for (auto& o : m_out) o.release();
+      release_after_call();
+      throw;
+    }
+  }();
+  if (!m_is_reference && (!m_shared_slots.empty() || !m_graph->updates.empty())) apply_updates(values);
+  release_after_call();
+  if (timed) {
+    if (memory) m_profile->measured_peak_bytes = std::max(m_profile->measured_peak_bytes, allocated().peak - mem0);
+    if (memory && device_allocated)
+      m_profile->measured_device_peak_bytes =
+          std::max(m_profile->measured_device_peak_bytes, device_allocated().peak - device_mem0);
+    const std::uint64_t call_ticks = detail::ticks() - c0;
+    ++m_sample_calls;
+    if (m_profile) record_call(*m_profile, call_ticks, sample);
+    detail::for_each_active_scope([&](profile_scope& scope) {
+      function_profile& p = scope.record_for(this, m_name, m_graph, m_scope_model);
+      record_call(p, call_ticks, sample || p.calls == 0);
+    });
+  }
+  return result;
+}
+
+inline void function_runtime::release_dead(std::size_t node) {
+  for (int s : m_dead_after[node]) m_pool.give(m_values[static_cast<std::size_t>(s)]);
+}
+
+// Inputs, shared values and views are not kept: a kept reference would pin user memory or
+// stop buffer reuse.
+inline void function_runtime::release_after_call() {
+  release_destinations();
+  for (int s : m_graph->inputs) m_values[static_cast<std::size_t>(s)].release();
+  for (int s : m_shared_slots) m_values[static_cast<std::size_t>(s)].release();
+  for (int s : m_view_slots) m_values[static_cast<std::size_t>(s)].release();
+  // Output buffers are kept for the next call (they are results, not intermediates), and so
+  // are the pooled ones: the next call reuses them instead of asking malloc (and the kernel,
+  // for large buffers) again. Within a call, gc still bounds the peak.
+}
+
+inline void function_runtime::release_all_but_constants() {
+  release_destinations();
+  for (std::size_t s = 0; s < m_values.size(); ++s)
+    if (m_graph->slots[s].kind != var_kind::constant) m_values[s].release();
+}
+
+// Every update is computed before any is applied: values read the old shared state.
+inline void function_runtime::apply_updates(ndarray* values) {
+  // This call's references to shared values are done with (unless one is itself an update
+  // value): dropping them lets an old buffer be recognised as ours alone and reused.
+  for (int s : m_shared_slots) {
+    bool is_value = false;
+    for (auto [t, v] : m_graph->updates) is_value |= v == s;
+    if (!is_value) values[s].release();
+  }
+  for (auto [target, value] : m_graph->updates) {
+    auto& sv = *m_graph->slots[static_cast<std::size_t>(target)].source->shared;
+    ndarray& v = values[value];
+    const bool owned_here = m_graph->slots[static_cast<std::size_t>(value)].kind == var_kind::apply && v.owner() &&
+                            v.owner().use_count() == 1 && v.is_c_contiguous();
+    std::lock_guard lock(sv.mutex);
+    if (owned_here) {
+      // Hand the fresh buffer to the shared variable and keep the old one for the next call.
+      ndarray old = std::move(sv.value);
+      sv.value = std::move(v);
+      // The old value was readable by other threads: it is reused only when theirs are done.
+      const bool reusable = detail::sole_owner_after_others(old.owner());
+      if (!m_plan.gc && reusable) {
+        v = std::move(old);
+      } else {
+        v.release();
+        // With gc, the old buffer goes to the pool: the node whose buffer became the new
+        // value (an in-place product, say) takes it next call instead of asking malloc.
+        if (m_plan.gc && reusable) m_pool.give(old);
+      }
+    } else if (v.on_device()) {
+      sv.value = detail::device_hooks().copy_on_device(v);  // a fresh buffer: never alias another value
+    } else {
+      sv.value = v.contiguous();
+      if (sv.value.owner() == v.owner()) sv.value = detail::cast_array(v, v.type());  // never alias another value
+    }
+  }
+}
+
+// Each shared variable's current value into its slot, under the variable's lock: set_value
+// and other functions' updates replace it concurrently. The value moves to where this
+// function reads it first: to the device once (it stays there, as Theano's GPU shared
+// variables do), or a host copy for a CPU function.
+inline void function_runtime::read_shared(ndarray* values) {
+  for (int s : m_shared_slots) {
+    auto& sv = *m_graph->slots[static_cast<std::size_t>(s)].source->shared;
+    std::lock_guard lock(sv.mutex);
+    if (m_graph->slots[static_cast<std::size_t>(s)].on_device != sv.value.on_device()) place_shared(s, sv);
+    values[s] = sv.value;
+  }
+}
+
+// Called with sv's lock held.
+inline void function_runtime::place_shared(int s, shared_value& sv) {
+  if (m_graph->slots[static_cast<std::size_t>(s)].on_device) {
+    if (!sv.value.on_device()) sv.value = detail::device_hooks().to_device(sv.value);
+  } else if (sv.value.on_device()) {
+    sv.value = detail::device_hooks().to_host(sv.value);
+  }
+}
+
+XSYM_COLD_BEGIN
+inline void function_runtime::evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups) {
+  std::lock_guard lock(m_mutex);
+  ndarray* values = m_values.data();
+  for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) values[m_graph->inputs[i]] = args[i];
+  read_shared(values);
+  for (std::size_t i = 0; i < m_thunks.size(); ++i) m_thunks[i].run(m_thunks[i], values);
+  for (int s : m_graph->outputs) outs.push_back(detail::deep_copy(values[s]));
+  for (auto [t, v] : m_graph->updates) ups.push_back(detail::deep_copy(values[v]));
+  release_all_but_constants();
+}
+
+[[noreturn]] inline void function_runtime::throw_not_broadcastable(std::size_t input, int dim, const shape_t& got) const {
+  const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[input])];
+  throw shape_error("xsym: function '" + m_name + "': input " + std::to_string(input) + " ('" + s.name +
+                    "') is declared broadcastable in dimension " + std::to_string(dim) + " (always 1) but got shape " +
+                    to_string(got));
+}
+
+[[noreturn]] inline void function_runtime::throw_node_error(std::size_t i, const std::exception& e) {
+  std::string where = "xsym: function '" + m_name + "'";
+  if (i < m_graph->nodes.size())
+    where += ", Apply node " + std::to_string(i) + " " + m_graph->node_text(static_cast<int>(i));
+  const std::string msg = where + ": " + e.what();
+  if (dynamic_cast<const shape_error*>(&e)) throw shape_error(msg);
+  throw std::runtime_error(msg);
+}
+
+XSYM_COLD_END
+}  // namespace xsym
+
+#endif

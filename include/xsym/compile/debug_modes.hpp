@@ -1,0 +1,208 @@
+#ifndef XSYM_COMPILE_DEBUG_MODES_HPP
+#define XSYM_COMPILE_DEBUG_MODES_HPP
+
+// DebugMode (each node against the reference kernels, the function against its unoptimised
+// twin), NanGuardMode and MonitorMode.
+#include <iostream>
+#include <sstream>
+
+#include "function_runtime.hpp"
+
+namespace xsym {
+
+inline node_event function_runtime::event_for(std::size_t i, const ndarray* values, bool with_outputs) const {
+  node_event e;
+  e.graph = m_graph.get();
+  e.node = &m_graph->nodes[i];
+  for (int s : e.node->inputs) e.inputs.push_back(&values[s]);
+  if (with_outputs)
+    for (int s : e.node->outputs) e.outputs.push_back(&values[s]);
+  return e;
+}
+
+// One node under DebugMode, NanGuardMode or MonitorMode.
+inline void function_runtime::run_checked(std::size_t i, ndarray* values) {
+  const apply_node& n = m_graph->nodes[i];
+  if (m_monitor_pre) m_monitor_pre(event_for(i, values, false));
+  else if (m_plan.monitor && !m_monitor_post) print_monitor(i, values, false);
+  std::vector<ndarray> snapshot, ref_in;
+  if (m_plan.debug)
+    for (int s : n.inputs) {
+      snapshot.push_back(detail::deep_copy(values[s]));
+      ref_in.push_back(detail::deep_copy(values[s]));
+    }
+  m_thunks[i].run(m_thunks[i], values);
+  if (m_plan.debug) debug_check_node(i, values, snapshot, ref_in);
+  if (m_plan.nan_guard) guard_outputs(i, values);
+  if (m_monitor_post) m_monitor_post(event_for(i, values, true));
+  else if (m_plan.monitor && !m_monitor_pre) print_monitor(i, values, true);
+}
+
+XSYM_COLD_BEGIN
+// Flag-only MonitorMode: each node and a summary of its values on stderr.
+inline void function_runtime::print_monitor(std::size_t i, const ndarray* values, bool after) const {
+  const apply_node& n = m_graph->nodes[i];
+  auto summary = [](const ndarray& a) {
+    std::ostringstream os;
+    os << dtype_name(a.type()) << to_string(a.shape());
+    if (a.size() > 0) {
+      os << " [";
+      for (std::int64_t k = 0; k < std::min<std::int64_t>(a.size(), 4); ++k) os << (k ? " " : "") << a.flat_as_double(k);
+      os << (a.size() > 4 ? " ...]" : "]");
+    }
+    return os.str();
+  };
+  std::cerr << "xsym MonitorMode: " << m_name << " node " << i << (after ? " done " : " starts ") << m_graph->node_text(n)
+            << "\n";
+  const auto& slots = after ? n.outputs : n.inputs;
+  for (std::size_t k = 0; k < slots.size(); ++k)
+    std::cerr << "    " << (after ? "output " : "input ") << k << ": " << summary(values[slots[k]]) << "\n";
+}
+
+[[noreturn]] inline void function_runtime::debug_fail(std::size_t i, const ndarray* values, const std::string& what) const {
+  const apply_node& n = m_graph->nodes[i];
+  std::string shapes;
+  for (std::size_t k = 0; k < n.inputs.size(); ++k)
+    shapes += (k ? ", " : "") + to_string(values[n.inputs[k]].shape());
+  throw debug_mode_error("xsym DebugMode: function '" + m_name + "', Apply node " + std::to_string(i) + " " +
+                         m_graph->node_text(n) + " (input shapes " + shapes + "): " + what);
+}
+
+// |beta y0| + |alpha| |op(A)| |x| for a product node (y0 when it accumulates), from the reference
+// kernels run on absolute values; an empty array for any other node.
+inline ndarray function_runtime::product_scale(std::size_t i, const std::vector<ndarray>& ref_in) const {
+  const apply_node& n = m_graph->nodes[i];
+  const op& o = *n.fn;
+  const bool product = o.kind == op_kind::dot || o.kind == op_kind::gemv || o.kind == op_kind::dot22;
+  if (!product || n.outputs.size() != 1 || !is_float(ref_in[0].type())) return {};
+  const bool accumulates = o.accumulate && (o.kind == op_kind::gemv || o.kind == op_kind::dot22);
+  std::vector<ndarray> ref_values(m_graph->slots.size());
+  for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+    ndarray a;
+    ref_in[k].copy_contiguous_into(a);
+    xsym::detail::visit_dtype(a.type(), [&](auto z) {
+      using T = decltype(z);
+      if constexpr (std::is_floating_point_v<T>) {
+        T* p = a.data_as<T>();
+        for (std::int64_t e = 0; e < a.size(); ++e) p[e] = accumulates && k == 0 ? T(0) : std::abs(p[e]);
+      }
+    });
+    ref_values[static_cast<std::size_t>(n.inputs[k])] = std::move(a);
+  }
+  detail::thunk ref = m_ref_thunks[i];
+  ref.pool = nullptr;
+  ref.dests = nullptr;
+  ref.run(ref, ref_values.data());
+  ndarray scale;
+  ref_values[static_cast<std::size_t>(n.outputs[0])].copy_contiguous_into(scale);
+  xsym::detail::visit_dtype(scale.type(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (std::is_floating_point_v<T>) {
+      T* p = scale.data_as<T>();
+      const ndarray y0 = accumulates ? ref_in[0].contiguous() : ndarray{};
+      for (std::int64_t e = 0; e < scale.size(); ++e)
+        p[e] = std::abs(p[e]) + (accumulates ? std::abs(static_cast<T>(o.beta) * y0.data_as<T>()[e]) : T(0));
+    }
+  });
+  return scale;
+}
+
+inline void function_runtime::debug_check_node(std::size_t i, ndarray* values, const std::vector<ndarray>& snapshot, std::vector<ndarray>& ref_in) {
+  const apply_node& n = m_graph->nodes[i];
+  // The same node with the reference kernels, on copies of its inputs.
+  std::vector<ndarray> ref_values(m_graph->slots.size());
+  for (std::size_t k = 0; k < n.inputs.size(); ++k) ref_values[static_cast<std::size_t>(n.inputs[k])] = ref_in[k];
+  detail::thunk ref = m_ref_thunks[i];
+  ref.pool = nullptr;
+  ref.dests = nullptr;
+  ref.run(ref, ref_values.data());
+  const ndarray scale = product_scale(i, ref_in);
+  for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+    const ndarray& got = values[n.outputs[o]];
+    const ndarray& want = ref_values[static_cast<std::size_t>(n.outputs[o])];
+    if (auto m = detail::compare_arrays(got, want, scale.data() && o == 0 ? &scale : nullptr))
+      debug_fail(i, values, "output " + std::to_string(o) + " differs from the reference kernels: " +
+                                detail::describe_mismatch(got, *m));
+    if (m_plan.check_isfinite)
+      for (int what : {0, 1})
+        if (const auto bad = detail::first_bad(got, what); bad >= 0)
+          debug_fail(i, values, "output " + std::to_string(o) + " has " + (what ? "Inf" : "NaN") + " at index " +
+                                    detail::index_text(got.shape(), bad) + " (DebugMode.check_isfinite)");
+  }
+  // Inputs outside the destroy map must be untouched.
+  for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+    bool destroyed = false;
+    for (auto [o, in] : n.fn->destroy_map) destroyed |= in == static_cast<int>(k);
+    if (destroyed) continue;
+    const ndarray& now = values[n.inputs[k]];
+    if (!now.has_value()) continue;
+    if (auto m = detail::compare_arrays(now, snapshot[k]); m && (m->layout || m->max_abs > 0))
+      debug_fail(i, values, "input " + std::to_string(k) + " changed although the node does not declare it destroyed: " +
+                                detail::describe_mismatch(now, *m));
+  }
+  // Outputs alias inputs only as declared: views may, in-place outputs must, others must not.
+  for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+    const ndarray& out = values[n.outputs[o]];
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      bool declared = n.fn->is_view();
+      for (auto [dst, in] : n.fn->destroy_map) declared |= dst == static_cast<int>(o) && in == static_cast<int>(k);
+      if (!declared && detail::overlaps(out, values[n.inputs[k]]))
+        debug_fail(i, values, "output " + std::to_string(o) + " shares memory with input " + std::to_string(k) +
+                                  ", which the node does not declare (view map or destroy map)");
+    }
+  }
+}
+
+inline void function_runtime::guard_inputs(const ndarray* values) const {
+  auto check = [&](int s, const std::string& what) {
+    const char* names[3] = {"NaN", "Inf", "a value above 1e10 in magnitude"};
+    for (int w = 0; w < 3; ++w)
+      if (m_plan.guard[static_cast<std::size_t>(w)])
+        if (const auto bad = detail::first_bad(values[s], w); bad >= 0)
+          throw nan_guard_error("xsym NanGuardMode: function '" + m_name + "': " + what + " contains " + names[w] +
+                                " at index " + detail::index_text(values[s].shape(), bad) +
+                                " (it came from an input, before any node ran)");
+  };
+  for (int s : m_graph->inputs) check(s, "input '" + m_graph->slots[static_cast<std::size_t>(s)].name + "'");
+  for (int s : m_shared_slots) check(s, "shared variable '" + m_graph->slots[static_cast<std::size_t>(s)].name + "'");
+}
+
+inline void function_runtime::guard_outputs(std::size_t i, const ndarray* values) const {
+  const apply_node& n = m_graph->nodes[i];
+  const char* names[3] = {"NaN", "Inf", "a value above 1e10 in magnitude"};
+  for (std::size_t o = 0; o < n.outputs.size(); ++o)
+    for (int w = 0; w < 3; ++w)
+      if (m_plan.guard[static_cast<std::size_t>(w)])
+        if (const auto bad = detail::first_bad(values[n.outputs[o]], w); bad >= 0)
+          throw nan_guard_error("xsym NanGuardMode: function '" + m_name + "', Apply node " + std::to_string(i) + " " +
+                                m_graph->node_text(n) + " produced " + names[w] + " in output " + std::to_string(o) +
+                                " at index " + detail::index_text(values[n.outputs[o]].shape(), bad) +
+                                " (its inputs had none: it came from this node)");
+}
+
+// The whole function against its twin built without fusion, in-place or BLAS rewrites.
+inline void function_runtime::check_against_reference(const ndarray* args, const ndarray* values) {
+  std::vector<ndarray> outs, ups;
+  m_reference->evaluate(args, outs, ups);
+  auto fail = [&](const std::string& what) {
+    throw debug_mode_error("xsym DebugMode: function '" + m_name + "': " + what);
+  };
+  auto producer = [&](int s) {
+    const int owner = m_graph->slots[static_cast<std::size_t>(s)].owner;
+    return owner < 0 ? std::string() : " (computed by Apply node " + std::to_string(owner) + " " + m_graph->node_text(owner) + ")";
+  };
+  for (std::size_t o = 0; o < outs.size(); ++o)
+    if (auto m = detail::compare_arrays(values[m_graph->outputs[o]], outs[o]))
+      fail("output " + std::to_string(o) + producer(m_graph->outputs[o]) +
+           " differs from the graph without optimizations (a rewrite changed the result): " +
+           detail::describe_mismatch(values[m_graph->outputs[o]], *m));
+  for (std::size_t u = 0; u < ups.size(); ++u)
+    if (auto m = detail::compare_arrays(values[m_graph->updates[u].second], ups[u]))
+      fail("the update of '" + m_graph->slot_text(m_graph->updates[u].first) +
+           "' differs from the graph without optimizations: " + detail::describe_mismatch(values[m_graph->updates[u].second], *m));
+}
+
+XSYM_COLD_END
+}  // namespace xsym
+
+#endif

@@ -1,0 +1,168 @@
+#ifndef XSYM_COMPILE_FUNCTION_RUNTIME_HPP
+#define XSYM_COMPILE_FUNCTION_RUNTIME_HPP
+
+// A compiled function: its graph, one thunk per Apply node, the buffers of a call. Its jobs
+// are defined in their own files, in the order a function meets them:
+//   build.hpp          the rewrite pipeline's run and the graph of slots and Apply nodes
+//   link.hpp           the linker: a thunk per node, kernels compiled (cxx), gc's plan
+//   call.hpp           the call loop, shared variables, updates, errors that name the node
+//   into.hpp           into(...): outputs written into the caller's arrays
+//   debug_modes.hpp    DebugMode, NanGuardMode, MonitorMode
+//   profile_wiring.hpp what a call records for the profiler
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../backend/cpu/jit.hpp"
+#include "../config/cold.hpp"
+#include "../config/linkage.hpp"
+#include "../exec/buffers.hpp"
+#include "../exec/cpu_nodes.hpp"
+#include "../exec/thunk.hpp"
+#include "../graph/fgraph.hpp"
+#include "../profile/profile_stats.hpp"
+#include "../profile/scope.hpp"
+#include "checks.hpp"
+#include "options.hpp"
+
+namespace xsym {
+
+namespace detail {
+/// The lock that serialises calls of one function: an uncontended lock and unlock are one
+/// atomic operation each, inline (std::mutex goes through pthread: ~16 ns per call here);
+/// a waiting thread sleeps in the kernel (futex) rather than spinning.
+class call_lock {
+ public:
+  void lock() {
+    int expected = 0;
+    if (m_state.compare_exchange_strong(expected, 1, std::memory_order_acquire)) return;
+    // 2: locked, and someone may be waiting, so the unlock must wake a waiter.
+    while (m_state.exchange(2, std::memory_order_acquire) != 0) m_state.wait(2, std::memory_order_relaxed);
+  }
+  void unlock() {
+    if (m_state.exchange(0, std::memory_order_release) == 2) m_state.notify_one();
+  }
+
+ private:
+  std::atomic<int> m_state{0};
+};
+}  // namespace detail
+
+class function_runtime {
+ public:
+  /// @brief Rewrites the graph of outputs and updates, then binds one thunk per Apply node.
+  function_runtime(std::string name, const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& output_vars,
+                   const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options);
+
+  const function_graph& graph() const { return *m_graph; }
+  const std::string& name() const { return m_name; }
+  const std::shared_ptr<profile_stats>& stats() const { return m_stats; }
+  const detail::resolved_plan& plan() const { return m_plan; }
+  /// @brief What cxx did for this function: kernels compiled, whether from the cache, the library.
+  const cpu::jit_stats& compiled_kernels() const { return m_jit; }
+
+  /// @brief Runs the function on args (one per input, in order) and returns convert(outputs),
+  /// called while the function's buffers are still reserved for this call.
+  template <class Convert>
+  auto call(const ndarray* args, Convert&& convert) {
+    return call_with(
+        [args](ndarray* values, const std::vector<int>& inputs) {
+          for (std::size_t i = 0; i < inputs.size(); ++i) values[inputs[i]] = args[i];
+        },
+        std::forward<Convert>(convert));
+  }
+
+  /// @brief As call, but bind(values, input_slots) writes input i's value straight into
+  /// values[input_slots[i]] under the lock (no array of arguments is built and copied).
+  /// When bind or an input check throws, no node has run and the inputs are released.
+  template <class Bind, class Convert>
+  auto call_with(Bind&& bind, Convert&& convert, const ndarray* dests = nullptr);
+
+  /// @brief Runs the function and writes output o into dests[o] (host arrays in the caller's
+  /// memory, any strides, each of its output's dtype and rank). An output whose node can write
+  /// it straight into its destination does so (no copy); the others are copied in at the end.
+  /// Throws shape_error (and updates nothing) when a destination's shape differs from its
+  /// output's, std::invalid_argument when two destinations share memory.
+  template <class Bind>
+  void call_into(Bind&& bind, const ndarray* dests);
+
+  /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
+  void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups);
+
+ private:
+  // build.hpp
+  void build_graph(const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& roots, std::size_t n_outputs,
+                   const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options);
+  // link.hpp
+  std::vector<detail::thunk> bind_thunks(bool reference);
+  void compile_kernels(std::vector<detail::thunk>& thunks);
+  // call.hpp
+  void release_dead(std::size_t node);
+  void release_after_call();
+  void release_all_but_constants();
+  void apply_updates(ndarray* values);
+  void read_shared(ndarray* values);
+  void place_shared(int s, shared_value& sv);
+  [[noreturn]] void throw_not_broadcastable(std::size_t input, int dim, const shape_t& got) const;
+  [[noreturn]] void throw_node_error(std::size_t i, const std::exception& e);
+  // into.hpp
+  void bind_destinations(const ndarray* dests);
+  int finish_into(const ndarray* out, const ndarray* dests);
+  void release_destinations();
+  // debug_modes.hpp
+  node_event event_for(std::size_t i, const ndarray* values, bool with_outputs) const;
+  void run_checked(std::size_t i, ndarray* values);
+  void print_monitor(std::size_t i, const ndarray* values, bool after) const;
+  [[noreturn]] void debug_fail(std::size_t i, const ndarray* values, const std::string& what) const;
+  ndarray product_scale(std::size_t i, const std::vector<ndarray>& ref_in) const;
+  void debug_check_node(std::size_t i, ndarray* values, const std::vector<ndarray>& snapshot, std::vector<ndarray>& ref_in);
+  void guard_inputs(const ndarray* values) const;
+  void guard_outputs(std::size_t i, const ndarray* values) const;
+  void check_against_reference(const ndarray* args, const ndarray* values);
+  // profile_wiring.hpp
+  void init_profile(const function_options& options, std::vector<rewrite_record> records, int nodes_before,
+                    const double (&seconds)[4]);
+  void copy_shapes(function_profile& p);
+  void record_shapes(std::size_t i, const ndarray* values, bool inputs);
+  void record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes);
+
+  std::string m_name;
+  detail::resolved_plan m_plan;
+  cpu::jit_stats m_jit;
+  std::shared_ptr<const function_graph> m_graph;
+  std::vector<detail::thunk> m_thunks;
+  std::vector<ndarray> m_values;
+  std::vector<ndarray> m_out;
+  std::vector<const ndarray*> m_dest_of_slot;  // into(...): per slot, the caller's array its node writes
+  std::vector<int> m_dest_slots;               // the slots bound in this call: the first m_n_dest_slots
+  std::size_t m_n_dest_slots = 0;
+  std::vector<std::uint8_t> m_direct_output;   // per output: may be written straight into a destination
+  bool m_inputs_broadcastable = false;         // some input is declared broadcastable (checked per call)
+  detail::buffer_pool m_pool;
+  std::vector<int> m_shared_slots;
+  std::vector<int> m_view_slots;
+  std::vector<std::vector<int>> m_dead_after;
+  std::vector<std::uint64_t> m_scratch_ticks;
+  std::unique_ptr<detail::device_timer> m_device_timer;  // CUDA events per node (GPU backend, CUDA builds)
+  std::uint64_t m_fn_ticks_last = 0;
+  std::shared_ptr<profile_stats> m_stats;
+  std::shared_ptr<function_profile> m_profile;
+  std::vector<detail::thunk> m_ref_thunks;           // DebugMode: reference kernels per node
+  std::unique_ptr<function_runtime> m_reference;      // DebugMode: the unoptimised twin
+  monitor_callback m_monitor_pre, m_monitor_post;
+  bool m_checked = false;
+  bool m_is_reference = false;
+  function_profile m_scope_model;  // compile facts copied into each scope's record
+  std::vector<std::vector<value_info>> m_last_inputs, m_last_outputs;
+  std::int64_t m_sample_calls = 0;
+  std::uint64_t m_fn_start = 0;
+  detail::call_lock m_mutex;
+};
+
+}  // namespace xsym
+
+#endif

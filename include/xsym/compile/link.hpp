@@ -1,0 +1,127 @@
+#ifndef XSYM_COMPILE_LINK_HPP
+#define XSYM_COMPILE_LINK_HPP
+
+// The linker: one thunk per Apply node (the CPU kernels, or the GPU backend's through its
+// hooks), fused programs compiled when cxx is set, and when each intermediate dies (gc).
+#include <unordered_set>
+
+#include "function_runtime.hpp"
+
+namespace xsym {
+
+XSYM_COLD_BEGIN
+inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) {
+  const function_graph& g = *m_graph;
+  m_values.assign(g.slots.size(), ndarray{});
+  m_out.assign(g.outputs.size(), ndarray{});
+  if (m_dest_of_slot.size() != g.slots.size()) m_dest_of_slot.assign(g.slots.size(), nullptr);
+  m_dest_slots.assign(g.outputs.size(), -1);
+  m_n_dest_slots = 0;
+  // Outputs a node may write straight into an into(...) destination: host values computed
+  // here, and not an update's new value (that buffer goes to the shared variable).
+  m_direct_output.assign(g.outputs.size(), 0);
+  for (std::size_t o = 0; o < g.outputs.size(); ++o) {
+    const slot& sl = g.slots[static_cast<std::size_t>(g.outputs[o])];
+    bool ok = sl.kind == var_kind::apply && !sl.on_device;
+    for (auto [t, v] : g.updates) ok &= v != g.outputs[o];
+    m_direct_output[o] = ok;
+  }
+  m_inputs_broadcastable = false;
+  for (int in : g.inputs) m_inputs_broadcastable |= g.slots[static_cast<std::size_t>(in)].broadcastable != 0;
+  m_pool.free.reserve(g.slots.size());
+  for (std::size_t s = 0; s < g.slots.size(); ++s)
+    if (g.slots[s].kind == var_kind::constant)
+      m_values[s] = g.slots[s].on_device ? detail::device_hooks().to_device(g.slots[s].source->constant)
+                                         : g.slots[s].source->constant;
+  std::vector<detail::thunk> thunks(g.nodes.size());
+  for (const apply_node& n : g.nodes) {
+    detail::thunk& t = thunks[static_cast<std::size_t>(n.id)];
+    t.node = &n;
+    t.pool = &m_pool;
+    t.par = m_plan.par;
+    t.dests = m_dest_of_slot.data();  // DebugMode's reference copies clear it
+    for (int in : n.inputs) t.slot_bcast.push_back(g.slots[static_cast<std::size_t>(in)].broadcastable);
+    t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
+    if (n.fn->on_gpu || n.fn->kind == op_kind::transfer) {
+      detail::gpu_runtime().bind(t, g, n);
+      continue;
+    }
+    switch (n.fn->kind) {
+      case op_kind::elemwise:
+      case op_kind::composite: {
+        // A single Elemwise op runs as a one-instruction program: one executor for fused and unfused.
+        auto prog = detail::node_program(g, n);
+        t.prog = reference ? cpu::compile_program<false>(prog) : cpu::compile_program<true>(prog);
+        t.run = &detail::run_elemwise;
+        break;
+      }
+      case op_kind::dimshuffle: t.run = &detail::run_dimshuffle; break;
+      case op_kind::reduce: t.run = &detail::run_reduce; break;
+      case op_kind::dot:
+      case op_kind::gemv:
+      case op_kind::dot22: t.run = &detail::run_dot_family; break;
+      case op_kind::shape_prod: t.run = &detail::run_shape_prod; break;
+      case op_kind::transfer: break;  // bound by the GPU backend above
+    }
+    t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
+  }
+  if (!reference && !m_plan.cxx.empty()) compile_kernels(thunks);
+  for (detail::thunk& t : thunks) {
+    t.one_element_path = t.run == &detail::run_elemwise && !t.prog.jit[0] && !t.prog.jit[1] &&
+                         t.prog.reg_types.size() <= cpu::detail::max_registers && t.node->outputs.size() <= 8 &&
+                         !t.node->inputs.empty();
+    if (!t.one_element_path) continue;
+    for (const cpu::compiled_step& st : t.prog.steps) {
+      unsigned inputs = 0;
+      for (int j = 0; j < st.arity; ++j)
+        if (st.args[j] < t.prog.prog->n_inputs) inputs |= 1u << j;
+      t.one_element_inputs.push_back(inputs);
+    }
+  }
+  // With gc, each intermediate is released after its last reader runs.
+  const auto clients = g.clients();
+  m_dead_after.assign(g.nodes.size(), {});
+  std::unordered_set<int> keep(g.outputs.begin(), g.outputs.end());
+  for (auto [target, value] : g.updates) keep.insert(value);
+  for (std::size_t s = 0; s < g.slots.size(); ++s) {
+    if (g.slots[s].kind != var_kind::apply || g.slots[s].owner < 0 || keep.count(static_cast<int>(s))) continue;
+    const auto& c = clients[s];
+    const int last = c.empty() ? g.slots[s].owner : *std::max_element(c.begin(), c.end());
+    m_dead_after[static_cast<std::size_t>(last)].push_back(static_cast<int>(s));
+  }
+  for (std::size_t s = 0; s < g.slots.size(); ++s)
+    if (g.slots[s].owner >= 0 && g.nodes[static_cast<std::size_t>(g.slots[s].owner)].fn->is_view())
+      m_view_slots.push_back(static_cast<int>(s));
+  m_scratch_ticks.assign(g.nodes.size(), 0);
+  return thunks;
+}
+
+// cxx: each fused program of two or more steps becomes compiled loops (backend/cpu/jit.hpp),
+// one for whole arrays, where the inputs broadcastable in every dimension (constants) are one
+// value, and one for row-by-row spans, where those broadcastable in the last dimension are.
+inline void function_runtime::compile_kernels(std::vector<detail::thunk>& thunks) {
+  const function_graph& g = *m_graph;
+  std::vector<cpu::jit_request> requests;
+  for (detail::thunk& t : thunks) {
+    // One instruction is already one pass of a precompiled kernel.
+    if (t.run != &detail::run_elemwise || t.prog.prog->code.size() < 2) continue;
+    cpu::jit_request r{&t.prog, {0, 0}};
+    for (std::size_t k = 0; k < t.node->inputs.size() && k < 64; ++k) {
+      const slot& in = g.slots[static_cast<std::size_t>(t.node->inputs[k])];
+      const unsigned all = (1u << in.rank) - 1u, last = in.rank > 0 ? 1u << (in.rank - 1) : 0u;
+      if ((t.slot_bcast[k] & all) == all) r.scalar_bits[0] |= std::uint64_t{1} << k;
+      if ((t.slot_bcast[k] & last) == last) r.scalar_bits[1] |= std::uint64_t{1} << k;
+    }
+    requests.push_back(r);
+  }
+  try {
+    m_jit = cpu::jit_compile(requests, {m_plan.cxx, m_plan.cxxflags, m_plan.compiledir});
+  } catch (const cpu::jit_error& e) {
+    throw compile_error("xsym::function '" + m_name + "': " + e.what());
+  }
+}
+
+XSYM_COLD_END
+}  // namespace xsym
+
+#endif

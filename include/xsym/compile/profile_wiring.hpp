@@ -1,0 +1,105 @@
+#ifndef XSYM_COMPILE_PROFILE_WIRING_HPP
+#define XSYM_COMPILE_PROFILE_WIRING_HPP
+
+// What a function hands the profiler: its compile-time facts once, then per call the node
+// times, shapes and trace events.
+#include "function_runtime.hpp"
+
+namespace xsym {
+
+XSYM_COLD_BEGIN  // once per function
+// The compile-time facts: always into the model that profile scopes copy, and into the
+// function's own profile when it is profiled.
+inline void function_runtime::init_profile(const function_options& options, std::vector<rewrite_record> records,
+                                           int nodes_before, const double (&seconds)[4]) {
+  const bool profiling = profiling_compiled_in && (options.profile.value_or(config.profile.value()) || options.stats);
+  m_scope_model.implementation = m_plan.reference_kernels ? "ref" : "cpu";
+  m_scope_model.device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
+  for (const auto& t : m_thunks) m_scope_model.node_compiled.push_back(t.prog.jit[0] != nullptr);
+  m_scope_model.compiled_library = m_jit.library;
+  m_scope_model.compiled_now = m_jit.compiled > 0;
+  m_scope_model.rewrite_seconds = seconds[1] - seconds[0];
+  m_scope_model.validate_seconds = seconds[2] - seconds[1];
+  m_scope_model.linker_seconds = seconds[3] - seconds[2];
+  m_scope_model.gc = m_plan.gc;
+  m_scope_model.dead_after = m_dead_after;
+  if (!profiling) return;
+  m_stats = options.stats ? options.stats : std::make_shared<profile_stats>(m_name);
+  m_profile = m_stats->add_function(m_name, m_graph);
+  m_profile->implementation = m_scope_model.implementation;
+  m_profile->device_implementation = m_scope_model.device_implementation;
+  m_profile->node_compiled = m_scope_model.node_compiled;
+  m_profile->compiled_library = m_scope_model.compiled_library;
+  m_profile->compiled_now = m_scope_model.compiled_now;
+  m_profile->rewrite_seconds = m_scope_model.rewrite_seconds;
+  m_profile->validate_seconds = m_scope_model.validate_seconds;
+  m_profile->linker_seconds = m_scope_model.linker_seconds;
+  m_profile->rewrites = std::move(records);
+  m_profile->nodes_before_rewrites = nodes_before;
+  m_profile->skip_next_call = config.profiling.ignore_first_call.value();
+  m_profile->gc = m_plan.gc;
+  m_profile->dead_after = m_dead_after;
+  m_profile->memory = config.profile_memory.value();
+  m_profile->optimizer = config.profile_optimizer.value();
+}
+XSYM_COLD_END
+
+// Shapes live in m_last_shapes until a profile takes a copy.
+inline void function_runtime::copy_shapes(function_profile& p) {
+  p.node_inputs = m_last_inputs;
+  p.node_outputs = m_last_outputs;
+}
+
+inline void function_runtime::record_shapes(std::size_t i, const ndarray* values, bool inputs) {
+  auto info_of = [](const ndarray& a) {
+    value_info v;
+    v.type = a.type();
+    v.shape = a.shape();
+    v.strides = a.strides();
+    v.c_contiguous = a.is_c_contiguous();
+    return v;
+  };
+  const apply_node& n = m_graph->nodes[i];
+  if (m_last_inputs.size() != m_graph->nodes.size()) {
+    m_last_inputs.assign(m_graph->nodes.size(), {});
+    m_last_outputs.assign(m_graph->nodes.size(), {});
+  }
+  auto& ins = m_last_inputs[i];
+  auto& outs = m_last_outputs[i];
+  if (inputs) {
+    ins.clear();
+    for (int s : n.inputs) ins.push_back(info_of(values[s]));
+  } else {
+    outs.clear();
+    for (int s : n.outputs) outs.push_back(info_of(values[s]));
+  }
+}
+
+inline void function_runtime::record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes) {
+  if (p.skip_next_call) {
+    p.skip_next_call = false;
+    return;
+  }
+  if (take_shapes && !m_last_inputs.empty()) copy_shapes(p);
+  ++p.calls;
+  for (std::size_t i = 0; i < m_scratch_ticks.size(); ++i) {
+    p.node_ticks[i] += m_scratch_ticks[i];
+    ++p.node_calls[i];
+  }
+  p.fn_ticks += m_fn_ticks_last;
+  p.call_ticks += call_ticks;
+  if (p.events.size() < p.max_trace_events) {
+    if (p.events.capacity() == 0) p.events.reserve(std::min<std::size_t>(p.max_trace_events, 1 << 16));
+    static std::atomic<std::uint32_t> thread_counter{0};
+    thread_local const std::uint32_t thread_id = thread_counter++;
+    std::uint64_t t = m_fn_start;
+    for (std::size_t i = 0; i < m_scratch_ticks.size() && p.events.size() < p.max_trace_events; ++i) {
+      p.events.push_back({static_cast<std::uint32_t>(i), thread_id, t, m_scratch_ticks[i]});
+      t += m_scratch_ticks[i];
+    }
+  }
+}
+
+}  // namespace xsym
+
+#endif

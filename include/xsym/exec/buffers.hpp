@@ -1,0 +1,100 @@
+#ifndef XSYM_EXEC_BUFFERS_HPP
+#define XSYM_EXEC_BUFFERS_HPP
+
+// Output buffers for a node: reused from the last call, taken from the pool, or the caller's
+// memory during an into(...) call.
+#include <cstdint>
+#include <cstring>
+
+#include "thunk.hpp"
+
+namespace xsym::detail {
+
+/// An owning C-contiguous copy (DebugMode's snapshots, an output taken aside).
+inline ndarray deep_copy(const ndarray& a) {
+  if (!a.has_value()) return a;
+  return cast_array(a, a.type());
+}
+
+/// Whether two arrays' memory overlaps.
+struct byte_range {
+  std::intptr_t lo = 0, hi = 0;  // [lo, hi); empty when lo == hi
+  bool overlaps(const byte_range& o) const { return lo < o.hi && o.lo < hi; }
+};
+
+// The bytes an array's elements span (a negative stride extends lo); empty without elements.
+inline byte_range bytes_of(const ndarray& x) {
+  if (!x.has_value()) return {};
+  std::int64_t down = 0, up = 0;
+  for (int d = 0; d < x.rank(); ++d) {
+    const std::int64_t n = x.shape(d);
+    if (n == 0) return {};
+    const std::int64_t span = (n - 1) * x.stride(d);
+    (span < 0 ? down : up) += span;
+  }
+  const auto es = static_cast<std::int64_t>(dtype_size(x.type()));
+  const auto base = reinterpret_cast<std::intptr_t>(x.data());
+  return {base + down * es, base + (up + 1) * es};
+}
+
+// Called per destination and input on every into(...) call: one pass over each shape.
+inline bool overlaps(const ndarray& a, const ndarray& b) { return bytes_of(a).overlaps(bytes_of(b)); }
+
+// Gives `slot` a C-contiguous buffer of that shape, reusing the one it holds when nothing
+// else refers to it (so a no-gc function allocates nothing in steady state).
+inline void prepare_output(ndarray& slot, dtype t, const shape_t& shape, buffer_pool* pool = nullptr,
+                           bool on_device = false) {
+  // A warm call: last call's buffer, of this dtype and shape, ours alone.
+  if (slot.type() == t && slot.shape() == shape && slot.on_device() == on_device && slot.is_c_contiguous() &&
+      slot.owner().use_count() == 1 && slot.data() == slot.owner().get())
+    return;
+  const auto bytes = static_cast<std::size_t>(shape.size()) * dtype_size(t);
+  if (slot.owner() && slot.owner().use_count() == 1 && slot.on_device() == on_device && slot.capacity() >= bytes &&
+      slot.capacity() <= 2 * bytes + 64) {
+    slot.reuse_buffer(t, shape);
+    return;
+  }
+  if (pool && pool->take(slot, t, shape, bytes, on_device)) return;
+  slot = on_device ? ndarray::empty_on_device(t, shape) : ndarray::empty(t, shape);
+}
+
+// The caller's memory for this output slot when an into(...) call bound some, with this dtype
+// and shape: the slot's own buffer goes to the pool (the next plain call takes it back) and the
+// node writes straight into the caller's array. Only ever a host, C-contiguous destination that
+// overlaps no input or shared value (the runtime checked when it bound it).
+inline bool take_destination(const thunk& t, int slot, ndarray& out, dtype type, const shape_t& shape) {
+  if (!t.dests) return false;
+  const ndarray* d = t.dests[slot];
+  if (!d || d->type() != type || !(d->shape() == shape)) return false;
+  if (t.pool && out.owner()) t.pool->give(out);
+  out = *d;
+  return true;
+}
+
+// Copies a value into a destination in the caller's memory (same dtype and shape, any strides),
+// unless the node already wrote it there.
+inline void copy_into_destination(const ndarray& value, const ndarray& dst) {
+  if (value.size() == 0) return;
+  // Written in place, or the output is the very array the caller passed. Checked before
+  // on_host, whose copy costs two reference-count updates per call; a device value never is.
+  bool same = !value.on_device() && value.data() == dst.data();
+  for (int d = 0; same && d < dst.rank(); ++d) same = dst.shape(d) == 1 || value.stride(d) == dst.stride(d);
+  if (same) return;
+  ndarray src = on_host(value);
+  if (overlaps(src, dst)) src = deep_copy(src);  // e.g. an input's transpose written back into that input
+  const std::size_t es = dtype_size(dst.type());
+  if (src.is_c_contiguous() && dst.is_c_contiguous()) {
+    if (src.nbytes()) std::memcpy(dst.data(), src.data(), src.nbytes());
+    return;
+  }
+  const ndarray c = src.contiguous();
+  const std::byte* p = c.data();
+  for_each_offset(dst.shape(), dst.strides(), [&](std::int64_t off) {
+    std::memcpy(dst.data() + off * static_cast<std::int64_t>(es), p, es);
+    p += es;
+  });
+}
+
+}  // namespace xsym::detail
+
+#endif

@@ -1,0 +1,133 @@
+#ifndef XSYM_EXEC_CPU_NODES_HPP
+#define XSYM_EXEC_CPU_NODES_HPP
+
+// The CPU thunks: each op kind's node on the CPU kernels (backend/cpu).
+#include <cstring>
+
+#include "../backend/cpu/blas.hpp"
+#include "../backend/cpu/reduce.hpp"
+#include "buffers.hpp"
+#include "nodes.hpp"
+#include "shapes.hpp"
+
+namespace xsym::detail {
+
+// Every input one element (a function of scalars held in arrays, as in the seeds' call-overhead
+// example): the steps run once, on the kernels run_program would call with n = 1, so the
+// results are the same bits, without broadcasting, span or block bookkeeping. An in-place node
+// writes its own buffer here (for one element, taking over its input's saves nothing; the
+// update of a shared scalar, b - 0.01 * gb, is one). Compiled (cxx) programs and any input of
+// more than one element take the general path.
+inline bool run_elemwise_one(const thunk& t, ndarray* values) {
+  const cpu::compiled_program& cp = t.prog;
+  const apply_node& n = *t.node;
+  const std::size_t n_in = n.inputs.size();
+  const ndarray& first = values[n.inputs[0]];
+  const int rank = first.rank();
+  const void* reg[limits::max_registers];
+  for (std::size_t k = 0; k < n_in; ++k) {
+    const ndarray& a = values[n.inputs[k]];
+    if (a.rank() != rank || a.size() != 1) return false;
+    reg[k] = a.data();
+  }
+  const program& p = *cp.prog;
+  ndarray* outs[limits::max_outputs];
+  for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+    ndarray& out = values[n.outputs[o]];
+    const dtype type = p.reg_types[static_cast<std::size_t>(p.outputs[o])];
+    if (!take_destination(t, n.outputs[o], out, type, first.shape())) prepare_output(out, type, first.shape(), t.pool);
+    outs[o] = &out;
+  }
+  alignas(8) unsigned char scratch[limits::max_registers][8];
+  const void* args[cpu::detail::max_chain_links + 1];
+  const unsigned* input_args = t.one_element_inputs.data();  // per step, its arguments that are inputs
+  for (const cpu::compiled_step& st : cp.steps) {
+    const unsigned mask = *input_args++;
+    for (int j = 0; j < st.arity; ++j) args[j] = (mask >> j) & 1u ? reg[st.args[j]] : scratch[st.args[j]];
+    if (!st.chain) st.kernel(scratch[st.dst], args, mask, 1);
+    else st.chain_one(scratch[st.dst], args, st.chain_codes, st.links);
+  }
+  for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+    const auto r = static_cast<std::size_t>(p.outputs[o]);
+    const void* from = r < n_in ? reg[r] : scratch[r];
+    std::byte* to = outs[o]->data();
+    switch (cp.out_bytes[o]) {  // a fixed-size copy is a move, not a call
+      case 8: std::memcpy(to, from, 8); break;
+      case 4: std::memcpy(to, from, 4); break;
+      case 1: std::memcpy(to, from, 1); break;
+      default: std::memcpy(to, from, static_cast<std::size_t>(cp.out_bytes[o])); break;
+    }
+  }
+  return true;
+}
+
+inline void run_elemwise(const thunk& t, ndarray* values) {
+  if (t.one_element_path && run_elemwise_one(t, values)) return;
+  elemwise_node<false>(t, values, [&](const ndarray* const* ins, ndarray* const* outs) { cpu::run_program(t.prog, ins, outs, t.par); });
+}
+
+inline void run_reduce(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& in = values[n.inputs[0]];
+  const shape_t s = reduce_shape(in, n.fn->axes);
+  ndarray& out = values[n.outputs[0]];
+  if (!take_destination(t, n.outputs[0], out, t.out_type, s)) prepare_output(out, t.out_type, s, t.pool);
+  cpu::run_reduce(*n.fn, in, out);
+}
+
+inline void run_dot_family(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  ndarray& out = values[n.outputs[0]];
+  const op& o = *n.fn;
+  if (o.accumulate) {
+    // out = beta * y0 + alpha * op(A) x, or y0 + alpha * A B, in y0's buffer when it dies here;
+    // else y0 is read where it is (a shared variable's value, weight decay folded in as beta).
+    ndarray& y0_slot = values[n.inputs[0]];
+    const ndarray& A = values[n.inputs[1]];
+    const ndarray& B = values[n.inputs[2]];
+    check_accumulated(o, y0_slot, A, B, "");
+    const bool in_place = o.is_inplace() && y0_slot.is_c_contiguous() && y0_slot.owner() && y0_slot.owner().use_count() == 1;
+    if (o.kind == op_kind::dot22) {
+      if (in_place) {
+        out = std::move(y0_slot);
+      } else {
+        prepare_output(out, y0_slot.type(), y0_slot.shape(), t.pool);
+        const ndarray c = y0_slot.contiguous();
+        if (out.nbytes()) std::memcpy(out.data(), c.data(), out.nbytes());  // an empty y0 may have no buffer
+      }
+      cpu::run_dot22(A, B, out, o.alpha, true);
+    } else if (in_place) {
+      out = std::move(y0_slot);
+      cpu::run_gemv(A, o.transpose_a, B, out, o.alpha, true, t.par, nullptr, o.beta);
+    } else {
+      const ndarray& y0 = y0_slot;
+      prepare_output(out, y0.type(), y0.shape(), t.pool);
+      ndarray y0_copy;
+      const ndarray& c = y0.is_c_contiguous() ? y0 : (y0_copy = y0.contiguous());
+      cpu::run_gemv(A, o.transpose_a, B, out, o.alpha, true, t.par, &c, o.beta);
+    }
+    return;
+  }
+  const ndarray& a = values[n.inputs[0]];
+  const ndarray& b = values[n.inputs[1]];
+  prepare_output(out, a.type(), product_shape(o, a, b), t.pool);
+  if (o.kind == op_kind::gemv) cpu::run_gemv(a, o.transpose_a, b, out, 1.0, false, t.par);
+  else if (a.rank() == 1 && b.rank() == 1) cpu::run_dot(a, b, out);
+  else if (a.rank() == 2 && b.rank() == 1) cpu::run_gemv(a, false, b, out, 1.0, false, t.par);
+  else if (a.rank() == 1 && b.rank() == 2) cpu::run_gemv(b, true, a, out, 1.0, false, t.par);
+  else cpu::run_dot22(a, b, out);
+}
+
+inline void run_shape_prod(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& in = values[n.inputs[0]];
+  std::int64_t count = 1;
+  for (int a : n.fn->axes) count *= in.shape(a);
+  ndarray& out = values[n.outputs[0]];
+  prepare_output(out, t.out_type, shape_t{}, t.pool);
+  xsym::detail::visit_dtype(out.type(), [&](auto z) { *out.data_as<decltype(z)>() = static_cast<decltype(z)>(count); });
+}
+
+}  // namespace xsym::detail
+
+#endif

@@ -1,0 +1,74 @@
+#ifndef XSYM_EXEC_SHAPES_HPP
+#define XSYM_EXEC_SHAPES_HPP
+
+// Each op's output shape from its inputs, one rule for both backends (and constant folding).
+#include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
+
+#include "../expr/ndarray.hpp"
+#include "../expr/op.hpp"
+
+namespace xsym::detail {
+
+// DimShuffle: a view of `in` with its dimensions reordered, 'x' (-1) a new dimension of 1.
+inline ndarray dimshuffle_view(const ndarray& in, const std::vector<int>& pattern) {
+  shape_t s;
+  s.rank = static_cast<int>(pattern.size());
+  std::array<std::int64_t, max_rank> st{};
+  for (int i = 0; i < s.rank; ++i) {
+    const int p = pattern[static_cast<std::size_t>(i)];
+    s[i] = p < 0 ? 1 : in.shape(p);
+    st[static_cast<std::size_t>(i)] = p < 0 ? 0 : in.stride(p);
+  }
+  return in.view(s, st);
+}
+
+// A reduction keeps the dimensions not in `axes`.
+inline shape_t reduce_shape(const ndarray& in, const std::vector<int>& axes) {
+  shape_t s;
+  for (int d = 0; d < in.rank(); ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) s[s.rank++] = in.shape(d);
+  return s;
+}
+
+// Dot, Gemv and Dot22 without accumulation: vector . vector is a scalar, matrix . vector and
+// vector . matrix a vector, matrix . matrix a matrix.
+inline shape_t product_shape(const op& o, const ndarray& a, const ndarray& b) {
+  shape_t s;
+  if (o.kind == op_kind::gemv) {
+    s.rank = 1;
+    s[0] = o.transpose_a ? a.shape(1) : a.shape(0);
+  } else if (a.rank() == 1 && b.rank() == 1) {
+  } else if (a.rank() == 2 && b.rank() == 1) {
+    s.rank = 1;
+    s[0] = a.shape(0);
+  } else if (a.rank() == 1 && b.rank() == 2) {
+    s.rank = 1;
+    s[0] = b.shape(1);
+  } else {
+    s.rank = 2;
+    s[0] = a.shape(0);
+    s[1] = b.shape(1);
+  }
+  return s;
+}
+
+// An accumulating Gemv (y0 + alpha op(A) x) or Gemm (y0 + alpha A B): y0 must have the
+// product's shape. `prefix` names the backend's op ("" or "Gpu") in the error.
+inline void check_accumulated(const op& o, const ndarray& y0, const ndarray& a, const ndarray& b, const char* prefix) {
+  if (o.kind == op_kind::gemv) {
+    const std::int64_t m = o.transpose_a ? a.shape(1) : a.shape(0);
+    if (y0.rank() != 1 || y0.shape(0) != m)
+      throw shape_error(std::string(prefix) + "Gemv: the accumulated vector has shape " + to_string(y0.shape()) +
+                        " but the product has " + std::to_string(m) + " rows");
+  } else if (y0.rank() != 2 || y0.shape(0) != a.shape(0) || y0.shape(1) != b.shape(1)) {
+    throw shape_error(std::string(prefix) + "Gemm: the accumulated matrix has shape " + to_string(y0.shape()) +
+                      " but the product is " + std::to_string(a.shape(0)) + " x " + std::to_string(b.shape(1)));
+  }
+}
+
+}  // namespace xsym::detail
+
+#endif
