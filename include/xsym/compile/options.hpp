@@ -121,15 +121,6 @@ inline void apply_option(function_options& o, const monitor_mode& m) {
   o.monitor_post = m.post;
 }
 
-inline std::vector<std::string> split_colon(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  std::istringstream is(s);
-  while (std::getline(is, cur, ':'))
-    if (!cur.empty()) out.push_back(cur);
-  return out;
-}
-
 /// What a function's build resolved: the rewrites to run and how to link.
 struct resolved_plan {
   std::string mode;

@@ -5,6 +5,7 @@
 // registered ones beside them, and the runs of both in position order.
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,16 @@ namespace xsym {
 namespace detail {
 
 inline constexpr const char* gpu_placement_rewrite = "gpu_placement";
+
+inline std::vector<std::string> split_colon(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream is(s);
+  while (std::getline(is, cur, ':'))
+    if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
 
 // Constant folding's evaluator: an elementwise op runs on the CPU executor (the same kernels
 // a call runs), a dimshuffle of a constant is copied into its own array.
@@ -66,34 +77,48 @@ inline std::optional<ndarray> evaluate_constant(const variable& v) {
   return std::nullopt;
 }
 
-inline std::shared_ptr<const rewrite_row> vars_row(std::string name, std::vector<std::string> tags, double position,
-                                                   vars_rewrite f) {
-  return std::make_shared<const rewrite_row>(rewrite_row{std::move(name), std::move(tags), position, std::move(f), {}});
-}
-inline std::shared_ptr<const rewrite_row> graph_row(std::string name, std::vector<std::string> tags, double position,
-                                                    graph_rewrite f) {
-  return std::make_shared<const rewrite_row>(rewrite_row{std::move(name), std::move(tags), position, {}, std::move(f)});
+inline std::vector<var_ptr> constant_folding_on_cpu(const std::vector<var_ptr>& roots, rewrite_record& rec) {
+  return constant_folding_pass(roots, rec, evaluate_constant);
 }
 
 // xsym's rewrites, in the order they run. Those that can change an IEEE result carry
-// fast_math (docs/semantics.md); gpu_placement runs exactly when device=cuda.
+// fast_math (docs/semantics.md); gpu_placement runs exactly when device=cuda. Plain data,
+// made into rows by one loop: a program that builds functions compiles little for it.
+struct builtin_rewrite {
+  const char* name;
+  const char* tags;  // colon-separated
+  double position;
+  std::vector<var_ptr> (*on_vars)(const std::vector<var_ptr>&, rewrite_record&);
+  void (*on_graph)(function_graph&, rewrite_record&);
+};
+inline constexpr builtin_rewrite builtin_rewrite_table[] = {
+    {"stabilize", "stabilize:fast_run:fast_compile", 1, stabilize_pass, nullptr},
+    {"canonicalize", "canonicalize:fast_run:fast_compile", 2, canonicalize_pass, nullptr},
+    {"constant_folding", "canonicalize:constant_folding:fast_run:fast_compile", 3, constant_folding_on_cpu, nullptr},
+    {"merge", "merge:fast_run:fast_compile", 4, merge_pass, nullptr},
+    {"blas", "blas:fast_run", 10, blas_pass, nullptr},
+    {"gemv_accumulate", "blas:fast_run", 11, gemv_accumulate_pass, nullptr},
+    {"gemv_scale_fold", "blas:fast_math:fast_run", 12, gemv_scale_fold_pass, nullptr},
+    {"elemwise_fusion", "fusion:fast_run", 49, fusion_pass, nullptr},
+    {"multi_output_fusion", "fusion:fast_run", 60, nullptr, multi_output_fusion_pass},
+    {"inplace_elemwise", "inplace:fast_run", 70, nullptr, inplace_pass},
+    {gpu_placement_rewrite, "gpu", 90, nullptr, gpu_placement_pass},
+};
+
 inline const std::vector<std::shared_ptr<const rewrite_row>>& builtin_rewrites() {
-  static const std::vector<std::shared_ptr<const rewrite_row>> rows = {
-      vars_row("stabilize", {"stabilize", "fast_run", "fast_compile"}, 1, stabilize_pass),
-      vars_row("canonicalize", {"canonicalize", "fast_run", "fast_compile"}, 2, canonicalize_pass),
-      vars_row("constant_folding", {"canonicalize", "constant_folding", "fast_run", "fast_compile"}, 3,
-               [](const std::vector<var_ptr>& roots, rewrite_record& rec) {
-                 return constant_folding_pass(roots, rec, evaluate_constant);
-               }),
-      vars_row("merge", {"merge", "fast_run", "fast_compile"}, 4, merge_pass),
-      vars_row("blas", {"blas", "fast_run"}, 10, blas_pass),
-      vars_row("gemv_accumulate", {"blas", "fast_run"}, 11, gemv_accumulate_pass),
-      vars_row("gemv_scale_fold", {"blas", "fast_math", "fast_run"}, 12, gemv_scale_fold_pass),
-      vars_row("elemwise_fusion", {"fusion", "fast_run"}, 49, fusion_pass),
-      graph_row("multi_output_fusion", {"fusion", "fast_run"}, 60, multi_output_fusion_pass),
-      graph_row("inplace_elemwise", {"inplace", "fast_run"}, 70, inplace_pass),
-      graph_row(gpu_placement_rewrite, {"gpu"}, 90, gpu_placement_pass),
-  };
+  static const std::vector<std::shared_ptr<const rewrite_row>> rows = [] {
+    std::vector<std::shared_ptr<const rewrite_row>> r;
+    for (const builtin_rewrite& b : builtin_rewrite_table) {
+      auto row = std::make_shared<rewrite_row>();
+      row->name = b.name;
+      row->tags = split_colon(b.tags);
+      row->position = b.position;
+      if (b.on_vars) row->on_vars = b.on_vars;
+      if (b.on_graph) row->on_graph = b.on_graph;
+      r.push_back(std::move(row));
+    }
+    return r;
+  }();
   return rows;
 }
 
@@ -102,13 +127,14 @@ inline const std::vector<std::shared_ptr<const rewrite_row>>& builtin_rewrites()
 /// @brief Every rewrite, xsym's and the program's, in the order the pipeline runs them
 /// (by position; at equal positions xsym's first, then in registration order).
 inline std::vector<std::shared_ptr<const rewrite_row>> rewrite_rows() {
-  std::vector<std::shared_ptr<const rewrite_row>> rows = detail::builtin_rewrites();
-  {
-    auto& t = detail::user_rewrites();
-    std::lock_guard lock(t.mutex);
-    rows.insert(rows.end(), t.rows.begin(), t.rows.end());
+  std::vector<std::shared_ptr<const rewrite_row>> rows = detail::builtin_rewrites();  // in position order
+  auto& t = detail::user_rewrites();
+  std::lock_guard lock(t.mutex);
+  for (const auto& r : t.rows) {  // each after every row of its position or below
+    auto at = rows.begin();
+    while (at != rows.end() && (*at)->position <= r->position) ++at;
+    rows.insert(at, r);
   }
-  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a->position < b->position; });
   return rows;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../config/cold.hpp"
 #include "../expr/ndarray.hpp"
 #include "../expr/op.hpp"
 
@@ -55,19 +56,28 @@ inline shape_t product_shape(const op& o, const ndarray& a, const ndarray& b) {
   return s;
 }
 
+[[noreturn]] inline void throw_accumulated_shape(const op& o, const ndarray& y0, const ndarray& a, const ndarray& b,
+                                                const char* prefix);
+
 // An accumulating Gemv (y0 + alpha op(A) x) or Gemm (y0 + alpha A B): y0 must have the
 // product's shape. `prefix` names the backend's op ("" or "Gpu") in the error.
 inline void check_accumulated(const op& o, const ndarray& y0, const ndarray& a, const ndarray& b, const char* prefix) {
-  if (o.kind == op_kind::gemv) {
-    const std::int64_t m = o.transpose_a ? a.shape(1) : a.shape(0);
-    if (y0.rank() != 1 || y0.shape(0) != m)
-      throw shape_error(std::string(prefix) + "Gemv: the accumulated vector has shape " + to_string(y0.shape()) +
-                        " but the product has " + std::to_string(m) + " rows");
-  } else if (y0.rank() != 2 || y0.shape(0) != a.shape(0) || y0.shape(1) != b.shape(1)) {
-    throw shape_error(std::string(prefix) + "Gemm: the accumulated matrix has shape " + to_string(y0.shape()) +
-                      " but the product is " + std::to_string(a.shape(0)) + " x " + std::to_string(b.shape(1)));
-  }
+  const bool ok = o.kind == op_kind::gemv
+                      ? y0.rank() == 1 && y0.shape(0) == (o.transpose_a ? a.shape(1) : a.shape(0))
+                      : y0.rank() == 2 && y0.shape(0) == a.shape(0) && y0.shape(1) == b.shape(1);
+  if (!ok) throw_accumulated_shape(o, y0, a, b, prefix);
 }
+
+XSYM_COLD_BEGIN  // the error path
+[[noreturn]] inline void throw_accumulated_shape(const op& o, const ndarray& y0, const ndarray& a, const ndarray& b,
+                                                const char* prefix) {
+  if (o.kind == op_kind::gemv)
+    throw shape_error(std::string(prefix) + "Gemv: the accumulated vector has shape " + to_string(y0.shape()) +
+                      " but the product has " + std::to_string(o.transpose_a ? a.shape(1) : a.shape(0)) + " rows");
+  throw shape_error(std::string(prefix) + "Gemm: the accumulated matrix has shape " + to_string(y0.shape()) +
+                    " but the product is " + std::to_string(a.shape(0)) + " x " + std::to_string(b.shape(1)));
+}
+XSYM_COLD_END
 
 }  // namespace xsym::detail
 
