@@ -81,7 +81,7 @@ int main(int argc, char** argv) try {
   const xsym::function_profile* train_profile = nullptr;
   std::size_t events = 0;
   for (const auto& f : stats->functions()) {
-    if (f->name == "train") train_profile = f.get();
+    if (f->name() == "train") train_profile = f.get();
     events += f->events.size();
   }
 

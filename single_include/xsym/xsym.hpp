@@ -1625,55 +1625,120 @@ xt::xtensor<T, N> to_xtensor(const ndarray& value) {
 #include <utility>
 #include <vector>
 
+// ---- begin include/xsym/expr/op_table.hpp ----
+#ifndef XSYM_EXPR_OP_TABLE_HPP
+#define XSYM_EXPR_OP_TABLE_HPP
+
+// Every scalar op, one row each. The rows are text: each layer expands them with its own
+// meaning for the names they use, so an op is written once and every reader agrees.
+//
+//   OP(id, name, arity, infix, family, flops, derivative, expression)
+//
+// id          scalar_op::id
+// name        as Theano prints it inside Elemwise{...}
+// arity       number of inputs
+// infix       its spelling inside a Composite's text ("" for a call: name(i0, i1))
+// family      wrapping    arithmetic on any non-bool type; on integers it wraps around (numpy)
+//             any         arithmetic on any non-bool type
+//             floating    computes in floating point: integer inputs are cast to float64
+//             comparison  bool result
+//             special     switch, cast, identity: kernels of their own (two element types)
+// flops       floating-point operations per element, for the profile
+// derivative  (adjoint of each input) given z = op(a, b), its adjoint g and constants c(v)
+//             of z's type, in grad/grad.hpp's helpers; nullptr where none flows
+// expression  the value, from a (and b), in the helpers every backend defines for scalars and
+//             its vectors: vneg vpow vsqrt vexp vlog vlog1p vexpm1 vabs vtanh vsigmoid vmax
+//             vmaximum vminimum (backend/cpu/scalar_kernels.hpp, backend/gpu/kernels.hpp),
+//             X being the value's type. Special rows' expressions are documentation only.
+//
+// A program may append rows of its own: define XSYM_USER_OPS(OP) with rows of this form before
+// including xsym, identically in every translation unit (docs/design.md, "Adding an op").
+#define XSYM_BUILTIN_OPS(OP)                                                                         \
+  OP(add, "add", 2, "+", wrapping, 1, (g, g), a + b)                                                 \
+  OP(sub, "sub", 2, "-", wrapping, 1, (g, neg(g)), a - b)                                            \
+  OP(mul, "mul", 2, "*", wrapping, 1, (mul(g, b), mul(g, a)), a * b)                                 \
+  OP(true_div, "true_div", 2, "/", floating, 1, (divide(g, b), neg(divide(mul(g, z), b))), a / b)    \
+  OP(neg, "neg", 1, "", wrapping, 1, (neg(g)), vneg(a))                                              \
+  OP(pow, "pow", 2, "", floating, 1,                                                                 \
+     (mul(mul(g, b), ew(scalar_op::pow, a, sub(b, c(1)))), mul(mul(g, z), ew(scalar_op::log, a))),   \
+     vpow(a, b))                                                                                     \
+  OP(sqr, "sqr", 1, "", wrapping, 1, (mul(mul(g, c(2)), a)), a * a)                                  \
+  OP(sqrt, "sqrt", 1, "", floating, 1, (divide(mul(g, c(0.5)), z)), vsqrt(a))                        \
+  OP(exp, "exp", 1, "", floating, 1, (mul(g, z)), vexp(a))                                           \
+  OP(log, "log", 1, "", floating, 1, (divide(g, a)), vlog(a))                                        \
+  OP(log1p, "log1p", 1, "", floating, 1, (divide(g, add(a, c(1)))), vlog1p(a))                       \
+  OP(expm1, "expm1", 1, "", floating, 1, (mul(g, add(z, c(1)))), vexpm1(a))                          \
+  /* g * sign(a): 0 at 0, as Theano */                                                               \
+  OP(abs, "abs_", 1, "", wrapping, 1,                                                                \
+     (sw(ew(scalar_op::lt, a, c(0)), neg(g), sw(ew(scalar_op::gt, a, c(0)), g, c(0)))), vabs(a))     \
+  OP(tanh, "tanh", 1, "", floating, 1, (mul(g, sub(c(1), ew(scalar_op::sqr, z)))), vtanh(a))         \
+  OP(sigmoid, "scalar_sigmoid", 1, "", floating, 1, (mul(mul(g, z), sub(c(1), z))), vsigmoid(a))     \
+  /* max(a, 0) + log1p(exp(-|a|)): exact for large |a| both ways, no branch */                      \
+  OP(softplus, "scalar_softplus", 1, "", floating, 1, (mul(g, ew(scalar_op::sigmoid, a))),           \
+     vmax(a, X(0)) + vlog1p(vexp(-vabs(a))))                                                         \
+  OP(maximum, "maximum", 2, "", any, 1, (select_grads(ew(scalar_op::ge, a, b), g, c(0))),            \
+     vmaximum(a, b))                                                                                 \
+  OP(minimum, "minimum", 2, "", any, 1, (select_grads(ew(scalar_op::le, a, b), g, c(0))),            \
+     vminimum(a, b))                                                                                 \
+  OP(gt, "gt", 2, "", comparison, 1, (nullptr, nullptr), a > b)                                      \
+  OP(lt, "lt", 2, "", comparison, 1, (nullptr, nullptr), a < b)                                      \
+  OP(ge, "ge", 2, "", comparison, 1, (nullptr, nullptr), a >= b)                                     \
+  OP(le, "le", 2, "", comparison, 1, (nullptr, nullptr), a <= b)                                     \
+  OP(eq, "eq", 2, "", comparison, 1, (nullptr, nullptr), a == b)                                     \
+  OP(neq, "neq", 2, "", comparison, 1, (nullptr, nullptr), a != b)                                   \
+  OP(switch_, "switch", 3, "", special, 1, (nullptr, sw(a, g, c(0)), sw(a, c(0), g)), a ? b : c)     \
+  OP(cast, "cast", 1, "", special, 0, (float_to_float(a, t) ? cast(g, a->type) : nullptr), a)        \
+  OP(identity, "identity", 1, "", special, 0, (float_to_float(a, t) ? cast(g, a->type) : nullptr), a)
+
+#ifdef XSYM_USER_OPS
+#define XSYM_OP_TABLE(OP) XSYM_BUILTIN_OPS(OP) XSYM_USER_OPS(OP)
+#else
+#define XSYM_OP_TABLE(OP) XSYM_BUILTIN_OPS(OP)
+#endif
+
+// (a, b) -> a, b: a parenthesized column spliced into a list.
+#define XSYM_UNPAREN(...) __VA_ARGS__
+#define XSYM_STRINGIFY_(...) #__VA_ARGS__
+#define XSYM_STRINGIFY(...) XSYM_STRINGIFY_(__VA_ARGS__)
+
+#endif
+// ---- end include/xsym/expr/op_table.hpp ----
 
 namespace xsym {
 
-/// @brief The scalar function an Elemwise op applies to every element.
+/// @brief The scalar function an Elemwise op applies to every element (one per row of
+/// expr/op_table.hpp, in its order).
 enum class scalar_op : std::uint8_t {
-  add, sub, mul, true_div, neg, pow, sqr, sqrt, exp, log, log1p, expm1, abs, tanh,
-  sigmoid, softplus, maximum, minimum, gt, lt, ge, le, eq, neq, switch_, cast, identity
+#define XSYM_OP_ID(id, ...) id,
+  XSYM_OP_TABLE(XSYM_OP_ID)
+#undef XSYM_OP_ID
 };
+
+/// @brief How an op treats element types (see expr/op_table.hpp).
+enum class op_family : std::uint8_t { wrapping, any, floating, comparison, special };
 
 struct scalar_op_info {
-  std::string_view name;   // as Theano prints it inside Elemwise{...}
+  std::string_view name;        // as Theano prints it inside Elemwise{...}
   int arity;
-  std::string_view infix;  // non-empty for ops printed infix in a Composite
+  std::string_view infix;       // non-empty for ops printed infix in a Composite
+  op_family family;
+  int flops;                    // per element, for the profile
+  std::string_view expression;  // the row's value text, as the JIT compiles it
+  std::string_view derivative;
   bool comparison;
-  bool float_only;         // computes in floating point (ints are cast to float64 first)
+  bool float_only;              // computes in floating point (ints are cast to float64 first)
 };
 
-constexpr scalar_op_info info(scalar_op op) {
-  switch (op) {
-    case scalar_op::add: return {"add", 2, "+", false, false};
-    case scalar_op::sub: return {"sub", 2, "-", false, false};
-    case scalar_op::mul: return {"mul", 2, "*", false, false};
-    case scalar_op::true_div: return {"true_div", 2, "/", false, true};
-    case scalar_op::neg: return {"neg", 1, "", false, false};
-    case scalar_op::pow: return {"pow", 2, "", false, true};
-    case scalar_op::sqr: return {"sqr", 1, "", false, false};
-    case scalar_op::sqrt: return {"sqrt", 1, "", false, true};
-    case scalar_op::exp: return {"exp", 1, "", false, true};
-    case scalar_op::log: return {"log", 1, "", false, true};
-    case scalar_op::log1p: return {"log1p", 1, "", false, true};
-    case scalar_op::expm1: return {"expm1", 1, "", false, true};
-    case scalar_op::abs: return {"abs_", 1, "", false, false};
-    case scalar_op::tanh: return {"tanh", 1, "", false, true};
-    case scalar_op::sigmoid: return {"scalar_sigmoid", 1, "", false, true};
-    case scalar_op::softplus: return {"scalar_softplus", 1, "", false, true};
-    case scalar_op::maximum: return {"maximum", 2, "", false, false};
-    case scalar_op::minimum: return {"minimum", 2, "", false, false};
-    case scalar_op::gt: return {"gt", 2, "", true, false};
-    case scalar_op::lt: return {"lt", 2, "", true, false};
-    case scalar_op::ge: return {"ge", 2, "", true, false};
-    case scalar_op::le: return {"le", 2, "", true, false};
-    case scalar_op::eq: return {"eq", 2, "", true, false};
-    case scalar_op::neq: return {"neq", 2, "", true, false};
-    case scalar_op::switch_: return {"switch", 3, "", false, false};
-    case scalar_op::cast: return {"cast", 1, "", false, false};
-    case scalar_op::identity: return {"identity", 1, "", false, false};
-  }
-  return {"?", 0, "", false, false};
-}
+inline constexpr scalar_op_info scalar_op_table[] = {
+#define XSYM_OP_INFO(id, name, arity, infix, family, flops, derivative, ...)                              \
+  {name, arity, infix, op_family::family, flops, XSYM_STRINGIFY(__VA_ARGS__), XSYM_STRINGIFY(derivative), \
+   op_family::family == op_family::comparison, op_family::family == op_family::floating},
+    XSYM_OP_TABLE(XSYM_OP_INFO)
+#undef XSYM_OP_INFO
+};
+inline constexpr int scalar_op_count = static_cast<int>(sizeof scalar_op_table / sizeof scalar_op_table[0]);
+
+constexpr const scalar_op_info& info(scalar_op op) { return scalar_op_table[static_cast<int>(op)]; }
 
 /// @brief A reduction's combining function.
 enum class reduce_op : std::uint8_t { sum, prod, max, min, mean };
@@ -2754,6 +2819,7 @@ XSYM_COLD_END
 // Graph rewrites run when a function is built. compile/pipeline.hpp lists them as rows (name,
 // tags, position), so flags such as optimizer_excluding=fusion:inplace choose among them.
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -2809,6 +2875,27 @@ namespace detail {
 using rebuild_map = std::unordered_map<std::uint64_t, var_ptr>;
 
 // Every apply variable reachable from roots, inputs before users.
+// One step of a Composite's text, as Theano prints it: infix ops in parentheses, with
+// (a + b) + c as (a + b + c); neg as (-a); Cast{type}(a); comparisons upper-cased; Switch.
+// first_op is the op whose text args[0] is (identity for an input).
+inline std::string composite_term(scalar_op op, dtype out_type, const std::vector<std::string>& args, scalar_op first_op) {
+  const auto& inf = info(op);
+  if (!inf.infix.empty()) {
+    const std::string& a = args[0];
+    const bool flat = first_op == op && (op == scalar_op::add || op == scalar_op::mul) && a.size() > 2;
+    return "(" + (flat ? a.substr(1, a.size() - 2) : a) + " " + std::string(inf.infix) + " " + args[1] + ")";
+  }
+  if (op == scalar_op::neg) return "(-" + args[0] + ")";
+  if (op == scalar_op::cast) return "Cast{" + std::string(dtype_name(out_type)) + "}(" + args[0] + ")";
+  std::string t(inf.name);
+  if (inf.comparison)
+    for (auto& ch : t) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (op == scalar_op::switch_) t = "Switch";
+  t += "(";
+  for (std::size_t j = 0; j < args.size(); ++j) t += (j ? ", " : "") + args[j];
+  return t + ")";
+}
+
 inline std::vector<var_ptr> topo_order(const std::vector<var_ptr>& roots) {
   std::vector<var_ptr> order;
   std::unordered_map<std::uint64_t, int> state;  // 1 = visiting, 2 = done
@@ -2988,29 +3075,9 @@ var_ptr fuse_tree(const var_ptr& v, std::unordered_map<std::uint64_t, int>& user
     prog->reg_types.push_back(x->type);
     prog->code.push_back(ins);
     prog->absorbed.push_back(o.name());
-    const auto inf = info(o.scalar);
-    auto inner = [&](const emitted& e) {
-      // (a + b) + c prints as (a + b + c), as Theano does for associative ops.
-      if (e.op == o.scalar && (o.scalar == scalar_op::add || o.scalar == scalar_op::mul) && e.text.size() > 2)
-        return e.text.substr(1, e.text.size() - 2);
-      return e.text;
-    };
-    std::string text;
-    if (!inf.infix.empty()) {
-      text = "(" + inner(args[0]) + " " + std::string(inf.infix) + " " + args[1].text + ")";
-    } else if (o.scalar == scalar_op::neg) {
-      text = "(-" + args[0].text + ")";
-    } else if (o.scalar == scalar_op::cast) {
-      text = "Cast{" + std::string(dtype_name(o.cast_to)) + "}(" + args[0].text + ")";
-    } else {
-      std::string fname(inf.name);
-      if (inf.comparison)
-        for (auto& ch : fname) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-      if (o.scalar == scalar_op::switch_) fname = "Switch";
-      text = fname + "(";
-      for (std::size_t j = 0; j < args.size(); ++j) text += (j ? ", " : "") + args[j].text;
-      text += ")";
-    }
+    std::vector<std::string> texts;
+    for (const auto& e : args) texts.push_back(e.text);
+    const std::string text = composite_term(o.scalar, x->type, texts, args.empty() ? scalar_op::identity : args[0].op);
     return {ins.dst, text, o.scalar};
   };
   const emitted top = emit(v, true);
@@ -3281,8 +3348,19 @@ inline var_ptr constant_like(dtype t, double value) { return make_constant(scala
 [[gnu::noinline]] inline var_ptr ew(scalar_op s, const var_ptr& a, const var_ptr& b, const var_ptr& c) {
   return elemwise(s, {a, b, c});
 }
+// The vocabulary of the op table's derivative column (expr/op_table.hpp).
+inline var_ptr add(const var_ptr& a, const var_ptr& b) { return ew(scalar_op::add, a, b); }
+inline var_ptr sub(const var_ptr& a, const var_ptr& b) { return ew(scalar_op::sub, a, b); }
 inline var_ptr mul(const var_ptr& a, const var_ptr& b) { return ew(scalar_op::mul, a, b); }
+inline var_ptr divide(const var_ptr& a, const var_ptr& b) { return ew(scalar_op::true_div, a, b); }
 inline var_ptr neg(const var_ptr& a) { return ew(scalar_op::neg, a); }
+inline var_ptr sw(const var_ptr& cond, const var_ptr& a, const var_ptr& b) { return ew(scalar_op::switch_, cond, a, b); }
+// g to the first input where pick_a holds, to the second elsewhere (maximum, minimum).
+inline std::vector<var_ptr> select_grads(const var_ptr& pick_a, const var_ptr& g, const var_ptr& zero) {
+  return {sw(pick_a, g, zero), sw(pick_a, zero, g)};
+}
+// A cast passes a gradient only between floating-point types.
+inline bool float_to_float(const var_ptr& a, dtype t) { return is_float(a->type) && is_float(t); }
 
 // Sums g over axes, dropping those where g is already broadcastable (always 1): no Sum node
 // for what is only a reshape.
@@ -3341,46 +3419,14 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
   auto c = [&](double v) { return constant_like(t, v); };
   switch (o.kind) {
     case op_kind::elemwise: {
-      const var_ptr& a = in[0];
+      // The op table's derivative column, in the helpers above.
+      [[maybe_unused]] const var_ptr& a = in[0];
+      [[maybe_unused]] const var_ptr& b = in.size() > 1 ? in[1] : in[0];
       switch (o.scalar) {
-        case scalar_op::add: r = {g, g}; break;
-        case scalar_op::sub: r = {g, neg(g)}; break;
-        case scalar_op::mul: r = {mul(g, in[1]), mul(g, a)}; break;
-        case scalar_op::true_div:
-          r = {ew(scalar_op::true_div, g, in[1]), neg(ew(scalar_op::true_div, mul(g, z), in[1]))};
-          break;
-        case scalar_op::neg: r = {neg(g)}; break;
-        case scalar_op::pow:
-          r = {mul(mul(g, in[1]), ew(scalar_op::pow, a, ew(scalar_op::sub, in[1], c(1)))),
-               mul(mul(g, z), ew(scalar_op::log, a))};
-          break;
-        case scalar_op::sqr: r = {mul(mul(g, c(2)), a)}; break;
-        case scalar_op::sqrt: r = {ew(scalar_op::true_div, mul(g, c(0.5)), z)}; break;
-        case scalar_op::exp: r = {mul(g, z)}; break;
-        case scalar_op::log: r = {ew(scalar_op::true_div, g, a)}; break;
-        case scalar_op::log1p: r = {ew(scalar_op::true_div, g, ew(scalar_op::add, a, c(1)))}; break;
-        case scalar_op::expm1: r = {mul(g, ew(scalar_op::add, z, c(1)))}; break;
-        case scalar_op::abs:  // g * sign(a): 0 at 0, as Theano
-          r = {ew(scalar_op::switch_, ew(scalar_op::lt, a, c(0)), neg(g),
-                  ew(scalar_op::switch_, ew(scalar_op::gt, a, c(0)), g, c(0)))};
-          break;
-        case scalar_op::tanh: r = {mul(g, ew(scalar_op::sub, c(1), ew(scalar_op::sqr, z)))}; break;
-        case scalar_op::sigmoid: r = {mul(mul(g, z), ew(scalar_op::sub, c(1), z))}; break;
-        case scalar_op::softplus: r = {mul(g, ew(scalar_op::sigmoid, a))}; break;
-        case scalar_op::maximum:
-        case scalar_op::minimum: {
-          const var_ptr pick_a = ew(o.scalar == scalar_op::maximum ? scalar_op::ge : scalar_op::le, a, in[1]);
-          r = {ew(scalar_op::switch_, pick_a, g, c(0)), ew(scalar_op::switch_, pick_a, c(0), g)};
-          break;
-        }
-        case scalar_op::switch_:
-          r = {nullptr, ew(scalar_op::switch_, a, g, c(0)), ew(scalar_op::switch_, a, c(0), g)};
-          break;
-        case scalar_op::cast:
-        case scalar_op::identity:
-          if (is_float(a->type) && is_float(t)) r = {cast(g, a->type)};
-          break;
-        default: break;  // comparisons: no gradient
+#define XSYM_GRAD_CASE(S, name, arity, infix, family, flops, derivative, ...) \
+  case scalar_op::S: r = {XSYM_UNPAREN derivative}; break;
+        XSYM_OP_TABLE(XSYM_GRAD_CASE)
+#undef XSYM_GRAD_CASE
       }
       // Undo broadcasting: an input that broadcasts gets the sum over the broadcast dimensions.
       for (std::size_t i = 0; i < r.size(); ++i)
@@ -3581,6 +3627,22 @@ XSYM_COLD_END
 #include <string>
 #include <vector>
 
+// ---- begin include/xsym/profile/columns.hpp ----
+#ifndef XSYM_PROFILE_COLUMNS_HPP
+#define XSYM_PROFILE_COLUMNS_HPP
+
+// The report's columns, one row each: its header in the text report, its key in the JSON
+// export, and how a table row gives its cell and its value. The text report (report.hpp) and
+// the JSON export (export.hpp) both read these tables, so a column is added in one place.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
 // ---- begin include/xsym/profile/profile_stats.hpp ----
 #ifndef XSYM_PROFILE_PROFILE_STATS_HPP
 #define XSYM_PROFILE_PROFILE_STATS_HPP
@@ -3664,8 +3726,9 @@ struct trace_event {
   std::uint64_t duration;
 };
 
-/// @brief Everything measured about one compiled function: calls, per-Apply times, compile phases.
-struct function_profile {
+/// @brief What a compiled function is, fixed when function() builds it: shared, never written,
+/// by every profile that records the function (its own and each profile scope's).
+struct function_facts {
   std::string name;
   std::shared_ptr<const function_graph> graph;
   std::string implementation = "cpu";  // the profile's <type>: cpu (vectorized), ref (reference)
@@ -3673,25 +3736,15 @@ struct function_profile {
   std::vector<std::uint8_t> node_compiled;  // per node: runs a kernel cxx compiled (<type> cxx)
   std::string compiled_library;        // the library those kernels are in
   bool compiled_now = false;           // cxx compiled it when the function was built (else it was reused)
-  std::int64_t calls = 0;
-  std::uint64_t call_ticks = 0;        // whole operator(): argument checks, run, results
-  std::uint64_t fn_ticks = 0;          // running the thunks, with the loop around them
-  std::vector<std::uint64_t> node_ticks;
-  std::vector<std::int64_t> node_calls;
   double rewrite_seconds = 0;
   double validate_seconds = 0;
   double linker_seconds = 0;
   std::vector<rewrite_record> rewrites;
   int nodes_before_rewrites = 0;
-  bool skip_next_call = false;  // profiling.ignore_first_call
-  // Shapes seen by each node, sampled on calls 1, 2, 4, 8, ... so sampling costs nothing per call.
-  std::vector<std::vector<value_info>> node_inputs, node_outputs;
   std::vector<std::vector<int>> dead_after;  // slots freed after each node (gc), for the memory profile
   bool gc = true;
   bool memory = false;                 // profile_memory was on
   bool optimizer = false;              // profile_optimizer was on
-  std::int64_t measured_peak_bytes = 0;  // largest growth of the library's allocations during a call
-  std::int64_t measured_device_peak_bytes = -1;  // the same in device memory; -1: not counted
 
   /// @brief The <type> of node i: where and how it ran.
   const std::string& node_implementation(std::size_t i) const {
@@ -3701,9 +3754,27 @@ struct function_profile {
     return (o.on_gpu || o.kind == op_kind::transfer) && !device_implementation.empty() ? device_implementation
                                                                                         : implementation;
   }
+  double compile_time() const { return rewrite_seconds + validate_seconds + linker_seconds; }
+};
+
+/// @brief What the calls of one function measured, with the facts of the function they ran.
+struct function_profile {
+  std::shared_ptr<const function_facts> facts;
+  std::int64_t calls = 0;
+  std::uint64_t call_ticks = 0;        // whole operator(): argument checks, run, results
+  std::uint64_t fn_ticks = 0;          // running the thunks, with the loop around them
+  std::vector<std::uint64_t> node_ticks;
+  std::vector<std::int64_t> node_calls;
+  bool skip_next_call = false;  // profiling.ignore_first_call
+  // Shapes seen by each node, sampled on calls 1, 2, 4, 8, ... so sampling costs nothing per call.
+  std::vector<std::vector<value_info>> node_inputs, node_outputs;
+  std::int64_t measured_peak_bytes = 0;  // largest growth of the library's allocations during a call
+  std::int64_t measured_device_peak_bytes = -1;  // the same in device memory; -1: not counted
   std::size_t max_trace_events = 0;      // 0: no trace; else events kept (first ones)
   std::vector<trace_event> events;
 
+  const std::string& name() const { return facts->name; }
+  const function_graph& graph() const { return *facts->graph; }
   double call_time() const { return static_cast<double>(call_ticks) * detail::seconds_per_tick(); }
   double fn_time() const { return static_cast<double>(fn_ticks) * detail::seconds_per_tick(); }
   double node_time(std::size_t i) const { return static_cast<double>(node_ticks[i]) * detail::seconds_per_tick(); }
@@ -3712,7 +3783,6 @@ struct function_profile {
     for (auto n : node_ticks) t += n;
     return static_cast<double>(t) * detail::seconds_per_tick();
   }
-  double compile_time() const { return rewrite_seconds + validate_seconds + linker_seconds; }
 };
 
 /// @brief Profiles of one or more functions, printed together (Theano's ProfileStats).
@@ -3726,15 +3796,15 @@ class profile_stats {
   bool print_at_exit() const { return m_print_at_exit; }
 
   /// @brief Registers a function; the returned record is updated by that function's calls.
-  std::shared_ptr<function_profile> add_function(std::string name, std::shared_ptr<const function_graph> g) {
+  std::shared_ptr<function_profile> add_function(std::shared_ptr<const function_facts> facts) {
     auto p = std::make_shared<function_profile>();
     p->max_trace_events = m_trace_events;
-    p->name = std::move(name);
-    p->node_ticks.assign(g->nodes.size(), 0);
-    p->node_calls.assign(g->nodes.size(), 0);
-    p->node_inputs.assign(g->nodes.size(), {});
-    p->node_outputs.assign(g->nodes.size(), {});
-    p->graph = std::move(g);
+    const std::size_t n = facts->graph->nodes.size();
+    p->node_ticks.assign(n, 0);
+    p->node_calls.assign(n, 0);
+    p->node_inputs.assign(n, {});
+    p->node_outputs.assign(n, {});
+    p->facts = std::move(facts);
     std::lock_guard lock(m_mutex);
     m_functions.push_back(p);
     return p;
@@ -3915,6 +3985,303 @@ inline const machine_limits& roofline() {
 
 XSYM_COLD_BEGIN  // reports are printed, not per call
 
+namespace xsym::detail {
+
+inline std::string fmt(const char* f, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, f, args...);
+  return buf;
+}
+
+inline std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) out += fmt("\\u%04x", c);
+        else out += c;
+    }
+  }
+  return out + "\"";
+}
+
+inline std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  return fmt("%.9g", v);
+}
+
+inline std::string json_value_info(const value_info& v) {
+  std::string s = "{\"dtype\": " + json_string(std::string(dtype_name(v.type))) + ", \"shape\": [";
+  for (int d = 0; d < v.shape.rank; ++d) s += (d ? ", " : "") + std::to_string(v.shape[d]);
+  s += "], \"strides\": [";
+  for (int d = 0; d < v.shape.rank; ++d)
+    s += (d ? ", " : "") + std::to_string(v.strides[static_cast<std::size_t>(d)] * static_cast<std::int64_t>(dtype_size(v.type)));
+  return s + "], \"c_contiguous\": " + (v.c_contiguous ? "true" : "false") + "}";
+}
+
+// Floating-point operations of one call, from the shapes it saw (0 where unknown); an
+// elementwise op's per element come from the op table.
+inline double node_flops(const apply_node& n, const std::vector<value_info>& ins, const std::vector<value_info>& outs) {
+  if (ins.empty() || outs.empty()) return 0;
+  const double out = static_cast<double>(outs[0].shape.size());
+  switch (n.fn->kind) {
+    case op_kind::elemwise: return out * info(n.fn->scalar).flops;
+    case op_kind::composite: {
+      int per_element = 0;
+      for (const instruction& ins : n.fn->fused->code) per_element += info(ins.op).flops;
+      return out * per_element;
+    }
+    case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
+    case op_kind::gemv: return 2.0 * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape.size());
+    case op_kind::dot22: return 2.0 * out * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape[1]);
+    case op_kind::dot:
+      return ins[0].shape.rank == 2 && ins[1].shape.rank == 2 ? 2.0 * out * static_cast<double>(ins[0].shape[1])
+                                                              : 2.0 * static_cast<double>(std::max(ins[0].shape.size(), ins[1].shape.size()));
+    default: return 0;
+  }
+}
+
+// Bytes a node must read and write at least once: its inputs and outputs (none for views
+// and shape queries, which move no data).
+inline double node_bytes(const apply_node& n, const std::vector<value_info>& ins, const std::vector<value_info>& outs) {
+  if (n.fn->is_view() || n.fn->kind == op_kind::shape_prod) return 0;
+  double b = 0;
+  for (const auto& v : ins) b += static_cast<double>(v.nbytes());
+  for (const auto& v : outs) b += static_cast<double>(v.nbytes());
+  return b;
+}
+
+/// One line of the Class or Ops section: a class or an op, summed over its Apply nodes.
+struct summary_row {
+  std::string key;
+  std::string type;
+  double time = 0;
+  std::int64_t calls = 0;
+  int applies = 0;
+  double share = 0, cumulative = 0;  // percent of the report's total, set when printed
+  double per_call() const { return calls ? time / static_cast<double>(calls) : 0.0; }
+};
+
+/// One line of the Apply section, and one node of the JSON export.
+struct apply_row {
+  std::string label;  // the Apply name, prefixed by the function's when a report has several
+  const function_profile* fn = nullptr;
+  std::size_t node = 0;
+  double time = 0;
+  std::int64_t calls = 0;
+  double share = 0, cumulative = 0;
+  double flops = 0, bytes = 0;
+  const machine_limits* limits = nullptr;  // profiling.roofline's probe, for <%BW> and <%peak>
+
+  const apply_node& apply() const { return fn->graph().nodes[node]; }
+  double per_call() const { return calls ? time / static_cast<double>(calls) : 0.0; }
+  double gflops_per_s() const { return flops > 0 && per_call() > 0 ? flops / per_call() / 1e9 : NAN; }
+  double gb_per_s() const { return bytes > 0 && per_call() > 0 ? bytes / per_call() / 1e9 : NAN; }
+};
+
+/// A report column: its text header ("" for a JSON-only column), its JSON key ("" for a
+/// text-only one), its cell with the spaces before it, its JSON value ("" leaves the key out).
+template <class Row>
+struct column {
+  std::string_view header;
+  std::string_view key;
+  std::string (*cell)(const Row&);
+  std::string (*json)(const Row&);
+  bool roofline = false;  // shown with profiling.roofline only
+};
+
+inline std::string no_cell(const auto&) { return {}; }
+inline std::string cell_or_blank(double v, const char* f, std::size_t width) {
+  return std::isfinite(v) ? fmt(f, v) : std::string(width, ' ');
+}
+
+inline constexpr column<summary_row> summary_columns[] = {
+    {"<% time>", "", [](const summary_row& r) { return fmt("  %5.1f%%", r.share); }, no_cell},
+    {"<sum %>", "", [](const summary_row& r) { return fmt("   %5.1f%%", r.cumulative); }, no_cell},
+    {"<apply time>", "time_s", [](const summary_row& r) { return fmt("      %6.3fs", r.time); },
+     [](const summary_row& r) { return json_number(r.time); }},
+    {"<time per call>", "time_per_call_s", [](const summary_row& r) { return fmt("       %.2es", r.per_call()); },
+     [](const summary_row& r) { return json_number(r.per_call()); }},
+    {"<type>", "type", [](const summary_row& r) { return fmt("     %-4s", r.type.c_str()); },
+     [](const summary_row& r) { return json_string(r.type); }},
+    {"<#call>", "calls", [](const summary_row& r) { return fmt(" %6lld", static_cast<long long>(r.calls)); },
+     [](const summary_row& r) { return std::to_string(r.calls); }},
+    {"<#apply>", "applies", [](const summary_row& r) { return fmt("  %6d", r.applies); },
+     [](const summary_row& r) { return std::to_string(r.applies); }},
+    {"<name>", "name", [](const summary_row& r) { return "   " + r.key; }, [](const summary_row& r) { return json_string(r.key); }},
+};
+
+inline constexpr column<apply_row> apply_columns[] = {
+    {"<% time>", "", [](const apply_row& r) { return fmt("  %5.1f%%", r.share); }, no_cell},
+    {"<sum %>", "", [](const apply_row& r) { return fmt("   %5.1f%%", r.cumulative); }, no_cell},
+    {"<apply time>", "time_s", [](const apply_row& r) { return fmt("      %6.3fs", r.time); },
+     [](const apply_row& r) { return json_number(r.time); }},
+    {"<time per call>", "time_per_call_s", [](const apply_row& r) { return fmt("       %.2es", r.per_call()); },
+     [](const apply_row& r) { return json_number(r.per_call()); }},
+    {"<#call>", "calls", [](const apply_row& r) { return fmt("   %6lld", static_cast<long long>(r.calls)); },
+     [](const apply_row& r) { return std::to_string(r.calls); }},
+    {"<id>", "id", [](const apply_row& r) { return fmt(" %5zu", r.node); }, [](const apply_row& r) { return std::to_string(r.node); }},
+    {"<Mflops>", "flops", [](const apply_row& r) { return cell_or_blank(r.flops > 0 ? r.flops / 1e6 : NAN, " %8.3f", 9); },
+     [](const apply_row& r) { return json_number(r.flops); }},
+    {"<Gflops/s>", "gflops_per_s", [](const apply_row& r) { return cell_or_blank(r.gflops_per_s(), " %9.2f", 10); },
+     [](const apply_row& r) { return json_number(r.gflops_per_s()); }},
+    {"<GB/s>", "gb_per_s", [](const apply_row& r) { return cell_or_blank(r.gb_per_s(), " %7.2f", 8); },
+     [](const apply_row& r) { return json_number(r.gb_per_s()); }},
+    // Share of this machine's bandwidth and peak: near 100% means the node is at its limit.
+    {"<%BW>", "",
+     [](const apply_row& r) {
+       const double gbs = r.gb_per_s();
+       return cell_or_blank(std::isfinite(gbs) ? 100.0 * gbs * 1e9 / r.limits->bandwidth_for(r.bytes) : NAN, " %5.1f%%", 7);
+     },
+     no_cell, true},
+    {"<%peak>", "",
+     [](const apply_row& r) {
+       const double gf = r.gflops_per_s();
+       return cell_or_blank(std::isfinite(gf) ? 100.0 * gf * 1e9 / r.limits->peak_flops : NAN, " %6.1f%%", 8);
+     },
+     no_cell, true},
+    {"<Apply name>", "apply", [](const apply_row& r) { return "  " + r.label; },
+     [](const apply_row& r) { return json_string(r.fn->graph().node_text(r.apply())); }},
+    {"", "op", no_cell, [](const apply_row& r) { return json_string(r.apply().op_name()); }},
+    {"", "class", no_cell, [](const apply_row& r) { return json_string(r.apply().class_name()); }},
+    {"", "implementation", no_cell, [](const apply_row& r) { return json_string(r.fn->facts->node_implementation(r.node)); }},
+    {"", "bytes", no_cell, [](const apply_row& r) { return json_number(r.bytes); }},
+    {"", "inplace", no_cell, [](const apply_row& r) { return std::string(r.apply().fn->is_inplace() ? "true" : "false"); }},
+    {"", "view", no_cell, [](const apply_row& r) { return std::string(r.apply().fn->is_view() ? "true" : "false"); }},
+    {"", "inputs", no_cell,
+     [](const apply_row& r) {
+       std::string s = "[";
+       for (const auto& v : r.fn->node_inputs[r.node]) s += (s.size() > 1 ? ", " : "") + json_value_info(v);
+       return s + "]";
+     }},
+    {"", "outputs", no_cell,
+     [](const apply_row& r) {
+       std::string s = "[";
+       for (const auto& v : r.fn->node_outputs[r.node]) s += (s.size() > 1 ? ", " : "") + json_value_info(v);
+       return s + "]";
+     }},
+    {"", "absorbed", no_cell,
+     [](const apply_row& r) {
+       const op& o = *r.apply().fn;
+       if (o.kind != op_kind::composite) return std::string();
+       std::string s = "[";
+       for (const auto& a : o.fused->absorbed) s += (s.size() > 1 ? ", " : "") + json_string(a);
+       return s + "]";
+     }},
+};
+
+/// The header line of a table: the shown columns' headers, "<name>" as "<`noun` name>".
+template <class Row, std::size_t N>
+std::string header_line(const column<Row> (&cols)[N], bool roofline, std::string_view noun = "") {
+  std::string s;
+  for (const auto& c : cols) {
+    if (c.header.empty() || (c.roofline && !roofline)) continue;
+    if (!s.empty()) s += ' ';
+    s += c.header == "<name>" ? "<" + std::string(noun) + " name>" : std::string(c.header);
+  }
+  return s + "\n";
+}
+
+/// A row's text line: the shown columns' cells.
+template <class Row, std::size_t N>
+std::string text_line(const column<Row> (&cols)[N], const Row& r, bool roofline) {
+  std::string s;
+  for (const auto& c : cols)
+    if (!c.header.empty() && (!c.roofline || roofline)) s += c.cell(r);
+  return s + "\n";
+}
+
+/// A row as a JSON object: the columns with a key and a value.
+template <class Row, std::size_t N>
+std::string json_object(const column<Row> (&cols)[N], const Row& r) {
+  std::string s = "{";
+  for (const auto& c : cols) {
+    if (c.key.empty()) continue;
+    const std::string v = c.json(r);
+    if (v.empty()) continue;
+    s += (s.size() > 1 ? ", \"" : "\"") + std::string(c.key) + "\": " + v;
+  }
+  return s + "}";
+}
+
+/// The Class and Ops sections' rows: every node of `fns` by class and by op, user regions
+/// (XSYM_PROFILE_SCOPE) as the class xsym::UserRegion.
+inline std::pair<std::vector<summary_row>, std::vector<summary_row>> summary_rows(
+    const std::vector<std::shared_ptr<function_profile>>& fns,
+    const std::vector<std::pair<std::string, profile_stats::region>>& regions) {
+  std::map<std::string, summary_row> by_class, by_op;
+  for (const auto& f : fns) {
+    const function_graph& g = f->graph();
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+      const apply_node& n = g.nodes[i];
+      for (auto* m : {&by_class, &by_op}) {
+        const std::string key = m == &by_class ? n.class_name() : n.op_name();
+        auto& r = (*m)[key];
+        r.key = key;
+        // A class or op whose nodes ran two ways lists both ("cpu/cxx").
+        const std::string& impl = f->facts->node_implementation(i);
+        if (r.type.empty()) r.type = impl;
+        else if (("/" + r.type + "/").find("/" + impl + "/") == std::string::npos) r.type += "/" + impl;
+        r.time += f->node_time(i);
+        r.calls += f->node_calls[i];
+        r.applies += 1;
+      }
+    }
+  }
+  for (const auto& [name, reg] : regions) {
+    const double t = static_cast<double>(reg.ticks) * seconds_per_tick();
+    auto& c = by_class["xsym::UserRegion"];
+    c.key = "xsym::UserRegion";
+    c.type = "user";
+    c.time += t;
+    c.calls += reg.calls;
+    c.applies += 1;
+    auto& o = by_op[name];
+    o.key = name;
+    o.type = "user";
+    o.time += t;
+    o.calls += reg.calls;
+    o.applies = 1;
+  }
+  auto values = [](const std::map<std::string, summary_row>& m) {
+    std::vector<summary_row> v;
+    for (const auto& [k, r] : m) v.push_back(r);
+    return v;
+  };
+  return {values(by_class), values(by_op)};
+}
+
+/// One function's Apply rows, in node order; `prefixed` puts the function's name before each.
+inline std::vector<apply_row> apply_rows(const function_profile& f, bool prefixed, const machine_limits* limits) {
+  std::vector<apply_row> rows;
+  const function_graph& g = f.graph();
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    apply_row r;
+    r.label = prefixed ? f.name() + ": " + g.node_text(g.nodes[i]) : g.node_text(g.nodes[i]);
+    r.fn = &f;
+    r.node = i;
+    r.time = f.node_time(i);
+    r.calls = f.node_calls[i];
+    r.flops = node_flops(g.nodes[i], f.node_inputs[i], f.node_outputs[i]);
+    r.bytes = node_bytes(g.nodes[i], f.node_inputs[i], f.node_outputs[i]);
+    r.limits = limits;
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+}  // namespace xsym::detail
+XSYM_COLD_END
+
+#endif
+// ---- end include/xsym/profile/columns.hpp ----
+
+XSYM_COLD_BEGIN  // reports are printed, not per call
+
 namespace xsym {
 
 /// @brief How much of a report to print (defaults come from the profiling.* flags).
@@ -3927,20 +4294,6 @@ struct report_limits {
 };
 
 namespace detail {
-inline std::string fmt(const char* f, auto... args) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf, f, args...);
-  return buf;
-}
-
-struct row {
-  std::string key;
-  std::string type;
-  double time = 0;
-  std::int64_t calls = 0;
-  int applies = 0;
-};
-
 // Reorders `items` from the largest key to the smallest, ties kept in their order. Every table
 // sorts indices with this one comparator: a stable_sort of each row type was 48 KB of code, and
 // about a second of compile time, in every program that includes xsym.
@@ -3962,18 +4315,18 @@ void sort_descending(std::vector<T>& items, Key key) {
   items = std::move(sorted);
 }
 
-// Rows sorted by time, printed with running percentages and cut at `limit`.
-inline void print_rows(std::ostream& os, std::vector<row> rows, double total, std::int64_t limit, const char* what) {
-  sort_descending(rows, [](const row& r) { return r.time; });
+// Class or Ops rows sorted by time, printed with running percentages and cut at `limit`.
+inline void print_summary_rows(std::ostream& os, std::vector<summary_row> rows, double total, std::int64_t limit,
+                               const char* what) {
+  sort_descending(rows, [](const summary_row& r) { return r.time; });
   double cum = 0;
   std::size_t shown = 0;
-  for (const row& r : rows) {
+  for (summary_row& r : rows) {
     if (static_cast<std::int64_t>(shown) >= limit) break;
-    const double pct = total > 0 ? 100.0 * r.time / total : 0.0;
-    cum += pct;
-    os << fmt("  %5.1f%%   %5.1f%%      %6.3fs       %.2es     %-4s %6lld  %6d   %s\n", pct, cum, r.time,
-              r.calls ? r.time / static_cast<double>(r.calls) : 0.0, r.type.c_str(), static_cast<long long>(r.calls),
-              r.applies, r.key.c_str());
+    r.share = total > 0 ? 100.0 * r.time / total : 0.0;
+    cum += r.share;
+    r.cumulative = cum;
+    os << text_line(summary_columns, r, false);
     ++shown;
   }
   double rest = 0;
@@ -3981,13 +4334,6 @@ inline void print_rows(std::ostream& os, std::vector<row> rows, double total, st
   os << fmt("   ... (remaining %zu %s account for %6.2f%%(%.2fs) of the runtime)\n", rows.size() - shown, what,
             total > 0 ? 100.0 * rest / total : 0.0, rest);
 }
-struct apply_row {
-  std::string key;
-  double time = 0;
-  std::int64_t calls = 0;
-  const function_profile* fn = nullptr;
-  std::size_t node = 0;
-};
 
 inline std::string describe(const value_info& v) {
   std::string strides = "c";
@@ -4000,39 +4346,12 @@ inline std::string describe(const value_info& v) {
   return "dtype=" + std::string(dtype_name(v.type)) + ", shape=" + to_string(v.shape) + ", strides=" + strides;
 }
 
-// Floating-point operations of one call, from the shapes it saw (0 where unknown).
-inline double node_flops(const apply_node& n, const std::vector<value_info>& ins, const std::vector<value_info>& outs) {
-  if (ins.empty() || outs.empty()) return 0;
-  const double out = static_cast<double>(outs[0].shape.size());
-  switch (n.fn->kind) {
-    case op_kind::elemwise: return n.fn->scalar == scalar_op::cast ? 0 : out;
-    case op_kind::composite: return out * static_cast<double>(n.fn->fused->code.size());
-    case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
-    case op_kind::gemv: return 2.0 * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape.size());
-    case op_kind::dot22: return 2.0 * out * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape[1]);
-    case op_kind::dot:
-      return ins[0].shape.rank == 2 && ins[1].shape.rank == 2 ? 2.0 * out * static_cast<double>(ins[0].shape[1])
-                                                              : 2.0 * static_cast<double>(std::max(ins[0].shape.size(), ins[1].shape.size()));
-    default: return 0;
-  }
-}
-
-// Bytes a node must read and write at least once: its inputs and outputs (none for views
-// and shape queries, which move no data).
-inline double node_bytes(const apply_node& n, const std::vector<value_info>& ins, const std::vector<value_info>& outs) {
-  if (n.fn->is_view() || n.fn->kind == op_kind::shape_prod) return 0;
-  double b = 0;
-  for (const auto& v : ins) b += static_cast<double>(v.nbytes());
-  for (const auto& v : outs) b += static_cast<double>(v.nbytes());
-  return b;
-}
-
 inline std::string kb(double bytes) { return fmt("%.0fKB", std::ceil(bytes / 1024.0)); }
 
 // Peak bytes of node outputs alive at once, replaying the node order: with gc, without in-place.
 // Returns {host peak, device peak}.
 inline std::pair<double, double> simulate_peak(const function_profile& f, bool inplace, bool gc) {
-  const function_graph& g = *f.graph;
+  const function_graph& g = *f.facts->graph;
   std::vector<double> created(g.slots.size(), 0);
   double cur[2] = {0, 0}, peak[2] = {0, 0};
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
@@ -4044,8 +4363,8 @@ inline std::pair<double, double> simulate_peak(const function_profile& f, bool i
       cur[g.slots[s].on_device] += created[s];
     }
     for (int d : {0, 1}) peak[d] = std::max(peak[d], cur[d]);
-    if (gc && i < f.dead_after.size())
-      for (int s : f.dead_after[i]) cur[g.slots[static_cast<std::size_t>(s)].on_device] -= created[static_cast<std::size_t>(s)];
+    if (gc && i < f.facts->dead_after.size())
+      for (int s : f.facts->dead_after[i]) cur[g.slots[static_cast<std::size_t>(s)].on_device] -= created[static_cast<std::size_t>(s)];
   }
   return {peak[0], peak[1]};
 }
@@ -4078,10 +4397,10 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
     call_t += f->call_time();
     fn_t += f->fn_time();
     thunk_t += f->thunk_time();
-    rewrite_t += f->rewrite_seconds;
-    validate_t += f->validate_seconds;
-    link_t += f->linker_seconds;
-    n_nodes += f->graph->nodes.size();
+    rewrite_t += f->facts->rewrite_seconds;
+    validate_t += f->facts->validate_seconds;
+    link_t += f->facts->linker_seconds;
+    n_nodes += f->facts->graph->nodes.size();
   }
   auto pct = [&](double x) { return call_t > 0 ? 100.0 * x / call_t : 0.0; };
   os << "Function profiling\n==================\n";
@@ -4097,9 +4416,9 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
   os << fmt("       xsym validate time: %es\n", validate_t);
   os << fmt("    xsym Linker time (kernel binding and buffer planning): %es\n", link_t);
   for (const auto& f : fns)
-    if (!f->compiled_library.empty())
-      os << "      cxx kernels of " << f->name << ": " << f->compiled_library
-         << (f->compiled_now ? " (compiled now)\n" : " (reused)\n");
+    if (!f->facts->compiled_library.empty())
+      os << "      cxx kernels of " << f->name() << ": " << f->facts->compiled_library
+         << (f->facts->compiled_now ? " (compiled now)\n" : " (reused)\n");
   os << "\n";
   double region_t = 0;
   for (const auto& [name, r] : regions) region_t += static_cast<double>(r.ticks) * detail::seconds_per_tick();
@@ -4108,93 +4427,37 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
     os << "No execution time accumulated: the function was not called while profiled.\n\n";
     return;
   }
-  std::map<std::string, detail::row> by_class, by_op;
-  std::vector<detail::apply_row> applies;
-  for (const auto& f : fns) {
-    const function_graph& g = *f->graph;
-    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-      const apply_node& n = g.nodes[i];
-      const double t = f->node_time(i);
-      for (auto* m : {&by_class, &by_op}) {
-        auto& r = (*m)[m == &by_class ? n.class_name() : n.op_name()];
-        r.key = m == &by_class ? n.class_name() : n.op_name();
-        // A class or op whose nodes ran two ways lists both ("cpu/cxx").
-        const std::string& impl = f->node_implementation(i);
-        if (r.type.empty()) r.type = impl;
-        else if (("/" + r.type + "/").find("/" + impl + "/") == std::string::npos) r.type += "/" + impl;
-        r.time += t;
-        r.calls += f->node_calls[i];
-        r.applies += 1;
-      }
-      detail::apply_row r;
-      r.key = fns.size() > 1 ? f->name + ": " + g.node_text(n) : g.node_text(n);
-      r.time = t;
-      r.calls = f->node_calls[i];
-      r.fn = f.get();
-      r.node = i;
-      applies.push_back(std::move(r));
-    }
-  }
-  for (const auto& [name, reg] : regions) {
-    const double t = static_cast<double>(reg.ticks) * detail::seconds_per_tick();
-    auto& c = by_class["xsym::UserRegion"];
-    c.key = "xsym::UserRegion";
-    c.type = "user";
-    c.time += t;
-    c.calls += reg.calls;
-    c.applies += 1;
-    auto& o = by_op[name];
-    o.key = name;
-    o.type = "user";
-    o.time += t;
-    o.calls += reg.calls;
-    o.applies = 1;
-  }
+  auto [classes, ops] = detail::summary_rows(fns, regions);
   thunk_t += region_t;  // percentages are of everything timed: nodes and user regions
-  auto values = [](const std::map<std::string, detail::row>& m) {
-    std::vector<detail::row> v;
-    for (const auto& [k, r] : m) v.push_back(r);
-    return v;
-  };
-  os << "Class\n---\n<% time> <sum %> <apply time> <time per call> <type> <#call> <#apply> <Class name>\n";
-  detail::print_rows(os, values(by_class), thunk_t, lim.n_ops, "Classes");
-  os << "\nOps\n---\n<% time> <sum %> <apply time> <time per call> <type> <#call> <#apply> <Op name>\n";
-  detail::print_rows(os, values(by_op), thunk_t, lim.n_ops, "Ops");
+  os << "Class\n---\n" << detail::header_line(detail::summary_columns, false, "Class");
+  detail::print_summary_rows(os, std::move(classes), thunk_t, lim.n_ops, "Classes");
+  os << "\nOps\n---\n" << detail::header_line(detail::summary_columns, false, "Op");
+  detail::print_summary_rows(os, std::move(ops), thunk_t, lim.n_ops, "Ops");
   bool roof = false;
   try {
     roof = config.profiling.roofline.value();
   } catch (const std::exception&) {
   }
   const machine_limits limits = roof ? roofline() : machine_limits{};
-  os << "\nApply\n------\n<% time> <sum %> <apply time> <time per call> <#call> <id> <Mflops> <Gflops/s> <GB/s>"
-     << (roof ? " <%BW> <%peak>" : "") << " <Apply name>\n";
+  std::vector<detail::apply_row> applies;
+  for (const auto& f : fns) {
+    auto rows = detail::apply_rows(*f, fns.size() > 1, &limits);
+    applies.insert(applies.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
+  }
+  os << "\nApply\n------\n" << detail::header_line(detail::apply_columns, roof);
   detail::sort_descending(applies, [](const auto& a) { return a.time; });
   double cum = 0;
   std::size_t shown = 0;
-  for (const auto& r : applies) {
+  for (auto& r : applies) {
     if (static_cast<std::int64_t>(shown) >= lim.n_apply) break;
-    const double p = thunk_t > 0 ? 100.0 * r.time / thunk_t : 0.0;
-    cum += p;
-    const double per_call = r.calls ? r.time / static_cast<double>(r.calls) : 0.0;
+    r.share = thunk_t > 0 ? 100.0 * r.time / thunk_t : 0.0;
+    cum += r.share;
+    r.cumulative = cum;
+    os << detail::text_line(detail::apply_columns, r, roof);
     const function_profile& f = *r.fn;
     const auto& ins = f.node_inputs[r.node];
     const auto& outs = f.node_outputs[r.node];
-    const double flops = detail::node_flops(f.graph->nodes[r.node], ins, outs);
-    const double bytes = detail::node_bytes(f.graph->nodes[r.node], ins, outs);
-    const std::string mflops = flops > 0 ? fmt("%8.3f", flops / 1e6) : std::string(8, ' ');
-    const std::string gflops = flops > 0 && per_call > 0 ? fmt("%9.2f", flops / per_call / 1e9) : std::string(9, ' ');
-    const std::string gbs = bytes > 0 && per_call > 0 ? fmt("%7.2f", bytes / per_call / 1e9) : std::string(7, ' ');
-    std::string roof_cols;
-    if (roof) {
-      // Share of this machine's bandwidth and peak: near 100% means the node is at its limit.
-      const double bw = bytes > 0 && per_call > 0 ? 100.0 * bytes / per_call / limits.bandwidth_for(bytes) : -1;
-      const double pk = flops > 0 && per_call > 0 ? 100.0 * flops / per_call / limits.peak_flops : -1;
-      roof_cols = (bw >= 0 ? fmt(" %5.1f%%", bw) : std::string(7, ' ')) + (pk >= 0 ? fmt(" %6.1f%%", pk) : std::string(8, ' '));
-    }
-    os << fmt("  %5.1f%%   %5.1f%%      %6.3fs       %.2es   %6lld %5zu %s %s %s%s  %s\n", p, cum, r.time, per_call,
-              static_cast<long long>(r.calls), r.node, mflops.c_str(), gflops.c_str(), gbs.c_str(), roof_cols.c_str(),
-              r.key.c_str());
-    const apply_node& node = f.graph->nodes[r.node];
+    const apply_node& node = r.apply();
     if (node.fn->kind == op_kind::composite) {
       // Map a fused node back to the user's code: its full text and the ops it absorbed.
       os << "    composite: " << node.fn->fused->text << "\n    absorbed:";
@@ -4221,10 +4484,10 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
               limits.llc_bytes / 1048576, limits.bandwidth / 1e9, limits.peak_flops / 1e9);
   os << "\n";
   bool memory = false;
-  for (const auto& f : fns) memory |= f->memory;
+  for (const auto& f : fns) memory |= f->facts->memory;
   if (memory) print_memory_profile(os, fns);
   bool optimizer = false;
-  for (const auto& f : fns) optimizer |= f->optimizer;
+  for (const auto& f : fns) optimizer |= f->facts->optimizer;
   if (optimizer) print_optimizer_profile(os, fns);
   print_tips(os, fns);
 }
@@ -4238,8 +4501,8 @@ inline void print_memory_profile(std::ostream& os, const std::vector<std::shared
     a = {std::max(a.first, b.first), std::max(a.second, b.second)};
   };
   for (const auto& f : fns) {
-    take_max(current, detail::simulate_peak(*f, true, f->gc));
-    take_max(no_inplace, detail::simulate_peak(*f, false, f->gc));
+    take_max(current, detail::simulate_peak(*f, true, f->facts->gc));
+    take_max(no_inplace, detail::simulate_peak(*f, false, f->facts->gc));
     take_max(no_gc, detail::simulate_peak(*f, true, false));
     measured = std::max(measured, static_cast<double>(f->measured_peak_bytes));
     measured_device = std::max(measured_device, static_cast<double>(f->measured_device_peak_bytes));
@@ -4268,7 +4531,7 @@ inline void print_memory_profile(std::ostream& os, const std::vector<std::shared
   std::vector<entry> entries;
   std::int64_t total = 0;
   for (const auto& f : fns) {
-    const function_graph& g = *f->graph;
+    const function_graph& g = *f->facts->graph;
     for (std::size_t i = 0; i < g.nodes.size(); ++i) {
       const apply_node& n = g.nodes[i];
       std::int64_t bytes = 0;
@@ -4309,11 +4572,11 @@ inline void print_optimizer_profile(std::ostream& os, const std::vector<std::sha
   os << "Optimizer Profile\n-----------------\n";
   for (const auto& f : fns) {
     double total = 0;
-    for (const auto& r : f->rewrites) total += r.seconds;
-    os << fmt(" Function '%s': %zu rewrites in %.6es, Apply nodes %d -> %zu\n", f->name.c_str(), f->rewrites.size(), total,
-              f->nodes_before_rewrites, f->graph->nodes.size());
+    for (const auto& r : f->facts->rewrites) total += r.seconds;
+    os << fmt(" Function '%s': %zu rewrites in %.6es, Apply nodes %d -> %zu\n", f->name().c_str(), f->facts->rewrites.size(), total,
+              f->facts->nodes_before_rewrites, f->facts->graph->nodes.size());
     os << "    <time> <% of rewrite time> <#applied> <nodes before> <nodes after> <rewrite>\n";
-    for (const auto& r : f->rewrites) {
+    for (const auto& r : f->facts->rewrites) {
       os << fmt("    %.3es  %5.1f%%  %6d  %6d  %6d  %s\n", r.seconds, total > 0 ? 100.0 * r.seconds / total : 0.0, r.applied,
                 r.nodes_before, r.nodes_after, r.name.c_str());
       for (const auto& note : r.notes) os << "        " << note << "\n";
@@ -4328,7 +4591,7 @@ inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<funct
     if (std::find(tips.begin(), tips.end(), t) == tips.end()) tips.push_back(std::move(t));
   };
   for (const auto& f : fns) {
-    const function_graph& g = *f->graph;
+    const function_graph& g = *f->facts->graph;
     const double thunk_time = f->thunk_time();
     for (const auto& n : g.nodes) {
       // A fused program of several ops, run as one precompiled kernel per op over arrays of a
@@ -4337,7 +4600,7 @@ inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<funct
       const auto i = static_cast<std::size_t>(n.id);
       const bool large = i < f->node_outputs.size() && !f->node_outputs[i].empty() &&
                          f->node_outputs[i][0].shape.size() >= 1000;
-      if (n.fn->kind == op_kind::composite && !n.fn->on_gpu && f->node_implementation(i) == "cpu" &&
+      if (n.fn->kind == op_kind::composite && !n.fn->on_gpu && f->facts->node_implementation(i) == "cpu" &&
           n.fn->fused->code.size() >= 2 && large && thunk_time > 0 && f->node_time(i) >= 0.1 * thunk_time)
         add("A fused Composite runs one precompiled kernel per op and takes " +
             std::to_string(static_cast<int>(100 * f->node_time(i) / thunk_time + 0.5)) +
@@ -4391,10 +4654,10 @@ XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stat
     side r;
     for (const auto& f : s.functions()) {
       r.calls = std::max(r.calls, f->calls);
-      for (std::size_t i = 0; i < f->graph->nodes.size(); ++i) {
+      for (std::size_t i = 0; i < f->facts->graph->nodes.size(); ++i) {
         const double t = f->calls ? f->node_time(i) / static_cast<double>(f->calls) : 0.0;
-        r.ops[f->graph->nodes[i].op_name()] += t;
-        r.applies[f->name + ": " + f->graph->node_text(f->graph->nodes[i])] += t;
+        r.ops[f->facts->graph->nodes[i].op_name()] += t;
+        r.applies[f->name() + ": " + f->facts->graph->node_text(f->facts->graph->nodes[i])] += t;
         r.total += t;
       }
     }
@@ -4433,7 +4696,7 @@ inline void profile_stats::print_diff_summary(std::ostream& os, const profile_st
 inline void profile_stats::print_summary(std::ostream& os) const {
   const auto fns = functions();
   std::string message = m_message;
-  if (message.empty() && fns.size() == 1) message = fns.front()->name;
+  if (message.empty() && fns.size() == 1) message = fns.front()->name();
   print_profile(os, message, fns, report_limits::from_config(), regions());
 }
 
@@ -4507,23 +4770,10 @@ class profile_scope {
   const std::shared_ptr<profile_stats>& shared_stats() const { return m_stats; }
 
   /// @brief The scope's record for one function (made on its first call inside the scope).
-  function_profile& record_for(const void* key, const std::string& name, const std::shared_ptr<const function_graph>& g,
-                               const function_profile& model) {
+  function_profile& record_for(const void* key, const std::shared_ptr<const function_facts>& facts) {
     std::lock_guard lock(m_mutex);
     auto& rec = m_records[key];
-    if (!rec) {
-      rec = m_stats->add_function(name, g);
-      rec->implementation = model.implementation;
-      rec->device_implementation = model.device_implementation;
-      rec->node_compiled = model.node_compiled;
-      rec->compiled_library = model.compiled_library;
-      rec->compiled_now = model.compiled_now;
-      rec->rewrite_seconds = model.rewrite_seconds;
-      rec->validate_seconds = model.validate_seconds;
-      rec->linker_seconds = model.linker_seconds;
-      rec->gc = model.gc;
-      rec->dead_after = model.dead_after;
-    }
+    if (!rec) rec = m_stats->add_function(facts);
     return *rec;
   }
 
@@ -4831,9 +5081,7 @@ namespace detail {
 
 // Everything below that computes a value exists once, as macro text: it is compiled here, and
 // its text is what backend/cpu/jit.hpp puts into the kernels that cxx compiles, so a compiled
-// kernel applies exactly these expressions.
-#define XSYM_STRINGIFY_(...) #__VA_ARGS__
-#define XSYM_STRINGIFY(...) XSYM_STRINGIFY_(__VA_ARGS__)
+// kernel applies exactly these helpers and the op table's expressions (expr/op_table.hpp).
 
 // f applied lane by lane with the scalar function the tail uses, out of line: pow's path, and
 // vlanes_where's, which replaces only the lanes of m (values a vector kernel gets wrong) in the
@@ -5138,6 +5386,11 @@ XSYM_VLOG_AVX512
     }                                                                             \
   }                                                                               \
   template <class X>                                                              \
+  X vsqrt(X a) {                                                                  \
+    if constexpr (std::is_arithmetic_v<X>) return std::sqrt(a);                   \
+    else return xsimd::sqrt(a);                                                   \
+  }                                                                               \
+  template <class X>                                                              \
   X vmax(X a, X b) {                                                              \
     if constexpr (std::is_arithmetic_v<X>) return a < b ? b : a;                  \
     else return xsimd::max(a, b);                                                 \
@@ -5200,34 +5453,14 @@ XSYM_VLOG_AVX512
     }                                                                             \
   };
 
-// Each op's value on scalars and on xsimd batches alike, from arguments a (and b).
-#define XSYM_SCALAR_OPS(OP)                                                   \
-  OP(add, a + b)                                                              \
-  OP(sub, a - b)                                                              \
-  OP(mul, a * b)                                                              \
-  OP(true_div, a / b)                                                         \
-  OP(neg, vneg(a))                                                            \
-  OP(sqr, a * a)                                                              \
-  OP(pow, vpow(a, b))                                                         \
-  OP(sqrt, xsimd::sqrt(a))                                                    \
-  OP(exp, vexp(a))                                                            \
-  OP(log, vlog(a))                                                            \
-  OP(log1p, vlog1p(a))                                                        \
-  OP(expm1, vexpm1(a))                                                        \
-  OP(abs, vabs(a))                                                            \
-  OP(tanh, vtanh(a))                                                          \
-  OP(sigmoid, vsigmoid(a))                                                    \
-  /* max(a, 0) + log1p(exp(-|a|)): exact for large |a| both ways, no branch */ \
-  OP(softplus, vmax(a, X(0)) + vlog1p(vexp(-xsimd::abs(a))))                  \
-  OP(maximum, vmaximum(a, b))                                                 \
-  OP(minimum, vminimum(a, b))
-
 XSYM_KERNEL_HELPERS
 
-// One functor per op.
+// One functor per row of the op table: its expression on scalars and on xsimd batches alike,
+// from arguments a (and b). A comparison's gives a bool, or a batch's mask. Special rows
+// (switch, cast, identity) have kernels of their own.
 template <scalar_op S>
 struct fn;
-#define XSYM_FN(S, ...)                                          \
+#define XSYM_FN_VALUE(S, ...)                                    \
   template <>                                                    \
   struct fn<scalar_op::S> {                                      \
     template <class X>                                           \
@@ -5235,11 +5468,30 @@ struct fn;
       return __VA_ARGS__;                                        \
     }                                                            \
   };
-XSYM_SCALAR_OPS(XSYM_FN)
+#define XSYM_FN_wrapping XSYM_FN_VALUE
+#define XSYM_FN_any XSYM_FN_VALUE
+#define XSYM_FN_floating XSYM_FN_VALUE
+#define XSYM_FN_comparison(S, ...)                                  \
+  template <>                                                       \
+  struct fn<scalar_op::S> {                                         \
+    template <class X>                                              \
+    static auto apply([[maybe_unused]] X a, [[maybe_unused]] X b) { \
+      return __VA_ARGS__;                                           \
+    }                                                               \
+  };
+#define XSYM_FN_special(S, ...)
+#define XSYM_FN(S, name, arity, infix, family, flops, derivative, ...) XSYM_FN_##family(S, __VA_ARGS__)
+XSYM_OP_TABLE(XSYM_FN)
 #undef XSYM_FN
+#undef XSYM_FN_special
+#undef XSYM_FN_comparison
+#undef XSYM_FN_floating
+#undef XSYM_FN_any
+#undef XSYM_FN_wrapping
+#undef XSYM_FN_VALUE
 
-/// The text of the exp and log helpers and XSYM_KERNEL_HELPERS, and of an op's expression in a and b (null for ops that
-/// are not in XSYM_SCALAR_OPS: comparisons, switch, cast, identity).
+/// The text of the exp and log helpers and XSYM_KERNEL_HELPERS, and of an op's expression in
+/// a and b (null for the special rows: switch, cast, identity).
 inline constexpr const char* vlanes_text = XSYM_STRINGIFY(XSYM_VLANES);
 inline constexpr const char* vexp_generic_text = XSYM_STRINGIFY(XSYM_VEXP_GENERIC);
 inline constexpr const char* vexp_avx512_text = XSYM_STRINGIFY(XSYM_VEXP_AVX512);
@@ -5248,12 +5500,12 @@ inline constexpr const char* vlog_avx512_text = XSYM_STRINGIFY(XSYM_VLOG_AVX512)
 inline constexpr const char* kernel_helpers_text = XSYM_STRINGIFY(XSYM_KERNEL_HELPERS);
 inline const char* op_expression_text(scalar_op s) {
   switch (s) {
-#define XSYM_OP_TEXT(S, ...) \
-  case scalar_op::S: return #__VA_ARGS__;
-    XSYM_SCALAR_OPS(XSYM_OP_TEXT)
+#define XSYM_OP_TEXT(S, name, arity, infix, family, flops, derivative, ...) \
+  case scalar_op::S: return op_family::family == op_family::special ? nullptr : #__VA_ARGS__;
+    XSYM_OP_TABLE(XSYM_OP_TEXT)
 #undef XSYM_OP_TEXT
-    default: return nullptr;
   }
+  return nullptr;
 }
 
 template <scalar_op S>
@@ -5261,12 +5513,7 @@ constexpr bool is_comparison = info(S).comparison;
 
 template <scalar_op S, class T>
 bool compare(T a, T b) {
-  if constexpr (S == scalar_op::gt) return a > b;
-  else if constexpr (S == scalar_op::lt) return a < b;
-  else if constexpr (S == scalar_op::ge) return a >= b;
-  else if constexpr (S == scalar_op::le) return a <= b;
-  else if constexpr (S == scalar_op::eq) return a == b;
-  else return a != b;
+  return fn<S>::apply(a, b);
 }
 
 template <class T>
@@ -5370,17 +5617,18 @@ struct wrapping_fn {
   }
 };
 template <scalar_op S>
-constexpr bool wraps = S == scalar_op::add || S == scalar_op::sub || S == scalar_op::mul || S == scalar_op::neg ||
-                       S == scalar_op::sqr || S == scalar_op::abs;
+constexpr bool wraps = info(S).family == op_family::wrapping;
 
 // The kernel of op S on element type T; null where T has none (arithmetic on bool, a
 // floating-point function of an integer type, which the graph computes in float64).
 template <scalar_op S, class T, bool Simd>
 constexpr kernel_fn typed_kernel() {
-  if constexpr (is_comparison<S>) {
+  if constexpr (info(S).family == op_family::special) {
+    return nullptr;
+  } else if constexpr (is_comparison<S>) {
     return &comparison<S, T>;
   } else {
-    constexpr bool float_only = info(S).float_only || S == scalar_op::sigmoid || S == scalar_op::softplus;
+    constexpr bool float_only = info(S).float_only;
     if constexpr (std::is_same_v<T, bool>) return nullptr;
     else if constexpr (float_only && !std::is_floating_point_v<T>) return nullptr;
     else if constexpr (wraps<S> && std::is_integral_v<T>) return &arith<wrapping_fn<S>, info(S).arity, T, false>;
@@ -5393,15 +5641,12 @@ constexpr kernel_fn typed_kernel() {
 template <class T, bool Simd>
 kernel_fn elementwise_kernel(scalar_op op) {
   switch (op) {
-#define XSYM_CASE(S) \
+#define XSYM_CASE(S, ...) \
   case scalar_op::S: return typed_kernel<scalar_op::S, T, Simd>();
-    XSYM_CASE(add) XSYM_CASE(sub) XSYM_CASE(mul) XSYM_CASE(true_div) XSYM_CASE(neg) XSYM_CASE(pow)
-    XSYM_CASE(sqr) XSYM_CASE(sqrt) XSYM_CASE(exp) XSYM_CASE(log) XSYM_CASE(log1p) XSYM_CASE(expm1)
-    XSYM_CASE(abs) XSYM_CASE(tanh) XSYM_CASE(sigmoid) XSYM_CASE(softplus) XSYM_CASE(maximum)
-    XSYM_CASE(minimum) XSYM_CASE(gt) XSYM_CASE(lt) XSYM_CASE(ge) XSYM_CASE(le) XSYM_CASE(eq) XSYM_CASE(neq)
+    XSYM_OP_TABLE(XSYM_CASE)
 #undef XSYM_CASE
-    default: return nullptr;
   }
+  return nullptr;
 }
 
 /// @brief The CPU-only kernels behind shared sigmoid/softplus (see exp_neg_abs_fn).
@@ -5487,19 +5732,27 @@ inline constexpr const char* nt_store_fallback_text = XSYM_STRINGIFY(XSYM_NT_STO
 using chain_fn = void (*)(void* dst, const void* const* args, unsigned scalar_mask, std::int64_t n,
                           std::uint32_t codes, int links, bool stream);
 inline constexpr int max_chain_links = 7;
-inline constexpr unsigned first_unary_link = 8;
+/// A link's 4-bit code: acc OP b, or b OP acc with link_reversed added, or OP(acc).
+enum chain_link : unsigned {
+  link_add = 0, link_sub = 1, link_mul = 2, link_div = 3,
+  link_reversed = 4,
+  link_neg = 8, link_sqr = 9, link_abs = 10, link_exp = 11, link_log = 12,
+};
+inline constexpr unsigned first_unary_link = link_neg;
+/// The op of each unary link, from link_neg on.
 inline constexpr scalar_op chain_unary_ops[] = {scalar_op::neg, scalar_op::sqr, scalar_op::abs, scalar_op::exp,
                                                 scalar_op::log};
+static_assert(std::size(chain_unary_ops) == link_log - link_neg + 1, "one unary op per unary link code");
 constexpr unsigned chain_link_code(std::uint32_t codes, int k) { return (codes >> (4 * k)) & 15u; }
 
 // A unary link on a value or a batch: the separate kernel's function, so the same bits.
 template <class X>
 X chain_unary(X a, unsigned code) {
   switch (code) {
-    case 8: return fn<scalar_op::neg>::apply(a, a);
-    case 9: return fn<scalar_op::sqr>::apply(a, a);
-    case 10: return fn<scalar_op::abs>::apply(a, a);
-    case 11: return fn<scalar_op::exp>::apply(a, a);
+    case link_neg: return fn<scalar_op::neg>::apply(a, a);
+    case link_sqr: return fn<scalar_op::sqr>::apply(a, a);
+    case link_abs: return fn<scalar_op::abs>::apply(a, a);
+    case link_exp: return fn<scalar_op::exp>::apply(a, a);
     default: return fn<scalar_op::log>::apply(a, a);
   }
 }
@@ -5509,12 +5762,12 @@ X chain_unary(X a, unsigned code) {
 template <class T>
 T chain_link(T acc, T b, unsigned code) {
   switch (code) {
-    case 0: case 4: return acc + b;  // b + acc is acc + b, bitwise
-    case 1: return acc - b;
-    case 5: return b - acc;
-    case 2: case 6: return acc * b;
-    case 3: return acc / b;
-    case 7: return b / acc;
+    case link_add: case link_add + link_reversed: return acc + b;  // b + acc is acc + b, bitwise
+    case link_sub: return acc - b;
+    case link_sub + link_reversed: return b - acc;
+    case link_mul: case link_mul + link_reversed: return acc * b;
+    case link_div: return acc / b;
+    case link_div + link_reversed: return b / acc;
     default: return chain_unary(acc, code);
   }
 }
@@ -5576,7 +5829,7 @@ struct chain_plan {
 
 // exp and log give other bits on a batch than on a scalar; the elements before the first cache
 // line, which chain_loop computes as scalars, would then differ from the separate kernels'.
-inline constexpr unsigned chain_exp_link = 11;  // this code and the next: exp and log
+inline constexpr unsigned chain_exp_link = link_exp;  // this code and the next: exp and log
 inline bool chain_is_exact(std::uint32_t codes, int links) {
   for (int k = 0; k < links; ++k)
     if (chain_link_code(codes, k) >= chain_exp_link) return false;
@@ -5647,11 +5900,11 @@ XSYM_CHAIN_LOOP_ALIGN void chain_loop(const chain_call* calls, int n_chains, std
         else
           for (int u = 0; u < U; ++u) b[u] = B::load_unaligned(p + at + u * w);
         switch (code) {
-          case 0: case 4: for (int u = 0; u < U; ++u) acc[u] = acc[u] + b[u]; break;
-          case 1: for (int u = 0; u < U; ++u) acc[u] = acc[u] - b[u]; break;
-          case 5: for (int u = 0; u < U; ++u) acc[u] = b[u] - acc[u]; break;
-          case 2: case 6: for (int u = 0; u < U; ++u) acc[u] = acc[u] * b[u]; break;
-          case 3: for (int u = 0; u < U; ++u) acc[u] = acc[u] / b[u]; break;
+          case link_add: case link_add + link_reversed: for (int u = 0; u < U; ++u) acc[u] = acc[u] + b[u]; break;
+          case link_sub: for (int u = 0; u < U; ++u) acc[u] = acc[u] - b[u]; break;
+          case link_sub + link_reversed: for (int u = 0; u < U; ++u) acc[u] = b[u] - acc[u]; break;
+          case link_mul: case link_mul + link_reversed: for (int u = 0; u < U; ++u) acc[u] = acc[u] * b[u]; break;
+          case link_div: for (int u = 0; u < U; ++u) acc[u] = acc[u] / b[u]; break;
           default: for (int u = 0; u < U; ++u) acc[u] = b[u] / acc[u]; break;
         }
       }
@@ -5814,10 +6067,10 @@ void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, s
 inline int chain_code(const instruction& ins) {
   if (ins.in_type != ins.out_type || (ins.in_type != dtype::float32 && ins.in_type != dtype::float64)) return -1;
   switch (ins.op) {
-    case scalar_op::add: return 0;
-    case scalar_op::sub: return 1;
-    case scalar_op::mul: return 2;
-    case scalar_op::true_div: return 3;
+    case scalar_op::add: return link_add;
+    case scalar_op::sub: return link_sub;
+    case scalar_op::mul: return link_mul;
+    case scalar_op::true_div: return link_div;
     default: break;
   }
   for (unsigned k = 0; k < std::size(chain_unary_ops); ++k)
@@ -6933,7 +7186,7 @@ inline void fuse_chains(const program& p, std::vector<compiled_step>& steps, con
       } else {
         const bool left = next.args[0] == fused.dst, right = next.args[1] == fused.dst;
         if (left == right) break;  // not read, or read twice (acc * acc)
-        if (right) code += 4;      // b OP acc; for + and * the same as acc OP b, bitwise
+        if (right) code += link_reversed;  // b OP acc; for + and * the same as acc OP b, bitwise
         fused.args[n_args++] = right ? next.args[0] : next.args[1];
       }
       codes |= static_cast<std::uint32_t>(code) << (4 * links);
@@ -7733,7 +7986,7 @@ void use_element_type() {
 // it into a shared library in compiledir, which is kept: a later build of the same programs,
 // in this process or another, loads it without compiling.
 //
-// The generated code applies the ops' own expressions (XSYM_SCALAR_OPS, XSYM_KERNEL_HELPERS in
+// The generated code applies the ops' own expressions (the op table's expressions, XSYM_KERNEL_HELPERS in
 // scalar_kernels.hpp), as text, so it computes what the interpreted steps compute; only the
 // compiler's freedom to contract a * b + c into one fused multiply-add differs.
 
@@ -7814,18 +8067,6 @@ inline std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 146959810393466
 // The C++ spelling of a register in the SIMD loop ("B") or the scalar tail ("T").
 inline std::string reg_name(int r) { return "r" + std::to_string(r); }
 
-inline const char* comparison_text(scalar_op op) {
-  switch (op) {
-    case scalar_op::gt: return ">";
-    case scalar_op::lt: return "<";
-    case scalar_op::ge: return ">=";
-    case scalar_op::le: return "<=";
-    case scalar_op::eq: return "==";
-    case scalar_op::neq: return "!=";
-    default: return nullptr;
-  }
-}
-
 inline const char* shared_kernel_text(int shared) {
   switch (static_cast<shared_exp_kernel>(shared)) {
     case shared_exp_kernel::exp_neg_abs: return "exp_neg_abs_fn::apply";
@@ -7871,11 +8112,11 @@ inline std::string jit_body(const compiled_program& cp, const char* V) {
         }
         static constexpr const char* ops[] = {"+", "-", "*", "/"};
         const std::string& b = a[j++];
-        os << ((code & 4u) ? b + " " + ops[code & 3u] + " " + acc : acc + " " + ops[code & 3u] + " " + b) << ";\n";
+        os << ((code & link_reversed) ? b + " " + ops[code & 3u] + " " + acc : acc + " " + ops[code & 3u] + " " + b) << ";\n";
       }
-    } else if (const char* cmp = comparison_text(st.op); cmp && st.shared < 0) {
+    } else if (info(st.op).comparison && st.shared < 0) {
       if (cp.reg_types[d] != dtype::bool_) return {};
-      os << "    const auto " << reg_name(st.dst) << " = (" << a[0] << " " << cmp << " " << a[1] << ");\n";
+      os << "    const auto " << reg_name(st.dst) << " = f_" << info(st.op).name << "(" << a[0] << ", " << a[1] << ");\n";
       is_bool[d] = 1;
     } else {
       if (cp.reg_types[d] != t) return {};
@@ -7988,11 +8229,11 @@ inline std::string jit_prelude() {
   s += "\n#else\n";
   s += nt_store_fallback_text;
   s += "\n#endif\n";
-  for (int k = 0; k <= static_cast<int>(scalar_op::identity); ++k) {
+  for (int k = 0; k < scalar_op_count; ++k) {
     const auto op = static_cast<scalar_op>(k);
     if (const char* e = op_expression_text(op))
-      s += "template <class X> X f_" + std::string(info(op).name) + "([[maybe_unused]] X a, [[maybe_unused]] X b) { return " +
-           e + "; }\n";
+      s += "template <class X> " + std::string(info(op).comparison ? "auto" : "X") + " f_" + std::string(info(op).name) +
+           "([[maybe_unused]] X a, [[maybe_unused]] X b) { return " + e + "; }\n";
   }
   s += "}  // namespace\n\n";
   return s;
@@ -9079,27 +9320,9 @@ inline std::vector<std::string> register_texts(const program& p) {
   std::vector<scalar_op> last_op(p.reg_types.size(), scalar_op::identity);
   for (int r = 0; r < p.n_inputs; ++r) text[static_cast<std::size_t>(r)] = "i" + std::to_string(r);
   for (const auto& ins : p.code) {
-    const auto inf = info(ins.op);
-    auto arg = [&](int j) { return text[static_cast<std::size_t>(ins.args[j])]; };
-    auto flat = [&](int j) {
-      const std::string& t = arg(j);
-      const bool same = last_op[static_cast<std::size_t>(ins.args[j])] == ins.op &&
-                        (ins.op == scalar_op::add || ins.op == scalar_op::mul) && t.size() > 2;
-      return same ? t.substr(1, t.size() - 2) : t;
-    };
-    std::string t;
-    if (!inf.infix.empty()) t = "(" + flat(0) + " " + std::string(inf.infix) + " " + arg(1) + ")";
-    else if (ins.op == scalar_op::neg) t = "(-" + arg(0) + ")";
-    else if (ins.op == scalar_op::cast) t = "Cast{" + std::string(dtype_name(ins.out_type)) + "}(" + arg(0) + ")";
-    else {
-      std::string f(inf.name);
-      if (inf.comparison)
-        for (auto& ch : f) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-      if (ins.op == scalar_op::switch_) f = "Switch";
-      t = f + "(";
-      for (int j = 0; j < inf.arity; ++j) t += (j ? ", " : "") + arg(j);
-      t += ")";
-    }
+    std::vector<std::string> args;
+    for (int j = 0; j < info(ins.op).arity; ++j) args.push_back(text[static_cast<std::size_t>(ins.args[j])]);
+    const std::string t = composite_term(ins.op, ins.out_type, args, last_op[static_cast<std::size_t>(ins.args[0])]);
     text[static_cast<std::size_t>(ins.dst)] = t;
     last_op[static_cast<std::size_t>(ins.dst)] = ins.op;
   }
@@ -9984,7 +10207,7 @@ class function_runtime {
   monitor_callback m_monitor_pre, m_monitor_post;
   bool m_checked = false;
   bool m_is_reference = false;
-  function_profile m_scope_model;  // compile facts copied into each scope's record
+  std::shared_ptr<const function_facts> m_facts;  // shared by its profile and each scope's record
   std::vector<std::vector<value_info>> m_last_inputs, m_last_outputs;
   std::int64_t m_sample_calls = 0;
   std::uint64_t m_fn_start = 0;
@@ -10133,39 +10356,32 @@ XSYM_COLD_END
 namespace xsym {
 
 XSYM_COLD_BEGIN  // once per function
-// The compile-time facts: always into the model that profile scopes copy, and into the
-// function's own profile when it is profiled.
+// The compile-time facts, once: profile scopes share them with the function's own profile.
 inline void function_runtime::init_profile(const function_options& options, std::vector<rewrite_record> records,
                                            int nodes_before, const double (&seconds)[4]) {
   const bool profiling = profiling_compiled_in && (options.profile.value_or(config.profile.value()) || options.stats);
-  m_scope_model.implementation = m_plan.reference_kernels ? "ref" : "cpu";
-  m_scope_model.device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
-  for (const auto& t : m_thunks) m_scope_model.node_compiled.push_back(t.prog.jit[0] != nullptr);
-  m_scope_model.compiled_library = m_jit.library;
-  m_scope_model.compiled_now = m_jit.compiled > 0;
-  m_scope_model.rewrite_seconds = seconds[1] - seconds[0];
-  m_scope_model.validate_seconds = seconds[2] - seconds[1];
-  m_scope_model.linker_seconds = seconds[3] - seconds[2];
-  m_scope_model.gc = m_plan.gc;
-  m_scope_model.dead_after = m_dead_after;
+  auto facts = std::make_shared<function_facts>();
+  facts->name = m_name;
+  facts->graph = m_graph;
+  facts->implementation = m_plan.reference_kernels ? "ref" : "cpu";
+  facts->device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
+  for (const auto& t : m_thunks) facts->node_compiled.push_back(t.prog.jit[0] != nullptr);
+  facts->compiled_library = m_jit.library;
+  facts->compiled_now = m_jit.compiled > 0;
+  facts->rewrite_seconds = seconds[1] - seconds[0];
+  facts->validate_seconds = seconds[2] - seconds[1];
+  facts->linker_seconds = seconds[3] - seconds[2];
+  facts->rewrites = std::move(records);
+  facts->nodes_before_rewrites = nodes_before;
+  facts->gc = m_plan.gc;
+  facts->dead_after = m_dead_after;
+  facts->memory = config.profile_memory.value();
+  facts->optimizer = config.profile_optimizer.value();
+  m_facts = std::move(facts);
   if (!profiling) return;
   m_stats = options.stats ? options.stats : std::make_shared<profile_stats>(m_name);
-  m_profile = m_stats->add_function(m_name, m_graph);
-  m_profile->implementation = m_scope_model.implementation;
-  m_profile->device_implementation = m_scope_model.device_implementation;
-  m_profile->node_compiled = m_scope_model.node_compiled;
-  m_profile->compiled_library = m_scope_model.compiled_library;
-  m_profile->compiled_now = m_scope_model.compiled_now;
-  m_profile->rewrite_seconds = m_scope_model.rewrite_seconds;
-  m_profile->validate_seconds = m_scope_model.validate_seconds;
-  m_profile->linker_seconds = m_scope_model.linker_seconds;
-  m_profile->rewrites = std::move(records);
-  m_profile->nodes_before_rewrites = nodes_before;
+  m_profile = m_stats->add_function(m_facts);
   m_profile->skip_next_call = config.profiling.ignore_first_call.value();
-  m_profile->gc = m_plan.gc;
-  m_profile->dead_after = m_dead_after;
-  m_profile->memory = config.profile_memory.value();
-  m_profile->optimizer = config.profile_optimizer.value();
 }
 XSYM_COLD_END
 
@@ -10387,7 +10603,7 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     release_after_call();
     throw;
   }
-  const bool memory = m_profile && m_profile->memory;
+  const bool memory = m_profile && m_facts->memory;
   const std::int64_t mem0 = memory ? allocated().current : 0;
   if (memory) reset_peak_memory();
   const auto device_allocated = m_plan.gpu ? detail::device_hooks().allocated : nullptr;
@@ -10473,7 +10689,7 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     ++m_sample_calls;
     if (m_profile) record_call(*m_profile, call_ticks, sample);
     detail::for_each_active_scope([&](profile_scope& scope) {
-      function_profile& p = scope.record_for(this, m_name, m_graph, m_scope_model);
+      function_profile& p = scope.record_for(this, m_facts);
       record_call(p, call_ticks, sample || p.calls == 0);
     });
   }
@@ -11265,36 +11481,6 @@ XSYM_COLD_BEGIN  // exports run once, after profiling
 namespace xsym {
 
 namespace detail {
-inline std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) out += fmt("\\u%04x", c);
-        else out += c;
-    }
-  }
-  return out + "\"";
-}
-
-inline std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  return fmt("%.9g", v);
-}
-
-inline std::string json_value_info(const value_info& v) {
-  std::string s = "{\"dtype\": " + json_string(std::string(dtype_name(v.type))) + ", \"shape\": [";
-  for (int d = 0; d < v.shape.rank; ++d) s += (d ? ", " : "") + std::to_string(v.shape[d]);
-  s += "], \"strides\": [";
-  for (int d = 0; d < v.shape.rank; ++d)
-    s += (d ? ", " : "") + std::to_string(v.strides[static_cast<std::size_t>(d)] * static_cast<std::int64_t>(dtype_size(v.type)));
-  return s + "], \"c_contiguous\": " + (v.c_contiguous ? "true" : "false") + "}";
-}
-
 // Hex colour from white (no time) to red (all of it).
 inline std::string heat(double share) {
   const int g = static_cast<int>(255 * (1.0 - std::clamp(share, 0.0, 1.0)));
@@ -11319,62 +11505,48 @@ inline void write_json(const profile_stats& stats, std::ostream& os) {
   const auto fns = stats.functions();
   for (std::size_t fi = 0; fi < fns.size(); ++fi) {
     const function_profile& f = *fns[fi];
-    const function_graph& g = *f.graph;
-    os << (fi ? "," : "") << "\n    {\n      \"name\": " << json_string(f.name) << ",\n";
+    os << (fi ? "," : "") << "\n    {\n      \"name\": " << json_string(f.name()) << ",\n";
     os << "      \"calls\": " << f.calls << ",\n";
     os << "      \"call_time_s\": " << json_number(f.call_time()) << ",\n";
     os << "      \"fn_time_s\": " << json_number(f.fn_time()) << ",\n";
     os << "      \"thunk_time_s\": " << json_number(f.thunk_time()) << ",\n";
-    os << "      \"compile\": {\"rewrite_s\": " << json_number(f.rewrite_seconds)
-       << ", \"validate_s\": " << json_number(f.validate_seconds) << ", \"linker_s\": " << json_number(f.linker_seconds)
+    os << "      \"compile\": {\"rewrite_s\": " << json_number(f.facts->rewrite_seconds)
+       << ", \"validate_s\": " << json_number(f.facts->validate_seconds) << ", \"linker_s\": " << json_number(f.facts->linker_seconds)
        << "},\n";
-    os << "      \"implementation\": " << json_string(f.implementation) << ",\n";
-    os << "      \"device_implementation\": " << json_string(f.device_implementation) << ",\n";
-    os << "      \"compiled_library\": " << json_string(f.compiled_library) << ",\n";
-    const auto peak = detail::simulate_peak(f, true, f.gc);
+    os << "      \"implementation\": " << json_string(f.facts->implementation) << ",\n";
+    os << "      \"device_implementation\": " << json_string(f.facts->device_implementation) << ",\n";
+    os << "      \"compiled_library\": " << json_string(f.facts->compiled_library) << ",\n";
+    const auto peak = detail::simulate_peak(f, true, f.facts->gc);
     os << "      \"memory\": {\"peak_current_bytes\": " << json_number(peak.first)
-       << ", \"peak_no_inplace_bytes\": " << json_number(detail::simulate_peak(f, false, f.gc).first)
+       << ", \"peak_no_inplace_bytes\": " << json_number(detail::simulate_peak(f, false, f.facts->gc).first)
        << ", \"peak_no_gc_bytes\": " << json_number(detail::simulate_peak(f, true, false).first)
        << ", \"device_peak_current_bytes\": " << json_number(peak.second)
        << ", \"measured_device_peak_bytes\": " << f.measured_device_peak_bytes
        << ", \"measured_peak_bytes\": " << f.measured_peak_bytes << "},\n";
     os << "      \"nodes\": [";
-    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-      const apply_node& n = g.nodes[i];
-      const double t = f.node_time(i);
-      const auto& ins = f.node_inputs[i];
-      const auto& outs = f.node_outputs[i];
-      os << (i ? "," : "") << "\n        {\"id\": " << i << ", \"op\": " << json_string(n.op_name())
-         << ", \"class\": " << json_string(n.class_name()) << ", \"apply\": " << json_string(g.node_text(n))
-         << ", \"implementation\": " << json_string(f.node_implementation(i))
-         << ", \"time_s\": " << json_number(t) << ", \"calls\": " << f.node_calls[i]
-         << ", \"flops\": " << json_number(detail::node_flops(n, ins, outs))
-         << ", \"bytes\": " << json_number(detail::node_bytes(n, ins, outs))
-         << ", \"inplace\": " << (n.fn->is_inplace() ? "true" : "false") << ", \"view\": " << (n.fn->is_view() ? "true" : "false")
-         << ",\n         \"inputs\": [";
-      for (std::size_t k = 0; k < ins.size(); ++k) os << (k ? ", " : "") << detail::json_value_info(ins[k]);
-      os << "],\n         \"outputs\": [";
-      for (std::size_t k = 0; k < outs.size(); ++k) os << (k ? ", " : "") << detail::json_value_info(outs[k]);
-      os << "]";
-      if (n.fn->kind == op_kind::composite) {
-        os << ",\n         \"absorbed\": [";
-        for (std::size_t k = 0; k < n.fn->fused->absorbed.size(); ++k)
-          os << (k ? ", " : "") << json_string(n.fn->fused->absorbed[k]);
-        os << "]";
-      }
-      os << "}";
-    }
+    const auto rows = detail::apply_rows(f, false, nullptr);
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      os << (i ? "," : "") << "\n        " << detail::json_object(detail::apply_columns, rows[i]);
     os << "\n      ],\n      \"rewrites\": [";
-    for (std::size_t r = 0; r < f.rewrites.size(); ++r) {
-      const auto& rw = f.rewrites[r];
+    for (std::size_t r = 0; r < f.facts->rewrites.size(); ++r) {
+      const auto& rw = f.facts->rewrites[r];
       os << (r ? "," : "") << "\n        {\"name\": " << json_string(rw.name) << ", \"time_s\": " << json_number(rw.seconds)
          << ", \"applied\": " << rw.applied << ", \"nodes_before\": " << rw.nodes_before
          << ", \"nodes_after\": " << rw.nodes_after << "}";
     }
     os << "\n      ]\n    }";
   }
-  os << "\n  ],\n  \"regions\": [";
+  os << "\n  ],";
+  // The Class and Ops sections, with user regions, as the text report sums them.
   const auto regions = stats.regions();
+  const auto [classes, ops] = detail::summary_rows(fns, regions);
+  for (const auto* section : {&classes, &ops}) {
+    os << "\n  \"" << (section == &classes ? "classes" : "ops") << "\": [";
+    for (std::size_t i = 0; i < section->size(); ++i)
+      os << (i ? "," : "") << "\n    " << detail::json_object(detail::summary_columns, (*section)[i]);
+    os << "\n  ],";
+  }
+  os << "\n  \"regions\": [";
   for (std::size_t r = 0; r < regions.size(); ++r)
     os << (r ? ", " : "") << "{\"name\": " << json_string(regions[r].first)
        << ", \"time_s\": " << json_number(static_cast<double>(regions[r].second.ticks) * detail::seconds_per_tick())
@@ -11394,11 +11566,11 @@ inline void write_chrome_trace(const profile_stats& stats, std::ostream& os) {
   for (std::size_t fi = 0; fi < fns.size(); ++fi) {
     const function_profile& f = *fns[fi];
     for (const auto& e : f.events) {
-      os << (first ? "\n" : ",\n") << "{\"name\": " << detail::json_string(f.graph->nodes[e.node].op_name())
-         << ", \"cat\": " << detail::json_string(f.name) << ", \"ph\": \"X\", \"pid\": 1, \"tid\": " << e.thread
+      os << (first ? "\n" : ",\n") << "{\"name\": " << detail::json_string(f.facts->graph->nodes[e.node].op_name())
+         << ", \"cat\": " << detail::json_string(f.name()) << ", \"ph\": \"X\", \"pid\": 1, \"tid\": " << e.thread
          << ", \"ts\": " << detail::json_number(static_cast<double>(e.start - origin) * us)
          << ", \"dur\": " << detail::json_number(static_cast<double>(e.duration) * us)
-         << ", \"args\": {\"apply\": " << detail::json_string(f.graph->node_text(static_cast<int>(e.node)))
+         << ", \"args\": {\"apply\": " << detail::json_string(f.facts->graph->node_text(static_cast<int>(e.node)))
          << ", \"id\": " << e.node << "}}";
       first = false;
     }
@@ -11451,8 +11623,8 @@ void write_dot(const F& f, std::ostream& os) {
   const function_profile* prof = nullptr;
   if (const auto& stats = f.runtime()->stats())
     for (const auto& p : stats->functions())
-      if (p->graph.get() == &f.graph()) prof = p.get();
-  write_dot(f.graph(), os, prof);
+      if (p->graph.get() == &f.facts->graph()) prof = p.get();
+  write_dot(f.facts->graph(), os, prof);
 }
 
 }  // namespace xsym

@@ -380,7 +380,7 @@ TEST_CASE("the profile shows the device: GPU ops and classes, the implementation
   // Device bytes are measured too (XSYM_COMPUTE_GPU_MEM_USED=1), in brackets after the simulated ones.
   CHECK_THAT(text, Catch::Matches("[\\s\\S]*GPU: [1-9][0-9]*KB \\([1-9][0-9]*KB\\)[\\s\\S]*"));
   const auto& prof = *stats->functions().front();
-  for (std::size_t i = 0; i < prof.graph->nodes.size(); ++i) CHECK(prof.node_calls[i] == 3);
+  for (std::size_t i = 0; i < prof.graph().nodes.size(); ++i) CHECK(prof.node_calls[i] == 3);
 }
 
 TEST_CASE("device=cuda refuses the host-checking modes with a clear error", "[gpu]") {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -288,4 +289,60 @@ TEST_CASE("a tip names cxx for a fused Composite that takes much of the time", "
                           xsym::profile(small));
   g(xt::xtensor<float, 1>{0.25f, 0.5f}, xt::xtensor<float, 1>{1, 0});
   CHECK(report(*small).find("cxx=g++") == std::string::npos);
+}
+
+TEST_CASE("the JSON export carries the report's columns: Class and Ops sums, per-call rates", "[profile]") {
+  config_guard guard;
+  auto stats = quiet_stats("columns");
+  seeds_example(stats, 5, xsym::optimizer_excluding("fusion:inplace"));
+  std::ostringstream os;
+  xsym::write_json(*stats, os);
+  const auto j = nlohmann::json::parse(os.str());
+  const auto& nodes = j["functions"][0]["nodes"];
+  REQUIRE(nodes.size() == 3);
+  // Each class and op row is the sum of its nodes, as the text report's Class and Ops sections.
+  std::map<std::string, double> class_time, op_time;
+  std::map<std::string, int> op_applies;
+  for (const auto& n : nodes) {
+    class_time[n["class"]] += n["time_s"].get<double>();
+    op_time[n["op"]] += n["time_s"].get<double>();
+    ++op_applies[n["op"]];
+    CHECK(n["time_per_call_s"].get<double>() == Approx(n["time_s"].get<double>() / 5));
+    // Three float64 elements of one each: 1 flop, 24 bytes.
+    CHECK(n["flops"] == 1);
+    CHECK(n["bytes"] == 24);
+    if (n["time_s"].get<double>() > 0) {
+      CHECK(n["gflops_per_s"].get<double>() == Approx(1 / n["time_per_call_s"].get<double>() / 1e9));
+      CHECK(n["gb_per_s"].get<double>() == Approx(24 / n["time_per_call_s"].get<double>() / 1e9));
+    }
+  }
+  REQUIRE(j["classes"].size() == class_time.size());
+  for (const auto& c : j["classes"]) CHECK(c["time_s"].get<double>() == Approx(class_time[c["name"]]));
+  REQUIRE(j["ops"].size() == op_time.size());
+  for (const auto& o : j["ops"]) {
+    CHECK(o["time_s"].get<double>() == Approx(op_time[o["name"]]));
+    CHECK(o["applies"] == op_applies[o["name"]]);
+    CHECK(o["calls"] == 5 * op_applies[o["name"]]);
+  }
+  // The text report's Ops rows show the same names, with the same #apply.
+  const std::string r = report(*stats);
+  CHECK(r.find("      10       2   Elemwise{add,no_inplace}") != std::string::npos);
+}
+
+TEST_CASE("a profile scope shares the function's compile-time facts", "[profile]") {
+  config_guard guard;
+  auto stats = quiet_stats("own");
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("f", xsym::inputs(x), xsym::exp(x) * 2, xsym::profile(stats));
+  const xt::xtensor<double, 1> a = xt::ones<double>({8});
+  xsym::profile_scope scope("scope", false);
+  f(a);
+  const auto own = stats->functions(), scoped = scope.stats().functions();
+  REQUIRE(own.size() == 1);
+  REQUIRE(scoped.size() == 1);
+  CHECK(own[0]->facts == scoped[0]->facts);  // one record of what f is, not a copy per profile
+  CHECK(own[0]->name() == "f");
+  CHECK(&own[0]->graph() == &f.graph());
+  CHECK(own[0]->calls == 1);
+  CHECK(scoped[0]->calls == 1);
 }

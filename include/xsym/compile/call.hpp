@@ -27,7 +27,7 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     release_after_call();
     throw;
   }
-  const bool memory = m_profile && m_profile->memory;
+  const bool memory = m_profile && m_facts->memory;
   const std::int64_t mem0 = memory ? allocated().current : 0;
   if (memory) reset_peak_memory();
   const auto device_allocated = m_plan.gpu ? detail::device_hooks().allocated : nullptr;
@@ -113,7 +113,7 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     ++m_sample_calls;
     if (m_profile) record_call(*m_profile, call_ticks, sample);
     detail::for_each_active_scope([&](profile_scope& scope) {
-      function_profile& p = scope.record_for(this, m_name, m_graph, m_scope_model);
+      function_profile& p = scope.record_for(this, m_facts);
       record_call(p, call_ticks, sample || p.calls == 0);
     });
   }

@@ -156,7 +156,7 @@ class function_runtime {
   monitor_callback m_monitor_pre, m_monitor_post;
   bool m_checked = false;
   bool m_is_reference = false;
-  function_profile m_scope_model;  // compile facts copied into each scope's record
+  std::shared_ptr<const function_facts> m_facts;  // shared by its profile and each scope's record
   std::vector<std::vector<value_info>> m_last_inputs, m_last_outputs;
   std::int64_t m_sample_calls = 0;
   std::uint64_t m_fn_start = 0;

@@ -8,39 +8,32 @@
 namespace xsym {
 
 XSYM_COLD_BEGIN  // once per function
-// The compile-time facts: always into the model that profile scopes copy, and into the
-// function's own profile when it is profiled.
+// The compile-time facts, once: profile scopes share them with the function's own profile.
 inline void function_runtime::init_profile(const function_options& options, std::vector<rewrite_record> records,
                                            int nodes_before, const double (&seconds)[4]) {
   const bool profiling = profiling_compiled_in && (options.profile.value_or(config.profile.value()) || options.stats);
-  m_scope_model.implementation = m_plan.reference_kernels ? "ref" : "cpu";
-  m_scope_model.device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
-  for (const auto& t : m_thunks) m_scope_model.node_compiled.push_back(t.prog.jit[0] != nullptr);
-  m_scope_model.compiled_library = m_jit.library;
-  m_scope_model.compiled_now = m_jit.compiled > 0;
-  m_scope_model.rewrite_seconds = seconds[1] - seconds[0];
-  m_scope_model.validate_seconds = seconds[2] - seconds[1];
-  m_scope_model.linker_seconds = seconds[3] - seconds[2];
-  m_scope_model.gc = m_plan.gc;
-  m_scope_model.dead_after = m_dead_after;
+  auto facts = std::make_shared<function_facts>();
+  facts->name = m_name;
+  facts->graph = m_graph;
+  facts->implementation = m_plan.reference_kernels ? "ref" : "cpu";
+  facts->device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
+  for (const auto& t : m_thunks) facts->node_compiled.push_back(t.prog.jit[0] != nullptr);
+  facts->compiled_library = m_jit.library;
+  facts->compiled_now = m_jit.compiled > 0;
+  facts->rewrite_seconds = seconds[1] - seconds[0];
+  facts->validate_seconds = seconds[2] - seconds[1];
+  facts->linker_seconds = seconds[3] - seconds[2];
+  facts->rewrites = std::move(records);
+  facts->nodes_before_rewrites = nodes_before;
+  facts->gc = m_plan.gc;
+  facts->dead_after = m_dead_after;
+  facts->memory = config.profile_memory.value();
+  facts->optimizer = config.profile_optimizer.value();
+  m_facts = std::move(facts);
   if (!profiling) return;
   m_stats = options.stats ? options.stats : std::make_shared<profile_stats>(m_name);
-  m_profile = m_stats->add_function(m_name, m_graph);
-  m_profile->implementation = m_scope_model.implementation;
-  m_profile->device_implementation = m_scope_model.device_implementation;
-  m_profile->node_compiled = m_scope_model.node_compiled;
-  m_profile->compiled_library = m_scope_model.compiled_library;
-  m_profile->compiled_now = m_scope_model.compiled_now;
-  m_profile->rewrite_seconds = m_scope_model.rewrite_seconds;
-  m_profile->validate_seconds = m_scope_model.validate_seconds;
-  m_profile->linker_seconds = m_scope_model.linker_seconds;
-  m_profile->rewrites = std::move(records);
-  m_profile->nodes_before_rewrites = nodes_before;
+  m_profile = m_stats->add_function(m_facts);
   m_profile->skip_next_call = config.profiling.ignore_first_call.value();
-  m_profile->gc = m_plan.gc;
-  m_profile->dead_after = m_dead_after;
-  m_profile->memory = config.profile_memory.value();
-  m_profile->optimizer = config.profile_optimizer.value();
 }
 XSYM_COLD_END
 

@@ -12,56 +12,44 @@
 
 #include "dtype.hpp"
 #include "ndarray.hpp"
+#include "op_table.hpp"
 #include "../config/cold.hpp"
 
 namespace xsym {
 
-/// @brief The scalar function an Elemwise op applies to every element.
+/// @brief The scalar function an Elemwise op applies to every element (one per row of
+/// expr/op_table.hpp, in its order).
 enum class scalar_op : std::uint8_t {
-  add, sub, mul, true_div, neg, pow, sqr, sqrt, exp, log, log1p, expm1, abs, tanh,
-  sigmoid, softplus, maximum, minimum, gt, lt, ge, le, eq, neq, switch_, cast, identity
+#define XSYM_OP_ID(id, ...) id,
+  XSYM_OP_TABLE(XSYM_OP_ID)
+#undef XSYM_OP_ID
 };
+
+/// @brief How an op treats element types (see expr/op_table.hpp).
+enum class op_family : std::uint8_t { wrapping, any, floating, comparison, special };
 
 struct scalar_op_info {
-  std::string_view name;   // as Theano prints it inside Elemwise{...}
+  std::string_view name;        // as Theano prints it inside Elemwise{...}
   int arity;
-  std::string_view infix;  // non-empty for ops printed infix in a Composite
+  std::string_view infix;       // non-empty for ops printed infix in a Composite
+  op_family family;
+  int flops;                    // per element, for the profile
+  std::string_view expression;  // the row's value text, as the JIT compiles it
+  std::string_view derivative;
   bool comparison;
-  bool float_only;         // computes in floating point (ints are cast to float64 first)
+  bool float_only;              // computes in floating point (ints are cast to float64 first)
 };
 
-constexpr scalar_op_info info(scalar_op op) {
-  switch (op) {
-    case scalar_op::add: return {"add", 2, "+", false, false};
-    case scalar_op::sub: return {"sub", 2, "-", false, false};
-    case scalar_op::mul: return {"mul", 2, "*", false, false};
-    case scalar_op::true_div: return {"true_div", 2, "/", false, true};
-    case scalar_op::neg: return {"neg", 1, "", false, false};
-    case scalar_op::pow: return {"pow", 2, "", false, true};
-    case scalar_op::sqr: return {"sqr", 1, "", false, false};
-    case scalar_op::sqrt: return {"sqrt", 1, "", false, true};
-    case scalar_op::exp: return {"exp", 1, "", false, true};
-    case scalar_op::log: return {"log", 1, "", false, true};
-    case scalar_op::log1p: return {"log1p", 1, "", false, true};
-    case scalar_op::expm1: return {"expm1", 1, "", false, true};
-    case scalar_op::abs: return {"abs_", 1, "", false, false};
-    case scalar_op::tanh: return {"tanh", 1, "", false, true};
-    case scalar_op::sigmoid: return {"scalar_sigmoid", 1, "", false, true};
-    case scalar_op::softplus: return {"scalar_softplus", 1, "", false, true};
-    case scalar_op::maximum: return {"maximum", 2, "", false, false};
-    case scalar_op::minimum: return {"minimum", 2, "", false, false};
-    case scalar_op::gt: return {"gt", 2, "", true, false};
-    case scalar_op::lt: return {"lt", 2, "", true, false};
-    case scalar_op::ge: return {"ge", 2, "", true, false};
-    case scalar_op::le: return {"le", 2, "", true, false};
-    case scalar_op::eq: return {"eq", 2, "", true, false};
-    case scalar_op::neq: return {"neq", 2, "", true, false};
-    case scalar_op::switch_: return {"switch", 3, "", false, false};
-    case scalar_op::cast: return {"cast", 1, "", false, false};
-    case scalar_op::identity: return {"identity", 1, "", false, false};
-  }
-  return {"?", 0, "", false, false};
-}
+inline constexpr scalar_op_info scalar_op_table[] = {
+#define XSYM_OP_INFO(id, name, arity, infix, family, flops, derivative, ...)                              \
+  {name, arity, infix, op_family::family, flops, XSYM_STRINGIFY(__VA_ARGS__), XSYM_STRINGIFY(derivative), \
+   op_family::family == op_family::comparison, op_family::family == op_family::floating},
+    XSYM_OP_TABLE(XSYM_OP_INFO)
+#undef XSYM_OP_INFO
+};
+inline constexpr int scalar_op_count = static_cast<int>(sizeof scalar_op_table / sizeof scalar_op_table[0]);
+
+constexpr const scalar_op_info& info(scalar_op op) { return scalar_op_table[static_cast<int>(op)]; }
 
 /// @brief A reduction's combining function.
 enum class reduce_op : std::uint8_t { sum, prod, max, min, mean };

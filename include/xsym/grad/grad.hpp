@@ -30,8 +30,19 @@ inline var_ptr constant_like(dtype t, double value) { return make_constant(scala
 [[gnu::noinline]] inline var_ptr ew(scalar_op s, const var_ptr& a, const var_ptr& b, const var_ptr& c) {
   return elemwise(s, {a, b, c});
 }
+// The vocabulary of the op table's derivative column (expr/op_table.hpp).
+inline var_ptr add(const var_ptr& a, const var_ptr& b) { return ew(scalar_op::add, a, b); }
+inline var_ptr sub(const var_ptr& a, const var_ptr& b) { return ew(scalar_op::sub, a, b); }
 inline var_ptr mul(const var_ptr& a, const var_ptr& b) { return ew(scalar_op::mul, a, b); }
+inline var_ptr divide(const var_ptr& a, const var_ptr& b) { return ew(scalar_op::true_div, a, b); }
 inline var_ptr neg(const var_ptr& a) { return ew(scalar_op::neg, a); }
+inline var_ptr sw(const var_ptr& cond, const var_ptr& a, const var_ptr& b) { return ew(scalar_op::switch_, cond, a, b); }
+// g to the first input where pick_a holds, to the second elsewhere (maximum, minimum).
+inline std::vector<var_ptr> select_grads(const var_ptr& pick_a, const var_ptr& g, const var_ptr& zero) {
+  return {sw(pick_a, g, zero), sw(pick_a, zero, g)};
+}
+// A cast passes a gradient only between floating-point types.
+inline bool float_to_float(const var_ptr& a, dtype t) { return is_float(a->type) && is_float(t); }
 
 // Sums g over axes, dropping those where g is already broadcastable (always 1): no Sum node
 // for what is only a reshape.
@@ -90,46 +101,14 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
   auto c = [&](double v) { return constant_like(t, v); };
   switch (o.kind) {
     case op_kind::elemwise: {
-      const var_ptr& a = in[0];
+      // The op table's derivative column, in the helpers above.
+      [[maybe_unused]] const var_ptr& a = in[0];
+      [[maybe_unused]] const var_ptr& b = in.size() > 1 ? in[1] : in[0];
       switch (o.scalar) {
-        case scalar_op::add: r = {g, g}; break;
-        case scalar_op::sub: r = {g, neg(g)}; break;
-        case scalar_op::mul: r = {mul(g, in[1]), mul(g, a)}; break;
-        case scalar_op::true_div:
-          r = {ew(scalar_op::true_div, g, in[1]), neg(ew(scalar_op::true_div, mul(g, z), in[1]))};
-          break;
-        case scalar_op::neg: r = {neg(g)}; break;
-        case scalar_op::pow:
-          r = {mul(mul(g, in[1]), ew(scalar_op::pow, a, ew(scalar_op::sub, in[1], c(1)))),
-               mul(mul(g, z), ew(scalar_op::log, a))};
-          break;
-        case scalar_op::sqr: r = {mul(mul(g, c(2)), a)}; break;
-        case scalar_op::sqrt: r = {ew(scalar_op::true_div, mul(g, c(0.5)), z)}; break;
-        case scalar_op::exp: r = {mul(g, z)}; break;
-        case scalar_op::log: r = {ew(scalar_op::true_div, g, a)}; break;
-        case scalar_op::log1p: r = {ew(scalar_op::true_div, g, ew(scalar_op::add, a, c(1)))}; break;
-        case scalar_op::expm1: r = {mul(g, ew(scalar_op::add, z, c(1)))}; break;
-        case scalar_op::abs:  // g * sign(a): 0 at 0, as Theano
-          r = {ew(scalar_op::switch_, ew(scalar_op::lt, a, c(0)), neg(g),
-                  ew(scalar_op::switch_, ew(scalar_op::gt, a, c(0)), g, c(0)))};
-          break;
-        case scalar_op::tanh: r = {mul(g, ew(scalar_op::sub, c(1), ew(scalar_op::sqr, z)))}; break;
-        case scalar_op::sigmoid: r = {mul(mul(g, z), ew(scalar_op::sub, c(1), z))}; break;
-        case scalar_op::softplus: r = {mul(g, ew(scalar_op::sigmoid, a))}; break;
-        case scalar_op::maximum:
-        case scalar_op::minimum: {
-          const var_ptr pick_a = ew(o.scalar == scalar_op::maximum ? scalar_op::ge : scalar_op::le, a, in[1]);
-          r = {ew(scalar_op::switch_, pick_a, g, c(0)), ew(scalar_op::switch_, pick_a, c(0), g)};
-          break;
-        }
-        case scalar_op::switch_:
-          r = {nullptr, ew(scalar_op::switch_, a, g, c(0)), ew(scalar_op::switch_, a, c(0), g)};
-          break;
-        case scalar_op::cast:
-        case scalar_op::identity:
-          if (is_float(a->type) && is_float(t)) r = {cast(g, a->type)};
-          break;
-        default: break;  // comparisons: no gradient
+#define XSYM_GRAD_CASE(S, name, arity, infix, family, flops, derivative, ...) \
+  case scalar_op::S: r = {XSYM_UNPAREN derivative}; break;
+        XSYM_OP_TABLE(XSYM_GRAD_CASE)
+#undef XSYM_GRAD_CASE
       }
       // Undo broadcasting: an input that broadcasts gets the sum over the broadcast dimensions.
       for (std::size_t i = 0; i < r.size(); ++i)

@@ -15,36 +15,6 @@ XSYM_COLD_BEGIN  // exports run once, after profiling
 namespace xsym {
 
 namespace detail {
-inline std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) out += fmt("\\u%04x", c);
-        else out += c;
-    }
-  }
-  return out + "\"";
-}
-
-inline std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  return fmt("%.9g", v);
-}
-
-inline std::string json_value_info(const value_info& v) {
-  std::string s = "{\"dtype\": " + json_string(std::string(dtype_name(v.type))) + ", \"shape\": [";
-  for (int d = 0; d < v.shape.rank; ++d) s += (d ? ", " : "") + std::to_string(v.shape[d]);
-  s += "], \"strides\": [";
-  for (int d = 0; d < v.shape.rank; ++d)
-    s += (d ? ", " : "") + std::to_string(v.strides[static_cast<std::size_t>(d)] * static_cast<std::int64_t>(dtype_size(v.type)));
-  return s + "], \"c_contiguous\": " + (v.c_contiguous ? "true" : "false") + "}";
-}
-
 // Hex colour from white (no time) to red (all of it).
 inline std::string heat(double share) {
   const int g = static_cast<int>(255 * (1.0 - std::clamp(share, 0.0, 1.0)));
@@ -69,62 +39,48 @@ inline void write_json(const profile_stats& stats, std::ostream& os) {
   const auto fns = stats.functions();
   for (std::size_t fi = 0; fi < fns.size(); ++fi) {
     const function_profile& f = *fns[fi];
-    const function_graph& g = *f.graph;
-    os << (fi ? "," : "") << "\n    {\n      \"name\": " << json_string(f.name) << ",\n";
+    os << (fi ? "," : "") << "\n    {\n      \"name\": " << json_string(f.name()) << ",\n";
     os << "      \"calls\": " << f.calls << ",\n";
     os << "      \"call_time_s\": " << json_number(f.call_time()) << ",\n";
     os << "      \"fn_time_s\": " << json_number(f.fn_time()) << ",\n";
     os << "      \"thunk_time_s\": " << json_number(f.thunk_time()) << ",\n";
-    os << "      \"compile\": {\"rewrite_s\": " << json_number(f.rewrite_seconds)
-       << ", \"validate_s\": " << json_number(f.validate_seconds) << ", \"linker_s\": " << json_number(f.linker_seconds)
+    os << "      \"compile\": {\"rewrite_s\": " << json_number(f.facts->rewrite_seconds)
+       << ", \"validate_s\": " << json_number(f.facts->validate_seconds) << ", \"linker_s\": " << json_number(f.facts->linker_seconds)
        << "},\n";
-    os << "      \"implementation\": " << json_string(f.implementation) << ",\n";
-    os << "      \"device_implementation\": " << json_string(f.device_implementation) << ",\n";
-    os << "      \"compiled_library\": " << json_string(f.compiled_library) << ",\n";
-    const auto peak = detail::simulate_peak(f, true, f.gc);
+    os << "      \"implementation\": " << json_string(f.facts->implementation) << ",\n";
+    os << "      \"device_implementation\": " << json_string(f.facts->device_implementation) << ",\n";
+    os << "      \"compiled_library\": " << json_string(f.facts->compiled_library) << ",\n";
+    const auto peak = detail::simulate_peak(f, true, f.facts->gc);
     os << "      \"memory\": {\"peak_current_bytes\": " << json_number(peak.first)
-       << ", \"peak_no_inplace_bytes\": " << json_number(detail::simulate_peak(f, false, f.gc).first)
+       << ", \"peak_no_inplace_bytes\": " << json_number(detail::simulate_peak(f, false, f.facts->gc).first)
        << ", \"peak_no_gc_bytes\": " << json_number(detail::simulate_peak(f, true, false).first)
        << ", \"device_peak_current_bytes\": " << json_number(peak.second)
        << ", \"measured_device_peak_bytes\": " << f.measured_device_peak_bytes
        << ", \"measured_peak_bytes\": " << f.measured_peak_bytes << "},\n";
     os << "      \"nodes\": [";
-    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-      const apply_node& n = g.nodes[i];
-      const double t = f.node_time(i);
-      const auto& ins = f.node_inputs[i];
-      const auto& outs = f.node_outputs[i];
-      os << (i ? "," : "") << "\n        {\"id\": " << i << ", \"op\": " << json_string(n.op_name())
-         << ", \"class\": " << json_string(n.class_name()) << ", \"apply\": " << json_string(g.node_text(n))
-         << ", \"implementation\": " << json_string(f.node_implementation(i))
-         << ", \"time_s\": " << json_number(t) << ", \"calls\": " << f.node_calls[i]
-         << ", \"flops\": " << json_number(detail::node_flops(n, ins, outs))
-         << ", \"bytes\": " << json_number(detail::node_bytes(n, ins, outs))
-         << ", \"inplace\": " << (n.fn->is_inplace() ? "true" : "false") << ", \"view\": " << (n.fn->is_view() ? "true" : "false")
-         << ",\n         \"inputs\": [";
-      for (std::size_t k = 0; k < ins.size(); ++k) os << (k ? ", " : "") << detail::json_value_info(ins[k]);
-      os << "],\n         \"outputs\": [";
-      for (std::size_t k = 0; k < outs.size(); ++k) os << (k ? ", " : "") << detail::json_value_info(outs[k]);
-      os << "]";
-      if (n.fn->kind == op_kind::composite) {
-        os << ",\n         \"absorbed\": [";
-        for (std::size_t k = 0; k < n.fn->fused->absorbed.size(); ++k)
-          os << (k ? ", " : "") << json_string(n.fn->fused->absorbed[k]);
-        os << "]";
-      }
-      os << "}";
-    }
+    const auto rows = detail::apply_rows(f, false, nullptr);
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      os << (i ? "," : "") << "\n        " << detail::json_object(detail::apply_columns, rows[i]);
     os << "\n      ],\n      \"rewrites\": [";
-    for (std::size_t r = 0; r < f.rewrites.size(); ++r) {
-      const auto& rw = f.rewrites[r];
+    for (std::size_t r = 0; r < f.facts->rewrites.size(); ++r) {
+      const auto& rw = f.facts->rewrites[r];
       os << (r ? "," : "") << "\n        {\"name\": " << json_string(rw.name) << ", \"time_s\": " << json_number(rw.seconds)
          << ", \"applied\": " << rw.applied << ", \"nodes_before\": " << rw.nodes_before
          << ", \"nodes_after\": " << rw.nodes_after << "}";
     }
     os << "\n      ]\n    }";
   }
-  os << "\n  ],\n  \"regions\": [";
+  os << "\n  ],";
+  // The Class and Ops sections, with user regions, as the text report sums them.
   const auto regions = stats.regions();
+  const auto [classes, ops] = detail::summary_rows(fns, regions);
+  for (const auto* section : {&classes, &ops}) {
+    os << "\n  \"" << (section == &classes ? "classes" : "ops") << "\": [";
+    for (std::size_t i = 0; i < section->size(); ++i)
+      os << (i ? "," : "") << "\n    " << detail::json_object(detail::summary_columns, (*section)[i]);
+    os << "\n  ],";
+  }
+  os << "\n  \"regions\": [";
   for (std::size_t r = 0; r < regions.size(); ++r)
     os << (r ? ", " : "") << "{\"name\": " << json_string(regions[r].first)
        << ", \"time_s\": " << json_number(static_cast<double>(regions[r].second.ticks) * detail::seconds_per_tick())
@@ -144,11 +100,11 @@ inline void write_chrome_trace(const profile_stats& stats, std::ostream& os) {
   for (std::size_t fi = 0; fi < fns.size(); ++fi) {
     const function_profile& f = *fns[fi];
     for (const auto& e : f.events) {
-      os << (first ? "\n" : ",\n") << "{\"name\": " << detail::json_string(f.graph->nodes[e.node].op_name())
-         << ", \"cat\": " << detail::json_string(f.name) << ", \"ph\": \"X\", \"pid\": 1, \"tid\": " << e.thread
+      os << (first ? "\n" : ",\n") << "{\"name\": " << detail::json_string(f.facts->graph->nodes[e.node].op_name())
+         << ", \"cat\": " << detail::json_string(f.name()) << ", \"ph\": \"X\", \"pid\": 1, \"tid\": " << e.thread
          << ", \"ts\": " << detail::json_number(static_cast<double>(e.start - origin) * us)
          << ", \"dur\": " << detail::json_number(static_cast<double>(e.duration) * us)
-         << ", \"args\": {\"apply\": " << detail::json_string(f.graph->node_text(static_cast<int>(e.node)))
+         << ", \"args\": {\"apply\": " << detail::json_string(f.facts->graph->node_text(static_cast<int>(e.node)))
          << ", \"id\": " << e.node << "}}";
       first = false;
     }
@@ -201,8 +157,8 @@ void write_dot(const F& f, std::ostream& os) {
   const function_profile* prof = nullptr;
   if (const auto& stats = f.runtime()->stats())
     for (const auto& p : stats->functions())
-      if (p->graph.get() == &f.graph()) prof = p.get();
-  write_dot(f.graph(), os, prof);
+      if (p->graph.get() == &f.facts->graph()) prof = p.get();
+  write_dot(f.facts->graph(), os, prof);
 }
 
 }  // namespace xsym

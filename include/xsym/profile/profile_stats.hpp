@@ -30,8 +30,9 @@ struct trace_event {
   std::uint64_t duration;
 };
 
-/// @brief Everything measured about one compiled function: calls, per-Apply times, compile phases.
-struct function_profile {
+/// @brief What a compiled function is, fixed when function() builds it: shared, never written,
+/// by every profile that records the function (its own and each profile scope's).
+struct function_facts {
   std::string name;
   std::shared_ptr<const function_graph> graph;
   std::string implementation = "cpu";  // the profile's <type>: cpu (vectorized), ref (reference)
@@ -39,25 +40,15 @@ struct function_profile {
   std::vector<std::uint8_t> node_compiled;  // per node: runs a kernel cxx compiled (<type> cxx)
   std::string compiled_library;        // the library those kernels are in
   bool compiled_now = false;           // cxx compiled it when the function was built (else it was reused)
-  std::int64_t calls = 0;
-  std::uint64_t call_ticks = 0;        // whole operator(): argument checks, run, results
-  std::uint64_t fn_ticks = 0;          // running the thunks, with the loop around them
-  std::vector<std::uint64_t> node_ticks;
-  std::vector<std::int64_t> node_calls;
   double rewrite_seconds = 0;
   double validate_seconds = 0;
   double linker_seconds = 0;
   std::vector<rewrite_record> rewrites;
   int nodes_before_rewrites = 0;
-  bool skip_next_call = false;  // profiling.ignore_first_call
-  // Shapes seen by each node, sampled on calls 1, 2, 4, 8, ... so sampling costs nothing per call.
-  std::vector<std::vector<value_info>> node_inputs, node_outputs;
   std::vector<std::vector<int>> dead_after;  // slots freed after each node (gc), for the memory profile
   bool gc = true;
   bool memory = false;                 // profile_memory was on
   bool optimizer = false;              // profile_optimizer was on
-  std::int64_t measured_peak_bytes = 0;  // largest growth of the library's allocations during a call
-  std::int64_t measured_device_peak_bytes = -1;  // the same in device memory; -1: not counted
 
   /// @brief The <type> of node i: where and how it ran.
   const std::string& node_implementation(std::size_t i) const {
@@ -67,9 +58,27 @@ struct function_profile {
     return (o.on_gpu || o.kind == op_kind::transfer) && !device_implementation.empty() ? device_implementation
                                                                                         : implementation;
   }
+  double compile_time() const { return rewrite_seconds + validate_seconds + linker_seconds; }
+};
+
+/// @brief What the calls of one function measured, with the facts of the function they ran.
+struct function_profile {
+  std::shared_ptr<const function_facts> facts;
+  std::int64_t calls = 0;
+  std::uint64_t call_ticks = 0;        // whole operator(): argument checks, run, results
+  std::uint64_t fn_ticks = 0;          // running the thunks, with the loop around them
+  std::vector<std::uint64_t> node_ticks;
+  std::vector<std::int64_t> node_calls;
+  bool skip_next_call = false;  // profiling.ignore_first_call
+  // Shapes seen by each node, sampled on calls 1, 2, 4, 8, ... so sampling costs nothing per call.
+  std::vector<std::vector<value_info>> node_inputs, node_outputs;
+  std::int64_t measured_peak_bytes = 0;  // largest growth of the library's allocations during a call
+  std::int64_t measured_device_peak_bytes = -1;  // the same in device memory; -1: not counted
   std::size_t max_trace_events = 0;      // 0: no trace; else events kept (first ones)
   std::vector<trace_event> events;
 
+  const std::string& name() const { return facts->name; }
+  const function_graph& graph() const { return *facts->graph; }
   double call_time() const { return static_cast<double>(call_ticks) * detail::seconds_per_tick(); }
   double fn_time() const { return static_cast<double>(fn_ticks) * detail::seconds_per_tick(); }
   double node_time(std::size_t i) const { return static_cast<double>(node_ticks[i]) * detail::seconds_per_tick(); }
@@ -78,7 +87,6 @@ struct function_profile {
     for (auto n : node_ticks) t += n;
     return static_cast<double>(t) * detail::seconds_per_tick();
   }
-  double compile_time() const { return rewrite_seconds + validate_seconds + linker_seconds; }
 };
 
 /// @brief Profiles of one or more functions, printed together (Theano's ProfileStats).
@@ -92,15 +100,15 @@ class profile_stats {
   bool print_at_exit() const { return m_print_at_exit; }
 
   /// @brief Registers a function; the returned record is updated by that function's calls.
-  std::shared_ptr<function_profile> add_function(std::string name, std::shared_ptr<const function_graph> g) {
+  std::shared_ptr<function_profile> add_function(std::shared_ptr<const function_facts> facts) {
     auto p = std::make_shared<function_profile>();
     p->max_trace_events = m_trace_events;
-    p->name = std::move(name);
-    p->node_ticks.assign(g->nodes.size(), 0);
-    p->node_calls.assign(g->nodes.size(), 0);
-    p->node_inputs.assign(g->nodes.size(), {});
-    p->node_outputs.assign(g->nodes.size(), {});
-    p->graph = std::move(g);
+    const std::size_t n = facts->graph->nodes.size();
+    p->node_ticks.assign(n, 0);
+    p->node_calls.assign(n, 0);
+    p->node_inputs.assign(n, {});
+    p->node_outputs.assign(n, {});
+    p->facts = std::move(facts);
     std::lock_guard lock(m_mutex);
     m_functions.push_back(p);
     return p;

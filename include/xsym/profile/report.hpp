@@ -10,8 +10,7 @@
 #include <vector>
 
 #include "../config/config.hpp"
-#include "profile_stats.hpp"
-#include "roofline.hpp"
+#include "columns.hpp"
 #include "../config/cold.hpp"
 
 XSYM_COLD_BEGIN  // reports are printed, not per call
@@ -28,20 +27,6 @@ struct report_limits {
 };
 
 namespace detail {
-inline std::string fmt(const char* f, auto... args) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf, f, args...);
-  return buf;
-}
-
-struct row {
-  std::string key;
-  std::string type;
-  double time = 0;
-  std::int64_t calls = 0;
-  int applies = 0;
-};
-
 // Reorders `items` from the largest key to the smallest, ties kept in their order. Every table
 // sorts indices with this one comparator: a stable_sort of each row type was 48 KB of code, and
 // about a second of compile time, in every program that includes xsym.
@@ -63,18 +48,18 @@ void sort_descending(std::vector<T>& items, Key key) {
   items = std::move(sorted);
 }
 
-// Rows sorted by time, printed with running percentages and cut at `limit`.
-inline void print_rows(std::ostream& os, std::vector<row> rows, double total, std::int64_t limit, const char* what) {
-  sort_descending(rows, [](const row& r) { return r.time; });
+// Class or Ops rows sorted by time, printed with running percentages and cut at `limit`.
+inline void print_summary_rows(std::ostream& os, std::vector<summary_row> rows, double total, std::int64_t limit,
+                               const char* what) {
+  sort_descending(rows, [](const summary_row& r) { return r.time; });
   double cum = 0;
   std::size_t shown = 0;
-  for (const row& r : rows) {
+  for (summary_row& r : rows) {
     if (static_cast<std::int64_t>(shown) >= limit) break;
-    const double pct = total > 0 ? 100.0 * r.time / total : 0.0;
-    cum += pct;
-    os << fmt("  %5.1f%%   %5.1f%%      %6.3fs       %.2es     %-4s %6lld  %6d   %s\n", pct, cum, r.time,
-              r.calls ? r.time / static_cast<double>(r.calls) : 0.0, r.type.c_str(), static_cast<long long>(r.calls),
-              r.applies, r.key.c_str());
+    r.share = total > 0 ? 100.0 * r.time / total : 0.0;
+    cum += r.share;
+    r.cumulative = cum;
+    os << text_line(summary_columns, r, false);
     ++shown;
   }
   double rest = 0;
@@ -82,13 +67,6 @@ inline void print_rows(std::ostream& os, std::vector<row> rows, double total, st
   os << fmt("   ... (remaining %zu %s account for %6.2f%%(%.2fs) of the runtime)\n", rows.size() - shown, what,
             total > 0 ? 100.0 * rest / total : 0.0, rest);
 }
-struct apply_row {
-  std::string key;
-  double time = 0;
-  std::int64_t calls = 0;
-  const function_profile* fn = nullptr;
-  std::size_t node = 0;
-};
 
 inline std::string describe(const value_info& v) {
   std::string strides = "c";
@@ -101,39 +79,12 @@ inline std::string describe(const value_info& v) {
   return "dtype=" + std::string(dtype_name(v.type)) + ", shape=" + to_string(v.shape) + ", strides=" + strides;
 }
 
-// Floating-point operations of one call, from the shapes it saw (0 where unknown).
-inline double node_flops(const apply_node& n, const std::vector<value_info>& ins, const std::vector<value_info>& outs) {
-  if (ins.empty() || outs.empty()) return 0;
-  const double out = static_cast<double>(outs[0].shape.size());
-  switch (n.fn->kind) {
-    case op_kind::elemwise: return n.fn->scalar == scalar_op::cast ? 0 : out;
-    case op_kind::composite: return out * static_cast<double>(n.fn->fused->code.size());
-    case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
-    case op_kind::gemv: return 2.0 * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape.size());
-    case op_kind::dot22: return 2.0 * out * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape[1]);
-    case op_kind::dot:
-      return ins[0].shape.rank == 2 && ins[1].shape.rank == 2 ? 2.0 * out * static_cast<double>(ins[0].shape[1])
-                                                              : 2.0 * static_cast<double>(std::max(ins[0].shape.size(), ins[1].shape.size()));
-    default: return 0;
-  }
-}
-
-// Bytes a node must read and write at least once: its inputs and outputs (none for views
-// and shape queries, which move no data).
-inline double node_bytes(const apply_node& n, const std::vector<value_info>& ins, const std::vector<value_info>& outs) {
-  if (n.fn->is_view() || n.fn->kind == op_kind::shape_prod) return 0;
-  double b = 0;
-  for (const auto& v : ins) b += static_cast<double>(v.nbytes());
-  for (const auto& v : outs) b += static_cast<double>(v.nbytes());
-  return b;
-}
-
 inline std::string kb(double bytes) { return fmt("%.0fKB", std::ceil(bytes / 1024.0)); }
 
 // Peak bytes of node outputs alive at once, replaying the node order: with gc, without in-place.
 // Returns {host peak, device peak}.
 inline std::pair<double, double> simulate_peak(const function_profile& f, bool inplace, bool gc) {
-  const function_graph& g = *f.graph;
+  const function_graph& g = *f.facts->graph;
   std::vector<double> created(g.slots.size(), 0);
   double cur[2] = {0, 0}, peak[2] = {0, 0};
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
@@ -145,8 +96,8 @@ inline std::pair<double, double> simulate_peak(const function_profile& f, bool i
       cur[g.slots[s].on_device] += created[s];
     }
     for (int d : {0, 1}) peak[d] = std::max(peak[d], cur[d]);
-    if (gc && i < f.dead_after.size())
-      for (int s : f.dead_after[i]) cur[g.slots[static_cast<std::size_t>(s)].on_device] -= created[static_cast<std::size_t>(s)];
+    if (gc && i < f.facts->dead_after.size())
+      for (int s : f.facts->dead_after[i]) cur[g.slots[static_cast<std::size_t>(s)].on_device] -= created[static_cast<std::size_t>(s)];
   }
   return {peak[0], peak[1]};
 }
@@ -179,10 +130,10 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
     call_t += f->call_time();
     fn_t += f->fn_time();
     thunk_t += f->thunk_time();
-    rewrite_t += f->rewrite_seconds;
-    validate_t += f->validate_seconds;
-    link_t += f->linker_seconds;
-    n_nodes += f->graph->nodes.size();
+    rewrite_t += f->facts->rewrite_seconds;
+    validate_t += f->facts->validate_seconds;
+    link_t += f->facts->linker_seconds;
+    n_nodes += f->facts->graph->nodes.size();
   }
   auto pct = [&](double x) { return call_t > 0 ? 100.0 * x / call_t : 0.0; };
   os << "Function profiling\n==================\n";
@@ -198,9 +149,9 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
   os << fmt("       xsym validate time: %es\n", validate_t);
   os << fmt("    xsym Linker time (kernel binding and buffer planning): %es\n", link_t);
   for (const auto& f : fns)
-    if (!f->compiled_library.empty())
-      os << "      cxx kernels of " << f->name << ": " << f->compiled_library
-         << (f->compiled_now ? " (compiled now)\n" : " (reused)\n");
+    if (!f->facts->compiled_library.empty())
+      os << "      cxx kernels of " << f->name() << ": " << f->facts->compiled_library
+         << (f->facts->compiled_now ? " (compiled now)\n" : " (reused)\n");
   os << "\n";
   double region_t = 0;
   for (const auto& [name, r] : regions) region_t += static_cast<double>(r.ticks) * detail::seconds_per_tick();
@@ -209,93 +160,37 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
     os << "No execution time accumulated: the function was not called while profiled.\n\n";
     return;
   }
-  std::map<std::string, detail::row> by_class, by_op;
-  std::vector<detail::apply_row> applies;
-  for (const auto& f : fns) {
-    const function_graph& g = *f->graph;
-    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-      const apply_node& n = g.nodes[i];
-      const double t = f->node_time(i);
-      for (auto* m : {&by_class, &by_op}) {
-        auto& r = (*m)[m == &by_class ? n.class_name() : n.op_name()];
-        r.key = m == &by_class ? n.class_name() : n.op_name();
-        // A class or op whose nodes ran two ways lists both ("cpu/cxx").
-        const std::string& impl = f->node_implementation(i);
-        if (r.type.empty()) r.type = impl;
-        else if (("/" + r.type + "/").find("/" + impl + "/") == std::string::npos) r.type += "/" + impl;
-        r.time += t;
-        r.calls += f->node_calls[i];
-        r.applies += 1;
-      }
-      detail::apply_row r;
-      r.key = fns.size() > 1 ? f->name + ": " + g.node_text(n) : g.node_text(n);
-      r.time = t;
-      r.calls = f->node_calls[i];
-      r.fn = f.get();
-      r.node = i;
-      applies.push_back(std::move(r));
-    }
-  }
-  for (const auto& [name, reg] : regions) {
-    const double t = static_cast<double>(reg.ticks) * detail::seconds_per_tick();
-    auto& c = by_class["xsym::UserRegion"];
-    c.key = "xsym::UserRegion";
-    c.type = "user";
-    c.time += t;
-    c.calls += reg.calls;
-    c.applies += 1;
-    auto& o = by_op[name];
-    o.key = name;
-    o.type = "user";
-    o.time += t;
-    o.calls += reg.calls;
-    o.applies = 1;
-  }
+  auto [classes, ops] = detail::summary_rows(fns, regions);
   thunk_t += region_t;  // percentages are of everything timed: nodes and user regions
-  auto values = [](const std::map<std::string, detail::row>& m) {
-    std::vector<detail::row> v;
-    for (const auto& [k, r] : m) v.push_back(r);
-    return v;
-  };
-  os << "Class\n---\n<% time> <sum %> <apply time> <time per call> <type> <#call> <#apply> <Class name>\n";
-  detail::print_rows(os, values(by_class), thunk_t, lim.n_ops, "Classes");
-  os << "\nOps\n---\n<% time> <sum %> <apply time> <time per call> <type> <#call> <#apply> <Op name>\n";
-  detail::print_rows(os, values(by_op), thunk_t, lim.n_ops, "Ops");
+  os << "Class\n---\n" << detail::header_line(detail::summary_columns, false, "Class");
+  detail::print_summary_rows(os, std::move(classes), thunk_t, lim.n_ops, "Classes");
+  os << "\nOps\n---\n" << detail::header_line(detail::summary_columns, false, "Op");
+  detail::print_summary_rows(os, std::move(ops), thunk_t, lim.n_ops, "Ops");
   bool roof = false;
   try {
     roof = config.profiling.roofline.value();
   } catch (const std::exception&) {
   }
   const machine_limits limits = roof ? roofline() : machine_limits{};
-  os << "\nApply\n------\n<% time> <sum %> <apply time> <time per call> <#call> <id> <Mflops> <Gflops/s> <GB/s>"
-     << (roof ? " <%BW> <%peak>" : "") << " <Apply name>\n";
+  std::vector<detail::apply_row> applies;
+  for (const auto& f : fns) {
+    auto rows = detail::apply_rows(*f, fns.size() > 1, &limits);
+    applies.insert(applies.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
+  }
+  os << "\nApply\n------\n" << detail::header_line(detail::apply_columns, roof);
   detail::sort_descending(applies, [](const auto& a) { return a.time; });
   double cum = 0;
   std::size_t shown = 0;
-  for (const auto& r : applies) {
+  for (auto& r : applies) {
     if (static_cast<std::int64_t>(shown) >= lim.n_apply) break;
-    const double p = thunk_t > 0 ? 100.0 * r.time / thunk_t : 0.0;
-    cum += p;
-    const double per_call = r.calls ? r.time / static_cast<double>(r.calls) : 0.0;
+    r.share = thunk_t > 0 ? 100.0 * r.time / thunk_t : 0.0;
+    cum += r.share;
+    r.cumulative = cum;
+    os << detail::text_line(detail::apply_columns, r, roof);
     const function_profile& f = *r.fn;
     const auto& ins = f.node_inputs[r.node];
     const auto& outs = f.node_outputs[r.node];
-    const double flops = detail::node_flops(f.graph->nodes[r.node], ins, outs);
-    const double bytes = detail::node_bytes(f.graph->nodes[r.node], ins, outs);
-    const std::string mflops = flops > 0 ? fmt("%8.3f", flops / 1e6) : std::string(8, ' ');
-    const std::string gflops = flops > 0 && per_call > 0 ? fmt("%9.2f", flops / per_call / 1e9) : std::string(9, ' ');
-    const std::string gbs = bytes > 0 && per_call > 0 ? fmt("%7.2f", bytes / per_call / 1e9) : std::string(7, ' ');
-    std::string roof_cols;
-    if (roof) {
-      // Share of this machine's bandwidth and peak: near 100% means the node is at its limit.
-      const double bw = bytes > 0 && per_call > 0 ? 100.0 * bytes / per_call / limits.bandwidth_for(bytes) : -1;
-      const double pk = flops > 0 && per_call > 0 ? 100.0 * flops / per_call / limits.peak_flops : -1;
-      roof_cols = (bw >= 0 ? fmt(" %5.1f%%", bw) : std::string(7, ' ')) + (pk >= 0 ? fmt(" %6.1f%%", pk) : std::string(8, ' '));
-    }
-    os << fmt("  %5.1f%%   %5.1f%%      %6.3fs       %.2es   %6lld %5zu %s %s %s%s  %s\n", p, cum, r.time, per_call,
-              static_cast<long long>(r.calls), r.node, mflops.c_str(), gflops.c_str(), gbs.c_str(), roof_cols.c_str(),
-              r.key.c_str());
-    const apply_node& node = f.graph->nodes[r.node];
+    const apply_node& node = r.apply();
     if (node.fn->kind == op_kind::composite) {
       // Map a fused node back to the user's code: its full text and the ops it absorbed.
       os << "    composite: " << node.fn->fused->text << "\n    absorbed:";
@@ -322,10 +217,10 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
               limits.llc_bytes / 1048576, limits.bandwidth / 1e9, limits.peak_flops / 1e9);
   os << "\n";
   bool memory = false;
-  for (const auto& f : fns) memory |= f->memory;
+  for (const auto& f : fns) memory |= f->facts->memory;
   if (memory) print_memory_profile(os, fns);
   bool optimizer = false;
-  for (const auto& f : fns) optimizer |= f->optimizer;
+  for (const auto& f : fns) optimizer |= f->facts->optimizer;
   if (optimizer) print_optimizer_profile(os, fns);
   print_tips(os, fns);
 }
@@ -339,8 +234,8 @@ inline void print_memory_profile(std::ostream& os, const std::vector<std::shared
     a = {std::max(a.first, b.first), std::max(a.second, b.second)};
   };
   for (const auto& f : fns) {
-    take_max(current, detail::simulate_peak(*f, true, f->gc));
-    take_max(no_inplace, detail::simulate_peak(*f, false, f->gc));
+    take_max(current, detail::simulate_peak(*f, true, f->facts->gc));
+    take_max(no_inplace, detail::simulate_peak(*f, false, f->facts->gc));
     take_max(no_gc, detail::simulate_peak(*f, true, false));
     measured = std::max(measured, static_cast<double>(f->measured_peak_bytes));
     measured_device = std::max(measured_device, static_cast<double>(f->measured_device_peak_bytes));
@@ -369,7 +264,7 @@ inline void print_memory_profile(std::ostream& os, const std::vector<std::shared
   std::vector<entry> entries;
   std::int64_t total = 0;
   for (const auto& f : fns) {
-    const function_graph& g = *f->graph;
+    const function_graph& g = *f->facts->graph;
     for (std::size_t i = 0; i < g.nodes.size(); ++i) {
       const apply_node& n = g.nodes[i];
       std::int64_t bytes = 0;
@@ -410,11 +305,11 @@ inline void print_optimizer_profile(std::ostream& os, const std::vector<std::sha
   os << "Optimizer Profile\n-----------------\n";
   for (const auto& f : fns) {
     double total = 0;
-    for (const auto& r : f->rewrites) total += r.seconds;
-    os << fmt(" Function '%s': %zu rewrites in %.6es, Apply nodes %d -> %zu\n", f->name.c_str(), f->rewrites.size(), total,
-              f->nodes_before_rewrites, f->graph->nodes.size());
+    for (const auto& r : f->facts->rewrites) total += r.seconds;
+    os << fmt(" Function '%s': %zu rewrites in %.6es, Apply nodes %d -> %zu\n", f->name().c_str(), f->facts->rewrites.size(), total,
+              f->facts->nodes_before_rewrites, f->facts->graph->nodes.size());
     os << "    <time> <% of rewrite time> <#applied> <nodes before> <nodes after> <rewrite>\n";
-    for (const auto& r : f->rewrites) {
+    for (const auto& r : f->facts->rewrites) {
       os << fmt("    %.3es  %5.1f%%  %6d  %6d  %6d  %s\n", r.seconds, total > 0 ? 100.0 * r.seconds / total : 0.0, r.applied,
                 r.nodes_before, r.nodes_after, r.name.c_str());
       for (const auto& note : r.notes) os << "        " << note << "\n";
@@ -429,7 +324,7 @@ inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<funct
     if (std::find(tips.begin(), tips.end(), t) == tips.end()) tips.push_back(std::move(t));
   };
   for (const auto& f : fns) {
-    const function_graph& g = *f->graph;
+    const function_graph& g = *f->facts->graph;
     const double thunk_time = f->thunk_time();
     for (const auto& n : g.nodes) {
       // A fused program of several ops, run as one precompiled kernel per op over arrays of a
@@ -438,7 +333,7 @@ inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<funct
       const auto i = static_cast<std::size_t>(n.id);
       const bool large = i < f->node_outputs.size() && !f->node_outputs[i].empty() &&
                          f->node_outputs[i][0].shape.size() >= 1000;
-      if (n.fn->kind == op_kind::composite && !n.fn->on_gpu && f->node_implementation(i) == "cpu" &&
+      if (n.fn->kind == op_kind::composite && !n.fn->on_gpu && f->facts->node_implementation(i) == "cpu" &&
           n.fn->fused->code.size() >= 2 && large && thunk_time > 0 && f->node_time(i) >= 0.1 * thunk_time)
         add("A fused Composite runs one precompiled kernel per op and takes " +
             std::to_string(static_cast<int>(100 * f->node_time(i) / thunk_time + 0.5)) +
@@ -492,10 +387,10 @@ XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stat
     side r;
     for (const auto& f : s.functions()) {
       r.calls = std::max(r.calls, f->calls);
-      for (std::size_t i = 0; i < f->graph->nodes.size(); ++i) {
+      for (std::size_t i = 0; i < f->facts->graph->nodes.size(); ++i) {
         const double t = f->calls ? f->node_time(i) / static_cast<double>(f->calls) : 0.0;
-        r.ops[f->graph->nodes[i].op_name()] += t;
-        r.applies[f->name + ": " + f->graph->node_text(f->graph->nodes[i])] += t;
+        r.ops[f->facts->graph->nodes[i].op_name()] += t;
+        r.applies[f->name() + ": " + f->facts->graph->node_text(f->facts->graph->nodes[i])] += t;
         r.total += t;
       }
     }
@@ -534,7 +429,7 @@ inline void profile_stats::print_diff_summary(std::ostream& os, const profile_st
 inline void profile_stats::print_summary(std::ostream& os) const {
   const auto fns = functions();
   std::string message = m_message;
-  if (message.empty() && fns.size() == 1) message = fns.front()->name;
+  if (message.empty() && fns.size() == 1) message = fns.front()->name();
   print_profile(os, message, fns, report_limits::from_config(), regions());
 }
 

@@ -59,23 +59,10 @@ class profile_scope {
   const std::shared_ptr<profile_stats>& shared_stats() const { return m_stats; }
 
   /// @brief The scope's record for one function (made on its first call inside the scope).
-  function_profile& record_for(const void* key, const std::string& name, const std::shared_ptr<const function_graph>& g,
-                               const function_profile& model) {
+  function_profile& record_for(const void* key, const std::shared_ptr<const function_facts>& facts) {
     std::lock_guard lock(m_mutex);
     auto& rec = m_records[key];
-    if (!rec) {
-      rec = m_stats->add_function(name, g);
-      rec->implementation = model.implementation;
-      rec->device_implementation = model.device_implementation;
-      rec->node_compiled = model.node_compiled;
-      rec->compiled_library = model.compiled_library;
-      rec->compiled_now = model.compiled_now;
-      rec->rewrite_seconds = model.rewrite_seconds;
-      rec->validate_seconds = model.validate_seconds;
-      rec->linker_seconds = model.linker_seconds;
-      rec->gc = model.gc;
-      rec->dead_after = model.dead_after;
-    }
+    if (!rec) rec = m_stats->add_function(facts);
     return *rec;
   }
 

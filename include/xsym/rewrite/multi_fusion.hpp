@@ -23,27 +23,9 @@ inline std::vector<std::string> register_texts(const program& p) {
   std::vector<scalar_op> last_op(p.reg_types.size(), scalar_op::identity);
   for (int r = 0; r < p.n_inputs; ++r) text[static_cast<std::size_t>(r)] = "i" + std::to_string(r);
   for (const auto& ins : p.code) {
-    const auto inf = info(ins.op);
-    auto arg = [&](int j) { return text[static_cast<std::size_t>(ins.args[j])]; };
-    auto flat = [&](int j) {
-      const std::string& t = arg(j);
-      const bool same = last_op[static_cast<std::size_t>(ins.args[j])] == ins.op &&
-                        (ins.op == scalar_op::add || ins.op == scalar_op::mul) && t.size() > 2;
-      return same ? t.substr(1, t.size() - 2) : t;
-    };
-    std::string t;
-    if (!inf.infix.empty()) t = "(" + flat(0) + " " + std::string(inf.infix) + " " + arg(1) + ")";
-    else if (ins.op == scalar_op::neg) t = "(-" + arg(0) + ")";
-    else if (ins.op == scalar_op::cast) t = "Cast{" + std::string(dtype_name(ins.out_type)) + "}(" + arg(0) + ")";
-    else {
-      std::string f(inf.name);
-      if (inf.comparison)
-        for (auto& ch : f) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-      if (ins.op == scalar_op::switch_) f = "Switch";
-      t = f + "(";
-      for (int j = 0; j < inf.arity; ++j) t += (j ? ", " : "") + arg(j);
-      t += ")";
-    }
+    std::vector<std::string> args;
+    for (int j = 0; j < info(ins.op).arity; ++j) args.push_back(text[static_cast<std::size_t>(ins.args[j])]);
+    const std::string t = composite_term(ins.op, ins.out_type, args, last_op[static_cast<std::size_t>(ins.args[0])]);
     text[static_cast<std::size_t>(ins.dst)] = t;
     last_op[static_cast<std::size_t>(ins.dst)] = ins.op;
   }

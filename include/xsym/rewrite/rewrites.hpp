@@ -4,6 +4,7 @@
 // Graph rewrites run when a function is built. compile/pipeline.hpp lists them as rows (name,
 // tags, position), so flags such as optimizer_excluding=fusion:inplace choose among them.
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -36,6 +37,27 @@ namespace detail {
 using rebuild_map = std::unordered_map<std::uint64_t, var_ptr>;
 
 // Every apply variable reachable from roots, inputs before users.
+// One step of a Composite's text, as Theano prints it: infix ops in parentheses, with
+// (a + b) + c as (a + b + c); neg as (-a); Cast{type}(a); comparisons upper-cased; Switch.
+// first_op is the op whose text args[0] is (identity for an input).
+inline std::string composite_term(scalar_op op, dtype out_type, const std::vector<std::string>& args, scalar_op first_op) {
+  const auto& inf = info(op);
+  if (!inf.infix.empty()) {
+    const std::string& a = args[0];
+    const bool flat = first_op == op && (op == scalar_op::add || op == scalar_op::mul) && a.size() > 2;
+    return "(" + (flat ? a.substr(1, a.size() - 2) : a) + " " + std::string(inf.infix) + " " + args[1] + ")";
+  }
+  if (op == scalar_op::neg) return "(-" + args[0] + ")";
+  if (op == scalar_op::cast) return "Cast{" + std::string(dtype_name(out_type)) + "}(" + args[0] + ")";
+  std::string t(inf.name);
+  if (inf.comparison)
+    for (auto& ch : t) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (op == scalar_op::switch_) t = "Switch";
+  t += "(";
+  for (std::size_t j = 0; j < args.size(); ++j) t += (j ? ", " : "") + args[j];
+  return t + ")";
+}
+
 inline std::vector<var_ptr> topo_order(const std::vector<var_ptr>& roots) {
   std::vector<var_ptr> order;
   std::unordered_map<std::uint64_t, int> state;  // 1 = visiting, 2 = done
@@ -215,29 +237,9 @@ var_ptr fuse_tree(const var_ptr& v, std::unordered_map<std::uint64_t, int>& user
     prog->reg_types.push_back(x->type);
     prog->code.push_back(ins);
     prog->absorbed.push_back(o.name());
-    const auto inf = info(o.scalar);
-    auto inner = [&](const emitted& e) {
-      // (a + b) + c prints as (a + b + c), as Theano does for associative ops.
-      if (e.op == o.scalar && (o.scalar == scalar_op::add || o.scalar == scalar_op::mul) && e.text.size() > 2)
-        return e.text.substr(1, e.text.size() - 2);
-      return e.text;
-    };
-    std::string text;
-    if (!inf.infix.empty()) {
-      text = "(" + inner(args[0]) + " " + std::string(inf.infix) + " " + args[1].text + ")";
-    } else if (o.scalar == scalar_op::neg) {
-      text = "(-" + args[0].text + ")";
-    } else if (o.scalar == scalar_op::cast) {
-      text = "Cast{" + std::string(dtype_name(o.cast_to)) + "}(" + args[0].text + ")";
-    } else {
-      std::string fname(inf.name);
-      if (inf.comparison)
-        for (auto& ch : fname) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-      if (o.scalar == scalar_op::switch_) fname = "Switch";
-      text = fname + "(";
-      for (std::size_t j = 0; j < args.size(); ++j) text += (j ? ", " : "") + args[j].text;
-      text += ")";
-    }
+    std::vector<std::string> texts;
+    for (const auto& e : args) texts.push_back(e.text);
+    const std::string text = composite_term(o.scalar, x->type, texts, args.empty() ? scalar_op::identity : args[0].op);
     return {ins.dst, text, o.scalar};
   };
   const emitted top = emit(v, true);

@@ -303,7 +303,7 @@ inline void fuse_chains(const program& p, std::vector<compiled_step>& steps, con
       } else {
         const bool left = next.args[0] == fused.dst, right = next.args[1] == fused.dst;
         if (left == right) break;  // not read, or read twice (acc * acc)
-        if (right) code += 4;      // b OP acc; for + and * the same as acc OP b, bitwise
+        if (right) code += link_reversed;  // b OP acc; for + and * the same as acc OP b, bitwise
         fused.args[n_args++] = right ? next.args[0] : next.args[1];
       }
       codes |= static_cast<std::uint32_t>(code) << (4 * links);

@@ -7,7 +7,7 @@
 // it into a shared library in compiledir, which is kept: a later build of the same programs,
 // in this process or another, loads it without compiling.
 //
-// The generated code applies the ops' own expressions (XSYM_SCALAR_OPS, XSYM_KERNEL_HELPERS in
+// The generated code applies the ops' own expressions (the op table's expressions, XSYM_KERNEL_HELPERS in
 // scalar_kernels.hpp), as text, so it computes what the interpreted steps compute; only the
 // compiler's freedom to contract a * b + c into one fused multiply-add differs.
 
@@ -91,18 +91,6 @@ inline std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 146959810393466
 // The C++ spelling of a register in the SIMD loop ("B") or the scalar tail ("T").
 inline std::string reg_name(int r) { return "r" + std::to_string(r); }
 
-inline const char* comparison_text(scalar_op op) {
-  switch (op) {
-    case scalar_op::gt: return ">";
-    case scalar_op::lt: return "<";
-    case scalar_op::ge: return ">=";
-    case scalar_op::le: return "<=";
-    case scalar_op::eq: return "==";
-    case scalar_op::neq: return "!=";
-    default: return nullptr;
-  }
-}
-
 inline const char* shared_kernel_text(int shared) {
   switch (static_cast<shared_exp_kernel>(shared)) {
     case shared_exp_kernel::exp_neg_abs: return "exp_neg_abs_fn::apply";
@@ -148,11 +136,11 @@ inline std::string jit_body(const compiled_program& cp, const char* V) {
         }
         static constexpr const char* ops[] = {"+", "-", "*", "/"};
         const std::string& b = a[j++];
-        os << ((code & 4u) ? b + " " + ops[code & 3u] + " " + acc : acc + " " + ops[code & 3u] + " " + b) << ";\n";
+        os << ((code & link_reversed) ? b + " " + ops[code & 3u] + " " + acc : acc + " " + ops[code & 3u] + " " + b) << ";\n";
       }
-    } else if (const char* cmp = comparison_text(st.op); cmp && st.shared < 0) {
+    } else if (info(st.op).comparison && st.shared < 0) {
       if (cp.reg_types[d] != dtype::bool_) return {};
-      os << "    const auto " << reg_name(st.dst) << " = (" << a[0] << " " << cmp << " " << a[1] << ");\n";
+      os << "    const auto " << reg_name(st.dst) << " = f_" << info(st.op).name << "(" << a[0] << ", " << a[1] << ");\n";
       is_bool[d] = 1;
     } else {
       if (cp.reg_types[d] != t) return {};
@@ -265,11 +253,11 @@ inline std::string jit_prelude() {
   s += "\n#else\n";
   s += nt_store_fallback_text;
   s += "\n#endif\n";
-  for (int k = 0; k <= static_cast<int>(scalar_op::identity); ++k) {
+  for (int k = 0; k < scalar_op_count; ++k) {
     const auto op = static_cast<scalar_op>(k);
     if (const char* e = op_expression_text(op))
-      s += "template <class X> X f_" + std::string(info(op).name) + "([[maybe_unused]] X a, [[maybe_unused]] X b) { return " +
-           e + "; }\n";
+      s += "template <class X> " + std::string(info(op).comparison ? "auto" : "X") + " f_" + std::string(info(op).name) +
+           "([[maybe_unused]] X a, [[maybe_unused]] X b) { return " + e + "; }\n";
   }
   s += "}  // namespace\n\n";
   return s;

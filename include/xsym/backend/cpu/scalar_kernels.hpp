@@ -23,9 +23,7 @@ namespace detail {
 
 // Everything below that computes a value exists once, as macro text: it is compiled here, and
 // its text is what backend/cpu/jit.hpp puts into the kernels that cxx compiles, so a compiled
-// kernel applies exactly these expressions.
-#define XSYM_STRINGIFY_(...) #__VA_ARGS__
-#define XSYM_STRINGIFY(...) XSYM_STRINGIFY_(__VA_ARGS__)
+// kernel applies exactly these helpers and the op table's expressions (expr/op_table.hpp).
 
 // f applied lane by lane with the scalar function the tail uses, out of line: pow's path, and
 // vlanes_where's, which replaces only the lanes of m (values a vector kernel gets wrong) in the
@@ -330,6 +328,11 @@ XSYM_VLOG_AVX512
     }                                                                             \
   }                                                                               \
   template <class X>                                                              \
+  X vsqrt(X a) {                                                                  \
+    if constexpr (std::is_arithmetic_v<X>) return std::sqrt(a);                   \
+    else return xsimd::sqrt(a);                                                   \
+  }                                                                               \
+  template <class X>                                                              \
   X vmax(X a, X b) {                                                              \
     if constexpr (std::is_arithmetic_v<X>) return a < b ? b : a;                  \
     else return xsimd::max(a, b);                                                 \
@@ -392,34 +395,14 @@ XSYM_VLOG_AVX512
     }                                                                             \
   };
 
-// Each op's value on scalars and on xsimd batches alike, from arguments a (and b).
-#define XSYM_SCALAR_OPS(OP)                                                   \
-  OP(add, a + b)                                                              \
-  OP(sub, a - b)                                                              \
-  OP(mul, a * b)                                                              \
-  OP(true_div, a / b)                                                         \
-  OP(neg, vneg(a))                                                            \
-  OP(sqr, a * a)                                                              \
-  OP(pow, vpow(a, b))                                                         \
-  OP(sqrt, xsimd::sqrt(a))                                                    \
-  OP(exp, vexp(a))                                                            \
-  OP(log, vlog(a))                                                            \
-  OP(log1p, vlog1p(a))                                                        \
-  OP(expm1, vexpm1(a))                                                        \
-  OP(abs, vabs(a))                                                            \
-  OP(tanh, vtanh(a))                                                          \
-  OP(sigmoid, vsigmoid(a))                                                    \
-  /* max(a, 0) + log1p(exp(-|a|)): exact for large |a| both ways, no branch */ \
-  OP(softplus, vmax(a, X(0)) + vlog1p(vexp(-xsimd::abs(a))))                  \
-  OP(maximum, vmaximum(a, b))                                                 \
-  OP(minimum, vminimum(a, b))
-
 XSYM_KERNEL_HELPERS
 
-// One functor per op.
+// One functor per row of the op table: its expression on scalars and on xsimd batches alike,
+// from arguments a (and b). A comparison's gives a bool, or a batch's mask. Special rows
+// (switch, cast, identity) have kernels of their own.
 template <scalar_op S>
 struct fn;
-#define XSYM_FN(S, ...)                                          \
+#define XSYM_FN_VALUE(S, ...)                                    \
   template <>                                                    \
   struct fn<scalar_op::S> {                                      \
     template <class X>                                           \
@@ -427,11 +410,30 @@ struct fn;
       return __VA_ARGS__;                                        \
     }                                                            \
   };
-XSYM_SCALAR_OPS(XSYM_FN)
+#define XSYM_FN_wrapping XSYM_FN_VALUE
+#define XSYM_FN_any XSYM_FN_VALUE
+#define XSYM_FN_floating XSYM_FN_VALUE
+#define XSYM_FN_comparison(S, ...)                                  \
+  template <>                                                       \
+  struct fn<scalar_op::S> {                                         \
+    template <class X>                                              \
+    static auto apply([[maybe_unused]] X a, [[maybe_unused]] X b) { \
+      return __VA_ARGS__;                                           \
+    }                                                               \
+  };
+#define XSYM_FN_special(S, ...)
+#define XSYM_FN(S, name, arity, infix, family, flops, derivative, ...) XSYM_FN_##family(S, __VA_ARGS__)
+XSYM_OP_TABLE(XSYM_FN)
 #undef XSYM_FN
+#undef XSYM_FN_special
+#undef XSYM_FN_comparison
+#undef XSYM_FN_floating
+#undef XSYM_FN_any
+#undef XSYM_FN_wrapping
+#undef XSYM_FN_VALUE
 
-/// The text of the exp and log helpers and XSYM_KERNEL_HELPERS, and of an op's expression in a and b (null for ops that
-/// are not in XSYM_SCALAR_OPS: comparisons, switch, cast, identity).
+/// The text of the exp and log helpers and XSYM_KERNEL_HELPERS, and of an op's expression in
+/// a and b (null for the special rows: switch, cast, identity).
 inline constexpr const char* vlanes_text = XSYM_STRINGIFY(XSYM_VLANES);
 inline constexpr const char* vexp_generic_text = XSYM_STRINGIFY(XSYM_VEXP_GENERIC);
 inline constexpr const char* vexp_avx512_text = XSYM_STRINGIFY(XSYM_VEXP_AVX512);
@@ -440,12 +442,12 @@ inline constexpr const char* vlog_avx512_text = XSYM_STRINGIFY(XSYM_VLOG_AVX512)
 inline constexpr const char* kernel_helpers_text = XSYM_STRINGIFY(XSYM_KERNEL_HELPERS);
 inline const char* op_expression_text(scalar_op s) {
   switch (s) {
-#define XSYM_OP_TEXT(S, ...) \
-  case scalar_op::S: return #__VA_ARGS__;
-    XSYM_SCALAR_OPS(XSYM_OP_TEXT)
+#define XSYM_OP_TEXT(S, name, arity, infix, family, flops, derivative, ...) \
+  case scalar_op::S: return op_family::family == op_family::special ? nullptr : #__VA_ARGS__;
+    XSYM_OP_TABLE(XSYM_OP_TEXT)
 #undef XSYM_OP_TEXT
-    default: return nullptr;
   }
+  return nullptr;
 }
 
 template <scalar_op S>
@@ -453,12 +455,7 @@ constexpr bool is_comparison = info(S).comparison;
 
 template <scalar_op S, class T>
 bool compare(T a, T b) {
-  if constexpr (S == scalar_op::gt) return a > b;
-  else if constexpr (S == scalar_op::lt) return a < b;
-  else if constexpr (S == scalar_op::ge) return a >= b;
-  else if constexpr (S == scalar_op::le) return a <= b;
-  else if constexpr (S == scalar_op::eq) return a == b;
-  else return a != b;
+  return fn<S>::apply(a, b);
 }
 
 template <class T>
@@ -562,17 +559,18 @@ struct wrapping_fn {
   }
 };
 template <scalar_op S>
-constexpr bool wraps = S == scalar_op::add || S == scalar_op::sub || S == scalar_op::mul || S == scalar_op::neg ||
-                       S == scalar_op::sqr || S == scalar_op::abs;
+constexpr bool wraps = info(S).family == op_family::wrapping;
 
 // The kernel of op S on element type T; null where T has none (arithmetic on bool, a
 // floating-point function of an integer type, which the graph computes in float64).
 template <scalar_op S, class T, bool Simd>
 constexpr kernel_fn typed_kernel() {
-  if constexpr (is_comparison<S>) {
+  if constexpr (info(S).family == op_family::special) {
+    return nullptr;
+  } else if constexpr (is_comparison<S>) {
     return &comparison<S, T>;
   } else {
-    constexpr bool float_only = info(S).float_only || S == scalar_op::sigmoid || S == scalar_op::softplus;
+    constexpr bool float_only = info(S).float_only;
     if constexpr (std::is_same_v<T, bool>) return nullptr;
     else if constexpr (float_only && !std::is_floating_point_v<T>) return nullptr;
     else if constexpr (wraps<S> && std::is_integral_v<T>) return &arith<wrapping_fn<S>, info(S).arity, T, false>;
@@ -585,15 +583,12 @@ constexpr kernel_fn typed_kernel() {
 template <class T, bool Simd>
 kernel_fn elementwise_kernel(scalar_op op) {
   switch (op) {
-#define XSYM_CASE(S) \
+#define XSYM_CASE(S, ...) \
   case scalar_op::S: return typed_kernel<scalar_op::S, T, Simd>();
-    XSYM_CASE(add) XSYM_CASE(sub) XSYM_CASE(mul) XSYM_CASE(true_div) XSYM_CASE(neg) XSYM_CASE(pow)
-    XSYM_CASE(sqr) XSYM_CASE(sqrt) XSYM_CASE(exp) XSYM_CASE(log) XSYM_CASE(log1p) XSYM_CASE(expm1)
-    XSYM_CASE(abs) XSYM_CASE(tanh) XSYM_CASE(sigmoid) XSYM_CASE(softplus) XSYM_CASE(maximum)
-    XSYM_CASE(minimum) XSYM_CASE(gt) XSYM_CASE(lt) XSYM_CASE(ge) XSYM_CASE(le) XSYM_CASE(eq) XSYM_CASE(neq)
+    XSYM_OP_TABLE(XSYM_CASE)
 #undef XSYM_CASE
-    default: return nullptr;
   }
+  return nullptr;
 }
 
 /// @brief The CPU-only kernels behind shared sigmoid/softplus (see exp_neg_abs_fn).
@@ -679,19 +674,27 @@ inline constexpr const char* nt_store_fallback_text = XSYM_STRINGIFY(XSYM_NT_STO
 using chain_fn = void (*)(void* dst, const void* const* args, unsigned scalar_mask, std::int64_t n,
                           std::uint32_t codes, int links, bool stream);
 inline constexpr int max_chain_links = 7;
-inline constexpr unsigned first_unary_link = 8;
+/// A link's 4-bit code: acc OP b, or b OP acc with link_reversed added, or OP(acc).
+enum chain_link : unsigned {
+  link_add = 0, link_sub = 1, link_mul = 2, link_div = 3,
+  link_reversed = 4,
+  link_neg = 8, link_sqr = 9, link_abs = 10, link_exp = 11, link_log = 12,
+};
+inline constexpr unsigned first_unary_link = link_neg;
+/// The op of each unary link, from link_neg on.
 inline constexpr scalar_op chain_unary_ops[] = {scalar_op::neg, scalar_op::sqr, scalar_op::abs, scalar_op::exp,
                                                 scalar_op::log};
+static_assert(std::size(chain_unary_ops) == link_log - link_neg + 1, "one unary op per unary link code");
 constexpr unsigned chain_link_code(std::uint32_t codes, int k) { return (codes >> (4 * k)) & 15u; }
 
 // A unary link on a value or a batch: the separate kernel's function, so the same bits.
 template <class X>
 X chain_unary(X a, unsigned code) {
   switch (code) {
-    case 8: return fn<scalar_op::neg>::apply(a, a);
-    case 9: return fn<scalar_op::sqr>::apply(a, a);
-    case 10: return fn<scalar_op::abs>::apply(a, a);
-    case 11: return fn<scalar_op::exp>::apply(a, a);
+    case link_neg: return fn<scalar_op::neg>::apply(a, a);
+    case link_sqr: return fn<scalar_op::sqr>::apply(a, a);
+    case link_abs: return fn<scalar_op::abs>::apply(a, a);
+    case link_exp: return fn<scalar_op::exp>::apply(a, a);
     default: return fn<scalar_op::log>::apply(a, a);
   }
 }
@@ -701,12 +704,12 @@ X chain_unary(X a, unsigned code) {
 template <class T>
 T chain_link(T acc, T b, unsigned code) {
   switch (code) {
-    case 0: case 4: return acc + b;  // b + acc is acc + b, bitwise
-    case 1: return acc - b;
-    case 5: return b - acc;
-    case 2: case 6: return acc * b;
-    case 3: return acc / b;
-    case 7: return b / acc;
+    case link_add: case link_add + link_reversed: return acc + b;  // b + acc is acc + b, bitwise
+    case link_sub: return acc - b;
+    case link_sub + link_reversed: return b - acc;
+    case link_mul: case link_mul + link_reversed: return acc * b;
+    case link_div: return acc / b;
+    case link_div + link_reversed: return b / acc;
     default: return chain_unary(acc, code);
   }
 }
@@ -768,7 +771,7 @@ struct chain_plan {
 
 // exp and log give other bits on a batch than on a scalar; the elements before the first cache
 // line, which chain_loop computes as scalars, would then differ from the separate kernels'.
-inline constexpr unsigned chain_exp_link = 11;  // this code and the next: exp and log
+inline constexpr unsigned chain_exp_link = link_exp;  // this code and the next: exp and log
 inline bool chain_is_exact(std::uint32_t codes, int links) {
   for (int k = 0; k < links; ++k)
     if (chain_link_code(codes, k) >= chain_exp_link) return false;
@@ -839,11 +842,11 @@ XSYM_CHAIN_LOOP_ALIGN void chain_loop(const chain_call* calls, int n_chains, std
         else
           for (int u = 0; u < U; ++u) b[u] = B::load_unaligned(p + at + u * w);
         switch (code) {
-          case 0: case 4: for (int u = 0; u < U; ++u) acc[u] = acc[u] + b[u]; break;
-          case 1: for (int u = 0; u < U; ++u) acc[u] = acc[u] - b[u]; break;
-          case 5: for (int u = 0; u < U; ++u) acc[u] = b[u] - acc[u]; break;
-          case 2: case 6: for (int u = 0; u < U; ++u) acc[u] = acc[u] * b[u]; break;
-          case 3: for (int u = 0; u < U; ++u) acc[u] = acc[u] / b[u]; break;
+          case link_add: case link_add + link_reversed: for (int u = 0; u < U; ++u) acc[u] = acc[u] + b[u]; break;
+          case link_sub: for (int u = 0; u < U; ++u) acc[u] = acc[u] - b[u]; break;
+          case link_sub + link_reversed: for (int u = 0; u < U; ++u) acc[u] = b[u] - acc[u]; break;
+          case link_mul: case link_mul + link_reversed: for (int u = 0; u < U; ++u) acc[u] = acc[u] * b[u]; break;
+          case link_div: for (int u = 0; u < U; ++u) acc[u] = acc[u] / b[u]; break;
           default: for (int u = 0; u < U; ++u) acc[u] = b[u] / acc[u]; break;
         }
       }
@@ -1006,10 +1009,10 @@ void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, s
 inline int chain_code(const instruction& ins) {
   if (ins.in_type != ins.out_type || (ins.in_type != dtype::float32 && ins.in_type != dtype::float64)) return -1;
   switch (ins.op) {
-    case scalar_op::add: return 0;
-    case scalar_op::sub: return 1;
-    case scalar_op::mul: return 2;
-    case scalar_op::true_div: return 3;
+    case scalar_op::add: return link_add;
+    case scalar_op::sub: return link_sub;
+    case scalar_op::mul: return link_mul;
+    case scalar_op::true_div: return link_div;
     default: break;
   }
   for (unsigned k = 0; k < std::size(chain_unary_ops); ++k)

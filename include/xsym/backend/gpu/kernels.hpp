@@ -152,6 +152,42 @@ __host__ __device__ inline T m_pow(T a, T b) {
   else return static_cast<T>(::pow(static_cast<double>(a), static_cast<double>(b)));
 }
 
+// The op table's vocabulary on one value of type X (see expr/op_table.hpp).
+template <class X>
+__host__ __device__ inline X vneg(X a) { return -a; }
+template <class X>
+__host__ __device__ inline X vpow(X a, X b) { return m_pow(a, b); }
+template <class X>
+__host__ __device__ inline X vsqrt(X a) { return m_sqrt(a); }
+template <class X>
+__host__ __device__ inline X vexp(X a) { return m_exp(a); }
+template <class X>
+__host__ __device__ inline X vlog(X a) { return m_log(a); }
+template <class X>
+__host__ __device__ inline X vlog1p(X a) { return m_log1p(a); }
+template <class X>
+__host__ __device__ inline X vexpm1(X a) { return m_expm1(a); }
+template <class X>
+__host__ __device__ inline X vtanh(X a) { return m_tanh(a); }
+template <class X>
+__host__ __device__ inline X vabs(X a) {
+  if constexpr (std::is_floating_point_v<X>) return m_fabs(a);  // abs(-0) is +0
+  else return a < X(0) ? X(-a) : a;
+}
+// From exp(-|a|), which cannot overflow, as the CPU computes it where exp(-a) would.
+template <class X>
+__host__ __device__ inline X vsigmoid(X a) {
+  const X e = m_exp(X(-m_fabs(a))), r = X(1) / (X(1) + e);
+  return a >= X(0) ? r : e * r;
+}
+template <class X>
+__host__ __device__ inline X vmax(X a, X b) { return a < b ? b : a; }
+// NaN propagates, as numpy's
+template <class X>
+__host__ __device__ inline X vmaximum(X a, X b) { return b != b || a < b ? b : a; }
+template <class X>
+__host__ __device__ inline X vminimum(X a, X b) { return b != b || b < a ? b : a; }
+
 template <class T>
 __host__ __device__ inline void execute(const device_instruction& ins, reg* r, const std::uint8_t* types) {
   const auto op = static_cast<scalar_op>(ins.op);
@@ -160,42 +196,28 @@ __host__ __device__ inline void execute(const device_instruction& ins, reg* r, c
     store<T>(r[ins.dst], ins.out_type, c ? load<T>(r[ins.a1], types[ins.a1]) : load<T>(r[ins.a2], types[ins.a2]));
     return;
   }
+  using X = T;
   const T a = load<T>(r[ins.a0], types[ins.a0]);
-  const T b = ins.arity > 1 ? load<T>(r[ins.a1], types[ins.a1]) : a;
-  T v{};
+  [[maybe_unused]] const T b = ins.arity > 1 ? load<T>(r[ins.a1], types[ins.a1]) : a;
+  T v = a;  // cast and identity: the store converts
   switch (op) {
-    case scalar_op::add: v = a + b; break;
-    case scalar_op::sub: v = a - b; break;
-    case scalar_op::mul: v = a * b; break;
-    case scalar_op::true_div: v = a / b; break;
-    case scalar_op::neg: v = -a; break;
-    case scalar_op::pow: v = m_pow(a, b); break;
-    case scalar_op::sqr: v = a * a; break;
-    case scalar_op::sqrt: v = m_sqrt(a); break;
-    case scalar_op::exp: v = m_exp(a); break;
-    case scalar_op::log: v = m_log(a); break;
-    case scalar_op::log1p: v = m_log1p(a); break;
-    case scalar_op::expm1: v = m_expm1(a); break;
-    case scalar_op::abs:
-      if constexpr (std::is_floating_point_v<T>) v = m_fabs(a);  // abs(-0) is +0
-      else v = a < T(0) ? T(-a) : a;
-      break;
-    case scalar_op::tanh: v = m_tanh(a); break;
-    case scalar_op::sigmoid: {  // from exp(-|a|), which cannot overflow, as the CPU computes it
-      const T e = m_exp(T(-m_fabs(a))), r = T(1) / (T(1) + e);
-      v = a >= T(0) ? r : e * r;
-      break;
-    }
-    case scalar_op::softplus: v = (a > T(0) ? a : T(0)) + m_log1p(m_exp(T(-(a < T(0) ? T(-a) : a)))); break;
-    case scalar_op::maximum: v = b != b || a < b ? b : a; break;  // NaN propagates, as numpy's
-    case scalar_op::minimum: v = b != b || b < a ? b : a; break;
-    case scalar_op::gt: v = T(a > b); break;
-    case scalar_op::lt: v = T(a < b); break;
-    case scalar_op::ge: v = T(a >= b); break;
-    case scalar_op::le: v = T(a <= b); break;
-    case scalar_op::eq: v = T(a == b); break;
-    case scalar_op::neq: v = T(a != b); break;
-    default: v = a; break;  // cast and identity: the store converts
+#define XSYM_GPU_VALUE(S, ...) \
+  case scalar_op::S: v = T(__VA_ARGS__); break;
+#define XSYM_GPU_wrapping XSYM_GPU_VALUE
+#define XSYM_GPU_any XSYM_GPU_VALUE
+#define XSYM_GPU_floating XSYM_GPU_VALUE
+#define XSYM_GPU_comparison XSYM_GPU_VALUE
+#define XSYM_GPU_special(S, ...)
+#define XSYM_GPU_CASE(S, name, arity, infix, family, flops, derivative, ...) XSYM_GPU_##family(S, __VA_ARGS__)
+    XSYM_OP_TABLE(XSYM_GPU_CASE)
+#undef XSYM_GPU_CASE
+#undef XSYM_GPU_special
+#undef XSYM_GPU_comparison
+#undef XSYM_GPU_floating
+#undef XSYM_GPU_any
+#undef XSYM_GPU_wrapping
+#undef XSYM_GPU_VALUE
+    default: break;
   }
   store<T>(r[ins.dst], ins.out_type, v);
 }
