@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Prints the two 32-entry tables of the AVX-512 float32 log (XSYM_VLOG_AVX512 in
-include/xsym/backend/cpu/scalar_kernels.hpp).
+include/xsym/backend/cpu/vector_math.hpp).
 
 The log writes x = 2^k z with z in [0.6953125, 1.390625) (the bits of x minus OFFSET), and
 entry i covers the z whose bits, less OFFSET, have i in bits 18..22. Then

@@ -35,26 +35,15 @@
 // are fine. Assigning flags, set(), reload() and reset() are meant for program
 // start-up and tests; they must not race with reads.
 
-#include <algorithm>
-#include <atomic>
-#include <charconv>
-#include <concepts>
-#include <cstddef>
+
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <iterator>
 #include <mutex>
-#include <optional>
 #include <ostream>
-#include <stdexcept>
 #include <string>
 #include <string_view>
-#include <system_error>
-#include <type_traits>
-#include <utility>
 #include <vector>
 
 // ---- begin include/xsym/config/cold.hpp ----
@@ -78,6 +67,36 @@
 
 #endif
 // ---- end include/xsym/config/cold.hpp ----
+// ---- begin include/xsym/config/flag.hpp ----
+#ifndef XSYM_CONFIG_FLAG_HPP
+#define XSYM_CONFIG_FLAG_HPP
+
+// One run-time flag: its value from each source (code, XSYM_FLAGS, rc files, default), the
+// parsing of values, rc files and XSYM_FLAGS text, and the error messages that name the flag
+// and where its bad value came from. config.hpp lists xsym's flags.
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
 // ---- begin include/xsym/config/linkage.hpp ----
 #ifndef XSYM_CONFIG_LINKAGE_HPP
 #define XSYM_CONFIG_LINKAGE_HPP
@@ -559,6 +578,16 @@ class flag final : public detail::flag_base {
   mutable std::optional<T> m_rc;
   mutable std::string m_rc_path;
 };
+
+}  // namespace xsym
+XSYM_COLD_END
+
+#endif  // XSYM_CONFIG_FLAG_HPP
+// ---- end include/xsym/config/flag.hpp ----
+
+XSYM_COLD_BEGIN  // flags are parsed and checked once, not per call
+
+namespace xsym {
 
 /// @brief All of xsym's run-time flags; use the global instance xsym::config.
 struct config_t {
@@ -1648,7 +1677,7 @@ xt::xtensor<T, N> to_xtensor(const ndarray& value) {
 //             of z's type, in grad/grad.hpp's helpers; nullptr where none flows
 // expression  the value, from a (and b), in the helpers every backend defines for scalars and
 //             its vectors: vneg vpow vsqrt vexp vlog vlog1p vexpm1 vabs vtanh vsigmoid vmax
-//             vmaximum vminimum (backend/cpu/scalar_kernels.hpp, backend/gpu/kernels.hpp),
+//             vmaximum vminimum (backend/cpu/vector_math.hpp, backend/gpu/kernels.hpp),
 //             X being the value's type. Special rows' expressions are documentation only.
 //
 // A program may append rows of its own: define XSYM_USER_OPS(OP) with rows of this form before
@@ -3669,8 +3698,8 @@ XSYM_COLD_END
 
 namespace xsym::detail {
 
-/// A cheap monotonic tick: the TSC where there is one (about 16 ns here, against 27 ns for
-/// steady_clock), else steady_clock nanoseconds.
+/// A cheap monotonic tick: the TSC where there is one (cheaper to read than steady_clock),
+/// else steady_clock nanoseconds.
 inline std::uint64_t ticks() {
 #if XSYM_HAS_RDTSC
   return __rdtsc();
@@ -4295,8 +4324,8 @@ struct report_limits {
 
 namespace detail {
 // Reorders `items` from the largest key to the smallest, ties kept in their order. Every table
-// sorts indices with this one comparator: a stable_sort of each row type was 48 KB of code, and
-// about a second of compile time, in every program that includes xsym.
+// sorts indices with this one comparator: a stable_sort instantiated per row type costs code
+// and compile time in every program that includes xsym.
 inline std::vector<std::size_t> descending_order(const std::vector<double>& keys) {
   std::vector<std::size_t> order(keys.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -5056,11 +5085,22 @@ void parallel_chunks(std::int64_t n, std::int64_t grain, int threads, F&& f) {
 
 #endif
 // ---- end include/xsym/backend/cpu/parallel.hpp ----
+// ---- begin include/xsym/backend/cpu/chain_kernels.hpp ----
+#ifndef XSYM_BACKEND_CPU_CHAIN_KERNELS_HPP
+#define XSYM_BACKEND_CPU_CHAIN_KERNELS_HPP
+
+// Chains: runs of elementwise steps, each taking the one before's result, computed in one pass
+// with the running value in registers; and the non-temporal stores they and cxx's kernels use.
+#include <cstdint>
+#include <iterator>
+#include <type_traits>
+
 // ---- begin include/xsym/backend/cpu/scalar_kernels.hpp ----
 #ifndef XSYM_BACKEND_CPU_SCALAR_KERNELS_HPP
 #define XSYM_BACKEND_CPU_SCALAR_KERNELS_HPP
 
-// The only header that includes xsimd: every vectorized loop of the CPU backend lives here.
+// Each op's kernel: the op table's expression over arrays, vectorized with xsimd, with the cases
+// of one-value arguments hoisted out of the loop.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -5070,14 +5110,22 @@ void parallel_chunks(std::int64_t n, std::int64_t grain, int threads, F&& f) {
 
 #include <xsimd/xsimd.hpp>
 
+// ---- begin include/xsym/backend/cpu/vector_math.hpp ----
+#ifndef XSYM_BACKEND_CPU_VECTOR_MATH_HPP
+#define XSYM_BACKEND_CPU_VECTOR_MATH_HPP
 
-namespace xsym::cpu {
+// The functions the op table's expressions call (vexp, vlog, vsigmoid, ...), on scalars and on
+// xsimd batches alike, as code and as the text that cxx's kernels compile.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
 
-/// A kernel applies one scalar op to n elements; bit k of scalar_mask says argument k is one
-/// value broadcast to all n (so no index arithmetic in the loop).
-using kernel_fn = void (*)(void* dst, const void* const* args, unsigned scalar_mask, std::int64_t n);
+#include <xsimd/xsimd.hpp>
 
-namespace detail {
+
+namespace xsym::cpu::detail {
+
 
 // Everything below that computes a value exists once, as macro text: it is compiled here, and
 // its text is what backend/cpu/jit.hpp puts into the kernels that cxx compiles, so a compiled
@@ -5157,10 +5205,8 @@ XSYM_VLANES
 // bits 18..22, one vpermt2ps) gives invc ~ 1/z and logc = -log(invc), so that
 // log x = k ln2 + logc + log1p(r), r = z invc - 1, |r| < 0.025, where five terms of log1p's
 // series are exact to float. k ln2 + logc + r is summed with each rounding error kept
-// (Fast2Sum), and added back with the series' tail. No division: the kernel over 1024 floats
-// in L1 takes 0.28-0.31 ns per element, where xsimd's steps took 0.38-0.39. As close as
-// xsimd's: worst 0.7475 ulp against 0.7535 over every positive normal float, and 0.014% of
-// results more than half an ulp off, against 0.62% (bench/log_ulps.cpp).
+// (Fast2Sum), and added back with the series' tail. No division, so faster than xsimd's steps,
+// and at least as close over every positive normal float (bench/log_ulps.cpp measures both).
 // scripts/log_table.py makes the tables and says how invc is chosen. A batch with any other
 // lane (zero, negative, subnormal, infinite, NaN) takes xsimd's whole path, out of line, so
 // that the common path is small enough to be inlined into the kernels' loops. The test for
@@ -5455,6 +5501,26 @@ XSYM_VLOG_AVX512
 
 XSYM_KERNEL_HELPERS
 
+/// The text of the exp and log helpers and XSYM_KERNEL_HELPERS, for the kernels cxx compiles.
+inline constexpr const char* vlanes_text = XSYM_STRINGIFY(XSYM_VLANES);
+inline constexpr const char* vexp_generic_text = XSYM_STRINGIFY(XSYM_VEXP_GENERIC);
+inline constexpr const char* vexp_avx512_text = XSYM_STRINGIFY(XSYM_VEXP_AVX512);
+inline constexpr const char* vlog_generic_text = XSYM_STRINGIFY(XSYM_VLOG_GENERIC);
+inline constexpr const char* vlog_avx512_text = XSYM_STRINGIFY(XSYM_VLOG_AVX512);
+inline constexpr const char* kernel_helpers_text = XSYM_STRINGIFY(XSYM_KERNEL_HELPERS);
+}  // namespace xsym::cpu::detail
+
+#endif
+// ---- end include/xsym/backend/cpu/vector_math.hpp ----
+
+namespace xsym::cpu {
+
+/// A kernel applies one scalar op to n elements; bit k of scalar_mask says argument k is one
+/// value broadcast to all n (so no index arithmetic in the loop).
+using kernel_fn = void (*)(void* dst, const void* const* args, unsigned scalar_mask, std::int64_t n);
+
+namespace detail {
+
 // One functor per row of the op table: its expression on scalars and on xsimd batches alike,
 // from arguments a (and b). A comparison's gives a bool, or a batch's mask. Special rows
 // (switch, cast, identity) have kernels of their own.
@@ -5490,14 +5556,6 @@ XSYM_OP_TABLE(XSYM_FN)
 #undef XSYM_FN_wrapping
 #undef XSYM_FN_VALUE
 
-/// The text of the exp and log helpers and XSYM_KERNEL_HELPERS, and of an op's expression in
-/// a and b (null for the special rows: switch, cast, identity).
-inline constexpr const char* vlanes_text = XSYM_STRINGIFY(XSYM_VLANES);
-inline constexpr const char* vexp_generic_text = XSYM_STRINGIFY(XSYM_VEXP_GENERIC);
-inline constexpr const char* vexp_avx512_text = XSYM_STRINGIFY(XSYM_VEXP_AVX512);
-inline constexpr const char* vlog_generic_text = XSYM_STRINGIFY(XSYM_VLOG_GENERIC);
-inline constexpr const char* vlog_avx512_text = XSYM_STRINGIFY(XSYM_VLOG_AVX512);
-inline constexpr const char* kernel_helpers_text = XSYM_STRINGIFY(XSYM_KERNEL_HELPERS);
 inline const char* op_expression_text(scalar_op s) {
   switch (s) {
 #define XSYM_OP_TEXT(S, name, arity, infix, family, flops, derivative, ...) \
@@ -5682,6 +5740,17 @@ kernel_fn shared_exp_kernel_for(shared_exp_kernel k) {
   }
   return nullptr;
 }
+
+}  // namespace detail
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/scalar_kernels.hpp ----
+
+namespace xsym::cpu {
+
+namespace detail {
 
 // A non-temporal store of a whole batch to an address aligned to its size (x86: SSE2, AVX,
 // AVX-512 registers), and the fence that orders such stores; as text too, for the kernels cxx
@@ -5869,9 +5938,8 @@ inline constexpr int max_fused_chains = 8;
 // stores, the elements before it computed as scalars (the same operations, so the same bits,
 // for chains of arithmetic; see chain). A template parameter, so that the ordinary loop is
 // compiled as if streaming did not exist.
-// Its start is on a cache line: where the linker put it decided how fast its threaded loop ran
-// ((x + y + z) * 2 over 1e5 floats: 1.07 of Eigen's time starting 16 bytes into a line, 1.15
-// starting 32 bytes in, 1.06-1.10 on the line).
+// Its start is on a cache line: otherwise where the linker put it decided how fast its threaded
+// loop ran.
 template <class T, bool NT>
 XSYM_CHAIN_LOOP_ALIGN void chain_loop(const chain_call* calls, int n_chains, std::int64_t n) {
   chain_plan<T> plans[max_fused_chains];
@@ -5929,9 +5997,8 @@ XSYM_CHAIN_LOOP_ALIGN void chain_loop(const chain_call* calls, int n_chains, std
 #if XSYM_THREADED_CHAINS
     // The main loop as threaded code: each link's body jumps straight to the next one's, and
     // each chain's store to the next chain's first load. The switch above spends a shift, a
-    // bounds check, a table jump and a branch per link and per four batches: (x + y + z) * 2
-    // over 1e5 floats took 0.186-0.194 ns per element with it, 0.175-0.177 threaded,
-    // 0.170-0.172 as a fixed loop.
+    // bounds check, a table jump and a branch per link and per four batches, which a short chain
+    // such as (x + y + z) * 2 feels.
     constexpr int U = 4;
     static void* const vector_link[13] = {&&add_v, &&sub_v, &&mul_v, &&div_v, &&add_v, &&rsub_v, &&mul_v,
                                           &&rdiv_v, &&neg_u, &&sqr_u, &&abs_u, &&exp_u, &&log_u};
@@ -5997,8 +6064,8 @@ XSYM_CHAIN_LOOP_ALIGN void chain_loop(const chain_call* calls, int n_chains, std
       XSYM_CHAIN_LINK(exp_u, , fn<scalar_op::exp>::apply(acc[u], acc[u]))
     log_u:
       // Where the table log runs (vlog_common), one test for special lanes in the four batches:
-      // the common path alone schedules them together (xent over 1e5 floats: 0.71 ns per
-      // element, 0.77 testing each batch). If any has one, each batch takes the kernel's log.
+      // the common path alone schedules them together, faster than testing each batch. If any
+      // has one, each batch takes the kernel's log.
       if constexpr (requires(const B& a) { vlog_common(a); }) {
         bool special = false;
         for (int u = 0; u < U; ++u) special |= vlog_special_lanes(acc[u]);
@@ -6093,7 +6160,7 @@ inline bool& one_pass_chains() {
 }  // namespace xsym::cpu
 
 #endif
-// ---- end include/xsym/backend/cpu/scalar_kernels.hpp ----
+// ---- end include/xsym/backend/cpu/chain_kernels.hpp ----
 
 namespace xsym::cpu {
 
@@ -6180,7 +6247,7 @@ namespace xsym::cpu {
 
 namespace detail {
 // Elements to handle one by one so that loads from a (and every row lda apart) are aligned
-// to the vector size: an unaligned 64-byte load from L2 costs two (measured: +50% time).
+// to the vector size: an unaligned 64-byte load from L2 costs two.
 // -1 when no peel can align them all (rows not a whole number of vectors apart).
 template <class T>
 std::int64_t peel_for(const T* a, std::int64_t lda, std::int64_t n) {
@@ -6391,8 +6458,8 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
   if constexpr (std::is_floating_point_v<T>) peel = std::max<std::int64_t>(0, peel_for(a, lda, m));
   // Column blocks go from the last to the first. A gradient step runs the row product over
   // the same matrix just before, ending at its last rows: when the matrix does not fit in L2
-  // (400 x 784 floats against Zen 4's 1 MiB), those rows are the ones still there. Forward,
-  // every block came from L3; backward, the pair of products took 7% less time.
+  // (the seeds' 400 x 784 floats on a 1 MiB L2), those rows are the ones still there; forward,
+  // every block would come from L3.
   auto run_block = [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t c = k > 0 ? (k - 1) / block * block : -1; c >= 0; c -= block) {
       const std::int64_t cols = std::min(block, k - c);
@@ -6908,6 +6975,16 @@ XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/backend/cpu/fault.hpp ----
+// ---- begin include/xsym/backend/cpu/program.hpp ----
+#ifndef XSYM_BACKEND_CPU_PROGRAM_HPP
+#define XSYM_BACKEND_CPU_PROGRAM_HPP
+
+// A fused elementwise program made ready to run, once per function: each step's kernel looked
+// up, work shared between steps, runs of steps joined into chains.
+#include <memory>
+#include <string>
+#include <vector>
+
 
 namespace xsym::cpu {
 
@@ -6979,10 +7056,8 @@ struct compiled_program {
 namespace detail {
 inline constexpr std::int64_t min_block = 256, max_block = 4096;
 // Bytes per block of the scratch registers and of the inputs twice over: a 32 KiB L1, or half
-// of it when streaming, where the next block's inputs arrive while this one computes. xent
-// with 4 scratch registers and 2 inputs, over 1e5 floats: 0.84-0.86 ns per element with
-// blocks of 896, 0.87-0.89 with 448; over 1e7 (streaming): 1.03-1.07 with blocks of 512,
-// 1.15-1.30 with 768.
+// of it when streaming, where the next block's inputs arrive while this one computes (larger
+// blocks spill out of L1, smaller ones pay the per-block cost more often).
 inline constexpr std::int64_t block_budget = 32 * 1024, stream_block_budget = 16 * 1024;  // bytes of scratch registers per block
 inline constexpr std::size_t max_registers = limits::max_registers;
 
@@ -7239,8 +7314,7 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
   for (std::int64_t b : cp.out_bytes) cp.all_bytes += b;
   cp.direct = cp.steps.size() == 1 && p->outputs.size() == 1 && p->outputs[0] == cp.steps[0].dst;
   // Chains in one pass need an exp or a log to pay for it: a jump per operation and per four
-  // batches is small next to one, but not next to an add ((x + y) * (x - z) over 1e5 floats:
-  // 0.24 ns per element in one pass, 0.22 in two).
+  // batches is small next to one, but not next to an add.
   if (share && testing::one_pass_chains() && cp.steps.size() >= 2 &&
       cp.steps.size() <= static_cast<std::size_t>(detail::max_fused_chains)) {
     const dtype t = cp.reg_types[static_cast<std::size_t>(cp.steps[0].dst)];
@@ -7298,6 +7372,13 @@ template <bool Simd>
 compiled_program compile_program(std::shared_ptr<const program> p) {
   return detail::compile_program_with(std::move(p), &kernel_for<Simd>, Simd);
 }
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/program.hpp ----
+
+namespace xsym::cpu {
 
 namespace detail {
 // broadcast_shape's checks done again dimension by dimension, to throw the error it describes.
@@ -7403,8 +7484,8 @@ inline void stream_copy(std::byte* dst, const std::byte* src, std::size_t bytes)
 XSYM_COLD_BEGIN  // run once, for the streaming threshold
 
 // The size of the last-level cache that CPU 0 shares, as Linux's sysfs lists it ("32768K"), or
-// -1. A virtual machine's sysconf may report the whole host's: 320 MiB on the AMD VM of
-// docs/performance.md, where sysfs and lscpu say 32 MiB.
+// -1. A virtual machine's sysconf may report the whole host's cache, where sysfs and lscpu
+// give the guest's.
 inline std::int64_t sysfs_llc_bytes() {
 #if defined(__linux__)
   std::int64_t best = -1;
@@ -7441,8 +7522,7 @@ inline std::int64_t sysfs_llc_bytes() {
 }
 
 // Bytes of a call's arrays (inputs and outputs) from which a node streams: 3/8 of the last-level
-// cache, the fraction glibc takes for its non-temporal memcpy (12 MiB on the machine of
-// docs/performance.md). Below it, the output is likely still cached when the next node reads
+// cache, the fraction glibc takes for its non-temporal memcpy. Below it, the output is likely still cached when the next node reads
 // it, and the ordinary stores and hardware prefetch are faster. The cache is sysfs's when it
 // lists one, else sysconf's; with neither, the threshold is 32 MiB.
 inline std::int64_t default_streaming_min_bytes() {
@@ -7485,7 +7565,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
   const void* args[detail::max_chain_links + 1];
   // A lone chain stores non-temporally itself. Any other lone op writes its output directly
   // even when streaming: through scratch, the copy is a second pass that costs more than the
-  // non-temporal stores save (sigmoid over 1e8 floats: 0.49 ns per element against 0.27).
+  // non-temporal stores save.
   // Other programs stream through scratch, below.
   if (cp.direct) {
     const compiled_step& st = cp.steps[0];
@@ -7533,8 +7613,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
       reg[r] = in_scalar[r] ? in[r] : in[r] + off * cp.in_bytes[static_cast<std::size_t>(r)];
     // From memory, a block's loads would wait while its arithmetic leaves the bus idle: the
     // next block is on its way while this one computes. Each step asks for its share of the
-    // lines: all at once, the requests fill the core's miss buffers and stall it (xent over 1e7
-    // floats: 1.29-1.34 ns per element, 1.21-1.25 spread).
+    // lines: all at once, the requests fill the core's miss buffers and stall it.
     const bool prefetch = stream && off + 2 * block_size <= n;
     if (last_out >= 0) {
       tmp[last_reg] = out[last_out] + off * cp.out_bytes[static_cast<std::size_t>(last_out)];
@@ -7624,8 +7703,7 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     bool stream = false;
     // Chains in one pass (cp.chains) do not stream: they are bound by their exps and logs, the
     // hardware prefetcher keeps up with one pass, and the copy out of scratch that streaming
-    // needs costs more than the non-temporal stores save (xent over 1e7 floats: 0.79 ns per
-    // element against 1.02; with cxx, 0.67 against 0.75).
+    // needs costs more than the non-temporal stores save.
     if (!cp.chains && total * cp.all_bytes >= streaming_min_bytes()) {  // else no count of the inputs reaches it
       std::int64_t bytes_per_element = 0;
       for (int k = 0; k < n_in; ++k) bytes_per_element += scalar[k] ? 0 : cp.in_bytes[static_cast<std::size_t>(k)];
@@ -7761,8 +7839,7 @@ Acc sum_chains(const In* p, std::int64_t i, std::int64_t n) {
 }
 
 // A contiguous float or double run summed in double, in vectors where the CPU has them: eight
-// or sixteen partial sums instead of four scalar chains (a 400-float sum took 190 ns), and a
-// smaller error for it. The order differs from a running sum; so does numpy's (pairwise).
+// or sixteen partial sums instead of four scalar chains, and a smaller error for it. The order differs from a running sum; so does numpy's (pairwise).
 template <class In>
 double sum_contiguous(const In* p, std::int64_t n) {
   std::int64_t i = 0;
@@ -7987,7 +8064,7 @@ void use_element_type() {
 // in this process or another, loads it without compiling.
 //
 // The generated code applies the ops' own expressions (the op table's expressions, XSYM_KERNEL_HELPERS in
-// scalar_kernels.hpp), as text, so it computes what the interpreted steps compute; only the
+// vector_math.hpp), as text, so it computes what the interpreted steps compute; only the
 // compiler's freedom to contract a * b + c into one fused multiply-add differs.
 
 #include <cerrno>
@@ -10084,7 +10161,7 @@ namespace xsym {
 
 namespace detail {
 /// The lock that serialises calls of one function: an uncontended lock and unlock are one
-/// atomic operation each, inline (std::mutex goes through pthread: ~16 ns per call here);
+/// atomic operation each, inline (std::mutex goes through pthread);
 /// a waiting thread sleeps in the kernel (futex) rather than spinning.
 class call_lock {
  public:

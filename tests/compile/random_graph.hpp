@@ -18,7 +18,7 @@
 // elsewhere within twice the bound. Where the bound straddles a discontinuity (a comparison, a
 // truncation, overflow to infinity) the element is "unknown" and not compared.
 //
-// Left out on purpose, known library bugs (issue #37); widen as they are fixed:
+// Left out on purpose (tests/edges checks each op at these edges, in a batch and in the tail):
 //  - pow's special values and its accuracy in SIMD batches (up to ~100 ulp): pow only in graphs
 //    without special inputs, of a base >= 1, allowed 128 ulp, unknown for a non-finite operand;
 //  - exp/expm1 near overflow, float32 exp/sigmoid results in the subnormal range, sigmoid(-x)

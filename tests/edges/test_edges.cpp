@@ -1,4 +1,4 @@
-// Numbers at the edges (issue #37): every elementwise op on every dtype it takes, at NaN, the
+// Numbers at the edges: every elementwise op on every dtype it takes, at NaN, the
 // infinities, signed zeros, subnormals, the extremes of the finite range, 1 and -1, and each
 // op's overflow and underflow edges, placed both in a SIMD batch and in the scalar tail, in
 // FAST_RUN, FAST_COMPILE, optimizer_excluding=fusion:inplace and inside a fused Composite.
@@ -756,7 +756,7 @@ std::vector<op_case<T, bool>> comparison_cases() {
   return cs;
 }
 
-// pow per C and IEEE 754 (std::pow), and the cases issue 37 names.
+// pow per C and IEEE 754 (std::pow), special values included.
 template <class T>
 op_case<T, T> pow_case() {
   auto c = binary<T, T>(

@@ -86,7 +86,7 @@ TEST_CASE("grad of prod at zeros: one zero gives the others' product there, two 
       require_equal<1>(f(X), want, std::string(mode) + ", " + std::to_string(zs.size()) + " zeros");
     }
   });
-  // The issue's example: [2, 0, 3] gives [0, 6, 0]; [0, 0, 3] gives zeros.
+  // [2, 0, 3] gives [0, 6, 0]; [0, 0, 3] gives zeros.
   auto f = xsym::function("prod_grad", xsym::inputs(x), std::get<0>(xsym::grad(xsym::prod(x), x)));
   require_equal<1>(f(xt::xtensor<double, 1>{2, 0, 3}), xt::xtensor<double, 1>{0, 6, 0}, "[2, 0, 3]");
   require_equal<1>(f(xt::xtensor<double, 1>{0, 0, 3}), xt::xtensor<double, 1>{0, 0, 0}, "[0, 0, 3]");

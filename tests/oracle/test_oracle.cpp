@@ -265,7 +265,7 @@ dtype result_type(scalar_op op, dtype t, dtype cast_to) {
 }
 
 // Where an op's argument k is drawn from: finite results well inside the type's range, away
-// from the edges issue 37 deals with (pow's special values, exp's overflow, NaN).
+// from the edges that tests/edges checks (pow's special values, exp's overflow, NaN).
 domain domain_of(scalar_op op, int k) {
   switch (op) {
     case scalar_op::true_div: return k == 0 ? domain{-4, 4} : domain{0.25, 4};

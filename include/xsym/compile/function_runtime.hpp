@@ -33,7 +33,7 @@ namespace xsym {
 
 namespace detail {
 /// The lock that serialises calls of one function: an uncontended lock and unlock are one
-/// atomic operation each, inline (std::mutex goes through pthread: ~16 ns per call here);
+/// atomic operation each, inline (std::mutex goes through pthread);
 /// a waiting thread sleeps in the kernel (futex) rather than spinning.
 class call_lock {
  public:

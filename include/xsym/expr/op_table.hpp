@@ -20,7 +20,7 @@
 //             of z's type, in grad/grad.hpp's helpers; nullptr where none flows
 // expression  the value, from a (and b), in the helpers every backend defines for scalars and
 //             its vectors: vneg vpow vsqrt vexp vlog vlog1p vexpm1 vabs vtanh vsigmoid vmax
-//             vmaximum vminimum (backend/cpu/scalar_kernels.hpp, backend/gpu/kernels.hpp),
+//             vmaximum vminimum (backend/cpu/vector_math.hpp, backend/gpu/kernels.hpp),
 //             X being the value's type. Special rows' expressions are documentation only.
 //
 // A program may append rows of its own: define XSYM_USER_OPS(OP) with rows of this form before

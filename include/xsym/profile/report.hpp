@@ -28,8 +28,8 @@ struct report_limits {
 
 namespace detail {
 // Reorders `items` from the largest key to the smallest, ties kept in their order. Every table
-// sorts indices with this one comparator: a stable_sort of each row type was 48 KB of code, and
-// about a second of compile time, in every program that includes xsym.
+// sorts indices with this one comparator: a stable_sort instantiated per row type costs code
+// and compile time in every program that includes xsym.
 inline std::vector<std::size_t> descending_order(const std::vector<double>& keys) {
   std::vector<std::size_t> order(keys.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;

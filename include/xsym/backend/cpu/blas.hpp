@@ -16,7 +16,7 @@ namespace xsym::cpu {
 
 namespace detail {
 // Elements to handle one by one so that loads from a (and every row lda apart) are aligned
-// to the vector size: an unaligned 64-byte load from L2 costs two (measured: +50% time).
+// to the vector size: an unaligned 64-byte load from L2 costs two.
 // -1 when no peel can align them all (rows not a whole number of vectors apart).
 template <class T>
 std::int64_t peel_for(const T* a, std::int64_t lda, std::int64_t n) {
@@ -227,8 +227,8 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
   if constexpr (std::is_floating_point_v<T>) peel = std::max<std::int64_t>(0, peel_for(a, lda, m));
   // Column blocks go from the last to the first. A gradient step runs the row product over
   // the same matrix just before, ending at its last rows: when the matrix does not fit in L2
-  // (400 x 784 floats against Zen 4's 1 MiB), those rows are the ones still there. Forward,
-  // every block came from L3; backward, the pair of products took 7% less time.
+  // (the seeds' 400 x 784 floats on a 1 MiB L2), those rows are the ones still there; forward,
+  // every block would come from L3.
   auto run_block = [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t c = k > 0 ? (k - 1) / block * block : -1; c >= 0; c -= block) {
       const std::int64_t cols = std::min(block, k - c);

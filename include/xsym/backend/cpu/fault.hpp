@@ -21,7 +21,7 @@
 #include "../../expr/ndarray.hpp"
 #include "../../expr/op.hpp"
 #include "kernel_table.hpp"
-#include "scalar_kernels.hpp"
+#include "chain_kernels.hpp"
 
 namespace xsym::cpu {
 

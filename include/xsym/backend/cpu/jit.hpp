@@ -8,7 +8,7 @@
 // in this process or another, loads it without compiling.
 //
 // The generated code applies the ops' own expressions (the op table's expressions, XSYM_KERNEL_HELPERS in
-// scalar_kernels.hpp), as text, so it computes what the interpreted steps compute; only the
+// vector_math.hpp), as text, so it computes what the interpreted steps compute; only the
 // compiler's freedom to contract a * b + c into one fused multiply-add differs.
 
 #include <cerrno>

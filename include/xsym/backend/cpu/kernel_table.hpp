@@ -9,7 +9,7 @@
 #include "../../expr/ndarray.hpp"
 #include "../../expr/op.hpp"
 #include "parallel.hpp"
-#include "scalar_kernels.hpp"
+#include "chain_kernels.hpp"
 
 namespace xsym::cpu {
 

@@ -1,0 +1,401 @@
+#ifndef XSYM_BACKEND_CPU_VECTOR_MATH_HPP
+#define XSYM_BACKEND_CPU_VECTOR_MATH_HPP
+
+// The functions the op table's expressions call (vexp, vlog, vsigmoid, ...), on scalars and on
+// xsimd batches alike, as code and as the text that cxx's kernels compile.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "../../expr/op_table.hpp"
+
+namespace xsym::cpu::detail {
+
+
+// Everything below that computes a value exists once, as macro text: it is compiled here, and
+// its text is what backend/cpu/jit.hpp puts into the kernels that cxx compiles, so a compiled
+// kernel applies exactly these helpers and the op table's expressions (expr/op_table.hpp).
+
+// f applied lane by lane with the scalar function the tail uses, out of line: pow's path, and
+// vlanes_where's, which replaces only the lanes of m (values a vector kernel gets wrong) in the
+// vector result r, so that no other lane's value depends on its neighbours.
+#define XSYM_VLANES                                                                      \
+  template <class X, class F>                                                            \
+  [[gnu::noinline]] X vlanes(const X& a, const X& b, F f) {                              \
+    using T = typename X::value_type;                                                    \
+    alignas(64) T x[X::size], y[X::size];                                                \
+    a.store_aligned(x);                                                                  \
+    b.store_aligned(y);                                                                  \
+    for (std::size_t i = 0; i < X::size; ++i) x[i] = f(x[i], y[i]);                      \
+    return X::load_aligned(x);                                                           \
+  }                                                                                      \
+  template <class X, class M, class F>                                                   \
+  [[gnu::noinline]] X vlanes_where(const M& m, const X& r, const X& a, F f) {            \
+    using T = typename X::value_type;                                                    \
+    alignas(64) T x[X::size], o[X::size], w[X::size];                                    \
+    a.store_aligned(x);                                                                  \
+    r.store_aligned(o);                                                                  \
+    xsimd::select(m, X(1), X(0)).store_aligned(w);                                       \
+    for (std::size_t i = 0; i < X::size; ++i)                                            \
+      if (w[i] != 0) o[i] = f(x[i]);                                                     \
+    return X::load_aligned(o);                                                           \
+  }                                                                                      \
+  /* Where |a| reaches exp_edge, exp's results are subnormal or near overflow, or a is  \
+     inf or NaN: xsimd's exp and expm1 end their range early there (and its float64 exp \
+     converts such values to integers out of range), so those lanes take the C          \
+     library's function, out of line. */                                                \
+  template <class T>                                                                     \
+  inline constexpr T exp_edge = sizeof(T) == 4 ? T(87.3) : T(708.3);                     \
+  template <class X>                                                                     \
+  [[gnu::noinline]] X vexp_edges(const X& a) {                                           \
+    using T = typename X::value_type;                                                    \
+    const auto in = xsimd::abs(a) < X(exp_edge<T>);                                      \
+    return vlanes_where(!in, xsimd::exp(xsimd::select(in, a, X(0))), a,                  \
+                        [](T x) { return std::exp(x); });                                \
+  }
+XSYM_VLANES
+
+// exp of a batch: xsimd's, except on 16-float (AVX-512) batches, where one vscalefps scales by
+// 2^k and saturates to 0 or infinity. xsimd builds 2^k from bits and selects both ends of the
+// range; it returns 0 from x = -88.38 down and infinity from 88.38 up, where the true results
+// are subnormal or still finite. Same reduction and polynomial as xsimd's, so the same values in
+// between, in about 80% of the time.
+#define XSYM_VEXP_GENERIC                                                                 \
+  template <class X>                                                                      \
+  X vexp_batch(const X& a) {                                                              \
+    using T = typename X::value_type;                                                     \
+    if (xsimd::all(xsimd::abs(a) < X(exp_edge<T>))) return xsimd::exp(a);                 \
+    return vexp_edges(a);                                                                 \
+  }
+#define XSYM_VEXP_AVX512                                                                                   \
+  template <class A>                                                                                       \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                 \
+  xsimd::batch<float, A> vexp_batch(const xsimd::batch<float, A>& a) {                                     \
+    /* min and max return their second operand when one is NaN: a NaN goes through */                      \
+    const __m512 x = _mm512_min_ps(_mm512_set1_ps(88.8f), _mm512_max_ps(_mm512_set1_ps(-104.0f), a));     \
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),          \
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);                  \
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);                                       \
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);                                           \
+    __m512 y = _mm512_fmadd_ps(_mm512_set1_ps(1.3997796e-03f), r, _mm512_set1_ps(8.3955629e-03f));         \
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665401e-02f));                                             \
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666277e-01f));                                             \
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000000e-01f));                                             \
+    y = _mm512_add_ps(_mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));                   \
+    return _mm512_scalef_ps(y, k);                                                                         \
+  }
+
+// log of a batch: xsimd's, except on 16-float (AVX-512) batches of positive normal numbers,
+// which take a table: x = 2^k z with z in [0.6953125, 1.390625) from x's bits, and entry i (z's
+// bits 18..22, one vpermt2ps) gives invc ~ 1/z and logc = -log(invc), so that
+// log x = k ln2 + logc + log1p(r), r = z invc - 1, |r| < 0.025, where five terms of log1p's
+// series are exact to float. k ln2 + logc + r is summed with each rounding error kept
+// (Fast2Sum), and added back with the series' tail. No division, so faster than xsimd's steps,
+// and at least as close over every positive normal float (bench/log_ulps.cpp measures both).
+// scripts/log_table.py makes the tables and says how invc is chosen. A batch with any other
+// lane (zero, negative, subnormal, infinite, NaN) takes xsimd's whole path, out of line, so
+// that the common path is small enough to be inlined into the kernels' loops. The test for
+// such lanes and the common path are functions of their own for chain_loop, which tests four
+// batches at once.
+#define XSYM_VLOG_GENERIC                                                                           \
+  /* zero, negative, subnormal, infinite and NaN lanes take the C library's results */              \
+  template <class X>                                                                                \
+  X vlog_batch(const X& a) {                                                                        \
+    using T = typename X::value_type;                                                               \
+    const auto in = a >= X(std::numeric_limits<T>::min()) && a <= X(std::numeric_limits<T>::max()); \
+    if (xsimd::all(in)) return xsimd::log(a);                                                       \
+    return vlanes_where(!in, xsimd::log(xsimd::select(in, a, X(1))), a, [](T x) { return std::log(x); }); \
+  }                                                                                                 \
+  template <class X>                                                                                \
+  X vlog1p_batch(const X& a) {                                                                      \
+    using T = typename X::value_type;                                                               \
+    const auto in = a > X(-1) && a <= X(std::numeric_limits<T>::max());                            \
+    if (xsimd::all(in)) return xsimd::log1p(a);                                                     \
+    return vlanes_where(!in, xsimd::log1p(xsimd::select(in, a, X(0))), a,                           \
+                        [](T x) { return std::log1p(x); });                                         \
+  }
+#define XSYM_VLOG_AVX512                                                                                             \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline bool vlog_special_lanes(const xsimd::batch<float, A>& a) {                                                  \
+    return _mm512_fpclass_ps_mask(a, 0xFF) != 0;                                                                     \
+  }                                                                                                                  \
+  /* log(a + low) where |low| is at most half an ulp of a: low enters r as low invc 2^-k, and the */                 \
+  /* rounding error of that sum joins the tail (log1p passes 1 + x and its rounding error) */                        \
+  template <bool Low, class A>                                                                                       \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog_table(const xsimd::batch<float, A>& a, [[maybe_unused]] __m512 low) {           \
+    alignas(64) static constexpr float invc[32] = {                                                                  \
+        0x1.6bfa24p+0f, 0x1.640f48p+0f, 0x1.5ca964p+0f, 0x1.5564fap+0f, 0x1.4e77aep+0f, 0x1.47bbccp+0f,              \
+        0x1.41525ap+0f, 0x1.3b20d8p+0f, 0x1.352496p+0f, 0x1.2f63fap+0f, 0x1.29e368p+0f, 0x1.248eeep+0f,              \
+        0x1.1f81eep+0f, 0x1.1a653ap+0f, 0x1.1599e2p+0f, 0x1.11031cp+0f, 0x1.0cadccp+0f, 0x1.0852e6p+0f,              \
+        0x1.038722p+0f, 0x1.000000p+0f, 0x1.f53bf6p-1f, 0x1.e1f452p-1f, 0x1.d43636p-1f, 0x1.c711d4p-1f,              \
+        0x1.badefep-1f, 0x1.af1f4ap-1f, 0x1.a42db0p-1f, 0x1.99a968p-1f, 0x1.8f9708p-1f, 0x1.8624d2p-1f,              \
+        0x1.7d2536p-1f, 0x1.746c6cp-1f};                                                                             \
+    alignas(64) static constexpr float logc[32] = {                                                                  \
+        -0x1.685c06p-2f, -0x1.51d6ccp-2f, -0x1.3c56bcp-2f, -0x1.26c50ep-2f, -0x1.11c76ap-2f, -0x1.f9e780p-3f,        \
+        -0x1.d1707ap-3f, -0x1.a9944ep-3f, -0x1.824e78p-3f, -0x1.5bd6dep-3f, -0x1.365b36p-3f, -0x1.11616ap-3f,        \
+        -0x1.db6deep-4f, -0x1.91f1a2p-4f, -0x1.4bceccp-4f, -0x1.07882ap-4f, -0x1.8bff52p-5f, -0x1.061fa2p-5f,        \
+        -0x1.c07bb6p-7f, 0.0f, 0x1.5c2dacp-6f, 0x1.ef69a0p-5f, 0x1.6e32d6p-4f, 0x1.e2d004p-4f,                       \
+        0x1.290ddap-3f, 0x1.601e68p-3f, 0x1.94c6f2p-3f, 0x1.c8b076p-3f, 0x1.fbab7ep-3f, 0x1.165524p-2f,              \
+        0x1.2e3a2ep-2f, 0x1.45ee94p-2f};                                                                             \
+    const __m512i bits = _mm512_castps_si512(a);                                                                     \
+    const __m512i t = _mm512_sub_epi32(bits, _mm512_set1_epi32(0x3f320000));                                         \
+    /* shifts and the conversion as vector arithmetic: GCC 12 warns that the intrinsics' */                          \
+    /* undefined pass-through operand "is used uninitialized" */                                                     \
+    const __m512 k = __builtin_convertvector((__v16si)t >> 23, __v16sf);                                             \
+    const __m512i high = _mm512_and_si512(t, _mm512_set1_epi32(-8388608)); /* k, in the exponent field */            \
+    const __m512 z = _mm512_castsi512_ps(_mm512_sub_epi32(bits, high));                                              \
+    const __m512i i = (__m512i)((__v16su)t >> 18);                                                                   \
+    const __m512 ic = _mm512_permutex2var_ps(_mm512_load_ps(invc), i, _mm512_load_ps(invc + 16));                    \
+    const __m512 lc = _mm512_permutex2var_ps(_mm512_load_ps(logc), i, _mm512_load_ps(logc + 16));                    \
+    __m512 r = _mm512_fmsub_ps(z, ic, _mm512_set1_ps(1.0f));                                                         \
+    __m512 r_err = _mm512_setzero_ps();                                                                              \
+    if constexpr (Low) {                                                                                             \
+      const __m512 d = _mm512_scalef_ps(_mm512_mul_ps(low, ic), _mm512_sub_ps(_mm512_setzero_ps(), k));              \
+      /* Fast2Sum: |r| >= |d| but where r is within an ulp of 0 and logc != 0 makes the error moot */                \
+      const __m512 sum = _mm512_add_ps(r, d);                                                                        \
+      r_err = _mm512_sub_ps(d, _mm512_sub_ps(sum, r));                                                               \
+      r = sum;                                                                                                       \
+    }                                                                                                                \
+    const __m512 r2 = _mm512_mul_ps(r, r);                                                                           \
+    /* log1p(r) = r + r^2 q, q = -1/2 + r/3 + r^2 (-1/4 + r/5) */                                                    \
+    const __m512 q = _mm512_fmadd_ps(r2, _mm512_fmadd_ps(r, _mm512_set1_ps(0x1.99999ap-3f), _mm512_set1_ps(-0.25f)), \
+                                     _mm512_fmadd_ps(r, _mm512_set1_ps(0x1.555556p-2f), _mm512_set1_ps(-0.5f)));     \
+    /* k ln2_hi is exact (ln2_hi has 15 bits); each sum below keeps its rounding error */                            \
+    const __m512 kh = _mm512_mul_ps(k, _mm512_set1_ps(0x1.62e4p-1f));                                                \
+    const __m512 hi = _mm512_add_ps(kh, lc);                                                                         \
+    const __m512 hi_err = _mm512_add_ps(_mm512_sub_ps(kh, hi), lc);                                                  \
+    const __m512 s = _mm512_add_ps(hi, r);                                                                           \
+    const __m512 s_err = _mm512_add_ps(_mm512_sub_ps(hi, s), r);                                                     \
+    const __m512 tail = _mm512_fmadd_ps(r2, q, _mm512_fmadd_ps(k, _mm512_set1_ps(0x1.7f7d1cp-20f),                   \
+                                                         _mm512_add_ps(_mm512_add_ps(hi_err, s_err), r_err)));       \
+    return _mm512_add_ps(s, tail);                                                                                   \
+  }                                                                                                                  \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog_common(const xsimd::batch<float, A>& a) {                                       \
+    return vlog_table<false>(a, _mm512_setzero_ps());                                                                \
+  }                                                                                                                  \
+  /* the special lanes (fpclass 0xFF: zero, negative, subnormal, infinite, NaN) take the */                          \
+  /* C library's log, the others the table's, as in a batch without special lanes */                                \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  [[gnu::noinline]] xsimd::batch<float, A> vlog_special(const xsimd::batch<float, A>& a) {                           \
+    const xsimd::batch_bool<float, A> m(_mm512_fpclass_ps_mask(a, 0xFF));                                            \
+    return vlanes_where(m, vlog_common(xsimd::select(m, xsimd::batch<float, A>(1.0f), a)), a,                         \
+                        [](float x) { return std::log(x); });                                                        \
+  }                                                                                                                  \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog_batch(const xsimd::batch<float, A>& a) {                                        \
+    return vlog_special_lanes(a) ? vlog_special(a) : vlog_common(a);                                                 \
+  }                                                                                                                  \
+  /* log1p(x) = log(u + c), u = 1 + x rounded and c its rounding error (TwoSum): the table */                        \
+  /* log of u with c folded into r */                                                                                \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog1p_common(const xsimd::batch<float, A>& a) {                                     \
+    const __m512 one = _mm512_set1_ps(1.0f);                                                                         \
+    const __m512 u = _mm512_add_ps(one, a);                                                                          \
+    const __m512 one_part = _mm512_sub_ps(u, a), a_part = _mm512_sub_ps(u, one_part); /* TwoSum */                   \
+    const __m512 c = _mm512_add_ps(_mm512_sub_ps(one, one_part), _mm512_sub_ps(a, a_part));                          \
+    return vlog_table<true>(xsimd::batch<float, A>(u), c);                                                           \
+  }                                                                                                                  \
+  /* NaN, infinities and x <= -1 take the C library's log1p (vlog1p keeps -0) */                                     \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog1p_batch(const xsimd::batch<float, A>& a) {                                      \
+    const __mmask16 special = _mm512_fpclass_ps_mask(a, 0x99) | _mm512_cmp_ps_mask(a, _mm512_set1_ps(-1.0f), _CMP_LE_OQ); \
+    if (special == 0) return vlog1p_common(a);                                                                       \
+    const xsimd::batch_bool<float, A> m(special);                                                                    \
+    return vlanes_where(m, vlog1p_common(xsimd::select(m, xsimd::batch<float, A>(0.5f), a)), a,                       \
+                        [](float x) { return std::log1p(x); });                                                      \
+  }
+
+XSYM_VEXP_GENERIC
+XSYM_VLOG_GENERIC
+#if defined(__AVX512F__)
+XSYM_VEXP_AVX512
+XSYM_VLOG_AVX512
+#endif
+
+#define XSYM_KERNEL_HELPERS                                                       \
+  /* the float AVX-512 exp saturates to 0 and inf where C's does, with subnormal \
+     results; the generic one sends edge lanes to the C library */                \
+  template <class X>                                                              \
+  X vexp(X a) {                                                                   \
+    if constexpr (std::is_arithmetic_v<X>) return std::exp(a);                    \
+    else return vexp_batch(a);                                                    \
+  }                                                                               \
+  /* below -ln 2, exp(x) - 1 loses nothing and is closer than xsimd's expm1 */   \
+  template <class X>                                                              \
+  [[gnu::noinline]] X vexpm1_slow(const X& a) {                                   \
+    using T = typename X::value_type;                                             \
+    const auto in = xsimd::abs(a) < X(exp_edge<T>);                               \
+    const X x = xsimd::select(in, a, X(0));                                       \
+    X r = xsimd::select(a == X(0), a, xsimd::expm1(x)); /* keeps -0 */            \
+    const auto low = a < X(T(-0.693147180559945309));                             \
+    if (xsimd::any(low)) r = xsimd::select(low, vexp_batch(x) - X(1), r);         \
+    if (xsimd::all(in)) return r;                                                 \
+    return vlanes_where(!in, r, a, [](T x) { return std::expm1(x); });            \
+  }                                                                               \
+  template <class X>                                                              \
+  X vexpm1(X a) {                                                                 \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return std::expm1(a);                                                       \
+    } else {                                                                      \
+      using T = typename X::value_type;                                           \
+      if (xsimd::all(a >= X(T(-0.693147180559945309)) && a < X(exp_edge<T>)))    \
+        return xsimd::select(a == X(0), a, xsimd::expm1(a)); /* keeps -0 */       \
+      return vexpm1_slow(a);                                                      \
+    }                                                                             \
+  }                                                                               \
+  template <class X>                                                              \
+  X vlog(X a) {                                                                   \
+    if constexpr (std::is_arithmetic_v<X>) return std::log(a);                    \
+    else return vlog_batch(a);                                                    \
+  }                                                                               \
+  template <class X>                                                              \
+  X vlog1p(X a) {                                                                 \
+    if constexpr (std::is_arithmetic_v<X>) return std::log1p(a);                  \
+    else return xsimd::select(a == X(0), a, vlog1p_batch(a)); /* keeps -0 */      \
+  }                                                                               \
+  /* tanh is +-1 in float and double from |a| = 20 on: larger, infinite and NaN  \
+     lanes never reach xsimd's exp (which converts them to integers out of range) */ \
+  template <class X>                                                              \
+  [[gnu::noinline]] X vtanh_edges(const X& a) {                                   \
+    const auto in = xsimd::abs(a) < X(20);                                        \
+    const X t = xsimd::tanh(xsimd::select(in, a, X(0)));                          \
+    return xsimd::select(in, t, xsimd::select(xsimd::isnan(a), a, xsimd::copysign(X(1), a))); \
+  }                                                                               \
+  template <class X>                                                              \
+  X vtanh(X a) {                                                                  \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return std::tanh(a);                                                        \
+    } else {                                                                      \
+      if (xsimd::all(xsimd::abs(a) < X(20))) return xsimd::tanh(a);               \
+      return vtanh_edges(a);                                                      \
+    }                                                                             \
+  }                                                                               \
+  /* 1 / (1 + exp(-a)), except where exp(-a) would overflow: there 1 + exp(a)    \
+     rounds to 1, and sigmoid(a) is exp(a) (a subnormal down to -103.97 in float) */ \
+  template <class X>                                                              \
+  [[gnu::noinline]] X vsigmoid_low(const X& a) {                                  \
+    using T = typename X::value_type;                                             \
+    const auto low = a < X(-exp_edge<T>);                                         \
+    const X e = vexp(xsimd::select(low, a, -a));                                  \
+    return xsimd::select(low, e, X(1) / (X(1) + e));                              \
+  }                                                                               \
+  template <class X>                                                              \
+  X vsigmoid(X a) {                                                               \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return a < -exp_edge<X> ? std::exp(a) : X(1) / (X(1) + std::exp(-a));       \
+    } else {                                                                      \
+      using T = typename X::value_type;                                           \
+      if (xsimd::all(a >= X(-exp_edge<T>))) return X(1) / (X(1) + vexp(-a));      \
+      return vsigmoid_low(a);                                                     \
+    }                                                                             \
+  }                                                                               \
+  /* -a as a sign flip: xsimd's AVX-512 negation is 0 - a, which turns -(+0)     \
+     into +0; -0 - a is -a for every a. */                                        \
+  template <class X>                                                              \
+  X vneg(X a) {                                                                   \
+    if constexpr (std::is_arithmetic_v<X>) return -a;                             \
+    else return X(-0.0) - a;                                                      \
+  }                                                                               \
+  /* pow lane by lane with the C library's (correctly rounded in practice, with   \
+     C's special values): xsimd's is up to 99 ulp off and wrong at 0, 1, inf and  \
+     NaN. */                                                                      \
+  template <class X>                                                              \
+  X vpow(X a, X b) {                                                              \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return std::pow(a, b);                                                      \
+    } else {                                                                      \
+      using T = typename X::value_type;                                           \
+      return vlanes(a, b, [](T x, T y) { return std::pow(x, y); });               \
+    }                                                                             \
+  }                                                                               \
+  template <class X>                                                              \
+  X vsqrt(X a) {                                                                  \
+    if constexpr (std::is_arithmetic_v<X>) return std::sqrt(a);                   \
+    else return xsimd::sqrt(a);                                                   \
+  }                                                                               \
+  template <class X>                                                              \
+  X vmax(X a, X b) {                                                              \
+    if constexpr (std::is_arithmetic_v<X>) return a < b ? b : a;                  \
+    else return xsimd::max(a, b);                                                 \
+  }                                                                               \
+  /* numpy's maximum and minimum: a NaN in either operand is the result, and a tie \
+     (-0 against +0) is the first operand, in a batch as in the tail. */           \
+  template <class X>                                                              \
+  X vmaximum(X a, X b) {                                                          \
+    if constexpr (std::is_integral_v<X>) return a < b ? b : a;                    \
+    else if constexpr (std::is_arithmetic_v<X>) return b != b || a < b ? b : a;   \
+    else return xsimd::select(xsimd::isnan(b) | (a < b), b, a);                   \
+  }                                                                               \
+  template <class X>                                                              \
+  X vminimum(X a, X b) {                                                          \
+    if constexpr (std::is_integral_v<X>) return b < a ? b : a;                    \
+    else if constexpr (std::is_arithmetic_v<X>) return b != b || b < a ? b : a;   \
+    else return xsimd::select(xsimd::isnan(b) | (b < a), b, a);                   \
+  }                                                                               \
+  template <class X>                                                              \
+  X vabs(X a) {                                                                   \
+    if constexpr (std::is_integral_v<X>) return a < 0 ? X(-a) : a;                \
+    else return xsimd::abs(a);                                                    \
+  }                                                                               \
+  /* sigmoid and softplus of u and of -u all follow from e = exp(-|u|), one exp  \
+     for all four: sigmoid(a) = 1/(1+e) where a >= 0, else e/(1+e);              \
+     softplus(a) = max(a, 0) + log1p(e). |a| = |u| for a = u or -u. */           \
+  struct exp_neg_abs_fn {                                                         \
+    template <class X>                                                            \
+    static X apply(X a, X) {                                                      \
+      return vexp(-xsimd::abs(a));                                                \
+    }                                                                             \
+  };                                                                              \
+  /* r = 1/(1+e) serves sigmoid(u) and sigmoid(-u) alike: the pair shares one   \
+     division (e * r may differ from sigmoid_from_exp's quotient by an ulp) */    \
+  struct recip_1p_fn {                                                            \
+    template <class X>                                                            \
+    static X apply(X e, X) {                                                      \
+      return X(1) / (X(1) + e);                                                   \
+    }                                                                             \
+  };                                                                              \
+  struct sigmoid_from_recip_fn {                                                  \
+    template <class X>                                                            \
+    static X apply(X a, X e, X r) {                                               \
+      if constexpr (std::is_arithmetic_v<X>) return a >= X(0) ? r : e * r;        \
+      else return xsimd::select(a >= X(0), r, e * r);                             \
+    }                                                                             \
+  };                                                                              \
+  /* one division, (a >= 0 ? 1 : e) / (1 + e): e * r rounds once more */         \
+  struct sigmoid_from_exp_fn {                                                    \
+    template <class X>                                                            \
+    static X apply(X a, X e) {                                                    \
+      if constexpr (std::is_arithmetic_v<X>) return (a >= X(0) ? X(1) : e) / (X(1) + e); \
+      else return xsimd::select(a >= X(0), X(1), e) / (X(1) + e);                 \
+    }                                                                             \
+  };                                                                              \
+  struct softplus_from_log1p_fn {                                                 \
+    template <class X>                                                            \
+    static X apply(X a, X l) {                                                    \
+      return vmax(a, X(0)) + l;                                                   \
+    }                                                                             \
+  };
+
+XSYM_KERNEL_HELPERS
+
+/// The text of the exp and log helpers and XSYM_KERNEL_HELPERS, for the kernels cxx compiles.
+inline constexpr const char* vlanes_text = XSYM_STRINGIFY(XSYM_VLANES);
+inline constexpr const char* vexp_generic_text = XSYM_STRINGIFY(XSYM_VEXP_GENERIC);
+inline constexpr const char* vexp_avx512_text = XSYM_STRINGIFY(XSYM_VEXP_AVX512);
+inline constexpr const char* vlog_generic_text = XSYM_STRINGIFY(XSYM_VLOG_GENERIC);
+inline constexpr const char* vlog_avx512_text = XSYM_STRINGIFY(XSYM_VLOG_AVX512);
+inline constexpr const char* kernel_helpers_text = XSYM_STRINGIFY(XSYM_KERNEL_HELPERS);
+}  // namespace xsym::cpu::detail
+
+#endif
