@@ -28,25 +28,18 @@ namespace detail {
 // (switch, cast, identity) have kernels of their own.
 template <scalar_op S>
 struct fn;
-#define XSYM_FN_VALUE(S, ...)                                    \
+#define XSYM_FN_ROW(S, R, ...)                                   \
   template <>                                                    \
   struct fn<scalar_op::S> {                                      \
     template <class X>                                           \
-    static X apply([[maybe_unused]] X a, [[maybe_unused]] X b) { \
+    static R apply([[maybe_unused]] X a, [[maybe_unused]] X b) { \
       return __VA_ARGS__;                                        \
     }                                                            \
   };
-#define XSYM_FN_wrapping XSYM_FN_VALUE
-#define XSYM_FN_any XSYM_FN_VALUE
-#define XSYM_FN_floating XSYM_FN_VALUE
-#define XSYM_FN_comparison(S, ...)                                  \
-  template <>                                                       \
-  struct fn<scalar_op::S> {                                         \
-    template <class X>                                              \
-    static auto apply([[maybe_unused]] X a, [[maybe_unused]] X b) { \
-      return __VA_ARGS__;                                           \
-    }                                                               \
-  };
+#define XSYM_FN_wrapping(S, ...) XSYM_FN_ROW(S, X, __VA_ARGS__)
+#define XSYM_FN_any(S, ...) XSYM_FN_ROW(S, X, __VA_ARGS__)
+#define XSYM_FN_floating(S, ...) XSYM_FN_ROW(S, X, __VA_ARGS__)
+#define XSYM_FN_comparison(S, ...) XSYM_FN_ROW(S, auto, __VA_ARGS__)
 #define XSYM_FN_special(S, ...)
 #define XSYM_FN(S, name, arity, infix, family, flops, derivative, ...) XSYM_FN_##family(S, __VA_ARGS__)
 XSYM_OP_TABLE(XSYM_FN)
@@ -56,7 +49,7 @@ XSYM_OP_TABLE(XSYM_FN)
 #undef XSYM_FN_floating
 #undef XSYM_FN_any
 #undef XSYM_FN_wrapping
-#undef XSYM_FN_VALUE
+#undef XSYM_FN_ROW
 
 inline const char* op_expression_text(scalar_op s) {
   switch (s) {
