@@ -349,7 +349,7 @@ TEST_CASE_METHOD(env_fixture, "enumerated strings must be one of their choices",
   CHECK_THAT(msg, Contains("one of FAST_RUN, FAST_COMPILE, DebugMode, MonitorMode, NanGuardMode"));
   msg = error_of([&] { c.mode = "debugmode"; });
   CHECK_THAT(msg, Contains("did you mean 'DebugMode'?"));
-  msg = error_of([&] { c.set("linker", "c|py"); });
+  msg = error_of([&] { c.set("linker", "c|pyy"); });
   CHECK_THAT(msg, Contains("one of cvm, cvm_nogc, py"));
   msg = error_of([&] { c.set("optimizer", "fast"); });
   CHECK_THAT(msg, Contains("one of fast_run, fast_compile, merge, None"));

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -134,6 +136,7 @@ struct resolved_plan {
   bool nan_guard = false;
   std::array<bool, 3> guard{true, true, true};
   bool monitor = false;
+  bool profile = false;  // mode=ProfileMode
   cpu::parallelism par;  // openmp=True: OpenMP's thread count, else one thread
   // cxx: the compiler of fused programs (empty: none), its flags and where libraries are kept.
   std::string cxx, cxxflags, compiledir;
@@ -156,9 +159,16 @@ inline resolved_plan resolve_plan(const function_options& o) {
     if (o.nan_guard) p.guard = *o.nan_guard;
   } else if (p.mode == "MonitorMode") {
     p.monitor = true;
+  } else if (p.mode == "ProfileMode") {
+    // Theano's old name for FAST_RUN with the profiler on; said once per process, as Theano did.
+    p.profile = true;
+    static std::once_flag said;
+    std::call_once(said, [] {
+      std::fputs("xsym: mode=ProfileMode is deprecated: it is FAST_RUN with profile=True; set those instead\n", stderr);
+    });
   } else if (p.mode != "FAST_RUN") {
     throw compile_error("xsym: unknown mode '" + p.mode +
-                        "' (choose FAST_RUN, FAST_COMPILE, DebugMode, NanGuardMode or MonitorMode)");
+                        "' (choose FAST_RUN, FAST_COMPILE, DebugMode, NanGuardMode, MonitorMode or ProfileMode)");
   }
   // Flags that name what this build cannot do are errors, never silently ignored.
   const std::string dev = o.device.value_or(config.device.value());
@@ -183,8 +193,11 @@ inline resolved_plan resolve_plan(const function_options& o) {
     if (!p.gpu) p.par.threads = cpu::max_threads();
     p.par.elemwise_minsize = config.openmp_elemwise_minsize.value();
   }
+  // Theano's linkers: c|py and c are the compiled kernels with gc, c|py_nogc without.
+  if (link == "c|py" || link == "c") link = "cvm";
+  else if (link == "c|py_nogc") link = "cvm_nogc";
   if (link != "cvm" && link != "cvm_nogc" && link != "py")
-    throw compile_error("xsym: unknown linker '" + link + "' (choose cvm, cvm_nogc or py)");
+    throw compile_error("xsym: unknown linker '" + link + "' (choose cvm, cvm_nogc, py, c|py, c|py_nogc or c)");
   p.linker = link;
   p.reference_kernels = link == "py";
   p.gc = link != "cvm_nogc" && config.allow_gc.value();

@@ -11,7 +11,7 @@ XSYM_COLD_BEGIN  // once per function
 // The compile-time facts, once: profile scopes share them with the function's own profile.
 inline void function_runtime::init_profile(const function_options& options, std::vector<rewrite_record> records,
                                            int nodes_before, const double (&seconds)[4]) {
-  const bool profiling = profiling_compiled_in && (options.profile.value_or(config.profile.value()) || options.stats);
+  const bool profiling = profiling_compiled_in && (options.profile.value_or(config.profile.value()) || options.stats || m_plan.profile);
   auto facts = std::make_shared<function_facts>();
   facts->name = m_name;
   facts->graph = m_graph;

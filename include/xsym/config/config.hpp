@@ -174,8 +174,15 @@ inline const std::string bool_expected = "a boolean (True/False, true/false, 1/0
 inline std::string choices_expected(const std::vector<std::string_view>& choices) { return "one of " + join(choices); }
 
 inline const std::vector<std::string_view> mode_choices = {"FAST_RUN", "FAST_COMPILE", "DebugMode", "MonitorMode",
-                                                           "NanGuardMode"};
-inline const std::vector<std::string_view> linker_choices = {"cvm", "cvm_nogc", "py"};
+                                                           "NanGuardMode", "ProfileMode"};
+// Theano's c|py, c|py_nogc and c are accepted: every op has a compiled kernel here, so they are
+// cvm, cvm_nogc and cvm.
+inline const std::vector<std::string_view> linker_choices = {"cvm", "cvm_nogc", "py", "c|py", "c|py_nogc", "c"};
+// Theano's names of flags that xsym spells otherwise: (old, xsym's).
+inline const std::pair<std::string_view, std::string_view> flag_aliases[] = {
+    {"ProfileMode.n_apply_to_print", "profiling.n_apply"},
+    {"ProfileMode.n_ops_to_print", "profiling.n_ops"},
+};
 inline const std::vector<std::string_view> optimizer_choices = {"fast_run", "fast_compile", "merge", "None"};
 inline const std::vector<std::string_view> device_choices = {"cpu", "cuda"};
 
@@ -334,6 +341,8 @@ XSYM_RUNTIME_INLINE std::vector<std::string_view> config_t::flag_names() const {
 }
 
 XSYM_RUNTIME_INLINE detail::flag_base& config_t::find(std::string_view name, std::string_view where) const {
+  for (const auto& [old_name, new_name] : detail::flag_aliases)
+    if (name == old_name) name = new_name;
   for (auto* f : m_flags)
     if (f->name() == name) return *f;
   std::string msg = "unknown flag '" + std::string(name) + "' (from " + std::string(where) + ")";

@@ -100,7 +100,8 @@ struct summary_row {
   double per_call() const { return calls ? time / static_cast<double>(calls) : 0.0; }
 };
 
-/// One line of the Apply section, and one node of the JSON export.
+/// One line of the Apply section, and one node of the JSON export; a user region
+/// (XSYM_PROFILE_SCOPE) in the text report has no function (fn null, no id).
 struct apply_row {
   std::string label;  // the Apply name, prefixed by the function's when a report has several
   const function_profile* fn = nullptr;
@@ -158,7 +159,8 @@ inline constexpr column<apply_row> apply_columns[] = {
      [](const apply_row& r) { return json_number(r.per_call()); }},
     {"<#call>", "calls", [](const apply_row& r) { return fmt("   %6lld", static_cast<long long>(r.calls)); },
      [](const apply_row& r) { return std::to_string(r.calls); }},
-    {"<id>", "id", [](const apply_row& r) { return fmt(" %5zu", r.node); }, [](const apply_row& r) { return std::to_string(r.node); }},
+    {"<id>", "id", [](const apply_row& r) { return r.fn ? fmt(" %5zu", r.node) : std::string("     -"); },
+     [](const apply_row& r) { return std::to_string(r.node); }},
     {"<Mflops>", "flops", [](const apply_row& r) { return cell_or_blank(r.flops > 0 ? r.flops / 1e6 : NAN, " %8.3f", 9); },
      [](const apply_row& r) { return json_number(r.flops); }},
     {"<Gflops/s>", "gflops_per_s", [](const apply_row& r) { return cell_or_blank(r.gflops_per_s(), " %9.2f", 10); },

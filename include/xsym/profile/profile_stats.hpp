@@ -146,8 +146,15 @@ class profile_stats {
   /// @brief Prints the Theano-format report to os (defined in profile/report.hpp).
   void print_summary(std::ostream& os) const;
   void print_summary() const;
+  /// @brief Theano's ProfileMode spelling: the report on stdout with these many Apply nodes and ops.
+  void print_summary(std::int64_t n_apply_to_print, std::int64_t n_ops_to_print) const;
+  /// @brief Theano's alias of print_summary().
+  void summary() const { print_summary(); }
   /// @brief This profile and another side by side, per op and per Apply node (profile/report.hpp).
-  void print_diff_summary(std::ostream& os, const profile_stats& other) const;
+  /// Apply nodes match by their text, and a Composite matches the other side's nodes of the ops it
+  /// absorbed (fused against unfused); n_apply and n_ops cut the tables (-1: every row).
+  void print_diff_summary(std::ostream& os, const profile_stats& other, std::int64_t n_apply = -1,
+                          std::int64_t n_ops = -1) const;
 
  private:
   std::string m_message;

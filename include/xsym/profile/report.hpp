@@ -79,7 +79,8 @@ inline std::string describe(const value_info& v) {
   return "dtype=" + std::string(dtype_name(v.type)) + ", shape=" + to_string(v.shape) + ", strides=" + strides;
 }
 
-inline std::string kb(double bytes) { return fmt("%.0fKB", std::ceil(bytes / 1024.0)); }
+// Rounded to the nearest KB, ties to even, as PyTensor prints (int(round(bytes / 1024))).
+inline std::string kb(double bytes) { return fmt("%.0fKB", std::nearbyint(bytes / 1024.0)); }
 
 // Peak bytes of node outputs alive at once, replaying the node order: with gc, without in-place.
 // Returns {host peak, device peak}.
@@ -114,7 +115,9 @@ using region_list = std::vector<std::pair<std::string, profile_stats::region>>;
 XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& message,
                                        const std::vector<std::shared_ptr<function_profile>>& fns, report_limits lim,
                                        const region_list& regions = {});
-XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stats& a, const profile_stats& b);
+/// @brief Two profiles side by side; n_apply and n_ops cut the tables (-1: every row).
+XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stats& a, const profile_stats& b,
+                                            std::int64_t n_apply = -1, std::int64_t n_ops = -1);
 
 // The reports: compiled once with XSYM_COMPILED_LIB.
 #if XSYM_RUNTIME_DEFINITIONS
@@ -177,6 +180,14 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
     auto rows = detail::apply_rows(*f, fns.size() > 1, &limits);
     applies.insert(applies.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
   }
+  // User regions are rows too, so that the section's percentages sum to 100% like the others'.
+  for (const auto& [name, reg] : regions) {
+    detail::apply_row r;
+    r.label = name;
+    r.time = static_cast<double>(reg.ticks) * detail::seconds_per_tick();
+    r.calls = reg.calls;
+    applies.push_back(std::move(r));
+  }
   os << "\nApply\n------\n" << detail::header_line(detail::apply_columns, roof);
   detail::sort_descending(applies, [](const auto& a) { return a.time; });
   double cum = 0;
@@ -187,6 +198,8 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
     cum += r.share;
     r.cumulative = cum;
     os << detail::text_line(detail::apply_columns, r, roof);
+    ++shown;
+    if (!r.fn) continue;
     const function_profile& f = *r.fn;
     const auto& ins = f.node_inputs[r.node];
     const auto& outs = f.node_outputs[r.node];
@@ -203,7 +216,6 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
       os << "    input " << k << ": " << detail::describe(ins[k]) << "\n";
     for (std::size_t k = 0; k < outs.size(); ++k)
       os << "    output " << k << ": " << detail::describe(outs[k]) << "\n";
-    ++shown;
   }
   double rest = 0;
   for (std::size_t i = shown; i < applies.size(); ++i) rest += applies[i].time;
@@ -294,7 +306,11 @@ inline void print_memory_profile(std::ostream& os, const std::vector<std::shared
   os << fmt("   ... (remaining %zu Apply account for %6lldB/%lldB ((%.2f%%)) of the Apply with dense outputs sizes)\n",
             entries.size() - shown, static_cast<long long>(rest), static_cast<long long>(total),
             total ? 100.0 * static_cast<double>(rest) / static_cast<double>(total) : 0.0);
-  os << "\n    <created/inplace/view> is taken from the Op's declaration.\n";
+  os << "\n";
+  const bool any_large = std::any_of(entries.begin(), entries.end(), [&](const entry& e) { return e.bytes >= min_size; });
+  if (!any_large)
+    os << fmt("    All Apply nodes have output sizes that take less than %lldB.\n", static_cast<long long>(min_size));
+  os << "    <created/inplace/view> is taken from the Op's declaration.\n";
   os << "    Apply nodes marked 'inplace' or 'view' may actually allocate memory (an in-place node allocates when "
         "its input is still shared at run time); the measured peak above includes that.\n\n";
 }
@@ -374,12 +390,20 @@ inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<funct
   for (const auto& t : tips) os << "  - " << t << "\n";
 }
 
-/// @brief Two profiles side by side, per op and per Apply node (matched by their text), e.g.
-/// fusion on against fusion off. Times are per call of the functions.
-XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stats& a, const profile_stats& b) {
+/// @brief Two profiles side by side, per op and per Apply node, e.g. the same graph compiled
+/// fused and unfused as two functions. Times are per call of the functions.
+XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stats& a, const profile_stats& b,
+                                            std::int64_t n_apply, std::int64_t n_ops) {
   using detail::fmt;
+  struct node {
+    std::string op, text;
+    double time = 0;
+    std::vector<std::string> absorbed;  // a Composite's ops
+    bool matched = false;
+  };
   struct side {
-    std::map<std::string, double> ops, applies;
+    std::map<std::string, double> ops;
+    std::vector<node> nodes;
     double total = 0;
     std::int64_t calls = 0;
   };
@@ -387,43 +411,103 @@ XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stat
     side r;
     for (const auto& f : s.functions()) {
       r.calls = std::max(r.calls, f->calls);
-      for (std::size_t i = 0; i < f->facts->graph->nodes.size(); ++i) {
+      const function_graph& g = f->graph();
+      for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+        const apply_node& n = g.nodes[i];
         const double t = f->calls ? f->node_time(i) / static_cast<double>(f->calls) : 0.0;
-        r.ops[f->facts->graph->nodes[i].op_name()] += t;
-        r.applies[f->name() + ": " + f->facts->graph->node_text(f->facts->graph->nodes[i])] += t;
+        r.ops[n.op_name()] += t;
+        node d{n.op_name(), g.node_text(n), t, {}, false};
+        if (n.fn->kind == op_kind::composite) d.absorbed = n.fn->fused->absorbed;
+        r.nodes.push_back(std::move(d));
         r.total += t;
       }
     }
     return r;
   };
-  const side sa = collect(a), sb = collect(b);
+  // An op's name without what in-place rewriting changes: Elemwise{add,inplace} is add.
+  auto base = [](std::string name) {
+    for (const char* tag : {",no_inplace", ",inplace"})
+      if (auto p = name.find(tag); p != std::string::npos) name.erase(p, std::string(tag).size());
+    if (auto p = name.find("}["); p != std::string::npos) name.erase(p + 1);
+    return name;
+  };
+  side sa = collect(a), sb = collect(b);
   auto name_of = [](const profile_stats& s) { return s.message().empty() ? std::string("?") : s.message(); };
   os << "Profile difference\n==================\n";
   os << "  A: " << name_of(a) << " (" << sa.calls << " calls)\n  B: " << name_of(b) << " (" << sb.calls << " calls)\n";
   os << fmt("  Time per call in thunks: A %.3es, B %.3es, B/A %.2f\n\n", sa.total, sb.total,
             sa.total > 0 ? sb.total / sa.total : 0.0);
-  auto table = [&](const char* title, const std::map<std::string, double>& ma, const std::map<std::string, double>& mb) {
+  struct line {
+    double ta, tb;
+    std::string name;
+  };
+  auto table = [&](const char* title, std::vector<line> rows, std::int64_t limit) {
     os << title << "\n<time A per call> <time B per call> <B/A> <name>\n";
-    std::map<std::string, std::pair<double, double>> rows;
-    for (const auto& [k, v] : ma) rows[k].first = v;
-    for (const auto& [k, v] : mb) rows[k].second = v;
-    std::vector<std::pair<std::string, std::pair<double, double>>> sorted(rows.begin(), rows.end());
-    detail::sort_descending(sorted, [](const auto& x) { return std::max(x.second.first, x.second.second); });
-    for (const auto& [k, v] : sorted) {
-      const std::string ta = v.first > 0 ? fmt("%.3es", v.first) : std::string("        -");
-      const std::string tb = v.second > 0 ? fmt("%.3es", v.second) : std::string("        -");
-      const std::string ratio = v.first > 0 && v.second > 0 ? fmt("%6.2f", v.second / v.first) : std::string("     -");
-      os << "  " << ta << "  " << tb << "  " << ratio << "  " << k << "\n";
+    detail::sort_descending(rows, [](const line& x) { return std::max(x.ta, x.tb); });
+    std::size_t shown = 0;
+    for (const auto& r : rows) {
+      if (limit >= 0 && static_cast<std::int64_t>(shown) >= limit) break;
+      const std::string ta = r.ta > 0 ? fmt("%.3es", r.ta) : std::string("        -");
+      const std::string tb = r.tb > 0 ? fmt("%.3es", r.tb) : std::string("        -");
+      const std::string ratio = r.ta > 0 && r.tb > 0 ? fmt("%6.2f", r.tb / r.ta) : std::string("     -");
+      os << "  " << ta << "  " << tb << "  " << ratio << "  " << r.name << "\n";
+      ++shown;
     }
+    if (shown < rows.size()) os << "   ... (remaining " << rows.size() - shown << " rows)\n";
     os << "\n";
   };
-  table("Ops\n---", sa.ops, sb.ops);
-  table("Apply\n------", sa.applies, sb.applies);
+  std::map<std::string, std::pair<double, double>> ops;
+  for (const auto& [k, v] : sa.ops) ops[k].first = v;
+  for (const auto& [k, v] : sb.ops) ops[k].second = v;
+  std::vector<line> op_rows;
+  for (const auto& [k, v] : ops) op_rows.push_back({v.first, v.second, k});
+  table("Ops\n---", std::move(op_rows), n_ops);
+
+  // Apply nodes: the same text in both (function names aside); then a Composite against the
+  // nodes of the other side whose ops it absorbed; what is left has no counterpart.
+  std::vector<line> rows;
+  for (auto& x : sa.nodes)
+    for (auto& y : sb.nodes)
+      if (!y.matched && x.text == y.text) {
+        x.matched = y.matched = true;
+        rows.push_back({x.time, y.time, x.text});
+        break;
+      }
+  auto absorb = [&](side& fused, side& other, bool fused_is_a) {
+    for (auto& c : fused.nodes) {
+      if (c.matched || c.absorbed.empty()) continue;
+      std::map<std::string, int> wanted;
+      for (const auto& op : c.absorbed) ++wanted[base(op)];
+      double t = 0;
+      std::map<std::string, int> taken;
+      for (auto& y : other.nodes)
+        if (!y.matched && wanted[base(y.op)] > 0) {
+          --wanted[base(y.op)];
+          ++taken[base(y.op)];
+          y.matched = true;
+          t += y.time;
+        }
+      if (taken.empty()) continue;
+      c.matched = true;
+      std::string parts;
+      for (const auto& [op, n] : taken) parts += (parts.empty() ? "" : ", ") + op + (n > 1 ? " x" + std::to_string(n) : "");
+      const std::string name = c.text + "  ~  " + (fused_is_a ? "B: " : "A: ") + parts;
+      rows.push_back(fused_is_a ? line{c.time, t, name} : line{t, c.time, name});
+    }
+  };
+  absorb(sa, sb, true);
+  absorb(sb, sa, false);
+  for (const auto& x : sa.nodes)
+    if (!x.matched) rows.push_back({x.time, 0, x.text + "  (no counterpart in B)"});
+  for (const auto& y : sb.nodes)
+    if (!y.matched) rows.push_back({0, y.time, y.text + "  (no counterpart in A)"});
+  table("Apply\n------", std::move(rows), n_apply);
 }
 #endif  // XSYM_RUNTIME_DEFINITIONS
 
-inline void profile_stats::print_diff_summary(std::ostream& os, const profile_stats& other) const {
-  xsym::print_diff_summary(os, *this, other);
+inline void profile_stats::print_diff_summary(std::ostream& os, const profile_stats& other, std::int64_t n_apply,
+                                              std::int64_t n_ops) const {
+  xsym::print_diff_summary(os, *this, other, n_apply, n_ops);
 }
 
 inline void profile_stats::print_summary(std::ostream& os) const {
@@ -435,6 +519,13 @@ inline void profile_stats::print_summary(std::ostream& os) const {
 
 inline void profile_stats::print_summary() const {
   print_summary(std::cout);
+}
+
+inline void profile_stats::print_summary(std::int64_t n_apply_to_print, std::int64_t n_ops_to_print) const {
+  const auto fns = functions();
+  std::string message = m_message;
+  if (message.empty() && fns.size() == 1) message = fns.front()->name();
+  print_profile(std::cout, message, fns, report_limits{n_ops_to_print, n_apply_to_print}, regions());
 }
 
 }  // namespace xsym
