@@ -4068,6 +4068,12 @@ inline std::string json_value_info(const value_info& v) {
   return s + "], \"c_contiguous\": " + (v.c_contiguous ? "true" : "false") + "}";
 }
 
+inline std::string json_value_infos(const std::vector<value_info>& values) {
+  std::string s = "[";
+  for (const auto& v : values) s += (s.size() > 1 ? ", " : "") + json_value_info(v);
+  return s + "]";
+}
+
 // Floating-point operations of one call, from the shapes it saw (0 where unknown); an
 // elementwise op's per element come from the op table.
 inline double node_flops(const apply_node& n, const std::vector<value_info>& ins, const std::vector<value_info>& outs) {
@@ -4199,18 +4205,8 @@ inline constexpr column<apply_row> apply_columns[] = {
     {"", "bytes", no_cell, [](const apply_row& r) { return json_number(r.bytes); }},
     {"", "inplace", no_cell, [](const apply_row& r) { return std::string(r.apply().fn->is_inplace() ? "true" : "false"); }},
     {"", "view", no_cell, [](const apply_row& r) { return std::string(r.apply().fn->is_view() ? "true" : "false"); }},
-    {"", "inputs", no_cell,
-     [](const apply_row& r) {
-       std::string s = "[";
-       for (const auto& v : r.fn->node_inputs[r.node]) s += (s.size() > 1 ? ", " : "") + json_value_info(v);
-       return s + "]";
-     }},
-    {"", "outputs", no_cell,
-     [](const apply_row& r) {
-       std::string s = "[";
-       for (const auto& v : r.fn->node_outputs[r.node]) s += (s.size() > 1 ? ", " : "") + json_value_info(v);
-       return s + "]";
-     }},
+    {"", "inputs", no_cell, [](const apply_row& r) { return json_value_infos(r.fn->node_inputs[r.node]); }},
+    {"", "outputs", no_cell, [](const apply_row& r) { return json_value_infos(r.fn->node_outputs[r.node]); }},
     {"", "absorbed", no_cell,
      [](const apply_row& r) {
        const op& o = *r.apply().fn;
@@ -4824,11 +4820,19 @@ inline void profile_stats::print_diff_summary(std::ostream& os, const profile_st
   xsym::print_diff_summary(os, *this, other, n_apply, n_ops);
 }
 
-inline void profile_stats::print_summary(std::ostream& os) const {
-  const auto fns = functions();
-  std::string message = m_message;
+namespace detail {
+// The report of `stats` with these limits; its message, by default the function's name when
+// there is only one.
+inline void print_stats(std::ostream& os, const profile_stats& stats, report_limits lim) {
+  const auto fns = stats.functions();
+  std::string message = stats.message();
   if (message.empty() && fns.size() == 1) message = fns.front()->name();
-  print_profile(os, message, fns, report_limits::from_config(), regions());
+  print_profile(os, message, fns, lim, stats.regions());
+}
+}  // namespace detail
+
+inline void profile_stats::print_summary(std::ostream& os) const {
+  detail::print_stats(os, *this, report_limits::from_config());
 }
 
 inline void profile_stats::print_summary() const {
@@ -4836,10 +4840,7 @@ inline void profile_stats::print_summary() const {
 }
 
 inline void profile_stats::print_summary(std::int64_t n_apply_to_print, std::int64_t n_ops_to_print) const {
-  const auto fns = functions();
-  std::string message = m_message;
-  if (message.empty() && fns.size() == 1) message = fns.front()->name();
-  print_profile(std::cout, message, fns, report_limits{n_ops_to_print, n_apply_to_print}, regions());
+  detail::print_stats(std::cout, *this, report_limits{n_ops_to_print, n_apply_to_print});
 }
 
 }  // namespace xsym

@@ -57,6 +57,12 @@ inline std::string json_value_info(const value_info& v) {
   return s + "], \"c_contiguous\": " + (v.c_contiguous ? "true" : "false") + "}";
 }
 
+inline std::string json_value_infos(const std::vector<value_info>& values) {
+  std::string s = "[";
+  for (const auto& v : values) s += (s.size() > 1 ? ", " : "") + json_value_info(v);
+  return s + "]";
+}
+
 // Floating-point operations of one call, from the shapes it saw (0 where unknown); an
 // elementwise op's per element come from the op table.
 inline double node_flops(const apply_node& n, const std::vector<value_info>& ins, const std::vector<value_info>& outs) {
@@ -188,18 +194,8 @@ inline constexpr column<apply_row> apply_columns[] = {
     {"", "bytes", no_cell, [](const apply_row& r) { return json_number(r.bytes); }},
     {"", "inplace", no_cell, [](const apply_row& r) { return std::string(r.apply().fn->is_inplace() ? "true" : "false"); }},
     {"", "view", no_cell, [](const apply_row& r) { return std::string(r.apply().fn->is_view() ? "true" : "false"); }},
-    {"", "inputs", no_cell,
-     [](const apply_row& r) {
-       std::string s = "[";
-       for (const auto& v : r.fn->node_inputs[r.node]) s += (s.size() > 1 ? ", " : "") + json_value_info(v);
-       return s + "]";
-     }},
-    {"", "outputs", no_cell,
-     [](const apply_row& r) {
-       std::string s = "[";
-       for (const auto& v : r.fn->node_outputs[r.node]) s += (s.size() > 1 ? ", " : "") + json_value_info(v);
-       return s + "]";
-     }},
+    {"", "inputs", no_cell, [](const apply_row& r) { return json_value_infos(r.fn->node_inputs[r.node]); }},
+    {"", "outputs", no_cell, [](const apply_row& r) { return json_value_infos(r.fn->node_outputs[r.node]); }},
     {"", "absorbed", no_cell,
      [](const apply_row& r) {
        const op& o = *r.apply().fn;

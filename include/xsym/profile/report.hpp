@@ -510,11 +510,19 @@ inline void profile_stats::print_diff_summary(std::ostream& os, const profile_st
   xsym::print_diff_summary(os, *this, other, n_apply, n_ops);
 }
 
-inline void profile_stats::print_summary(std::ostream& os) const {
-  const auto fns = functions();
-  std::string message = m_message;
+namespace detail {
+// The report of `stats` with these limits; its message, by default the function's name when
+// there is only one.
+inline void print_stats(std::ostream& os, const profile_stats& stats, report_limits lim) {
+  const auto fns = stats.functions();
+  std::string message = stats.message();
   if (message.empty() && fns.size() == 1) message = fns.front()->name();
-  print_profile(os, message, fns, report_limits::from_config(), regions());
+  print_profile(os, message, fns, lim, stats.regions());
+}
+}  // namespace detail
+
+inline void profile_stats::print_summary(std::ostream& os) const {
+  detail::print_stats(os, *this, report_limits::from_config());
 }
 
 inline void profile_stats::print_summary() const {
@@ -522,10 +530,7 @@ inline void profile_stats::print_summary() const {
 }
 
 inline void profile_stats::print_summary(std::int64_t n_apply_to_print, std::int64_t n_ops_to_print) const {
-  const auto fns = functions();
-  std::string message = m_message;
-  if (message.empty() && fns.size() == 1) message = fns.front()->name();
-  print_profile(std::cout, message, fns, report_limits{n_ops_to_print, n_apply_to_print}, regions());
+  detail::print_stats(std::cout, *this, report_limits{n_ops_to_print, n_apply_to_print});
 }
 
 }  // namespace xsym
