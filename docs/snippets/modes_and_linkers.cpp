@@ -21,8 +21,8 @@ int main() {
   std::cout << xsym::toposort_text(fast) << "\n" << xsym::toposort_text(unfused) << "\n";
 
   try {
-    auto profiled = xsym::function("profiled", xsym::inputs(x), e, xsym::mode("ProfileMode"));
+    auto typo = xsym::function("typo", xsym::inputs(x), e, xsym::mode("FAST_RUNN"));
   } catch (const xsym::compile_error& err) {
-    std::cout << err.what() << "\n";  // no ProfileMode: use the profile flag or xsym::profile(true)
+    std::cout << err.what() << "\n";  // lists the modes, and suggests FAST_RUN
   }
 }

@@ -639,6 +639,7 @@ struct config_t {
   gcc_t gcc;                              ///< @brief [gcc] flags.
   flag<std::string> compiledir;           ///< @brief Where compiled kernels are kept between runs.
   flag<std::string> floatX;               ///< @brief Read-only mirror of XSYM_FLOATX: "float32" or "float64".
+  flag<std::string> compute_test_value;   ///< @brief off | ignore | warn | raise: test values computed as graphs are built.
 
   /// @brief Assigns a flag by dotted name from text, as code (highest precedence), validated like XSYM_FLAGS.
   void set(std::string_view name, std::string_view value);
@@ -745,6 +746,7 @@ inline const std::pair<std::string_view, std::string_view> flag_aliases[] = {
 };
 inline const std::vector<std::string_view> optimizer_choices = {"fast_run", "fast_compile", "merge", "None"};
 inline const std::vector<std::string_view> device_choices = {"cpu", "cuda"};
+inline const std::vector<std::string_view> test_value_choices = {"off", "ignore", "warn", "raise"};
 
 inline std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
@@ -866,7 +868,12 @@ XSYM_RUNTIME_INLINE config_t::config_t()
                  detail::default_compiledir(), "a directory path", detail::check_nonempty_path),
       floatX(*this, "floatX", "Default float type; fixed at compile time by -DXSYM_FLOATX=float|double",
              std::string(detail::floatx_name()), "'" + std::string(detail::floatx_name()) + "' (set at compile time)",
-             detail::check_floatx) {
+             detail::check_floatx),
+      compute_test_value(*this, "compute_test_value",
+                         "Compute each node's value on its inputs' test values as the graph is built (off: never; "
+                         "ignore, warn, raise: what an input without a test value does)",
+                         "off", detail::choices_expected(detail::test_value_choices),
+                         detail::one_of(detail::test_value_choices)) {
   m_flags = {&mode,
              &linker,
              &optimizer,
@@ -890,7 +897,8 @@ XSYM_RUNTIME_INLINE config_t::config_t()
              &cxx,
              &gcc.cxxflags,
              &compiledir,
-             &floatX};
+             &floatX,
+             &compute_test_value};
 }
 
 XSYM_RUNTIME_INLINE std::vector<std::string_view> config_t::flag_names() const {
@@ -1649,6 +1657,10 @@ xt::xtensor<T, N> to_xtensor(const ndarray& value) {
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include <version>
+#if defined(__cpp_lib_source_location)
+#include <source_location>
+#endif
 
 // ---- begin include/xsym/expr/op.hpp ----
 #ifndef XSYM_EXPR_OP_HPP
@@ -2000,6 +2012,32 @@ XSYM_COLD_END
 
 namespace xsym {
 
+namespace detail {
+#if defined(__cpp_lib_source_location)
+using source_site = std::source_location;
+#else
+// Clang before 15 with libstdc++ has no std::source_location; the builtins it is made of.
+class source_site {
+ public:
+  static constexpr source_site current(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE(),
+                                       unsigned column = __builtin_COLUMN()) noexcept {
+    source_site s;
+    s.m_file = file;
+    s.m_line = line;
+    s.m_column = column;
+    return s;
+  }
+  constexpr const char* file_name() const noexcept { return m_file; }
+  constexpr unsigned line() const noexcept { return m_line; }
+  constexpr unsigned column() const noexcept { return m_column; }
+
+ private:
+  const char* m_file = "";
+  unsigned m_line = 0, m_column = 0;
+};
+#endif
+}  // namespace detail
+
 /// @brief Raised when an expression cannot be built (bad axes, bad pattern, bad dtype).
 class graph_error : public std::invalid_argument {
  public:
@@ -2032,12 +2070,47 @@ struct variable {
   std::vector<var_ptr> inputs;         // apply
   std::shared_ptr<shared_value> shared;  // shared
   ndarray constant;                    // constant
+  detail::source_site where{};  // the user's line that made it (line 0: unknown)
+  std::shared_ptr<const ndarray> test_value;  // compute_test_value: its value on the test values
 };
 
 namespace detail {
 inline std::uint64_t next_variable_id() {
   static std::atomic<std::uint64_t> counter{0};
   return ++counter;
+}
+
+/// The user's line being built on this thread (set by the typed API's outermost call).
+inline source_site& build_site() {
+  thread_local source_site site{};
+  return site;
+}
+/// Marks the nodes made in its scope with the user's line, unless an outer call already did
+/// (the user's call, not the library's inside it); a rewrite replaces it with the line of the
+/// node it rewrites.
+class at_site {
+ public:
+  explicit at_site(const source_site& where, bool replace = false) : m_was(build_site()) {
+    if (replace || m_was.line() == 0) build_site() = where;
+  }
+  ~at_site() { build_site() = m_was; }
+  at_site(const at_site&) = delete;
+  at_site& operator=(const at_site&) = delete;
+
+ private:
+  source_site m_was;
+};
+
+inline std::string site_text(const source_site& w) {
+  return std::string(w.file_name()) + ":" + std::to_string(w.line()) + ":" + std::to_string(w.column());
+}
+
+/// Computes one Apply variable's value from its inputs' test values; installed by compile
+/// (it runs the CPU executor), null in a program without it.
+using test_value_evaluator_fn = ndarray (*)(const variable& apply);
+inline test_value_evaluator_fn& test_value_evaluator() {
+  static test_value_evaluator_fn f = nullptr;
+  return f;
 }
 
 inline var_ptr make_leaf(var_kind kind, dtype t, int rank, std::string name) {
@@ -2135,6 +2208,79 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
   return 0;
 }
 
+// compute_test_value: off, or what an input without a test value does (ignore, warn, raise).
+enum class test_value_mode : std::uint8_t { off, ignore, warn, raise };
+inline test_value_mode test_value_setting() {
+  if (test_value_evaluator() == nullptr) return test_value_mode::off;
+  try {
+    const std::string& m = config.compute_test_value.value();
+    return m == "raise" ? test_value_mode::raise : m == "warn" ? test_value_mode::warn
+           : m == "ignore" ? test_value_mode::ignore : test_value_mode::off;
+  } catch (const config_error&) {
+    return test_value_mode::off;  // a bad flag is reported where function() reads the flags
+  }
+}
+
+inline std::shared_ptr<const ndarray> test_value_of(const variable& v) {
+  if (v.kind == var_kind::constant) return std::make_shared<const ndarray>(v.constant);
+  if (v.kind == var_kind::shared && !v.test_value) {
+    std::lock_guard lock(v.shared->mutex);
+    return std::make_shared<const ndarray>(v.shared->value);  // Theano's rule: its current value
+  }
+  return v.test_value;
+}
+
+[[noreturn]] inline void throw_no_test_value(const variable& v, const variable& input, std::size_t k) {
+  throw graph_error("xsym: compute_test_value=raise: input " + std::to_string(k) + " of " + v.fn->name() +
+                    (v.where.line() ? " at " + site_text(v.where) : std::string()) + " (" +
+                    (input.name.empty() ? std::string("an unnamed ") + std::string(dtype_name(input.type)) + " tensor"
+                                        : "'" + input.name + "'") +
+                    ") has no test value; give it one with xsym::set_test_value(x, value)");
+}
+
+// Nodes that rewrites make while function() builds a graph get no test value.
+inline bool& test_values_suspended() {
+  thread_local bool suspended = false;
+  return suspended;
+}
+class suspend_test_values {
+ public:
+  suspend_test_values() : m_was(test_values_suspended()) { test_values_suspended() = true; }
+  ~suspend_test_values() { test_values_suspended() = m_was; }
+  suspend_test_values(const suspend_test_values&) = delete;
+  suspend_test_values& operator=(const suspend_test_values&) = delete;
+
+ private:
+  bool m_was;
+};
+
+// Runs v on its inputs' test values; a node that fails there fails here, naming the user's line.
+inline void attach_test_value(variable& v) {
+  if (test_values_suspended()) return;
+  const test_value_mode mode = test_value_setting();
+  if (mode == test_value_mode::off) return;
+  for (std::size_t k = 0; k < v.inputs.size(); ++k) {
+    const variable& in = *v.inputs[k];
+    if (in.kind == var_kind::constant || in.kind == var_kind::shared || in.test_value) continue;
+    if (mode == test_value_mode::raise) throw_no_test_value(v, in, k);
+    if (mode == test_value_mode::warn && in.kind == var_kind::input)  // an Apply input already warned
+      std::fprintf(stderr, "xsym: compute_test_value=warn: %s%s: input '%s' has no test value; not computed\n",
+                   v.fn->name().c_str(), v.where.line() ? (" at " + site_text(v.where)).c_str() : "", in.name.c_str());
+    return;
+  }
+  try {
+    v.test_value = std::make_shared<const ndarray>(test_value_evaluator()(v));
+  } catch (const std::exception& e) {
+    std::string msg = "xsym: compute_test_value: " + v.fn->name();
+    if (v.where.line()) msg += " made at " + site_text(v.where);
+    msg += " fails on its inputs' test values (shapes";
+    for (const auto& in : v.inputs) msg += " " + to_string(test_value_of(*in)->shape());
+    msg += "): " + std::string(e.what());
+    if (dynamic_cast<const shape_error*>(&e)) throw shape_error(msg);
+    throw graph_error(msg);
+  }
+}
+
 inline var_ptr make_apply(op o, std::vector<var_ptr> inputs, dtype t, int rank) {
   auto v = std::make_shared<variable>();
   v->broadcastable = infer_broadcastable(o, inputs, rank);
@@ -2144,6 +2290,8 @@ inline var_ptr make_apply(op o, std::vector<var_ptr> inputs, dtype t, int rank) 
   v->rank = rank;
   v->fn = std::make_shared<const op>(std::move(o));
   v->inputs = std::move(inputs);
+  v->where = build_site();
+  attach_test_value(*v);
   return v;
 }
 
@@ -2334,7 +2482,24 @@ XSYM_COLD_END
 
 namespace xsym {
 
+template <class Elem, std::size_t N> class var;
+template <class Elem, std::size_t N> class shared_var;
+template <class X> struct is_var : std::false_type {};
+template <class E, std::size_t N> struct is_var<var<E, N>> : std::true_type {};
+template <class E, std::size_t N> struct is_var<shared_var<E, N>> : std::true_type {};
+template <class X> inline constexpr bool is_var_v = is_var<std::remove_cvref_t<X>>::value;
+
 namespace detail {
+// An operand that remembers the user's line: operators cannot take a defaulted
+// std::source_location, but the conversion to their parameter can.
+template <class V>
+struct located {
+  const V& v;
+  detail::source_site where;
+  located(const V& x, detail::source_site w = detail::source_site::current()) : v(x), where(w) {}  // NOLINT: implicit
+};
+template <scalar_op S, class A, class B> auto binary(const A& a, const B& b);
+template <scalar_op S, class E, std::size_t N> auto unary(const var<E, N>& a);
 XSYM_COLD_BEGIN  // the error path, out of line: not copied into every var<T, N> built
 [[noreturn]] inline void throw_held_as(const variable& node, dtype want, int want_rank) {
   throw std::logic_error("xsym: internal error: node of type " + std::string(dtype_name(node.type)) + " rank " +
@@ -2368,6 +2533,37 @@ class var {
 
   /// @brief The transpose (dimensions reversed), Theano's x.T.
   var T() const;
+
+  // Elementwise operators, found by argument-dependent lookup. The operand converted to
+  // located<var> carries the line of the expression, recorded on the node it makes.
+#define XSYM_BINARY_OPERATOR(sym, sop)                                                   \
+  template <class B>                                                                     \
+    requires(is_var_v<B> || std::is_arithmetic_v<B>)                                     \
+  friend auto operator sym(detail::located<var> a, const B& b) {                         \
+    const detail::at_site site(a.where);                                                 \
+    return detail::binary<scalar_op::sop>(a.v, b);                                       \
+  }                                                                                      \
+  template <class A>                                                                     \
+    requires std::is_arithmetic_v<A>                                                     \
+  friend auto operator sym(const A& a, detail::located<var> b) {                         \
+    const detail::at_site site(b.where);                                                 \
+    return detail::binary<scalar_op::sop>(a, b.v);                                       \
+  }
+  XSYM_BINARY_OPERATOR(+, add)
+  XSYM_BINARY_OPERATOR(-, sub)
+  XSYM_BINARY_OPERATOR(*, mul)
+  XSYM_BINARY_OPERATOR(/, true_div)
+  XSYM_BINARY_OPERATOR(>, gt)
+  XSYM_BINARY_OPERATOR(<, lt)
+  XSYM_BINARY_OPERATOR(>=, ge)
+  XSYM_BINARY_OPERATOR(<=, le)
+  XSYM_BINARY_OPERATOR(==, eq)
+  XSYM_BINARY_OPERATOR(!=, neq)
+#undef XSYM_BINARY_OPERATOR
+  friend auto operator-(detail::located<var> a) {
+    const detail::at_site site(a.where);
+    return detail::unary<scalar_op::neg>(a.v);
+  }
 
  private:
   var_ptr m_node;
@@ -2408,10 +2604,6 @@ class shared_var : public var<Elem, N> {
   }
 };
 
-template <class X> struct is_var : std::false_type {};
-template <class E, std::size_t N> struct is_var<var<E, N>> : std::true_type {};
-template <class E, std::size_t N> struct is_var<shared_var<E, N>> : std::true_type {};
-template <class X> inline constexpr bool is_var_v = is_var<std::remove_cvref_t<X>>::value;
 
 /// @brief A symbolic tensor, or a C++ number that mixes with one (`1 - y`, `0.01 * w`).
 template <class X>
@@ -2538,30 +2730,49 @@ var<T, N> constant(const xt::xtensor_container<EC, N, L, Tag>& value) {
   return var<T, N>(detail::make_constant(detail::copy_to_ndarray<T>(value)));
 }
 
+// ---- test values (compute_test_value) --------------------------------------------------------
+
+/// @brief Gives x a test value (Theano's x.tag.test_value): with compute_test_value on, every node
+/// built from x afterwards is computed on it, so a shape error is raised where that node is made.
+template <class Elem, std::size_t N, class E>
+void set_test_value(const var<Elem, N>& x, const xt::xexpression<E>& value) {
+  static_assert(std::is_same_v<typename E::value_type, Elem>,
+                "xsym::set_test_value: the value's element type must be the variable's");
+  ndarray a = detail::copy_to_ndarray<Elem>(value);
+  if (a.rank() != static_cast<int>(N))
+    throw graph_error("xsym::set_test_value: '" + x.name() + "' has rank " + std::to_string(N) +
+                      ", the value has rank " + std::to_string(a.rank()));
+  for (int d = 0; d < a.rank(); ++d)
+    if (detail::is_broadcastable(x.node(), d) && a.shape(d) != 1)
+      throw graph_error("xsym::set_test_value: '" + x.name() + "' is broadcastable in dimension " + std::to_string(d) +
+                        " (always 1), the value has shape " + to_string(a.shape()));
+  std::const_pointer_cast<variable>(x.node())->test_value = std::make_shared<const ndarray>(std::move(a));
+}
+template <class Elem>
+  requires is_element_type_v<Elem>
+void set_test_value(const var<Elem, 0>& x, Elem value) {
+  std::const_pointer_cast<variable>(x.node())->test_value = std::make_shared<const ndarray>(detail::scalar_array(value));
+}
+
+/// @brief x's test value (a shared variable's is its current value); throws graph_error when it has none.
+template <class Elem, std::size_t N>
+xt::xtensor<Elem, N> get_test_value(const var<Elem, N>& x) {
+  const auto v = detail::test_value_of(*x.node());
+  if (!v)
+    throw graph_error("xsym::get_test_value: '" + x.name() + "' has no test value (is compute_test_value off, or an "
+                      "input without one?)");
+  return detail::to_xtensor<Elem, N>(*v);
+}
+
 // ---- elementwise --------------------------------------------------------------------------
 
-#define XSYM_BINARY_OPERATOR(sym, sop)                                       \
-  template <operand A, operand B>                                            \
-    requires(symbolic<A> || symbolic<B>)                                     \
-  auto operator sym(const A& a, const B& b) {                                \
-    return detail::binary<scalar_op::sop>(a, b);                             \
-  }
-XSYM_BINARY_OPERATOR(+, add)
-XSYM_BINARY_OPERATOR(-, sub)
-XSYM_BINARY_OPERATOR(*, mul)
-XSYM_BINARY_OPERATOR(/, true_div)
-XSYM_BINARY_OPERATOR(>, gt)
-XSYM_BINARY_OPERATOR(<, lt)
-XSYM_BINARY_OPERATOR(>=, ge)
-XSYM_BINARY_OPERATOR(<=, le)
-XSYM_BINARY_OPERATOR(==, eq)
-XSYM_BINARY_OPERATOR(!=, neq)
-#undef XSYM_BINARY_OPERATOR
 
 #define XSYM_BINARY_FUNCTION(fname, sop)                                     \
   template <operand A, operand B>                                            \
     requires(symbolic<A> || symbolic<B>)                                     \
-  auto fname(const A& a, const B& b) {                                       \
+  auto fname(const A& a, const B& b,                                         \
+             detail::source_site where = detail::source_site::current()) { \
+    const detail::at_site site(where);                                       \
     return detail::binary<scalar_op::sop>(a, b);                             \
   }
 XSYM_BINARY_FUNCTION(pow, pow)
@@ -2571,10 +2782,11 @@ XSYM_BINARY_FUNCTION(minimum, minimum)
 
 #define XSYM_UNARY_FUNCTION(fname, sop)                                      \
   template <class E, std::size_t N>                                          \
-  auto fname(const var<E, N>& a) {                                           \
+  auto fname(const var<E, N>& a,                                             \
+             detail::source_site where = detail::source_site::current()) { \
+    const detail::at_site site(where);                                       \
     return detail::unary<scalar_op::sop>(a);                                 \
   }
-XSYM_UNARY_FUNCTION(operator-, neg)
 XSYM_UNARY_FUNCTION(sqr, sqr)
 XSYM_UNARY_FUNCTION(sqrt, sqrt)
 XSYM_UNARY_FUNCTION(exp, exp)
@@ -2589,14 +2801,17 @@ XSYM_UNARY_FUNCTION(softplus, softplus)
 
 /// @brief Elementwise conversion to another element type.
 template <class To, class E, std::size_t N>
-var<To, N> cast(const var<E, N>& a) {
+var<To, N> cast(const var<E, N>& a, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
   static_assert(is_element_type_v<To>, "xsym::cast<T>: T must be bool, std::int32_t, std::int64_t, float or double");
   return var<To, N>(detail::cast(a.node(), dtype_of<To>()));
 }
 
 /// @brief cond ? a : b, elementwise (numpy's where); cond is cast to bool if it is not.
 template <class C, std::size_t NC, operand A, operand B>
-auto switch_(const var<C, NC>& cond, const A& a, const B& b) {
+auto switch_(const var<C, NC>& cond, const A& a, const B& b,
+             detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
   using c = detail::combined<A, B>;
   using T = typename std::conditional_t<detail::operand_traits<A>::weak && detail::operand_traits<B>::weak,
                                         std::common_type<A, B>, std::type_identity<typename c::type>>::type;
@@ -2604,7 +2819,10 @@ auto switch_(const var<C, NC>& cond, const A& a, const B& b) {
   return var<T, rank>(detail::elemwise(scalar_op::switch_, {cond.node(), detail::lift<T>(a), detail::lift<T>(b)}));
 }
 template <class C, std::size_t NC, operand A, operand B>
-auto where(const var<C, NC>& cond, const A& a, const B& b) { return switch_(cond, a, b); }
+auto where(const var<C, NC>& cond, const A& a, const B& b,
+           detail::source_site at = detail::source_site::current()) {
+  return switch_(cond, a, b, at);
+}
 
 // ---- shape ------------------------------------------------------------------------------------
 
@@ -2647,7 +2865,8 @@ var<Elem, N> var<Elem, N>::T() const { return transpose(*this); }
 
 /// @brief vector·vector, matrix·vector, vector·matrix, matrix·matrix.
 template <class A, std::size_t NA, class B, std::size_t NB>
-auto dot(const var<A, NA>& a, const var<B, NB>& b) {
+auto dot(const var<A, NA>& a, const var<B, NB>& b, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
   static_assert(NA >= 1 && NA <= 2 && NB >= 1 && NB <= 2,
                 "xsym::dot takes vectors and matrices (rank 1 or 2) on both sides");
   static_assert(!std::is_same_v<A, bool> && !std::is_same_v<B, bool>, "xsym::dot is not defined on bool tensors");
@@ -2978,6 +3197,7 @@ std::vector<var_ptr> rebuild(const std::vector<var_ptr>& roots, F&& f) {
       ins.push_back(done.at(in->id));
       changed |= ins.back() != in;
     }
+    const at_site site(v->where, true);  // what replaces a node keeps the user's line
     var_ptr nv = f(v, ins, changed);
     done[v->id] = nv;
   }
@@ -3268,6 +3488,7 @@ inline std::vector<var_ptr> fusion_pass(const std::vector<var_ptr>& roots, rewri
   std::unordered_map<std::uint64_t, var_ptr> memo;
   std::function<var_ptr(const var_ptr&)> transform = [&](const var_ptr& v) -> var_ptr {
     if (auto it = memo.find(v->id); it != memo.end()) return it->second;
+    const at_site site(v->where, true);
     var_ptr result;
     if (!is_elem(v)) {
       std::vector<var_ptr> ins;
@@ -6605,7 +6826,8 @@ inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, n
   }
   if (x_in.shape(0) != k)
     throw shape_error("matrix-vector product: matrix has shape (" + std::to_string(m) + ", " + std::to_string(k) +
-                      ") after transposition, vector has shape " + to_string(x_in.shape()));
+                      (transpose ? ") after transposition" : ")") + ", vector has shape " + to_string(x_in.shape()) +
+                      " (" + std::to_string(k) + " != " + std::to_string(x_in.shape(0)) + ")");
   // Copies only where needed: copying an ndarray costs two atomic reference-count updates,
   // four per product in a training step.
   ndarray x_copy, a_copy;
@@ -10175,8 +10397,10 @@ inline resolved_plan resolve_plan(const function_options& o) {
       std::fputs("xsym: mode=ProfileMode is deprecated: it is FAST_RUN with profile=True; set those instead\n", stderr);
     });
   } else if (p.mode != "FAST_RUN") {
+    const std::string hint = detail::did_you_mean(p.mode, detail::mode_choices);
     throw compile_error("xsym: unknown mode '" + p.mode +
-                        "' (choose FAST_RUN, FAST_COMPILE, DebugMode, NanGuardMode, MonitorMode or ProfileMode)");
+                        "' (choose FAST_RUN, FAST_COMPILE, DebugMode, NanGuardMode, MonitorMode or ProfileMode" +
+                        (hint.empty() ? "" : "; " + hint) + ")");
   }
   // Flags that name what this build cannot do are errors, never silently ignored.
   const std::string dev = o.device.value_or(config.device.value());
@@ -10727,6 +10951,7 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
   cpu::register_all_kernels();  // the compiled runtime serves programs of any element type
 #endif
   config.ensure_loaded();  // reading XSYM_FLAGS and rc files is not rewrite time
+  const detail::suspend_test_values no_test_values;  // the nodes rewrites make are not the user's
   double seconds[4];       // rewrites, graph built and rewritten, linked
   seconds[0] = detail::wall_seconds();
   m_plan = detail::resolve_plan(options);
@@ -10992,8 +11217,11 @@ inline void function_runtime::evaluate(const ndarray* args, std::vector<ndarray>
 
 [[noreturn]] inline void function_runtime::throw_node_error(std::size_t i, const std::exception& e) {
   std::string where = "xsym: function '" + m_name + "'";
-  if (i < m_graph->nodes.size())
+  if (i < m_graph->nodes.size()) {
     where += ", Apply node " + std::to_string(i) + " " + m_graph->node_text(static_cast<int>(i));
+    const auto& src = m_graph->slots[static_cast<std::size_t>(m_graph->nodes[i].outputs[0])].source;
+    if (src && src->where.line()) where += " (made at " + detail::site_text(src->where) + ")";
+  }
   const std::string msg = where + ": " + e.what();
   if (dynamic_cast<const shape_error*>(&e)) throw shape_error(msg);
   throw std::runtime_error(msg);
@@ -11298,6 +11526,52 @@ inline void function_runtime::release_destinations() {
 
 #endif
 // ---- end include/xsym/compile/into.hpp ----
+// ---- begin include/xsym/compile/test_values.hpp ----
+#ifndef XSYM_COMPILE_TEST_VALUES_HPP
+#define XSYM_COMPILE_TEST_VALUES_HPP
+
+// compute_test_value's evaluator: expr asks it for a node's value as the node is built.
+#include <memory>
+#include <vector>
+
+
+namespace xsym::detail {
+XSYM_COLD_BEGIN  // building graphs with test values on
+
+// The node alone over inputs bound to its inputs' test values, without rewrites, on the
+// reference kernels: what it computes is what the node means, not what a rewrite made of it.
+inline ndarray evaluate_test_value(const variable& v) {
+  std::vector<var_ptr> leaves;
+  std::vector<ndarray> args;
+  for (const auto& in : v.inputs) {
+    leaves.push_back(make_input(in->type, in->rank, in->name, in->broadcastable));
+    args.push_back(*test_value_of(*in));
+  }
+  auto node = std::make_shared<variable>(v);
+  node->id = next_variable_id();
+  node->inputs = leaves;
+  node->test_value = nullptr;
+  function_options opts;
+  opts.mode = "FAST_COMPILE";
+  opts.linker = "py";
+  opts.optimizer = "None";
+  opts.profile = false;
+  opts.device = "cpu";
+  opts.is_reference = true;
+  opts.ignore_unused_inputs = true;
+  function_runtime rt("compute_test_value", leaves, {node}, {}, opts);
+  std::vector<ndarray> outs, ups;
+  rt.evaluate(args.data(), outs, ups);
+  return std::move(outs[0]);
+}
+
+inline const bool test_value_evaluator_installed = (test_value_evaluator() = &evaluate_test_value, true);
+
+XSYM_COLD_END
+}  // namespace xsym::detail
+
+#endif
+// ---- end include/xsym/compile/test_values.hpp ----
 
 #endif
 // ---- end include/xsym/compile/runtime.hpp ----

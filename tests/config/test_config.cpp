@@ -103,7 +103,8 @@ const std::vector<std::string> all_flags = {"mode",
                                             "cxx",
                                             "gcc.cxxflags",
                                             "compiledir",
-                                            "floatX"};
+                                            "floatX",
+                                            "compute_test_value"};
 
 }  // namespace
 

@@ -265,6 +265,8 @@ TEST_CASE("modes are chosen by flag too, and an unknown mode is a clear error", 
   xsym::config.reset();
   CHECK_THROWS_WITH(xsym::function("bad", xsym::inputs(x), x, xsym::mode("FAST_WALK")),
                     Catch::Contains("unknown mode 'FAST_WALK'"));
+  CHECK_THROWS_WITH(xsym::function("typo", xsym::inputs(x), x, xsym::mode("DebugMod")),
+                    Catch::Contains("did you mean 'DebugMode'"));
 }
 
 TEST_CASE("openmp=True in a program compiled without OpenMP is a clear error", "[modes]") {

@@ -100,6 +100,7 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
   cpu::register_all_kernels();  // the compiled runtime serves programs of any element type
 #endif
   config.ensure_loaded();  // reading XSYM_FLAGS and rc files is not rewrite time
+  const detail::suspend_test_values no_test_values;  // the nodes rewrites make are not the user's
   double seconds[4];       // rewrites, graph built and rewritten, linked
   seconds[0] = detail::wall_seconds();
   m_plan = detail::resolve_plan(options);

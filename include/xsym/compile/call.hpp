@@ -223,8 +223,11 @@ inline void function_runtime::evaluate(const ndarray* args, std::vector<ndarray>
 
 [[noreturn]] inline void function_runtime::throw_node_error(std::size_t i, const std::exception& e) {
   std::string where = "xsym: function '" + m_name + "'";
-  if (i < m_graph->nodes.size())
+  if (i < m_graph->nodes.size()) {
     where += ", Apply node " + std::to_string(i) + " " + m_graph->node_text(static_cast<int>(i));
+    const auto& src = m_graph->slots[static_cast<std::size_t>(m_graph->nodes[i].outputs[0])].source;
+    if (src && src->where.line()) where += " (made at " + detail::site_text(src->where) + ")";
+  }
   const std::string msg = where + ": " + e.what();
   if (dynamic_cast<const shape_error*>(&e)) throw shape_error(msg);
   throw std::runtime_error(msg);

@@ -167,8 +167,10 @@ inline resolved_plan resolve_plan(const function_options& o) {
       std::fputs("xsym: mode=ProfileMode is deprecated: it is FAST_RUN with profile=True; set those instead\n", stderr);
     });
   } else if (p.mode != "FAST_RUN") {
+    const std::string hint = detail::did_you_mean(p.mode, detail::mode_choices);
     throw compile_error("xsym: unknown mode '" + p.mode +
-                        "' (choose FAST_RUN, FAST_COMPILE, DebugMode, NanGuardMode, MonitorMode or ProfileMode)");
+                        "' (choose FAST_RUN, FAST_COMPILE, DebugMode, NanGuardMode, MonitorMode or ProfileMode" +
+                        (hint.empty() ? "" : "; " + hint) + ")");
   }
   // Flags that name what this build cannot do are errors, never silently ignored.
   const std::string dev = o.device.value_or(config.device.value());

@@ -10,5 +10,6 @@
 #include "link.hpp"
 #include "pipeline.hpp"
 #include "profile_wiring.hpp"
+#include "test_values.hpp"
 
 #endif

@@ -79,6 +79,7 @@ struct config_t {
   gcc_t gcc;                              ///< @brief [gcc] flags.
   flag<std::string> compiledir;           ///< @brief Where compiled kernels are kept between runs.
   flag<std::string> floatX;               ///< @brief Read-only mirror of XSYM_FLOATX: "float32" or "float64".
+  flag<std::string> compute_test_value;   ///< @brief off | ignore | warn | raise: test values computed as graphs are built.
 
   /// @brief Assigns a flag by dotted name from text, as code (highest precedence), validated like XSYM_FLAGS.
   void set(std::string_view name, std::string_view value);
@@ -185,6 +186,7 @@ inline const std::pair<std::string_view, std::string_view> flag_aliases[] = {
 };
 inline const std::vector<std::string_view> optimizer_choices = {"fast_run", "fast_compile", "merge", "None"};
 inline const std::vector<std::string_view> device_choices = {"cpu", "cuda"};
+inline const std::vector<std::string_view> test_value_choices = {"off", "ignore", "warn", "raise"};
 
 inline std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
@@ -306,7 +308,12 @@ XSYM_RUNTIME_INLINE config_t::config_t()
                  detail::default_compiledir(), "a directory path", detail::check_nonempty_path),
       floatX(*this, "floatX", "Default float type; fixed at compile time by -DXSYM_FLOATX=float|double",
              std::string(detail::floatx_name()), "'" + std::string(detail::floatx_name()) + "' (set at compile time)",
-             detail::check_floatx) {
+             detail::check_floatx),
+      compute_test_value(*this, "compute_test_value",
+                         "Compute each node's value on its inputs' test values as the graph is built (off: never; "
+                         "ignore, warn, raise: what an input without a test value does)",
+                         "off", detail::choices_expected(detail::test_value_choices),
+                         detail::one_of(detail::test_value_choices)) {
   m_flags = {&mode,
              &linker,
              &optimizer,
@@ -330,7 +337,8 @@ XSYM_RUNTIME_INLINE config_t::config_t()
              &cxx,
              &gcc.cxxflags,
              &compiledir,
-             &floatX};
+             &floatX,
+             &compute_test_value};
 }
 
 XSYM_RUNTIME_INLINE std::vector<std::string_view> config_t::flag_names() const {

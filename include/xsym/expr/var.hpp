@@ -15,7 +15,24 @@
 
 namespace xsym {
 
+template <class Elem, std::size_t N> class var;
+template <class Elem, std::size_t N> class shared_var;
+template <class X> struct is_var : std::false_type {};
+template <class E, std::size_t N> struct is_var<var<E, N>> : std::true_type {};
+template <class E, std::size_t N> struct is_var<shared_var<E, N>> : std::true_type {};
+template <class X> inline constexpr bool is_var_v = is_var<std::remove_cvref_t<X>>::value;
+
 namespace detail {
+// An operand that remembers the user's line: operators cannot take a defaulted
+// std::source_location, but the conversion to their parameter can.
+template <class V>
+struct located {
+  const V& v;
+  detail::source_site where;
+  located(const V& x, detail::source_site w = detail::source_site::current()) : v(x), where(w) {}  // NOLINT: implicit
+};
+template <scalar_op S, class A, class B> auto binary(const A& a, const B& b);
+template <scalar_op S, class E, std::size_t N> auto unary(const var<E, N>& a);
 XSYM_COLD_BEGIN  // the error path, out of line: not copied into every var<T, N> built
 [[noreturn]] inline void throw_held_as(const variable& node, dtype want, int want_rank) {
   throw std::logic_error("xsym: internal error: node of type " + std::string(dtype_name(node.type)) + " rank " +
@@ -49,6 +66,37 @@ class var {
 
   /// @brief The transpose (dimensions reversed), Theano's x.T.
   var T() const;
+
+  // Elementwise operators, found by argument-dependent lookup. The operand converted to
+  // located<var> carries the line of the expression, recorded on the node it makes.
+#define XSYM_BINARY_OPERATOR(sym, sop)                                                   \
+  template <class B>                                                                     \
+    requires(is_var_v<B> || std::is_arithmetic_v<B>)                                     \
+  friend auto operator sym(detail::located<var> a, const B& b) {                         \
+    const detail::at_site site(a.where);                                                 \
+    return detail::binary<scalar_op::sop>(a.v, b);                                       \
+  }                                                                                      \
+  template <class A>                                                                     \
+    requires std::is_arithmetic_v<A>                                                     \
+  friend auto operator sym(const A& a, detail::located<var> b) {                         \
+    const detail::at_site site(b.where);                                                 \
+    return detail::binary<scalar_op::sop>(a, b.v);                                       \
+  }
+  XSYM_BINARY_OPERATOR(+, add)
+  XSYM_BINARY_OPERATOR(-, sub)
+  XSYM_BINARY_OPERATOR(*, mul)
+  XSYM_BINARY_OPERATOR(/, true_div)
+  XSYM_BINARY_OPERATOR(>, gt)
+  XSYM_BINARY_OPERATOR(<, lt)
+  XSYM_BINARY_OPERATOR(>=, ge)
+  XSYM_BINARY_OPERATOR(<=, le)
+  XSYM_BINARY_OPERATOR(==, eq)
+  XSYM_BINARY_OPERATOR(!=, neq)
+#undef XSYM_BINARY_OPERATOR
+  friend auto operator-(detail::located<var> a) {
+    const detail::at_site site(a.where);
+    return detail::unary<scalar_op::neg>(a.v);
+  }
 
  private:
   var_ptr m_node;
@@ -89,10 +137,6 @@ class shared_var : public var<Elem, N> {
   }
 };
 
-template <class X> struct is_var : std::false_type {};
-template <class E, std::size_t N> struct is_var<var<E, N>> : std::true_type {};
-template <class E, std::size_t N> struct is_var<shared_var<E, N>> : std::true_type {};
-template <class X> inline constexpr bool is_var_v = is_var<std::remove_cvref_t<X>>::value;
 
 /// @brief A symbolic tensor, or a C++ number that mixes with one (`1 - y`, `0.01 * w`).
 template <class X>
@@ -219,30 +263,49 @@ var<T, N> constant(const xt::xtensor_container<EC, N, L, Tag>& value) {
   return var<T, N>(detail::make_constant(detail::copy_to_ndarray<T>(value)));
 }
 
+// ---- test values (compute_test_value) --------------------------------------------------------
+
+/// @brief Gives x a test value (Theano's x.tag.test_value): with compute_test_value on, every node
+/// built from x afterwards is computed on it, so a shape error is raised where that node is made.
+template <class Elem, std::size_t N, class E>
+void set_test_value(const var<Elem, N>& x, const xt::xexpression<E>& value) {
+  static_assert(std::is_same_v<typename E::value_type, Elem>,
+                "xsym::set_test_value: the value's element type must be the variable's");
+  ndarray a = detail::copy_to_ndarray<Elem>(value);
+  if (a.rank() != static_cast<int>(N))
+    throw graph_error("xsym::set_test_value: '" + x.name() + "' has rank " + std::to_string(N) +
+                      ", the value has rank " + std::to_string(a.rank()));
+  for (int d = 0; d < a.rank(); ++d)
+    if (detail::is_broadcastable(x.node(), d) && a.shape(d) != 1)
+      throw graph_error("xsym::set_test_value: '" + x.name() + "' is broadcastable in dimension " + std::to_string(d) +
+                        " (always 1), the value has shape " + to_string(a.shape()));
+  std::const_pointer_cast<variable>(x.node())->test_value = std::make_shared<const ndarray>(std::move(a));
+}
+template <class Elem>
+  requires is_element_type_v<Elem>
+void set_test_value(const var<Elem, 0>& x, Elem value) {
+  std::const_pointer_cast<variable>(x.node())->test_value = std::make_shared<const ndarray>(detail::scalar_array(value));
+}
+
+/// @brief x's test value (a shared variable's is its current value); throws graph_error when it has none.
+template <class Elem, std::size_t N>
+xt::xtensor<Elem, N> get_test_value(const var<Elem, N>& x) {
+  const auto v = detail::test_value_of(*x.node());
+  if (!v)
+    throw graph_error("xsym::get_test_value: '" + x.name() + "' has no test value (is compute_test_value off, or an "
+                      "input without one?)");
+  return detail::to_xtensor<Elem, N>(*v);
+}
+
 // ---- elementwise --------------------------------------------------------------------------
 
-#define XSYM_BINARY_OPERATOR(sym, sop)                                       \
-  template <operand A, operand B>                                            \
-    requires(symbolic<A> || symbolic<B>)                                     \
-  auto operator sym(const A& a, const B& b) {                                \
-    return detail::binary<scalar_op::sop>(a, b);                             \
-  }
-XSYM_BINARY_OPERATOR(+, add)
-XSYM_BINARY_OPERATOR(-, sub)
-XSYM_BINARY_OPERATOR(*, mul)
-XSYM_BINARY_OPERATOR(/, true_div)
-XSYM_BINARY_OPERATOR(>, gt)
-XSYM_BINARY_OPERATOR(<, lt)
-XSYM_BINARY_OPERATOR(>=, ge)
-XSYM_BINARY_OPERATOR(<=, le)
-XSYM_BINARY_OPERATOR(==, eq)
-XSYM_BINARY_OPERATOR(!=, neq)
-#undef XSYM_BINARY_OPERATOR
 
 #define XSYM_BINARY_FUNCTION(fname, sop)                                     \
   template <operand A, operand B>                                            \
     requires(symbolic<A> || symbolic<B>)                                     \
-  auto fname(const A& a, const B& b) {                                       \
+  auto fname(const A& a, const B& b,                                         \
+             detail::source_site where = detail::source_site::current()) { \
+    const detail::at_site site(where);                                       \
     return detail::binary<scalar_op::sop>(a, b);                             \
   }
 XSYM_BINARY_FUNCTION(pow, pow)
@@ -252,10 +315,11 @@ XSYM_BINARY_FUNCTION(minimum, minimum)
 
 #define XSYM_UNARY_FUNCTION(fname, sop)                                      \
   template <class E, std::size_t N>                                          \
-  auto fname(const var<E, N>& a) {                                           \
+  auto fname(const var<E, N>& a,                                             \
+             detail::source_site where = detail::source_site::current()) { \
+    const detail::at_site site(where);                                       \
     return detail::unary<scalar_op::sop>(a);                                 \
   }
-XSYM_UNARY_FUNCTION(operator-, neg)
 XSYM_UNARY_FUNCTION(sqr, sqr)
 XSYM_UNARY_FUNCTION(sqrt, sqrt)
 XSYM_UNARY_FUNCTION(exp, exp)
@@ -270,14 +334,17 @@ XSYM_UNARY_FUNCTION(softplus, softplus)
 
 /// @brief Elementwise conversion to another element type.
 template <class To, class E, std::size_t N>
-var<To, N> cast(const var<E, N>& a) {
+var<To, N> cast(const var<E, N>& a, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
   static_assert(is_element_type_v<To>, "xsym::cast<T>: T must be bool, std::int32_t, std::int64_t, float or double");
   return var<To, N>(detail::cast(a.node(), dtype_of<To>()));
 }
 
 /// @brief cond ? a : b, elementwise (numpy's where); cond is cast to bool if it is not.
 template <class C, std::size_t NC, operand A, operand B>
-auto switch_(const var<C, NC>& cond, const A& a, const B& b) {
+auto switch_(const var<C, NC>& cond, const A& a, const B& b,
+             detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
   using c = detail::combined<A, B>;
   using T = typename std::conditional_t<detail::operand_traits<A>::weak && detail::operand_traits<B>::weak,
                                         std::common_type<A, B>, std::type_identity<typename c::type>>::type;
@@ -285,7 +352,10 @@ auto switch_(const var<C, NC>& cond, const A& a, const B& b) {
   return var<T, rank>(detail::elemwise(scalar_op::switch_, {cond.node(), detail::lift<T>(a), detail::lift<T>(b)}));
 }
 template <class C, std::size_t NC, operand A, operand B>
-auto where(const var<C, NC>& cond, const A& a, const B& b) { return switch_(cond, a, b); }
+auto where(const var<C, NC>& cond, const A& a, const B& b,
+           detail::source_site at = detail::source_site::current()) {
+  return switch_(cond, a, b, at);
+}
 
 // ---- shape ------------------------------------------------------------------------------------
 
@@ -328,7 +398,8 @@ var<Elem, N> var<Elem, N>::T() const { return transpose(*this); }
 
 /// @brief vector·vector, matrix·vector, vector·matrix, matrix·matrix.
 template <class A, std::size_t NA, class B, std::size_t NB>
-auto dot(const var<A, NA>& a, const var<B, NB>& b) {
+auto dot(const var<A, NA>& a, const var<B, NB>& b, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
   static_assert(NA >= 1 && NA <= 2 && NB >= 1 && NB <= 2,
                 "xsym::dot takes vectors and matrices (rank 1 or 2) on both sides");
   static_assert(!std::is_same_v<A, bool> && !std::is_same_v<B, bool>, "xsym::dot is not defined on bool tensors");

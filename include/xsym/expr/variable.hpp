@@ -7,12 +7,43 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include <version>
+#if defined(__cpp_lib_source_location)
+#include <source_location>
+#endif
 
 #include "../config/cold.hpp"
+#include "../config/config.hpp"
 #include "ndarray.hpp"
 #include "op.hpp"
 
 namespace xsym {
+
+namespace detail {
+#if defined(__cpp_lib_source_location)
+using source_site = std::source_location;
+#else
+// Clang before 15 with libstdc++ has no std::source_location; the builtins it is made of.
+class source_site {
+ public:
+  static constexpr source_site current(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE(),
+                                       unsigned column = __builtin_COLUMN()) noexcept {
+    source_site s;
+    s.m_file = file;
+    s.m_line = line;
+    s.m_column = column;
+    return s;
+  }
+  constexpr const char* file_name() const noexcept { return m_file; }
+  constexpr unsigned line() const noexcept { return m_line; }
+  constexpr unsigned column() const noexcept { return m_column; }
+
+ private:
+  const char* m_file = "";
+  unsigned m_line = 0, m_column = 0;
+};
+#endif
+}  // namespace detail
 
 /// @brief Raised when an expression cannot be built (bad axes, bad pattern, bad dtype).
 class graph_error : public std::invalid_argument {
@@ -46,12 +77,47 @@ struct variable {
   std::vector<var_ptr> inputs;         // apply
   std::shared_ptr<shared_value> shared;  // shared
   ndarray constant;                    // constant
+  detail::source_site where{};  // the user's line that made it (line 0: unknown)
+  std::shared_ptr<const ndarray> test_value;  // compute_test_value: its value on the test values
 };
 
 namespace detail {
 inline std::uint64_t next_variable_id() {
   static std::atomic<std::uint64_t> counter{0};
   return ++counter;
+}
+
+/// The user's line being built on this thread (set by the typed API's outermost call).
+inline source_site& build_site() {
+  thread_local source_site site{};
+  return site;
+}
+/// Marks the nodes made in its scope with the user's line, unless an outer call already did
+/// (the user's call, not the library's inside it); a rewrite replaces it with the line of the
+/// node it rewrites.
+class at_site {
+ public:
+  explicit at_site(const source_site& where, bool replace = false) : m_was(build_site()) {
+    if (replace || m_was.line() == 0) build_site() = where;
+  }
+  ~at_site() { build_site() = m_was; }
+  at_site(const at_site&) = delete;
+  at_site& operator=(const at_site&) = delete;
+
+ private:
+  source_site m_was;
+};
+
+inline std::string site_text(const source_site& w) {
+  return std::string(w.file_name()) + ":" + std::to_string(w.line()) + ":" + std::to_string(w.column());
+}
+
+/// Computes one Apply variable's value from its inputs' test values; installed by compile
+/// (it runs the CPU executor), null in a program without it.
+using test_value_evaluator_fn = ndarray (*)(const variable& apply);
+inline test_value_evaluator_fn& test_value_evaluator() {
+  static test_value_evaluator_fn f = nullptr;
+  return f;
 }
 
 inline var_ptr make_leaf(var_kind kind, dtype t, int rank, std::string name) {
@@ -149,6 +215,79 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
   return 0;
 }
 
+// compute_test_value: off, or what an input without a test value does (ignore, warn, raise).
+enum class test_value_mode : std::uint8_t { off, ignore, warn, raise };
+inline test_value_mode test_value_setting() {
+  if (test_value_evaluator() == nullptr) return test_value_mode::off;
+  try {
+    const std::string& m = config.compute_test_value.value();
+    return m == "raise" ? test_value_mode::raise : m == "warn" ? test_value_mode::warn
+           : m == "ignore" ? test_value_mode::ignore : test_value_mode::off;
+  } catch (const config_error&) {
+    return test_value_mode::off;  // a bad flag is reported where function() reads the flags
+  }
+}
+
+inline std::shared_ptr<const ndarray> test_value_of(const variable& v) {
+  if (v.kind == var_kind::constant) return std::make_shared<const ndarray>(v.constant);
+  if (v.kind == var_kind::shared && !v.test_value) {
+    std::lock_guard lock(v.shared->mutex);
+    return std::make_shared<const ndarray>(v.shared->value);  // Theano's rule: its current value
+  }
+  return v.test_value;
+}
+
+[[noreturn]] inline void throw_no_test_value(const variable& v, const variable& input, std::size_t k) {
+  throw graph_error("xsym: compute_test_value=raise: input " + std::to_string(k) + " of " + v.fn->name() +
+                    (v.where.line() ? " at " + site_text(v.where) : std::string()) + " (" +
+                    (input.name.empty() ? std::string("an unnamed ") + std::string(dtype_name(input.type)) + " tensor"
+                                        : "'" + input.name + "'") +
+                    ") has no test value; give it one with xsym::set_test_value(x, value)");
+}
+
+// Nodes that rewrites make while function() builds a graph get no test value.
+inline bool& test_values_suspended() {
+  thread_local bool suspended = false;
+  return suspended;
+}
+class suspend_test_values {
+ public:
+  suspend_test_values() : m_was(test_values_suspended()) { test_values_suspended() = true; }
+  ~suspend_test_values() { test_values_suspended() = m_was; }
+  suspend_test_values(const suspend_test_values&) = delete;
+  suspend_test_values& operator=(const suspend_test_values&) = delete;
+
+ private:
+  bool m_was;
+};
+
+// Runs v on its inputs' test values; a node that fails there fails here, naming the user's line.
+inline void attach_test_value(variable& v) {
+  if (test_values_suspended()) return;
+  const test_value_mode mode = test_value_setting();
+  if (mode == test_value_mode::off) return;
+  for (std::size_t k = 0; k < v.inputs.size(); ++k) {
+    const variable& in = *v.inputs[k];
+    if (in.kind == var_kind::constant || in.kind == var_kind::shared || in.test_value) continue;
+    if (mode == test_value_mode::raise) throw_no_test_value(v, in, k);
+    if (mode == test_value_mode::warn && in.kind == var_kind::input)  // an Apply input already warned
+      std::fprintf(stderr, "xsym: compute_test_value=warn: %s%s: input '%s' has no test value; not computed\n",
+                   v.fn->name().c_str(), v.where.line() ? (" at " + site_text(v.where)).c_str() : "", in.name.c_str());
+    return;
+  }
+  try {
+    v.test_value = std::make_shared<const ndarray>(test_value_evaluator()(v));
+  } catch (const std::exception& e) {
+    std::string msg = "xsym: compute_test_value: " + v.fn->name();
+    if (v.where.line()) msg += " made at " + site_text(v.where);
+    msg += " fails on its inputs' test values (shapes";
+    for (const auto& in : v.inputs) msg += " " + to_string(test_value_of(*in)->shape());
+    msg += "): " + std::string(e.what());
+    if (dynamic_cast<const shape_error*>(&e)) throw shape_error(msg);
+    throw graph_error(msg);
+  }
+}
+
 inline var_ptr make_apply(op o, std::vector<var_ptr> inputs, dtype t, int rank) {
   auto v = std::make_shared<variable>();
   v->broadcastable = infer_broadcastable(o, inputs, rank);
@@ -158,6 +297,8 @@ inline var_ptr make_apply(op o, std::vector<var_ptr> inputs, dtype t, int rank) 
   v->rank = rank;
   v->fn = std::make_shared<const op>(std::move(o));
   v->inputs = std::move(inputs);
+  v->where = build_site();
+  attach_test_value(*v);
   return v;
 }
 

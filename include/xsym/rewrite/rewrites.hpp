@@ -102,6 +102,7 @@ std::vector<var_ptr> rebuild(const std::vector<var_ptr>& roots, F&& f) {
       ins.push_back(done.at(in->id));
       changed |= ins.back() != in;
     }
+    const at_site site(v->where, true);  // what replaces a node keeps the user's line
     var_ptr nv = f(v, ins, changed);
     done[v->id] = nv;
   }
@@ -392,6 +393,7 @@ inline std::vector<var_ptr> fusion_pass(const std::vector<var_ptr>& roots, rewri
   std::unordered_map<std::uint64_t, var_ptr> memo;
   std::function<var_ptr(const var_ptr&)> transform = [&](const var_ptr& v) -> var_ptr {
     if (auto it = memo.find(v->id); it != memo.end()) return it->second;
+    const at_site site(v->where, true);
     var_ptr result;
     if (!is_elem(v)) {
       std::vector<var_ptr> ins;

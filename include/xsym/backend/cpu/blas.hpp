@@ -271,7 +271,8 @@ inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, n
   }
   if (x_in.shape(0) != k)
     throw shape_error("matrix-vector product: matrix has shape (" + std::to_string(m) + ", " + std::to_string(k) +
-                      ") after transposition, vector has shape " + to_string(x_in.shape()));
+                      (transpose ? ") after transposition" : ")") + ", vector has shape " + to_string(x_in.shape()) +
+                      " (" + std::to_string(k) + " != " + std::to_string(x_in.shape(0)) + ")");
   // Copies only where needed: copying an ndarray costs two atomic reference-count updates,
   // four per product in a training step.
   ndarray x_copy, a_copy;
