@@ -130,6 +130,8 @@ def main():
     results += run_bench(build / "bench" / "bench_xsym_noprof", env=env)
     results += run_bench(build / "bench" / "bench_calls", env=env)
     results += run_bench(build / "bench" / "bench_calls_noprof", env=env)
+    if (build / "bench" / "bench_threads").exists():  # built where OpenMP is found
+        results += run_bench(build / "bench" / "bench_threads", ["4" if args.quick else "12", "400"], env=env)
     results += build_cost()
     if not (args.quick or args.skip_test_build):
         results += test_suite_cost()
@@ -160,6 +162,12 @@ def main():
     if x and o:  # optional bar: faster with threads than without (a ratio below 1)
         bar(f"logreg float64: openmp=True / one thread ({os.environ.get('OMP_NUM_THREADS', os.cpu_count())} threads)",
             o["median_s"] / x["median_s"], 1.0, "time per step")
+    # Run after run, with another process spinning on one core: a step must not wait for a
+    # thread the scheduler has not run (the slowest run against one thread's median).
+    xb, ob = find(results, "logreg_runs_busy", "xsym", "float64"), find(results, "logreg_runs_busy", "xsym_openmp", "float64")
+    if xb and ob:
+        bar("logreg float64, one core busy: openmp's slowest run / one thread", ob["max_s"] / xb["median_s"], 1.5,
+            "time per step, runs of 400 steps")
     for b in ("elemwise_add3mul", "elemwise_sigmoid", "elemwise_xent"):
         for n in (1e5, 1e7):
             x = find(results, b, "xsym", size=n)
