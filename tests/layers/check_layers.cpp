@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
     std::cerr << "check_layers: " << design << " states no layer order (between layers:begin and layers:end)\n";
     return 2;
   }
-  rank.emplace("(top)", static_cast<int>(rank.size()));  // xsym.hpp, gpu.hpp, version.hpp
+  rank.emplace("(top)", static_cast<int>(rank.size()));  // xsym.hpp, gpu.hpp, benchmark.hpp, version.hpp
 
   const fs::path include = root / "include" / "xsym";
   const std::regex inc(R"(^\s*#\s*include\s*([<"])([^>"]+)[>"])");

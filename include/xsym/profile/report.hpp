@@ -442,15 +442,15 @@ XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stat
     std::string name;
   };
   auto table = [&](const char* title, std::vector<line> rows, std::int64_t limit) {
-    os << title << "\n<time A per call> <time B per call> <B/A> <name>\n";
-    detail::sort_descending(rows, [](const line& x) { return std::max(x.ta, x.tb); });
+    os << title << "\n<time A per call> <time B per call> <B/A> <B - A> <name>\n";
+    detail::sort_descending(rows, [](const line& x) { return std::fabs(x.tb - x.ta); });  // the largest change first
     std::size_t shown = 0;
     for (const auto& r : rows) {
       if (limit >= 0 && static_cast<std::int64_t>(shown) >= limit) break;
       const std::string ta = r.ta > 0 ? fmt("%.3es", r.ta) : std::string("        -");
       const std::string tb = r.tb > 0 ? fmt("%.3es", r.tb) : std::string("        -");
       const std::string ratio = r.ta > 0 && r.tb > 0 ? fmt("%6.2f", r.tb / r.ta) : std::string("     -");
-      os << "  " << ta << "  " << tb << "  " << ratio << "  " << r.name << "\n";
+      os << "  " << ta << "  " << tb << "  " << ratio << "  " << fmt("%+.3es", r.tb - r.ta) << "  " << r.name << "\n";
       ++shown;
     }
     if (shown < rows.size()) os << "   ... (remaining " << rows.size() - shown << " rows)\n";
