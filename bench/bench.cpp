@@ -24,6 +24,7 @@
 
 #include "bench_util.hpp"
 #include "call_overhead.hpp"
+#include "eigen_logreg.hpp"
 
 namespace {
 
@@ -119,34 +120,13 @@ void bench_logreg(const char* dtype, int steps, std::size_t offset = 0) {
     xsym::config.cxx = "";
   }
 
-  // Eigen, written as a careful user would: two matrix-vector products per step.
-  using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
-  Eigen::Map<const Mat> X(d.X.data(), n, feats);
-  Eigen::Map<const Vec> Y(d.Y.data(), n);
-  Vec ew(feats), z(n), p(n), g(n), exent(n);
-  Eigen::Array<bool, Eigen::Dynamic, 1> pred(n);
-  T eb = 0;
+  // Eigen (eigen_logreg.hpp).
+  eigen_logreg<T> eig(d.X.data(), d.Y.data(), n, feats);
   if (!noprof_build()) {
-    runners.push_back({"eigen", [&, &w = ew, &xent = exent, &b = eb] {
-      w = Eigen::Map<const Vec>(d.w0.data(), feats);
-      b = 0;
-      for (int i = 0; i < steps; ++i) {
-        z.noalias() = X * w;
-        z.array() += b;
-        p = (T(1) / (T(1) + (-z.array()).exp())).matrix();
-        pred = p.array() > T(0.5);
-        // softplus forms, as xsym's stabilised graph computes them
-        xent = (Y.array() * ((-z.array()).max(T(0)) + (-(z.array().abs())).exp().log1p()) +
-                (T(1) - Y.array()) * (z.array().max(T(0)) + (-(z.array().abs())).exp().log1p()))
-                   .matrix();
-        g = ((p - Y) / T(n));
-        const T gb = g.sum();
-        w = T(1 - 0.01 * 0.02) * w;
-        w.noalias() -= T(0.01) * (X.transpose() * g);
-        b -= T(0.01) * gb;
-      }
-    }, [&] { compare(ew.data(), "eigen logreg"); }});
+    runners.push_back({"eigen", [&] {
+      eig.reset(d.w0.data());
+      for (int i = 0; i < steps; ++i) eig.step();
+    }, [&] { compare(eig.w.data(), "eigen logreg"); }});
   }
   // xtensor, with its xsimd-vectorised expressions and a hand loop for the products.
   xt::xtensor<T, 1> xw = d.w0, xz = xt::empty<T>({n}), xp = xt::empty<T>({n}), xg = xt::empty<T>({n}),
