@@ -96,17 +96,10 @@ void bench_logreg(const char* dtype, int steps, std::size_t offset = 0) {
     xsym::config.profile = false;
     xsym::config.openmp = openmp;
     xsym::config.cxx = cxx ? bench_cxx() : "";
-    auto x = xsym::matrix<T>("x");
-    auto y = xsym::vector<T>("y");
-    auto w = xsym::shared(d.w0, "w");
-    auto b = xsym::shared(T(0), "b");
-    auto p_1 = 1 / (1 + exp(-dot(x, w) - b));
-    auto xent = -y * log(p_1) - (1 - y) * log(1 - p_1);
-    auto cost = mean(xent) + 0.01 * sum(w * w);
-    auto [gw, gb] = xsym::grad(cost, w, b);
-    auto train = xsym::function("train", xsym::inputs(x, y), xsym::outputs(p_1 > 0.5, xent),
-                                xsym::updates(xsym::update(w, w - 0.01 * gw), xsym::update(b, b - 0.01 * gb)),
-                                xsym::profile(bench_profile(profiled)));
+    const auto setup = seeds_train(d.w0, bench_profile(profiled));
+    auto train = std::get<0>(setup);
+    auto w = std::get<1>(setup);
+    auto b = std::get<2>(setup);
     // The outputs go into preallocated arrays, as Eigen's and xtensor's below do.
     runners.push_back({openmp ? "xsym_openmp" : cxx ? "xsym_cxx" : xsym_impl(profiled),
                        [&d, w, b, train, steps, pred = xt::xtensor<bool, 1>::from_shape({std::size_t(n)}),

@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <xsym/xsym.hpp>
@@ -83,6 +84,24 @@ inline void check(bool ok, const char* what) {
     std::fprintf(stderr, "bench: result check failed: %s\n", what);
     std::exit(1);
   }
+}
+
+/// The seeds' training step on element type T: {train, w, b}, train compiled with `options`
+/// (its outputs: the prediction and the cross-entropy).
+template <class T, class... Options>
+auto seeds_train(const xt::xtensor<T, 1>& w0, const Options&... options) {
+  auto x = xsym::matrix<T>("x");
+  auto y = xsym::vector<T>("y");
+  auto w = xsym::shared(w0, "w");
+  auto b = xsym::shared(T(0), "b");
+  auto p_1 = 1 / (1 + exp(-dot(x, w) - b));
+  auto xent = -y * log(p_1) - (1 - y) * log(1 - p_1);
+  auto cost = mean(xent) + 0.01 * sum(w * w);
+  auto [gw, gb] = xsym::grad(cost, w, b);
+  auto train = xsym::function("train", xsym::inputs(x, y), xsym::outputs(p_1 > 0.5, xent),
+                              xsym::updates(xsym::update(w, w - 0.01 * gw), xsym::update(b, b - 0.01 * gb)),
+                              options...);
+  return std::tuple{train, w, b};
 }
 
 }  // namespace bench

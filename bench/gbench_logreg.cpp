@@ -10,6 +10,7 @@
 #include <xtensor/xadapt.hpp>
 #include <xsym/xsym.hpp>
 
+#include "bench_util.hpp"
 #include "eigen_logreg.hpp"
 
 namespace {
@@ -36,16 +37,7 @@ const data& the_data() {
 void xsym_step(benchmark::State& state) {
   const data& d = the_data();
   auto X = xt::adapt(d.X.data(), d.X.size(), xt::no_ownership(), std::array<std::size_t, 2>{n, feats});
-  auto x = xsym::matrix<float>("x");
-  auto y = xsym::vector<float>("y");
-  auto w = xsym::shared(d.w0, "w");
-  auto b = xsym::shared(0.0f, "b");
-  auto p_1 = 1 / (1 + exp(-dot(x, w) - b));
-  auto xent = -y * log(p_1) - (1 - y) * log(1 - p_1);
-  auto cost = mean(xent) + 0.01 * sum(w * w);
-  auto [gw, gb] = xsym::grad(cost, w, b);
-  auto train = xsym::function("train", xsym::inputs(x, y), xsym::outputs(p_1 > 0.5, xent),
-                              xsym::updates(xsym::update(w, w - 0.01 * gw), xsym::update(b, b - 0.01 * gb)));
+  auto train = std::get<0>(bench::seeds_train(d.w0));
   auto pred = xt::xtensor<bool, 1>::from_shape({std::size_t(n)});
   auto xent_out = xt::xtensor<float, 1>::from_shape({std::size_t(n)});
   for (auto _ : state) train.into(pred, xent_out)(X, d.Y);

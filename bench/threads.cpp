@@ -59,18 +59,9 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < n; ++i) Y(i) = static_cast<real>(i % 2);
   for (auto& v : w0) v = normal(rng);
 
-  auto x = xsym::matrix<real>("x");
-  auto y = xsym::vector<real>("y");
-  auto w = xsym::shared(w0, "w");
-  auto b = xsym::shared(real(0), "b");
-  auto p_1 = 1 / (1 + exp(-dot(x, w) - b));
-  auto xent = -y * log(p_1) - (1 - y) * log(1 - p_1);
-  auto cost = mean(xent) + 0.01 * sum(w * w);
-  auto [gw, gb] = xsym::grad(cost, w, b);
   auto make = [&](bool threads) {
     xsym::config.openmp = threads;
-    auto f = xsym::function("train", xsym::inputs(x, y), xsym::outputs(p_1 > 0.5, xent),
-                            xsym::updates(xsym::update(w, w - 0.01 * gw), xsym::update(b, b - 0.01 * gb)));
+    auto f = std::get<0>(bench::seeds_train(w0));
     xsym::config.openmp = false;
     return f;
   };

@@ -5,11 +5,22 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unistd.h>
 
 namespace xsym_test {
+
+/// What f throws (its what()), or "" when it throws nothing.
+inline std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
 
 /// Gives a test the built-in flag defaults: no XSYM_FLAGS, no rc file, no code assignments.
 /// Restores the environment and resets the config when it goes out of scope.

@@ -47,14 +47,7 @@ std::vector<std::string> names(const F& f) {
   return xsym_test::op_names(f);
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using xsym_test::message_of;
 }  // namespace
 
 TEST_CASE("fused elementwise on the device equals the CPU backend, one kernel per Composite", "[gpu]") {

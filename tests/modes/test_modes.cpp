@@ -4,6 +4,8 @@
 
 #include <xsym/xsym.hpp>
 
+#include "compile/compile_util.hpp"
+
 #include <cmath>
 #include <random>
 #include <tuple>
@@ -29,14 +31,7 @@ std::vector<xsym::var_ptr> add_becomes_sub(const std::vector<xsym::var_ptr>& roo
   });
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using xsym_test::message_of;
 }  // namespace
 
 TEST_CASE("DebugMode passes correct functions, with the seeds' example and the logistic regression", "[modes]") {

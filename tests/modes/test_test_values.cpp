@@ -13,14 +13,7 @@
 #include "compile/compile_util.hpp"
 
 namespace {
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using xsym_test::message_of;
 
 std::string here(int line) { return std::string(__FILE__) + ":" + std::to_string(line) + ":"; }
 

@@ -1,5 +1,6 @@
 // print_diff_summary and scripts/xsym-prof diff on the same pair of profiles (one graph fused
-// and unfused, two function names) list the same ops, in the same order, with the same times.
+// and unfused, two function names) list the same ops and Apply nodes (a Composite against the
+// nodes it absorbed), in the same order, with the same times.
 #include <catch2/catch.hpp>
 
 #include <xsym/xsym.hpp>
@@ -19,11 +20,11 @@ struct op_line {
   double a = 0, b = 0;  // 0: "-"
 };
 
-// The rows of a report's Ops section: "  <A> <B> <B/A> <B - A> <name>".
-std::vector<op_line> ops_section(const std::string& text) {
+// The rows of a report's section (Ops, Apply): "  <A> <B> <B/A> <B - A> <name>".
+std::vector<op_line> section(const std::string& text, const std::string& title) {
   std::istringstream in(text);
   std::string line;
-  while (std::getline(in, line) && line != "Ops") {
+  while (std::getline(in, line) && line != title) {
   }
   std::getline(in, line);  // ---
   std::getline(in, line);  // header
@@ -80,17 +81,22 @@ TEST_CASE("print_diff_summary and xsym-prof diff agree on the same pair", "[prof
       run(std::string(XSYM_TEST_PYTHON) + " " + XSYM_TEST_PROF_TOOL + " diff " + dir + "/a.json " + dir + "/b.json");
   REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
 
-  const auto mine = ops_section(in_process.str()), theirs = ops_section(command_out);
   INFO(in_process.str() << "\n----\n" << command_out);
-  REQUIRE(mine.size() == theirs.size());
-  REQUIRE(mine.size() == 4);  // the Composite on one side; add (twice), exp, mul on the other
-  for (std::size_t i = 0; i < mine.size(); ++i) {
-    CHECK(mine[i].name == theirs[i].name);
-    CHECK(mine[i].a == Approx(theirs[i].a).epsilon(2e-3));
-    CHECK(mine[i].b == Approx(theirs[i].b).epsilon(2e-3));
+  // Ops: the Composite on one side; add (twice), exp, mul on the other. Apply: the Composite
+  // against B's four nodes.
+  for (const auto& [title, rows] : {std::pair{"Ops", 4u}, std::pair{"Apply", 1u}}) {
+    const auto mine = section(in_process.str(), title), theirs = section(command_out, title);
+    REQUIRE(mine.size() == theirs.size());
+    REQUIRE(mine.size() == rows);
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      CHECK(mine[i].name == theirs[i].name);
+      CHECK(mine[i].a == Approx(theirs[i].a).epsilon(2e-3));
+      CHECK(mine[i].b == Approx(theirs[i].b).epsilon(2e-3));
+    }
+    // Sorted by the absolute change, largest first.
+    for (std::size_t i = 1; i < mine.size(); ++i)
+      CHECK(std::abs(mine[i - 1].b - mine[i - 1].a) >= std::abs(mine[i].b - mine[i].a) * (1 - 2e-3));
   }
-  // Sorted by the absolute change, largest first.
-  for (std::size_t i = 1; i < mine.size(); ++i)
-    CHECK(std::abs(mine[i - 1].b - mine[i - 1].a) >= std::abs(mine[i].b - mine[i].a) * (1 - 2e-3));
+  CHECK_THAT(command_out, Catch::Contains("~  B: Elemwise{add} x2, Elemwise{exp}, Elemwise{mul}"));
 }
 #endif
