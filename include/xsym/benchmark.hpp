@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -31,14 +30,6 @@ struct counters {
   bool classes = true;   ///< a group per op class (xsym::Gemv, xsym::Elemwise, ...)
   bool ops = true;       ///< a group per op (Elemwise{Composite{...}}, Gemv{inplace}, ...)
   std::size_t top_ops = 0;  ///< only the `top_ops` ops that took the most time (0: all)
-};
-
-/// @brief One class's or op's totals over a scope.
-struct group {
-  std::string name;
-  double seconds = 0;
-  std::int64_t calls = 0;
-  double flops = 0, bytes = 0;  // summed over calls, from each node's last recorded shapes
 };
 
 /// @brief Profiles every xsym call made while it lives, on any thread, without printing.
@@ -56,29 +47,13 @@ class scope {
   profile_scope m_scope;
 };
 
-/// @brief The scope's classes (by_class) or ops, as the profile's Class and Ops sections sum them.
-inline std::vector<group> groups(const profile_stats& stats, bool by_class) {
-  std::map<std::string, group> m;
-  for (const auto& f : stats.functions())
-    for (const auto& r : detail::apply_rows(*f, false, nullptr)) {
-      const std::string key = by_class ? r.apply().class_name() : r.apply().op_name();
-      group& g = m[key];
-      g.name = key;
-      g.seconds += r.time;
-      g.calls += r.calls;
-      g.flops += r.flops * static_cast<double>(r.calls);
-      g.bytes += r.bytes * static_cast<double>(r.calls);
-    }
-  for (const auto& [name, reg] : stats.regions()) {
-    group& g = m[by_class ? std::string("xsym::UserRegion") : name];
-    g.name = by_class ? "xsym::UserRegion" : name;
-    g.seconds += static_cast<double>(reg.ticks) * detail::seconds_per_tick();
-    g.calls += reg.calls;
-  }
-  std::vector<group> v;
-  for (auto& [k, g] : m) v.push_back(std::move(g));
-  std::stable_sort(v.begin(), v.end(), [](const group& a, const group& b) { return a.seconds > b.seconds; });
-  return v;
+/// @brief The scope's classes (by_class) or ops, as the profile's Class and Ops sections sum
+/// them, the most time first.
+inline std::vector<detail::summary_row> groups(const profile_stats& stats, bool by_class) {
+  auto [classes, ops] = detail::summary_rows(stats.functions(), stats.regions());
+  auto& v = by_class ? classes : ops;
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.time > b.time; });
+  return std::move(v);
 }
 
 /// @brief Adds the scope's counters to the benchmark (see the header's comment for their names).
@@ -90,15 +65,15 @@ inline void report(::benchmark::State& state, const scope& s, const counters& wh
       if (!(by_class ? which.classes : which.ops)) continue;
       const auto gs = groups(s.stats(), by_class);
       double total = 0;
-      for (const auto& g : gs) total += g.seconds;
+      for (const auto& g : gs) total += g.time;
       std::size_t shown = 0;
       for (const auto& g : gs) {
         if (!by_class && which.top_ops && shown++ >= which.top_ops) break;
-        const std::string prefix = std::string(by_class ? "class:" : "op:") + g.name + ":";
-        state.counters[prefix + "share%"] = total > 0 ? 100.0 * g.seconds / total : 0.0;
-        state.counters[prefix + "time"] = ::benchmark::Counter(g.seconds, ::benchmark::Counter::kAvgIterations);
-        if (g.bytes > 0 && g.seconds > 0) state.counters[prefix + "GB/s"] = g.bytes / g.seconds / 1e9;
-        if (g.flops > 0 && g.seconds > 0) state.counters[prefix + "Gflop/s"] = g.flops / g.seconds / 1e9;
+        const std::string prefix = std::string(by_class ? "class:" : "op:") + g.key + ":";
+        state.counters[prefix + "share%"] = total > 0 ? 100.0 * g.time / total : 0.0;
+        state.counters[prefix + "time"] = ::benchmark::Counter(g.time, ::benchmark::Counter::kAvgIterations);
+        if (g.bytes > 0 && g.time > 0) state.counters[prefix + "GB/s"] = g.bytes / g.time / 1e9;
+        if (g.flops > 0 && g.time > 0) state.counters[prefix + "Gflop/s"] = g.flops / g.time / 1e9;
       }
     }
   }

@@ -102,6 +102,7 @@ struct summary_row {
   double time = 0;
   std::int64_t calls = 0;
   int applies = 0;
+  double flops = 0, bytes = 0;  // over every call, from each node's last recorded shapes
   double share = 0, cumulative = 0;  // percent of the report's total, set when printed
   double per_call() const { return calls ? time / static_cast<double>(calls) : 0.0; }
 };
@@ -261,6 +262,9 @@ inline std::pair<std::vector<summary_row>, std::vector<summary_row>> summary_row
         r.time += f->node_time(i);
         r.calls += f->node_calls[i];
         r.applies += 1;
+        const auto calls = static_cast<double>(f->node_calls[i]);
+        r.flops += node_flops(n, f->node_inputs[i], f->node_outputs[i]) * calls;
+        r.bytes += node_bytes(n, f->node_inputs[i], f->node_outputs[i]) * calls;
       }
     }
   }
