@@ -95,6 +95,19 @@ struct function_graph {
   }
 };
 
+/// @brief After a rewrite replaced or reordered nodes: ids in the new order, and each slot's
+/// owner (-1 for values no node computes any more).
+inline void renumber_nodes(function_graph& g) {
+  for (auto& s : g.slots) s.owner = -1;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    g.nodes[i].id = static_cast<int>(i);
+    for (std::size_t o = 0; o < g.nodes[i].outputs.size(); ++o) {
+      g.slots[static_cast<std::size_t>(g.nodes[i].outputs[o])].owner = static_cast<int>(i);
+      g.slots[static_cast<std::size_t>(g.nodes[i].outputs[o])].owner_output = static_cast<int>(o);
+    }
+  }
+}
+
 /// @brief Prints the graph from its outputs down, one line per node, as Theano's debugprint does.
 inline void debugprint(const function_graph& g, std::ostream& os) {
   std::vector<std::string> ids(g.nodes.size());

@@ -257,15 +257,8 @@ inline void multi_output_fusion_pass(function_graph& g, rewrite_record& rec) {
     }
     if (!progress) throw std::logic_error("xsym: multi_output_fusion produced a cycle");
   }
-  for (auto& s : g.slots) s.owner = -1;
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    order[i].id = static_cast<int>(i);
-    for (std::size_t o = 0; o < order[i].outputs.size(); ++o) {
-      g.slots[static_cast<std::size_t>(order[i].outputs[o])].owner = static_cast<int>(i);
-      g.slots[static_cast<std::size_t>(order[i].outputs[o])].owner_output = static_cast<int>(o);
-    }
-  }
   g.nodes = std::move(order);
+  renumber_nodes(g);
 }
 
 }  // namespace xsym::detail
