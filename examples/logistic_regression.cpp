@@ -62,7 +62,8 @@ int main(int argc, char** argv) try {
 
   bool cpu = false, gpu = false;
   for (const auto& node : train.toposort()) {
-    cpu |= node.class_name() == "xsym::Gemv" || node.class_name() == "xsym::Gemm" || node.class_name() == "xsym::Dot22";
+    cpu |= node.class_name() == "xsym::Gemv" || node.class_name() == "xsym::Gemm" || node.class_name() == "xsym::Dot22" ||
+           node.class_name() == "xsym::OnePassGemv";  // both products in one node (rewrite one_pass_gemv)
     gpu |= node.class_name() == "xsym::GpuGemv" || node.class_name() == "xsym::GpuGemm";
   }
   std::cout << (cpu ? "Used the cpu" : gpu ? "Used the gpu" : "ERROR, not able to tell if xsym used the cpu or the gpu")

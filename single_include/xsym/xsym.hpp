@@ -1805,7 +1805,13 @@ constexpr std::string_view reduce_name(reduce_op r) {
 }
 
 /// @brief Which family an op belongs to: the "Class" section of a profile.
-enum class op_kind : std::uint8_t { elemwise, composite, dimshuffle, reduce, dot, gemv, dot22, shape_prod, transfer };
+enum class op_kind : std::uint8_t {
+  elemwise, composite, dimshuffle, reduce, dot, gemv, dot22, shape_prod, transfer,
+  // dot(A.T, g) where g is an output of a Composite reading dot(A, x): one pass over A's rows
+  // (rewrite/one_pass.hpp). Inputs (A, x, [y0,] the Composite's other inputs); outputs the
+  // Composite's, then the product.
+  one_pass_gemv
+};
 
 /// @brief One instruction of a fused elementwise program (see compile/elemwise.hpp).
 struct instruction {
@@ -1839,7 +1845,9 @@ struct op {
   bool accumulate = false;                     // gemv: inputs (y0, A, x), output beta * y0 + alpha * op(A) x
   double alpha = 1.0;
   double beta = 1.0;                           // gemv only; Gemm's is 1
-  std::shared_ptr<const program> fused;        // composite
+  std::shared_ptr<const program> fused;        // composite; one_pass_gemv: its Composite
+  int pass_u = 0;                              // one_pass_gemv: the Composite's input that is dot(A, x)
+  int pass_g = 0;                              // one_pass_gemv: the Composite's output the product reads
   std::vector<std::pair<int, int>> destroy_map;  // (output, input) pairs written in place
   bool on_gpu = false;                         // runs on the device (device=cuda)
   bool to_device = false;                      // transfer: GpuFromHost (else HostFromGpu)
@@ -1936,6 +1944,14 @@ struct op {
         return n + "}";
       }
       case op_kind::transfer: return "Transfer";
+      case op_kind::one_pass_gemv: {
+        std::string n = "OnePassGemv{Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
+        char buf[64];
+        if (!accumulate) buf[0] = 0;
+        else if (beta == 1.0) std::snprintf(buf, sizeof buf, ",alpha=%g", alpha);
+        else std::snprintf(buf, sizeof buf, ",alpha=%g,beta=%g", alpha, beta);
+        return n + buf + "}";
+      }
     }
     return "?";
   }
@@ -1951,6 +1967,7 @@ struct op {
       case op_kind::dot22: return accumulate ? "xsym::Gemm" : "xsym::Dot22";
       case op_kind::shape_prod: return "xsym::Shape";
       case op_kind::transfer: return "xsym::Transfer";
+      case op_kind::one_pass_gemv: return "xsym::OnePassGemv";
     }
     return "?";
   }
@@ -1958,7 +1975,9 @@ struct op {
  public:
   /// @brief Two ops with the same signature compute the same function (merge uses it).
   std::string signature() const {
-    std::string sig = name() + (transpose_a ? "/T" : "") + (kind == op_kind::composite ? "/" + fused->text : std::string());
+    std::string sig = name() + (transpose_a ? "/T" : "") +
+                      (kind == op_kind::composite || kind == op_kind::one_pass_gemv ? "/" + fused->text : std::string());
+    if (kind == op_kind::one_pass_gemv) sig += "/" + std::to_string(pass_u) + "/" + std::to_string(pass_g);
     if (accumulate) {
       // The name prints alpha and beta to 6 digits; two products differing further are not one.
       char buf[64];
@@ -2195,6 +2214,7 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
       return bit(in[0], o.transpose_a ? 1 : 0);
     case op_kind::shape_prod: return 0;
     case op_kind::transfer: return in[0]->broadcastable;
+    case op_kind::one_pass_gemv: return 0;  // made only in a built graph
     case op_kind::dot22:
       if (o.accumulate)
         return static_cast<std::uint8_t>(in[0]->broadcastable & (bit(in[1], 0) | (bit(in[2], 1) << 1)));
@@ -4320,6 +4340,11 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
       for (const instruction& ins : n.fn->fused->code) per_element += info(ins.op).flops;
       return out * per_element;
     }
+    case op_kind::one_pass_gemv: {  // two products over A, and the Composite per row
+      int per_element = 0;
+      for (const instruction& ins : n.fn->fused->code) per_element += info(ins.op).flops;
+      return 4.0 * static_cast<double>(ins[0].shape.size()) + out * per_element;
+    }
     case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
     case op_kind::gemv: return 2.0 * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape.size());
     case op_kind::dot22: return 2.0 * out * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape[1]);
@@ -4445,7 +4470,7 @@ inline constexpr column<apply_row> apply_columns[] = {
     {"", "absorbed", no_cell,
      [](const apply_row& r) {
        const op& o = *r.apply().fn;
-       if (o.kind != op_kind::composite) return std::string();
+       if (o.kind != op_kind::composite && o.kind != op_kind::one_pass_gemv) return std::string();
        std::string s = "[";
        for (const auto& a : o.fused->absorbed) s += (s.size() > 1 ? ", " : "") + json_string(a);
        return s + "]";
@@ -4752,7 +4777,7 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
     const auto& ins = f.node_inputs[r.node];
     const auto& outs = f.node_outputs[r.node];
     const apply_node& node = r.apply();
-    if (node.fn->kind == op_kind::composite) {
+    if (node.fn->kind == op_kind::composite || node.fn->kind == op_kind::one_pass_gemv) {
       // Map a fused node back to the user's code: its full text and the ops it absorbed.
       os << "    composite: " << node.fn->fused->text << "\n    absorbed:";
       std::map<std::string, int> counts;
@@ -4965,7 +4990,7 @@ XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stat
         const double t = f->calls ? f->node_time(i) / static_cast<double>(f->calls) : 0.0;
         r.ops[n.op_name()] += t;
         node d{n.op_name(), g.node_text(n), t, {}, false};
-        if (n.fn->kind == op_kind::composite) d.absorbed = n.fn->fused->absorbed;
+        if (n.fn->kind == op_kind::composite || n.fn->kind == op_kind::one_pass_gemv) d.absorbed = n.fn->fused->absorbed;
         r.nodes.push_back(std::move(d));
         r.total += t;
       }
@@ -9156,6 +9181,108 @@ inline void copy_into_destination(const ndarray& value, const ndarray& dst) {
 // The CPU thunks: each op kind's node on the CPU kernels (backend/cpu).
 #include <cstring>
 
+// ---- begin include/xsym/backend/cpu/one_pass.hpp ----
+#ifndef XSYM_BACKEND_CPU_ONE_PASS_HPP
+#define XSYM_BACKEND_CPU_ONE_PASS_HPP
+
+// y = beta y0 + alpha Aᵀ g, where g is computed row by row from u = A x (a training step's
+// two products and the elementwise work between them), reading A once from memory: group by
+// group of rows, u for the group, g for the group, then the group's rows again from L2.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+
+namespace xsym::cpu {
+
+namespace detail {
+inline std::int64_t l2_cache_bytes() {
+  static const std::int64_t bytes = [] {
+    long v = -1;
+#if defined(_SC_LEVEL2_CACHE_SIZE)
+    v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    return v > 0 ? static_cast<std::int64_t>(v) : std::int64_t{1} << 20;
+  }();
+  return bytes;
+}
+}  // namespace detail
+
+/// @brief Bytes of A from which a OnePassGemv node makes one pass: where A does not stay in the
+/// last-level cache between the two products (streaming_min_bytes' share of it). Below, A comes
+/// back from the caches and the two products in a row are faster (they need no group of rows
+/// in L2, and the column product starts where the row product ended). Tests set it to 0.
+inline std::int64_t& one_pass_min_bytes() {
+  static std::int64_t bytes = detail::default_streaming_min_bytes();
+  return bytes;
+}
+
+namespace detail {
+
+// Rows of A per group: a group is read a second time from L2, so it takes a quarter of it
+// (the rest holds x, the accumulated product and the next group's first lines). A whole
+// number of the column product's 16-row blocks.
+inline std::int64_t one_pass_group_rows(std::int64_t row_bytes) {
+  const std::int64_t rows = l2_cache_bytes() / 4 / std::max<std::int64_t>(row_bytes, 1);
+  return std::clamp<std::int64_t>(rows / 16 * 16, 16, 4096);
+}
+
+// Partial products: rows go in at most this many parts, fixed by the shapes alone, each summed
+// on its own and the parts added in order, so any number of threads gives the same bits.
+inline constexpr std::int64_t one_pass_max_parts = 16;
+
+/// The elementwise work of a group: g for rows [r0, r0 + n) from u (n values), written where
+/// the product reads it (g + r0).
+struct one_pass_rows_fn {
+  void (*run)(void* ctx, std::int64_t r0, std::int64_t n, const void* u);
+  void* ctx;
+};
+
+template <class T>
+void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k, const T* x,
+                   const one_pass_rows_fn& rows, const T* g, T alpha, const T* y0, T beta, T* y, int threads) {
+  const std::int64_t group = one_pass_group_rows(k * static_cast<std::int64_t>(sizeof(T)));
+  const std::int64_t groups = (m + group - 1) / group;
+  const std::int64_t kp = (k + 15) / 16 * 16;  // each part's sum on its own cache lines
+  std::int64_t parts = std::min(groups, one_pass_max_parts);
+  parts = std::max<std::int64_t>(1, std::min<std::int64_t>(parts, (std::int64_t{32} << 20) / (kp * static_cast<std::int64_t>(sizeof(T)))));
+  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> partial;
+  partial.resize(static_cast<std::size_t>(parts * kp));
+  T* const sums = partial.data();
+  auto run_part = [&](std::int64_t p) {
+    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> u;
+    u.resize(static_cast<std::size_t>(group));
+    T* acc = sums + p * kp;
+    std::fill(acc, acc + k, T(0));
+    for (std::int64_t grp = groups * p / parts; grp < groups * (p + 1) / parts; ++grp) {
+      const std::int64_t r0 = grp * group, n = std::min(group, m - r0);
+      gemv_rows_serial(a + r0 * lda, lda, x, u.data(), n, k, T(1), static_cast<const T*>(nullptr), T(0));
+      rows.run(rows.ctx, r0, n, u.data());
+      for (std::int64_t c = 0; c < n; c += 16) {
+        const std::int64_t cols = std::min<std::int64_t>(16, n - c);
+        T xs[16];  // alpha folds into the coefficients, as in gemv_columns
+        for (std::int64_t j = 0; j < cols; ++j) xs[j] = mul(alpha, g[r0 + c + j]);
+        gemv_column_block(a + (r0 + c) * lda, lda, xs, acc, k, cols);
+      }
+    }
+  };
+  parallel_chunks(parts, 1, threads, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t p = lo; p < hi; ++p) run_part(p);
+  });
+  for (std::int64_t j = 0; j < k; ++j) {
+    T s = sums[j];
+    for (std::int64_t p = 1; p < parts; ++p) s = add(s, sums[p * kp + j]);
+    y[j] = y0 ? add(mul(beta, y0[j]), s) : s;
+  }
+}
+
+}  // namespace detail
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/one_pass.hpp ----
 // ---- begin include/xsym/exec/nodes.hpp ----
 #ifndef XSYM_EXEC_NODES_HPP
 #define XSYM_EXEC_NODES_HPP
@@ -9419,6 +9546,119 @@ inline void run_shape_prod(const thunk& t, ndarray* values) {
   ndarray& out = values[n.outputs[0]];
   prepare_output(out, t.out_type, shape_t{}, t.pool);
   xsym::detail::visit_dtype(out.type(), [&](auto z) { *out.data_as<decltype(z)>() = static_cast<decltype(z)>(count); });
+}
+
+// OnePassGemv (rewrite/one_pass.hpp): u = A x, the Composite's outputs from u and its other
+// inputs, then the product beta y0 + alpha Aᵀ g. One pass over A where A is large and laid
+// out by rows and the Composite's inputs are one value or one per row; else the three steps
+// one after the other, as the nodes it replaced (which also gives their errors).
+struct one_pass_rows {
+  const cpu::compiled_program* cp;
+  int pass_u;
+  const std::byte* base[limits::max_registers];
+  bool scalar[limits::max_registers];
+  std::byte* out_base[limits::max_outputs];
+  static void run(void* ctx, std::int64_t r0, std::int64_t n, const void* u) {
+    const one_pass_rows& c = *static_cast<const one_pass_rows*>(ctx);
+    const cpu::compiled_program& cp = *c.cp;
+    const std::byte* in[limits::max_registers];
+    std::byte* out[limits::max_outputs];
+    for (int r = 0; r < cp.prog->n_inputs; ++r)
+      in[r] = r == c.pass_u ? static_cast<const std::byte*>(u)
+              : c.scalar[r] ? c.base[r]
+                            : c.base[r] + r0 * cp.in_bytes[static_cast<std::size_t>(r)];
+    for (std::size_t o = 0; o < cp.prog->outputs.size(); ++o) out[o] = c.out_base[o] + r0 * cp.out_bytes[o];
+    cpu::detail::run_span(cp, in, c.scalar, out, n);
+  }
+};
+
+inline shape_t vector_shape(std::int64_t n) {
+  shape_t s;
+  s.rank = 1;
+  s[0] = n;
+  return s;
+}
+
+inline void run_one_pass_gemv(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const op& o = *n.fn;
+  const program& p = *t.prog.prog;
+  const ndarray& a = values[n.inputs[0]];
+  const ndarray& x = values[n.inputs[1]];
+  const ndarray* y0 = o.accumulate ? &values[n.inputs[2]] : nullptr;
+  const std::size_t first = o.accumulate ? 3 : 2;  // the Composite's inputs other than u
+  const dtype type = a.type();
+  const std::int64_t m = a.shape(0), k = a.shape(1);
+  // The Composite's inputs, u's place filled below; their broadcast patterns (u's is none).
+  const ndarray* ins[limits::max_registers];
+  std::uint8_t bcast[limits::max_registers];
+  for (int r = 0, j = 0; r < p.n_inputs; ++r) {
+    if (r == o.pass_u) {
+      bcast[r] = 0;
+      continue;
+    }
+    ins[r] = &values[n.inputs[first + static_cast<std::size_t>(j)]];
+    bcast[r] = t.slot_bcast[first + static_cast<std::size_t>(j++)];
+  }
+  bool one_pass = (type == dtype::float32 || type == dtype::float64) && m > 0 && k > 0 && a.stride(1) == 1 &&
+                  a.stride(0) >= k && static_cast<std::int64_t>(a.nbytes()) >= cpu::one_pass_min_bytes() &&
+                  x.type() == type && x.shape(0) == k && x.is_c_contiguous() &&
+                  (!y0 || (y0->type() == type && y0->shape(0) == k && y0->is_c_contiguous()));
+  for (int r = 0; r < p.n_inputs && one_pass; ++r) {
+    if (r == o.pass_u) continue;
+    const ndarray& v = *ins[r];
+    one_pass = v.rank() == 1 && (bcast[r] ? v.shape(0) == 1 : v.shape(0) == m && v.stride(0) == 1);
+  }
+  thread_local ndarray u;  // A x, when the steps run one after the other
+  if (!one_pass) {
+    prepare_output(u, type, vector_shape(m));
+    cpu::run_gemv(a, false, x, u, 1.0, false, t.par);
+  }
+  ins[o.pass_u] = &u;
+  const shape_t shape = one_pass ? vector_shape(m) : cpu::broadcast_shape(ins, bcast, p.n_inputs);
+  ndarray* outs[limits::max_outputs];
+  for (std::size_t j = 0; j + 1 < n.outputs.size(); ++j) {
+    ndarray& out = values[n.outputs[j]];
+    const dtype ot = p.reg_types[static_cast<std::size_t>(p.outputs[j])];
+    if (!take_destination(t, n.outputs[j], out, ot, shape)) prepare_output(out, ot, shape, t.pool);
+    outs[j] = &out;
+  }
+  ndarray& y = values[n.outputs.back()];
+  if (!one_pass) {
+    cpu::run_program(t.prog, ins, outs, t.par);
+    const ndarray& g = *outs[o.pass_g];
+    if (!y0) {
+      prepare_output(y, g.type(), vector_shape(k), t.pool);
+      cpu::run_gemv(a, true, g, y, o.alpha, false, t.par);
+      return;
+    }
+    if (y0->rank() != 1 || y0->shape(0) != k)
+      throw shape_error("OnePassGemv: the accumulated vector has shape " + to_string(y0->shape()) +
+                        " but the product has " + std::to_string(k) + " rows");
+    prepare_output(y, y0->type(), y0->shape(), t.pool);
+    ndarray y0_copy;
+    const ndarray& c = y0->is_c_contiguous() ? *y0 : (y0_copy = y0->contiguous());
+    cpu::run_gemv(a, true, g, y, o.alpha, true, t.par, &c, o.beta);
+    return;
+  }
+  if (!take_destination(t, n.outputs.back(), y, type, vector_shape(k))) prepare_output(y, type, vector_shape(k), t.pool);
+  one_pass_rows rows{&t.prog, o.pass_u, {}, {}, {}};
+  for (int r = 0; r < p.n_inputs; ++r) {
+    if (r == o.pass_u) continue;
+    rows.base[r] = ins[r]->data();
+    rows.scalar[r] = bcast[r] != 0;
+  }
+  for (std::size_t j = 0; j + 1 < n.outputs.size(); ++j) rows.out_base[j] = outs[j]->data();
+  const cpu::detail::one_pass_rows_fn fn{&one_pass_rows::run, &rows};
+  const int threads = m * k >= t.par.product_minsize ? t.par.threads : 1;
+  auto run = [&](auto z) {
+    using T = decltype(z);
+    cpu::detail::one_pass_gemv<T>(a.data_as<T>(), a.stride(0), m, k, x.data_as<T>(), fn, outs[o.pass_g]->data_as<T>(),
+                                  static_cast<T>(o.alpha), y0 ? y0->data_as<T>() : nullptr, static_cast<T>(o.beta),
+                                  y.data_as<T>(), threads);
+  };
+  if (type == dtype::float32) run(float{});
+  else run(double{});
 }
 
 }  // namespace xsym::detail
@@ -10098,6 +10338,124 @@ XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/rewrite/multi_fusion.hpp ----
+// ---- begin include/xsym/rewrite/one_pass.hpp ----
+#ifndef XSYM_REWRITE_ONE_PASS_HPP
+#define XSYM_REWRITE_ONE_PASS_HPP
+
+// one_pass_gemv: dot(A.T, g), where g is an output of an elementwise node that reads
+// u = dot(A, x) and values of one element or one per row of A, becomes one OnePassGemv node
+// (backend/cpu/one_pass.hpp) that reads A once: a gradient step's two products and its
+// elementwise work between them, as hand-written code cannot do without fusing them by hand.
+#include <algorithm>
+#include <unordered_set>
+
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
+
+namespace xsym::detail {
+
+// The matrix a product reads transposed: its operand's A for Aᵀ (a transposing gemv, or a
+// gemv on DimShuffle{1,0}(A)); -1 otherwise.
+inline int transposed_matrix(const function_graph& g, const apply_node& b) {
+  if (b.fn->transpose_a) return -1;  // the blas rewrite writes Aᵀ as a DimShuffle
+  const int mat = b.inputs[b.fn->accumulate ? 1 : 0];
+  const slot& s = g.slots[static_cast<std::size_t>(mat)];
+  if (s.owner < 0) return -1;
+  const apply_node& t = g.nodes[static_cast<std::size_t>(s.owner)];
+  if (t.fn->kind != op_kind::dimshuffle || t.fn->pattern != std::vector<int>{1, 0}) return -1;
+  return t.inputs[0];
+}
+
+inline void one_pass_gemv_pass(function_graph& g, rewrite_record& rec) {
+  std::unordered_set<int> kept(g.outputs.begin(), g.outputs.end());
+  for (auto [target, value] : g.updates) kept.insert(value);
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    const auto clients = g.clients();
+    for (const apply_node& b : g.nodes) {
+      if (b.fn->kind != op_kind::gemv || b.fn->on_gpu) continue;
+      const int a = transposed_matrix(g, b);
+      if (a < 0) continue;
+      const dtype type = g.slots[static_cast<std::size_t>(a)].type;
+      if (type != dtype::float32 && type != dtype::float64) continue;
+      const slot& gs = g.slots[static_cast<std::size_t>(b.inputs[b.fn->accumulate ? 2 : 1])];
+      if (gs.owner < 0) continue;
+      const apply_node& c = g.nodes[static_cast<std::size_t>(gs.owner)];
+      if (c.fn->kind != op_kind::elemwise && c.fn->kind != op_kind::composite) continue;
+      if (!c.fn->destroy_map.empty()) continue;
+      bool rows = true;  // every value of the elementwise node is a vector (one per row, or one)
+      for (int s : c.inputs) rows &= g.slots[static_cast<std::size_t>(s)].rank == 1;
+      for (int s : c.outputs) rows &= g.slots[static_cast<std::size_t>(s)].rank == 1;
+      if (!rows) continue;
+      // u = dot(A, x): read by the elementwise node alone, once.
+      int pass_u = -1, au = -1;
+      for (std::size_t r = 0; r < c.inputs.size(); ++r) {
+        const int s = c.inputs[r];
+        const slot& us = g.slots[static_cast<std::size_t>(s)];
+        if (us.owner < 0 || us.type != type || kept.count(s)) continue;
+        const apply_node& p = g.nodes[static_cast<std::size_t>(us.owner)];
+        if (p.fn->kind != op_kind::gemv || p.fn->accumulate || p.fn->transpose_a || p.fn->on_gpu || p.inputs[0] != a) continue;
+        const auto& cl = clients[static_cast<std::size_t>(s)];
+        if (cl.size() != 1 || std::count(c.inputs.begin(), c.inputs.end(), s) != 1) continue;
+        pass_u = static_cast<int>(r);
+        au = p.id;
+      }
+      if (pass_u < 0) continue;
+      // The accumulated vector must be ready before the elementwise node (nothing it reads may
+      // depend on the node's outputs).
+      if (b.fn->accumulate) {
+        const slot& y0 = g.slots[static_cast<std::size_t>(b.inputs[0])];
+        if (y0.owner >= c.id) continue;
+      }
+      auto prog = std::make_shared<program>(*node_program(g, c));
+      prog->absorbed.insert(prog->absorbed.begin(), g.nodes[static_cast<std::size_t>(au)].op_name());
+      prog->absorbed.push_back(b.op_name());
+      op o;
+      o.kind = op_kind::one_pass_gemv;
+      o.fused = prog;
+      o.pass_u = pass_u;
+      o.pass_g = gs.owner_output;
+      o.accumulate = b.fn->accumulate;
+      o.alpha = b.fn->alpha;
+      o.beta = b.fn->beta;
+      apply_node n;
+      n.fn = std::make_shared<const op>(std::move(o));
+      n.inputs = {a, g.nodes[static_cast<std::size_t>(au)].inputs[1]};
+      if (b.fn->accumulate) n.inputs.push_back(b.inputs[0]);
+      for (std::size_t r = 0; r < c.inputs.size(); ++r)
+        if (static_cast<int>(r) != pass_u) n.inputs.push_back(c.inputs[r]);
+      n.outputs = c.outputs;
+      n.outputs.push_back(b.outputs[0]);
+      rec.notes.push_back("one pass over " + g.slot_text(a) + ": " + g.node_text(au) + ", " + g.node_text(c) + " and " +
+                          g.node_text(b));
+      ++rec.applied;
+      // In the elementwise node's place: its inputs, A, x and y0 are ready there, and every
+      // reader of the product comes after the product did.
+      const int bid = b.id, cid = c.id;
+      // The transpose goes too when the product was its only reader.
+      const int mat = b.inputs[b.fn->accumulate ? 1 : 0];
+      const int tid = clients[static_cast<std::size_t>(mat)].size() == 1 && !kept.count(mat)
+                          ? g.slots[static_cast<std::size_t>(mat)].owner
+                          : -1;
+      std::vector<apply_node> order;
+      for (const apply_node& m : g.nodes) {
+        if (m.id == au || m.id == bid || m.id == tid) continue;
+        order.push_back(m.id == cid ? n : m);
+      }
+      g.nodes = std::move(order);
+      renumber_nodes(g);
+      changed = true;
+      break;
+    }
+  }
+}
+
+}  // namespace xsym::detail
+XSYM_COLD_END
+
+#endif
+// ---- end include/xsym/rewrite/one_pass.hpp ----
 // ---- begin include/xsym/rewrite/registry.hpp ----
 #ifndef XSYM_REWRITE_REGISTRY_HPP
 #define XSYM_REWRITE_REGISTRY_HPP
@@ -10201,6 +10559,7 @@ namespace xsym {
 namespace detail {
 
 inline constexpr const char* gpu_placement_rewrite = "gpu_placement";
+inline constexpr const char* one_pass_rewrite = "one_pass_gemv";  // CPU only: not with device=cuda
 
 inline std::vector<std::string> split_colon(const std::string& s) {
   std::vector<std::string> out;
@@ -10274,6 +10633,7 @@ inline constexpr builtin_rewrite builtin_rewrite_table[] = {
     {"gemv_scale_fold", "blas:fast_math:fast_run", 12, gemv_scale_fold_pass, nullptr},
     {"elemwise_fusion", "fusion:fast_run", 49, fusion_pass, nullptr},
     {"multi_output_fusion", "fusion:fast_run", 60, nullptr, multi_output_fusion_pass},
+    {one_pass_rewrite, "fusion:fast_run", 65, nullptr, one_pass_gemv_pass},
     {"inplace_elemwise", "inplace:fast_run", 70, nullptr, inplace_pass},
     {gpu_placement_rewrite, "gpu", 90, nullptr, gpu_placement_pass},
 };
@@ -10604,12 +10964,14 @@ inline resolved_plan resolve_plan(const function_options& o) {
   // Placing nodes on the device is what device=cuda means, whatever the mode's rewrites.
   if (p.gpu) p.rewrites.insert(std::string(gpu_placement_rewrite));
   else p.rewrites.erase(std::string(gpu_placement_rewrite));
+  if (p.gpu) p.rewrites.erase(std::string(one_pass_rewrite));  // a CPU kernel: the products run on the device
   for (const auto& t : split_colon(o.requiring.value_or(config.optimizer_requiring.value()))) {
     check_known(t, "optimizer_requiring");
     for (const auto& r : rows)
       if (matches(*r, t) && !p.rewrites.count(r->name))
         throw compile_error("xsym: optimizer_requiring names '" + t + "' but rewrite '" + r->name + "' " +
                             (r->name == gpu_placement_rewrite ? std::string("runs only with device=cuda")
+                             : r->name == one_pass_rewrite && p.gpu ? std::string("does not run with device=cuda")
                                                               : std::string("is turned off by the mode or optimizer_excluding")));
   }
   return p;
@@ -10816,6 +11178,10 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
         t.run = &detail::run_elemwise;
         break;
       }
+      case op_kind::one_pass_gemv:
+        t.prog = reference ? cpu::compile_program<false>(n.fn->fused) : cpu::compile_program<true>(n.fn->fused);
+        t.run = &detail::run_one_pass_gemv;
+        break;
       case op_kind::dimshuffle: t.run = &detail::run_dimshuffle; break;
       case op_kind::reduce: t.run = &detail::run_reduce; break;
       case op_kind::dot:
@@ -11465,6 +11831,31 @@ inline ndarray function_runtime::product_scale(std::size_t i, const std::vector<
   return scale;
 }
 
+namespace detail {
+// A OnePassGemv's product (its last output): |beta y0| + |alpha| |A|ᵀ |g|, g the reference's.
+inline ndarray one_pass_scale(const op& o, const std::vector<ndarray>& ref_in, const ndarray& g) {
+  auto abs_copy = [](const ndarray& v) {
+    ndarray a;
+    v.copy_contiguous_into(a);
+    visit_dtype(a.type(), [&](auto z) {
+      using T = decltype(z);
+      if constexpr (std::is_floating_point_v<T>)
+        for (std::int64_t e = 0; e < a.size(); ++e) a.data_as<T>()[e] = std::abs(a.data_as<T>()[e]);
+    });
+    return a;
+  };
+  const ndarray a = abs_copy(ref_in[0]), x = abs_copy(g);
+  ndarray scale = ndarray::empty(a.type(), vector_shape(a.shape(1)));
+  if (!o.accumulate) {
+    cpu::run_gemv(a, true, x, scale, std::abs(o.alpha));
+    return scale;
+  }
+  const ndarray y0 = abs_copy(ref_in[2]);
+  cpu::run_gemv(a, true, x, scale, std::abs(o.alpha), true, {}, &y0, std::abs(o.beta));
+  return scale;
+}
+}  // namespace detail
+
 inline void function_runtime::debug_check_node(std::size_t i, ndarray* values, const std::vector<ndarray>& snapshot, std::vector<ndarray>& ref_in) {
   const apply_node& n = m_graph->nodes[i];
   // The same node with the reference kernels, on copies of its inputs.
@@ -11474,11 +11865,15 @@ inline void function_runtime::debug_check_node(std::size_t i, ndarray* values, c
   ref.pool = nullptr;
   ref.dests = nullptr;
   ref.run(ref, ref_values.data());
-  const ndarray scale = product_scale(i, ref_in);
+  const bool one_pass = n.fn->kind == op_kind::one_pass_gemv;
+  const ndarray scale =
+      one_pass ? detail::one_pass_scale(*n.fn, ref_in, ref_values[static_cast<std::size_t>(n.outputs[static_cast<std::size_t>(n.fn->pass_g)])])
+               : product_scale(i, ref_in);
+  const std::size_t scaled = one_pass ? n.outputs.size() - 1 : 0;  // the product's output
   for (std::size_t o = 0; o < n.outputs.size(); ++o) {
     const ndarray& got = values[n.outputs[o]];
     const ndarray& want = ref_values[static_cast<std::size_t>(n.outputs[o])];
-    if (auto m = detail::compare_arrays(got, want, scale.data() && o == 0 ? &scale : nullptr))
+    if (auto m = detail::compare_arrays(got, want, scale.data() && o == scaled ? &scale : nullptr))
       debug_fail(i, values, "output " + std::to_string(o) + " differs from the reference kernels: " +
                                 detail::describe_mismatch(got, *m));
     if (m_plan.check_isfinite)

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
+#include <cmath>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -345,4 +346,55 @@ TEST_CASE("a profile scope shares the function's compile-time facts", "[profile]
   CHECK(&own[0]->graph() == &f.graph());
   CHECK(own[0]->calls == 1);
   CHECK(scoped[0]->calls == 1);
+}
+
+TEST_CASE("a OnePassGemv node lists what it absorbed, with the flops of its parts and X's bytes once", "[profile]") {
+  config_guard guard;
+  const std::size_t rows = 37, feats = 11;
+  xt::xtensor<double, 2> X = xt::empty<double>({rows, feats});
+  xt::xtensor<double, 1> Y = xt::empty<double>({rows}), w0 = xt::empty<double>({feats});
+  for (std::size_t i = 0; i < X.size(); ++i) X.flat(i) = std::sin(double(i));
+  for (std::size_t i = 0; i < rows; ++i) Y(i) = double(i % 2);
+  for (std::size_t i = 0; i < feats; ++i) w0(i) = 0.1 * std::cos(double(i));
+  auto one = quiet_stats("one"), three = quiet_stats("three");
+  for (auto& stats : {one, three}) {
+    auto x = xsym::matrix<double>("x");
+    auto y = xsym::vector<double>("y");
+    auto w = xsym::shared(w0, "w");
+    auto p_1 = 1 / (1 + exp(-dot(x, w)));
+    auto xent = -y * log(p_1) - (1 - y) * log(1 - p_1);
+    auto [gw] = xsym::grad(mean(xent), w);
+    auto f = xsym::function("train", xsym::inputs(x, y), xsym::outputs(xent), xsym::updates(xsym::update(w, w - 0.1 * gw)),
+                            xsym::profile(stats), xsym::optimizer_excluding(stats == one ? "" : "one_pass_gemv"));
+    f(X, Y);
+  }
+  auto nodes_of = [](const xsym::profile_stats& s) {
+    std::ostringstream os;
+    xsym::write_json(s, os);
+    return nlohmann::json::parse(os.str())["functions"][0]["nodes"];
+  };
+  double flops3 = 0, bytes3 = 0;
+  int products = 0;
+  for (const auto& n : nodes_of(*three))
+    if (n["class"] == "xsym::Gemv" || n["op"].get<std::string>().rfind("Elemwise{Composite", 0) == 0) {
+      flops3 += n["flops"].get<double>();
+      bytes3 += n["bytes"].get<double>();
+      products += n["class"] == "xsym::Gemv";
+    }
+  REQUIRE(products == 2);
+  int found = 0;
+  for (const auto& n : nodes_of(*one)) {
+    if (n["class"] != "xsym::OnePassGemv") continue;
+    ++found;
+    CHECK(n["flops"].get<double>() == flops3);
+    // The three nodes read X twice, write and read u = X w, and read the gradient per row again.
+    CHECK(n["bytes"].get<double>() == bytes3 - 8.0 * (rows * feats + 3 * rows));
+    const auto absorbed = n["absorbed"].dump();
+    CHECK(absorbed.find("Gemv{no_inplace}") != std::string::npos);
+    CHECK(absorbed.find("alpha=-0.1") != std::string::npos);
+  }
+  CHECK(found == 1);
+  const std::string text = report(*one);
+  CHECK(text.find("xsym::OnePassGemv") != std::string::npos);
+  CHECK(text.find("absorbed: Elemwise") != std::string::npos);
 }

@@ -107,6 +107,31 @@ inline ndarray function_runtime::product_scale(std::size_t i, const std::vector<
   return scale;
 }
 
+namespace detail {
+// A OnePassGemv's product (its last output): |beta y0| + |alpha| |A|ᵀ |g|, g the reference's.
+inline ndarray one_pass_scale(const op& o, const std::vector<ndarray>& ref_in, const ndarray& g) {
+  auto abs_copy = [](const ndarray& v) {
+    ndarray a;
+    v.copy_contiguous_into(a);
+    visit_dtype(a.type(), [&](auto z) {
+      using T = decltype(z);
+      if constexpr (std::is_floating_point_v<T>)
+        for (std::int64_t e = 0; e < a.size(); ++e) a.data_as<T>()[e] = std::abs(a.data_as<T>()[e]);
+    });
+    return a;
+  };
+  const ndarray a = abs_copy(ref_in[0]), x = abs_copy(g);
+  ndarray scale = ndarray::empty(a.type(), vector_shape(a.shape(1)));
+  if (!o.accumulate) {
+    cpu::run_gemv(a, true, x, scale, std::abs(o.alpha));
+    return scale;
+  }
+  const ndarray y0 = abs_copy(ref_in[2]);
+  cpu::run_gemv(a, true, x, scale, std::abs(o.alpha), true, {}, &y0, std::abs(o.beta));
+  return scale;
+}
+}  // namespace detail
+
 inline void function_runtime::debug_check_node(std::size_t i, ndarray* values, const std::vector<ndarray>& snapshot, std::vector<ndarray>& ref_in) {
   const apply_node& n = m_graph->nodes[i];
   // The same node with the reference kernels, on copies of its inputs.
@@ -116,11 +141,15 @@ inline void function_runtime::debug_check_node(std::size_t i, ndarray* values, c
   ref.pool = nullptr;
   ref.dests = nullptr;
   ref.run(ref, ref_values.data());
-  const ndarray scale = product_scale(i, ref_in);
+  const bool one_pass = n.fn->kind == op_kind::one_pass_gemv;
+  const ndarray scale =
+      one_pass ? detail::one_pass_scale(*n.fn, ref_in, ref_values[static_cast<std::size_t>(n.outputs[static_cast<std::size_t>(n.fn->pass_g)])])
+               : product_scale(i, ref_in);
+  const std::size_t scaled = one_pass ? n.outputs.size() - 1 : 0;  // the product's output
   for (std::size_t o = 0; o < n.outputs.size(); ++o) {
     const ndarray& got = values[n.outputs[o]];
     const ndarray& want = ref_values[static_cast<std::size_t>(n.outputs[o])];
-    if (auto m = detail::compare_arrays(got, want, scale.data() && o == 0 ? &scale : nullptr))
+    if (auto m = detail::compare_arrays(got, want, scale.data() && o == scaled ? &scale : nullptr))
       debug_fail(i, values, "output " + std::to_string(o) + " differs from the reference kernels: " +
                                 detail::describe_mismatch(got, *m));
     if (m_plan.check_isfinite)

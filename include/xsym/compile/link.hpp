@@ -55,6 +55,10 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
         t.run = &detail::run_elemwise;
         break;
       }
+      case op_kind::one_pass_gemv:
+        t.prog = reference ? cpu::compile_program<false>(n.fn->fused) : cpu::compile_program<true>(n.fn->fused);
+        t.run = &detail::run_one_pass_gemv;
+        break;
       case op_kind::dimshuffle: t.run = &detail::run_dimshuffle; break;
       case op_kind::reduce: t.run = &detail::run_reduce; break;
       case op_kind::dot:

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "../backend/cpu/blas.hpp"
+#include "../backend/cpu/one_pass.hpp"
 #include "../backend/cpu/reduce.hpp"
 #include "buffers.hpp"
 #include "nodes.hpp"
@@ -126,6 +127,119 @@ inline void run_shape_prod(const thunk& t, ndarray* values) {
   ndarray& out = values[n.outputs[0]];
   prepare_output(out, t.out_type, shape_t{}, t.pool);
   xsym::detail::visit_dtype(out.type(), [&](auto z) { *out.data_as<decltype(z)>() = static_cast<decltype(z)>(count); });
+}
+
+// OnePassGemv (rewrite/one_pass.hpp): u = A x, the Composite's outputs from u and its other
+// inputs, then the product beta y0 + alpha Aᵀ g. One pass over A where A is large and laid
+// out by rows and the Composite's inputs are one value or one per row; else the three steps
+// one after the other, as the nodes it replaced (which also gives their errors).
+struct one_pass_rows {
+  const cpu::compiled_program* cp;
+  int pass_u;
+  const std::byte* base[limits::max_registers];
+  bool scalar[limits::max_registers];
+  std::byte* out_base[limits::max_outputs];
+  static void run(void* ctx, std::int64_t r0, std::int64_t n, const void* u) {
+    const one_pass_rows& c = *static_cast<const one_pass_rows*>(ctx);
+    const cpu::compiled_program& cp = *c.cp;
+    const std::byte* in[limits::max_registers];
+    std::byte* out[limits::max_outputs];
+    for (int r = 0; r < cp.prog->n_inputs; ++r)
+      in[r] = r == c.pass_u ? static_cast<const std::byte*>(u)
+              : c.scalar[r] ? c.base[r]
+                            : c.base[r] + r0 * cp.in_bytes[static_cast<std::size_t>(r)];
+    for (std::size_t o = 0; o < cp.prog->outputs.size(); ++o) out[o] = c.out_base[o] + r0 * cp.out_bytes[o];
+    cpu::detail::run_span(cp, in, c.scalar, out, n);
+  }
+};
+
+inline shape_t vector_shape(std::int64_t n) {
+  shape_t s;
+  s.rank = 1;
+  s[0] = n;
+  return s;
+}
+
+inline void run_one_pass_gemv(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const op& o = *n.fn;
+  const program& p = *t.prog.prog;
+  const ndarray& a = values[n.inputs[0]];
+  const ndarray& x = values[n.inputs[1]];
+  const ndarray* y0 = o.accumulate ? &values[n.inputs[2]] : nullptr;
+  const std::size_t first = o.accumulate ? 3 : 2;  // the Composite's inputs other than u
+  const dtype type = a.type();
+  const std::int64_t m = a.shape(0), k = a.shape(1);
+  // The Composite's inputs, u's place filled below; their broadcast patterns (u's is none).
+  const ndarray* ins[limits::max_registers];
+  std::uint8_t bcast[limits::max_registers];
+  for (int r = 0, j = 0; r < p.n_inputs; ++r) {
+    if (r == o.pass_u) {
+      bcast[r] = 0;
+      continue;
+    }
+    ins[r] = &values[n.inputs[first + static_cast<std::size_t>(j)]];
+    bcast[r] = t.slot_bcast[first + static_cast<std::size_t>(j++)];
+  }
+  bool one_pass = (type == dtype::float32 || type == dtype::float64) && m > 0 && k > 0 && a.stride(1) == 1 &&
+                  a.stride(0) >= k && static_cast<std::int64_t>(a.nbytes()) >= cpu::one_pass_min_bytes() &&
+                  x.type() == type && x.shape(0) == k && x.is_c_contiguous() &&
+                  (!y0 || (y0->type() == type && y0->shape(0) == k && y0->is_c_contiguous()));
+  for (int r = 0; r < p.n_inputs && one_pass; ++r) {
+    if (r == o.pass_u) continue;
+    const ndarray& v = *ins[r];
+    one_pass = v.rank() == 1 && (bcast[r] ? v.shape(0) == 1 : v.shape(0) == m && v.stride(0) == 1);
+  }
+  thread_local ndarray u;  // A x, when the steps run one after the other
+  if (!one_pass) {
+    prepare_output(u, type, vector_shape(m));
+    cpu::run_gemv(a, false, x, u, 1.0, false, t.par);
+  }
+  ins[o.pass_u] = &u;
+  const shape_t shape = one_pass ? vector_shape(m) : cpu::broadcast_shape(ins, bcast, p.n_inputs);
+  ndarray* outs[limits::max_outputs];
+  for (std::size_t j = 0; j + 1 < n.outputs.size(); ++j) {
+    ndarray& out = values[n.outputs[j]];
+    const dtype ot = p.reg_types[static_cast<std::size_t>(p.outputs[j])];
+    if (!take_destination(t, n.outputs[j], out, ot, shape)) prepare_output(out, ot, shape, t.pool);
+    outs[j] = &out;
+  }
+  ndarray& y = values[n.outputs.back()];
+  if (!one_pass) {
+    cpu::run_program(t.prog, ins, outs, t.par);
+    const ndarray& g = *outs[o.pass_g];
+    if (!y0) {
+      prepare_output(y, g.type(), vector_shape(k), t.pool);
+      cpu::run_gemv(a, true, g, y, o.alpha, false, t.par);
+      return;
+    }
+    if (y0->rank() != 1 || y0->shape(0) != k)
+      throw shape_error("OnePassGemv: the accumulated vector has shape " + to_string(y0->shape()) +
+                        " but the product has " + std::to_string(k) + " rows");
+    prepare_output(y, y0->type(), y0->shape(), t.pool);
+    ndarray y0_copy;
+    const ndarray& c = y0->is_c_contiguous() ? *y0 : (y0_copy = y0->contiguous());
+    cpu::run_gemv(a, true, g, y, o.alpha, true, t.par, &c, o.beta);
+    return;
+  }
+  if (!take_destination(t, n.outputs.back(), y, type, vector_shape(k))) prepare_output(y, type, vector_shape(k), t.pool);
+  one_pass_rows rows{&t.prog, o.pass_u, {}, {}, {}};
+  for (int r = 0; r < p.n_inputs; ++r) {
+    if (r == o.pass_u) continue;
+    rows.base[r] = ins[r]->data();
+    rows.scalar[r] = bcast[r] != 0;
+  }
+  for (std::size_t j = 0; j + 1 < n.outputs.size(); ++j) rows.out_base[j] = outs[j]->data();
+  const cpu::detail::one_pass_rows_fn fn{&one_pass_rows::run, &rows};
+  const int threads = m * k >= t.par.product_minsize ? t.par.threads : 1;
+  auto run = [&](auto z) {
+    using T = decltype(z);
+    cpu::detail::one_pass_gemv<T>(a.data_as<T>(), a.stride(0), m, k, x.data_as<T>(), fn, outs[o.pass_g]->data_as<T>(),
+                                  static_cast<T>(o.alpha), y0 ? y0->data_as<T>() : nullptr, static_cast<T>(o.beta),
+                                  y.data_as<T>(), threads);
+  };
+  if (type == dtype::float32) run(float{});
+  else run(double{});
 }
 
 }  // namespace xsym::detail

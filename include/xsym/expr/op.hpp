@@ -66,7 +66,13 @@ constexpr std::string_view reduce_name(reduce_op r) {
 }
 
 /// @brief Which family an op belongs to: the "Class" section of a profile.
-enum class op_kind : std::uint8_t { elemwise, composite, dimshuffle, reduce, dot, gemv, dot22, shape_prod, transfer };
+enum class op_kind : std::uint8_t {
+  elemwise, composite, dimshuffle, reduce, dot, gemv, dot22, shape_prod, transfer,
+  // dot(A.T, g) where g is an output of a Composite reading dot(A, x): one pass over A's rows
+  // (rewrite/one_pass.hpp). Inputs (A, x, [y0,] the Composite's other inputs); outputs the
+  // Composite's, then the product.
+  one_pass_gemv
+};
 
 /// @brief One instruction of a fused elementwise program (see compile/elemwise.hpp).
 struct instruction {
@@ -100,7 +106,9 @@ struct op {
   bool accumulate = false;                     // gemv: inputs (y0, A, x), output beta * y0 + alpha * op(A) x
   double alpha = 1.0;
   double beta = 1.0;                           // gemv only; Gemm's is 1
-  std::shared_ptr<const program> fused;        // composite
+  std::shared_ptr<const program> fused;        // composite; one_pass_gemv: its Composite
+  int pass_u = 0;                              // one_pass_gemv: the Composite's input that is dot(A, x)
+  int pass_g = 0;                              // one_pass_gemv: the Composite's output the product reads
   std::vector<std::pair<int, int>> destroy_map;  // (output, input) pairs written in place
   bool on_gpu = false;                         // runs on the device (device=cuda)
   bool to_device = false;                      // transfer: GpuFromHost (else HostFromGpu)
@@ -197,6 +205,14 @@ struct op {
         return n + "}";
       }
       case op_kind::transfer: return "Transfer";
+      case op_kind::one_pass_gemv: {
+        std::string n = "OnePassGemv{Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
+        char buf[64];
+        if (!accumulate) buf[0] = 0;
+        else if (beta == 1.0) std::snprintf(buf, sizeof buf, ",alpha=%g", alpha);
+        else std::snprintf(buf, sizeof buf, ",alpha=%g,beta=%g", alpha, beta);
+        return n + buf + "}";
+      }
     }
     return "?";
   }
@@ -212,6 +228,7 @@ struct op {
       case op_kind::dot22: return accumulate ? "xsym::Gemm" : "xsym::Dot22";
       case op_kind::shape_prod: return "xsym::Shape";
       case op_kind::transfer: return "xsym::Transfer";
+      case op_kind::one_pass_gemv: return "xsym::OnePassGemv";
     }
     return "?";
   }
@@ -219,7 +236,9 @@ struct op {
  public:
   /// @brief Two ops with the same signature compute the same function (merge uses it).
   std::string signature() const {
-    std::string sig = name() + (transpose_a ? "/T" : "") + (kind == op_kind::composite ? "/" + fused->text : std::string());
+    std::string sig = name() + (transpose_a ? "/T" : "") +
+                      (kind == op_kind::composite || kind == op_kind::one_pass_gemv ? "/" + fused->text : std::string());
+    if (kind == op_kind::one_pass_gemv) sig += "/" + std::to_string(pass_u) + "/" + std::to_string(pass_g);
     if (accumulate) {
       // The name prints alpha and beta to 6 digits; two products differing further are not one.
       char buf[64];

@@ -202,6 +202,7 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
       return bit(in[0], o.transpose_a ? 1 : 0);
     case op_kind::shape_prod: return 0;
     case op_kind::transfer: return in[0]->broadcastable;
+    case op_kind::one_pass_gemv: return 0;  // made only in a built graph
     case op_kind::dot22:
       if (o.accumulate)
         return static_cast<std::uint8_t>(in[0]->broadcastable & (bit(in[1], 0) | (bit(in[2], 1) << 1)));

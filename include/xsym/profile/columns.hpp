@@ -75,6 +75,11 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
       for (const instruction& ins : n.fn->fused->code) per_element += info(ins.op).flops;
       return out * per_element;
     }
+    case op_kind::one_pass_gemv: {  // two products over A, and the Composite per row
+      int per_element = 0;
+      for (const instruction& ins : n.fn->fused->code) per_element += info(ins.op).flops;
+      return 4.0 * static_cast<double>(ins[0].shape.size()) + out * per_element;
+    }
     case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
     case op_kind::gemv: return 2.0 * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape.size());
     case op_kind::dot22: return 2.0 * out * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape[1]);
@@ -200,7 +205,7 @@ inline constexpr column<apply_row> apply_columns[] = {
     {"", "absorbed", no_cell,
      [](const apply_row& r) {
        const op& o = *r.apply().fn;
-       if (o.kind != op_kind::composite) return std::string();
+       if (o.kind != op_kind::composite && o.kind != op_kind::one_pass_gemv) return std::string();
        std::string s = "[";
        for (const auto& a : o.fused->absorbed) s += (s.size() > 1 ? ", " : "") + json_string(a);
        return s + "]";

@@ -204,7 +204,7 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
     const auto& ins = f.node_inputs[r.node];
     const auto& outs = f.node_outputs[r.node];
     const apply_node& node = r.apply();
-    if (node.fn->kind == op_kind::composite) {
+    if (node.fn->kind == op_kind::composite || node.fn->kind == op_kind::one_pass_gemv) {
       // Map a fused node back to the user's code: its full text and the ops it absorbed.
       os << "    composite: " << node.fn->fused->text << "\n    absorbed:";
       std::map<std::string, int> counts;
@@ -417,7 +417,7 @@ XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stat
         const double t = f->calls ? f->node_time(i) / static_cast<double>(f->calls) : 0.0;
         r.ops[n.op_name()] += t;
         node d{n.op_name(), g.node_text(n), t, {}, false};
-        if (n.fn->kind == op_kind::composite) d.absorbed = n.fn->fused->absorbed;
+        if (n.fn->kind == op_kind::composite || n.fn->kind == op_kind::one_pass_gemv) d.absorbed = n.fn->fused->absorbed;
         r.nodes.push_back(std::move(d));
         r.total += t;
       }

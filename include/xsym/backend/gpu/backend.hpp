@@ -259,6 +259,8 @@ inline void bind(thunk& t, const function_graph& g, const apply_node& n) {
     case op_kind::dot22: t.run = &run_dot_node; break;
     case op_kind::shape_prod: t.run = &run_shape_node; break;
     case op_kind::transfer: t.run = n.fn->to_device ? &run_to_device : &run_to_host; break;
+    case op_kind::one_pass_gemv:  // one_pass_gemv does not run with device=cuda
+      throw std::logic_error("xsym: OnePassGemv has no GPU kernel");
   }
 }
 

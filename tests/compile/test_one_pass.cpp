@@ -1,0 +1,284 @@
+// one_pass_gemv: a gradient step's two products and the elementwise work between them become
+// one OnePassGemv node that reads X once, with the results of the nodes it replaced.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <optional>
+#include <random>
+#include <tuple>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <xsym/xsym.hpp>
+#include <xtensor/xview.hpp>
+
+#include "compile_util.hpp"
+
+namespace {
+
+// Runs the one pass on any size of X while it lives (by default only X beyond the caches).
+struct one_pass_everywhere {
+  std::int64_t saved = xsym::cpu::one_pass_min_bytes();
+  one_pass_everywhere() { xsym::cpu::one_pass_min_bytes() = 0; }
+  ~one_pass_everywhere() { xsym::cpu::one_pass_min_bytes() = saved; }
+};
+
+// The seeds' step with a per-row offset c: outputs the prediction and the cross-entropy;
+// updates w (the weight decay folded into the product as beta) and b.
+template <class T>
+auto make_step(const xt::xtensor<T, 1>& w0, const std::string& excluding) {
+  auto x = xsym::matrix<T>("x");
+  auto y = xsym::vector<T>("y");
+  auto c = xsym::vector<T>("c");
+  auto w = xsym::shared(w0, "w");
+  auto b = xsym::shared(T(0), "b");
+  auto p_1 = 1 / (1 + exp(-(dot(x, w) + b + c)));
+  auto xent = -y * log(p_1) - (1 - y) * log(1 - p_1);
+  auto cost = mean(xent) + 0.01 * sum(w * w);
+  auto [gw, gb] = xsym::grad(cost, w, b);
+  auto f = xsym::function("train", xsym::inputs(x, y, c), xsym::outputs(p_1 > 0.5, xent),
+                          xsym::updates(xsym::update(w, w - 0.1 * gw), xsym::update(b, b - 0.1 * gb)),
+                          xsym::optimizer_excluding(excluding));
+  return std::tuple{f, w, b};
+}
+
+template <class T>
+struct step {
+  decltype(make_step<T>(std::declval<const xt::xtensor<T, 1>&>(), std::string())) parts;
+  step(const xt::xtensor<T, 1>& w0, const std::string& excluding) : parts(make_step<T>(w0, excluding)) {}
+  auto& f() { return std::get<0>(parts); }
+  auto& w() { return std::get<1>(parts); }
+  auto& b() { return std::get<2>(parts); }
+};
+
+template <class T>
+int count_class(const T& f, const std::string& name) {
+  int n = 0;
+  for (const auto& node : f.toposort()) n += node.class_name() == name;
+  return n;
+}
+
+// The step in float64 loops: new w, new b, xent.
+struct reference_step {
+  std::vector<double> w, xent;
+  double b;
+};
+template <class M, class V>
+reference_step reference(const M& X, const V& Y, const V& C, const std::vector<double>& w, double b) {
+  const std::size_t n = X.shape(0), k = X.shape(1);
+  std::vector<double> g(n), xent(n);
+  double gb = 0;
+  for (std::size_t r = 0; r < n; ++r) {
+    double u = 0;
+    for (std::size_t j = 0; j < k; ++j) u += double(X(r, j)) * w[j];
+    const double z = u + b + double(C(r)), p = 1 / (1 + std::exp(-z)), y = double(Y(r));
+    xent[r] = -y * std::log(p) - (1 - y) * std::log(1 - p);
+    g[r] = (p - y) / double(n);
+    gb += g[r];
+  }
+  std::vector<double> nw(k);
+  for (std::size_t j = 0; j < k; ++j) {
+    double s = 0;
+    for (std::size_t r = 0; r < n; ++r) s += double(X(r, j)) * g[r];
+    nw[j] = w[j] - 0.1 * (s + 0.02 * w[j]);
+  }
+  return {nw, xent, b - 0.1 * gb};
+}
+
+template <class T>
+void check_against_reference(std::size_t rows, std::size_t feats, std::mt19937& rng) {
+  std::normal_distribution<double> normal;
+  xt::xtensor<T, 2> X = xt::empty<T>({rows, feats});
+  xt::xtensor<T, 1> Y = xt::empty<T>({rows}), C = xt::empty<T>({rows}), w0 = xt::empty<T>({feats});
+  for (auto& v : X) v = static_cast<T>(normal(rng));
+  for (auto& v : Y) v = rng() % 2 ? T(1) : T(0);
+  for (auto& v : C) v = static_cast<T>(0.1 * normal(rng));
+  for (auto& v : w0) v = static_cast<T>(0.2 * normal(rng));
+  step<T> fused(w0, "");
+  step<T> unfused(w0, "one_pass_gemv");
+  REQUIRE(count_class(fused.f(), "xsym::OnePassGemv") == 1);
+  REQUIRE(count_class(fused.f(), "xsym::Gemv") == 0);
+  REQUIRE(count_class(unfused.f(), "xsym::Gemv") == 2);
+  std::vector<double> w(w0.begin(), w0.end());
+  double b = 0;
+  const double tol = sizeof(T) == 4 ? 2e-4 : 1e-11;
+  for (int it = 0; it < 3; ++it) {
+    auto [pred, xent] = fused.f()(X, Y, C);
+    auto [pred_u, xent_u] = unfused.f()(X, Y, C);
+    const auto want = reference(X, Y, C, w, b);
+    INFO(rows << " x " << feats << " " << (sizeof(T) == 4 ? "float32" : "float64") << ", step " << it);
+    const auto nw = fused.w().get_value(), nw_u = unfused.w().get_value();
+    double scale = 1;
+    for (double v : want.w) scale = std::max(scale, std::abs(v));
+    for (std::size_t j = 0; j < feats; ++j) {
+      REQUIRE(std::abs(double(nw(j)) - want.w[j]) <= tol * scale);
+      REQUIRE(std::abs(double(nw(j)) - double(nw_u(j))) <= tol * scale);
+    }
+    REQUIRE(std::abs(double(fused.b().get_value()()) - want.b) <= tol);
+    for (std::size_t r = 0; r < rows; ++r) {
+      REQUIRE(std::abs(double(xent(r)) - want.xent[r]) <= tol * std::max(1.0, std::abs(want.xent[r])));
+      REQUIRE(xent(r) == xent_u(r));  // the same Composite on the same u, up to u's sum order
+      REQUIRE(pred(r) == pred_u(r));
+    }
+    w = want.w;
+    b = want.b;
+    // The next step starts both from the reference's weights.
+    xt::xtensor<T, 1> wt = xt::empty<T>({feats});
+    for (std::size_t j = 0; j < feats; ++j) wt(j) = static_cast<T>(w[j]);
+    for (auto* s : {&fused, &unfused}) {
+      s->w().set_value(wt);
+      s->b().set_value(static_cast<T>(b));
+    }
+    w.assign(wt.begin(), wt.end());
+    b = static_cast<double>(static_cast<T>(b));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("one_pass_gemv: a training step's products and elementwise work are one node", "[compile][one_pass]") {
+  xsym_test::clean_config guard;
+  xt::xtensor<double, 1> w0 = xt::zeros<double>({5});
+  step<double> s(w0, "");
+  REQUIRE(count_class(s.f(), "xsym::OnePassGemv") == 1);
+  REQUIRE(count_class(s.f(), "xsym::Gemv") == 0);
+  for (const auto& node : s.f().toposort()) {
+    CHECK(node.op_name() != "InplaceDimShuffle{1,0}");  // x's transpose went with its product
+    if (node.class_name() == "xsym::OnePassGemv") {
+      const auto& absorbed = node.fn->fused->absorbed;
+      CHECK(absorbed.front() == "Gemv{no_inplace}");
+      CHECK(absorbed.back() == "Gemv{no_inplace,alpha=-0.1,beta=0.998}");
+      CHECK(node.op_name().rfind("OnePassGemv{Composite{", 0) == 0);
+    }
+  }
+  // Excluded by its name, or with fusion: the two products again.
+  step<double> off(w0, "one_pass_gemv");
+  CHECK(count_class(off.f(), "xsym::OnePassGemv") == 0);
+  CHECK(count_class(off.f(), "xsym::Gemv") == 2);
+  step<double> nofusion(w0, "fusion");
+  CHECK(count_class(nofusion.f(), "xsym::OnePassGemv") == 0);
+}
+
+TEST_CASE("one_pass_gemv matches float64 loops and the unfused graph on many shapes", "[compile][one_pass]") {
+  xsym_test::clean_config guard;
+  std::mt19937 rng(11);
+  // One row; rows around the 16-row column blocks; several groups of rows (a group is a
+  // quarter of L2: 256 rows of 1 KiB here on a 1 MiB L2) and parts not of equal groups.
+  const std::pair<std::size_t, std::size_t> shapes[] = {{1, 7}, {5, 1}, {17, 33}, {100, 3}, {333, 64}, {1000, 256}, {2100, 256}, {4100, 300}};
+  for (bool forced : {true, false}) {  // the one pass, and the two products in a row (small X)
+    std::optional<one_pass_everywhere> everywhere;
+    if (forced) everywhere.emplace();
+    for (auto [rows, feats] : shapes) {
+      check_against_reference<float>(rows, feats, rng);
+      check_against_reference<double>(rows, feats / 2 + 1, rng);
+    }
+  }
+}
+
+TEST_CASE("one_pass_gemv takes views, strided and offset arguments, and names bad shapes", "[compile][one_pass]") {
+  xsym_test::clean_config guard;
+  one_pass_everywhere everywhere;
+  std::mt19937 rng(5);
+  std::normal_distribution<double> normal;
+  const std::size_t rows = 300, feats = 40;
+  xt::xtensor<double, 2> big = xt::empty<double>({2 * rows, feats + 3});
+  for (auto& v : big) v = normal(rng);
+  xt::xtensor<double, 1> Y = xt::empty<double>({2 * rows}), C = xt::zeros<double>({rows}), w0 = xt::zeros<double>({feats});
+  for (auto& v : Y) v = rng() % 2 ? 1.0 : 0.0;
+  for (auto& v : w0) v = 0.1 * normal(rng);
+  // X: every other row, columns from the second (strided, offset); Xᵀ's transpose (columns
+  // contiguous); y: every other element.
+  auto Xv = xt::view(big, xt::range(0, 2 * rows, 2), xt::range(1, feats + 1));
+  auto Yv = xt::view(Y, xt::range(0, 2 * rows, 2));
+  const xt::xtensor<double, 2> Xc = Xv;
+  const xt::xtensor<double, 1> Yc = Yv;
+  xt::xtensor<double, 2> XT = xt::transpose(Xc);
+  auto Xt = xt::transpose(XT);
+  step<double> s(w0, "");
+  step<double> want(w0, "one_pass_gemv");
+  auto [p1, e1] = s.f()(Xv, Yv, C);
+  auto [p2, e2] = want.f()(Xc, Yc, C);
+  CHECK(bool(p1 == p2));
+  CHECK(xt::allclose(e1, e2, 1e-13, 1e-13));
+  CHECK(xt::allclose(s.w().get_value(), want.w().get_value(), 1e-13, 1e-13));
+  auto [p3, e3] = s.f()(Xt, Yc, C);
+  auto [p4, e4] = want.f()(Xc, Yc, C);
+  CHECK(bool(p3 == p4));
+  CHECK(xt::allclose(e3, e4, 1e-13, 1e-13));
+  CHECK(xt::allclose(s.w().get_value(), want.w().get_value(), 1e-12, 1e-12));
+  // y of another length: the error names the node and the shapes, and no shared variable moves.
+  const auto w_before = s.w().get_value();
+  const xt::xtensor<double, 1> short_y = xt::zeros<double>({rows - 1});
+  const std::string msg = xsym_test::message_of([&] { s.f()(Xc, short_y, C); });
+  INFO(msg);
+  CHECK(msg.find("OnePassGemv") != std::string::npos);
+  CHECK(msg.find("(300,)") != std::string::npos);
+  CHECK(msg.find("(299,)") != std::string::npos);
+  CHECK(bool(s.w().get_value() == w_before));
+  const xt::xtensor<double, 2> narrow = xt::zeros<double>({rows, feats - 1});
+  const std::string msg2 = xsym_test::message_of([&] { s.f()(narrow, Yc, C); });
+  INFO(msg2);
+  CHECK(msg2.find("matrix-vector product") != std::string::npos);
+  CHECK(msg2.find("(300, 39)") != std::string::npos);
+}
+
+TEST_CASE("DebugMode checks a OnePassGemv against the reference kernels", "[compile][one_pass][modes]") {
+  xsym_test::clean_config guard;
+  one_pass_everywhere everywhere;
+  std::mt19937 rng(9);
+  std::normal_distribution<double> normal;
+  const std::size_t rows = 700, feats = 90;
+  xt::xtensor<float, 2> X = xt::empty<float>({rows, feats});
+  xt::xtensor<float, 1> Y = xt::empty<float>({rows}), C = xt::zeros<float>({rows}), w0 = xt::empty<float>({feats});
+  for (auto& v : X) v = static_cast<float>(normal(rng));
+  for (auto& v : Y) v = rng() % 2 ? 1.0f : 0.0f;
+  for (auto& v : w0) v = static_cast<float>(0.1 * normal(rng));
+  step<float> fast(w0, "");
+  xsym::config.mode = "DebugMode";
+  step<float> debug(w0, "");
+  xsym::config.mode = "FAST_RUN";
+  REQUIRE(count_class(debug.f(), "xsym::OnePassGemv") == 1);
+  for (int i = 0; i < 3; ++i) {
+    auto [p1, e1] = fast.f()(X, Y, C);
+    auto [p2, e2] = debug.f()(X, Y, C);  // throws where a node differs from its reference
+    CHECK(bool(p1 == p2));
+    CHECK(bool(e1 == e2));
+  }
+  CHECK(bool(fast.w().get_value() == debug.w().get_value()));
+}
+
+#ifdef _OPENMP
+TEST_CASE("one_pass_gemv gives the same bits on 1 to 4 threads", "[compile][one_pass][openmp]") {
+  xsym_test::clean_config guard;
+  one_pass_everywhere everywhere;
+  std::mt19937 rng(3);
+  std::normal_distribution<double> normal;
+  for (auto [rows, feats] : {std::pair<std::size_t, std::size_t>{4100, 300}, {333, 64}}) {
+    xt::xtensor<float, 2> X = xt::empty<float>({rows, feats});
+    xt::xtensor<float, 1> Y = xt::empty<float>({rows}), C = xt::zeros<float>({rows}), w0 = xt::empty<float>({feats});
+    for (auto& v : X) v = static_cast<float>(normal(rng));
+    for (auto& v : Y) v = rng() % 2 ? 1.0f : 0.0f;
+    for (auto& v : w0) v = static_cast<float>(normal(rng));
+    xsym::config.openmp = false;
+    step<float> serial(w0, "");
+    auto [p0, e0] = serial.f()(X, Y, C);
+    const auto w_serial = serial.w().get_value();
+    xsym::config.openmp = true;
+    step<float> parallel(w0, "");
+    for (int threads : {1, 2, 3, 4}) {
+      omp_set_num_threads(threads);
+      parallel.w().set_value(w0);
+      parallel.b().set_value(0.0f);
+      auto [p, e] = parallel.f()(X, Y, C);
+      INFO(rows << " rows, " << threads << " threads");
+      CHECK(bool(p == p0));
+      CHECK(bool(e == e0));
+      CHECK(bool(parallel.w().get_value() == w_serial));
+    }
+    omp_set_num_threads(2);
+    xsym::config.openmp = false;
+  }
+}
+#endif
