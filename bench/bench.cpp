@@ -35,17 +35,20 @@ using namespace bench;
 // (16-byte aligned, where this bench's XTENSOR_USE_XSIMD gives 64) leaves a large matrix here.
 template <class T>
 struct logreg_data {
-  static constexpr int n = 400, feats = 784;
+  static constexpr int feats = 784;
+  int n;  // rows: the seeds' 400, or a data set that does not fit the caches
   using matrix_view = decltype(xt::adapt(static_cast<T*>(nullptr), std::size_t{}, xt::no_ownership(),
                                          std::array<std::size_t, 2>{}));
   std::vector<T, xsimd::aligned_allocator<T, 64>> storage;
   matrix_view X;
-  xt::xtensor<T, 1> Y = xt::empty<T>({n});
+  xt::xtensor<T, 1> Y;
   xt::xtensor<T, 1> w0 = xt::empty<T>({feats});
-  explicit logreg_data(std::size_t offset)
-      : storage(std::size_t(n) * feats + 16),
+  explicit logreg_data(std::size_t offset, int rows = 400)
+      : n(rows),
+        storage(std::size_t(n) * feats + 16),
         X(xt::adapt(storage.data() + offset, std::size_t(n) * feats, xt::no_ownership(),
-                    std::array<std::size_t, 2>{std::size_t(n), std::size_t(feats)})) {
+                    std::array<std::size_t, 2>{std::size_t(n), std::size_t(feats)})),
+        Y(xt::empty<T>({std::size_t(n)})) {
     std::mt19937 rng(42);
     std::normal_distribution<double> normal;
     std::bernoulli_distribution coin(0.5);
@@ -61,7 +64,7 @@ void bench_logreg(const char* dtype, int steps, std::size_t offset = 0) {
   const bool full = offset == 0;
   const char* name = full ? "logreg" : "logreg_offset16";
   logreg_data<T> d(offset);
-  const int n = logreg_data<T>::n, feats = logreg_data<T>::feats;
+  const int n = d.n, feats = logreg_data<T>::feats;
   std::vector<T> final_w;  // every implementation must end at the same weights
   auto compare = [&](const T* w, const char* who) {
     if (final_w.empty()) {
@@ -184,6 +187,55 @@ void bench_logreg(const char* dtype, int steps, std::size_t offset = 0) {
     std::sort(t.begin(), t.end());
     emit(name, runners[k].impl, dtype, steps, {t[t.size() / 2], t.front(), repeats}, extra.c_str());
   }
+}
+
+// ---- logistic regression on data that outgrow the caches: xsym (one pass over X per step,
+// rewrite one_pass_gemv) against Eigen (two), round-robin, the paired ratio per round --------
+template <class T>
+void bench_logreg_rows(const char* dtype, int rows) {
+  logreg_data<T> d(0, rows);
+  const int feats = logreg_data<T>::feats;
+  const int steps = std::max(2, static_cast<int>(4e7 / (double(rows) * feats)));
+  xsym::config.profile = false;
+  auto [train, w, b] = seeds_train(d.w0);
+  auto pred = xt::xtensor<bool, 1>::from_shape({std::size_t(rows)});
+  auto xent_out = xt::xtensor<T, 1>::from_shape({std::size_t(rows)});
+  eigen_logreg<T> eig(d.X.data(), d.Y.data(), rows, feats);
+  auto run_xsym = [&] {
+    w.set_value(d.w0);
+    b.set_value(T(0));
+    for (int i = 0; i < steps; ++i) train.into(pred, xent_out)(d.X, d.Y);
+  };
+  auto run_eigen = [&] {
+    eig.reset(d.w0.data());
+    for (int i = 0; i < steps; ++i) eig.step();
+  };
+  run_xsym();
+  run_eigen();
+  const auto wx = w.get_value();
+  double err = 0, scale = 0;
+  for (int i = 0; i < feats; ++i) {
+    err = std::max(err, std::abs(double(wx(i)) - double(eig.w(i))));
+    scale = std::max(scale, std::abs(double(eig.w(i))));
+  }
+  check(err <= (sizeof(T) == 4 ? 1e-3 : 1e-9) * std::max(1.0, scale), "xsym logreg_rows against Eigen");
+  const int repeats = 7;
+  std::vector<double> tx, te, ratios;
+  for (int rep = 0; rep < repeats; ++rep) {
+    auto t0 = clock_type::now();
+    run_xsym();
+    tx.push_back(std::chrono::duration<double>(clock_type::now() - t0).count() / steps);
+    t0 = clock_type::now();
+    run_eigen();
+    te.push_back(std::chrono::duration<double>(clock_type::now() - t0).count() / steps);
+    ratios.push_back(tx.back() / te.back());
+  }
+  std::sort(tx.begin(), tx.end());
+  std::sort(te.begin(), te.end());
+  std::sort(ratios.begin(), ratios.end());
+  const std::string extra = ", \"paired_ratio_to_eigen\": " + std::to_string(ratios[ratios.size() / 2]);
+  emit("logreg_rows", "xsym", dtype, rows, {tx[tx.size() / 2], tx.front(), repeats}, extra.c_str());
+  emit("logreg_rows", "eigen", dtype, rows, {te[te.size() / 2], te.front(), repeats});
 }
 
 // ---- fused elementwise: seconds per element ------------------------------------------------
@@ -356,6 +408,11 @@ int main(int argc, char** argv) try {
     bench_logreg<double>("float64", steps);
     bench_logreg<float>("float32", steps, 4);
   }
+  if ((only.empty() || only == "logreg_rows") && !noprof_build())
+    for (int rows : {20000, 100000}) {
+      bench_logreg_rows<float>("float32", rows);
+      bench_logreg_rows<double>("float64", rows);
+    }
   if (only.empty() || only == "elemwise")
     for (std::size_t n : {std::size_t(1000), std::size_t(100000), std::size_t(10000000)}) bench_elemwise(n);
   if (only.empty() || only == "overhead") bench_overheads();
