@@ -6645,7 +6645,8 @@ inline bool& one_pass_chains() {
 namespace xsym::cpu {
 
 namespace detail {
-struct reduce_layout;  // reduce.hpp
+struct reduce_layout;     // reduce.hpp
+struct one_pass_rows_fn;  // one_pass.hpp
 }
 
 /// @brief Every CPU kernel for one element type T, looked up by dtype when a function is built
@@ -6671,6 +6672,9 @@ struct typed_kernels {
                const parallelism& par) = nullptr;
   void (*dot)(const ndarray& a, const ndarray& b, ndarray& out) = nullptr;
   void (*dot22)(const ndarray& a, const ndarray& b, ndarray& c, double alpha, bool accumulate) = nullptr;
+  // float32 and float64: y = beta y0 + alpha Aᵀ g in one pass over A's rows (one_pass.hpp).
+  void (*one_pass)(const ndarray& a, const ndarray& x, const detail::one_pass_rows_fn& rows, const ndarray& g,
+                   double alpha, const ndarray* y0, double beta, ndarray& y, int threads) = nullptr;
   // Reductions of an input of type T (any dtype), into an output of any dtype.
   void (*reduce)(const op& o, const detail::reduce_layout& l, const ndarray& in, ndarray& out) = nullptr;
 };
@@ -8237,6 +8241,115 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
 
 #endif
 // ---- end include/xsym/backend/cpu/elemwise.hpp ----
+// ---- begin include/xsym/backend/cpu/one_pass.hpp ----
+#ifndef XSYM_BACKEND_CPU_ONE_PASS_HPP
+#define XSYM_BACKEND_CPU_ONE_PASS_HPP
+
+// y = beta y0 + alpha Aᵀ g, where g is computed row by row from u = A x (a training step's
+// two products and the elementwise work between them), reading A once from memory: group by
+// group of rows, u for the group, g for the group, then the group's rows again from L2.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+
+namespace xsym::cpu {
+
+namespace detail {
+inline std::int64_t l2_cache_bytes() {
+  static const std::int64_t bytes = [] {
+    long v = -1;
+#if defined(_SC_LEVEL2_CACHE_SIZE)
+    v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    return v > 0 ? static_cast<std::int64_t>(v) : std::int64_t{1} << 20;
+  }();
+  return bytes;
+}
+}  // namespace detail
+
+/// @brief Bytes of A from which a OnePassGemv node makes one pass: where A does not stay in the
+/// last-level cache between the two products (streaming_min_bytes' share of it). Below, A comes
+/// back from the caches and the two products in a row are faster (they need no group of rows
+/// in L2, and the column product starts where the row product ended). Tests set it to 0.
+inline std::int64_t& one_pass_min_bytes() {
+  static std::int64_t bytes = detail::default_streaming_min_bytes();
+  return bytes;
+}
+
+namespace detail {
+
+// Rows of A per group: a group is read a second time from L2, so it takes a quarter of it
+// (the rest holds x, the accumulated product and the next group's first lines). A whole
+// number of the column product's 16-row blocks.
+inline std::int64_t one_pass_group_rows(std::int64_t row_bytes) {
+  const std::int64_t rows = l2_cache_bytes() / 4 / std::max<std::int64_t>(row_bytes, 1);
+  return std::clamp<std::int64_t>(rows / 16 * 16, 16, 4096);
+}
+
+// Partial products: rows go in at most this many parts, fixed by the shapes alone, each summed
+// on its own and the parts added in order, so any number of threads gives the same bits.
+inline constexpr std::int64_t one_pass_max_parts = 16;
+
+/// The elementwise work of a group: g for rows [r0, r0 + n) from u (n values), written where
+/// the product reads it (g + r0).
+struct one_pass_rows_fn {
+  void (*run)(void* ctx, std::int64_t r0, std::int64_t n, const void* u);
+  void* ctx;
+};
+
+template <class T>
+void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k, const T* x,
+                   const one_pass_rows_fn& rows, const T* g, T alpha, const T* y0, T beta, T* y, int threads) {
+  const std::int64_t group = one_pass_group_rows(k * static_cast<std::int64_t>(sizeof(T)));
+  const std::int64_t groups = (m + group - 1) / group;
+  const std::int64_t kp = (k + 15) / 16 * 16;  // each part's sum on its own cache lines
+  std::int64_t parts = std::min(groups, one_pass_max_parts);
+  parts = std::max<std::int64_t>(1, std::min<std::int64_t>(parts, (std::int64_t{32} << 20) / (kp * static_cast<std::int64_t>(sizeof(T)))));
+  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> partial;
+  partial.resize(static_cast<std::size_t>(parts * kp));
+  T* const sums = partial.data();
+  auto run_part = [&](std::int64_t p) {
+    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> u;
+    u.resize(static_cast<std::size_t>(group));
+    T* acc = sums + p * kp;
+    std::fill(acc, acc + k, T(0));
+    for (std::int64_t grp = groups * p / parts; grp < groups * (p + 1) / parts; ++grp) {
+      const std::int64_t r0 = grp * group, n = std::min(group, m - r0);
+      gemv_rows_serial(a + r0 * lda, lda, x, u.data(), n, k, T(1), static_cast<const T*>(nullptr), T(0));
+      rows.run(rows.ctx, r0, n, u.data());
+      for (std::int64_t c = 0; c < n; c += 16) {
+        const std::int64_t cols = std::min<std::int64_t>(16, n - c);
+        T xs[16];  // alpha folds into the coefficients, as in gemv_columns
+        for (std::int64_t j = 0; j < cols; ++j) xs[j] = mul(alpha, g[r0 + c + j]);
+        gemv_column_block(a + (r0 + c) * lda, lda, xs, acc, k, cols);
+      }
+    }
+  };
+  parallel_chunks(parts, 1, threads, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t p = lo; p < hi; ++p) run_part(p);
+  });
+  for (std::int64_t j = 0; j < k; ++j) {
+    T s = sums[j];
+    for (std::int64_t p = 1; p < parts; ++p) s = add(s, sums[p * kp + j]);
+    y[j] = y0 ? add(mul(beta, y0[j]), s) : s;
+  }
+}
+
+template <class T>
+void one_pass_typed(const ndarray& a, const ndarray& x, const one_pass_rows_fn& rows, const ndarray& g, double alpha,
+                    const ndarray* y0, double beta, ndarray& y, int threads) {
+  one_pass_gemv<T>(a.data_as<T>(), a.stride(0), a.shape(0), a.shape(1), x.data_as<T>(), rows, g.data_as<T>(),
+                   static_cast<T>(alpha), y0 ? y0->data_as<T>() : nullptr, static_cast<T>(beta), y.data_as<T>(), threads);
+}
+
+}  // namespace detail
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/one_pass.hpp ----
 // ---- begin include/xsym/backend/cpu/reduce.hpp ----
 #ifndef XSYM_BACKEND_CPU_REDUCE_HPP
 #define XSYM_BACKEND_CPU_REDUCE_HPP
@@ -8469,6 +8582,7 @@ const typed_kernels& make_typed_kernels() {
       k.chains = &chain_loop<T, false>;
       k.chain_one = &chain_one<T>;
       k.shared_exp = &shared_exp_kernel_for<T>;
+      k.one_pass = &one_pass_typed<T>;
     }
     if constexpr (!std::is_same_v<T, bool>) {
       k.gemv = &gemv_typed<T>;
@@ -9181,108 +9295,6 @@ inline void copy_into_destination(const ndarray& value, const ndarray& dst) {
 // The CPU thunks: each op kind's node on the CPU kernels (backend/cpu).
 #include <cstring>
 
-// ---- begin include/xsym/backend/cpu/one_pass.hpp ----
-#ifndef XSYM_BACKEND_CPU_ONE_PASS_HPP
-#define XSYM_BACKEND_CPU_ONE_PASS_HPP
-
-// y = beta y0 + alpha Aᵀ g, where g is computed row by row from u = A x (a training step's
-// two products and the elementwise work between them), reading A once from memory: group by
-// group of rows, u for the group, g for the group, then the group's rows again from L2.
-#include <unistd.h>
-
-#include <algorithm>
-#include <cstdint>
-#include <vector>
-
-
-namespace xsym::cpu {
-
-namespace detail {
-inline std::int64_t l2_cache_bytes() {
-  static const std::int64_t bytes = [] {
-    long v = -1;
-#if defined(_SC_LEVEL2_CACHE_SIZE)
-    v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-    return v > 0 ? static_cast<std::int64_t>(v) : std::int64_t{1} << 20;
-  }();
-  return bytes;
-}
-}  // namespace detail
-
-/// @brief Bytes of A from which a OnePassGemv node makes one pass: where A does not stay in the
-/// last-level cache between the two products (streaming_min_bytes' share of it). Below, A comes
-/// back from the caches and the two products in a row are faster (they need no group of rows
-/// in L2, and the column product starts where the row product ended). Tests set it to 0.
-inline std::int64_t& one_pass_min_bytes() {
-  static std::int64_t bytes = detail::default_streaming_min_bytes();
-  return bytes;
-}
-
-namespace detail {
-
-// Rows of A per group: a group is read a second time from L2, so it takes a quarter of it
-// (the rest holds x, the accumulated product and the next group's first lines). A whole
-// number of the column product's 16-row blocks.
-inline std::int64_t one_pass_group_rows(std::int64_t row_bytes) {
-  const std::int64_t rows = l2_cache_bytes() / 4 / std::max<std::int64_t>(row_bytes, 1);
-  return std::clamp<std::int64_t>(rows / 16 * 16, 16, 4096);
-}
-
-// Partial products: rows go in at most this many parts, fixed by the shapes alone, each summed
-// on its own and the parts added in order, so any number of threads gives the same bits.
-inline constexpr std::int64_t one_pass_max_parts = 16;
-
-/// The elementwise work of a group: g for rows [r0, r0 + n) from u (n values), written where
-/// the product reads it (g + r0).
-struct one_pass_rows_fn {
-  void (*run)(void* ctx, std::int64_t r0, std::int64_t n, const void* u);
-  void* ctx;
-};
-
-template <class T>
-void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k, const T* x,
-                   const one_pass_rows_fn& rows, const T* g, T alpha, const T* y0, T beta, T* y, int threads) {
-  const std::int64_t group = one_pass_group_rows(k * static_cast<std::int64_t>(sizeof(T)));
-  const std::int64_t groups = (m + group - 1) / group;
-  const std::int64_t kp = (k + 15) / 16 * 16;  // each part's sum on its own cache lines
-  std::int64_t parts = std::min(groups, one_pass_max_parts);
-  parts = std::max<std::int64_t>(1, std::min<std::int64_t>(parts, (std::int64_t{32} << 20) / (kp * static_cast<std::int64_t>(sizeof(T)))));
-  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> partial;
-  partial.resize(static_cast<std::size_t>(parts * kp));
-  T* const sums = partial.data();
-  auto run_part = [&](std::int64_t p) {
-    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> u;
-    u.resize(static_cast<std::size_t>(group));
-    T* acc = sums + p * kp;
-    std::fill(acc, acc + k, T(0));
-    for (std::int64_t grp = groups * p / parts; grp < groups * (p + 1) / parts; ++grp) {
-      const std::int64_t r0 = grp * group, n = std::min(group, m - r0);
-      gemv_rows_serial(a + r0 * lda, lda, x, u.data(), n, k, T(1), static_cast<const T*>(nullptr), T(0));
-      rows.run(rows.ctx, r0, n, u.data());
-      for (std::int64_t c = 0; c < n; c += 16) {
-        const std::int64_t cols = std::min<std::int64_t>(16, n - c);
-        T xs[16];  // alpha folds into the coefficients, as in gemv_columns
-        for (std::int64_t j = 0; j < cols; ++j) xs[j] = mul(alpha, g[r0 + c + j]);
-        gemv_column_block(a + (r0 + c) * lda, lda, xs, acc, k, cols);
-      }
-    }
-  };
-  parallel_chunks(parts, 1, threads, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t p = lo; p < hi; ++p) run_part(p);
-  });
-  for (std::int64_t j = 0; j < k; ++j) {
-    T s = sums[j];
-    for (std::int64_t p = 1; p < parts; ++p) s = add(s, sums[p * kp + j]);
-    y[j] = y0 ? add(mul(beta, y0[j]), s) : s;
-  }
-}
-
-}  // namespace detail
-}  // namespace xsym::cpu
-
-#endif
-// ---- end include/xsym/backend/cpu/one_pass.hpp ----
 // ---- begin include/xsym/exec/nodes.hpp ----
 #ifndef XSYM_EXEC_NODES_HPP
 #define XSYM_EXEC_NODES_HPP
@@ -9651,14 +9663,7 @@ inline void run_one_pass_gemv(const thunk& t, ndarray* values) {
   for (std::size_t j = 0; j + 1 < n.outputs.size(); ++j) rows.out_base[j] = outs[j]->data();
   const cpu::detail::one_pass_rows_fn fn{&one_pass_rows::run, &rows};
   const int threads = m * k >= t.par.product_minsize ? t.par.threads : 1;
-  auto run = [&](auto z) {
-    using T = decltype(z);
-    cpu::detail::one_pass_gemv<T>(a.data_as<T>(), a.stride(0), m, k, x.data_as<T>(), fn, outs[o.pass_g]->data_as<T>(),
-                                  static_cast<T>(o.alpha), y0 ? y0->data_as<T>() : nullptr, static_cast<T>(o.beta),
-                                  y.data_as<T>(), threads);
-  };
-  if (type == dtype::float32) run(float{});
-  else run(double{});
+  cpu::kernels_of(type).one_pass(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
 }
 
 }  // namespace xsym::detail

@@ -232,14 +232,7 @@ inline void run_one_pass_gemv(const thunk& t, ndarray* values) {
   for (std::size_t j = 0; j + 1 < n.outputs.size(); ++j) rows.out_base[j] = outs[j]->data();
   const cpu::detail::one_pass_rows_fn fn{&one_pass_rows::run, &rows};
   const int threads = m * k >= t.par.product_minsize ? t.par.threads : 1;
-  auto run = [&](auto z) {
-    using T = decltype(z);
-    cpu::detail::one_pass_gemv<T>(a.data_as<T>(), a.stride(0), m, k, x.data_as<T>(), fn, outs[o.pass_g]->data_as<T>(),
-                                  static_cast<T>(o.alpha), y0 ? y0->data_as<T>() : nullptr, static_cast<T>(o.beta),
-                                  y.data_as<T>(), threads);
-  };
-  if (type == dtype::float32) run(float{});
-  else run(double{});
+  cpu::kernels_of(type).one_pass(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
 }
 
 }  // namespace xsym::detail

@@ -14,7 +14,8 @@
 namespace xsym::cpu {
 
 namespace detail {
-struct reduce_layout;  // reduce.hpp
+struct reduce_layout;     // reduce.hpp
+struct one_pass_rows_fn;  // one_pass.hpp
 }
 
 /// @brief Every CPU kernel for one element type T, looked up by dtype when a function is built
@@ -40,6 +41,9 @@ struct typed_kernels {
                const parallelism& par) = nullptr;
   void (*dot)(const ndarray& a, const ndarray& b, ndarray& out) = nullptr;
   void (*dot22)(const ndarray& a, const ndarray& b, ndarray& c, double alpha, bool accumulate) = nullptr;
+  // float32 and float64: y = beta y0 + alpha Aᵀ g in one pass over A's rows (one_pass.hpp).
+  void (*one_pass)(const ndarray& a, const ndarray& x, const detail::one_pass_rows_fn& rows, const ndarray& g,
+                   double alpha, const ndarray* y0, double beta, ndarray& y, int threads) = nullptr;
   // Reductions of an input of type T (any dtype), into an output of any dtype.
   void (*reduce)(const op& o, const detail::reduce_layout& l, const ndarray& in, ndarray& out) = nullptr;
 };

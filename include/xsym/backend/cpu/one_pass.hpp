@@ -96,6 +96,13 @@ void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k,
   }
 }
 
+template <class T>
+void one_pass_typed(const ndarray& a, const ndarray& x, const one_pass_rows_fn& rows, const ndarray& g, double alpha,
+                    const ndarray* y0, double beta, ndarray& y, int threads) {
+  one_pass_gemv<T>(a.data_as<T>(), a.stride(0), a.shape(0), a.shape(1), x.data_as<T>(), rows, g.data_as<T>(),
+                   static_cast<T>(alpha), y0 ? y0->data_as<T>() : nullptr, static_cast<T>(beta), y.data_as<T>(), threads);
+}
+
 }  // namespace detail
 }  // namespace xsym::cpu
 

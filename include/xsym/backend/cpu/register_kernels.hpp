@@ -10,6 +10,7 @@
 #include "elemwise.hpp"
 #include "fault.hpp"
 #include "kernel_table.hpp"
+#include "one_pass.hpp"
 #include "reduce.hpp"
 
 namespace xsym::cpu {
@@ -33,6 +34,7 @@ const typed_kernels& make_typed_kernels() {
       k.chains = &chain_loop<T, false>;
       k.chain_one = &chain_one<T>;
       k.shared_exp = &shared_exp_kernel_for<T>;
+      k.one_pass = &one_pass_typed<T>;
     }
     if constexpr (!std::is_same_v<T, bool>) {
       k.gemv = &gemv_typed<T>;
