@@ -50,6 +50,19 @@ TEST_CASE("stabilize: log(1 - sigmoid) and log(sigmoid) become softplus and stay
   CHECK(std::isinf(naive(xt::xtensor<double, 1>{800})(0)));
   auto l = xsym::function("log1p", xsym::inputs(z), log(1 + z), xsym::optimizer_excluding("fusion"));
   CHECK(names(l) == std::vector<std::string>{"Elemwise{log1p,no_inplace}"});
+  // -a - b - c is -(a + b + c): the cross-entropy of a sum of three terms stays finite too.
+  auto a = xsym::vector<double>("a"), b = xsym::vector<double>("b");
+  auto q = 1 / (1 + exp(-z - a - b));
+  auto g = xsym::function("three", xsym::inputs(z, a, b), -log(q) - log(1 - q), xsym::optimizer_excluding("fusion"));
+  CHECK(any_contains(names(g), "scalar_softplus"));
+  CHECK_FALSE(any_contains(names(g), "log"));
+  const xt::xtensor<double, 1> big{-700, 1, 700}, zero{0, 0, 0};
+  const auto s3 = g(big, zero, zero);
+  for (std::size_t i = 0; i < 3; ++i) {
+    // -log(q) - log(1 - q) = softplus(-u) + softplus(u) for u = z + a + b.
+    const double u = big(i), want = std::abs(u) + 2 * std::log1p(std::exp(-std::abs(u)));
+    CHECK(s3(i) == Approx(want).epsilon(1e-12));
+  }
 }
 
 TEST_CASE("canonicalize and constant_folding remove identities and constant arithmetic", "[compile][rewrites]") {

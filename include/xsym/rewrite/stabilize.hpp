@@ -2,7 +2,7 @@
 #define XSYM_REWRITE_STABILIZE_HPP
 
 // Numerically stable forms, applied bottom-up:
-//   1 / (1 + exp(-z))      -> sigmoid(z)        (also exp(-a - b) -> z = a + b)
+//   1 / (1 + exp(-z))      -> sigmoid(z)        (also exp(-a - b - c) -> z = a + b + c)
 //   log(sigmoid(z))        -> -softplus(-z)
 //   log(1 - sigmoid(z))    -> -softplus(z)
 //   log(1 + x)             -> log1p(x)
@@ -25,11 +25,11 @@ inline bool is_op(const var_ptr& v, scalar_op s) {
   return v->kind == var_kind::apply && v->fn->kind == op_kind::elemwise && v->fn->scalar == s;
 }
 
-// The z of `-z` written as neg(z) or as sub(neg(a), b) == -(a + b); null otherwise.
+// The z of `-z` written as neg(z), or as -a - b - ... == -(a + b + ...); null otherwise.
 inline var_ptr negated(const var_ptr& v) {
   if (is_op(v, scalar_op::neg)) return v->inputs[0];
-  if (is_op(v, scalar_op::sub) && is_op(v->inputs[0], scalar_op::neg))
-    return elemwise(scalar_op::add, {v->inputs[0]->inputs[0], v->inputs[1]});
+  if (is_op(v, scalar_op::sub))
+    if (var_ptr a = negated(v->inputs[0])) return elemwise(scalar_op::add, {a, v->inputs[1]});
   return nullptr;
 }
 
