@@ -87,15 +87,25 @@ reference_step reference(const M& X, const V& Y, const V& C, const std::vector<d
   return {nw, xent, b - 0.1 * gb};
 }
 
+// Random data for a step: X ~ N(0, 1), labels 0 or 1, offsets ~ N(0, c_scale), w0 ~ N(0, w_scale).
+template <class T>
+struct step_data {
+  xt::xtensor<T, 2> X;
+  xt::xtensor<T, 1> Y, C, w0;
+  step_data(std::size_t rows, std::size_t feats, std::mt19937& rng, double c_scale, double w_scale)
+      : X(xt::empty<T>({rows, feats})), Y(xt::empty<T>({rows})), C(xt::empty<T>({rows})), w0(xt::empty<T>({feats})) {
+    std::normal_distribution<double> normal;
+    for (auto& v : X) v = static_cast<T>(normal(rng));
+    for (auto& v : Y) v = rng() % 2 ? T(1) : T(0);
+    for (auto& v : C) v = static_cast<T>(c_scale * normal(rng));
+    for (auto& v : w0) v = static_cast<T>(w_scale * normal(rng));
+  }
+};
+
 template <class T>
 void check_against_reference(std::size_t rows, std::size_t feats, std::mt19937& rng) {
-  std::normal_distribution<double> normal;
-  xt::xtensor<T, 2> X = xt::empty<T>({rows, feats});
-  xt::xtensor<T, 1> Y = xt::empty<T>({rows}), C = xt::empty<T>({rows}), w0 = xt::empty<T>({feats});
-  for (auto& v : X) v = static_cast<T>(normal(rng));
-  for (auto& v : Y) v = rng() % 2 ? T(1) : T(0);
-  for (auto& v : C) v = static_cast<T>(0.1 * normal(rng));
-  for (auto& v : w0) v = static_cast<T>(0.2 * normal(rng));
+  const step_data<T> d(rows, feats, rng, 0.1, 0.2);
+  const auto& [X, Y, C, w0] = d;
   step<T> fused(w0, "");
   step<T> unfused(w0, "one_pass_gemv");
   REQUIRE(count_class(fused.f(), "xsym::OnePassGemv") == 1);
@@ -228,13 +238,8 @@ TEST_CASE("DebugMode checks a OnePassGemv against the reference kernels", "[comp
   xsym_test::clean_config guard;
   one_pass_everywhere everywhere;
   std::mt19937 rng(9);
-  std::normal_distribution<double> normal;
-  const std::size_t rows = 700, feats = 90;
-  xt::xtensor<float, 2> X = xt::empty<float>({rows, feats});
-  xt::xtensor<float, 1> Y = xt::empty<float>({rows}), C = xt::zeros<float>({rows}), w0 = xt::empty<float>({feats});
-  for (auto& v : X) v = static_cast<float>(normal(rng));
-  for (auto& v : Y) v = rng() % 2 ? 1.0f : 0.0f;
-  for (auto& v : w0) v = static_cast<float>(0.1 * normal(rng));
+  const step_data<float> d(700, 90, rng, 0, 0.1);
+  const auto& [X, Y, C, w0] = d;
   step<float> fast(w0, "");
   xsym::config.mode = "DebugMode";
   step<float> debug(w0, "");
@@ -254,13 +259,9 @@ TEST_CASE("one_pass_gemv gives the same bits on 1 to 4 threads", "[compile][one_
   xsym_test::clean_config guard;
   one_pass_everywhere everywhere;
   std::mt19937 rng(3);
-  std::normal_distribution<double> normal;
   for (auto [rows, feats] : {std::pair<std::size_t, std::size_t>{4100, 300}, {333, 64}}) {
-    xt::xtensor<float, 2> X = xt::empty<float>({rows, feats});
-    xt::xtensor<float, 1> Y = xt::empty<float>({rows}), C = xt::zeros<float>({rows}), w0 = xt::empty<float>({feats});
-    for (auto& v : X) v = static_cast<float>(normal(rng));
-    for (auto& v : Y) v = rng() % 2 ? 1.0f : 0.0f;
-    for (auto& v : w0) v = static_cast<float>(normal(rng));
+    const step_data<float> d(rows, feats, rng, 0.1, 0.05);
+    const auto& [X, Y, C, w0] = d;
     xsym::config.openmp = false;
     step<float> serial(w0, "");
     auto [p0, e0] = serial.f()(X, Y, C);
