@@ -56,8 +56,9 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
         break;
       }
       case op_kind::one_pass_gemv:
+        // The reference runs the three steps: DebugMode checks the one pass against them.
         t.prog = reference ? cpu::compile_program<false>(n.fn->fused) : cpu::compile_program<true>(n.fn->fused);
-        t.run = &detail::run_one_pass_gemv;
+        t.run = reference ? &detail::run_one_pass_steps : &detail::run_one_pass_gemv;
         break;
       case op_kind::dimshuffle: t.run = &detail::run_dimshuffle; break;
       case op_kind::reduce: t.run = &detail::run_reduce; break;

@@ -160,7 +160,8 @@ inline shape_t vector_shape(std::int64_t n) {
   return s;
 }
 
-inline void run_one_pass_gemv(const thunk& t, ndarray* values) {
+// `allowed`: false for the reference thunk (DebugMode, linker=py), which runs the three steps.
+inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
   const apply_node& n = *t.node;
   const op& o = *n.fn;
   const program& p = *t.prog.prog;
@@ -181,7 +182,7 @@ inline void run_one_pass_gemv(const thunk& t, ndarray* values) {
     ins[r] = &values[n.inputs[first + static_cast<std::size_t>(j)]];
     bcast[r] = t.slot_bcast[first + static_cast<std::size_t>(j++)];
   }
-  bool one_pass = (type == dtype::float32 || type == dtype::float64) && m > 0 && k > 0 && a.stride(1) == 1 &&
+  bool one_pass = allowed && (type == dtype::float32 || type == dtype::float64) && m > 0 && k > 0 && a.stride(1) == 1 &&
                   a.stride(0) >= k && static_cast<std::int64_t>(a.nbytes()) >= cpu::one_pass_min_bytes() &&
                   x.type() == type && x.shape(0) == k && x.is_c_contiguous() &&
                   (!y0 || (y0->type() == type && y0->shape(0) == k && y0->is_c_contiguous()));
@@ -234,6 +235,9 @@ inline void run_one_pass_gemv(const thunk& t, ndarray* values) {
   const int threads = m * k >= t.par.product_minsize ? t.par.threads : 1;
   cpu::kernels_of(type).one_pass(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
 }
+
+inline void run_one_pass_gemv(const thunk& t, ndarray* values) { one_pass_gemv_node(t, values, true); }
+inline void run_one_pass_steps(const thunk& t, ndarray* values) { one_pass_gemv_node(t, values, false); }
 
 }  // namespace xsym::detail
 
