@@ -9507,6 +9507,15 @@ inline void run_reduce(const thunk& t, ndarray* values) {
   cpu::run_reduce(*n.fn, in, out);
 }
 
+// out = beta y0 + alpha op(A) x in a buffer of out's own, y0 read where it is.
+inline void gemv_beside(const thunk& t, ndarray& out, const ndarray& y0, const ndarray& a, bool transpose,
+                        const ndarray& x, double alpha, double beta) {
+  prepare_output(out, y0.type(), y0.shape(), t.pool);
+  ndarray y0_copy;
+  const ndarray& c = y0.is_c_contiguous() ? y0 : (y0_copy = y0.contiguous());
+  cpu::run_gemv(a, transpose, x, out, alpha, true, t.par, &c, beta);
+}
+
 inline void run_dot_family(const thunk& t, ndarray* values) {
   const apply_node& n = *t.node;
   ndarray& out = values[n.outputs[0]];
@@ -9532,11 +9541,7 @@ inline void run_dot_family(const thunk& t, ndarray* values) {
       out = std::move(y0_slot);
       cpu::run_gemv(A, o.transpose_a, B, out, o.alpha, true, t.par, nullptr, o.beta);
     } else {
-      const ndarray& y0 = y0_slot;
-      prepare_output(out, y0.type(), y0.shape(), t.pool);
-      ndarray y0_copy;
-      const ndarray& c = y0.is_c_contiguous() ? y0 : (y0_copy = y0.contiguous());
-      cpu::run_gemv(A, o.transpose_a, B, out, o.alpha, true, t.par, &c, o.beta);
+      gemv_beside(t, out, y0_slot, A, o.transpose_a, B, o.alpha, o.beta);
     }
     return;
   }
@@ -9648,10 +9653,7 @@ inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
     if (y0->rank() != 1 || y0->shape(0) != k)
       throw shape_error("OnePassGemv: the accumulated vector has shape " + to_string(y0->shape()) +
                         " but the product has " + std::to_string(k) + " rows");
-    prepare_output(y, y0->type(), y0->shape(), t.pool);
-    ndarray y0_copy;
-    const ndarray& c = y0->is_c_contiguous() ? *y0 : (y0_copy = y0->contiguous());
-    cpu::run_gemv(a, true, g, y, o.alpha, true, t.par, &c, o.beta);
+    gemv_beside(t, y, *y0, a, true, g, o.alpha, o.beta);
     return;
   }
   if (!take_destination(t, n.outputs.back(), y, type, vector_shape(k))) prepare_output(y, type, vector_shape(k), t.pool);
@@ -11738,6 +11740,7 @@ XSYM_COLD_END
 
 // DebugMode (each node against the reference kernels, the function against its unoptimised
 // twin), NanGuardMode and MonitorMode.
+#include <cstring>
 #include <iostream>
 #include <sstream>
 
@@ -11802,6 +11805,20 @@ inline void function_runtime::print_monitor(std::size_t i, const ndarray* values
                          m_graph->node_text(n) + " (input shapes " + shapes + "): " + what);
 }
 
+namespace detail {
+// A contiguous copy with every floating value's magnitude.
+inline ndarray abs_copy(const ndarray& v) {
+  ndarray a;
+  v.copy_contiguous_into(a);
+  visit_dtype(a.type(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (std::is_floating_point_v<T>)
+      for (std::int64_t e = 0; e < a.size(); ++e) a.data_as<T>()[e] = std::abs(a.data_as<T>()[e]);
+  });
+  return a;
+}
+}  // namespace detail
+
 // |beta y0| + |alpha| |op(A)| |x| for a product node (y0 when it accumulates), from the reference
 // kernels run on absolute values; an empty array for any other node.
 inline ndarray function_runtime::product_scale(std::size_t i, const std::vector<ndarray>& ref_in) const {
@@ -11812,15 +11829,8 @@ inline ndarray function_runtime::product_scale(std::size_t i, const std::vector<
   const bool accumulates = o.accumulate && (o.kind == op_kind::gemv || o.kind == op_kind::dot22);
   std::vector<ndarray> ref_values(m_graph->slots.size());
   for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-    ndarray a;
-    ref_in[k].copy_contiguous_into(a);
-    xsym::detail::visit_dtype(a.type(), [&](auto z) {
-      using T = decltype(z);
-      if constexpr (std::is_floating_point_v<T>) {
-        T* p = a.data_as<T>();
-        for (std::int64_t e = 0; e < a.size(); ++e) p[e] = accumulates && k == 0 ? T(0) : std::abs(p[e]);
-      }
-    });
+    ndarray a = detail::abs_copy(ref_in[k]);
+    if (accumulates && k == 0 && a.nbytes()) std::memset(a.data(), 0, a.nbytes());  // beta y0 is added below
     ref_values[static_cast<std::size_t>(n.inputs[k])] = std::move(a);
   }
   detail::thunk ref = m_ref_thunks[i];
@@ -11844,16 +11854,6 @@ inline ndarray function_runtime::product_scale(std::size_t i, const std::vector<
 namespace detail {
 // A OnePassGemv's product (its last output): |beta y0| + |alpha| |A|ᵀ |g|, g the reference's.
 inline ndarray one_pass_scale(const op& o, const std::vector<ndarray>& ref_in, const ndarray& g) {
-  auto abs_copy = [](const ndarray& v) {
-    ndarray a;
-    v.copy_contiguous_into(a);
-    visit_dtype(a.type(), [&](auto z) {
-      using T = decltype(z);
-      if constexpr (std::is_floating_point_v<T>)
-        for (std::int64_t e = 0; e < a.size(); ++e) a.data_as<T>()[e] = std::abs(a.data_as<T>()[e]);
-    });
-    return a;
-  };
   const ndarray a = abs_copy(ref_in[0]), x = abs_copy(g);
   ndarray scale = ndarray::empty(a.type(), vector_shape(a.shape(1)));
   if (!o.accumulate) {

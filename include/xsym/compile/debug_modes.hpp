@@ -3,6 +3,7 @@
 
 // DebugMode (each node against the reference kernels, the function against its unoptimised
 // twin), NanGuardMode and MonitorMode.
+#include <cstring>
 #include <iostream>
 #include <sstream>
 
@@ -68,6 +69,20 @@ inline void function_runtime::print_monitor(std::size_t i, const ndarray* values
                          m_graph->node_text(n) + " (input shapes " + shapes + "): " + what);
 }
 
+namespace detail {
+// A contiguous copy with every floating value's magnitude.
+inline ndarray abs_copy(const ndarray& v) {
+  ndarray a;
+  v.copy_contiguous_into(a);
+  visit_dtype(a.type(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (std::is_floating_point_v<T>)
+      for (std::int64_t e = 0; e < a.size(); ++e) a.data_as<T>()[e] = std::abs(a.data_as<T>()[e]);
+  });
+  return a;
+}
+}  // namespace detail
+
 // |beta y0| + |alpha| |op(A)| |x| for a product node (y0 when it accumulates), from the reference
 // kernels run on absolute values; an empty array for any other node.
 inline ndarray function_runtime::product_scale(std::size_t i, const std::vector<ndarray>& ref_in) const {
@@ -78,15 +93,8 @@ inline ndarray function_runtime::product_scale(std::size_t i, const std::vector<
   const bool accumulates = o.accumulate && (o.kind == op_kind::gemv || o.kind == op_kind::dot22);
   std::vector<ndarray> ref_values(m_graph->slots.size());
   for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-    ndarray a;
-    ref_in[k].copy_contiguous_into(a);
-    xsym::detail::visit_dtype(a.type(), [&](auto z) {
-      using T = decltype(z);
-      if constexpr (std::is_floating_point_v<T>) {
-        T* p = a.data_as<T>();
-        for (std::int64_t e = 0; e < a.size(); ++e) p[e] = accumulates && k == 0 ? T(0) : std::abs(p[e]);
-      }
-    });
+    ndarray a = detail::abs_copy(ref_in[k]);
+    if (accumulates && k == 0 && a.nbytes()) std::memset(a.data(), 0, a.nbytes());  // beta y0 is added below
     ref_values[static_cast<std::size_t>(n.inputs[k])] = std::move(a);
   }
   detail::thunk ref = m_ref_thunks[i];
@@ -110,16 +118,6 @@ inline ndarray function_runtime::product_scale(std::size_t i, const std::vector<
 namespace detail {
 // A OnePassGemv's product (its last output): |beta y0| + |alpha| |A|ᵀ |g|, g the reference's.
 inline ndarray one_pass_scale(const op& o, const std::vector<ndarray>& ref_in, const ndarray& g) {
-  auto abs_copy = [](const ndarray& v) {
-    ndarray a;
-    v.copy_contiguous_into(a);
-    visit_dtype(a.type(), [&](auto z) {
-      using T = decltype(z);
-      if constexpr (std::is_floating_point_v<T>)
-        for (std::int64_t e = 0; e < a.size(); ++e) a.data_as<T>()[e] = std::abs(a.data_as<T>()[e]);
-    });
-    return a;
-  };
   const ndarray a = abs_copy(ref_in[0]), x = abs_copy(g);
   ndarray scale = ndarray::empty(a.type(), vector_shape(a.shape(1)));
   if (!o.accumulate) {

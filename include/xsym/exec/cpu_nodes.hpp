@@ -76,6 +76,15 @@ inline void run_reduce(const thunk& t, ndarray* values) {
   cpu::run_reduce(*n.fn, in, out);
 }
 
+// out = beta y0 + alpha op(A) x in a buffer of out's own, y0 read where it is.
+inline void gemv_beside(const thunk& t, ndarray& out, const ndarray& y0, const ndarray& a, bool transpose,
+                        const ndarray& x, double alpha, double beta) {
+  prepare_output(out, y0.type(), y0.shape(), t.pool);
+  ndarray y0_copy;
+  const ndarray& c = y0.is_c_contiguous() ? y0 : (y0_copy = y0.contiguous());
+  cpu::run_gemv(a, transpose, x, out, alpha, true, t.par, &c, beta);
+}
+
 inline void run_dot_family(const thunk& t, ndarray* values) {
   const apply_node& n = *t.node;
   ndarray& out = values[n.outputs[0]];
@@ -101,11 +110,7 @@ inline void run_dot_family(const thunk& t, ndarray* values) {
       out = std::move(y0_slot);
       cpu::run_gemv(A, o.transpose_a, B, out, o.alpha, true, t.par, nullptr, o.beta);
     } else {
-      const ndarray& y0 = y0_slot;
-      prepare_output(out, y0.type(), y0.shape(), t.pool);
-      ndarray y0_copy;
-      const ndarray& c = y0.is_c_contiguous() ? y0 : (y0_copy = y0.contiguous());
-      cpu::run_gemv(A, o.transpose_a, B, out, o.alpha, true, t.par, &c, o.beta);
+      gemv_beside(t, out, y0_slot, A, o.transpose_a, B, o.alpha, o.beta);
     }
     return;
   }
@@ -217,10 +222,7 @@ inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
     if (y0->rank() != 1 || y0->shape(0) != k)
       throw shape_error("OnePassGemv: the accumulated vector has shape " + to_string(y0->shape()) +
                         " but the product has " + std::to_string(k) + " rows");
-    prepare_output(y, y0->type(), y0->shape(), t.pool);
-    ndarray y0_copy;
-    const ndarray& c = y0->is_c_contiguous() ? *y0 : (y0_copy = y0->contiguous());
-    cpu::run_gemv(a, true, g, y, o.alpha, true, t.par, &c, o.beta);
+    gemv_beside(t, y, *y0, a, true, g, o.alpha, o.beta);
     return;
   }
   if (!take_destination(t, n.outputs.back(), y, type, vector_shape(k))) prepare_output(y, type, vector_shape(k), t.pool);
