@@ -1810,7 +1810,24 @@ enum class op_kind : std::uint8_t {
   // dot(A.T, g) where g is an output of a Composite reading dot(A, x): one pass over A's rows
   // (rewrite/one_pass.hpp). Inputs (A, x, [y0,] the Composite's other inputs); outputs the
   // Composite's, then the product.
-  one_pass_gemv
+  one_pass_gemv,
+  // A collective across processes (the optional MPI layer, <xsym/mpi.hpp>): the elementwise
+  // reduction of one input over every rank of the op's communicator.
+  allreduce
+};
+
+/// @brief A group of processes that reduces arrays together (an MPI communicator). expr knows
+/// only this interface; <xsym/mpi.hpp> implements it, so a program without it needs no MPI.
+class communicator {
+ public:
+  virtual ~communicator() = default;
+  virtual int size() const = 0;
+  virtual int rank() const = 0;
+  virtual std::string name() const = 0;
+  /// @brief out = the reduction of `in` over every rank. Every rank calls it with the same
+  /// dtype and shape; where they differ, every rank throws (naming both shapes), none hangs.
+  /// wait_ticks receives the part spent waiting for the other ranks to arrive.
+  virtual void allreduce(const ndarray& in, ndarray& out, reduce_op r, std::uint64_t& wait_ticks) const = 0;
 };
 
 /// @brief One instruction of a fused elementwise program (see compile/elemwise.hpp).
@@ -1851,6 +1868,7 @@ struct op {
   std::vector<std::pair<int, int>> destroy_map;  // (output, input) pairs written in place
   bool on_gpu = false;                         // runs on the device (device=cuda)
   bool to_device = false;                      // transfer: GpuFromHost (else HostFromGpu)
+  std::shared_ptr<const communicator> comm;    // allreduce: the processes it reduces over
 
   bool is_inplace() const { return !destroy_map.empty(); }
   XSYM_COLD_BEGIN  // names and text: graph building, reports, debugprint
@@ -1944,6 +1962,11 @@ struct op {
         return n + "}";
       }
       case op_kind::transfer: return "Transfer";
+      case op_kind::allreduce: {
+        const char* r = reduction == reduce_op::sum ? "sum" : reduction == reduce_op::prod ? "prod"
+                        : reduction == reduce_op::max ? "max" : "min";
+        return std::string("AllReduce{") + r + "}";
+      }
       case op_kind::one_pass_gemv: {
         std::string n = "OnePassGemv{Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
         char buf[64];
@@ -1968,6 +1991,7 @@ struct op {
       case op_kind::shape_prod: return "xsym::Shape";
       case op_kind::transfer: return "xsym::Transfer";
       case op_kind::one_pass_gemv: return "xsym::OnePassGemv";
+      case op_kind::allreduce: return "xsym::AllReduce";
     }
     return "?";
   }
@@ -1978,6 +2002,11 @@ struct op {
     std::string sig = name() + (transpose_a ? "/T" : "") +
                       (kind == op_kind::composite || kind == op_kind::one_pass_gemv ? "/" + fused->text : std::string());
     if (kind == op_kind::one_pass_gemv) sig += "/" + std::to_string(pass_u) + "/" + std::to_string(pass_g);
+    if (kind == op_kind::allreduce) {  // one communicator's reduction is not another's
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "/%p", static_cast<const void*>(comm.get()));
+      sig += buf;
+    }
     if (accumulate) {
       // The name prints alpha and beta to 6 digits; two products differing further are not one.
       char buf[64];
@@ -2215,6 +2244,7 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
     case op_kind::shape_prod: return 0;
     case op_kind::transfer: return in[0]->broadcastable;
     case op_kind::one_pass_gemv: return 0;  // made only in a built graph
+    case op_kind::allreduce: return in[0]->broadcastable;  // every rank has the same shape
     case op_kind::dot22:
       if (o.accumulate)
         return static_cast<std::uint8_t>(in[0]->broadcastable & (bit(in[1], 0) | (bit(in[2], 1) << 1)));
@@ -2476,6 +2506,20 @@ inline var_ptr shape_prod(const var_ptr& v, std::vector<int> axes, dtype t) {
   o.kind = op_kind::shape_prod;
   o.axes = std::move(axes);
   return make_apply(std::move(o), {v}, t, 0);
+}
+
+/// The reduction of v over every process of comm (sum, prod, max or min), same dtype and shape.
+inline var_ptr allreduce(const var_ptr& v, reduce_op r, std::shared_ptr<const communicator> comm) {
+  if (!comm) throw graph_error("xsym::allreduce: no communicator");
+  if (r == reduce_op::mean)
+    throw graph_error("xsym::allreduce: mean is not a collective reduction; divide the sum by the count");
+  if (v->type == dtype::bool_ && (r == reduce_op::sum || r == reduce_op::prod))
+    throw graph_error("xsym::allreduce: sum and prod are not defined on bool tensors (max is any, min is all)");
+  op o;
+  o.kind = op_kind::allreduce;
+  o.reduction = r;
+  o.comm = std::move(comm);
+  return make_apply(std::move(o), {v}, v->type, v->rank);
 }
 
 inline var_ptr dot(var_ptr a, var_ptr b) {
@@ -2917,6 +2961,15 @@ XSYM_REDUCTION(max, max, E)
 XSYM_REDUCTION(min, min, E)
 XSYM_REDUCTION(mean, mean, float_result_t<E>)
 #undef XSYM_REDUCTION
+
+/// @brief The elementwise reduction of a over every process of comm (an `AllReduce{sum}` node):
+/// same dtype and shape on every rank. `xsym::mpi::allreduce` (<xsym/mpi.hpp>) passes MPI's.
+template <class E, std::size_t N>
+var<E, N> allreduce(const var<E, N>& a, std::shared_ptr<const communicator> comm, reduce_op r = reduce_op::sum,
+                    detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  return var<E, N>(detail::allreduce(a.node(), r, std::move(comm)));
+}
 
 XSYM_COLD_END
 
@@ -3788,6 +3841,10 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
       if (a->rank == 1 && b->rank == 2) return {dot(b, g), dot(col(a), row(g))};
       return {dot(g, tr(b)), dot(tr(a), g)};
     }
+    case op_kind::allreduce:
+      // Which ranks' costs would the adjoint sum? Differentiate on each shard, then all-reduce.
+      throw graph_error("xsym::grad: no gradient through " + o.name() +
+                        ": take the gradient of each rank's cost on its shard and all-reduce the gradient");
     default: return r;
   }
 }
@@ -4064,12 +4121,20 @@ struct function_profile {
   std::int64_t measured_device_peak_bytes = -1;  // the same in device memory; -1: not counted
   std::size_t max_trace_events = 0;      // 0: no trace; else events kept (first ones)
   std::vector<trace_event> events;
+  std::vector<std::uint64_t> node_wait_ticks;  // AllReduce nodes: time waiting for the other ranks
+  // A profile merged over the ranks of a communicator (<xsym/mpi.hpp>) holds their sums;
+  // per node, the time of its fastest and slowest rank.
+  int ranks = 1;
+  std::vector<double> node_rank_min_s, node_rank_max_s;
 
   const std::string& name() const { return facts->name; }
   const function_graph& graph() const { return *facts->graph; }
   double call_time() const { return static_cast<double>(call_ticks) * detail::seconds_per_tick(); }
   double fn_time() const { return static_cast<double>(fn_ticks) * detail::seconds_per_tick(); }
   double node_time(std::size_t i) const { return static_cast<double>(node_ticks[i]) * detail::seconds_per_tick(); }
+  double node_wait_time(std::size_t i) const {
+    return static_cast<double>(node_wait_ticks[i]) * detail::seconds_per_tick();
+  }
   double thunk_time() const {
     std::uint64_t t = 0;
     for (auto n : node_ticks) t += n;
@@ -4094,12 +4159,19 @@ class profile_stats {
     const std::size_t n = facts->graph->nodes.size();
     p->node_ticks.assign(n, 0);
     p->node_calls.assign(n, 0);
+    p->node_wait_ticks.assign(n, 0);
     p->node_inputs.assign(n, {});
     p->node_outputs.assign(n, {});
     p->facts = std::move(facts);
     std::lock_guard lock(m_mutex);
     m_functions.push_back(p);
     return p;
+  }
+
+  /// @brief Adds a record made elsewhere (a profile merged over ranks, <xsym/mpi.hpp>).
+  void add_profile(std::shared_ptr<function_profile> p) {
+    std::lock_guard lock(m_mutex);
+    m_functions.push_back(std::move(p));
   }
 
   std::vector<std::shared_ptr<function_profile>> functions() const {
@@ -4120,11 +4192,11 @@ class profile_stats {
     std::uint64_t ticks = 0;
     std::int64_t calls = 0;
   };
-  void add_region(const std::string& name, std::uint64_t ticks) {
+  void add_region(const std::string& name, std::uint64_t ticks, std::int64_t calls = 1) {
     std::lock_guard lock(m_mutex);
     auto& r = m_regions[name];
     r.ticks += ticks;
-    ++r.calls;
+    r.calls += calls;
   }
   std::vector<std::pair<std::string, region>> regions() const {
     std::lock_guard lock(m_mutex);
@@ -4346,6 +4418,8 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
       return 4.0 * static_cast<double>(ins[0].shape.size()) + out * per_element;
     }
     case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
+    case op_kind::allreduce:  // this rank's share of combining the ranks' arrays
+      return n.fn->reduction == reduce_op::sum || n.fn->reduction == reduce_op::prod ? out : 0;
     case op_kind::gemv: return 2.0 * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape.size());
     case op_kind::dot22: return 2.0 * out * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape[1]);
     case op_kind::dot:
@@ -4475,6 +4549,15 @@ inline constexpr column<apply_row> apply_columns[] = {
        for (const auto& a : o.fused->absorbed) s += (s.size() > 1 ? ", " : "") + json_string(a);
        return s + "]";
      }},
+    {"", "wait_s", no_cell,
+     [](const apply_row& r) {
+       return r.apply().fn->kind == op_kind::allreduce ? json_number(r.fn->node_wait_time(r.node)) : std::string();
+     }},
+    {"", "ranks", no_cell, [](const apply_row& r) { return r.fn->ranks > 1 ? std::to_string(r.fn->ranks) : std::string(); }},
+    {"", "rank_min_s", no_cell,
+     [](const apply_row& r) { return r.fn->ranks > 1 ? json_number(r.fn->node_rank_min_s[r.node]) : std::string(); }},
+    {"", "rank_max_s", no_cell,
+     [](const apply_row& r) { return r.fn->ranks > 1 ? json_number(r.fn->node_rank_max_s[r.node]) : std::string(); }},
 };
 
 /// The header line of a table: the shown columns' headers, "<name>" as "<`noun` name>".
@@ -4785,6 +4868,16 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
       for (const auto& [a, c] : counts) os << " " << a << (c > 1 ? " x" + std::to_string(c) : "");
       os << "\n";
     }
+    if (node.fn->kind == op_kind::allreduce) {
+      const double t = f.node_time(r.node), w = f.node_wait_time(r.node);
+      os << fmt("    allreduce: %d ranks of %s, %lld bytes per rank per call, %.3es waiting for the other ranks (%.1f%% "
+                "of its time)\n",
+                node.fn->comm->size(), node.fn->comm->name().c_str(),
+                static_cast<long long>(outs.empty() ? 0 : outs[0].nbytes()), w, t > 0 ? 100.0 * w / t : 0.0);
+    }
+    if (f.ranks > 1)
+      os << fmt("    over %d ranks: fastest %.3es, slowest %.3es\n", f.ranks, f.node_rank_min_s[r.node],
+                f.node_rank_max_s[r.node]);
     for (std::size_t k = 0; k < ins.size(); ++k)
       os << "    input " << k << ": " << detail::describe(ins[k]) << "\n";
     for (std::size_t k = 0; k < outs.size(); ++k)
@@ -9170,6 +9263,7 @@ struct thunk {
   // for every slot otherwise); owned by the runtime, null for reference thunks.
   const ndarray* const* dests = nullptr;
   std::shared_ptr<const void> device_state;  // GPU backend: the node's data in device memory
+  mutable std::uint64_t wait_ticks = 0;  // AllReduce: its last run's wait for the other ranks (profile)
 };
 
 /// Per-node device timing (CUDA events), installed by the GPU backend under CUDA.
@@ -9563,6 +9657,18 @@ inline void run_shape_prod(const thunk& t, ndarray* values) {
   ndarray& out = values[n.outputs[0]];
   prepare_output(out, t.out_type, shape_t{}, t.pool);
   xsym::detail::visit_dtype(out.type(), [&](auto z) { *out.data_as<decltype(z)>() = static_cast<decltype(z)>(count); });
+}
+
+// AllReduce: the communicator reduces the input over every rank into the output (an into(...)
+// destination straight, when it is C-contiguous).
+inline void run_allreduce(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& in = values[n.inputs[0]];
+  ndarray& out = values[n.outputs[0]];
+  const ndarray* d = t.dests ? t.dests[n.outputs[0]] : nullptr;
+  if (!(d && d->is_c_contiguous() && take_destination(t, n.outputs[0], out, t.out_type, in.shape())))
+    prepare_output(out, t.out_type, in.shape(), t.pool);
+  n.fn->comm->allreduce(in, out, n.fn->reduction, t.wait_ticks);
 }
 
 // OnePassGemv (rewrite/one_pass.hpp): u = A x, the Composite's outputs from u and its other
@@ -11200,6 +11306,7 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
       case op_kind::gemv:
       case op_kind::dot22: t.run = &detail::run_dot_family; break;
       case op_kind::shape_prod: t.run = &detail::run_shape_prod; break;
+      case op_kind::allreduce: t.run = &detail::run_allreduce; break;
       case op_kind::transfer: break;  // bound by the GPU backend above
     }
     t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
@@ -11344,6 +11451,7 @@ inline void function_runtime::record_call(function_profile& p, std::uint64_t cal
   ++p.calls;
   for (std::size_t i = 0; i < m_scratch_ticks.size(); ++i) {
     p.node_ticks[i] += m_scratch_ticks[i];
+    p.node_wait_ticks[i] += m_thunks[i].wait_ticks;
     ++p.node_calls[i];
   }
   p.fn_ticks += m_fn_ticks_last;

@@ -15,6 +15,7 @@
 #include <xsym/gpu.hpp>
 
 #include "compile/compile_util.hpp"
+#include "compile/replicas.hpp"
 
 namespace {
 using xsym_test::clean_config;
@@ -69,6 +70,22 @@ TEST_CASE("fused elementwise on the device equals the CPU backend, one kernel pe
     const auto c = random_array<float, 2>({1, 37});
     require_close(gpu(a, b, c), cpu(a, b, c), 1e-5);
   }
+}
+
+TEST_CASE("AllReduce on the device goes through host memory and gives the CPU backend's values", "[gpu]") {
+  clean_config cfg;
+  auto group = std::make_shared<xsym_test::replicas>(3);
+  auto x = xsym::matrix<float>("x");
+  auto expr = xsym::allreduce(xsym::exp(x) * 2, group) - x;
+  auto cpu = xsym::function("cpu", xsym::inputs(x), expr);
+  auto gpu = xsym::function("gpu", xsym::inputs(x), expr, xsym::device("cuda"));
+  const auto n = names(gpu);
+  CHECK(std::count(n.begin(), n.end(), "GpuAllReduce{sum}") == 1);
+  for (std::size_t rows : {1u, 9u}) {
+    const auto a = random_array<float, 2>({rows, 13});
+    require_close(gpu(a), cpu(a), 1e-6);
+  }
+  CHECK(group->calls == 4);
 }
 
 TEST_CASE("strided and broadcast operands, comparisons, switch, casts and integer arithmetic on the device", "[gpu]") {

@@ -77,6 +77,7 @@ inline void function_runtime::record_call(function_profile& p, std::uint64_t cal
   ++p.calls;
   for (std::size_t i = 0; i < m_scratch_ticks.size(); ++i) {
     p.node_ticks[i] += m_scratch_ticks[i];
+    p.node_wait_ticks[i] += m_thunks[i].wait_ticks;
     ++p.node_calls[i];
   }
   p.fn_ticks += m_fn_ticks_last;

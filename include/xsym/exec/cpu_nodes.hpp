@@ -134,6 +134,18 @@ inline void run_shape_prod(const thunk& t, ndarray* values) {
   xsym::detail::visit_dtype(out.type(), [&](auto z) { *out.data_as<decltype(z)>() = static_cast<decltype(z)>(count); });
 }
 
+// AllReduce: the communicator reduces the input over every rank into the output (an into(...)
+// destination straight, when it is C-contiguous).
+inline void run_allreduce(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& in = values[n.inputs[0]];
+  ndarray& out = values[n.outputs[0]];
+  const ndarray* d = t.dests ? t.dests[n.outputs[0]] : nullptr;
+  if (!(d && d->is_c_contiguous() && take_destination(t, n.outputs[0], out, t.out_type, in.shape())))
+    prepare_output(out, t.out_type, in.shape(), t.pool);
+  n.fn->comm->allreduce(in, out, n.fn->reduction, t.wait_ticks);
+}
+
 // OnePassGemv (rewrite/one_pass.hpp): u = A x, the Composite's outputs from u and its other
 // inputs, then the product beta y0 + alpha Aᵀ g. One pass over A where A is large and laid
 // out by rows and the Composite's inputs are one value or one per row; else the three steps

@@ -71,7 +71,24 @@ enum class op_kind : std::uint8_t {
   // dot(A.T, g) where g is an output of a Composite reading dot(A, x): one pass over A's rows
   // (rewrite/one_pass.hpp). Inputs (A, x, [y0,] the Composite's other inputs); outputs the
   // Composite's, then the product.
-  one_pass_gemv
+  one_pass_gemv,
+  // A collective across processes (the optional MPI layer, <xsym/mpi.hpp>): the elementwise
+  // reduction of one input over every rank of the op's communicator.
+  allreduce
+};
+
+/// @brief A group of processes that reduces arrays together (an MPI communicator). expr knows
+/// only this interface; <xsym/mpi.hpp> implements it, so a program without it needs no MPI.
+class communicator {
+ public:
+  virtual ~communicator() = default;
+  virtual int size() const = 0;
+  virtual int rank() const = 0;
+  virtual std::string name() const = 0;
+  /// @brief out = the reduction of `in` over every rank. Every rank calls it with the same
+  /// dtype and shape; where they differ, every rank throws (naming both shapes), none hangs.
+  /// wait_ticks receives the part spent waiting for the other ranks to arrive.
+  virtual void allreduce(const ndarray& in, ndarray& out, reduce_op r, std::uint64_t& wait_ticks) const = 0;
 };
 
 /// @brief One instruction of a fused elementwise program (see compile/elemwise.hpp).
@@ -112,6 +129,7 @@ struct op {
   std::vector<std::pair<int, int>> destroy_map;  // (output, input) pairs written in place
   bool on_gpu = false;                         // runs on the device (device=cuda)
   bool to_device = false;                      // transfer: GpuFromHost (else HostFromGpu)
+  std::shared_ptr<const communicator> comm;    // allreduce: the processes it reduces over
 
   bool is_inplace() const { return !destroy_map.empty(); }
   XSYM_COLD_BEGIN  // names and text: graph building, reports, debugprint
@@ -205,6 +223,11 @@ struct op {
         return n + "}";
       }
       case op_kind::transfer: return "Transfer";
+      case op_kind::allreduce: {
+        const char* r = reduction == reduce_op::sum ? "sum" : reduction == reduce_op::prod ? "prod"
+                        : reduction == reduce_op::max ? "max" : "min";
+        return std::string("AllReduce{") + r + "}";
+      }
       case op_kind::one_pass_gemv: {
         std::string n = "OnePassGemv{Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
         char buf[64];
@@ -229,6 +252,7 @@ struct op {
       case op_kind::shape_prod: return "xsym::Shape";
       case op_kind::transfer: return "xsym::Transfer";
       case op_kind::one_pass_gemv: return "xsym::OnePassGemv";
+      case op_kind::allreduce: return "xsym::AllReduce";
     }
     return "?";
   }
@@ -239,6 +263,11 @@ struct op {
     std::string sig = name() + (transpose_a ? "/T" : "") +
                       (kind == op_kind::composite || kind == op_kind::one_pass_gemv ? "/" + fused->text : std::string());
     if (kind == op_kind::one_pass_gemv) sig += "/" + std::to_string(pass_u) + "/" + std::to_string(pass_g);
+    if (kind == op_kind::allreduce) {  // one communicator's reduction is not another's
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "/%p", static_cast<const void*>(comm.get()));
+      sig += buf;
+    }
     if (accumulate) {
       // The name prints alpha and beta to 6 digits; two products differing further are not one.
       char buf[64];

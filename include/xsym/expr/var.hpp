@@ -431,6 +431,15 @@ XSYM_REDUCTION(min, min, E)
 XSYM_REDUCTION(mean, mean, float_result_t<E>)
 #undef XSYM_REDUCTION
 
+/// @brief The elementwise reduction of a over every process of comm (an `AllReduce{sum}` node):
+/// same dtype and shape on every rank. `xsym::mpi::allreduce` (<xsym/mpi.hpp>) passes MPI's.
+template <class E, std::size_t N>
+var<E, N> allreduce(const var<E, N>& a, std::shared_ptr<const communicator> comm, reduce_op r = reduce_op::sum,
+                    detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  return var<E, N>(detail::allreduce(a.node(), r, std::move(comm)));
+}
+
 XSYM_COLD_END
 
 }  // namespace xsym

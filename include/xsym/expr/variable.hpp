@@ -203,6 +203,7 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
     case op_kind::shape_prod: return 0;
     case op_kind::transfer: return in[0]->broadcastable;
     case op_kind::one_pass_gemv: return 0;  // made only in a built graph
+    case op_kind::allreduce: return in[0]->broadcastable;  // every rank has the same shape
     case op_kind::dot22:
       if (o.accumulate)
         return static_cast<std::uint8_t>(in[0]->broadcastable & (bit(in[1], 0) | (bit(in[2], 1) << 1)));
@@ -464,6 +465,20 @@ inline var_ptr shape_prod(const var_ptr& v, std::vector<int> axes, dtype t) {
   o.kind = op_kind::shape_prod;
   o.axes = std::move(axes);
   return make_apply(std::move(o), {v}, t, 0);
+}
+
+/// The reduction of v over every process of comm (sum, prod, max or min), same dtype and shape.
+inline var_ptr allreduce(const var_ptr& v, reduce_op r, std::shared_ptr<const communicator> comm) {
+  if (!comm) throw graph_error("xsym::allreduce: no communicator");
+  if (r == reduce_op::mean)
+    throw graph_error("xsym::allreduce: mean is not a collective reduction; divide the sum by the count");
+  if (v->type == dtype::bool_ && (r == reduce_op::sum || r == reduce_op::prod))
+    throw graph_error("xsym::allreduce: sum and prod are not defined on bool tensors (max is any, min is all)");
+  op o;
+  o.kind = op_kind::allreduce;
+  o.reduction = r;
+  o.comm = std::move(comm);
+  return make_apply(std::move(o), {v}, v->type, v->rank);
 }
 
 inline var_ptr dot(var_ptr a, var_ptr b) {

@@ -178,6 +178,10 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
       if (a->rank == 1 && b->rank == 2) return {dot(b, g), dot(col(a), row(g))};
       return {dot(g, tr(b)), dot(tr(a), g)};
     }
+    case op_kind::allreduce:
+      // Which ranks' costs would the adjoint sum? Differentiate on each shard, then all-reduce.
+      throw graph_error("xsym::grad: no gradient through " + o.name() +
+                        ": take the gradient of each rank's cost on its shard and all-reduce the gradient");
     default: return r;
   }
 }

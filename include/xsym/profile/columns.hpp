@@ -81,6 +81,8 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
       return 4.0 * static_cast<double>(ins[0].shape.size()) + out * per_element;
     }
     case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
+    case op_kind::allreduce:  // this rank's share of combining the ranks' arrays
+      return n.fn->reduction == reduce_op::sum || n.fn->reduction == reduce_op::prod ? out : 0;
     case op_kind::gemv: return 2.0 * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape.size());
     case op_kind::dot22: return 2.0 * out * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape[1]);
     case op_kind::dot:
@@ -210,6 +212,15 @@ inline constexpr column<apply_row> apply_columns[] = {
        for (const auto& a : o.fused->absorbed) s += (s.size() > 1 ? ", " : "") + json_string(a);
        return s + "]";
      }},
+    {"", "wait_s", no_cell,
+     [](const apply_row& r) {
+       return r.apply().fn->kind == op_kind::allreduce ? json_number(r.fn->node_wait_time(r.node)) : std::string();
+     }},
+    {"", "ranks", no_cell, [](const apply_row& r) { return r.fn->ranks > 1 ? std::to_string(r.fn->ranks) : std::string(); }},
+    {"", "rank_min_s", no_cell,
+     [](const apply_row& r) { return r.fn->ranks > 1 ? json_number(r.fn->node_rank_min_s[r.node]) : std::string(); }},
+    {"", "rank_max_s", no_cell,
+     [](const apply_row& r) { return r.fn->ranks > 1 ? json_number(r.fn->node_rank_max_s[r.node]) : std::string(); }},
 };
 
 /// The header line of a table: the shown columns' headers, "<name>" as "<`noun` name>".

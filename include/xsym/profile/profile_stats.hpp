@@ -76,12 +76,20 @@ struct function_profile {
   std::int64_t measured_device_peak_bytes = -1;  // the same in device memory; -1: not counted
   std::size_t max_trace_events = 0;      // 0: no trace; else events kept (first ones)
   std::vector<trace_event> events;
+  std::vector<std::uint64_t> node_wait_ticks;  // AllReduce nodes: time waiting for the other ranks
+  // A profile merged over the ranks of a communicator (<xsym/mpi.hpp>) holds their sums;
+  // per node, the time of its fastest and slowest rank.
+  int ranks = 1;
+  std::vector<double> node_rank_min_s, node_rank_max_s;
 
   const std::string& name() const { return facts->name; }
   const function_graph& graph() const { return *facts->graph; }
   double call_time() const { return static_cast<double>(call_ticks) * detail::seconds_per_tick(); }
   double fn_time() const { return static_cast<double>(fn_ticks) * detail::seconds_per_tick(); }
   double node_time(std::size_t i) const { return static_cast<double>(node_ticks[i]) * detail::seconds_per_tick(); }
+  double node_wait_time(std::size_t i) const {
+    return static_cast<double>(node_wait_ticks[i]) * detail::seconds_per_tick();
+  }
   double thunk_time() const {
     std::uint64_t t = 0;
     for (auto n : node_ticks) t += n;
@@ -106,12 +114,19 @@ class profile_stats {
     const std::size_t n = facts->graph->nodes.size();
     p->node_ticks.assign(n, 0);
     p->node_calls.assign(n, 0);
+    p->node_wait_ticks.assign(n, 0);
     p->node_inputs.assign(n, {});
     p->node_outputs.assign(n, {});
     p->facts = std::move(facts);
     std::lock_guard lock(m_mutex);
     m_functions.push_back(p);
     return p;
+  }
+
+  /// @brief Adds a record made elsewhere (a profile merged over ranks, <xsym/mpi.hpp>).
+  void add_profile(std::shared_ptr<function_profile> p) {
+    std::lock_guard lock(m_mutex);
+    m_functions.push_back(std::move(p));
   }
 
   std::vector<std::shared_ptr<function_profile>> functions() const {
@@ -132,11 +147,11 @@ class profile_stats {
     std::uint64_t ticks = 0;
     std::int64_t calls = 0;
   };
-  void add_region(const std::string& name, std::uint64_t ticks) {
+  void add_region(const std::string& name, std::uint64_t ticks, std::int64_t calls = 1) {
     std::lock_guard lock(m_mutex);
     auto& r = m_regions[name];
     r.ticks += ticks;
-    ++r.calls;
+    r.calls += calls;
   }
   std::vector<std::pair<std::string, region>> regions() const {
     std::lock_guard lock(m_mutex);

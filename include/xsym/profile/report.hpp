@@ -212,6 +212,16 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
       for (const auto& [a, c] : counts) os << " " << a << (c > 1 ? " x" + std::to_string(c) : "");
       os << "\n";
     }
+    if (node.fn->kind == op_kind::allreduce) {
+      const double t = f.node_time(r.node), w = f.node_wait_time(r.node);
+      os << fmt("    allreduce: %d ranks of %s, %lld bytes per rank per call, %.3es waiting for the other ranks (%.1f%% "
+                "of its time)\n",
+                node.fn->comm->size(), node.fn->comm->name().c_str(),
+                static_cast<long long>(outs.empty() ? 0 : outs[0].nbytes()), w, t > 0 ? 100.0 * w / t : 0.0);
+    }
+    if (f.ranks > 1)
+      os << fmt("    over %d ranks: fastest %.3es, slowest %.3es\n", f.ranks, f.node_rank_min_s[r.node],
+                f.node_rank_max_s[r.node]);
     for (std::size_t k = 0; k < ins.size(); ++k)
       os << "    input " << k << ": " << detail::describe(ins[k]) << "\n";
     for (std::size_t k = 0; k < outs.size(); ++k)

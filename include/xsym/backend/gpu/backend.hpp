@@ -233,6 +233,18 @@ inline void run_to_host(const thunk& t, ndarray* values) {
   copy_to_host(in, out);
 }
 
+// GpuAllReduce: staged through host memory (the communicator reduces host arrays), the
+// result uploaded to the device; its time includes both copies.
+inline void run_allreduce_node(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray host_in = to_host(values[n.inputs[0]]);
+  ndarray host_out = ndarray::empty(host_in.type(), host_in.shape());
+  n.fn->comm->allreduce(host_in, host_out, n.fn->reduction, t.wait_ticks);
+  ndarray& out = values[n.outputs[0]];
+  xsym::detail::prepare_output(out, host_out.type(), host_out.shape(), t.pool, true);
+  cuda::detail::copy_bytes(out.data(), host_out.data(), host_out.nbytes(), cuda::detail::direction::to_device);
+}
+
 inline void bind(thunk& t, const function_graph& g, const apply_node& n) {
   switch (n.fn->kind) {
     case op_kind::elemwise:
@@ -259,6 +271,7 @@ inline void bind(thunk& t, const function_graph& g, const apply_node& n) {
     case op_kind::dot22: t.run = &run_dot_node; break;
     case op_kind::shape_prod: t.run = &run_shape_node; break;
     case op_kind::transfer: t.run = n.fn->to_device ? &run_to_device : &run_to_host; break;
+    case op_kind::allreduce: t.run = &run_allreduce_node; break;
     case op_kind::one_pass_gemv:  // one_pass_gemv does not run with device=cuda
       throw std::logic_error("xsym: OnePassGemv has no GPU kernel");
   }
