@@ -4,7 +4,7 @@ JOBS ?= 2
 BUILD_TYPE ?= Release
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test test-long test-sanitize test-sanitize-all test-tsan bench ulps cuda clean
+.PHONY: all deps configure build demo test test-long test-sanitize test-sanitize-all test-tsan mpi bench bench-mpi ulps cuda clean
 
 all: build
 
@@ -55,6 +55,21 @@ test-tsan: deps
 	  -DCMAKE_CXX_FLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target test_threads
 	@cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --output-on-failure -R "^threads$$"
+
+# xsym over MPI: installs Open MPI (only this target does), then builds and runs the MPI tests on
+# 1 and 2 ranks and the sharded example on 2 (`make test` runs them too once MPI is there).
+mpi:
+	@bash scripts/install-deps.sh --mpi
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target test_mpi logistic_regression_mpi
+	@cd $(BUILD) && ctest --output-on-failure -R "^(mpi|mpi_one_rank|example_mpi)$$"
+
+# docs/scaling.md's numbers: AllReduce against bare MPI, the step per row and split, on 2 ranks then 1.
+bench-mpi:
+	@XSYM_DEPS_BENCH=1 bash scripts/install-deps.sh --mpi
+	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DXSYM_BUILD_BENCH=ON -DXSYM_BUILD_TESTS=OFF >/dev/null
+	@cmake --build build-bench -j $(JOBS) --target bench_mpi_scaling
+	@for n in 2 1; do bash tests/mpi/run.sh mpiexec $$n build-bench/bench/bench_mpi_scaling; echo; done
 
 # The CUDA builds (needs nvcc): the GPU test file (also part of make test) and the example.
 cuda: configure

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Installs xsym's Debian build dependencies when any is missing.
+# Installs xsym's Debian build dependencies when any is missing. With --mpi, Open MPI too
+# (for <xsym/mpi.hpp>, its tests and example: `make mpi`); nothing else needs it.
 set -euo pipefail
 
 packages=(g++ cmake make python3 libxtensor-dev libxsimd-dev xtl-dev catch2 libopenblas-dev nlohmann-json3-dev
           clang libclang-rt-dev libbenchmark-dev)
 # `make bench` also needs Eigen (the hand-written baseline).
 [ "${XSYM_DEPS_BENCH:-0}" = 1 ] && packages+=(libeigen3-dev)
+[ "${1:-}" = --mpi ] && packages+=(libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

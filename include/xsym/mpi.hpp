@@ -1,0 +1,499 @@
+#ifndef XSYM_MPI_HPP
+#define XSYM_MPI_HPP
+
+/// @file
+/// @brief xsym over MPI (CMake target xsym::mpi): AllReduce nodes on an MPI communicator,
+/// shared variables kept identical on every rank, and profiles merged across ranks at exit.
+/// Only programs that include this header need MPI.
+#include <mpi.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "xsym.hpp"
+
+namespace xsym::mpi {
+
+/// @brief Raised by check_shared when a shared variable is not the same on every rank.
+class replica_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+XSYM_COLD_BEGIN  // set-up, checks and exit reports; the reduction itself is the MPI call
+namespace detail {
+inline void check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw std::runtime_error(std::string("xsym::mpi: ") + what + " failed: " + std::string(text, static_cast<std::size_t>(len)));
+}
+
+inline void require_initialized(const char* what) {
+  int on = 0, off = 0;
+  MPI_Initialized(&on);
+  MPI_Finalized(&off);
+  if (!on || off)
+    throw std::logic_error(std::string("xsym::mpi::") + what +
+                           ": MPI is not running; create an xsym::mpi::environment at the top of main()");
+}
+
+inline MPI_Datatype mpi_type(dtype t) {
+  switch (t) {
+    case dtype::bool_: return MPI_C_BOOL;
+    case dtype::int32: return MPI_INT32_T;
+    case dtype::int64: return MPI_INT64_T;
+    case dtype::float32: return MPI_FLOAT;
+    case dtype::float64: return MPI_DOUBLE;
+  }
+  return MPI_BYTE;
+}
+
+inline MPI_Op mpi_op(reduce_op r, dtype t) {
+  const bool b = t == dtype::bool_;  // max of bools is any, min is all
+  switch (r) {
+    case reduce_op::sum: return MPI_SUM;
+    case reduce_op::prod: return MPI_PROD;
+    case reduce_op::max: return b ? MPI_LOR : MPI_MAX;
+    case reduce_op::min: return b ? MPI_LAND : MPI_MIN;
+    case reduce_op::mean: break;
+  }
+  throw std::logic_error("xsym::mpi: mean is not a collective reduction");
+}
+
+// MPI counts are ints: larger arrays go in pieces.
+inline constexpr std::int64_t max_count = INT_MAX / 2;
+
+inline std::string shape_text(const std::int64_t* v, int rank) {
+  std::string s = "(";
+  for (int d = 0; d < rank; ++d) s += std::to_string(v[d]) + (rank == 1 || d + 1 < rank ? "," : "");
+  return s + ")";
+}
+
+// FNV-1a over a value's dtype, shape and elements in C order.
+inline std::uint64_t hash_value(const ndarray& a) {
+  const ndarray c = a.contiguous();
+  std::uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* p, std::size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  const auto t = static_cast<int>(c.type());
+  mix(&t, sizeof t);
+  for (int d = 0; d < c.rank(); ++d) {
+    const std::int64_t e = c.shape(d);
+    mix(&e, sizeof e);
+  }
+  mix(c.data(), c.nbytes());
+  return h;
+}
+}  // namespace detail
+
+/// @brief An MPI communicator as xsym's AllReduce nodes use it. Every rank must call the
+/// functions holding its nodes in the same order (MPI's rule for collectives).
+class communicator final : public xsym::communicator {
+ public:
+  communicator(MPI_Comm comm, std::string name) : m_comm(comm), m_name(std::move(name)) {
+    detail::require_initialized("communicator");
+    detail::check(MPI_Comm_size(comm, &m_size), "MPI_Comm_size");
+    detail::check(MPI_Comm_rank(comm, &m_rank), "MPI_Comm_rank");
+  }
+  MPI_Comm get() const { return m_comm; }
+  int size() const override { return m_size; }
+  int rank() const override { return m_rank; }
+  std::string name() const override { return m_name; }
+
+  /// @brief Before the data, one exchange of every rank's dtype and shape (their maximum and
+  /// minimum in one MPI_MAX): ranks that disagree all throw instead of waiting on a
+  /// mismatched reduction. That exchange is where the first rank waits for the last, so its
+  /// time is the wait the profile reports.
+  void allreduce(const ndarray& in, ndarray& out, reduce_op r, std::uint64_t& wait_ticks) const override {
+    constexpr int k = 2 + max_rank;
+    std::int64_t h[2 * k] = {};
+    h[0] = static_cast<std::int64_t>(in.type());
+    h[1] = in.rank();
+    for (int d = 0; d < in.rank(); ++d) h[2 + d] = in.shape(d);
+    for (int i = 0; i < k; ++i) h[k + i] = -h[i];
+    std::int64_t mine[k];
+    std::copy(h, h + k, mine);
+    const std::uint64_t t0 = xsym::detail::ticks();
+    detail::check(MPI_Allreduce(MPI_IN_PLACE, h, 2 * k, MPI_INT64_T, MPI_MAX, m_comm), "MPI_Allreduce (shapes)");
+    wait_ticks = xsym::detail::ticks() - t0;
+    bool agree = true;
+    for (int i = 0; i < k; ++i) agree &= h[i] == -h[k + i];
+    if (!agree) disagree(mine, h, k);
+    const ndarray src = in.contiguous();
+    const MPI_Datatype type = detail::mpi_type(in.type());
+    const MPI_Op op = detail::mpi_op(r, in.type());
+    const std::size_t item = dtype_size(in.type());
+    for (std::int64_t done = 0; done < src.size(); done += detail::max_count) {
+      const auto n = static_cast<int>(std::min(detail::max_count, src.size() - done));
+      detail::check(MPI_Allreduce(src.data() + done * static_cast<std::int64_t>(item),
+                                  out.data() + done * static_cast<std::int64_t>(item), n, type, op, m_comm),
+                    "MPI_Allreduce");
+    }
+  }
+
+ private:
+  [[noreturn]] void disagree(const std::int64_t* mine, const std::int64_t* h, int k) const {
+    std::int64_t lo[2 + max_rank];
+    for (int i = 0; i < k; ++i) lo[i] = -h[k + i];
+    std::string msg = "xsym::mpi: the ranks of " + m_name + " disagree on what to reduce: rank " +
+                      std::to_string(m_rank) + " has " + std::string(dtype_name(static_cast<dtype>(mine[0]))) + " " +
+                      detail::shape_text(mine + 2, static_cast<int>(mine[1]));
+    if (h[0] != lo[0]) msg += "; the ranks' dtypes differ";
+    else if (h[1] != lo[1]) msg += "; the ranks' ranks run from " + std::to_string(lo[1]) + " to " + std::to_string(h[1]);
+    else
+      msg += "; the ranks' shapes run from " + detail::shape_text(lo + 2, static_cast<int>(lo[1])) + " to " +
+             detail::shape_text(h + 2, static_cast<int>(h[1])) + " (dimension by dimension)";
+    throw shape_error(msg);
+  }
+
+  MPI_Comm m_comm;
+  std::string m_name;
+  int m_size = 1, m_rank = 0;
+};
+
+/// @brief MPI_COMM_WORLD (MPI must be running: see environment).
+inline std::shared_ptr<const communicator> world() {
+  static std::shared_ptr<const communicator> w = [] {
+    detail::require_initialized("world");
+    return std::make_shared<const communicator>(MPI_COMM_WORLD, "MPI_COMM_WORLD");
+  }();
+  return w;
+}
+
+/// @brief This process's rank in MPI_COMM_WORLD, and their number.
+inline int rank() { return world()->rank(); }
+inline int size() { return world()->size(); }
+
+/// @brief x reduced elementwise over every rank of comm (sum, prod, max or min): an
+/// `AllReduce{sum}` Apply node, of x's dtype and shape. Typical use:
+/// `gw = mpi::allreduce(grad(cost_on_shard, w)) / n_total`.
+template <class E, std::size_t N>
+var<E, N> allreduce(const var<E, N>& x, reduce_op r = reduce_op::sum,
+                    std::shared_ptr<const communicator> comm = world(),
+                    xsym::detail::source_site where = xsym::detail::source_site::current()) {
+  return xsym::allreduce(x, std::move(comm), r, where);
+}
+
+namespace detail {
+template <class F>
+std::vector<shared_value*> shared_values_of(const F& f) {
+  std::vector<shared_value*> out;
+  for (const slot& s : f.runtime()->graph().slots)
+    if (s.kind == var_kind::shared && s.source && s.source->shared) {
+      shared_value* v = s.source->shared.get();
+      if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+    }
+  return out;
+}
+
+// Root's value of one shared variable to every rank of comm (dtype and rank are the variable's).
+inline void broadcast_value(shared_value& sv, int root, const communicator& c) {
+  std::lock_guard lock(sv.mutex);
+  std::int64_t head[1 + max_rank] = {sv.value.rank()};
+  for (int d = 0; d < sv.value.rank(); ++d) head[1 + d] = sv.value.shape(d);
+  check(MPI_Bcast(head, 1 + max_rank, MPI_INT64_T, root, c.get()), "MPI_Bcast (shape)");
+  ndarray v = sv.value;
+  if (c.rank() != root) {
+    shape_t s;
+    s.rank = static_cast<int>(head[0]);
+    for (int d = 0; d < s.rank; ++d) s[d] = head[1 + d];
+    v = ndarray::empty(sv.value.type(), s);
+  } else {
+    v = sv.value.contiguous();
+  }
+  const std::size_t item = dtype_size(v.type());
+  for (std::int64_t done = 0; done < v.size(); done += max_count) {
+    const auto n = static_cast<int>(std::min(max_count, v.size() - done));
+    check(MPI_Bcast(v.data() + done * static_cast<std::int64_t>(item), n, mpi_type(v.type()), root, c.get()), "MPI_Bcast");
+  }
+  if (c.rank() != root) sv.value = std::move(v);
+}
+}  // namespace detail
+
+/// @brief Gives every shared variable f reads the value it has on `root`, in the order of f's
+/// graph (the same on every rank). Call it once after building f, before the first step.
+template <class F>
+void broadcast_shared(const F& f, int root = 0, const std::shared_ptr<const communicator>& comm = world()) {
+  for (shared_value* v : detail::shared_values_of(f)) detail::broadcast_value(*v, root, *comm);
+}
+
+/// @brief Gives one shared variable the value it has on `root`.
+template <class E, std::size_t N>
+void broadcast(const shared_var<E, N>& v, int root = 0, const std::shared_ptr<const communicator>& comm = world()) {
+  detail::broadcast_value(*v.node()->shared, root, *comm);
+}
+
+/// @brief The check mode: compares a hash of each shared variable f reads across the ranks of
+/// comm and throws replica_error on every rank, naming the first variable that differs and the
+/// ranks whose copy differs from rank 0's.
+template <class F>
+void check_shared(const F& f, const std::shared_ptr<const communicator>& comm = world()) {
+  const auto vars = detail::shared_values_of(f);
+  std::vector<std::uint64_t> mine;
+  std::vector<std::string> names;
+  for (shared_value* v : vars) {
+    std::lock_guard lock(v->mutex);
+    mine.push_back(detail::hash_value(v->value));
+    names.push_back(v->name.empty() ? "<unnamed>" : v->name);
+  }
+  const int p = comm->size();
+  std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(p));
+  const auto n = static_cast<int>(mine.size());
+  // Every rank must read as many hashes: agree on the count first.
+  int range[2] = {n, -n};
+  detail::check(MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_INT, MPI_MAX, comm->get()), "MPI_Allreduce (count)");
+  if (range[0] != -range[1])
+    throw replica_error("xsym::mpi::check_shared: the ranks of " + comm->name() + " hold different numbers of shared " +
+                        "variables for '" + f.runtime()->name() + "' (this rank: " + std::to_string(n) + ")");
+  detail::check(MPI_Allgather(mine.data(), n, MPI_UINT64_T, all.data(), n, MPI_UINT64_T, comm->get()), "MPI_Allgather");
+  for (int i = 0; i < n; ++i) {
+    std::string differ;
+    for (int r = 1; r < p; ++r)
+      if (all[static_cast<std::size_t>(r * n + i)] != all[static_cast<std::size_t>(i)])
+        differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+    if (differ.empty()) continue;
+    throw replica_error("xsym::mpi::check_shared: shared variable '" + names[static_cast<std::size_t>(i)] + "' of '" +
+                        f.runtime()->name() + "' differs across the ranks of " + comm->name() + ": rank(s) " + differ +
+                        " hold a value other than rank 0's");
+  }
+}
+
+/// @brief f in the check mode: each call runs f, then check_shared(f).
+template <class F>
+auto checked(F& f, std::shared_ptr<const communicator> comm = world()) {
+  return [&f, comm](auto&&... args) -> decltype(auto) {
+    if constexpr (std::is_void_v<decltype(f(std::forward<decltype(args)>(args)...))>) {
+      f(std::forward<decltype(args)>(args)...);
+      check_shared(f, comm);
+    } else {
+      decltype(auto) r = f(std::forward<decltype(args)>(args)...);
+      check_shared(f, comm);
+      return r;
+    }
+  };
+}
+
+namespace detail {
+// One rank's exit profiles as numbers, in the order the registry holds them: per function its
+// calls, times (seconds: ranks may tick at other rates) and per node time, calls and wait.
+struct rank_profiles {
+  std::vector<std::shared_ptr<profile_stats>> stats;
+  std::vector<std::shared_ptr<function_profile>> fns;  // every stats' functions, in order
+  std::uint64_t layout = 0;                            // a hash of the names and node texts
+  std::vector<double> numbers;
+};
+
+inline rank_profiles collect_profiles(const std::vector<std::shared_ptr<profile_stats>>& stats) {
+  rank_profiles r;
+  r.stats = stats;
+  std::uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const std::string& s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xffu) * 1099511628211ull;
+  };
+  for (const auto& s : r.stats) {
+    mix(s->message());
+    for (const auto& f : s->functions()) {
+      r.fns.push_back(f);
+      mix(f->name());
+      const function_graph& g = f->graph();
+      for (const auto& n : g.nodes) mix(g.node_text(n));
+      r.numbers.push_back(static_cast<double>(f->calls));
+      r.numbers.push_back(f->call_time());
+      r.numbers.push_back(f->fn_time());
+      for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+        r.numbers.push_back(f->node_time(i));
+        r.numbers.push_back(static_cast<double>(f->node_calls[i]));
+        r.numbers.push_back(f->node_wait_time(i));
+      }
+    }
+    for (const auto& [name, reg] : s->regions()) {
+      mix(name);
+      r.numbers.push_back(static_cast<double>(reg.ticks) * xsym::detail::seconds_per_tick());
+      r.numbers.push_back(static_cast<double>(reg.calls));
+    }
+  }
+  r.layout = h;
+  return r;
+}
+
+inline std::string with_rank(std::string path, int rank, int size) {
+  const auto at = path.find("{rank}");
+  if (at != std::string::npos) return path.replace(at, 6, std::to_string(rank));
+  return size > 1 ? path + "." + std::to_string(rank) : path;
+}
+}  // namespace detail
+
+/// @brief Profiles summed over the ranks of a communicator (merge_profiles).
+struct merged_profiles {
+  bool same = true;  // every rank held the same functions and nodes (else nothing is merged)
+  std::vector<std::shared_ptr<profile_stats>> stats;  // rank 0: one per given profile; elsewhere empty
+};
+
+/// @brief Sums `stats` over comm's ranks, collectively (every rank calls it with its own
+/// profiles of the same functions, in the same order). On rank 0, each merged profile holds the
+/// ranks' summed calls and times and, per Apply node, the time of its fastest and slowest rank
+/// (ranks may tick at other rates: times go through seconds).
+inline merged_profiles merge_profiles(const std::vector<std::shared_ptr<profile_stats>>& stats,
+                                      const std::shared_ptr<const communicator>& comm = world()) {
+  const detail::rank_profiles mine = detail::collect_profiles(stats);
+  const MPI_Comm c = comm->get();
+  const int p = comm->size(), me = comm->rank();
+  const auto count = static_cast<std::uint64_t>(mine.numbers.size());
+  std::uint64_t agree[4] = {mine.layout, ~mine.layout, count, ~count};
+  detail::check(MPI_Allreduce(MPI_IN_PLACE, agree, 4, MPI_UINT64_T, MPI_MAX, c), "MPI_Allreduce (profiles)");
+  merged_profiles out;
+  out.same = agree[0] == ~agree[1] && agree[2] == ~agree[3];
+  if (!out.same) return out;
+  std::vector<double> all(me == 0 ? mine.numbers.size() * static_cast<std::size_t>(p) : 0);
+  detail::check(MPI_Gather(mine.numbers.data(), static_cast<int>(count), MPI_DOUBLE, all.data(), static_cast<int>(count),
+                           MPI_DOUBLE, 0, c),
+                "MPI_Gather (profiles)");
+  if (me != 0) return out;
+  const std::size_t stride = mine.numbers.size();
+  const double tick = xsym::detail::seconds_per_tick();
+  auto at_rank = [&](int r, std::size_t k) { return all[static_cast<std::size_t>(r) * stride + k]; };
+  auto sum = [&](std::size_t k) {
+    double v = 0;
+    for (int r = 0; r < p; ++r) v += at_rank(r, k);
+    return v;
+  };
+  auto ticks = [&](std::size_t k) { return static_cast<std::uint64_t>(std::llround(sum(k) / tick)); };
+  std::size_t at = 0, fi = 0;
+  for (const auto& s : mine.stats) {
+    auto merged = std::make_shared<profile_stats>(s->message(), false);
+    for (std::size_t j = 0; j < s->functions().size(); ++j, ++fi) {
+      auto m = std::make_shared<function_profile>(*mine.fns[fi]);
+      const std::size_t n = m->node_ticks.size();
+      m->ranks = p;
+      m->calls = static_cast<std::int64_t>(sum(at));
+      m->call_ticks = ticks(at + 1);
+      m->fn_ticks = ticks(at + 2);
+      at += 3;
+      m->node_rank_min_s.assign(n, 0);
+      m->node_rank_max_s.assign(n, 0);
+      for (std::size_t i = 0; i < n; ++i, at += 3) {
+        m->node_ticks[i] = ticks(at);
+        m->node_calls[i] = static_cast<std::int64_t>(sum(at + 1));
+        m->node_wait_ticks[i] = ticks(at + 2);
+        double lo = at_rank(0, at), hi = lo;
+        for (int r = 1; r < p; ++r) {
+          lo = std::min(lo, at_rank(r, at));
+          hi = std::max(hi, at_rank(r, at));
+        }
+        m->node_rank_min_s[i] = lo;
+        m->node_rank_max_s[i] = hi;
+      }
+      merged->add_profile(std::move(m));
+    }
+    for (const auto& [name, reg] : s->regions()) {
+      merged->add_region(name, ticks(at), static_cast<std::int64_t>(sum(at + 1)));
+      at += 2;
+    }
+    out.stats.push_back(std::move(merged));
+  }
+  return out;
+}
+
+/// @brief The exit profiles (every profile=True function, every profile_stats registered for
+/// the exit report), merged over comm's ranks, collectively. Rank 0 prints their sum in the
+/// usual format, each Apply node with its time on its fastest and slowest rank, where
+/// profiling.destination says (stdout or stderr; stderr when it names a file). When it names
+/// a file, every rank also writes its own profile there as JSON, `{rank}` in the path replaced
+/// by its rank (without one, ".<rank>" is appended on several ranks). The profiles are then
+/// taken out of the report printed at exit. environment's destructor calls it; call it yourself
+/// before MPI_Finalize when you run MPI without an environment.
+inline void print_merged_profiles(const std::shared_ptr<const communicator>& comm = world()) {
+  std::vector<std::shared_ptr<profile_stats>> stats;
+  {
+    auto& reg = xsym::detail::exit_reports();
+    std::lock_guard lock(reg.mutex);
+    stats = std::move(reg.stats);
+    reg.stats.clear();  // printed here, not again at exit
+  }
+  std::string dest = "stderr";
+  try {
+    dest = config.profiling.destination.value();
+  } catch (const std::exception&) {
+  }
+  const int p = comm->size(), me = comm->rank();
+  if (dest != "stdout" && dest != "stderr")
+    for (const auto& s : stats) {
+      const std::string path = detail::with_rank(dest, me, p);
+      std::ofstream json(path, std::ios::app);
+      if (json) write_json(*s, json);
+      else std::cerr << "xsym: cannot open '" << path << "' for rank " << me << "'s profile\n";
+    }
+  const merged_profiles merged = merge_profiles(stats, comm);
+  if (me != 0) return;
+  std::ostream& os = dest == "stdout" ? std::cout : std::cerr;
+  if (!merged.same) {
+    os << "xsym: the ranks of " << comm->name() << " profiled different functions; rank 0's profiles alone:\n";
+    for (const auto& s : stats) s->print_summary(os);
+    return;
+  }
+  for (std::size_t i = 0; i < stats.size(); ++i) {
+    const auto fns = merged.stats[i]->functions();
+    const auto regions = merged.stats[i]->regions();
+    if (fns.empty() && regions.empty()) continue;
+    std::string message = stats[i]->message();
+    if (message.empty() && fns.size() == 1) message = fns.front()->name();
+    os << "xsym: the sum over the " << p << " ranks of " << comm->name() << "\n";
+    print_profile(os, message, fns, report_limits::from_config(), regions);
+  }
+  os.flush();
+}
+
+/// @brief MPI for the program's lifetime: initialises it (unless it runs already) and, when
+/// destroyed, prints the merged profiles (print_merged_profiles) and finalises what it
+/// initialised. Make one at the top of main(), before any xsym::mpi call.
+class environment {
+ public:
+  environment() : environment(nullptr, nullptr) {}
+  environment(int& argc, char**& argv) : environment(&argc, &argv) {}
+  environment(const environment&) = delete;
+  environment& operator=(const environment&) = delete;
+  ~environment() {
+    int off = 0;
+    MPI_Finalized(&off);
+    if (off) return;  // finalised by the program: each rank prints its own profile at exit
+    try {
+      print_merged_profiles();
+    } catch (const std::exception& e) {
+      std::cerr << "xsym::mpi: merging the profiles failed: " << e.what() << "\n";
+    }
+    if (m_owns) MPI_Finalize();
+  }
+  int rank() const { return world()->rank(); }
+  int size() const { return world()->size(); }
+
+ private:
+  environment(int* argc, char*** argv) {
+    int on = 0;
+    MPI_Initialized(&on);
+    if (on) return;
+    // xsym calls MPI from the thread that calls a function, one call at a time per function.
+    int provided = 0;
+    detail::check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    m_owns = true;
+  }
+  bool m_owns = false;
+};
+XSYM_COLD_END
+
+}  // namespace xsym::mpi
+
+#endif
