@@ -412,8 +412,9 @@ inline merged_profiles merge_profiles(const std::vector<std::shared_ptr<profile_
 /// the exit report), merged over comm's ranks, collectively. Rank 0 prints their sum in the
 /// usual format, each Apply node with its time on its fastest and slowest rank, where
 /// profiling.destination says (stdout or stderr; stderr when it names a file). When it names
-/// a file, every rank also writes its own profile there as JSON, `{rank}` in the path replaced
-/// by its rank (without one, ".<rank>" is appended on several ranks). The profiles are then
+/// a file, every rank also writes its own profiles there as one JSON document (replacing the
+/// file), `{rank}` in the path replaced by its rank (without one, ".<rank>" is appended on
+/// several ranks). The profiles are then
 /// taken out of the report printed at exit. environment's destructor calls it; call it yourself
 /// before MPI_Finalize when you run MPI without an environment.
 inline void print_merged_profiles(const std::shared_ptr<const communicator>& comm = world()) {
@@ -430,13 +431,18 @@ inline void print_merged_profiles(const std::shared_ptr<const communicator>& com
   } catch (const std::exception&) {
   }
   const int p = comm->size(), me = comm->rank();
-  if (dest != "stdout" && dest != "stderr")
+  if (dest != "stdout" && dest != "stderr") {
+    // One JSON document per rank: every exit profile's functions and regions in one.
+    profile_stats all(stats.size() == 1 ? stats[0]->message() : "every profile at exit, rank " + std::to_string(me), false);
     for (const auto& s : stats) {
-      const std::string path = detail::with_rank(dest, me, p);
-      std::ofstream json(path, std::ios::app);
-      if (json) write_json(*s, json);
-      else std::cerr << "xsym: cannot open '" << path << "' for rank " << me << "'s profile\n";
+      for (const auto& f : s->functions()) all.add_profile(f);
+      for (const auto& [name, r] : s->regions()) all.add_region(name, r.ticks, r.calls);
     }
+    const std::string path = detail::with_rank(dest, me, p);
+    std::ofstream json(path, std::ios::trunc);
+    if (json) write_json(all, json);
+    else std::cerr << "xsym: cannot open '" << path << "' for rank " << me << "'s profile\n";
+  }
   const merged_profiles merged = merge_profiles(stats, comm);
   if (me != 0) return;
   std::ostream& os = dest == "stdout" ? std::cout : std::cerr;

@@ -252,9 +252,15 @@ TEST_CASE("at exit, rank 0 prints the merged report and every rank writes its JS
   xsym::config.set("profiling.destination", pattern);
   auto stats = std::make_shared<xsym::profile_stats>("at exit");
   xsym::register_for_exit_report(stats);
+  auto other = std::make_shared<xsym::profile_stats>("another");
+  xsym::register_for_exit_report(other);
   auto v = xsym::vector<float>("v");
   auto f = xsym::function("h", xsym::inputs(v), v + 1, xsym::profile(stats));
+  auto g = xsym::function("k", xsym::inputs(v), v * 2, xsym::profile(other));
   for (int i = 0; i < 2 + me; ++i) (void)f(xt::xtensor<float, 1>{1, 2, 3});
+  (void)g(xt::xtensor<float, 1>{1});
+  // What an earlier run left there is replaced.
+  std::ofstream(dir + "/profile-" + std::to_string(me) + ".json") << "stale";
   std::ostringstream captured;
   auto* old = std::cerr.rdbuf(captured.rdbuf());
   xsym::mpi::print_merged_profiles();
@@ -264,7 +270,12 @@ TEST_CASE("at exit, rank 0 prints the merged report and every rank writes its JS
   REQUIRE(in);
   std::stringstream json;
   json << in.rdbuf();
-  CHECK(json.str().find("\"calls\": " + std::to_string(2 + me)) != std::string::npos);
+  // One JSON document holding both profiles' functions.
+  CHECK(json.str().rfind("{\n  \"message\": ", 0) == 0);
+  CHECK(json.str().find("stale") == std::string::npos);
+  CHECK(json.str().find("\"message\"", 10) == std::string::npos);
+  CHECK(json.str().find("\"name\": \"h\",\n      \"calls\": " + std::to_string(2 + me)) != std::string::npos);
+  CHECK(json.str().find("\"name\": \"k\",\n      \"calls\": 1") != std::string::npos);
   std::int64_t want = 0;
   for (int r = 0; r < p; ++r) want += 2 + r;
   if (me == 0) {
