@@ -7,6 +7,7 @@
 #include "version.hpp"
 #include "config/config.hpp"
 #include "expr/var.hpp"
+#include "expr/functions.hpp"
 #include "graph/fgraph.hpp"
 #include "grad/grad.hpp"
 #include "compile/function.hpp"

@@ -2977,6 +2977,213 @@ XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/expr/var.hpp ----
+// ---- begin include/xsym/expr/functions.hpp ----
+#ifndef XSYM_EXPR_FUNCTIONS_HPP
+#define XSYM_EXPR_FUNCTIONS_HPP
+
+// Functions written with the ops of var.hpp: what numpy and PyTensor users reach for first
+// (relu, clip, softmax, logsumexp, reductions that keep their axis, variance, outer). Each is
+// a small graph of existing nodes, so it fuses, runs on both backends and has its gradient
+// from theirs; the profile shows those nodes (a softmax: Max, two Composites, Sum, division).
+#include <limits>
+#include <utility>
+
+
+namespace xsym {
+
+XSYM_COLD_BEGIN  // building graphs
+namespace detail {
+inline int normalize_axis(int axis, int rank, const char* what) {
+  if (axis < -rank || axis >= rank)
+    throw graph_error(std::string("xsym::") + what + ": axis " + std::to_string(axis) + " is out of range for rank " +
+                      std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+// v reduced along `axis`, with that axis put back as a broadcastable one (numpy's keepdims).
+inline var_ptr reduce_keep(const var_ptr& v, reduce_op r, int axis, const char* what) {
+  const int a = normalize_axis(axis, v->rank, what);
+  const var_ptr reduced = reduce(v, r, {a}, v->rank == 1);
+  std::vector<int> pattern;
+  for (int d = 0, j = 0; d < v->rank; ++d) pattern.push_back(d == a ? -1 : j++);
+  return dimshuffle(reduced, std::move(pattern));
+}
+}  // namespace detail
+
+/// @brief The tag that keeps a reduced axis, as numpy's keepdims=True: max(x, 1, xsym::keepdims).
+struct keepdims_t {};
+inline constexpr keepdims_t keepdims{};
+
+#define XSYM_KEEPDIMS_REDUCTION(fname, rop, result)                                             \
+  template <class E, std::size_t N, std::integral I>                                            \
+  var<result, N> fname(const var<E, N>& a, I axis, keepdims_t,                                  \
+                       detail::source_site where = detail::source_site::current()) {            \
+    static_assert(N >= 1, "xsym::" #fname ": a rank-0 tensor has no axis to reduce");           \
+    const detail::at_site site(where);                                                          \
+    return var<result, N>(detail::reduce_keep(a.node(), reduce_op::rop, static_cast<int>(axis), #fname)); \
+  }
+XSYM_KEEPDIMS_REDUCTION(sum, sum, sum_result_t<E>)
+XSYM_KEEPDIMS_REDUCTION(prod, prod, sum_result_t<E>)
+XSYM_KEEPDIMS_REDUCTION(max, max, E)
+XSYM_KEEPDIMS_REDUCTION(min, min, E)
+XSYM_KEEPDIMS_REDUCTION(mean, mean, float_result_t<E>)
+#undef XSYM_KEEPDIMS_REDUCTION
+
+/// @brief max(x, 0), elementwise (NaN stays NaN, as numpy's maximum).
+template <class E, std::size_t N>
+var<E, N> relu(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  return maximum(x, E(0));
+}
+
+/// @brief numpy's clip: minimum(maximum(x, lo), hi); NaN stays NaN.
+template <class E, std::size_t N, operand L, operand H>
+auto clip(const var<E, N>& x, const L& lo, const H& hi, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  return minimum(maximum(x, lo), hi);
+}
+
+namespace detail {
+// The axis's maximum with infinities replaced by 0, reduced and kept as a broadcastable axis,
+// so that x - m is never inf - inf: rows of -inf give exp(-inf) = 0, a row with +inf gives inf.
+template <class E, std::size_t N>
+std::pair<var<E, N - 1>, var<E, N>> finite_max(const var<E, N>& x, int axis, const char* what) {
+  static_assert(std::is_floating_point_v<E>, "xsym: softmax, log_softmax and logsumexp take float tensors");
+  const int a = normalize_axis(axis, static_cast<int>(N), what);
+  const var<E, N - 1> top = max(x, a);
+  const var<E, N - 1> m = switch_(abs(top) < std::numeric_limits<E>::infinity(), top, E(0));
+  std::vector<int> pattern;
+  for (int d = 0, j = 0; d < static_cast<int>(N); ++d) pattern.push_back(d == a ? -1 : j++);
+  return {m, var<E, N>(dimshuffle(m.node(), std::move(pattern)))};
+}
+}  // namespace detail
+
+/// @brief log(sum(exp(x), axis)), computed without overflow: m + log(sum(exp(x - m))) with m
+/// the axis's maximum (its gradient is softmax(x, axis)).
+template <class E, std::size_t N>
+var<E, N - 1> logsumexp(const var<E, N>& x, int axis = -1, detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::logsumexp: a rank-0 tensor has no axis");
+  const detail::at_site site(where);
+  const auto [m, m_kept] = detail::finite_max(x, axis, "logsumexp");
+  return log(sum(exp(x - m_kept), detail::normalize_axis(axis, static_cast<int>(N), "logsumexp"))) + m;
+}
+
+/// @brief exp(x) / sum(exp(x), axis), from x minus the axis's maximum (no overflow).
+template <class E, std::size_t N>
+var<E, N> softmax(const var<E, N>& x, int axis = -1, detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::softmax: a rank-0 tensor has no axis");
+  const detail::at_site site(where);
+  const auto e = exp(x - detail::finite_max(x, axis, "softmax").second);
+  return e / sum(e, axis, keepdims);
+}
+
+/// @brief log(softmax(x, axis)), as (x - m) - log(sum(exp(x - m), axis)): finite where softmax
+/// underflows to 0.
+template <class E, std::size_t N>
+var<E, N> log_softmax(const var<E, N>& x, int axis = -1, detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::log_softmax: a rank-0 tensor has no axis");
+  const detail::at_site site(where);
+  const auto shifted = x - detail::finite_max(x, axis, "log_softmax").second;
+  return shifted - log(sum(exp(shifted), axis, keepdims));
+}
+
+/// @brief -sum(targets * log(p), -1): the cross-entropy of each row of probabilities p
+/// against one-hot (or soft) target rows.
+template <class E, std::size_t N, class T>
+auto categorical_crossentropy(const var<E, N>& p, const var<T, N>& targets,
+                              detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::categorical_crossentropy: p holds rows of probabilities (rank 1 or more)");
+  const detail::at_site site(where);
+  return -sum(targets * log(p), static_cast<int>(N) - 1);
+}
+
+/// @brief numpy's var (ddof = 0): mean((x - mean(x, axis))², axis). Named variance: var is
+/// xsym's tensor type.
+template <class E, std::size_t N>
+auto variance(const var<E, N>& x, int axis, detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::variance: a rank-0 tensor has no axis");
+  const detail::at_site site(where);
+  const auto d = x - mean(x, axis, keepdims);
+  return mean(d * d, detail::normalize_axis(axis, static_cast<int>(N), "variance"));
+}
+template <class E, std::size_t N>
+auto variance(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  const auto d = x - mean(x);
+  return mean(d * d);
+}
+
+/// @brief numpy's std (ddof = 0): sqrt(variance(x, axis)). Named stddev: std is C++'s.
+template <class E, std::size_t N>
+auto stddev(const var<E, N>& x, int axis, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  return sqrt(variance(x, axis));
+}
+template <class E, std::size_t N>
+auto stddev(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  return sqrt(variance(x));
+}
+
+/// @brief The outer product of two vectors: a[i] * b[j].
+template <class A, class B>
+auto outer(const var<A, 1>& a, const var<B, 1>& b, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  return dimshuffle(a, 0, 'x') * dimshuffle(b, 'x', 0);
+}
+
+/// @brief Whether every (all) or some (any) element is non-zero, over all axes or one.
+template <class E, std::size_t N>
+var<bool, 0> all(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  if constexpr (std::is_same_v<E, bool>) return min(x);
+  else return min(x != E(0));
+}
+template <class E, std::size_t N>
+var<bool, 0> any(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  if constexpr (std::is_same_v<E, bool>) return max(x);
+  else return max(x != E(0));
+}
+template <class E, std::size_t N>
+var<bool, N - 1> all(const var<E, N>& x, int axis, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  if constexpr (std::is_same_v<E, bool>) return min(x, axis);
+  else return min(x != E(0), axis);
+}
+template <class E, std::size_t N>
+var<bool, N - 1> any(const var<E, N>& x, int axis, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  if constexpr (std::is_same_v<E, bool>) return max(x, axis);
+  else return max(x != E(0), axis);
+}
+
+/// @brief x != x and |x| == inf, elementwise (false for integers).
+template <class E, std::size_t N>
+var<bool, N> isnan(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  return x != x;
+}
+template <class E, std::size_t N>
+var<bool, N> isinf(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  static_assert(std::is_floating_point_v<E>, "xsym::isinf takes float tensors (an integer is never infinite)");
+  const detail::at_site site(where);
+  return abs(x) == std::numeric_limits<E>::infinity();
+}
+
+/// @brief -1, 0 or 1 by the sign of x (0 for ±0; NaN stays NaN), in x's type.
+template <class E, std::size_t N>
+var<E, N> sign(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  static_assert(!std::is_same_v<E, bool>, "xsym::sign is not defined on bool tensors");
+  const detail::at_site site(where);
+  return switch_(x > E(0), E(1), switch_(x < E(0), E(-1), x * E(0)));
+}
+XSYM_COLD_END
+
+}  // namespace xsym
+
+#endif
+// ---- end include/xsym/expr/functions.hpp ----
 // ---- begin include/xsym/graph/fgraph.hpp ----
 #ifndef XSYM_GRAPH_FGRAPH_HPP
 #define XSYM_GRAPH_FGRAPH_HPP

@@ -1,0 +1,252 @@
+// expr/functions.hpp: each function against a loop written from numpy's definition (edge rows
+// with infinities, NaN and values whose exp overflows, float32 and float64, both axes), and its
+// gradient against finite differences.
+#include "grad_check.hpp"
+
+#include <cmath>
+#include <limits>
+
+using namespace grad_test;
+
+namespace {
+constexpr double inf = std::numeric_limits<double>::infinity();
+const double nan_v = std::numeric_limits<double>::quiet_NaN();
+
+// |got - want| within rel of want, NaN where want is NaN, equal where want is infinite.
+template <class A>
+void require_near(const A& got, const xt::xtensor<double, A::rank>& want, double rel, const std::string& what) {
+  INFO(what);
+  REQUIRE(got.shape() == want.shape());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double g = static_cast<double>(got.data()[i]), w = want.data()[i];
+    INFO("element " << i << ": got " << g << ", want " << w);
+    if (std::isnan(w)) CHECK(std::isnan(g));
+    else if (std::isinf(w)) CHECK(g == w);
+    else CHECK(std::abs(g - w) <= rel * std::max(1.0, std::abs(w)));
+  }
+}
+
+// The rows of x along `axis` (0: columns, 1: rows) of a matrix, as index lists.
+std::vector<std::vector<std::pair<std::size_t, std::size_t>>> lines(std::size_t r, std::size_t c, int axis) {
+  std::vector<std::vector<std::pair<std::size_t, std::size_t>>> out(axis == 1 ? r : c);
+  for (std::size_t i = 0; i < r; ++i)
+    for (std::size_t j = 0; j < c; ++j) out[axis == 1 ? i : j].push_back({i, j});
+  return out;
+}
+
+// numpy's softmax, log_softmax and logsumexp of one line, in long double.
+struct line_math {
+  long double lse;  // log(sum(exp(v)))
+  std::vector<long double> soft, log_soft;
+};
+line_math of_line(const std::vector<double>& v) {
+  long double m = -INFINITY;
+  for (double x : v) m = std::max<long double>(m, x);
+  bool has_nan = false;
+  for (double x : v) has_nan |= std::isnan(x);
+  line_math r;
+  if (has_nan) {
+    r.lse = NAN;
+    r.soft.assign(v.size(), NAN);
+    r.log_soft.assign(v.size(), NAN);
+    return r;
+  }
+  const long double shift = std::isinf(m) ? 0.0L : m;
+  long double s = 0;
+  for (double x : v) s += std::exp(static_cast<long double>(x) - shift);
+  r.lse = std::log(s) + shift;
+  for (double x : v) {
+    r.soft.push_back(std::exp(static_cast<long double>(x) - shift) / s);
+    r.log_soft.push_back(static_cast<long double>(x) - shift - std::log(s));
+  }
+  return r;
+}
+
+const xt::xtensor<double, 2> edge_rows = {
+    {1.0, 2.0, 3.0, -1.0},
+    {1000.0, 999.0, -1000.0, 0.5},   // exp overflows without the shift
+    {-inf, 0.0, -inf, 2.0},          // -inf entries: softmax 0 there, log_softmax -inf
+    {-inf, -inf, -inf, -inf},        // every entry -inf: logsumexp -inf, softmax NaN
+    {-50.0, -60.0, -55.0, -51.0},
+};
+
+template <class T>
+void check_softmax_family(int axis_arg, double rel) {
+  const int axis = axis_arg < 0 ? axis_arg + 2 : axis_arg;
+  auto x = xsym::matrix<T>("x");
+  auto f = xsym::function("f", xsym::inputs(x),
+                          xsym::outputs(xsym::softmax(x, axis_arg), xsym::log_softmax(x, axis_arg), xsym::logsumexp(x, axis_arg)));
+  const xt::xtensor<T, 2> X = xt::cast<T>(edge_rows);
+  auto [soft, log_soft, lse] = f(X);
+  xt::xtensor<double, 2> want_soft(edge_rows.shape()), want_log(edge_rows.shape());
+  xt::xtensor<double, 1> want_lse = xt::empty<double>({axis == 1 ? edge_rows.shape(0) : edge_rows.shape(1)});
+  const auto ls = lines(edge_rows.shape(0), edge_rows.shape(1), axis);
+  for (std::size_t k = 0; k < ls.size(); ++k) {
+    std::vector<double> v;
+    for (auto [i, j] : ls[k]) v.push_back(static_cast<double>(X(i, j)));
+    const line_math m = of_line(v);
+    want_lse(k) = static_cast<double>(m.lse);
+    for (std::size_t e = 0; e < ls[k].size(); ++e) {
+      want_soft(ls[k][e].first, ls[k][e].second) = static_cast<double>(m.soft[e]);
+      want_log(ls[k][e].first, ls[k][e].second) = static_cast<double>(m.log_soft[e]);
+    }
+  }
+  const std::string what = std::string(xsym::dtype_name(xsym::dtype_of<T>())) + ", axis " + std::to_string(axis_arg);
+  require_near(soft, want_soft, rel, "softmax " + what);
+  require_near(log_soft, want_log, rel, "log_softmax " + what);
+  require_near(lse, want_lse, rel, "logsumexp " + what);
+}
+}  // namespace
+
+TEST_CASE("softmax, log_softmax and logsumexp equal numpy's on rows that overflow, -inf and NaN", "[functions]") {
+  for (int axis : {1, 0, -1}) {
+    check_softmax_family<double>(axis, 1e-14);
+    check_softmax_family<float>(axis, 2e-6);
+  }
+  auto v = xsym::vector<double>("v");
+  auto f = xsym::function("f", xsym::inputs(v), xsym::outputs(xsym::softmax(v), xsym::logsumexp(v)));
+  auto [s, l] = f(xt::xtensor<double, 1>{1, nan_v, 2});
+  CHECK(std::isnan(s(0)));
+  CHECK(std::isnan(l));
+  auto [s2, l2] = f(xt::xtensor<double, 1>{0, inf});
+  CHECK(l2 == inf);
+  CHECK(std::isnan(s2(1)));  // inf / inf, as numpy's exp(x - max) gives
+}
+
+TEST_CASE("softmax, log_softmax, logsumexp and categorical_crossentropy have their gradients", "[functions][grad]") {
+  std::mt19937 rng(11);
+  auto x = xsym::matrix<double>("x");
+  const auto X = uniform<2>(rng, {3, 5}, -3, 3);
+  for (int axis : {0, 1}) {
+    const std::string a = " along axis " + std::to_string(axis);
+    check_grad("softmax" + a, weighted<2>(rng, xsym::softmax(x, axis), {3, 5}), at(x, X));
+    check_grad("log_softmax" + a, weighted<2>(rng, xsym::log_softmax(x, axis), {3, 5}), at(x, X));
+    check_grad("logsumexp" + a, weighted<1>(rng, xsym::logsumexp(x, axis), {axis == 1 ? 3u : 5u}), at(x, X));
+  }
+  auto t = xsym::matrix<double>("t");
+  xt::xtensor<double, 2> onehot = xt::zeros<double>({3, 5});
+  onehot(0, 1) = onehot(1, 4) = onehot(2, 0) = 1;
+  check_grad("categorical_crossentropy(softmax(x), onehot)",
+             sum(xsym::categorical_crossentropy(xsym::softmax(x), xsym::constant(onehot))), at(x, X));
+  auto xent = xsym::categorical_crossentropy(xsym::softmax(x), t);
+  auto f = xsym::function("f", xsym::inputs(x, t), xent);
+  const xt::xtensor<double, 1> got = f(X, onehot);
+  for (std::size_t i = 0; i < 3; ++i) {
+    std::vector<double> row;
+    for (std::size_t j = 0; j < 5; ++j) row.push_back(X(i, j));
+    const line_math m = of_line(row);
+    std::size_t label = 0;
+    while (onehot(i, label) == 0) ++label;
+    CHECK(got(i) == Approx(-static_cast<double>(m.log_soft[label])).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("relu, clip and sign equal numpy's, NaN and signed zeros included", "[functions]") {
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("f", xsym::inputs(x), xsym::outputs(xsym::relu(x), xsym::clip(x, -1.0, 2.0), xsym::sign(x)));
+  const xt::xtensor<double, 1> X = {-3, -1, -0.0, 0.0, 0.5, 2, 7, nan_v, inf, -inf};
+  auto [r, c, s] = f(X);
+  for (std::size_t i = 0; i < X.size(); ++i) {
+    const double v = X(i);
+    INFO("x = " << v);
+    if (std::isnan(v)) {
+      CHECK(std::isnan(r(i)));
+      CHECK(std::isnan(c(i)));
+      CHECK(std::isnan(s(i)));
+      continue;
+    }
+    CHECK(r(i) == (v < 0 ? 0.0 : v));
+    CHECK(c(i) == std::min(std::max(v, -1.0), 2.0));
+    CHECK(s(i) == (v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0));
+  }
+  auto n = xsym::vector<std::int32_t>("n");
+  auto g = xsym::function("g", xsym::inputs(n), xsym::outputs(xsym::sign(n), xsym::relu(n), xsym::clip(n, -2, 3)));
+  auto [si, ri, ci] = g(xt::xtensor<std::int32_t, 1>{-7, 0, 5});
+  CHECK((si == xt::xtensor<std::int32_t, 1>{-1, 0, 1}));
+  CHECK((ri == xt::xtensor<std::int32_t, 1>{0, 0, 5}));
+  CHECK((ci == xt::xtensor<std::int32_t, 1>{-2, 0, 3}));
+  std::mt19937 rng(5);
+  auto m = xsym::matrix<double>("m");
+  const auto M = signed_uniform<2>(rng, {3, 4}, 0.1, 3);  // away from relu's and clip's kinks
+  check_grad("relu", weighted<2>(rng, xsym::relu(m), {3, 4}), at(m, M));
+  check_grad("clip", weighted<2>(rng, xsym::clip(m, -1.05, 1.95), {3, 4}), at(m, M));
+}
+
+TEST_CASE("reductions with keepdims, variance and stddev equal numpy's", "[functions]") {
+  std::mt19937 rng(3);
+  auto x = xsym::matrix<double>("x");
+  const auto X = uniform<2>(rng, {4, 3}, -2, 2);
+  for (int axis : {0, 1, -1}) {
+    const int a = axis < 0 ? axis + 2 : axis;
+    auto f = xsym::function("f", xsym::inputs(x),
+                            xsym::outputs(xsym::max(x, axis, xsym::keepdims), xsym::sum(x, axis, xsym::keepdims),
+                                          xsym::mean(x, axis, xsym::keepdims), xsym::variance(x, axis), xsym::stddev(x, axis)));
+    auto [mx, sm, mn, va, sd] = f(X);
+    const std::size_t lines_n = a == 1 ? 4 : 3, len = a == 1 ? 3 : 4;
+    CHECK(mx.shape(a) == 1);
+    CHECK(mx.shape(1 - a) == lines_n);
+    for (std::size_t k = 0; k < lines_n; ++k) {
+      double top = -inf, total = 0;
+      for (std::size_t e = 0; e < len; ++e) {
+        const double v = a == 1 ? X(k, e) : X(e, k);
+        top = std::max(top, v);
+        total += v;
+      }
+      const double mean = total / static_cast<double>(len);
+      double ss = 0;
+      for (std::size_t e = 0; e < len; ++e) {
+        const double d = (a == 1 ? X(k, e) : X(e, k)) - mean;
+        ss += d * d;
+      }
+      auto kept = [&](const xt::xtensor<double, 2>& r) { return a == 1 ? r(k, 0) : r(0, k); };
+      CHECK(kept(mx) == top);
+      CHECK(kept(sm) == Approx(total).epsilon(1e-14));
+      CHECK(kept(mn) == Approx(mean).epsilon(1e-14));
+      CHECK(va(k) == Approx(ss / static_cast<double>(len)).epsilon(1e-13));
+      CHECK(sd(k) == Approx(std::sqrt(ss / static_cast<double>(len))).epsilon(1e-13));
+    }
+    check_grad("variance along " + std::to_string(axis), weighted<1>(rng, xsym::variance(x, axis), {lines_n}), at(x, X));
+    check_grad("stddev along " + std::to_string(axis), weighted<1>(rng, xsym::stddev(x, axis), {lines_n}), at(x, X));
+  }
+  auto whole = xsym::function("whole", xsym::inputs(x), xsym::outputs(xsym::variance(x), xsym::stddev(x)));
+  auto [v, s] = whole(X);
+  double total = 0, ss = 0;
+  for (double e : X) total += e;
+  for (double e : X) ss += (e - total / 12) * (e - total / 12);
+  CHECK(v == Approx(ss / 12).epsilon(1e-13));
+  CHECK(s == Approx(std::sqrt(ss / 12)).epsilon(1e-13));
+  CHECK_THROWS_WITH(xsym::max(x, 2, xsym::keepdims), Catch::Contains("axis 2 is out of range for rank 2"));
+  CHECK_THROWS_WITH(xsym::softmax(x, -3), Catch::Contains("xsym::softmax: axis -3 is out of range for rank 2"));
+}
+
+TEST_CASE("outer, all, any, isnan and isinf equal numpy's", "[functions]") {
+  auto a = xsym::vector<double>("a");
+  auto b = xsym::vector<float>("b");
+  auto o = xsym::outer(a, b);
+  static_assert(std::is_same_v<decltype(o), xsym::var<double, 2>>);
+  auto f = xsym::function("f", xsym::inputs(a, b), o);
+  const xt::xtensor<double, 1> A = {1, -2, 3};
+  const xt::xtensor<float, 1> B = {0.5f, 4.0f};
+  const xt::xtensor<double, 2> got = f(A, B);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 2; ++j) CHECK(got(i, j) == A(i) * static_cast<double>(B(j)));
+  std::mt19937 rng(9);
+  auto c = xsym::vector<double>("c");
+  check_grad("outer", weighted<2>(rng, xsym::outer(a, c), {3, 2}), at(a, xt::xtensor<double, 1>{1, -2, 3}),
+             at(c, xt::xtensor<double, 1>{0.5, 4}));
+
+  auto m = xsym::matrix<std::int32_t>("m");
+  auto g = xsym::function("g", xsym::inputs(m),
+                          xsym::outputs(xsym::all(m), xsym::any(m), xsym::all(m, 1), xsym::any(m, 0)));
+  auto [al, an, al1, an0] = g(xt::xtensor<std::int32_t, 2>{{1, 0, 2}, {3, 4, 5}});
+  CHECK(al == false);
+  CHECK(an == true);
+  CHECK((al1 == xt::xtensor<bool, 1>{false, true}));
+  CHECK((an0 == xt::xtensor<bool, 1>{true, true, true}));
+  auto x = xsym::vector<float>("x");
+  auto h = xsym::function("h", xsym::inputs(x), xsym::outputs(xsym::isnan(x), xsym::isinf(x)));
+  const float finf = std::numeric_limits<float>::infinity();
+  auto [isn, isi] = h(xt::xtensor<float, 1>{1.0f, std::nanf(""), finf, -finf, -0.0f});
+  CHECK((isn == xt::xtensor<bool, 1>{false, true, false, false, false}));
+  CHECK((isi == xt::xtensor<bool, 1>{false, false, true, true, false}));
+}
