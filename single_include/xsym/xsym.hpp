@@ -1213,6 +1213,12 @@ class shape_error : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+/// @brief Raised when an index is out of range (at call time): take, add_at.
+class index_error : public std::out_of_range {
+ public:
+  using std::out_of_range::out_of_range;
+};
+
 /// @brief Bytes the library holds in array buffers, now and at most (process-wide).
 struct memory_counters {
   std::int64_t current = 0;
@@ -1813,7 +1819,12 @@ enum class op_kind : std::uint8_t {
   one_pass_gemv,
   // A collective across processes (the optional MPI layer, <xsym/mpi.hpp>): the elementwise
   // reduction of one input over every rank of the op's communicator.
-  allreduce
+  allreduce,
+  // Integer-array indexing along the first axis (numpy's x[idx], Theano's AdvancedSubtensor1):
+  // inputs (x, idx); and its gradient, a copy of x with the rows of y added at idx (repeated
+  // indices add up; AdvancedIncSubtensor1): inputs (x, y, idx).
+  take,
+  inc_rows
 };
 
 /// @brief A group of processes that reduces arrays together (an MPI communicator). expr knows
@@ -1967,6 +1978,8 @@ struct op {
                         : reduction == reduce_op::max ? "max" : "min";
         return std::string("AllReduce{") + r + "}";
       }
+      case op_kind::take: return "AdvancedSubtensor1";
+      case op_kind::inc_rows: return "AdvancedIncSubtensor1{" + inplace + ",inc}";
       case op_kind::one_pass_gemv: {
         std::string n = "OnePassGemv{Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
         char buf[64];
@@ -1992,6 +2005,8 @@ struct op {
       case op_kind::transfer: return "xsym::Transfer";
       case op_kind::one_pass_gemv: return "xsym::OnePassGemv";
       case op_kind::allreduce: return "xsym::AllReduce";
+      case op_kind::take: return "xsym::AdvancedSubtensor1";
+      case op_kind::inc_rows: return "xsym::AdvancedIncSubtensor1";
     }
     return "?";
   }
@@ -2245,6 +2260,8 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
     case op_kind::transfer: return in[0]->broadcastable;
     case op_kind::one_pass_gemv: return 0;  // made only in a built graph
     case op_kind::allreduce: return in[0]->broadcastable;  // every rank has the same shape
+    case op_kind::take: return static_cast<std::uint8_t>(in[0]->broadcastable & ~1u);  // as many rows as indices
+    case op_kind::inc_rows: return in[0]->broadcastable;
     case op_kind::dot22:
       if (o.accumulate)
         return static_cast<std::uint8_t>(in[0]->broadcastable & (bit(in[1], 0) | (bit(in[2], 1) << 1)));
@@ -2520,6 +2537,28 @@ inline var_ptr allreduce(const var_ptr& v, reduce_op r, std::shared_ptr<const co
   o.reduction = r;
   o.comm = std::move(comm);
   return make_apply(std::move(o), {v}, v->type, v->rank);
+}
+
+/// x's rows at the integer indices idx (a vector; negative ones count from the end).
+inline var_ptr take(const var_ptr& x, const var_ptr& idx) {
+  if (x->rank < 1) throw graph_error("xsym::take: a rank-0 tensor has no rows to take");
+  if (idx->rank != 1 || (idx->type != dtype::int32 && idx->type != dtype::int64))
+    throw graph_error("xsym::take: the indices must be a vector of int32 or int64");
+  op o;
+  o.kind = op_kind::take;
+  return make_apply(std::move(o), {x, idx}, x->type, x->rank);
+}
+
+/// A copy of x with y's rows added at the rows idx names (repeated indices add up).
+inline var_ptr inc_rows(const var_ptr& x, const var_ptr& y, const var_ptr& idx) {
+  if (x->type == dtype::bool_) throw graph_error("xsym::inc_rows: adding is not defined on bool tensors");
+  if (y->type != x->type || y->rank != x->rank)
+    throw graph_error("xsym::inc_rows: the rows added must have the tensor's dtype and rank");
+  if (idx->rank != 1 || (idx->type != dtype::int32 && idx->type != dtype::int64))
+    throw graph_error("xsym::inc_rows: the indices must be a vector of int32 or int64");
+  op o;
+  o.kind = op_kind::inc_rows;
+  return make_apply(std::move(o), {x, y, idx}, x->type, x->rank);
 }
 
 inline var_ptr dot(var_ptr a, var_ptr b) {
@@ -3156,6 +3195,52 @@ var<bool, N - 1> any(const var<E, N>& x, int axis, detail::source_site where = d
   const detail::at_site site(where);
   if constexpr (std::is_same_v<E, bool>) return max(x, axis);
   else return max(x != E(0), axis);
+}
+
+namespace detail {
+// Dimension `a` first, the others in order; and the pattern that puts it back.
+inline std::pair<std::vector<int>, std::vector<int>> axis_first(int a, int rank) {
+  std::vector<int> to{a}, back(static_cast<std::size_t>(rank));
+  for (int d = 0; d < rank; ++d)
+    if (d != a) to.push_back(d);
+  for (int k = 0; k < rank; ++k) back[static_cast<std::size_t>(to[static_cast<std::size_t>(k)])] = k;
+  return {to, back};
+}
+template <class I>
+constexpr void check_index_type() {
+  static_assert(std::is_same_v<I, std::int32_t> || std::is_same_v<I, std::int64_t>,
+                "xsym: indices are a vector of std::int32_t or std::int64_t");
+}
+}  // namespace detail
+
+/// @brief numpy's take: x's entries at the integer indices idx along `axis` (negative indices
+/// count from the end; one out of range is an index_error naming it). Along the first axis it
+/// is one AdvancedSubtensor1 node, a gather of rows (a minibatch: take(X, batch)); along
+/// another, the same between two dimshuffles. Its gradient adds the adjoints back at the
+/// indices, repeated ones summed (AdvancedIncSubtensor1).
+template <class E, std::size_t N, class I>
+var<E, N> take(const var<E, N>& x, const var<I, 1>& idx, int axis = 0,
+               detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::take: a rank-0 tensor has no axis to index");
+  detail::check_index_type<I>();
+  const detail::at_site site(where);
+  const int a = detail::normalize_axis(axis, static_cast<int>(N), "take");
+  if (a == 0) return var<E, N>(detail::take(x.node(), idx.node()));
+  auto [to, back] = detail::axis_first(a, static_cast<int>(N));
+  const var_ptr moved = detail::take(detail::dimshuffle(x.node(), std::move(to)), idx.node());
+  return var<E, N>(detail::dimshuffle(moved, std::move(back)));
+}
+
+/// @brief numpy's np.add.at as a value: a copy of x with y's rows added at the rows idx names
+/// (y has one row per index; repeated indices add up). Theano's inc_subtensor(x[idx], y).
+template <class E, std::size_t N, class I>
+var<E, N> add_at(const var<E, N>& x, const var<I, 1>& idx, const var<E, N>& y,
+                 detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::add_at: a rank-0 tensor has no rows");
+  static_assert(!std::is_same_v<E, bool>, "xsym::add_at: adding is not defined on bool tensors");
+  detail::check_index_type<I>();
+  const detail::at_site site(where);
+  return var<E, N>(detail::inc_rows(x.node(), y.node(), idx.node()));
 }
 
 /// @brief x != x and |x| == inf, elementwise (false for integers).
@@ -4048,6 +4133,12 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
       if (a->rank == 1 && b->rank == 2) return {dot(b, g), dot(col(a), row(g))};
       return {dot(g, tr(b)), dot(tr(a), g)};
     }
+    case op_kind::take: {
+      // The rows' adjoints added into zeros of x's shape (repeated indices add up).
+      const var_ptr zeros = elemwise(scalar_op::switch_, {make_constant(scalar_array(true)), c(0), in[0]});
+      return {inc_rows(zeros, g, in[1]), nullptr};
+    }
+    case op_kind::inc_rows: return {g, take(g, in[2]), nullptr};
     case op_kind::allreduce:
       // Which ranks' costs would the adjoint sum? Differentiate on each shard, then all-reduce.
       throw graph_error("xsym::grad: no gradient through " + o.name() +
@@ -4625,6 +4716,7 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
       return 4.0 * static_cast<double>(ins[0].shape.size()) + out * per_element;
     }
     case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
+    case op_kind::inc_rows: return static_cast<double>(ins[1].shape.size());
     case op_kind::allreduce:  // this rank's share of combining the ranks' arrays
       return n.fn->reduction == reduce_op::sum || n.fn->reduction == reduce_op::prod ? out : 0;
     case op_kind::gemv: return 2.0 * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape.size());
@@ -4640,6 +4732,13 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
 // and shape queries, which move no data).
 inline double node_bytes(const apply_node& n, const std::vector<value_info>& ins, const std::vector<value_info>& outs) {
   if (n.fn->is_view() || n.fn->kind == op_kind::shape_prod) return 0;
+  // Gathers and scatters touch only the indexed rows of x (and the indices).
+  if ((n.fn->kind == op_kind::take || n.fn->kind == op_kind::inc_rows) && (ins.size() < 2 || outs.empty())) return 0;
+  if (n.fn->kind == op_kind::take)
+    return 2.0 * static_cast<double>(outs[0].nbytes()) + static_cast<double>(ins[1].nbytes());
+  if (n.fn->kind == op_kind::inc_rows)
+    return 2.0 * static_cast<double>(ins[0].nbytes()) + 3.0 * static_cast<double>(ins[1].nbytes()) +
+           static_cast<double>(ins[2].nbytes());
   double b = 0;
   for (const auto& v : ins) b += static_cast<double>(v.nbytes());
   for (const auto& v : outs) b += static_cast<double>(v.nbytes());
@@ -9878,6 +9977,74 @@ inline void run_allreduce(const thunk& t, ndarray* values) {
   n.fn->comm->allreduce(in, out, n.fn->reduction, t.wait_ticks);
 }
 
+// The row numbers of an index vector (any strides, int32 or int64), negative ones counted from
+// the end; an index outside [-rows, rows) is an error naming it and its position.
+inline std::vector<std::int64_t> row_indices(const ndarray& idx, std::int64_t rows) {
+  std::vector<std::int64_t> r(static_cast<std::size_t>(idx.size()));
+  visit_dtype(idx.type(), [&](auto z) {
+    using I = decltype(z);
+    if constexpr (std::is_integral_v<I> && !std::is_same_v<I, bool>) {
+      const I* p = idx.data_as<I>();
+      for (std::int64_t i = 0; i < idx.size(); ++i) {
+        const auto v = static_cast<std::int64_t>(p[i * idx.stride(0)]);
+        if (v < -rows || v >= rows)
+          throw index_error("index " + std::to_string(v) + " (position " + std::to_string(i) +
+                            " of the indices) is out of range for " + std::to_string(rows) + " rows");
+        r[static_cast<std::size_t>(i)] = v < 0 ? v + rows : v;
+      }
+    }
+  });
+  return r;
+}
+
+// AdvancedSubtensor1: x's rows at idx, copied (rows are whole C-order blocks of x).
+inline void run_take(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray x = values[n.inputs[0]].contiguous();
+  const auto rows = row_indices(values[n.inputs[1]], x.shape(0));
+  shape_t s = x.shape();
+  s[0] = static_cast<std::int64_t>(rows.size());
+  ndarray& out = values[n.outputs[0]];
+  prepare_output(out, t.out_type, s, t.pool);
+  const std::size_t row_bytes = x.shape(0) ? x.nbytes() / static_cast<std::size_t>(x.shape(0)) : 0;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (row_bytes) std::memcpy(out.data() + i * row_bytes, x.data() + static_cast<std::size_t>(rows[i]) * row_bytes, row_bytes);
+}
+
+// AdvancedIncSubtensor1: x with y's row i added at row idx[i], in index order.
+inline void run_inc_rows(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& x = values[n.inputs[0]];
+  const ndarray y = values[n.inputs[1]].contiguous();
+  const auto rows = row_indices(values[n.inputs[2]], x.shape(0));
+  shape_t want = x.shape();
+  want[0] = static_cast<std::int64_t>(rows.size());
+  if (!(y.shape() == want))
+    throw shape_error("the rows added have shape " + to_string(y.shape()) + ", where " + std::to_string(rows.size()) +
+                      " indices into " + to_string(x.shape()) + " need " + to_string(want));
+  ndarray& out = values[n.outputs[0]];
+  prepare_output(out, t.out_type, x.shape(), t.pool);
+  const ndarray src = x.contiguous();
+  std::memcpy(out.data(), src.data(), src.nbytes());
+  const std::int64_t row = x.shape(0) ? x.size() / x.shape(0) : 0;
+  visit_dtype(x.type(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (!std::is_same_v<T, bool>) {
+      T* o = out.data_as<T>();
+      const T* a = y.data_as<T>();
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        for (std::int64_t k = 0; k < row; ++k) {
+          T& d = o[rows[i] * row + k];
+          const T v = a[static_cast<std::int64_t>(i) * row + k];
+          if constexpr (std::is_integral_v<T>)  // wraps around, as numpy's (no signed overflow)
+            d = static_cast<T>(static_cast<std::make_unsigned_t<T>>(d) + static_cast<std::make_unsigned_t<T>>(v));
+          else
+            d += v;
+        }
+    }
+  });
+}
+
 // OnePassGemv (rewrite/one_pass.hpp): u = A x, the Composite's outputs from u and its other
 // inputs, then the product beta y0 + alpha Aᵀ g. One pass over A where A is large and laid
 // out by rows and the Composite's inputs are one value or one per row; else the three steps
@@ -11514,6 +11681,8 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
       case op_kind::dot22: t.run = &detail::run_dot_family; break;
       case op_kind::shape_prod: t.run = &detail::run_shape_prod; break;
       case op_kind::allreduce: t.run = &detail::run_allreduce; break;
+      case op_kind::take: t.run = &detail::run_take; break;
+      case op_kind::inc_rows: t.run = &detail::run_inc_rows; break;
       case op_kind::transfer: break;  // bound by the GPU backend above
     }
     t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
@@ -12041,6 +12210,7 @@ inline void function_runtime::evaluate(const ndarray* args, std::vector<ndarray>
   }
   const std::string msg = where + ": " + e.what();
   if (dynamic_cast<const shape_error*>(&e)) throw shape_error(msg);
+  if (dynamic_cast<const index_error*>(&e)) throw index_error(msg);
   throw std::runtime_error(msg);
 }
 

@@ -6,6 +6,10 @@
 #include <cmath>
 #include <limits>
 
+#include <xtensor/xview.hpp>
+
+#include "compile/compile_util.hpp"
+
 using namespace grad_test;
 
 namespace {
@@ -249,4 +253,115 @@ TEST_CASE("outer, all, any, isnan and isinf equal numpy's", "[functions]") {
   auto [isn, isi] = h(xt::xtensor<float, 1>{1.0f, std::nanf(""), finf, -finf, -0.0f});
   CHECK((isn == xt::xtensor<bool, 1>{false, true, false, false, false}));
   CHECK((isi == xt::xtensor<bool, 1>{false, false, true, true, false}));
+}
+
+TEST_CASE("take gathers rows (or entries along any axis) as numpy's take, negative indices included", "[functions][take]") {
+  auto x = xsym::matrix<double>("x");
+  auto i32 = xsym::vector<std::int32_t>("i");
+  auto i64 = xsym::vector<std::int64_t>("j");
+  auto f = xsym::function("f", xsym::inputs(x, i32, i64),
+                          xsym::outputs(xsym::take(x, i32), xsym::take(x, i64, 1), xsym::take(x, i64, -1)));
+  const auto names = xsym_test::op_names(f);
+  CHECK(std::count(names.begin(), names.end(), "AdvancedSubtensor1") == 2);  // the two axis-1 takes merge
+  const xt::xtensor<double, 2> X = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}, {10, 11, 12}};
+  const xt::xtensor<std::int32_t, 1> rows = {2, -1, 0, 2};
+  const xt::xtensor<std::int64_t, 1> cols = {-3, 2};
+  auto [r, c, c2] = f(X, rows, cols);
+  REQUIRE(r.shape() == (std::array<std::size_t, 2>{4, 3}));
+  for (std::size_t i = 0; i < 4; ++i)
+    for (std::size_t j = 0; j < 3; ++j) CHECK(r(i, j) == X(static_cast<std::size_t>((rows(i) + 4) % 4), j));
+  REQUIRE(c.shape() == (std::array<std::size_t, 2>{4, 2}));
+  for (std::size_t i = 0; i < 4; ++i) {
+    CHECK(c(i, 0) == X(i, 0));
+    CHECK(c(i, 1) == X(i, 2));
+  }
+  CHECK((c2 == c));
+  // No index: no rows. A rank-3 integer tensor, and a strided index vector.
+  auto [e, unused1, unused2] = f(X, xt::xtensor<std::int32_t, 1>::from_shape({0}), cols);
+  CHECK(e.shape() == (std::array<std::size_t, 2>{0, 3}));
+  auto t = xsym::tensor3<std::int32_t>("t");
+  auto g = xsym::function("g", xsym::inputs(t, i32), xsym::take(t, i32));
+  xt::xtensor<std::int32_t, 3> T = xt::empty<std::int32_t>({3, 2, 2});
+  for (std::size_t k = 0; k < T.size(); ++k) T.data()[k] = static_cast<std::int32_t>(k);
+  const xt::xtensor<std::int32_t, 2> wide = {{1, 7}, {0, 7}};
+  auto strided = xt::view(wide, xt::all(), 0);  // {1, 0} with stride 2
+  const xt::xtensor<std::int32_t, 3> got = g(T, strided);
+  for (std::size_t k = 0; k < 4; ++k) {
+    CHECK(got.data()[k] == T.data()[4 + k]);
+    CHECK(got.data()[4 + k] == T.data()[k]);
+  }
+}
+
+TEST_CASE("an index out of range is an index_error naming the node, the index and its position", "[functions][take]") {
+  auto x = xsym::matrix<float>("x");
+  auto i = xsym::vector<std::int64_t>("i");
+  auto f = xsym::function("f", xsym::inputs(x, i), xsym::take(x, i));
+  const xt::xtensor<float, 2> X = xt::zeros<float>({4, 2});
+  try {
+    (void)f(X, xt::xtensor<std::int64_t, 1>{1, 4});
+    FAIL("no error");
+  } catch (const xsym::index_error& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("AdvancedSubtensor1(x, i)") != std::string::npos);
+    CHECK(what.find("index 4 (position 1 of the indices) is out of range for 4 rows") != std::string::npos);
+  }
+  CHECK_THROWS_AS(f(X, xt::xtensor<std::int64_t, 1>{-5}), xsym::index_error);
+  CHECK_THROWS_WITH(xsym::take(x, i, 2), Catch::Contains("xsym::take: axis 2 is out of range for rank 2"));
+}
+
+TEST_CASE("add_at adds rows at indices, repeated ones summed, as numpy's np.add.at", "[functions][take]") {
+  auto x = xsym::matrix<double>("x");
+  auto y = xsym::matrix<double>("y");
+  auto i = xsym::vector<std::int32_t>("i");
+  auto f = xsym::function("f", xsym::inputs(x, i, y), xsym::add_at(x, i, y));
+  CHECK(xsym_test::op_names(f) == std::vector<std::string>{"AdvancedIncSubtensor1{no_inplace,inc}"});
+  const xt::xtensor<double, 2> X = {{1, 2}, {3, 4}, {5, 6}};
+  const xt::xtensor<double, 2> Y = {{10, 20}, {30, 40}, {50, 60}};
+  const xt::xtensor<std::int32_t, 1> I = {2, -1, 0};
+  const xt::xtensor<double, 2> got = f(X, I, Y);
+  CHECK((got == xt::xtensor<double, 2>{{51, 62}, {3, 4}, {45, 66}}));
+  CHECK((X == xt::xtensor<double, 2>{{1, 2}, {3, 4}, {5, 6}}));  // a copy: the argument is untouched
+  CHECK_THROWS_WITH(f(X, I, xt::xtensor<double, 2>{{1, 2}}),
+                    Catch::Contains("the rows added have shape (1, 2), where 3 indices into (3, 2) need (3, 2)"));
+  // Integers wrap around, as numpy's.
+  auto n = xsym::vector<std::int32_t>("n");
+  auto m = xsym::vector<std::int32_t>("m");
+  auto h = xsym::function("h", xsym::inputs(n, i, m), xsym::add_at(n, i, m));
+  const xt::xtensor<std::int32_t, 1> wrapped = h(xt::xtensor<std::int32_t, 1>{2147483647, 0},
+                                                 xt::xtensor<std::int32_t, 1>{0, 0}, xt::xtensor<std::int32_t, 1>{1, 1});
+  CHECK(wrapped(0) == -2147483647);
+}
+
+TEST_CASE("take and add_at have their gradients, repeated indices included", "[functions][take][grad]") {
+  std::mt19937 rng(21);
+  auto x = xsym::matrix<double>("x");
+  const auto X = uniform<2>(rng, {4, 3}, -2, 2);
+  const auto rows = xsym::constant(xt::xtensor<std::int64_t, 1>{3, 1, 3, -4, 3});
+  const auto cols = xsym::constant(xt::xtensor<std::int32_t, 1>{2, 2, 0});
+  check_grad("take rows", weighted<2>(rng, xsym::take(x, rows), {5, 3}), at(x, X));
+  check_grad("take along axis 1", weighted<2>(rng, xsym::take(x, cols, 1), {4, 3}), at(x, X));
+  check_grad("exp of take, squared", weighted<2>(rng, xsym::sqr(xsym::exp(xsym::take(x, rows))), {5, 3}), at(x, X));
+  auto y = xsym::matrix<double>("y");
+  const auto Y = uniform<2>(rng, {5, 3}, -2, 2);
+  check_grad("add_at", weighted<2>(rng, xsym::add_at(x, rows, y * y), {4, 3}), at(x, X), at(y, Y));
+  // A minibatch gathered inside the function: the gradient step on rows `batch` of shared data.
+  auto data = xsym::shared(X, "data");
+  auto w = xsym::vector<double>("w");
+  auto batch = xsym::vector<std::int32_t>("batch");
+  auto cost = sum(sqr(dot(xsym::take(data, batch), w)));
+  auto [gw] = xsym::grad(cost, w);
+  auto step = xsym::function("step", xsym::inputs(w, batch), gw);
+  const xt::xtensor<double, 1> W = {0.5, -1, 2};
+  const xt::xtensor<std::int32_t, 1> B = {1, 3, 1};
+  const xt::xtensor<double, 1> got = step(W, B);
+  for (std::size_t j = 0; j < 3; ++j) {
+    double want = 0;
+    for (std::int32_t r : B) {
+      double u = 0;
+      for (std::size_t k = 0; k < 3; ++k) u += X(static_cast<std::size_t>(r), k) * W(k);
+      want += 2 * u * X(static_cast<std::size_t>(r), j);
+    }
+    CHECK(got(j) == Approx(want).epsilon(1e-13));
+  }
 }

@@ -67,6 +67,8 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
       case op_kind::dot22: t.run = &detail::run_dot_family; break;
       case op_kind::shape_prod: t.run = &detail::run_shape_prod; break;
       case op_kind::allreduce: t.run = &detail::run_allreduce; break;
+      case op_kind::take: t.run = &detail::run_take; break;
+      case op_kind::inc_rows: t.run = &detail::run_inc_rows; break;
       case op_kind::transfer: break;  // bound by the GPU backend above
     }
     t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;

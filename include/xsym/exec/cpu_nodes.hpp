@@ -146,6 +146,74 @@ inline void run_allreduce(const thunk& t, ndarray* values) {
   n.fn->comm->allreduce(in, out, n.fn->reduction, t.wait_ticks);
 }
 
+// The row numbers of an index vector (any strides, int32 or int64), negative ones counted from
+// the end; an index outside [-rows, rows) is an error naming it and its position.
+inline std::vector<std::int64_t> row_indices(const ndarray& idx, std::int64_t rows) {
+  std::vector<std::int64_t> r(static_cast<std::size_t>(idx.size()));
+  visit_dtype(idx.type(), [&](auto z) {
+    using I = decltype(z);
+    if constexpr (std::is_integral_v<I> && !std::is_same_v<I, bool>) {
+      const I* p = idx.data_as<I>();
+      for (std::int64_t i = 0; i < idx.size(); ++i) {
+        const auto v = static_cast<std::int64_t>(p[i * idx.stride(0)]);
+        if (v < -rows || v >= rows)
+          throw index_error("index " + std::to_string(v) + " (position " + std::to_string(i) +
+                            " of the indices) is out of range for " + std::to_string(rows) + " rows");
+        r[static_cast<std::size_t>(i)] = v < 0 ? v + rows : v;
+      }
+    }
+  });
+  return r;
+}
+
+// AdvancedSubtensor1: x's rows at idx, copied (rows are whole C-order blocks of x).
+inline void run_take(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray x = values[n.inputs[0]].contiguous();
+  const auto rows = row_indices(values[n.inputs[1]], x.shape(0));
+  shape_t s = x.shape();
+  s[0] = static_cast<std::int64_t>(rows.size());
+  ndarray& out = values[n.outputs[0]];
+  prepare_output(out, t.out_type, s, t.pool);
+  const std::size_t row_bytes = x.shape(0) ? x.nbytes() / static_cast<std::size_t>(x.shape(0)) : 0;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (row_bytes) std::memcpy(out.data() + i * row_bytes, x.data() + static_cast<std::size_t>(rows[i]) * row_bytes, row_bytes);
+}
+
+// AdvancedIncSubtensor1: x with y's row i added at row idx[i], in index order.
+inline void run_inc_rows(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& x = values[n.inputs[0]];
+  const ndarray y = values[n.inputs[1]].contiguous();
+  const auto rows = row_indices(values[n.inputs[2]], x.shape(0));
+  shape_t want = x.shape();
+  want[0] = static_cast<std::int64_t>(rows.size());
+  if (!(y.shape() == want))
+    throw shape_error("the rows added have shape " + to_string(y.shape()) + ", where " + std::to_string(rows.size()) +
+                      " indices into " + to_string(x.shape()) + " need " + to_string(want));
+  ndarray& out = values[n.outputs[0]];
+  prepare_output(out, t.out_type, x.shape(), t.pool);
+  const ndarray src = x.contiguous();
+  std::memcpy(out.data(), src.data(), src.nbytes());
+  const std::int64_t row = x.shape(0) ? x.size() / x.shape(0) : 0;
+  visit_dtype(x.type(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (!std::is_same_v<T, bool>) {
+      T* o = out.data_as<T>();
+      const T* a = y.data_as<T>();
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        for (std::int64_t k = 0; k < row; ++k) {
+          T& d = o[rows[i] * row + k];
+          const T v = a[static_cast<std::int64_t>(i) * row + k];
+          if constexpr (std::is_integral_v<T>)  // wraps around, as numpy's (no signed overflow)
+            d = static_cast<T>(static_cast<std::make_unsigned_t<T>>(d) + static_cast<std::make_unsigned_t<T>>(v));
+          else
+            d += v;
+        }
+    }
+  });
+}
+
 // OnePassGemv (rewrite/one_pass.hpp): u = A x, the Composite's outputs from u and its other
 // inputs, then the product beta y0 + alpha Aᵀ g. One pass over A where A is large and laid
 // out by rows and the Composite's inputs are one value or one per row; else the three steps

@@ -179,6 +179,52 @@ var<bool, N - 1> any(const var<E, N>& x, int axis, detail::source_site where = d
   else return max(x != E(0), axis);
 }
 
+namespace detail {
+// Dimension `a` first, the others in order; and the pattern that puts it back.
+inline std::pair<std::vector<int>, std::vector<int>> axis_first(int a, int rank) {
+  std::vector<int> to{a}, back(static_cast<std::size_t>(rank));
+  for (int d = 0; d < rank; ++d)
+    if (d != a) to.push_back(d);
+  for (int k = 0; k < rank; ++k) back[static_cast<std::size_t>(to[static_cast<std::size_t>(k)])] = k;
+  return {to, back};
+}
+template <class I>
+constexpr void check_index_type() {
+  static_assert(std::is_same_v<I, std::int32_t> || std::is_same_v<I, std::int64_t>,
+                "xsym: indices are a vector of std::int32_t or std::int64_t");
+}
+}  // namespace detail
+
+/// @brief numpy's take: x's entries at the integer indices idx along `axis` (negative indices
+/// count from the end; one out of range is an index_error naming it). Along the first axis it
+/// is one AdvancedSubtensor1 node, a gather of rows (a minibatch: take(X, batch)); along
+/// another, the same between two dimshuffles. Its gradient adds the adjoints back at the
+/// indices, repeated ones summed (AdvancedIncSubtensor1).
+template <class E, std::size_t N, class I>
+var<E, N> take(const var<E, N>& x, const var<I, 1>& idx, int axis = 0,
+               detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::take: a rank-0 tensor has no axis to index");
+  detail::check_index_type<I>();
+  const detail::at_site site(where);
+  const int a = detail::normalize_axis(axis, static_cast<int>(N), "take");
+  if (a == 0) return var<E, N>(detail::take(x.node(), idx.node()));
+  auto [to, back] = detail::axis_first(a, static_cast<int>(N));
+  const var_ptr moved = detail::take(detail::dimshuffle(x.node(), std::move(to)), idx.node());
+  return var<E, N>(detail::dimshuffle(moved, std::move(back)));
+}
+
+/// @brief numpy's np.add.at as a value: a copy of x with y's rows added at the rows idx names
+/// (y has one row per index; repeated indices add up). Theano's inc_subtensor(x[idx], y).
+template <class E, std::size_t N, class I>
+var<E, N> add_at(const var<E, N>& x, const var<I, 1>& idx, const var<E, N>& y,
+                 detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::add_at: a rank-0 tensor has no rows");
+  static_assert(!std::is_same_v<E, bool>, "xsym::add_at: adding is not defined on bool tensors");
+  detail::check_index_type<I>();
+  const detail::at_site site(where);
+  return var<E, N>(detail::inc_rows(x.node(), y.node(), idx.node()));
+}
+
 /// @brief x != x and |x| == inf, elementwise (false for integers).
 template <class E, std::size_t N>
 var<bool, N> isnan(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {

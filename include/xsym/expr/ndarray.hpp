@@ -25,6 +25,12 @@ class shape_error : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+/// @brief Raised when an index is out of range (at call time): take, add_at.
+class index_error : public std::out_of_range {
+ public:
+  using std::out_of_range::out_of_range;
+};
+
 /// @brief Bytes the library holds in array buffers, now and at most (process-wide).
 struct memory_counters {
   std::int64_t current = 0;

@@ -74,7 +74,12 @@ enum class op_kind : std::uint8_t {
   one_pass_gemv,
   // A collective across processes (the optional MPI layer, <xsym/mpi.hpp>): the elementwise
   // reduction of one input over every rank of the op's communicator.
-  allreduce
+  allreduce,
+  // Integer-array indexing along the first axis (numpy's x[idx], Theano's AdvancedSubtensor1):
+  // inputs (x, idx); and its gradient, a copy of x with the rows of y added at idx (repeated
+  // indices add up; AdvancedIncSubtensor1): inputs (x, y, idx).
+  take,
+  inc_rows
 };
 
 /// @brief A group of processes that reduces arrays together (an MPI communicator). expr knows
@@ -228,6 +233,8 @@ struct op {
                         : reduction == reduce_op::max ? "max" : "min";
         return std::string("AllReduce{") + r + "}";
       }
+      case op_kind::take: return "AdvancedSubtensor1";
+      case op_kind::inc_rows: return "AdvancedIncSubtensor1{" + inplace + ",inc}";
       case op_kind::one_pass_gemv: {
         std::string n = "OnePassGemv{Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
         char buf[64];
@@ -253,6 +260,8 @@ struct op {
       case op_kind::transfer: return "xsym::Transfer";
       case op_kind::one_pass_gemv: return "xsym::OnePassGemv";
       case op_kind::allreduce: return "xsym::AllReduce";
+      case op_kind::take: return "xsym::AdvancedSubtensor1";
+      case op_kind::inc_rows: return "xsym::AdvancedIncSubtensor1";
     }
     return "?";
   }

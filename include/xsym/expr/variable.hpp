@@ -204,6 +204,8 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
     case op_kind::transfer: return in[0]->broadcastable;
     case op_kind::one_pass_gemv: return 0;  // made only in a built graph
     case op_kind::allreduce: return in[0]->broadcastable;  // every rank has the same shape
+    case op_kind::take: return static_cast<std::uint8_t>(in[0]->broadcastable & ~1u);  // as many rows as indices
+    case op_kind::inc_rows: return in[0]->broadcastable;
     case op_kind::dot22:
       if (o.accumulate)
         return static_cast<std::uint8_t>(in[0]->broadcastable & (bit(in[1], 0) | (bit(in[2], 1) << 1)));
@@ -479,6 +481,28 @@ inline var_ptr allreduce(const var_ptr& v, reduce_op r, std::shared_ptr<const co
   o.reduction = r;
   o.comm = std::move(comm);
   return make_apply(std::move(o), {v}, v->type, v->rank);
+}
+
+/// x's rows at the integer indices idx (a vector; negative ones count from the end).
+inline var_ptr take(const var_ptr& x, const var_ptr& idx) {
+  if (x->rank < 1) throw graph_error("xsym::take: a rank-0 tensor has no rows to take");
+  if (idx->rank != 1 || (idx->type != dtype::int32 && idx->type != dtype::int64))
+    throw graph_error("xsym::take: the indices must be a vector of int32 or int64");
+  op o;
+  o.kind = op_kind::take;
+  return make_apply(std::move(o), {x, idx}, x->type, x->rank);
+}
+
+/// A copy of x with y's rows added at the rows idx names (repeated indices add up).
+inline var_ptr inc_rows(const var_ptr& x, const var_ptr& y, const var_ptr& idx) {
+  if (x->type == dtype::bool_) throw graph_error("xsym::inc_rows: adding is not defined on bool tensors");
+  if (y->type != x->type || y->rank != x->rank)
+    throw graph_error("xsym::inc_rows: the rows added must have the tensor's dtype and rank");
+  if (idx->rank != 1 || (idx->type != dtype::int32 && idx->type != dtype::int64))
+    throw graph_error("xsym::inc_rows: the indices must be a vector of int32 or int64");
+  op o;
+  o.kind = op_kind::inc_rows;
+  return make_apply(std::move(o), {x, y, idx}, x->type, x->rank);
 }
 
 inline var_ptr dot(var_ptr a, var_ptr b) {

@@ -81,6 +81,7 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
       return 4.0 * static_cast<double>(ins[0].shape.size()) + out * per_element;
     }
     case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
+    case op_kind::inc_rows: return static_cast<double>(ins[1].shape.size());
     case op_kind::allreduce:  // this rank's share of combining the ranks' arrays
       return n.fn->reduction == reduce_op::sum || n.fn->reduction == reduce_op::prod ? out : 0;
     case op_kind::gemv: return 2.0 * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape.size());
@@ -96,6 +97,13 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
 // and shape queries, which move no data).
 inline double node_bytes(const apply_node& n, const std::vector<value_info>& ins, const std::vector<value_info>& outs) {
   if (n.fn->is_view() || n.fn->kind == op_kind::shape_prod) return 0;
+  // Gathers and scatters touch only the indexed rows of x (and the indices).
+  if ((n.fn->kind == op_kind::take || n.fn->kind == op_kind::inc_rows) && (ins.size() < 2 || outs.empty())) return 0;
+  if (n.fn->kind == op_kind::take)
+    return 2.0 * static_cast<double>(outs[0].nbytes()) + static_cast<double>(ins[1].nbytes());
+  if (n.fn->kind == op_kind::inc_rows)
+    return 2.0 * static_cast<double>(ins[0].nbytes()) + 3.0 * static_cast<double>(ins[1].nbytes()) +
+           static_cast<double>(ins[2].nbytes());
   double b = 0;
   for (const auto& v : ins) b += static_cast<double>(v.nbytes());
   for (const auto& v : outs) b += static_cast<double>(v.nbytes());

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "../../exec/buffers.hpp"
+#include "../../exec/cpu_nodes.hpp"
 #include "../../exec/nodes.hpp"
 #include "../../exec/shapes.hpp"
 #include "../../exec/thunk.hpp"
@@ -245,6 +246,34 @@ inline void run_allreduce_node(const thunk& t, ndarray* values) {
   cuda::detail::copy_bytes(out.data(), host_out.data(), host_out.nbytes(), cuda::detail::direction::to_device);
 }
 
+// A node without a device kernel (take, add_at): its inputs copied to host memory, the CPU
+// thunk run there, its output uploaded; its time includes the copies.
+template <void (*Run)(const thunk&, ndarray*)>
+void run_through_host(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  std::vector<ndarray> device_in;
+  for (int s : n.inputs) {
+    device_in.push_back(values[s]);
+    values[s] = to_host(values[s]);
+  }
+  ndarray device_out = std::move(values[n.outputs[0]]);
+  thunk host = t;
+  host.pool = nullptr;
+  host.dests = nullptr;
+  values[n.outputs[0]] = ndarray();
+  try {
+    Run(host, values);
+  } catch (...) {
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) values[n.inputs[k]] = device_in[k];
+    throw;
+  }
+  const ndarray result = std::move(values[n.outputs[0]]);
+  for (std::size_t k = 0; k < n.inputs.size(); ++k) values[n.inputs[k]] = device_in[k];
+  values[n.outputs[0]] = std::move(device_out);
+  xsym::detail::prepare_output(values[n.outputs[0]], result.type(), result.shape(), t.pool, true);
+  cuda::detail::copy_bytes(values[n.outputs[0]].data(), result.data(), result.nbytes(), cuda::detail::direction::to_device);
+}
+
 inline void bind(thunk& t, const function_graph& g, const apply_node& n) {
   switch (n.fn->kind) {
     case op_kind::elemwise:
@@ -272,6 +301,8 @@ inline void bind(thunk& t, const function_graph& g, const apply_node& n) {
     case op_kind::shape_prod: t.run = &run_shape_node; break;
     case op_kind::transfer: t.run = n.fn->to_device ? &run_to_device : &run_to_host; break;
     case op_kind::allreduce: t.run = &run_allreduce_node; break;
+    case op_kind::take: t.run = &run_through_host<&xsym::detail::run_take>; break;
+    case op_kind::inc_rows: t.run = &run_through_host<&xsym::detail::run_inc_rows>; break;
     case op_kind::one_pass_gemv:  // one_pass_gemv does not run with device=cuda
       throw std::logic_error("xsym: OnePassGemv has no GPU kernel");
   }
