@@ -2978,6 +2978,28 @@ auto dot(const var<A, NA>& a, const var<B, NB>& b, detail::source_site where = d
 
 // ---- reductions -------------------------------------------------------------------------------
 
+namespace detail {
+inline int normalize_axis(int axis, int rank, const char* what) {
+  if (axis < -rank || axis >= rank)
+    throw graph_error(std::string("xsym::") + what + ": axis " + std::to_string(axis) + " is out of range for rank " +
+                      std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+// v reduced along `axis`, with that axis put back as a broadcastable one (numpy's keepdims).
+inline var_ptr reduce_keep(const var_ptr& v, reduce_op r, int axis, const char* what) {
+  const int a = normalize_axis(axis, v->rank, what);
+  const var_ptr reduced = reduce(v, r, {a}, v->rank == 1);
+  std::vector<int> pattern;
+  for (int d = 0, j = 0; d < v->rank; ++d) pattern.push_back(d == a ? -1 : j++);
+  return dimshuffle(reduced, std::move(pattern));
+}
+}  // namespace detail
+
+/// @brief The tag that keeps a reduced axis, as numpy's keepdims=True: max(x, 1, xsym::keepdims).
+struct keepdims_t {};
+inline constexpr keepdims_t keepdims{};
+
 #define XSYM_REDUCTION(fname, rop, result)                                                                \
   template <class E, std::size_t N>                                                                       \
   var<result, 0> fname(const var<E, N>& a) {                                                              \
@@ -2993,6 +3015,11 @@ auto dot(const var<A, NA>& a, const var<B, NB>& b, detail::source_site where = d
   var<result, N - K> fname(const var<E, N>& a, const int (&axes)[K]) {                                    \
     static_assert(K <= N, "xsym::" #fname ": more axes than the tensor has");                             \
     return var<result, N - K>(detail::reduce(a.node(), reduce_op::rop, std::vector<int>(axes, axes + K), false)); \
+  }                                                                                                        \
+  template <class E, std::size_t N, std::integral I>                                                      \
+  var<result, N> fname(const var<E, N>& a, I axis, keepdims_t) {                                          \
+    static_assert(N >= 1, "xsym::" #fname ": a rank-0 tensor has no axis to reduce");                     \
+    return var<result, N>(detail::reduce_keep(a.node(), reduce_op::rop, static_cast<int>(axis), #fname));  \
   }
 XSYM_REDUCTION(sum, sum, sum_result_t<E>)
 XSYM_REDUCTION(prod, prod, sum_result_t<E>)
@@ -3021,7 +3048,7 @@ XSYM_COLD_END
 #define XSYM_EXPR_FUNCTIONS_HPP
 
 // Functions written with the ops of var.hpp: what numpy and PyTensor users reach for first
-// (relu, clip, softmax, logsumexp, reductions that keep their axis, variance, outer). Each is
+// (relu, clip, softmax, logsumexp, variance, outer, take). Each is
 // a small graph of existing nodes, so it fuses, runs on both backends and has its gradient
 // from theirs; the profile shows those nodes (a softmax: Max, two Composites, Sum, division).
 #include <limits>
@@ -3031,42 +3058,6 @@ XSYM_COLD_END
 namespace xsym {
 
 XSYM_COLD_BEGIN  // building graphs
-namespace detail {
-inline int normalize_axis(int axis, int rank, const char* what) {
-  if (axis < -rank || axis >= rank)
-    throw graph_error(std::string("xsym::") + what + ": axis " + std::to_string(axis) + " is out of range for rank " +
-                      std::to_string(rank));
-  return axis < 0 ? axis + rank : axis;
-}
-
-// v reduced along `axis`, with that axis put back as a broadcastable one (numpy's keepdims).
-inline var_ptr reduce_keep(const var_ptr& v, reduce_op r, int axis, const char* what) {
-  const int a = normalize_axis(axis, v->rank, what);
-  const var_ptr reduced = reduce(v, r, {a}, v->rank == 1);
-  std::vector<int> pattern;
-  for (int d = 0, j = 0; d < v->rank; ++d) pattern.push_back(d == a ? -1 : j++);
-  return dimshuffle(reduced, std::move(pattern));
-}
-}  // namespace detail
-
-/// @brief The tag that keeps a reduced axis, as numpy's keepdims=True: max(x, 1, xsym::keepdims).
-struct keepdims_t {};
-inline constexpr keepdims_t keepdims{};
-
-#define XSYM_KEEPDIMS_REDUCTION(fname, rop, result)                                             \
-  template <class E, std::size_t N, std::integral I>                                            \
-  var<result, N> fname(const var<E, N>& a, I axis, keepdims_t,                                  \
-                       detail::source_site where = detail::source_site::current()) {            \
-    static_assert(N >= 1, "xsym::" #fname ": a rank-0 tensor has no axis to reduce");           \
-    const detail::at_site site(where);                                                          \
-    return var<result, N>(detail::reduce_keep(a.node(), reduce_op::rop, static_cast<int>(axis), #fname)); \
-  }
-XSYM_KEEPDIMS_REDUCTION(sum, sum, sum_result_t<E>)
-XSYM_KEEPDIMS_REDUCTION(prod, prod, sum_result_t<E>)
-XSYM_KEEPDIMS_REDUCTION(max, max, E)
-XSYM_KEEPDIMS_REDUCTION(min, min, E)
-XSYM_KEEPDIMS_REDUCTION(mean, mean, float_result_t<E>)
-#undef XSYM_KEEPDIMS_REDUCTION
 
 /// @brief max(x, 0), elementwise (NaN stays NaN, as numpy's maximum).
 template <class E, std::size_t N>
