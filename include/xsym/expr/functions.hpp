@@ -2,9 +2,10 @@
 #define XSYM_EXPR_FUNCTIONS_HPP
 
 // Functions written with the ops of var.hpp: what numpy and PyTensor users reach for first
-// (relu, clip, softmax, logsumexp, variance, outer, take). Each is
+// (relu, clip, softmax, logsumexp, variance, outer). Each is
 // a small graph of existing nodes, so it fuses, runs on both backends and has its gradient
 // from theirs; the profile shows those nodes (a softmax: Max, two Composites, Sum, division).
+// take and add_at are nodes of their own (AdvancedSubtensor1, AdvancedIncSubtensor1).
 #include <limits>
 #include <utility>
 
