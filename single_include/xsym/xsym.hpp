@@ -1824,7 +1824,11 @@ enum class op_kind : std::uint8_t {
   // inputs (x, idx); and its gradient, a copy of x with the rows of y added at idx (repeated
   // indices add up; AdvancedIncSubtensor1): inputs (x, y, idx).
   take,
-  inc_rows
+  inc_rows,
+  // The position of the maximum (reduction max) or minimum (min) along `axes` (one axis, or
+  // all_axes: the flat C-order index), as int64; the first one on ties, a NaN counting as
+  // the extreme (numpy's argmax and argmin).
+  arg_reduce
 };
 
 /// @brief A group of processes that reduces arrays together (an MPI communicator). expr knows
@@ -1978,6 +1982,9 @@ struct op {
                         : reduction == reduce_op::max ? "max" : "min";
         return std::string("AllReduce{") + r + "}";
       }
+      case op_kind::arg_reduce:
+        return std::string(reduction == reduce_op::max ? "Argmax" : "Argmin") + "{axis=" +
+               (all_axes ? std::string("None") : "(" + std::to_string(axes[0]) + ",)") + "}";
       case op_kind::take: return "AdvancedSubtensor1";
       case op_kind::inc_rows: return "AdvancedIncSubtensor1{" + inplace + ",inc}";
       case op_kind::one_pass_gemv: {
@@ -2005,6 +2012,7 @@ struct op {
       case op_kind::transfer: return "xsym::Transfer";
       case op_kind::one_pass_gemv: return "xsym::OnePassGemv";
       case op_kind::allreduce: return "xsym::AllReduce";
+      case op_kind::arg_reduce: return reduction == reduce_op::max ? "xsym::Argmax" : "xsym::Argmin";
       case op_kind::take: return "xsym::AdvancedSubtensor1";
       case op_kind::inc_rows: return "xsym::AdvancedIncSubtensor1";
     }
@@ -2247,6 +2255,7 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
         if (p < 0 || bit(in[0], p)) b |= static_cast<std::uint8_t>(1u << i);
       }
       return b;
+    case op_kind::arg_reduce:
     case op_kind::reduce: {
       int j = 0;
       for (int d = 0; d < in[0]->rank; ++d)
@@ -2537,6 +2546,24 @@ inline var_ptr allreduce(const var_ptr& v, reduce_op r, std::shared_ptr<const co
   o.reduction = r;
   o.comm = std::move(comm);
   return make_apply(std::move(o), {v}, v->type, v->rank);
+}
+
+/// The int64 position of v's maximum (r = max) or minimum (r = min) along one axis, or over
+/// all of v in C order (all).
+inline var_ptr arg_reduce(const var_ptr& v, reduce_op r, int axis, bool all) {
+  op o;
+  o.kind = op_kind::arg_reduce;
+  o.reduction = r;
+  o.all_axes = all;
+  const char* what = r == reduce_op::max ? "argmax" : "argmin";
+  if (all) {
+    for (int i = 0; i < v->rank; ++i) o.axes.push_back(i);
+  } else {
+    if (v->rank == 0) throw graph_error(std::string("xsym::") + what + ": a rank-0 tensor has no axis");
+    o.axes = normalize_axes({axis}, v->rank, what);
+  }
+  const int rank = all ? 0 : v->rank - 1;
+  return make_apply(std::move(o), {v}, dtype::int64, rank);
 }
 
 /// x's rows at the integer indices idx (a vector; negative ones count from the end).
@@ -2979,12 +3006,7 @@ auto dot(const var<A, NA>& a, const var<B, NB>& b, detail::source_site where = d
 // ---- reductions -------------------------------------------------------------------------------
 
 namespace detail {
-inline int normalize_axis(int axis, int rank, const char* what) {
-  if (axis < -rank || axis >= rank)
-    throw graph_error(std::string("xsym::") + what + ": axis " + std::to_string(axis) + " is out of range for rank " +
-                      std::to_string(rank));
-  return axis < 0 ? axis + rank : axis;
-}
+inline int normalize_axis(int axis, int rank, const char* what) { return normalize_axes({axis}, rank, what)[0]; }
 
 // v reduced along `axis`, with that axis put back as a broadcastable one (numpy's keepdims).
 inline var_ptr reduce_keep(const var_ptr& v, reduce_op r, int axis, const char* what) {
@@ -3234,6 +3256,25 @@ var<E, N> add_at(const var<E, N>& x, const var<I, 1>& idx, const var<E, N>& y,
   const detail::at_site site(where);
   return var<E, N>(detail::inc_rows(x.node(), y.node(), idx.node()));
 }
+
+/// @brief numpy's argmax and argmin: the int64 position of the first maximum (minimum) along
+/// `axis`, or over all of x in C order; a NaN counts as the extreme. Argmax/Argmin nodes.
+#define XSYM_ARG_REDUCTION(fname, rop)                                                                   \
+  template <class E, std::size_t N>                                                                       \
+  var<std::int64_t, 0> fname(const var<E, N>& x, detail::source_site where = detail::source_site::current()) { \
+    const detail::at_site site(where);                                                                    \
+    return var<std::int64_t, 0>(detail::arg_reduce(x.node(), reduce_op::rop, 0, true));                  \
+  }                                                                                                       \
+  template <class E, std::size_t N>                                                                       \
+  var<std::int64_t, N - 1> fname(const var<E, N>& x, int axis,                                           \
+                                 detail::source_site where = detail::source_site::current()) {           \
+    static_assert(N >= 1, "xsym::" #fname ": a rank-0 tensor has no axis");                             \
+    const detail::at_site site(where);                                                                    \
+    return var<std::int64_t, N - 1>(detail::arg_reduce(x.node(), reduce_op::rop, axis, false));           \
+  }
+XSYM_ARG_REDUCTION(argmax, max)
+XSYM_ARG_REDUCTION(argmin, min)
+#undef XSYM_ARG_REDUCTION
 
 /// @brief x != x and |x| == inf, elementwise (false for integers).
 template <class E, std::size_t N>
@@ -4125,6 +4166,7 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
       if (a->rank == 1 && b->rank == 2) return {dot(b, g), dot(col(a), row(g))};
       return {dot(g, tr(b)), dot(tr(a), g)};
     }
+    case op_kind::arg_reduce: return {nullptr};  // an integer position: nothing flows
     case op_kind::take: {
       // The rows' adjoints added into zeros of x's shape (repeated indices add up).
       const var_ptr zeros = elemwise(scalar_op::switch_, {make_constant(scalar_array(true)), c(0), in[0]});
@@ -4709,6 +4751,7 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
     }
     case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
     case op_kind::inc_rows: return static_cast<double>(ins[1].shape.size());
+    case op_kind::arg_reduce: return static_cast<double>(ins[0].shape.size());  // one comparison each
     case op_kind::allreduce:  // this rank's share of combining the ranks' arrays
       return n.fn->reduction == reduce_op::sum || n.fn->reduction == reduce_op::prod ? out : 0;
     case op_kind::gemv: return 2.0 * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape.size());
@@ -9969,6 +10012,53 @@ inline void run_allreduce(const thunk& t, ndarray* values) {
   n.fn->comm->allreduce(in, out, n.fn->reduction, t.wait_ticks);
 }
 
+// Argmax / Argmin: the input as [outer, len, inner] around the reduced axis (or one line of
+// every element, in C order), the first extreme of each line; a NaN is the extreme (numpy).
+inline void run_arg_reduce(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray x = values[n.inputs[0]].contiguous();
+  const op& o = *n.fn;
+  std::int64_t outer = 1, len = x.size(), inner = 1;
+  shape_t s;
+  if (!o.all_axes) {
+    const int a = o.axes[0];
+    len = x.shape(a);
+    for (int d = 0; d < x.rank(); ++d) {
+      if (d < a) outer *= x.shape(d);
+      if (d > a) inner *= x.shape(d);
+      if (d != a) s[s.rank++] = x.shape(d);
+    }
+  }
+  if (len == 0 && outer * inner > 0)
+    throw shape_error(std::string("attempt to get ") + (o.reduction == reduce_op::max ? "argmax" : "argmin") +
+                      " of an empty sequence (shape " + to_string(x.shape()) + ")");
+  ndarray& out = values[n.outputs[0]];
+  prepare_output(out, dtype::int64, s, t.pool);
+  std::int64_t* r = out.data_as<std::int64_t>();
+  const bool want_max = o.reduction == reduce_op::max;
+  visit_dtype(x.type(), [&](auto z) {
+    using T = decltype(z);
+    const T* p = x.data_as<T>();
+    for (std::int64_t i = 0; i < outer; ++i)
+      for (std::int64_t k = 0; k < inner; ++k) {
+        const T* line = p + i * len * inner + k;
+        std::int64_t best = 0;
+        for (std::int64_t j = 1; j < len; ++j) {
+          const T v = line[j * inner], b = line[best * inner];
+          if constexpr (std::is_floating_point_v<T>) {
+            if (b != b) break;  // the first NaN stays
+            if (v != v) {
+              best = j;
+              break;
+            }
+          }
+          if (want_max ? b < v : v < b) best = j;
+        }
+        r[i * inner + k] = best;
+      }
+  });
+}
+
 // The row numbers of an index vector (any strides, int32 or int64), negative ones counted from
 // the end; an index outside [-rows, rows) is an error naming it and its position.
 inline std::vector<std::int64_t> row_indices(const ndarray& idx, std::int64_t rows) {
@@ -11674,6 +11764,7 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
       case op_kind::shape_prod: t.run = &detail::run_shape_prod; break;
       case op_kind::allreduce: t.run = &detail::run_allreduce; break;
       case op_kind::take: t.run = &detail::run_take; break;
+      case op_kind::arg_reduce: t.run = &detail::run_arg_reduce; break;
       case op_kind::inc_rows: t.run = &detail::run_inc_rows; break;
       case op_kind::transfer: break;  // bound by the GPU backend above
     }

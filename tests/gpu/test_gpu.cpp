@@ -88,22 +88,24 @@ TEST_CASE("AllReduce on the device goes through host memory and gives the CPU ba
   CHECK(group->calls == 4);
 }
 
-TEST_CASE("take, add_at and the gradient through take run on the device through host memory", "[gpu]") {
+TEST_CASE("take, add_at, the gradient through take and argmax run on the device through host memory", "[gpu]") {
   clean_config cfg;
   auto x = xsym::matrix<float>("x");
   auto i = xsym::vector<std::int32_t>("i");
   auto cost = sum(exp(xsym::take(x, i)) * 2);
   auto [gx] = xsym::grad(cost, x);
   auto y = xsym::add_at(x, i, xsym::take(x, i) * 3);
-  auto cpu = xsym::function("cpu", xsym::inputs(x, i), xsym::outputs(xsym::take(x, i, 1), gx, y));
-  auto gpu = xsym::function("gpu", xsym::inputs(x, i), xsym::outputs(xsym::take(x, i, 1), gx, y), xsym::device("cuda"));
+  auto cpu = xsym::function("cpu", xsym::inputs(x, i), xsym::outputs(xsym::take(x, i, 1), gx, y, xsym::argmax(x, 1)));
+  auto gpu = xsym::function("gpu", xsym::inputs(x, i), xsym::outputs(xsym::take(x, i, 1), gx, y, xsym::argmax(x, 1)),
+                            xsym::device("cuda"));
   const auto n = names(gpu);
   CHECK(std::count(n.begin(), n.end(), "GpuAdvancedSubtensor1") >= 1);
   CHECK(std::count(n.begin(), n.end(), "GpuAdvancedIncSubtensor1{no_inplace,inc}") >= 1);
   const auto a = random_array<float, 2>({4, 4});
   const xt::xtensor<std::int32_t, 1> idx = {3, -1, 0, 3};
-  auto [c0, c1, c2] = cpu(a, idx);
-  auto [g0, g1, g2] = gpu(a, idx);
+  auto [c0, c1, c2, c3] = cpu(a, idx);
+  auto [g0, g1, g2, g3] = gpu(a, idx);
+  CHECK((g3 == c3));
   require_close(g0, c0, 0);
   require_close(g1, c1, 1e-6);
   require_close(g2, c2, 1e-6);

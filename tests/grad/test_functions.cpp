@@ -219,8 +219,8 @@ TEST_CASE("reductions with keepdims, variance and stddev equal numpy's", "[funct
   for (double e : X) ss += (e - total / 12) * (e - total / 12);
   CHECK(v == Approx(ss / 12).epsilon(1e-13));
   CHECK(s == Approx(std::sqrt(ss / 12)).epsilon(1e-13));
-  CHECK_THROWS_WITH(xsym::max(x, 2, xsym::keepdims), Catch::Contains("axis 2 is out of range for rank 2"));
-  CHECK_THROWS_WITH(xsym::softmax(x, -3), Catch::Contains("xsym::softmax: axis -3 is out of range for rank 2"));
+  CHECK_THROWS_WITH(xsym::max(x, 2, xsym::keepdims), Catch::Contains("axis 2 is out of range for a rank-2 tensor"));
+  CHECK_THROWS_WITH(xsym::softmax(x, -3), Catch::Contains("xsym::softmax: axis -3 is out of range for a rank-2 tensor"));
 }
 
 TEST_CASE("outer, all, any, isnan and isinf equal numpy's", "[functions]") {
@@ -307,7 +307,7 @@ TEST_CASE("an index out of range is an index_error naming the node, the index an
     CHECK(what.find("index 4 (position 1 of the indices) is out of range for 4 rows") != std::string::npos);
   }
   CHECK_THROWS_AS(f(X, xt::xtensor<std::int64_t, 1>{-5}), xsym::index_error);
-  CHECK_THROWS_WITH(xsym::take(x, i, 2), Catch::Contains("xsym::take: axis 2 is out of range for rank 2"));
+  CHECK_THROWS_WITH(xsym::take(x, i, 2), Catch::Contains("xsym::take: axis 2 is out of range for a rank-2 tensor"));
 }
 
 TEST_CASE("add_at adds rows at indices, repeated ones summed, as numpy's np.add.at", "[functions][take]") {
@@ -364,4 +364,66 @@ TEST_CASE("take and add_at have their gradients, repeated indices included", "[f
     }
     CHECK(got(j) == Approx(want).epsilon(1e-13));
   }
+}
+
+TEST_CASE("argmax and argmin equal numpy's: first on ties, NaN first, any axis, flat index", "[functions][argmax]") {
+  auto x = xsym::tensor3<double>("x");
+  auto f = xsym::function("f", xsym::inputs(x),
+                          xsym::outputs(xsym::argmax(x, 1), xsym::argmin(x, -1), xsym::argmax(x), xsym::argmin(x, 0)));
+  const auto names = xsym_test::op_names(f);
+  CHECK(std::count(names.begin(), names.end(), "Argmax{axis=(1,)}") == 1);
+  CHECK(std::count(names.begin(), names.end(), "Argmax{axis=None}") == 1);
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<int> small(-2, 2);  // many ties
+  xt::xtensor<double, 3> X = xt::empty<double>({3, 4, 5});
+  for (auto& v : X) v = small(rng);
+  X(1, 2, 3) = nan_v;
+  X(2, 0, 1) = nan_v;
+  X(2, 3, 1) = nan_v;
+  auto [am1, amin2, flat, amin0] = f(X);
+  // A loop from numpy's definition: the first index whose value is the extreme, NaN first.
+  auto first = [](const std::vector<double>& line, bool max) {
+    std::size_t best = 0;
+    for (std::size_t j = 0; j < line.size(); ++j) {
+      if (std::isnan(line[j])) return j;
+      if (max ? line[j] > line[best] : line[j] < line[best]) best = j;
+    }
+    return best;
+  };
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t k = 0; k < 5; ++k) {
+      std::vector<double> line;
+      for (std::size_t j = 0; j < 4; ++j) line.push_back(X(i, j, k));
+      CHECK(am1(i, k) == static_cast<std::int64_t>(first(line, true)));
+    }
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 4; ++j) {
+      std::vector<double> line;
+      for (std::size_t k = 0; k < 5; ++k) line.push_back(X(i, j, k));
+      CHECK(amin2(i, j) == static_cast<std::int64_t>(first(line, false)));
+    }
+  for (std::size_t j = 0; j < 4; ++j)
+    for (std::size_t k = 0; k < 5; ++k) {
+      std::vector<double> line;
+      for (std::size_t i = 0; i < 3; ++i) line.push_back(X(i, j, k));
+      CHECK(amin0(j, k) == static_cast<std::int64_t>(first(line, false)));
+    }
+  CHECK(flat == static_cast<std::int64_t>(first(std::vector<double>(X.begin(), X.end()), true)));
+  // Integers and bools; a transposed (strided) argument.
+  auto m = xsym::matrix<std::int32_t>("m");
+  auto b = xsym::vector<bool>("b");
+  auto g = xsym::function("g", xsym::inputs(m, b), xsym::outputs(xsym::argmax(m, 0), xsym::argmax(b)));
+  const xt::xtensor<std::int32_t, 2> M = {{1, 9, 3}, {7, 2, 7}};
+  auto [a0, ab] = g(xt::transpose(M), xt::xtensor<bool, 1>{false, true, true});
+  CHECK((a0 == xt::xtensor<std::int64_t, 1>{1, 0}));
+  CHECK(ab == 1);
+  auto v = xsym::vector<float>("v");
+  auto h = xsym::function("h", xsym::inputs(v), xsym::argmax(v));
+  CHECK_THROWS_WITH(h(xt::xtensor<float, 1>::from_shape({0})), Catch::Contains("argmax of an empty sequence"));
+  CHECK_THROWS_WITH(xsym::argmin(x, 3), Catch::Contains("xsym::argmin: axis 3 is out of range"));
+  // Nothing flows through a position: the gradient of a cost that only reads it is zero.
+  auto w = xsym::vector<double>("w");
+  auto [gw] = xsym::grad(sum(w) * 0 + xsym::cast<double>(xsym::argmax(w)), w);
+  auto gf = xsym::function("gf", xsym::inputs(w), gw);
+  CHECK((gf(xt::xtensor<double, 1>{1, 3, 2}) == xt::xtensor<double, 1>{0, 0, 0}));
 }

@@ -68,6 +68,7 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
       case op_kind::shape_prod: t.run = &detail::run_shape_prod; break;
       case op_kind::allreduce: t.run = &detail::run_allreduce; break;
       case op_kind::take: t.run = &detail::run_take; break;
+      case op_kind::arg_reduce: t.run = &detail::run_arg_reduce; break;
       case op_kind::inc_rows: t.run = &detail::run_inc_rows; break;
       case op_kind::transfer: break;  // bound by the GPU backend above
     }

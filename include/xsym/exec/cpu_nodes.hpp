@@ -146,6 +146,53 @@ inline void run_allreduce(const thunk& t, ndarray* values) {
   n.fn->comm->allreduce(in, out, n.fn->reduction, t.wait_ticks);
 }
 
+// Argmax / Argmin: the input as [outer, len, inner] around the reduced axis (or one line of
+// every element, in C order), the first extreme of each line; a NaN is the extreme (numpy).
+inline void run_arg_reduce(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray x = values[n.inputs[0]].contiguous();
+  const op& o = *n.fn;
+  std::int64_t outer = 1, len = x.size(), inner = 1;
+  shape_t s;
+  if (!o.all_axes) {
+    const int a = o.axes[0];
+    len = x.shape(a);
+    for (int d = 0; d < x.rank(); ++d) {
+      if (d < a) outer *= x.shape(d);
+      if (d > a) inner *= x.shape(d);
+      if (d != a) s[s.rank++] = x.shape(d);
+    }
+  }
+  if (len == 0 && outer * inner > 0)
+    throw shape_error(std::string("attempt to get ") + (o.reduction == reduce_op::max ? "argmax" : "argmin") +
+                      " of an empty sequence (shape " + to_string(x.shape()) + ")");
+  ndarray& out = values[n.outputs[0]];
+  prepare_output(out, dtype::int64, s, t.pool);
+  std::int64_t* r = out.data_as<std::int64_t>();
+  const bool want_max = o.reduction == reduce_op::max;
+  visit_dtype(x.type(), [&](auto z) {
+    using T = decltype(z);
+    const T* p = x.data_as<T>();
+    for (std::int64_t i = 0; i < outer; ++i)
+      for (std::int64_t k = 0; k < inner; ++k) {
+        const T* line = p + i * len * inner + k;
+        std::int64_t best = 0;
+        for (std::int64_t j = 1; j < len; ++j) {
+          const T v = line[j * inner], b = line[best * inner];
+          if constexpr (std::is_floating_point_v<T>) {
+            if (b != b) break;  // the first NaN stays
+            if (v != v) {
+              best = j;
+              break;
+            }
+          }
+          if (want_max ? b < v : v < b) best = j;
+        }
+        r[i * inner + k] = best;
+      }
+  });
+}
+
 // The row numbers of an index vector (any strides, int32 or int64), negative ones counted from
 // the end; an index outside [-rows, rows) is an error naming it and its position.
 inline std::vector<std::int64_t> row_indices(const ndarray& idx, std::int64_t rows) {

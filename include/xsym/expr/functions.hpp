@@ -190,6 +190,25 @@ var<E, N> add_at(const var<E, N>& x, const var<I, 1>& idx, const var<E, N>& y,
   return var<E, N>(detail::inc_rows(x.node(), y.node(), idx.node()));
 }
 
+/// @brief numpy's argmax and argmin: the int64 position of the first maximum (minimum) along
+/// `axis`, or over all of x in C order; a NaN counts as the extreme. Argmax/Argmin nodes.
+#define XSYM_ARG_REDUCTION(fname, rop)                                                                   \
+  template <class E, std::size_t N>                                                                       \
+  var<std::int64_t, 0> fname(const var<E, N>& x, detail::source_site where = detail::source_site::current()) { \
+    const detail::at_site site(where);                                                                    \
+    return var<std::int64_t, 0>(detail::arg_reduce(x.node(), reduce_op::rop, 0, true));                  \
+  }                                                                                                       \
+  template <class E, std::size_t N>                                                                       \
+  var<std::int64_t, N - 1> fname(const var<E, N>& x, int axis,                                           \
+                                 detail::source_site where = detail::source_site::current()) {           \
+    static_assert(N >= 1, "xsym::" #fname ": a rank-0 tensor has no axis");                             \
+    const detail::at_site site(where);                                                                    \
+    return var<std::int64_t, N - 1>(detail::arg_reduce(x.node(), reduce_op::rop, axis, false));           \
+  }
+XSYM_ARG_REDUCTION(argmax, max)
+XSYM_ARG_REDUCTION(argmin, min)
+#undef XSYM_ARG_REDUCTION
+
 /// @brief x != x and |x| == inf, elementwise (false for integers).
 template <class E, std::size_t N>
 var<bool, N> isnan(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {

@@ -79,7 +79,11 @@ enum class op_kind : std::uint8_t {
   // inputs (x, idx); and its gradient, a copy of x with the rows of y added at idx (repeated
   // indices add up; AdvancedIncSubtensor1): inputs (x, y, idx).
   take,
-  inc_rows
+  inc_rows,
+  // The position of the maximum (reduction max) or minimum (min) along `axes` (one axis, or
+  // all_axes: the flat C-order index), as int64; the first one on ties, a NaN counting as
+  // the extreme (numpy's argmax and argmin).
+  arg_reduce
 };
 
 /// @brief A group of processes that reduces arrays together (an MPI communicator). expr knows
@@ -233,6 +237,9 @@ struct op {
                         : reduction == reduce_op::max ? "max" : "min";
         return std::string("AllReduce{") + r + "}";
       }
+      case op_kind::arg_reduce:
+        return std::string(reduction == reduce_op::max ? "Argmax" : "Argmin") + "{axis=" +
+               (all_axes ? std::string("None") : "(" + std::to_string(axes[0]) + ",)") + "}";
       case op_kind::take: return "AdvancedSubtensor1";
       case op_kind::inc_rows: return "AdvancedIncSubtensor1{" + inplace + ",inc}";
       case op_kind::one_pass_gemv: {
@@ -260,6 +267,7 @@ struct op {
       case op_kind::transfer: return "xsym::Transfer";
       case op_kind::one_pass_gemv: return "xsym::OnePassGemv";
       case op_kind::allreduce: return "xsym::AllReduce";
+      case op_kind::arg_reduce: return reduction == reduce_op::max ? "xsym::Argmax" : "xsym::Argmin";
       case op_kind::take: return "xsym::AdvancedSubtensor1";
       case op_kind::inc_rows: return "xsym::AdvancedIncSubtensor1";
     }

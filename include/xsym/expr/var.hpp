@@ -409,12 +409,7 @@ auto dot(const var<A, NA>& a, const var<B, NB>& b, detail::source_site where = d
 // ---- reductions -------------------------------------------------------------------------------
 
 namespace detail {
-inline int normalize_axis(int axis, int rank, const char* what) {
-  if (axis < -rank || axis >= rank)
-    throw graph_error(std::string("xsym::") + what + ": axis " + std::to_string(axis) + " is out of range for rank " +
-                      std::to_string(rank));
-  return axis < 0 ? axis + rank : axis;
-}
+inline int normalize_axis(int axis, int rank, const char* what) { return normalize_axes({axis}, rank, what)[0]; }
 
 // v reduced along `axis`, with that axis put back as a broadcastable one (numpy's keepdims).
 inline var_ptr reduce_keep(const var_ptr& v, reduce_op r, int axis, const char* what) {

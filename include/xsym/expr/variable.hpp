@@ -191,6 +191,7 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
         if (p < 0 || bit(in[0], p)) b |= static_cast<std::uint8_t>(1u << i);
       }
       return b;
+    case op_kind::arg_reduce:
     case op_kind::reduce: {
       int j = 0;
       for (int d = 0; d < in[0]->rank; ++d)
@@ -481,6 +482,24 @@ inline var_ptr allreduce(const var_ptr& v, reduce_op r, std::shared_ptr<const co
   o.reduction = r;
   o.comm = std::move(comm);
   return make_apply(std::move(o), {v}, v->type, v->rank);
+}
+
+/// The int64 position of v's maximum (r = max) or minimum (r = min) along one axis, or over
+/// all of v in C order (all).
+inline var_ptr arg_reduce(const var_ptr& v, reduce_op r, int axis, bool all) {
+  op o;
+  o.kind = op_kind::arg_reduce;
+  o.reduction = r;
+  o.all_axes = all;
+  const char* what = r == reduce_op::max ? "argmax" : "argmin";
+  if (all) {
+    for (int i = 0; i < v->rank; ++i) o.axes.push_back(i);
+  } else {
+    if (v->rank == 0) throw graph_error(std::string("xsym::") + what + ": a rank-0 tensor has no axis");
+    o.axes = normalize_axes({axis}, v->rank, what);
+  }
+  const int rank = all ? 0 : v->rank - 1;
+  return make_apply(std::move(o), {v}, dtype::int64, rank);
 }
 
 /// x's rows at the integer indices idx (a vector; negative ones count from the end).

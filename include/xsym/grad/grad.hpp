@@ -178,6 +178,7 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
       if (a->rank == 1 && b->rank == 2) return {dot(b, g), dot(col(a), row(g))};
       return {dot(g, tr(b)), dot(tr(a), g)};
     }
+    case op_kind::arg_reduce: return {nullptr};  // an integer position: nothing flows
     case op_kind::take: {
       // The rows' adjoints added into zeros of x's shape (repeated indices add up).
       const var_ptr zeros = elemwise(scalar_op::switch_, {make_constant(scalar_array(true)), c(0), in[0]});

@@ -246,7 +246,7 @@ inline void run_allreduce_node(const thunk& t, ndarray* values) {
   cuda::detail::copy_bytes(out.data(), host_out.data(), host_out.nbytes(), cuda::detail::direction::to_device);
 }
 
-// A node without a device kernel (take, add_at): its inputs copied to host memory, the CPU
+// A node without a device kernel (take, add_at, argmax): its inputs copied to host memory, the CPU
 // thunk run there, its output uploaded; its time includes the copies.
 template <void (*Run)(const thunk&, ndarray*)>
 void run_through_host(const thunk& t, ndarray* values) {
@@ -302,6 +302,7 @@ inline void bind(thunk& t, const function_graph& g, const apply_node& n) {
     case op_kind::transfer: t.run = n.fn->to_device ? &run_to_device : &run_to_host; break;
     case op_kind::allreduce: t.run = &run_allreduce_node; break;
     case op_kind::take: t.run = &run_through_host<&xsym::detail::run_take>; break;
+    case op_kind::arg_reduce: t.run = &run_through_host<&xsym::detail::run_arg_reduce>; break;
     case op_kind::inc_rows: t.run = &run_through_host<&xsym::detail::run_inc_rows>; break;
     case op_kind::one_pass_gemv:  // one_pass_gemv does not run with device=cuda
       throw std::logic_error("xsym: OnePassGemv has no GPU kernel");
