@@ -259,7 +259,7 @@ TEST_CASE("at exit, rank 0 prints the merged report and every rank writes its JS
   auto g = xsym::function("k", xsym::inputs(v), v * 2, xsym::profile(other));
   for (int i = 0; i < 2 + me; ++i) (void)f(xt::xtensor<float, 1>{1, 2, 3});
   (void)g(xt::xtensor<float, 1>{1});
-  // What an earlier run left there is replaced.
+  // A file already at the path is replaced.
   std::ofstream(dir + "/profile-" + std::to_string(me) + ".json") << "stale";
   std::ostringstream captured;
   auto* old = std::cerr.rdbuf(captured.rdbuf());
@@ -301,10 +301,10 @@ TEST_CASE("allreduce refuses what MPI cannot reduce, at graph-building time", "[
 
 int main(int argc, char** argv) {
   xsym::mpi::environment env(argc, argv);
-  Catch::Session session;
+  Catch::Session runner;
   // Rank 0 reports; the others stay quiet unless something fails.
-  if (env.rank() != 0) session.configData().reporterName = "compact";
-  const int failed = session.run(argc, argv);
+  if (env.rank() != 0) runner.configData().reporterName = "compact";
+  const int failed = runner.run(argc, argv);
   int any = failed != 0;
   MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (any && env.rank() == 0) std::fprintf(stderr, "test_mpi: a test failed on some rank\n");
