@@ -234,20 +234,10 @@ inline void run_to_host(const thunk& t, ndarray* values) {
   copy_to_host(in, out);
 }
 
-// GpuAllReduce: staged through host memory (the communicator reduces host arrays), the
-// result uploaded to the device; its time includes both copies.
-inline void run_allreduce_node(const thunk& t, ndarray* values) {
-  const apply_node& n = *t.node;
-  const ndarray host_in = to_host(values[n.inputs[0]]);
-  ndarray host_out = ndarray::empty(host_in.type(), host_in.shape());
-  n.fn->comm->allreduce(host_in, host_out, n.fn->reduction, t.wait_ticks);
-  ndarray& out = values[n.outputs[0]];
-  xsym::detail::prepare_output(out, host_out.type(), host_out.shape(), t.pool, true);
-  cuda::detail::copy_bytes(out.data(), host_out.data(), host_out.nbytes(), cuda::detail::direction::to_device);
-}
-
-// A node without a device kernel (take, add_at, argmax): its inputs copied to host memory, the CPU
-// thunk run there, its output uploaded; its time includes the copies.
+// A node without a device kernel (take, add_at, argmax; AllReduce, which the communicator
+// reduces in host memory): its inputs copied to host memory, the CPU thunk run there (a device
+// node has no into(...) destination, and the pool hands it host buffers only), its output
+// uploaded; its time includes the copies.
 template <void (*Run)(const thunk&, ndarray*)>
 void run_through_host(const thunk& t, ndarray* values) {
   const apply_node& n = *t.node;
@@ -257,12 +247,9 @@ void run_through_host(const thunk& t, ndarray* values) {
     values[s] = to_host(values[s]);
   }
   ndarray device_out = std::move(values[n.outputs[0]]);
-  thunk host = t;
-  host.pool = nullptr;
-  host.dests = nullptr;
   values[n.outputs[0]] = ndarray();
   try {
-    Run(host, values);
+    Run(t, values);
   } catch (...) {
     for (std::size_t k = 0; k < n.inputs.size(); ++k) values[n.inputs[k]] = device_in[k];
     throw;
@@ -300,7 +287,7 @@ inline void bind(thunk& t, const function_graph& g, const apply_node& n) {
     case op_kind::dot22: t.run = &run_dot_node; break;
     case op_kind::shape_prod: t.run = &run_shape_node; break;
     case op_kind::transfer: t.run = n.fn->to_device ? &run_to_device : &run_to_host; break;
-    case op_kind::allreduce: t.run = &run_allreduce_node; break;
+    case op_kind::allreduce: t.run = &run_through_host<&xsym::detail::run_allreduce>; break;
     case op_kind::take: t.run = &run_through_host<&xsym::detail::run_take>; break;
     case op_kind::arg_reduce: t.run = &run_through_host<&xsym::detail::run_arg_reduce>; break;
     case op_kind::inc_rows: t.run = &run_through_host<&xsym::detail::run_inc_rows>; break;
