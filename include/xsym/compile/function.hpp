@@ -206,7 +206,10 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
   using converter = detail::result_converter<std::tuple<Out...>>;
 
  public:
-  using result_type = std::conditional_t<Single, std::tuple_element_t<0, typename converter::type>, typename converter::type>;
+  template <class T> struct first_of { using type = std::tuple_element_t<0, T>; };
+  // Lazily: a function of updates only has no output 0 (its call returns an empty tuple).
+  using result_type = typename std::conditional_t<Single, first_of<typename converter::type>,
+                                                  std::type_identity<typename converter::type>>::type;
 
   function_object(std::shared_ptr<function_runtime> rt, std::vector<std::string> input_names)
       : m_rt(std::move(rt)), m_input_names(std::move(input_names)) {}
