@@ -1390,6 +1390,13 @@ class ndarray {
     return a;
   }
 
+  /// @brief A view of the same buffer starting `offset` elements further (a slice).
+  ndarray view_at(std::int64_t offset, const shape_t& shape, const std::array<std::int64_t, max_rank>& strides) const {
+    ndarray a = view(shape, strides);
+    if (shape.size() > 0) a.m_data = m_data + offset * static_cast<std::int64_t>(dtype_size(m_dtype));
+    return a;
+  }
+
   /// @brief A C-contiguous copy (or this array when it already is one).
   ndarray contiguous() const;
 
@@ -1529,6 +1536,36 @@ void for_each_offset(const shape_t& shape, const std::array<std::int64_t, max_ra
         break;
       }
       off -= strides[du] * (shape[d] - 1);
+      idx[du] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+// Calls f(offset_a, offset_b, n, step_a, step_b) for every row along the last axis of shape,
+// in C order: two arrays walked together (a copy, a region updated from a value), offsets and
+// steps in elements for strides a and b. A rank-0 shape is one row of one element.
+template <class F>
+void for_each_row2(const shape_t& shape, const std::array<std::int64_t, max_rank>& a,
+                   const std::array<std::int64_t, max_rank>& b, F&& f) {
+  if (shape.size() == 0) return;
+  std::array<std::int64_t, max_rank> idx{};
+  std::int64_t oa = 0, ob = 0;
+  const int r = shape.rank;
+  const std::int64_t inner = r ? shape[r - 1] : 1;
+  const std::int64_t sa = r ? a[static_cast<std::size_t>(r - 1)] : 0, sb = r ? b[static_cast<std::size_t>(r - 1)] : 0;
+  while (true) {
+    f(oa, ob, inner, sa, sb);
+    int d = r - 2;
+    for (; d >= 0; --d) {
+      const auto du = static_cast<std::size_t>(d);
+      if (++idx[du] < shape[d]) {
+        oa += a[du];
+        ob += b[du];
+        break;
+      }
+      oa -= a[du] * (shape[d] - 1);
+      ob -= b[du] * (shape[d] - 1);
       idx[du] = 0;
     }
     if (d < 0) return;
@@ -1828,8 +1865,68 @@ enum class op_kind : std::uint8_t {
   // The position of the maximum (reduction max) or minimum (min) along `axes` (one axis, or
   // all_axes: the flat C-order index), as int64; the first one on ties, a NaN counting as
   // the extreme (numpy's argmax and argmin).
-  arg_reduce
+  arg_reduce,
+  // Basic slicing (numpy's x[1:-1, ::2, 3]): a view of x by `slices` (Theano's Subtensor).
+  subtensor,
+  // A copy of x with the region `slices` names set to y or incremented by y, y broadcast to
+  // the region: inputs (x, y) (Theano's IncSubtensor; in place on x when it dies there).
+  inc_subtensor,
+  // x's elements in C order under another shape: a view when x is C-contiguous. Inputs (x),
+  // the shape `dims` with at most one -1; or (x, like), the shape of `like` (a gradient).
+  reshape,
+  // The inputs laid end to end along axes[0] (numpy's concatenate).
+  join,
+  // Part pass_u of a Join along axes[0]: inputs (joined, the Join's inputs); a view of the
+  // joined array where that input lay (the Join's gradient).
+  join_part
 };
+
+/// @brief One axis of a basic slice: numpy's start:stop:step (absent ends are the axis's
+/// ends in the step's direction), or an integer index, which drops the axis.
+struct slice_spec {
+  std::int64_t start = 0;
+  std::int64_t stop = 0;
+  std::int64_t step = 1;
+  bool has_start = false;
+  bool has_stop = false;
+  bool index = false;  // x[start]: the axis is dropped
+  friend bool operator==(const slice_spec&, const slice_spec&) = default;
+};
+
+namespace detail {
+// One axis of a basic slice on an axis of n elements, by numpy's rules: the first element, the
+// count and the step. An index out of [-n, n) is an index_error naming it.
+struct axis_range {
+  std::int64_t start = 0, count = 0, step = 1;
+};
+inline axis_range resolve_slice(const slice_spec& s, std::int64_t n, int axis) {
+  if (s.index) {
+    if (s.start < -n || s.start >= n)
+      throw index_error("index " + std::to_string(s.start) + " is out of range for axis " + std::to_string(axis) +
+                        " with " + std::to_string(n) + " elements");
+    return {s.start < 0 ? s.start + n : s.start, 1, 1};
+  }
+  auto clamp = [](std::int64_t v, std::int64_t lo, std::int64_t hi) { return v < lo ? lo : v > hi ? hi : v; };
+  auto wrap = [&](std::int64_t v) { return v < 0 ? v + n : v; };
+  if (s.step > 0) {
+    const std::int64_t a = s.has_start ? clamp(wrap(s.start), 0, n) : 0;
+    const std::int64_t b = s.has_stop ? clamp(wrap(s.stop), 0, n) : n;
+    return {a, b > a ? (b - a + s.step - 1) / s.step : 0, s.step};
+  }
+  const std::int64_t a = s.has_start ? clamp(wrap(s.start), -1, n - 1) : n - 1;
+  const std::int64_t b = s.has_stop ? clamp(wrap(s.stop), -1, n - 1) : -1;
+  return {a, a > b ? (a - b - s.step - 1) / -s.step : 0, s.step};
+}
+
+
+// The number of elements x[slices] has, for x of shape s.
+inline std::int64_t region_size(const std::vector<slice_spec>& slices, const shape_t& s) {
+  std::int64_t n = 1;
+  for (int d = 0; d < s.rank; ++d)
+    n *= d < static_cast<int>(slices.size()) ? resolve_slice(slices[static_cast<std::size_t>(d)], s[d], d).count : s[d];
+  return n;
+}
+}  // namespace detail
 
 /// @brief A group of processes that reduces arrays together (an MPI communicator). expr knows
 /// only this interface; <xsym/mpi.hpp> implements it, so a program without it needs no MPI.
@@ -1884,15 +1981,21 @@ struct op {
   bool on_gpu = false;                         // runs on the device (device=cuda)
   bool to_device = false;                      // transfer: GpuFromHost (else HostFromGpu)
   std::shared_ptr<const communicator> comm;    // allreduce: the processes it reduces over
+  std::vector<slice_spec> slices;              // subtensor, inc_subtensor: one per leading axis
+  bool set_values = false;                     // inc_subtensor: set (else increment)
+  std::vector<std::int64_t> dims;              // reshape: the new shape, one -1 at most
 
   bool is_inplace() const { return !destroy_map.empty(); }
   XSYM_COLD_BEGIN  // names and text: graph building, reports, debugprint
   /// @brief (output, input) pairs where the output is a view of the input (Theano's view_map).
   std::vector<std::pair<int, int>> view_map() const {
-    if (kind == op_kind::dimshuffle) return {{0, 0}};
+    if (is_view()) return {{0, 0}};
     return {};
   }
-  bool is_view() const { return kind == op_kind::dimshuffle; }
+  bool is_view() const {
+    return kind == op_kind::dimshuffle || kind == op_kind::subtensor || kind == op_kind::reshape ||
+           kind == op_kind::join_part;
+  }
 
   /// @brief The op's name as the profile's Ops section prints it.
   std::string name() const {
@@ -1986,6 +2089,13 @@ struct op {
         return std::string(reduction == reduce_op::max ? "Argmax" : "Argmin") + "{axis=" +
                (all_axes ? std::string("None") : "(" + std::to_string(axes[0]) + ",)") + "}";
       case op_kind::take: return "AdvancedSubtensor1";
+      case op_kind::subtensor: return "Subtensor{" + slices_text() + "}";
+      case op_kind::inc_subtensor:
+        return std::string("IncSubtensor{") + (destroy_map.empty() ? "" : "Inplace") + (set_values ? "Set;" : "Inc;") +
+               slices_text() + "}";
+      case op_kind::reshape: return "Reshape{" + std::to_string(dims.size()) + "}";
+      case op_kind::join: return "Join{axis=" + std::to_string(axes[0]) + "}";
+      case op_kind::join_part: return "Split{axis=" + std::to_string(axes[0]) + ",part=" + std::to_string(pass_u) + "}";
       case op_kind::inc_rows: return "AdvancedIncSubtensor1{" + inplace + ",inc}";
       case op_kind::one_pass_gemv: {
         std::string n = "OnePassGemv{Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
@@ -2015,6 +2125,11 @@ struct op {
       case op_kind::arg_reduce: return reduction == reduce_op::max ? "xsym::Argmax" : "xsym::Argmin";
       case op_kind::take: return "xsym::AdvancedSubtensor1";
       case op_kind::inc_rows: return "xsym::AdvancedIncSubtensor1";
+      case op_kind::subtensor: return "xsym::Subtensor";
+      case op_kind::inc_subtensor: return "xsym::IncSubtensor";
+      case op_kind::reshape: return "xsym::Reshape";
+      case op_kind::join: return "xsym::Join";
+      case op_kind::join_part: return "xsym::Split";
     }
     return "?";
   }
@@ -2025,6 +2140,8 @@ struct op {
     std::string sig = name() + (transpose_a ? "/T" : "") +
                       (kind == op_kind::composite || kind == op_kind::one_pass_gemv ? "/" + fused->text : std::string());
     if (kind == op_kind::one_pass_gemv) sig += "/" + std::to_string(pass_u) + "/" + std::to_string(pass_g);
+    if (kind == op_kind::reshape)
+      for (auto d : dims) sig += "/" + std::to_string(d);
     if (kind == op_kind::allreduce) {  // one communicator's reduction is not another's
       char buf[32];
       std::snprintf(buf, sizeof buf, "/%p", static_cast<const void*>(comm.get()));
@@ -2040,6 +2157,23 @@ struct op {
   }
 
  private:
+  // Theano's text of a slice: "1:-1:" per axis (start:stop:step, absent parts empty), "3"
+  // for an index, axes separated by ", ".
+  std::string slices_text() const {
+    std::string t;
+    for (std::size_t i = 0; i < slices.size(); ++i) {
+      const slice_spec& s = slices[i];
+      if (i) t += ", ";
+      if (s.index) {
+        t += std::to_string(s.start);
+        continue;
+      }
+      t += (s.has_start ? std::to_string(s.start) : "") + ":" + (s.has_stop ? std::to_string(s.stop) : "") + ":" +
+           (s.step != 1 ? std::to_string(s.step) : "");
+    }
+    return t;
+  }
+
   std::string destroy_suffix() const {
     if (destroy_map.empty()) return "";
     std::string s = "[";
@@ -2271,6 +2405,28 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
     case op_kind::allreduce: return in[0]->broadcastable;  // every rank has the same shape
     case op_kind::take: return static_cast<std::uint8_t>(in[0]->broadcastable & ~1u);  // as many rows as indices
     case op_kind::inc_rows: return in[0]->broadcastable;
+    case op_kind::subtensor: {
+      // A dimension stays 1 only under a slice without ends (x[1:] of one element is empty).
+      int j = 0;
+      for (int d = 0; d < in[0]->rank; ++d) {
+        const slice_spec* s = d < static_cast<int>(o.slices.size()) ? &o.slices[static_cast<std::size_t>(d)] : nullptr;
+        if (s && s->index) continue;
+        if (bit(in[0], d) && (!s || (!s->has_start && !s->has_stop))) b |= static_cast<std::uint8_t>(1u << j);
+        ++j;
+      }
+      return b;
+    }
+    case op_kind::inc_subtensor: return in[0]->broadcastable;
+    case op_kind::reshape:
+      if (in.size() > 1) return in[1]->broadcastable;
+      for (int i = 0; i < rank; ++i)
+        if (o.dims[static_cast<std::size_t>(i)] == 1) b |= static_cast<std::uint8_t>(1u << i);
+      return b;
+    case op_kind::join:
+      b = static_cast<std::uint8_t>((1u << rank) - 1u);
+      for (const auto& v : in) b &= v->broadcastable;
+      return in.size() == 1 ? b : static_cast<std::uint8_t>(b & ~(1u << o.axes[0]));
+    case op_kind::join_part: return in[1 + static_cast<std::size_t>(o.pass_u)]->broadcastable;
     case op_kind::dot22:
       if (o.accumulate)
         return static_cast<std::uint8_t>(in[0]->broadcastable & (bit(in[1], 0) | (bit(in[2], 1) << 1)));
@@ -2588,6 +2744,99 @@ inline var_ptr inc_rows(const var_ptr& x, const var_ptr& y, const var_ptr& idx) 
   return make_apply(std::move(o), {x, y, idx}, x->type, x->rank);
 }
 
+/// numpy's basic slicing: x[slices], one entry per leading axis (the others whole). A view.
+inline var_ptr subtensor(const var_ptr& x, std::vector<slice_spec> slices) {
+  if (slices.size() > static_cast<std::size_t>(x->rank))
+    throw graph_error("xsym: " + std::to_string(slices.size()) + " indices into a rank-" + std::to_string(x->rank) +
+                      " tensor");
+  int rank = x->rank;
+  bool whole = true;
+  for (const slice_spec& s : slices) {
+    if (!s.index && s.step == 0) throw graph_error("xsym: a slice's step cannot be zero");
+    rank -= s.index ? 1 : 0;
+    whole &= !s.index && !s.has_start && !s.has_stop && s.step == 1;
+  }
+  if (whole) return x;  // x[:] is x
+  op o;
+  o.kind = op_kind::subtensor;
+  o.slices = std::move(slices);
+  return make_apply(std::move(o), {x}, x->type, rank);
+}
+
+/// x with the region x[slices] set to y (set) or incremented by y, y broadcast to the region
+/// (numpy's x[...] = y and x[...] += y as a value; Theano's set_subtensor, inc_subtensor).
+inline var_ptr inc_subtensor(const var_ptr& x, var_ptr y, std::vector<slice_spec> slices, bool set) {
+  const char* what = set ? "xsym::set_subtensor" : "xsym::inc_subtensor";
+  if (!set && x->type == dtype::bool_) throw graph_error(std::string(what) + ": adding is not defined on bool tensors");
+  int region = x->rank;
+  for (const slice_spec& s : slices) {
+    if (!s.index && s.step == 0) throw graph_error(std::string(what) + ": a slice's step cannot be zero");
+    region -= s.index ? 1 : 0;
+  }
+  if (slices.size() > static_cast<std::size_t>(x->rank) || y->rank > region)
+    throw graph_error(std::string(what) + ": a rank-" + std::to_string(y->rank) + " value does not fit a rank-" +
+                      std::to_string(region) + " region of a rank-" + std::to_string(x->rank) + " tensor");
+  y = align_rank(cast(y, x->type), region);
+  op o;
+  o.kind = op_kind::inc_subtensor;
+  o.slices = std::move(slices);
+  o.set_values = set;
+  return make_apply(std::move(o), {x, std::move(y)}, x->type, x->rank);
+}
+
+/// x's elements in C order with shape `dims` (one -1 at most: the extent that keeps the size).
+inline var_ptr reshape(const var_ptr& x, std::vector<std::int64_t> dims) {
+  if (dims.size() > 4) throw graph_error("xsym::reshape: rank " + std::to_string(dims.size()) + " exceeds 4");
+  int unknown = 0;
+  for (auto d : dims) {
+    if (d < -1) throw graph_error("xsym::reshape: extent " + std::to_string(d) + " is negative (only -1 is allowed)");
+    unknown += d == -1;
+  }
+  if (unknown > 1) throw graph_error("xsym::reshape: at most one extent can be -1");
+  op o;
+  o.kind = op_kind::reshape;
+  o.dims = std::move(dims);
+  const int rank = static_cast<int>(o.dims.size());
+  return make_apply(std::move(o), {x}, x->type, rank);
+}
+
+/// x's elements with the shape `like` has at run time (reshape's gradient).
+inline var_ptr reshape_like(const var_ptr& x, const var_ptr& like) {
+  op o;
+  o.kind = op_kind::reshape;
+  o.dims.assign(static_cast<std::size_t>(like->rank), -1);
+  return make_apply(std::move(o), {x, like}, x->type, like->rank);
+}
+
+/// The tensors laid end to end along `axis` (numpy's concatenate), in their promoted dtype.
+inline var_ptr join(std::vector<var_ptr> xs, int axis) {
+  if (xs.empty()) throw graph_error("xsym::concatenate: nothing to join");
+  const int rank = xs[0]->rank;
+  dtype t = xs[0]->type;
+  for (const auto& v : xs) {
+    if (v->rank != rank)
+      throw graph_error("xsym::concatenate: the tensors have ranks " + std::to_string(rank) + " and " +
+                        std::to_string(v->rank) + "; they must be equal");
+    t = promote(t, v->type);
+  }
+  op o;
+  o.kind = op_kind::join;
+  o.axes = normalize_axes({axis}, rank, "concatenate");
+  for (auto& v : xs) v = cast(v, t);
+  return make_apply(std::move(o), std::move(xs), t, rank);
+}
+
+/// The part of `joined` (a Join along axis of `parts`) where parts[k] lay.
+inline var_ptr join_part(const var_ptr& joined, const std::vector<var_ptr>& parts, int k, int axis) {
+  op o;
+  o.kind = op_kind::join_part;
+  o.axes = {axis};
+  o.pass_u = k;
+  std::vector<var_ptr> in{joined};
+  in.insert(in.end(), parts.begin(), parts.end());
+  return make_apply(std::move(o), std::move(in), joined->type, joined->rank);
+}
+
 inline var_ptr dot(var_ptr a, var_ptr b) {
   if (a->rank < 1 || a->rank > 2 || b->rank < 1 || b->rank > 2)
     throw graph_error("xsym::dot takes vectors and matrices; got ranks " + std::to_string(a->rank) + " and " +
@@ -2614,9 +2863,51 @@ namespace xsym {
 
 template <class Elem, std::size_t N> class var;
 template <class Elem, std::size_t N> class shared_var;
+template <class Elem, std::size_t R, std::size_t N> class sliced;
 template <class X> struct is_var : std::false_type {};
 template <class E, std::size_t N> struct is_var<var<E, N>> : std::true_type {};
 template <class E, std::size_t N> struct is_var<shared_var<E, N>> : std::true_type {};
+template <class E, std::size_t R, std::size_t N> struct is_var<sliced<E, R, N>> : std::true_type {};
+
+// ---- slices: x(xsym::range(1, -1), 0), numpy's x[1:-1, 0] -------------------------------------
+
+namespace placeholders {
+/// @brief An absent end of a range, as in xtensor: range(_, -1) is numpy's :-1.
+struct placeholder_t {};
+inline constexpr placeholder_t _{};
+}  // namespace placeholders
+
+/// @brief One end of a range: an integer (negative counts from the end) or placeholders::_.
+struct slice_bound {
+  bool has = false;
+  std::int64_t value = 0;
+  slice_bound(placeholders::placeholder_t) {}  // NOLINT: implicit, as an integer is
+  template <std::integral I>
+    requires(!std::is_same_v<I, bool>)
+  slice_bound(I v) : has(true), value(static_cast<std::int64_t>(v)) {}  // NOLINT
+};
+
+/// @brief A basic slice of one axis, made by range() or all().
+struct range_t {
+  slice_spec spec;
+};
+
+/// @brief numpy's start:stop:step; a negative step walks backwards (range(_, _, -1) reverses).
+inline range_t range(slice_bound start, slice_bound stop, std::int64_t step = 1) {
+  return {{start.value, stop.value, step, start.has, stop.has, false}};
+}
+/// @brief A whole axis, numpy's `:`.
+inline range_t all() { return {}; }
+
+namespace detail {
+template <class S>
+inline constexpr bool is_slice_arg_v = std::is_same_v<S, range_t> || (std::integral<S> && !std::is_same_v<S, bool>);
+template <class S>
+slice_spec to_slice(const S& s) {
+  if constexpr (std::is_same_v<S, range_t>) return s.spec;
+  else return {static_cast<std::int64_t>(s), 0, 1, true, false, true};
+}
+}  // namespace detail
 template <class X> inline constexpr bool is_var_v = is_var<std::remove_cvref_t<X>>::value;
 
 namespace detail {
@@ -2664,6 +2955,25 @@ class var {
   /// @brief The transpose (dimensions reversed), Theano's x.T.
   var T() const;
 
+  /// @brief numpy's basic slicing, one argument per leading axis: x(range(1, -1)) is x[1:-1],
+  /// x(all(), 0) is x[:, 0] (an integer drops its axis). A view (a Subtensor node); pass it to
+  /// set_subtensor or inc_subtensor to get x with that region replaced or incremented.
+  template <class... S>
+    requires(detail::is_slice_arg_v<S> && ...)
+  auto operator()(const S&... s) const {
+    static_assert(sizeof...(S) <= N, "xsym: more indices than the tensor has dimensions");
+    constexpr std::size_t dropped = (std::size_t{std::is_integral_v<S>} + ... + 0);
+    std::vector<slice_spec> slices{detail::to_slice(s)...};
+    var_ptr view = detail::subtensor(m_node, slices);
+    return sliced<Elem, N - dropped, N>(std::move(view), m_node, std::move(slices));
+  }
+  /// @brief One axis: x[range(1, -1)] or x[3].
+  template <class S>
+    requires detail::is_slice_arg_v<S>
+  auto operator[](const S& s) const {
+    return (*this)(s);
+  }
+
   // Elementwise operators, found by argument-dependent lookup. The operand converted to
   // located<var> carries the line of the expression, recorded on the node it makes.
 #define XSYM_BINARY_OPERATOR(sym, sop)                                                   \
@@ -2697,6 +3007,21 @@ class var {
 
  private:
   var_ptr m_node;
+};
+
+/// @brief A slice of a rank-N tensor, itself of rank R: a var that remembers what it was cut
+/// from, so that set_subtensor and inc_subtensor can write it back.
+template <class Elem, std::size_t R, std::size_t N>
+class sliced : public var<Elem, R> {
+ public:
+  sliced(var_ptr view, var_ptr base, std::vector<slice_spec> slices)
+      : var<Elem, R>(std::move(view)), m_base(std::move(base)), m_slices(std::move(slices)) {}
+  const var_ptr& base() const { return m_base; }
+  const std::vector<slice_spec>& slices() const { return m_slices; }
+
+ private:
+  var_ptr m_base;
+  std::vector<slice_spec> m_slices;
 };
 
 /// @brief A shared variable: a symbolic tensor whose value lives between calls and can be updated.
@@ -3074,6 +3399,7 @@ XSYM_COLD_END
 // a small graph of existing nodes, so it fuses, runs on both backends and has its gradient
 // from theirs; the profile shows those nodes (a softmax: Max, two Composites, Sum, division).
 // take and add_at are nodes of their own (AdvancedSubtensor1, AdvancedIncSubtensor1).
+#include <initializer_list>
 #include <limits>
 #include <utility>
 
@@ -3275,6 +3601,107 @@ var<E, N> add_at(const var<E, N>& x, const var<I, 1>& idx, const var<E, N>& y,
 XSYM_ARG_REDUCTION(argmax, max)
 XSYM_ARG_REDUCTION(argmin, min)
 #undef XSYM_ARG_REDUCTION
+
+/// @brief x with the region a slice took replaced by y (y broadcast to it, cast to x's dtype):
+/// numpy's x[1:-1] = y as a value, Theano's set_subtensor(x[1:-1], y). An IncSubtensor node,
+/// which writes into x's buffer when x is an intermediate that dies there.
+template <class E, std::size_t R, std::size_t N, operand Y>
+var<E, N> set_subtensor(const sliced<E, R, N>& region, const Y& y,
+                        detail::source_site where = detail::source_site::current()) {
+  static_assert(detail::operand_traits<Y>::rank <= R, "xsym::set_subtensor: the value has more dimensions than the region");
+  const detail::at_site site(where);
+  return var<E, N>(detail::inc_subtensor(region.base(), detail::lift<E>(y), region.slices(), true));
+}
+/// @brief x with y added to the region a slice took: numpy's x[1:-1] += y as a value.
+template <class E, std::size_t R, std::size_t N, operand Y>
+var<E, N> inc_subtensor(const sliced<E, R, N>& region, const Y& y,
+                        detail::source_site where = detail::source_site::current()) {
+  static_assert(detail::operand_traits<Y>::rank <= R, "xsym::inc_subtensor: the value has more dimensions than the region");
+  static_assert(!std::is_same_v<E, bool>, "xsym::inc_subtensor: adding is not defined on bool tensors");
+  const detail::at_site site(where);
+  return var<E, N>(detail::inc_subtensor(region.base(), detail::lift<E>(y), region.slices(), false));
+}
+template <class E, std::size_t N, class Y>
+void set_subtensor(const var<E, N>&, const Y&) {
+  static_assert(sizeof(E) == 0, "xsym::set_subtensor takes a slice, x(xsym::range(1, -1)), not a whole tensor; "
+                                "keep the slice's own type (auto) so that it remembers x");
+}
+template <class E, std::size_t N, class Y>
+void inc_subtensor(const var<E, N>&, const Y&) {
+  static_assert(sizeof(E) == 0, "xsym::inc_subtensor takes a slice, x(xsym::range(1, -1)), not a whole tensor; "
+                                "keep the slice's own type (auto) so that it remembers x");
+}
+
+/// @brief numpy's reshape: x's elements in C order with shape `dims`, one of which may be -1
+/// (the extent that keeps the size): reshape(x, {-1, 28}). A view when x is C-contiguous.
+template <class E, std::size_t N, std::size_t M>
+var<E, M> reshape(const var<E, N>& x, const std::int64_t (&dims)[M],
+                  detail::source_site where = detail::source_site::current()) {
+  static_assert(M <= 4, "xsym::reshape: symbolic tensors have rank 0 to 4");
+  const detail::at_site site(where);
+  return var<E, M>(detail::reshape(x.node(), std::vector<std::int64_t>(dims, dims + M)));
+}
+/// @brief x's elements in C order as a vector (numpy's ravel; a view when x is C-contiguous).
+template <class E, std::size_t N>
+var<E, 1> flatten(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  return var<E, 1>(detail::reshape(x.node(), {-1}));
+}
+
+/// @brief numpy's concatenate: the tensors end to end along `axis` (equal extents elsewhere),
+/// one Join node; its gradient gives each its part back (Split views).
+template <class E, std::size_t N>
+var<E, N> concatenate(const std::vector<var<E, N>>& xs, int axis = 0,
+                      detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::concatenate: rank-0 tensors have no axis to join along");
+  const detail::at_site site(where);
+  std::vector<var_ptr> nodes;
+  for (const auto& x : xs) nodes.push_back(x.node());
+  return var<E, N>(detail::join(std::move(nodes), axis));
+}
+template <class E, std::size_t N>
+var<E, N> concatenate(std::initializer_list<var<E, N>> xs, int axis = 0,
+                      detail::source_site where = detail::source_site::current()) {
+  return concatenate(std::vector<var<E, N>>(xs), axis, where);
+}
+/// @brief numpy's stack: the tensors (of one shape) along a new axis.
+template <class E, std::size_t N>
+var<E, N + 1> stack(std::initializer_list<var<E, N>> xs, int axis = 0,
+                    detail::source_site where = detail::source_site::current()) {
+  return stack(std::vector<var<E, N>>(xs), axis, where);
+}
+template <class E, std::size_t N>
+var<E, N + 1> stack(const std::vector<var<E, N>>& xs, int axis = 0,
+                    detail::source_site where = detail::source_site::current()) {
+  static_assert(N + 1 <= 4, "xsym::stack: symbolic tensors have rank 0 to 4");
+  const detail::at_site site(where);
+  const int a = detail::normalize_axis(axis, static_cast<int>(N) + 1, "stack");
+  std::vector<int> pattern;
+  for (int d = 0, j = 0; d <= static_cast<int>(N); ++d) pattern.push_back(d == a ? -1 : j++);
+  std::vector<var_ptr> nodes;
+  for (const auto& x : xs) nodes.push_back(detail::dimshuffle(x.node(), pattern));
+  return var<E, N + 1>(detail::join(std::move(nodes), a));
+}
+/// @brief numpy's split at indices: split(x, {2, 5}) is x[:2], x[2:5], x[5:] along `axis`
+/// (Subtensor views).
+template <class E, std::size_t N>
+std::vector<var<E, N>> split(const var<E, N>& x, const std::vector<std::int64_t>& indices, int axis = 0,
+                             detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::split: a rank-0 tensor has no axis to split");
+  const detail::at_site site(where);
+  const int a = detail::normalize_axis(axis, static_cast<int>(N), "split");
+  std::vector<var<E, N>> parts;
+  for (std::size_t i = 0; i <= indices.size(); ++i) {
+    std::vector<slice_spec> slices(static_cast<std::size_t>(a) + 1);
+    slice_spec& s = slices.back();
+    s.has_start = i > 0;
+    s.start = i > 0 ? indices[i - 1] : 0;
+    s.has_stop = i < indices.size();
+    s.stop = i < indices.size() ? indices[i] : 0;
+    parts.emplace_back(detail::subtensor(x.node(), std::move(slices)));
+  }
+  return parts;
+}
 
 /// @brief x != x and |x| == inf, elementwise (false for integers).
 template <class E, std::size_t N>
@@ -4173,6 +4600,33 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
       return {inc_rows(zeros, g, in[1]), nullptr};
     }
     case op_kind::inc_rows: return {g, take(g, in[2]), nullptr};
+    case op_kind::subtensor: {
+      // The region's adjoint added into zeros of x's shape.
+      const var_ptr zeros = elemwise(scalar_op::switch_, {make_constant(scalar_array(true)), c(0), in[0]});
+      return {inc_subtensor(zeros, g, o.slices, false)};
+    }
+    case op_kind::inc_subtensor: {
+      // x's adjoint is g, with the region zeroed where y replaced x; y's is the region of g,
+      // summed over the dimensions along which y was broadcast.
+      const var_ptr gx = o.set_values ? inc_subtensor(g, c(0), o.slices, true) : g;
+      const var_ptr region = subtensor(g, o.slices);
+      return {gx, sum_to_pattern(region, in[1], region)};
+    }
+    case op_kind::reshape:
+      return in.size() > 1 ? std::vector<var_ptr>{reshape_like(g, in[0]), nullptr} : std::vector<var_ptr>{reshape_like(g, in[0])};
+    case op_kind::join:
+      for (std::size_t k = 0; k < in.size(); ++k) r[k] = join_part(g, in, static_cast<int>(k), o.axes[0]);
+      return r;
+    case op_kind::join_part: {
+      // Zeros of the joined shape with g where part k lay: a Join of zeros and g.
+      std::vector<var_ptr> parts;
+      for (std::size_t k = 1; k < in.size(); ++k)
+        parts.push_back(static_cast<int>(k) - 1 == o.pass_u
+                            ? g
+                            : elemwise(scalar_op::switch_, {make_constant(scalar_array(true)), c(0), in[k]}));
+      r[0] = join(std::move(parts), o.axes[0]);
+      return r;
+    }
     case op_kind::allreduce:
       // Which ranks' costs would the adjoint sum? Differentiate on each shard, then all-reduce.
       throw graph_error("xsym::grad: no gradient through " + o.name() +
@@ -4751,6 +5205,13 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
     }
     case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
     case op_kind::inc_rows: return static_cast<double>(ins[1].shape.size());
+    case op_kind::inc_subtensor:  // one addition per element of the region
+      if (n.fn->set_values) return 0;
+      try {
+        return static_cast<double>(detail::region_size(n.fn->slices, ins[0].shape));
+      } catch (const index_error&) {
+        return 0;
+      }
     case op_kind::arg_reduce: return static_cast<double>(ins[0].shape.size());  // one comparison each
     case op_kind::allreduce:  // this rank's share of combining the ranks' arrays
       return n.fn->reduction == reduce_op::sum || n.fn->reduction == reduce_op::prod ? out : 0;
@@ -9763,6 +10224,48 @@ inline ndarray dimshuffle_view(const ndarray& in, const std::vector<int>& patter
   return in.view(s, st);
 }
 
+// Subtensor: the view of x that x[slices] is (axes after the slices whole; indices dropped).
+inline ndarray subtensor_view(const ndarray& x, const std::vector<slice_spec>& slices) {
+  shape_t s;
+  std::array<std::int64_t, max_rank> st{};
+  std::int64_t offset = 0;
+  for (int d = 0; d < x.rank(); ++d) {
+    if (d >= static_cast<int>(slices.size())) {
+      st[static_cast<std::size_t>(s.rank)] = x.stride(d);
+      s[s.rank++] = x.shape(d);
+      continue;
+    }
+    const axis_range r = resolve_slice(slices[static_cast<std::size_t>(d)], x.shape(d), d);
+    if (r.count > 0) offset += r.start * x.stride(d);
+    if (slices[static_cast<std::size_t>(d)].index) continue;
+    st[static_cast<std::size_t>(s.rank)] = x.stride(d) * r.step;
+    s[s.rank++] = r.count;
+  }
+  return x.view_at(offset, s, st);
+}
+
+// Reshape's shape: `dims` with its -1 resolved so that the size is x's; a shape_error where no
+// such shape exists.
+inline shape_t reshape_shape(const std::vector<std::int64_t>& dims, const ndarray& x) {
+  shape_t s;
+  s.rank = static_cast<int>(dims.size());
+  std::int64_t known = 1;
+  int unknown = -1;
+  for (int i = 0; i < s.rank; ++i) {
+    s[i] = dims[static_cast<std::size_t>(i)];
+    if (s[i] < 0) unknown = i;
+    else known *= s[i];
+  }
+  if (unknown >= 0 && known > 0 && x.size() % known == 0) s[unknown] = x.size() / known;
+  if ((unknown >= 0 && (known == 0 || x.size() % known != 0)) || s.size() != x.size()) {
+    std::string want = "(";
+    for (std::size_t i = 0; i < dims.size(); ++i) want += (i ? ", " : "") + std::to_string(dims[i]);
+    throw shape_error("cannot reshape an array of shape " + to_string(x.shape()) + " (" + std::to_string(x.size()) +
+                      " elements) into shape " + want + (dims.size() == 1 ? ",)" : ")"));
+  }
+  return s;
+}
+
 // A reduction keeps the dimensions not in `axes`.
 inline shape_t reduce_shape(const ndarray& in, const std::vector<int>& axes) {
   shape_t s;
@@ -10125,6 +10628,141 @@ inline void run_inc_rows(const thunk& t, ndarray* values) {
         }
     }
   });
+}
+
+// dst's elements = src's (same dtype and shape, any strides; dst does not overlap src).
+inline void copy_elements(const ndarray& src, const ndarray& dst) {
+  if (src.is_c_contiguous() && dst.is_c_contiguous()) {
+    if (src.nbytes()) std::memcpy(dst.data(), src.data(), src.nbytes());
+    return;
+  }
+  const auto es = static_cast<std::int64_t>(dtype_size(src.type()));
+  for_each_row2(src.shape(), dst.strides(), src.strides(),
+                [&](std::int64_t od, std::int64_t os, std::int64_t n, std::int64_t sd, std::int64_t ss) {
+                  if (sd == 1 && ss == 1) {
+                    std::memcpy(dst.data() + od * es, src.data() + os * es, static_cast<std::size_t>(n * es));
+                    return;
+                  }
+                  for (std::int64_t i = 0; i < n; ++i)
+                    std::memcpy(dst.data() + (od + i * sd) * es, src.data() + (os + i * ss) * es, static_cast<std::size_t>(es));
+                });
+}
+
+inline void run_subtensor(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  values[n.outputs[0]] = subtensor_view(values[n.inputs[0]], n.fn->slices);
+}
+
+// Reshape: a view of a C-contiguous x; else of a C-contiguous copy.
+inline void run_reshape(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& x = values[n.inputs[0]];
+  const shape_t s = n.inputs.size() > 1 ? values[n.inputs[1]].shape() : reshape_shape(n.fn->dims, x);
+  if (s.size() != x.size())
+    throw shape_error("cannot reshape an array of shape " + to_string(x.shape()) + " into shape " + to_string(s));
+  ndarray v = (x.is_c_contiguous() ? x : x.contiguous()).view(s, {});
+  v.set_c_strides();
+  values[n.outputs[0]] = std::move(v);
+}
+
+// IncSubtensor: x with x[slices] set to (or incremented by) y, y broadcast along the region's
+// dimensions where it is statically broadcastable. In x's buffer when the node destroys x and
+// nothing else holds it; the shapes are checked before anything is written.
+inline void run_inc_subtensor(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const op& o = *n.fn;
+  ndarray& x = values[n.inputs[0]];
+  const ndarray& y = values[n.inputs[1]];
+  const ndarray region = subtensor_view(x, o.slices);
+  std::array<std::int64_t, max_rank> y_strides{};
+  for (int d = 0; d < region.rank(); ++d) {
+    const bool broadcast = y.shape(d) == 1 && ((t.slot_bcast[1] >> d) & 1u);
+    if (y.shape(d) != region.shape(d) && !broadcast)
+      throw shape_error("the value of shape " + to_string(y.shape()) + " does not fit the region of shape " +
+                        to_string(region.shape()) + " that the slice takes from shape " + to_string(x.shape()));
+    y_strides[static_cast<std::size_t>(d)] = broadcast ? 0 : y.stride(d);
+  }
+  ndarray& out = values[n.outputs[0]];
+  if (o.is_inplace() && x.is_c_contiguous() && x.owner() && x.owner().use_count() == 1) {
+    out = std::move(x);
+  } else {
+    prepare_output(out, t.out_type, x.shape(), t.pool);
+    copy_elements(x, out);
+  }
+  const ndarray dst = subtensor_view(out, o.slices);
+  visit_dtype(out.type(), [&](auto z) {
+    using T = decltype(z);
+    T* d = dst.data_as<T>();
+    const T* v = y.data_as<T>();
+    // Rows whose elements are adjacent in both take a loop the compiler vectorizes.
+    if (o.set_values) {
+      for_each_row2(dst.shape(), dst.strides(), y_strides,
+                    [&](std::int64_t od, std::int64_t oy, std::int64_t len, std::int64_t sd, std::int64_t sy) {
+                      if (sd == 1 && sy == 1) std::memcpy(d + od, v + oy, static_cast<std::size_t>(len) * sizeof(T));
+                      else
+                        for (std::int64_t i = 0; i < len; ++i) d[od + i * sd] = v[oy + i * sy];
+                    });
+    } else if constexpr (!std::is_same_v<T, bool>) {
+      // Integers wrap around, as numpy's (no signed overflow).
+      using A = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>, std::type_identity<T>>::type;
+      for_each_row2(dst.shape(), dst.strides(), y_strides,
+                    [&](std::int64_t od, std::int64_t oy, std::int64_t len, std::int64_t sd, std::int64_t sy) {
+                      T* dr = d + od;
+                      const T* vr = v + oy;
+                      if (sd == 1 && sy == 1)
+                        for (std::int64_t i = 0; i < len; ++i) dr[i] = static_cast<T>(static_cast<A>(dr[i]) + static_cast<A>(vr[i]));
+                      else
+                        for (std::int64_t i = 0; i < len; ++i)
+                          dr[i * sd] = static_cast<T>(static_cast<A>(dr[i * sd]) + static_cast<A>(vr[i * sy]));
+                    });
+    }
+  });
+}
+
+// Join: the inputs copied one after the other along the axis into a C-contiguous output.
+inline void run_join(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const int axis = n.fn->axes[0];
+  shape_t s = values[n.inputs[0]].shape();
+  s[axis] = 0;
+  for (int in : n.inputs) {
+    const ndarray& x = values[in];
+    for (int d = 0; d < s.rank; ++d)
+      if (d != axis && x.shape(d) != s[d]) {
+        std::string shapes;
+        for (int j : n.inputs) shapes += (shapes.empty() ? "" : ", ") + to_string(values[j].shape());
+        throw shape_error("the tensors joined along axis " + std::to_string(axis) + " have shapes " + shapes +
+                          ", which differ in axis " + std::to_string(d));
+      }
+    s[axis] += x.shape(axis);
+  }
+  ndarray& out = values[n.outputs[0]];
+  prepare_output(out, t.out_type, s, t.pool);
+  std::int64_t at = 0;
+  for (int in : n.inputs) {
+    const ndarray& x = values[in];
+    copy_elements(x, out.view_at(at * out.stride(axis), x.shape(), out.strides()));
+    at += x.shape(axis);
+  }
+}
+
+// Split (the Join's gradient): the view of the joined array where part k lay.
+inline void run_join_part(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const int axis = n.fn->axes[0];
+  const ndarray& joined = values[n.inputs[0]];
+  std::int64_t at = 0, total = 0;
+  for (std::size_t j = 1; j < n.inputs.size(); ++j) {
+    const std::int64_t e = values[n.inputs[j]].shape(axis);
+    if (static_cast<int>(j) - 1 < n.fn->pass_u) at += e;
+    total += e;
+  }
+  if (total != joined.shape(axis))
+    throw shape_error("the array split has " + std::to_string(joined.shape(axis)) + " elements along axis " +
+                      std::to_string(axis) + " where its parts have " + std::to_string(total));
+  shape_t s = joined.shape();
+  s[axis] = values[n.inputs[1 + static_cast<std::size_t>(n.fn->pass_u)]].shape(axis);
+  values[n.outputs[0]] = joined.view_at(at * joined.stride(axis), s, joined.strides());
 }
 
 // OnePassGemv (rewrite/one_pass.hpp): u = A x, the Composite's outputs from u and its other
@@ -10620,10 +11258,12 @@ inline void inplace_pass(function_graph& g, rewrite_record& rec) {
   std::unordered_set<int> kept(g.outputs.begin(), g.outputs.end());
   for (auto [target, value] : g.updates) kept.insert(value);
   for (apply_node& n : g.nodes) {
-    const bool gemv_acc = (n.fn->kind == op_kind::gemv || n.fn->kind == op_kind::dot22) && n.fn->accumulate;
-    if (n.fn->kind != op_kind::elemwise && n.fn->kind != op_kind::composite && !gemv_acc) continue;
+    // Accumulating products and IncSubtensor write into their first input only.
+    const bool first_only = ((n.fn->kind == op_kind::gemv || n.fn->kind == op_kind::dot22) && n.fn->accumulate) ||
+                            n.fn->kind == op_kind::inc_subtensor;
+    if (n.fn->kind != op_kind::elemwise && n.fn->kind != op_kind::composite && !first_only) continue;
     const slot& out = g.slots[static_cast<std::size_t>(n.outputs[0])];
-    for (std::size_t k = 0; k < (gemv_acc ? 1 : n.inputs.size()); ++k) {
+    for (std::size_t k = 0; k < (first_only ? 1 : n.inputs.size()); ++k) {
       const int s = n.inputs[k];
       const slot& in = g.slots[static_cast<std::size_t>(s)];
       if (in.kind != var_kind::apply || kept.count(s) || in.type != out.type || in.rank != out.rank) continue;
@@ -11766,6 +12406,11 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
       case op_kind::take: t.run = &detail::run_take; break;
       case op_kind::arg_reduce: t.run = &detail::run_arg_reduce; break;
       case op_kind::inc_rows: t.run = &detail::run_inc_rows; break;
+      case op_kind::subtensor: t.run = &detail::run_subtensor; break;
+      case op_kind::inc_subtensor: t.run = &detail::run_inc_subtensor; break;
+      case op_kind::reshape: t.run = &detail::run_reshape; break;
+      case op_kind::join: t.run = &detail::run_join; break;
+      case op_kind::join_part: t.run = &detail::run_join_part; break;
       case op_kind::transfer: break;  // bound by the GPU backend above
     }
     t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
@@ -12868,7 +13513,10 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
   using converter = detail::result_converter<std::tuple<Out...>>;
 
  public:
-  using result_type = std::conditional_t<Single, std::tuple_element_t<0, typename converter::type>, typename converter::type>;
+  template <class T> struct first_of { using type = std::tuple_element_t<0, T>; };
+  // Lazily: a function of updates only has no output 0 (its call returns an empty tuple).
+  using result_type = typename std::conditional_t<Single, first_of<typename converter::type>,
+                                                  std::type_identity<typename converter::type>>::type;
 
   function_object(std::shared_ptr<function_runtime> rt, std::vector<std::string> input_names)
       : m_rt(std::move(rt)), m_input_names(std::move(input_names)) {}

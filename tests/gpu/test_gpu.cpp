@@ -112,6 +112,39 @@ TEST_CASE("take, add_at, the gradient through take and argmax run on the device 
   CHECK_THROWS_AS(gpu(a, xt::xtensor<std::int32_t, 1>{4}), xsym::index_error);
 }
 
+TEST_CASE("slices (device views), set/inc_subtensor, reshape, concatenate and their gradients on the device",
+          "[gpu]") {
+  clean_config cfg;
+  using xsym::range;
+  using xsym::placeholders::_;
+  auto x = xsym::matrix<float>("x");
+  auto y = xsym::vector<float>("y");
+  const auto rev = x(range(_, _, -1), range(1, _, 2));  // negative strides into device memory
+  auto cost = sum(exp(rev) * 2) + sum(sqr(xsym::concatenate({xsym::flatten(x), y}))) +
+              sum(xsym::set_subtensor(x(range(1, -1)), y) * x);
+  auto [gx, gy] = xsym::grad(cost, x, y);
+  auto outs = [&] {
+    return xsym::outputs(rev * 3.0f, xsym::inc_subtensor(x(0), y), xsym::reshape(x.T(), {-1, 2}),
+                         xsym::concatenate({x, x(range(_, 1))}, 0), gx, gy);
+  };
+  auto cpu = xsym::function("cpu", xsym::inputs(x, y), outs());
+  auto gpu = xsym::function("gpu", xsym::inputs(x, y), outs(), xsym::device("cuda"));
+  const auto n = names(gpu);
+  CHECK(std::count(n.begin(), n.end(), "GpuSubtensor{::-1, 1::2}") == 1);
+  CHECK(std::count(n.begin(), n.end(), "GpuJoin{axis=0}") >= 1);
+  const auto a = random_array<float, 2>({4, 4});
+  const auto b = random_array<float, 1>({4});
+  auto [c0, c1, c2, c3, c4, c5] = cpu(a, b);
+  auto [g0, g1, g2, g3, g4, g5] = gpu(a, b);
+  require_close(g0, c0, 0);
+  require_close(g1, c1, 0);
+  require_close(g2, c2, 0);
+  require_close(g3, c3, 0);
+  require_close(g4, c4, 1e-6);
+  require_close(g5, c5, 1e-6);
+  CHECK_THROWS_AS(gpu(a, random_array<float, 1>({3})), xsym::shape_error);
+}
+
 TEST_CASE("strided and broadcast operands, comparisons, switch, casts and integer arithmetic on the device", "[gpu]") {
   clean_config cfg;
   auto x = xsym::matrix<double>("x");

@@ -70,6 +70,11 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
       case op_kind::take: t.run = &detail::run_take; break;
       case op_kind::arg_reduce: t.run = &detail::run_arg_reduce; break;
       case op_kind::inc_rows: t.run = &detail::run_inc_rows; break;
+      case op_kind::subtensor: t.run = &detail::run_subtensor; break;
+      case op_kind::inc_subtensor: t.run = &detail::run_inc_subtensor; break;
+      case op_kind::reshape: t.run = &detail::run_reshape; break;
+      case op_kind::join: t.run = &detail::run_join; break;
+      case op_kind::join_part: t.run = &detail::run_join_part; break;
       case op_kind::transfer: break;  // bound by the GPU backend above
     }
     t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;

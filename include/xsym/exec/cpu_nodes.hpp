@@ -261,6 +261,141 @@ inline void run_inc_rows(const thunk& t, ndarray* values) {
   });
 }
 
+// dst's elements = src's (same dtype and shape, any strides; dst does not overlap src).
+inline void copy_elements(const ndarray& src, const ndarray& dst) {
+  if (src.is_c_contiguous() && dst.is_c_contiguous()) {
+    if (src.nbytes()) std::memcpy(dst.data(), src.data(), src.nbytes());
+    return;
+  }
+  const auto es = static_cast<std::int64_t>(dtype_size(src.type()));
+  for_each_row2(src.shape(), dst.strides(), src.strides(),
+                [&](std::int64_t od, std::int64_t os, std::int64_t n, std::int64_t sd, std::int64_t ss) {
+                  if (sd == 1 && ss == 1) {
+                    std::memcpy(dst.data() + od * es, src.data() + os * es, static_cast<std::size_t>(n * es));
+                    return;
+                  }
+                  for (std::int64_t i = 0; i < n; ++i)
+                    std::memcpy(dst.data() + (od + i * sd) * es, src.data() + (os + i * ss) * es, static_cast<std::size_t>(es));
+                });
+}
+
+inline void run_subtensor(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  values[n.outputs[0]] = subtensor_view(values[n.inputs[0]], n.fn->slices);
+}
+
+// Reshape: a view of a C-contiguous x; else of a C-contiguous copy.
+inline void run_reshape(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& x = values[n.inputs[0]];
+  const shape_t s = n.inputs.size() > 1 ? values[n.inputs[1]].shape() : reshape_shape(n.fn->dims, x);
+  if (s.size() != x.size())
+    throw shape_error("cannot reshape an array of shape " + to_string(x.shape()) + " into shape " + to_string(s));
+  ndarray v = (x.is_c_contiguous() ? x : x.contiguous()).view(s, {});
+  v.set_c_strides();
+  values[n.outputs[0]] = std::move(v);
+}
+
+// IncSubtensor: x with x[slices] set to (or incremented by) y, y broadcast along the region's
+// dimensions where it is statically broadcastable. In x's buffer when the node destroys x and
+// nothing else holds it; the shapes are checked before anything is written.
+inline void run_inc_subtensor(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const op& o = *n.fn;
+  ndarray& x = values[n.inputs[0]];
+  const ndarray& y = values[n.inputs[1]];
+  const ndarray region = subtensor_view(x, o.slices);
+  std::array<std::int64_t, max_rank> y_strides{};
+  for (int d = 0; d < region.rank(); ++d) {
+    const bool broadcast = y.shape(d) == 1 && ((t.slot_bcast[1] >> d) & 1u);
+    if (y.shape(d) != region.shape(d) && !broadcast)
+      throw shape_error("the value of shape " + to_string(y.shape()) + " does not fit the region of shape " +
+                        to_string(region.shape()) + " that the slice takes from shape " + to_string(x.shape()));
+    y_strides[static_cast<std::size_t>(d)] = broadcast ? 0 : y.stride(d);
+  }
+  ndarray& out = values[n.outputs[0]];
+  if (o.is_inplace() && x.is_c_contiguous() && x.owner() && x.owner().use_count() == 1) {
+    out = std::move(x);
+  } else {
+    prepare_output(out, t.out_type, x.shape(), t.pool);
+    copy_elements(x, out);
+  }
+  const ndarray dst = subtensor_view(out, o.slices);
+  visit_dtype(out.type(), [&](auto z) {
+    using T = decltype(z);
+    T* d = dst.data_as<T>();
+    const T* v = y.data_as<T>();
+    // Rows whose elements are adjacent in both take a loop the compiler vectorizes.
+    if (o.set_values) {
+      for_each_row2(dst.shape(), dst.strides(), y_strides,
+                    [&](std::int64_t od, std::int64_t oy, std::int64_t len, std::int64_t sd, std::int64_t sy) {
+                      if (sd == 1 && sy == 1) std::memcpy(d + od, v + oy, static_cast<std::size_t>(len) * sizeof(T));
+                      else
+                        for (std::int64_t i = 0; i < len; ++i) d[od + i * sd] = v[oy + i * sy];
+                    });
+    } else if constexpr (!std::is_same_v<T, bool>) {
+      // Integers wrap around, as numpy's (no signed overflow).
+      using A = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>, std::type_identity<T>>::type;
+      for_each_row2(dst.shape(), dst.strides(), y_strides,
+                    [&](std::int64_t od, std::int64_t oy, std::int64_t len, std::int64_t sd, std::int64_t sy) {
+                      T* dr = d + od;
+                      const T* vr = v + oy;
+                      if (sd == 1 && sy == 1)
+                        for (std::int64_t i = 0; i < len; ++i) dr[i] = static_cast<T>(static_cast<A>(dr[i]) + static_cast<A>(vr[i]));
+                      else
+                        for (std::int64_t i = 0; i < len; ++i)
+                          dr[i * sd] = static_cast<T>(static_cast<A>(dr[i * sd]) + static_cast<A>(vr[i * sy]));
+                    });
+    }
+  });
+}
+
+// Join: the inputs copied one after the other along the axis into a C-contiguous output.
+inline void run_join(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const int axis = n.fn->axes[0];
+  shape_t s = values[n.inputs[0]].shape();
+  s[axis] = 0;
+  for (int in : n.inputs) {
+    const ndarray& x = values[in];
+    for (int d = 0; d < s.rank; ++d)
+      if (d != axis && x.shape(d) != s[d]) {
+        std::string shapes;
+        for (int j : n.inputs) shapes += (shapes.empty() ? "" : ", ") + to_string(values[j].shape());
+        throw shape_error("the tensors joined along axis " + std::to_string(axis) + " have shapes " + shapes +
+                          ", which differ in axis " + std::to_string(d));
+      }
+    s[axis] += x.shape(axis);
+  }
+  ndarray& out = values[n.outputs[0]];
+  prepare_output(out, t.out_type, s, t.pool);
+  std::int64_t at = 0;
+  for (int in : n.inputs) {
+    const ndarray& x = values[in];
+    copy_elements(x, out.view_at(at * out.stride(axis), x.shape(), out.strides()));
+    at += x.shape(axis);
+  }
+}
+
+// Split (the Join's gradient): the view of the joined array where part k lay.
+inline void run_join_part(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const int axis = n.fn->axes[0];
+  const ndarray& joined = values[n.inputs[0]];
+  std::int64_t at = 0, total = 0;
+  for (std::size_t j = 1; j < n.inputs.size(); ++j) {
+    const std::int64_t e = values[n.inputs[j]].shape(axis);
+    if (static_cast<int>(j) - 1 < n.fn->pass_u) at += e;
+    total += e;
+  }
+  if (total != joined.shape(axis))
+    throw shape_error("the array split has " + std::to_string(joined.shape(axis)) + " elements along axis " +
+                      std::to_string(axis) + " where its parts have " + std::to_string(total));
+  shape_t s = joined.shape();
+  s[axis] = values[n.inputs[1 + static_cast<std::size_t>(n.fn->pass_u)]].shape(axis);
+  values[n.outputs[0]] = joined.view_at(at * joined.stride(axis), s, joined.strides());
+}
+
 // OnePassGemv (rewrite/one_pass.hpp): u = A x, the Composite's outputs from u and its other
 // inputs, then the product beta y0 + alpha Aᵀ g. One pass over A where A is large and laid
 // out by rows and the Composite's inputs are one value or one per row; else the three steps

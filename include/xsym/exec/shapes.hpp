@@ -26,6 +26,48 @@ inline ndarray dimshuffle_view(const ndarray& in, const std::vector<int>& patter
   return in.view(s, st);
 }
 
+// Subtensor: the view of x that x[slices] is (axes after the slices whole; indices dropped).
+inline ndarray subtensor_view(const ndarray& x, const std::vector<slice_spec>& slices) {
+  shape_t s;
+  std::array<std::int64_t, max_rank> st{};
+  std::int64_t offset = 0;
+  for (int d = 0; d < x.rank(); ++d) {
+    if (d >= static_cast<int>(slices.size())) {
+      st[static_cast<std::size_t>(s.rank)] = x.stride(d);
+      s[s.rank++] = x.shape(d);
+      continue;
+    }
+    const axis_range r = resolve_slice(slices[static_cast<std::size_t>(d)], x.shape(d), d);
+    if (r.count > 0) offset += r.start * x.stride(d);
+    if (slices[static_cast<std::size_t>(d)].index) continue;
+    st[static_cast<std::size_t>(s.rank)] = x.stride(d) * r.step;
+    s[s.rank++] = r.count;
+  }
+  return x.view_at(offset, s, st);
+}
+
+// Reshape's shape: `dims` with its -1 resolved so that the size is x's; a shape_error where no
+// such shape exists.
+inline shape_t reshape_shape(const std::vector<std::int64_t>& dims, const ndarray& x) {
+  shape_t s;
+  s.rank = static_cast<int>(dims.size());
+  std::int64_t known = 1;
+  int unknown = -1;
+  for (int i = 0; i < s.rank; ++i) {
+    s[i] = dims[static_cast<std::size_t>(i)];
+    if (s[i] < 0) unknown = i;
+    else known *= s[i];
+  }
+  if (unknown >= 0 && known > 0 && x.size() % known == 0) s[unknown] = x.size() / known;
+  if ((unknown >= 0 && (known == 0 || x.size() % known != 0)) || s.size() != x.size()) {
+    std::string want = "(";
+    for (std::size_t i = 0; i < dims.size(); ++i) want += (i ? ", " : "") + std::to_string(dims[i]);
+    throw shape_error("cannot reshape an array of shape " + to_string(x.shape()) + " (" + std::to_string(x.size()) +
+                      " elements) into shape " + want + (dims.size() == 1 ? ",)" : ")"));
+  }
+  return s;
+}
+
 // A reduction keeps the dimensions not in `axes`.
 inline shape_t reduce_shape(const ndarray& in, const std::vector<int>& axes) {
   shape_t s;

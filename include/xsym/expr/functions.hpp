@@ -6,6 +6,7 @@
 // a small graph of existing nodes, so it fuses, runs on both backends and has its gradient
 // from theirs; the profile shows those nodes (a softmax: Max, two Composites, Sum, division).
 // take and add_at are nodes of their own (AdvancedSubtensor1, AdvancedIncSubtensor1).
+#include <initializer_list>
 #include <limits>
 #include <utility>
 
@@ -208,6 +209,107 @@ var<E, N> add_at(const var<E, N>& x, const var<I, 1>& idx, const var<E, N>& y,
 XSYM_ARG_REDUCTION(argmax, max)
 XSYM_ARG_REDUCTION(argmin, min)
 #undef XSYM_ARG_REDUCTION
+
+/// @brief x with the region a slice took replaced by y (y broadcast to it, cast to x's dtype):
+/// numpy's x[1:-1] = y as a value, Theano's set_subtensor(x[1:-1], y). An IncSubtensor node,
+/// which writes into x's buffer when x is an intermediate that dies there.
+template <class E, std::size_t R, std::size_t N, operand Y>
+var<E, N> set_subtensor(const sliced<E, R, N>& region, const Y& y,
+                        detail::source_site where = detail::source_site::current()) {
+  static_assert(detail::operand_traits<Y>::rank <= R, "xsym::set_subtensor: the value has more dimensions than the region");
+  const detail::at_site site(where);
+  return var<E, N>(detail::inc_subtensor(region.base(), detail::lift<E>(y), region.slices(), true));
+}
+/// @brief x with y added to the region a slice took: numpy's x[1:-1] += y as a value.
+template <class E, std::size_t R, std::size_t N, operand Y>
+var<E, N> inc_subtensor(const sliced<E, R, N>& region, const Y& y,
+                        detail::source_site where = detail::source_site::current()) {
+  static_assert(detail::operand_traits<Y>::rank <= R, "xsym::inc_subtensor: the value has more dimensions than the region");
+  static_assert(!std::is_same_v<E, bool>, "xsym::inc_subtensor: adding is not defined on bool tensors");
+  const detail::at_site site(where);
+  return var<E, N>(detail::inc_subtensor(region.base(), detail::lift<E>(y), region.slices(), false));
+}
+template <class E, std::size_t N, class Y>
+void set_subtensor(const var<E, N>&, const Y&) {
+  static_assert(sizeof(E) == 0, "xsym::set_subtensor takes a slice, x(xsym::range(1, -1)), not a whole tensor; "
+                                "keep the slice's own type (auto) so that it remembers x");
+}
+template <class E, std::size_t N, class Y>
+void inc_subtensor(const var<E, N>&, const Y&) {
+  static_assert(sizeof(E) == 0, "xsym::inc_subtensor takes a slice, x(xsym::range(1, -1)), not a whole tensor; "
+                                "keep the slice's own type (auto) so that it remembers x");
+}
+
+/// @brief numpy's reshape: x's elements in C order with shape `dims`, one of which may be -1
+/// (the extent that keeps the size): reshape(x, {-1, 28}). A view when x is C-contiguous.
+template <class E, std::size_t N, std::size_t M>
+var<E, M> reshape(const var<E, N>& x, const std::int64_t (&dims)[M],
+                  detail::source_site where = detail::source_site::current()) {
+  static_assert(M <= 4, "xsym::reshape: symbolic tensors have rank 0 to 4");
+  const detail::at_site site(where);
+  return var<E, M>(detail::reshape(x.node(), std::vector<std::int64_t>(dims, dims + M)));
+}
+/// @brief x's elements in C order as a vector (numpy's ravel; a view when x is C-contiguous).
+template <class E, std::size_t N>
+var<E, 1> flatten(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  return var<E, 1>(detail::reshape(x.node(), {-1}));
+}
+
+/// @brief numpy's concatenate: the tensors end to end along `axis` (equal extents elsewhere),
+/// one Join node; its gradient gives each its part back (Split views).
+template <class E, std::size_t N>
+var<E, N> concatenate(const std::vector<var<E, N>>& xs, int axis = 0,
+                      detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::concatenate: rank-0 tensors have no axis to join along");
+  const detail::at_site site(where);
+  std::vector<var_ptr> nodes;
+  for (const auto& x : xs) nodes.push_back(x.node());
+  return var<E, N>(detail::join(std::move(nodes), axis));
+}
+template <class E, std::size_t N>
+var<E, N> concatenate(std::initializer_list<var<E, N>> xs, int axis = 0,
+                      detail::source_site where = detail::source_site::current()) {
+  return concatenate(std::vector<var<E, N>>(xs), axis, where);
+}
+/// @brief numpy's stack: the tensors (of one shape) along a new axis.
+template <class E, std::size_t N>
+var<E, N + 1> stack(std::initializer_list<var<E, N>> xs, int axis = 0,
+                    detail::source_site where = detail::source_site::current()) {
+  return stack(std::vector<var<E, N>>(xs), axis, where);
+}
+template <class E, std::size_t N>
+var<E, N + 1> stack(const std::vector<var<E, N>>& xs, int axis = 0,
+                    detail::source_site where = detail::source_site::current()) {
+  static_assert(N + 1 <= 4, "xsym::stack: symbolic tensors have rank 0 to 4");
+  const detail::at_site site(where);
+  const int a = detail::normalize_axis(axis, static_cast<int>(N) + 1, "stack");
+  std::vector<int> pattern;
+  for (int d = 0, j = 0; d <= static_cast<int>(N); ++d) pattern.push_back(d == a ? -1 : j++);
+  std::vector<var_ptr> nodes;
+  for (const auto& x : xs) nodes.push_back(detail::dimshuffle(x.node(), pattern));
+  return var<E, N + 1>(detail::join(std::move(nodes), a));
+}
+/// @brief numpy's split at indices: split(x, {2, 5}) is x[:2], x[2:5], x[5:] along `axis`
+/// (Subtensor views).
+template <class E, std::size_t N>
+std::vector<var<E, N>> split(const var<E, N>& x, const std::vector<std::int64_t>& indices, int axis = 0,
+                             detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::split: a rank-0 tensor has no axis to split");
+  const detail::at_site site(where);
+  const int a = detail::normalize_axis(axis, static_cast<int>(N), "split");
+  std::vector<var<E, N>> parts;
+  for (std::size_t i = 0; i <= indices.size(); ++i) {
+    std::vector<slice_spec> slices(static_cast<std::size_t>(a) + 1);
+    slice_spec& s = slices.back();
+    s.has_start = i > 0;
+    s.start = i > 0 ? indices[i - 1] : 0;
+    s.has_stop = i < indices.size();
+    s.stop = i < indices.size() ? indices[i] : 0;
+    parts.emplace_back(detail::subtensor(x.node(), std::move(slices)));
+  }
+  return parts;
+}
 
 /// @brief x != x and |x| == inf, elementwise (false for integers).
 template <class E, std::size_t N>

@@ -202,6 +202,13 @@ class ndarray {
     return a;
   }
 
+  /// @brief A view of the same buffer starting `offset` elements further (a slice).
+  ndarray view_at(std::int64_t offset, const shape_t& shape, const std::array<std::int64_t, max_rank>& strides) const {
+    ndarray a = view(shape, strides);
+    if (shape.size() > 0) a.m_data = m_data + offset * static_cast<std::int64_t>(dtype_size(m_dtype));
+    return a;
+  }
+
   /// @brief A C-contiguous copy (or this array when it already is one).
   ndarray contiguous() const;
 
@@ -341,6 +348,36 @@ void for_each_offset(const shape_t& shape, const std::array<std::int64_t, max_ra
         break;
       }
       off -= strides[du] * (shape[d] - 1);
+      idx[du] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+// Calls f(offset_a, offset_b, n, step_a, step_b) for every row along the last axis of shape,
+// in C order: two arrays walked together (a copy, a region updated from a value), offsets and
+// steps in elements for strides a and b. A rank-0 shape is one row of one element.
+template <class F>
+void for_each_row2(const shape_t& shape, const std::array<std::int64_t, max_rank>& a,
+                   const std::array<std::int64_t, max_rank>& b, F&& f) {
+  if (shape.size() == 0) return;
+  std::array<std::int64_t, max_rank> idx{};
+  std::int64_t oa = 0, ob = 0;
+  const int r = shape.rank;
+  const std::int64_t inner = r ? shape[r - 1] : 1;
+  const std::int64_t sa = r ? a[static_cast<std::size_t>(r - 1)] : 0, sb = r ? b[static_cast<std::size_t>(r - 1)] : 0;
+  while (true) {
+    f(oa, ob, inner, sa, sb);
+    int d = r - 2;
+    for (; d >= 0; --d) {
+      const auto du = static_cast<std::size_t>(d);
+      if (++idx[du] < shape[d]) {
+        oa += a[du];
+        ob += b[du];
+        break;
+      }
+      oa -= a[du] * (shape[d] - 1);
+      ob -= b[du] * (shape[d] - 1);
       idx[du] = 0;
     }
     if (d < 0) return;

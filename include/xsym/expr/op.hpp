@@ -83,8 +83,68 @@ enum class op_kind : std::uint8_t {
   // The position of the maximum (reduction max) or minimum (min) along `axes` (one axis, or
   // all_axes: the flat C-order index), as int64; the first one on ties, a NaN counting as
   // the extreme (numpy's argmax and argmin).
-  arg_reduce
+  arg_reduce,
+  // Basic slicing (numpy's x[1:-1, ::2, 3]): a view of x by `slices` (Theano's Subtensor).
+  subtensor,
+  // A copy of x with the region `slices` names set to y or incremented by y, y broadcast to
+  // the region: inputs (x, y) (Theano's IncSubtensor; in place on x when it dies there).
+  inc_subtensor,
+  // x's elements in C order under another shape: a view when x is C-contiguous. Inputs (x),
+  // the shape `dims` with at most one -1; or (x, like), the shape of `like` (a gradient).
+  reshape,
+  // The inputs laid end to end along axes[0] (numpy's concatenate).
+  join,
+  // Part pass_u of a Join along axes[0]: inputs (joined, the Join's inputs); a view of the
+  // joined array where that input lay (the Join's gradient).
+  join_part
 };
+
+/// @brief One axis of a basic slice: numpy's start:stop:step (absent ends are the axis's
+/// ends in the step's direction), or an integer index, which drops the axis.
+struct slice_spec {
+  std::int64_t start = 0;
+  std::int64_t stop = 0;
+  std::int64_t step = 1;
+  bool has_start = false;
+  bool has_stop = false;
+  bool index = false;  // x[start]: the axis is dropped
+  friend bool operator==(const slice_spec&, const slice_spec&) = default;
+};
+
+namespace detail {
+// One axis of a basic slice on an axis of n elements, by numpy's rules: the first element, the
+// count and the step. An index out of [-n, n) is an index_error naming it.
+struct axis_range {
+  std::int64_t start = 0, count = 0, step = 1;
+};
+inline axis_range resolve_slice(const slice_spec& s, std::int64_t n, int axis) {
+  if (s.index) {
+    if (s.start < -n || s.start >= n)
+      throw index_error("index " + std::to_string(s.start) + " is out of range for axis " + std::to_string(axis) +
+                        " with " + std::to_string(n) + " elements");
+    return {s.start < 0 ? s.start + n : s.start, 1, 1};
+  }
+  auto clamp = [](std::int64_t v, std::int64_t lo, std::int64_t hi) { return v < lo ? lo : v > hi ? hi : v; };
+  auto wrap = [&](std::int64_t v) { return v < 0 ? v + n : v; };
+  if (s.step > 0) {
+    const std::int64_t a = s.has_start ? clamp(wrap(s.start), 0, n) : 0;
+    const std::int64_t b = s.has_stop ? clamp(wrap(s.stop), 0, n) : n;
+    return {a, b > a ? (b - a + s.step - 1) / s.step : 0, s.step};
+  }
+  const std::int64_t a = s.has_start ? clamp(wrap(s.start), -1, n - 1) : n - 1;
+  const std::int64_t b = s.has_stop ? clamp(wrap(s.stop), -1, n - 1) : -1;
+  return {a, a > b ? (a - b - s.step - 1) / -s.step : 0, s.step};
+}
+
+
+// The number of elements x[slices] has, for x of shape s.
+inline std::int64_t region_size(const std::vector<slice_spec>& slices, const shape_t& s) {
+  std::int64_t n = 1;
+  for (int d = 0; d < s.rank; ++d)
+    n *= d < static_cast<int>(slices.size()) ? resolve_slice(slices[static_cast<std::size_t>(d)], s[d], d).count : s[d];
+  return n;
+}
+}  // namespace detail
 
 /// @brief A group of processes that reduces arrays together (an MPI communicator). expr knows
 /// only this interface; <xsym/mpi.hpp> implements it, so a program without it needs no MPI.
@@ -139,15 +199,21 @@ struct op {
   bool on_gpu = false;                         // runs on the device (device=cuda)
   bool to_device = false;                      // transfer: GpuFromHost (else HostFromGpu)
   std::shared_ptr<const communicator> comm;    // allreduce: the processes it reduces over
+  std::vector<slice_spec> slices;              // subtensor, inc_subtensor: one per leading axis
+  bool set_values = false;                     // inc_subtensor: set (else increment)
+  std::vector<std::int64_t> dims;              // reshape: the new shape, one -1 at most
 
   bool is_inplace() const { return !destroy_map.empty(); }
   XSYM_COLD_BEGIN  // names and text: graph building, reports, debugprint
   /// @brief (output, input) pairs where the output is a view of the input (Theano's view_map).
   std::vector<std::pair<int, int>> view_map() const {
-    if (kind == op_kind::dimshuffle) return {{0, 0}};
+    if (is_view()) return {{0, 0}};
     return {};
   }
-  bool is_view() const { return kind == op_kind::dimshuffle; }
+  bool is_view() const {
+    return kind == op_kind::dimshuffle || kind == op_kind::subtensor || kind == op_kind::reshape ||
+           kind == op_kind::join_part;
+  }
 
   /// @brief The op's name as the profile's Ops section prints it.
   std::string name() const {
@@ -241,6 +307,13 @@ struct op {
         return std::string(reduction == reduce_op::max ? "Argmax" : "Argmin") + "{axis=" +
                (all_axes ? std::string("None") : "(" + std::to_string(axes[0]) + ",)") + "}";
       case op_kind::take: return "AdvancedSubtensor1";
+      case op_kind::subtensor: return "Subtensor{" + slices_text() + "}";
+      case op_kind::inc_subtensor:
+        return std::string("IncSubtensor{") + (destroy_map.empty() ? "" : "Inplace") + (set_values ? "Set;" : "Inc;") +
+               slices_text() + "}";
+      case op_kind::reshape: return "Reshape{" + std::to_string(dims.size()) + "}";
+      case op_kind::join: return "Join{axis=" + std::to_string(axes[0]) + "}";
+      case op_kind::join_part: return "Split{axis=" + std::to_string(axes[0]) + ",part=" + std::to_string(pass_u) + "}";
       case op_kind::inc_rows: return "AdvancedIncSubtensor1{" + inplace + ",inc}";
       case op_kind::one_pass_gemv: {
         std::string n = "OnePassGemv{Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
@@ -270,6 +343,11 @@ struct op {
       case op_kind::arg_reduce: return reduction == reduce_op::max ? "xsym::Argmax" : "xsym::Argmin";
       case op_kind::take: return "xsym::AdvancedSubtensor1";
       case op_kind::inc_rows: return "xsym::AdvancedIncSubtensor1";
+      case op_kind::subtensor: return "xsym::Subtensor";
+      case op_kind::inc_subtensor: return "xsym::IncSubtensor";
+      case op_kind::reshape: return "xsym::Reshape";
+      case op_kind::join: return "xsym::Join";
+      case op_kind::join_part: return "xsym::Split";
     }
     return "?";
   }
@@ -280,6 +358,8 @@ struct op {
     std::string sig = name() + (transpose_a ? "/T" : "") +
                       (kind == op_kind::composite || kind == op_kind::one_pass_gemv ? "/" + fused->text : std::string());
     if (kind == op_kind::one_pass_gemv) sig += "/" + std::to_string(pass_u) + "/" + std::to_string(pass_g);
+    if (kind == op_kind::reshape)
+      for (auto d : dims) sig += "/" + std::to_string(d);
     if (kind == op_kind::allreduce) {  // one communicator's reduction is not another's
       char buf[32];
       std::snprintf(buf, sizeof buf, "/%p", static_cast<const void*>(comm.get()));
@@ -295,6 +375,23 @@ struct op {
   }
 
  private:
+  // Theano's text of a slice: "1:-1:" per axis (start:stop:step, absent parts empty), "3"
+  // for an index, axes separated by ", ".
+  std::string slices_text() const {
+    std::string t;
+    for (std::size_t i = 0; i < slices.size(); ++i) {
+      const slice_spec& s = slices[i];
+      if (i) t += ", ";
+      if (s.index) {
+        t += std::to_string(s.start);
+        continue;
+      }
+      t += (s.has_start ? std::to_string(s.start) : "") + ":" + (s.has_stop ? std::to_string(s.stop) : "") + ":" +
+           (s.step != 1 ? std::to_string(s.step) : "");
+    }
+    return t;
+  }
+
   std::string destroy_suffix() const {
     if (destroy_map.empty()) return "";
     std::string s = "[";

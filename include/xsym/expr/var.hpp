@@ -17,9 +17,51 @@ namespace xsym {
 
 template <class Elem, std::size_t N> class var;
 template <class Elem, std::size_t N> class shared_var;
+template <class Elem, std::size_t R, std::size_t N> class sliced;
 template <class X> struct is_var : std::false_type {};
 template <class E, std::size_t N> struct is_var<var<E, N>> : std::true_type {};
 template <class E, std::size_t N> struct is_var<shared_var<E, N>> : std::true_type {};
+template <class E, std::size_t R, std::size_t N> struct is_var<sliced<E, R, N>> : std::true_type {};
+
+// ---- slices: x(xsym::range(1, -1), 0), numpy's x[1:-1, 0] -------------------------------------
+
+namespace placeholders {
+/// @brief An absent end of a range, as in xtensor: range(_, -1) is numpy's :-1.
+struct placeholder_t {};
+inline constexpr placeholder_t _{};
+}  // namespace placeholders
+
+/// @brief One end of a range: an integer (negative counts from the end) or placeholders::_.
+struct slice_bound {
+  bool has = false;
+  std::int64_t value = 0;
+  slice_bound(placeholders::placeholder_t) {}  // NOLINT: implicit, as an integer is
+  template <std::integral I>
+    requires(!std::is_same_v<I, bool>)
+  slice_bound(I v) : has(true), value(static_cast<std::int64_t>(v)) {}  // NOLINT
+};
+
+/// @brief A basic slice of one axis, made by range() or all().
+struct range_t {
+  slice_spec spec;
+};
+
+/// @brief numpy's start:stop:step; a negative step walks backwards (range(_, _, -1) reverses).
+inline range_t range(slice_bound start, slice_bound stop, std::int64_t step = 1) {
+  return {{start.value, stop.value, step, start.has, stop.has, false}};
+}
+/// @brief A whole axis, numpy's `:`.
+inline range_t all() { return {}; }
+
+namespace detail {
+template <class S>
+inline constexpr bool is_slice_arg_v = std::is_same_v<S, range_t> || (std::integral<S> && !std::is_same_v<S, bool>);
+template <class S>
+slice_spec to_slice(const S& s) {
+  if constexpr (std::is_same_v<S, range_t>) return s.spec;
+  else return {static_cast<std::int64_t>(s), 0, 1, true, false, true};
+}
+}  // namespace detail
 template <class X> inline constexpr bool is_var_v = is_var<std::remove_cvref_t<X>>::value;
 
 namespace detail {
@@ -67,6 +109,25 @@ class var {
   /// @brief The transpose (dimensions reversed), Theano's x.T.
   var T() const;
 
+  /// @brief numpy's basic slicing, one argument per leading axis: x(range(1, -1)) is x[1:-1],
+  /// x(all(), 0) is x[:, 0] (an integer drops its axis). A view (a Subtensor node); pass it to
+  /// set_subtensor or inc_subtensor to get x with that region replaced or incremented.
+  template <class... S>
+    requires(detail::is_slice_arg_v<S> && ...)
+  auto operator()(const S&... s) const {
+    static_assert(sizeof...(S) <= N, "xsym: more indices than the tensor has dimensions");
+    constexpr std::size_t dropped = (std::size_t{std::is_integral_v<S>} + ... + 0);
+    std::vector<slice_spec> slices{detail::to_slice(s)...};
+    var_ptr view = detail::subtensor(m_node, slices);
+    return sliced<Elem, N - dropped, N>(std::move(view), m_node, std::move(slices));
+  }
+  /// @brief One axis: x[range(1, -1)] or x[3].
+  template <class S>
+    requires detail::is_slice_arg_v<S>
+  auto operator[](const S& s) const {
+    return (*this)(s);
+  }
+
   // Elementwise operators, found by argument-dependent lookup. The operand converted to
   // located<var> carries the line of the expression, recorded on the node it makes.
 #define XSYM_BINARY_OPERATOR(sym, sop)                                                   \
@@ -100,6 +161,21 @@ class var {
 
  private:
   var_ptr m_node;
+};
+
+/// @brief A slice of a rank-N tensor, itself of rank R: a var that remembers what it was cut
+/// from, so that set_subtensor and inc_subtensor can write it back.
+template <class Elem, std::size_t R, std::size_t N>
+class sliced : public var<Elem, R> {
+ public:
+  sliced(var_ptr view, var_ptr base, std::vector<slice_spec> slices)
+      : var<Elem, R>(std::move(view)), m_base(std::move(base)), m_slices(std::move(slices)) {}
+  const var_ptr& base() const { return m_base; }
+  const std::vector<slice_spec>& slices() const { return m_slices; }
+
+ private:
+  var_ptr m_base;
+  std::vector<slice_spec> m_slices;
 };
 
 /// @brief A shared variable: a symbolic tensor whose value lives between calls and can be updated.

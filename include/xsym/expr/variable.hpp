@@ -207,6 +207,28 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
     case op_kind::allreduce: return in[0]->broadcastable;  // every rank has the same shape
     case op_kind::take: return static_cast<std::uint8_t>(in[0]->broadcastable & ~1u);  // as many rows as indices
     case op_kind::inc_rows: return in[0]->broadcastable;
+    case op_kind::subtensor: {
+      // A dimension stays 1 only under a slice without ends (x[1:] of one element is empty).
+      int j = 0;
+      for (int d = 0; d < in[0]->rank; ++d) {
+        const slice_spec* s = d < static_cast<int>(o.slices.size()) ? &o.slices[static_cast<std::size_t>(d)] : nullptr;
+        if (s && s->index) continue;
+        if (bit(in[0], d) && (!s || (!s->has_start && !s->has_stop))) b |= static_cast<std::uint8_t>(1u << j);
+        ++j;
+      }
+      return b;
+    }
+    case op_kind::inc_subtensor: return in[0]->broadcastable;
+    case op_kind::reshape:
+      if (in.size() > 1) return in[1]->broadcastable;
+      for (int i = 0; i < rank; ++i)
+        if (o.dims[static_cast<std::size_t>(i)] == 1) b |= static_cast<std::uint8_t>(1u << i);
+      return b;
+    case op_kind::join:
+      b = static_cast<std::uint8_t>((1u << rank) - 1u);
+      for (const auto& v : in) b &= v->broadcastable;
+      return in.size() == 1 ? b : static_cast<std::uint8_t>(b & ~(1u << o.axes[0]));
+    case op_kind::join_part: return in[1 + static_cast<std::size_t>(o.pass_u)]->broadcastable;
     case op_kind::dot22:
       if (o.accumulate)
         return static_cast<std::uint8_t>(in[0]->broadcastable & (bit(in[1], 0) | (bit(in[2], 1) << 1)));
@@ -522,6 +544,99 @@ inline var_ptr inc_rows(const var_ptr& x, const var_ptr& y, const var_ptr& idx) 
   op o;
   o.kind = op_kind::inc_rows;
   return make_apply(std::move(o), {x, y, idx}, x->type, x->rank);
+}
+
+/// numpy's basic slicing: x[slices], one entry per leading axis (the others whole). A view.
+inline var_ptr subtensor(const var_ptr& x, std::vector<slice_spec> slices) {
+  if (slices.size() > static_cast<std::size_t>(x->rank))
+    throw graph_error("xsym: " + std::to_string(slices.size()) + " indices into a rank-" + std::to_string(x->rank) +
+                      " tensor");
+  int rank = x->rank;
+  bool whole = true;
+  for (const slice_spec& s : slices) {
+    if (!s.index && s.step == 0) throw graph_error("xsym: a slice's step cannot be zero");
+    rank -= s.index ? 1 : 0;
+    whole &= !s.index && !s.has_start && !s.has_stop && s.step == 1;
+  }
+  if (whole) return x;  // x[:] is x
+  op o;
+  o.kind = op_kind::subtensor;
+  o.slices = std::move(slices);
+  return make_apply(std::move(o), {x}, x->type, rank);
+}
+
+/// x with the region x[slices] set to y (set) or incremented by y, y broadcast to the region
+/// (numpy's x[...] = y and x[...] += y as a value; Theano's set_subtensor, inc_subtensor).
+inline var_ptr inc_subtensor(const var_ptr& x, var_ptr y, std::vector<slice_spec> slices, bool set) {
+  const char* what = set ? "xsym::set_subtensor" : "xsym::inc_subtensor";
+  if (!set && x->type == dtype::bool_) throw graph_error(std::string(what) + ": adding is not defined on bool tensors");
+  int region = x->rank;
+  for (const slice_spec& s : slices) {
+    if (!s.index && s.step == 0) throw graph_error(std::string(what) + ": a slice's step cannot be zero");
+    region -= s.index ? 1 : 0;
+  }
+  if (slices.size() > static_cast<std::size_t>(x->rank) || y->rank > region)
+    throw graph_error(std::string(what) + ": a rank-" + std::to_string(y->rank) + " value does not fit a rank-" +
+                      std::to_string(region) + " region of a rank-" + std::to_string(x->rank) + " tensor");
+  y = align_rank(cast(y, x->type), region);
+  op o;
+  o.kind = op_kind::inc_subtensor;
+  o.slices = std::move(slices);
+  o.set_values = set;
+  return make_apply(std::move(o), {x, std::move(y)}, x->type, x->rank);
+}
+
+/// x's elements in C order with shape `dims` (one -1 at most: the extent that keeps the size).
+inline var_ptr reshape(const var_ptr& x, std::vector<std::int64_t> dims) {
+  if (dims.size() > 4) throw graph_error("xsym::reshape: rank " + std::to_string(dims.size()) + " exceeds 4");
+  int unknown = 0;
+  for (auto d : dims) {
+    if (d < -1) throw graph_error("xsym::reshape: extent " + std::to_string(d) + " is negative (only -1 is allowed)");
+    unknown += d == -1;
+  }
+  if (unknown > 1) throw graph_error("xsym::reshape: at most one extent can be -1");
+  op o;
+  o.kind = op_kind::reshape;
+  o.dims = std::move(dims);
+  const int rank = static_cast<int>(o.dims.size());
+  return make_apply(std::move(o), {x}, x->type, rank);
+}
+
+/// x's elements with the shape `like` has at run time (reshape's gradient).
+inline var_ptr reshape_like(const var_ptr& x, const var_ptr& like) {
+  op o;
+  o.kind = op_kind::reshape;
+  o.dims.assign(static_cast<std::size_t>(like->rank), -1);
+  return make_apply(std::move(o), {x, like}, x->type, like->rank);
+}
+
+/// The tensors laid end to end along `axis` (numpy's concatenate), in their promoted dtype.
+inline var_ptr join(std::vector<var_ptr> xs, int axis) {
+  if (xs.empty()) throw graph_error("xsym::concatenate: nothing to join");
+  const int rank = xs[0]->rank;
+  dtype t = xs[0]->type;
+  for (const auto& v : xs) {
+    if (v->rank != rank)
+      throw graph_error("xsym::concatenate: the tensors have ranks " + std::to_string(rank) + " and " +
+                        std::to_string(v->rank) + "; they must be equal");
+    t = promote(t, v->type);
+  }
+  op o;
+  o.kind = op_kind::join;
+  o.axes = normalize_axes({axis}, rank, "concatenate");
+  for (auto& v : xs) v = cast(v, t);
+  return make_apply(std::move(o), std::move(xs), t, rank);
+}
+
+/// The part of `joined` (a Join along axis of `parts`) where parts[k] lay.
+inline var_ptr join_part(const var_ptr& joined, const std::vector<var_ptr>& parts, int k, int axis) {
+  op o;
+  o.kind = op_kind::join_part;
+  o.axes = {axis};
+  o.pass_u = k;
+  std::vector<var_ptr> in{joined};
+  in.insert(in.end(), parts.begin(), parts.end());
+  return make_apply(std::move(o), std::move(in), joined->type, joined->rank);
 }
 
 inline var_ptr dot(var_ptr a, var_ptr b) {

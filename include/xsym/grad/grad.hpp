@@ -185,6 +185,33 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
       return {inc_rows(zeros, g, in[1]), nullptr};
     }
     case op_kind::inc_rows: return {g, take(g, in[2]), nullptr};
+    case op_kind::subtensor: {
+      // The region's adjoint added into zeros of x's shape.
+      const var_ptr zeros = elemwise(scalar_op::switch_, {make_constant(scalar_array(true)), c(0), in[0]});
+      return {inc_subtensor(zeros, g, o.slices, false)};
+    }
+    case op_kind::inc_subtensor: {
+      // x's adjoint is g, with the region zeroed where y replaced x; y's is the region of g,
+      // summed over the dimensions along which y was broadcast.
+      const var_ptr gx = o.set_values ? inc_subtensor(g, c(0), o.slices, true) : g;
+      const var_ptr region = subtensor(g, o.slices);
+      return {gx, sum_to_pattern(region, in[1], region)};
+    }
+    case op_kind::reshape:
+      return in.size() > 1 ? std::vector<var_ptr>{reshape_like(g, in[0]), nullptr} : std::vector<var_ptr>{reshape_like(g, in[0])};
+    case op_kind::join:
+      for (std::size_t k = 0; k < in.size(); ++k) r[k] = join_part(g, in, static_cast<int>(k), o.axes[0]);
+      return r;
+    case op_kind::join_part: {
+      // Zeros of the joined shape with g where part k lay: a Join of zeros and g.
+      std::vector<var_ptr> parts;
+      for (std::size_t k = 1; k < in.size(); ++k)
+        parts.push_back(static_cast<int>(k) - 1 == o.pass_u
+                            ? g
+                            : elemwise(scalar_op::switch_, {make_constant(scalar_array(true)), c(0), in[k]}));
+      r[0] = join(std::move(parts), o.axes[0]);
+      return r;
+    }
     case op_kind::allreduce:
       // Which ranks' costs would the adjoint sum? Differentiate on each shard, then all-reduce.
       throw graph_error("xsym::grad: no gradient through " + o.name() +

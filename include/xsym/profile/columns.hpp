@@ -82,6 +82,13 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
     }
     case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
     case op_kind::inc_rows: return static_cast<double>(ins[1].shape.size());
+    case op_kind::inc_subtensor:  // one addition per element of the region
+      if (n.fn->set_values) return 0;
+      try {
+        return static_cast<double>(detail::region_size(n.fn->slices, ins[0].shape));
+      } catch (const index_error&) {
+        return 0;
+      }
     case op_kind::arg_reduce: return static_cast<double>(ins[0].shape.size());  // one comparison each
     case op_kind::allreduce:  // this rank's share of combining the ranks' arrays
       return n.fn->reduction == reduce_op::sum || n.fn->reduction == reduce_op::prod ? out : 0;

@@ -18,10 +18,12 @@ inline void inplace_pass(function_graph& g, rewrite_record& rec) {
   std::unordered_set<int> kept(g.outputs.begin(), g.outputs.end());
   for (auto [target, value] : g.updates) kept.insert(value);
   for (apply_node& n : g.nodes) {
-    const bool gemv_acc = (n.fn->kind == op_kind::gemv || n.fn->kind == op_kind::dot22) && n.fn->accumulate;
-    if (n.fn->kind != op_kind::elemwise && n.fn->kind != op_kind::composite && !gemv_acc) continue;
+    // Accumulating products and IncSubtensor write into their first input only.
+    const bool first_only = ((n.fn->kind == op_kind::gemv || n.fn->kind == op_kind::dot22) && n.fn->accumulate) ||
+                            n.fn->kind == op_kind::inc_subtensor;
+    if (n.fn->kind != op_kind::elemwise && n.fn->kind != op_kind::composite && !first_only) continue;
     const slot& out = g.slots[static_cast<std::size_t>(n.outputs[0])];
-    for (std::size_t k = 0; k < (gemv_acc ? 1 : n.inputs.size()); ++k) {
+    for (std::size_t k = 0; k < (first_only ? 1 : n.inputs.size()); ++k) {
       const int s = n.inputs[k];
       const slot& in = g.slots[static_cast<std::size_t>(s)];
       if (in.kind != var_kind::apply || kept.count(s) || in.type != out.type || in.rank != out.rank) continue;

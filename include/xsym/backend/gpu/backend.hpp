@@ -291,6 +291,12 @@ inline void bind(thunk& t, const function_graph& g, const apply_node& n) {
     case op_kind::take: t.run = &run_through_host<&xsym::detail::run_take>; break;
     case op_kind::arg_reduce: t.run = &run_through_host<&xsym::detail::run_arg_reduce>; break;
     case op_kind::inc_rows: t.run = &run_through_host<&xsym::detail::run_inc_rows>; break;
+    // Views: the same arithmetic on a device pointer (a reshape of a strided array copies on the device).
+    case op_kind::subtensor: t.run = &xsym::detail::run_subtensor; break;
+    case op_kind::reshape: t.run = &xsym::detail::run_reshape; break;
+    case op_kind::join_part: t.run = &xsym::detail::run_join_part; break;
+    case op_kind::inc_subtensor: t.run = &run_through_host<&xsym::detail::run_inc_subtensor>; break;
+    case op_kind::join: t.run = &run_through_host<&xsym::detail::run_join>; break;
     case op_kind::one_pass_gemv:  // one_pass_gemv does not run with device=cuda
       throw std::logic_error("xsym: OnePassGemv has no GPU kernel");
   }
