@@ -1219,6 +1219,12 @@ class index_error : public std::out_of_range {
   using std::out_of_range::out_of_range;
 };
 
+/// @brief Raised when an Assert node's condition is false at call time (its message says which).
+class assertion_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 /// @brief Bytes the library holds in array buffers, now and at most (process-wide).
 struct memory_counters {
   std::int64_t current = 0;
@@ -1878,7 +1884,20 @@ enum class op_kind : std::uint8_t {
   join,
   // Part pass_u of a Join along axes[0]: inputs (joined, the Join's inputs); a view of the
   // joined array where that input lay (the Join's gradient).
-  join_part
+  join_part,
+  // An array of the shape given by int scalar inputs, filled with the first input broadcast to
+  // it: inputs (value, extent 0, extent 1, ...) (Theano's Alloc: zeros, ones, full).
+  alloc,
+  // numpy's arange: inputs (start, stop, step), scalars of the output's dtype.
+  arange,
+  // The running sum (reduction sum) or product (prod) along axes[0] (numpy's cumsum, cumprod;
+  // Theano's CumOp).
+  cumulative,
+  // Matrix products batch by batch: (b, n, k) x (b, k, m) -> (b, n, m) (Theano's BatchedDot).
+  batched_dot,
+  // Input 0 unchanged (a view) when every other input, a bool scalar, is true; else an
+  // assertion_error with `message` (Theano's Assert).
+  check
 };
 
 /// @brief One axis of a basic slice: numpy's start:stop:step (absent ends are the axis's
@@ -1984,6 +2003,8 @@ struct op {
   std::vector<slice_spec> slices;              // subtensor, inc_subtensor: one per leading axis
   bool set_values = false;                     // inc_subtensor: set (else increment)
   std::vector<std::int64_t> dims;              // reshape: the new shape, one -1 at most
+  bool extents_from_inputs = false;            // reshape: inputs (x, extent 0, ...), int64 scalars
+  std::string message;                         // check: what a false condition means
 
   bool is_inplace() const { return !destroy_map.empty(); }
   XSYM_COLD_BEGIN  // names and text: graph building, reports, debugprint
@@ -1994,7 +2015,7 @@ struct op {
   }
   bool is_view() const {
     return kind == op_kind::dimshuffle || kind == op_kind::subtensor || kind == op_kind::reshape ||
-           kind == op_kind::join_part;
+           kind == op_kind::join_part || kind == op_kind::check;
   }
 
   /// @brief The op's name as the profile's Ops section prints it.
@@ -2096,6 +2117,12 @@ struct op {
       case op_kind::reshape: return "Reshape{" + std::to_string(dims.size()) + "}";
       case op_kind::join: return "Join{axis=" + std::to_string(axes[0]) + "}";
       case op_kind::join_part: return "Split{axis=" + std::to_string(axes[0]) + ",part=" + std::to_string(pass_u) + "}";
+      case op_kind::alloc: return "Alloc";
+      case op_kind::batched_dot: return "BatchedDot";
+      case op_kind::check: return "Assert{" + message + "}";
+      case op_kind::arange: return "ARange{" + std::string(dtype_name(cast_to)) + "}";
+      case op_kind::cumulative:
+        return "CumOp{" + std::to_string(axes[0]) + (reduction == reduce_op::sum ? ", add}" : ", mul}");
       case op_kind::inc_rows: return "AdvancedIncSubtensor1{" + inplace + ",inc}";
       case op_kind::one_pass_gemv: {
         std::string n = "OnePassGemv{Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
@@ -2130,6 +2157,11 @@ struct op {
       case op_kind::reshape: return "xsym::Reshape";
       case op_kind::join: return "xsym::Join";
       case op_kind::join_part: return "xsym::Split";
+      case op_kind::alloc: return "xsym::Alloc";
+      case op_kind::batched_dot: return "xsym::BatchedDot";
+      case op_kind::check: return "xsym::Assert";
+      case op_kind::arange: return "xsym::ARange";
+      case op_kind::cumulative: return "xsym::CumOp";
     }
     return "?";
   }
@@ -2140,8 +2172,10 @@ struct op {
     std::string sig = name() + (transpose_a ? "/T" : "") +
                       (kind == op_kind::composite || kind == op_kind::one_pass_gemv ? "/" + fused->text : std::string());
     if (kind == op_kind::one_pass_gemv) sig += "/" + std::to_string(pass_u) + "/" + std::to_string(pass_g);
-    if (kind == op_kind::reshape)
+    if (kind == op_kind::reshape) {
       for (auto d : dims) sig += "/" + std::to_string(d);
+      if (extents_from_inputs) sig += "/inputs";
+    }
     if (kind == op_kind::allreduce) {  // one communicator's reduction is not another's
       char buf[32];
       std::snprintf(buf, sizeof buf, "/%p", static_cast<const void*>(comm.get()));
@@ -2417,7 +2451,17 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
       return b;
     }
     case op_kind::inc_subtensor: return in[0]->broadcastable;
+    case op_kind::batched_dot:  // batches where both have one; a's rows, c's columns
+      return static_cast<std::uint8_t>((bit(in[0], 0) & bit(in[1], 0)) | (bit(in[0], 1) << 1) | (bit(in[1], 2) << 2));
+    case op_kind::check: return in[0]->broadcastable;
     case op_kind::reshape:
+      if (o.extents_from_inputs) {
+        for (int i = 0; i < rank; ++i) {
+          const variable& e = *in[1 + static_cast<std::size_t>(i)];
+          if (e.kind == var_kind::constant && e.constant.flat_as_double(0) == 1) b |= static_cast<std::uint8_t>(1u << i);
+        }
+        return b;
+      }
       if (in.size() > 1) return in[1]->broadcastable;
       for (int i = 0; i < rank; ++i)
         if (o.dims[static_cast<std::size_t>(i)] == 1) b |= static_cast<std::uint8_t>(1u << i);
@@ -2427,6 +2471,14 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
       for (const auto& v : in) b &= v->broadcastable;
       return in.size() == 1 ? b : static_cast<std::uint8_t>(b & ~(1u << o.axes[0]));
     case op_kind::join_part: return in[1 + static_cast<std::size_t>(o.pass_u)]->broadcastable;
+    case op_kind::alloc:  // an extent that is the constant 1
+      for (int i = 0; i < rank; ++i) {
+        const variable& e = *in[1 + static_cast<std::size_t>(i)];
+        if (e.kind == var_kind::constant && e.constant.flat_as_double(0) == 1) b |= static_cast<std::uint8_t>(1u << i);
+      }
+      return b;
+    case op_kind::arange: return 0;
+    case op_kind::cumulative: return in[0]->broadcastable;
     case op_kind::dot22:
       if (o.accumulate)
         return static_cast<std::uint8_t>(in[0]->broadcastable & (bit(in[1], 0) | (bit(in[2], 1) << 1)));
@@ -2808,6 +2860,48 @@ inline var_ptr reshape_like(const var_ptr& x, const var_ptr& like) {
   return make_apply(std::move(o), {x, like}, x->type, like->rank);
 }
 
+/// x's elements in C order with the shape the int scalars `extents` give at run time.
+inline var_ptr reshape_to(const var_ptr& x, std::vector<var_ptr> extents) {
+  if (extents.size() > 4) throw graph_error("xsym::reshape: rank " + std::to_string(extents.size()) + " exceeds 4");
+  op o;
+  o.kind = op_kind::reshape;
+  o.extents_from_inputs = true;
+  o.dims.assign(extents.size(), -1);
+  const int rank = static_cast<int>(extents.size());
+  std::vector<var_ptr> in{x};
+  for (auto& e : extents) {
+    if (e->rank != 0 || !(e->type == dtype::int32 || e->type == dtype::int64))
+      throw graph_error("xsym::reshape: an extent must be an int32 or int64 scalar");
+    in.push_back(cast(e, dtype::int64));
+  }
+  return make_apply(std::move(o), std::move(in), x->type, rank);
+}
+
+/// x, checked when it runs: every condition (a bool scalar) must be true, else an
+/// assertion_error with `message`.
+inline var_ptr check(const var_ptr& x, std::vector<var_ptr> conditions, std::string message) {
+  for (const auto& c : conditions)
+    if (c->rank != 0 || c->type != dtype::bool_) throw graph_error("xsym::check: a condition must be a bool scalar");
+  op o;
+  o.kind = op_kind::check;
+  o.message = std::move(message);
+  std::vector<var_ptr> in{x};
+  in.insert(in.end(), conditions.begin(), conditions.end());
+  return make_apply(std::move(o), std::move(in), x->type, x->rank);
+}
+
+/// Matrix products batch by batch: a (b, n, k) with c (b, k, m), in their promoted dtype.
+inline var_ptr batched_dot(var_ptr a, var_ptr c) {
+  if (a->rank != 3 || c->rank != 3)
+    throw graph_error("xsym::batched_dot takes two rank-3 tensors; got ranks " + std::to_string(a->rank) + " and " +
+                      std::to_string(c->rank));
+  if (a->type == dtype::bool_ || c->type == dtype::bool_) throw graph_error("xsym::batched_dot is not defined on bool tensors");
+  const dtype t = promote(a->type, c->type);
+  op o;
+  o.kind = op_kind::batched_dot;
+  return make_apply(std::move(o), {cast(a, t), cast(c, t)}, t, 3);
+}
+
 /// The tensors laid end to end along `axis` (numpy's concatenate), in their promoted dtype.
 inline var_ptr join(std::vector<var_ptr> xs, int axis) {
   if (xs.empty()) throw graph_error("xsym::concatenate: nothing to join");
@@ -2835,6 +2929,49 @@ inline var_ptr join_part(const var_ptr& joined, const std::vector<var_ptr>& part
   std::vector<var_ptr> in{joined};
   in.insert(in.end(), parts.begin(), parts.end());
   return make_apply(std::move(o), std::move(in), joined->type, joined->rank);
+}
+
+/// An array of shape `extents` (int scalars) filled with `value` broadcast to it (Theano's alloc).
+inline var_ptr alloc(var_ptr value, std::vector<var_ptr> extents) {
+  if (extents.size() > 4) throw graph_error("xsym::alloc: rank " + std::to_string(extents.size()) + " exceeds 4");
+  if (static_cast<std::size_t>(value->rank) > extents.size())
+    throw graph_error("xsym::alloc: a rank-" + std::to_string(value->rank) + " value does not fit a rank-" +
+                      std::to_string(extents.size()) + " array");
+  for (auto& e : extents) {
+    if (e->rank != 0 || !(e->type == dtype::int32 || e->type == dtype::int64))
+      throw graph_error("xsym::alloc: an extent must be an int32 or int64 scalar");
+    e = cast(e, dtype::int64);
+  }
+  const int rank = static_cast<int>(extents.size());
+  const dtype t = value->type;
+  std::vector<var_ptr> in{align_rank(value, rank)};
+  in.insert(in.end(), extents.begin(), extents.end());
+  op o;
+  o.kind = op_kind::alloc;
+  return make_apply(std::move(o), std::move(in), t, rank);
+}
+
+/// numpy's arange(start, stop, step) in dtype t (the scalars cast to it).
+inline var_ptr arange(const var_ptr& start, const var_ptr& stop, const var_ptr& step, dtype t) {
+  if (start->rank != 0 || stop->rank != 0 || step->rank != 0)
+    throw graph_error("xsym::arange: start, stop and step are scalars");
+  if (t == dtype::bool_) throw graph_error("xsym::arange: no bool ranges");
+  op o;
+  o.kind = op_kind::arange;
+  o.cast_to = t;
+  return make_apply(std::move(o), {cast(start, t), cast(stop, t), cast(step, t)}, t, 1);
+}
+
+/// The running sum (r = sum) or product (prod) of v along `axis` (numpy's cumsum, cumprod).
+inline var_ptr cumulative(const var_ptr& v, reduce_op r, int axis) {
+  const char* what = r == reduce_op::sum ? "cumsum" : "cumprod";
+  if (v->rank == 0) throw graph_error(std::string("xsym::") + what + ": a rank-0 tensor has no axis");
+  if (v->type == dtype::bool_) throw graph_error(std::string("xsym::") + what + " is not defined on bool tensors");
+  op o;
+  o.kind = op_kind::cumulative;
+  o.reduction = r;
+  o.axes = normalize_axes({axis}, v->rank, what);
+  return make_apply(std::move(o), {v}, v->type, v->rank);
 }
 
 inline var_ptr dot(var_ptr a, var_ptr b) {
@@ -3399,7 +3536,9 @@ XSYM_COLD_END
 // a small graph of existing nodes, so it fuses, runs on both backends and has its gradient
 // from theirs; the profile shows those nodes (a softmax: Max, two Composites, Sum, division).
 // take and add_at are nodes of their own (AdvancedSubtensor1, AdvancedIncSubtensor1).
+#include <algorithm>
 #include <initializer_list>
+#include <optional>
 #include <limits>
 #include <utility>
 
@@ -3701,6 +3840,245 @@ std::vector<var<E, N>> split(const var<E, N>& x, const std::vector<std::int64_t>
     parts.emplace_back(detail::subtensor(x.node(), std::move(slices)));
   }
   return parts;
+}
+
+/// @brief An extent of an array to make: a C++ integer or an int32/int64 scalar tensor
+/// (x.shape(0), shape(x, 1)).
+struct extent {
+  var_ptr node;
+  template <std::integral I>
+    requires(!std::is_same_v<I, bool>)
+  extent(I n)  // NOLINT: implicit, so that {3, n} reads as a shape
+      : node(detail::make_constant(detail::scalar_array(static_cast<std::int64_t>(n)))) {
+    if (n < 0) throw graph_error("xsym: extent " + std::to_string(n) + " is negative");
+  }
+  template <class I>
+    requires(std::is_same_v<I, std::int32_t> || std::is_same_v<I, std::int64_t>)
+  extent(const var<I, 0>& v) : node(v.node()) {}  // NOLINT
+};
+
+namespace detail {
+template <std::size_t M>
+std::vector<var_ptr> extent_nodes(const extent (&dims)[M]) {
+  std::vector<var_ptr> r;
+  for (const extent& e : dims) r.push_back(e.node);
+  return r;
+}
+}  // namespace detail
+
+/// @brief x's extent along axis i as an int64 scalar (Theano's x.shape[i], a Shape_i node).
+template <class E, std::size_t N>
+var<std::int64_t, 0> shape(const var<E, N>& x, int i, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  return var<std::int64_t, 0>(detail::shape_prod(x.node(), {detail::normalize_axis(i, static_cast<int>(N), "shape")}, dtype::int64));
+}
+/// @brief x's shape as an int64 vector.
+template <class E, std::size_t N>
+var<std::int64_t, 1> shape(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::shape: a rank-0 tensor's shape is empty; ask for an axis of a tensor");
+  const detail::at_site site(where);
+  std::vector<var<std::int64_t, 0>> parts;
+  for (int d = 0; d < static_cast<int>(N); ++d) parts.push_back(shape(x, d, where));
+  return stack(parts, 0, where);
+}
+
+/// @brief Theano's alloc: an array of shape `dims` filled with `value` broadcast to it (value a
+/// C++ number or a tensor of lower or equal rank). An Alloc node.
+template <class T, std::size_t K, std::size_t M>
+var<T, M> alloc(const var<T, K>& value, const extent (&dims)[M],
+                detail::source_site where = detail::source_site::current()) {
+  static_assert(K <= M, "xsym::alloc: the value has more dimensions than the array");
+  const detail::at_site site(where);
+  return var<T, M>(detail::alloc(value.node(), detail::extent_nodes(dims)));
+}
+/// @brief numpy's full: an array of shape `dims` filled with `value`, of element type T.
+template <class T = floatX, std::size_t M, class V>
+  requires std::is_arithmetic_v<V>
+var<T, M> full(const extent (&dims)[M], V value, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  return var<T, M>(detail::alloc(detail::lift<T>(value), detail::extent_nodes(dims)));
+}
+/// @brief numpy's zeros and ones: zeros<float>({3, n}).
+template <class T = floatX, std::size_t M>
+var<T, M> zeros(const extent (&dims)[M], detail::source_site where = detail::source_site::current()) {
+  return full<T>(dims, 0, where);
+}
+template <class T = floatX, std::size_t M>
+var<T, M> ones(const extent (&dims)[M], detail::source_site where = detail::source_site::current()) {
+  return full<T>(dims, 1, where);
+}
+/// @brief An array of x's shape and type filled with value (numpy's full_like, zeros_like, ones_like).
+template <class E, std::size_t N, class V>
+  requires std::is_arithmetic_v<V>
+var<E, N> full_like(const var<E, N>& x, V value, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  std::vector<var_ptr> dims;
+  for (int d = 0; d < static_cast<int>(N); ++d) dims.push_back(detail::shape_prod(x.node(), {d}, dtype::int64));
+  return var<E, N>(detail::alloc(detail::lift<E>(value), std::move(dims)));
+}
+template <class E, std::size_t N>
+var<E, N> zeros_like(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  return full_like(x, 0, where);
+}
+template <class E, std::size_t N>
+var<E, N> ones_like(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  return full_like(x, 1, where);
+}
+
+namespace detail {
+// arange's element type: T if given, else the operands' (a C++ integer is int64, a C++ floating
+// number double).
+template <class X>
+using arange_elem_t = std::conditional_t<is_var_v<X>, typename operand_traits<X>::elem,
+                                         std::conditional_t<std::is_floating_point_v<X>, double, std::int64_t>>;
+template <class... X> struct promote_all;
+template <class X> struct promote_all<X> { using type = X; };
+template <class X, class Y, class... Z> struct promote_all<X, Y, Z...> {
+  using type = typename promote_all<promote_t<X, Y>, Z...>::type;
+};
+template <class T, class... X>
+using arange_t = std::conditional_t<std::is_void_v<T>, typename promote_all<arange_elem_t<X>...>::type, T>;
+}  // namespace detail
+
+/// @brief numpy's arange: start, start + step, ... while before stop (C++ numbers or scalar
+/// tensors). An ARange node; a zero step is an error when it runs.
+template <class T = void, operand A, operand B, operand C>
+auto arange(const A& start, const B& stop, const C& step, detail::source_site where = detail::source_site::current()) {
+  static_assert(detail::operand_traits<A>::rank == 0 && detail::operand_traits<B>::rank == 0 &&
+                    detail::operand_traits<C>::rank == 0,
+                "xsym::arange: start, stop and step are scalars");
+  using R = detail::arange_t<T, A, B, C>;
+  static_assert(!std::is_same_v<R, bool>, "xsym::arange: no bool ranges");
+  const detail::at_site site(where);
+  return var<R, 1>(detail::arange(detail::lift<R>(start), detail::lift<R>(stop), detail::lift<R>(step), dtype_of<R>()));
+}
+template <class T = void, operand A, operand B>
+auto arange(const A& start, const B& stop, detail::source_site where = detail::source_site::current()) {
+  return arange<detail::arange_t<T, A, B>>(start, stop, 1, where);
+}
+template <class T = void, operand B>
+auto arange(const B& stop, detail::source_site where = detail::source_site::current()) {
+  return arange<detail::arange_t<T, B>>(0, stop, 1, where);
+}
+
+/// @brief numpy's eye: an n x m matrix (m = n by default) with ones on diagonal k.
+template <class T = floatX>
+var<T, 2> eye(const extent& n, std::optional<extent> m = std::nullopt, std::int64_t k = 0,
+              detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  const var<std::int64_t, 1> rows(detail::arange(detail::make_constant(detail::scalar_array<std::int64_t>(0)), n.node,
+                                                 detail::make_constant(detail::scalar_array<std::int64_t>(1)), dtype::int64));
+  const var<std::int64_t, 1> cols(detail::arange(detail::make_constant(detail::scalar_array<std::int64_t>(0)),
+                                                 (m ? *m : n).node,
+                                                 detail::make_constant(detail::scalar_array<std::int64_t>(1)), dtype::int64));
+  const var<std::int64_t, 2> r(detail::dimshuffle(rows.node(), {0, -1}));
+  const var<std::int64_t, 2> c(detail::dimshuffle(cols.node(), {-1, 0}));
+  return cast<T>(r + k == c);
+}
+
+/// @brief numpy's cumsum along `axis` (of the flattened x without one): a CumOp node; its
+/// gradient is the adjoint's running sum from the end.
+template <class E, std::size_t N>
+var<E, N> cumsum(const var<E, N>& x, int axis, detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::cumsum: a rank-0 tensor has no axis");
+  const detail::at_site site(where);
+  return var<E, N>(detail::cumulative(x.node(), reduce_op::sum, axis));
+}
+template <class E, std::size_t N>
+var<E, 1> cumsum(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  return cumsum(flatten(x, where), 0, where);
+}
+/// @brief numpy's cumprod along `axis` (no gradient: grad refuses it).
+template <class E, std::size_t N>
+var<E, N> cumprod(const var<E, N>& x, int axis, detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::cumprod: a rank-0 tensor has no axis");
+  const detail::at_site site(where);
+  return var<E, N>(detail::cumulative(x.node(), reduce_op::prod, axis));
+}
+
+/// @brief Matrix products batch by batch: (b, n, k) with (b, k, m) gives (b, n, m); with a
+/// (b, k) batch of vectors, (b, n). A BatchedDot node.
+template <class A, class B, std::size_t NB>
+auto batched_dot(const var<A, 3>& a, const var<B, NB>& b, detail::source_site where = detail::source_site::current()) {
+  static_assert(NB == 2 || NB == 3, "xsym::batched_dot: the second operand is (b, k, m) or (b, k)");
+  const detail::at_site site(where);
+  using R = promote_t<A, B>;
+  if constexpr (NB == 3) {
+    return var<R, 3>(detail::batched_dot(a.node(), b.node()));
+  } else {
+    const var_ptr product = detail::batched_dot(a.node(), detail::dimshuffle(b.node(), {0, 1, -1}));
+    return var<R, 2>(detail::dimshuffle(product, {0, 1}));
+  }
+}
+
+/// @brief numpy's tensordot: the sum over a's axes `axes_a` paired with b's `axes_b`; the
+/// result has a's other axes, then b's. Written as transposes, reshapes and one dot.
+template <class A, std::size_t NA, class B, std::size_t NB, std::size_t K>
+auto tensordot(const var<A, NA>& a, const var<B, NB>& b, const int (&axes_a)[K], const int (&axes_b)[K],
+               detail::source_site where = detail::source_site::current()) {
+  static_assert(K <= NA && K <= NB, "xsym::tensordot: more axes than the tensors have");
+  static_assert(NA + NB - 2 * K <= 4, "xsym::tensordot: the result would have more than 4 dimensions");
+  const detail::at_site site(where);
+  using R = promote_t<A, B>;
+  const std::vector<int> ca = detail::normalize_axes(std::vector<int>(axes_a, axes_a + K), static_cast<int>(NA), "tensordot");
+  const std::vector<int> cb = detail::normalize_axes(std::vector<int>(axes_b, axes_b + K), static_cast<int>(NB), "tensordot");
+  std::vector<int> fa, fb, pa, pb;
+  for (int d = 0; d < static_cast<int>(NA); ++d)
+    if (std::find(ca.begin(), ca.end(), d) == ca.end()) fa.push_back(d);
+  for (int d = 0; d < static_cast<int>(NB); ++d)
+    if (std::find(cb.begin(), cb.end(), d) == cb.end()) fb.push_back(d);
+  // The pairs in the caller's order (normalize_axes sorts), as numpy pairs them.
+  for (std::size_t i = 0; i < K; ++i) {
+    pa.push_back(axes_a[i] < 0 ? axes_a[i] + static_cast<int>(NA) : axes_a[i]);
+    pb.push_back(axes_b[i] < 0 ? axes_b[i] + static_cast<int>(NB) : axes_b[i]);
+  }
+  std::vector<int> order_a = fa, order_b = pb;
+  order_a.insert(order_a.end(), pa.begin(), pa.end());
+  order_b.insert(order_b.end(), fb.begin(), fb.end());
+  const var_ptr at = detail::dimshuffle(detail::cast(a.node(), dtype_of<R>()), order_a);
+  const var_ptr bt = detail::dimshuffle(detail::cast(b.node(), dtype_of<R>()), order_b);
+  const var_ptr m = detail::shape_prod(a.node(), fa, dtype::int64), k = detail::shape_prod(a.node(), pa, dtype::int64);
+  const var_ptr n = detail::shape_prod(b.node(), fb, dtype::int64);
+  const var_ptr product = detail::dot(detail::reshape_to(at, {m, k}), detail::reshape_to(bt, {k, n}));
+  std::vector<var_ptr> out;
+  for (int d : fa) out.push_back(detail::shape_prod(a.node(), {d}, dtype::int64));
+  for (int d : fb) out.push_back(detail::shape_prod(b.node(), {d}, dtype::int64));
+  return var<R, NA + NB - 2 * K>(detail::reshape_to(product, std::move(out)));
+}
+/// @brief tensordot over a's last n axes and b's first n, as numpy's tensordot(a, b, n).
+template <std::size_t Nax, class A, std::size_t NA, class B, std::size_t NB>
+auto tensordot(const var<A, NA>& a, const var<B, NB>& b, detail::source_site where = detail::source_site::current()) {
+  static_assert(Nax >= 1 && Nax <= NA && Nax <= NB, "xsym::tensordot<n>: n must be at least 1 and at most either rank");
+  int axes_a[Nax], axes_b[Nax];
+  for (std::size_t i = 0; i < Nax; ++i) {
+    axes_a[i] = static_cast<int>(NA - Nax + i);
+    axes_b[i] = static_cast<int>(i);
+  }
+  return tensordot(a, b, axes_a, axes_b, where);
+}
+
+/// @brief x, with conditions checked when it runs: each a bool scalar; a false one is an
+/// assertion_error carrying `message` (an Assert node, Theano's assert_op).
+template <class E, std::size_t N, class... C>
+  requires(std::is_same_v<C, var<bool, 0>> && ...)
+var<E, N> check(const var<E, N>& x, const std::string& message, const C&... conditions) {
+  return var<E, N>(detail::check(x.node(), {conditions.node()...}, message));
+}
+
+/// @brief -log(p[i, labels[i]]) for each row i of probabilities p, against int class labels;
+/// a label outside [0, classes) is an assertion_error.
+template <class E, class I>
+  requires(std::is_same_v<I, std::int32_t> || std::is_same_v<I, std::int64_t>)
+var<E, 1> categorical_crossentropy(const var<E, 2>& p, const var<I, 1>& labels,
+                                   detail::source_site where = detail::source_site::current()) {
+  static_assert(std::is_floating_point_v<E>, "xsym::categorical_crossentropy: p holds float probabilities");
+  const detail::at_site site(where);
+  const auto classes = shape(p, 1, where);
+  const auto checked = check(labels, "categorical_crossentropy: a label is outside [0, number of classes)",
+                             all(labels >= I(0)), all(cast<std::int64_t>(labels) < classes));
+  const var<I, 2> column(detail::dimshuffle(checked.node(), {0, -1}));
+  const var<std::int64_t, 2> classes_row(detail::dimshuffle(arange(classes, where).node(), {-1, 0}));
+  return -log(sum(p * cast<E>(cast<std::int64_t>(column) == classes_row), 1));
 }
 
 /// @brief x != x and |x| == inf, elementwise (false for integers).
@@ -4539,7 +4917,8 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
         else kept.push_back(o.pattern[i]);
       }
       var_ptr s = new_axes.empty() ? g : sum_axes(g, new_axes);
-      std::vector<int> inverse(static_cast<std::size_t>(a->rank));
+      // A dropped (broadcastable) input dimension comes back as a new axis of 1.
+      std::vector<int> inverse(static_cast<std::size_t>(a->rank), -1);
       for (std::size_t j = 0; j < kept.size(); ++j) inverse[static_cast<std::size_t>(kept[j])] = static_cast<int>(j);
       bool identity = true;
       for (std::size_t i = 0; i < inverse.size(); ++i) identity &= inverse[i] == static_cast<int>(i);
@@ -4612,11 +4991,35 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
       const var_ptr region = subtensor(g, o.slices);
       return {gx, sum_to_pattern(region, in[1], region)};
     }
-    case op_kind::reshape:
-      return in.size() > 1 ? std::vector<var_ptr>{reshape_like(g, in[0]), nullptr} : std::vector<var_ptr>{reshape_like(g, in[0])};
+    case op_kind::reshape:  // the adjoint in x's shape; none to a `like` or extent input
+      r[0] = reshape_like(g, in[0]);
+      return r;
+    case op_kind::check:
+      r[0] = g;
+      return r;
+    case op_kind::batched_dot: {
+      auto tr = [](const var_ptr& v) { return dimshuffle(v, {0, 2, 1}); };
+      return {batched_dot(g, tr(in[1])), batched_dot(tr(in[0]), g)};
+    }
     case op_kind::join:
       for (std::size_t k = 0; k < in.size(); ++k) r[k] = join_part(g, in, static_cast<int>(k), o.axes[0]);
       return r;
+    case op_kind::alloc:  // the value's adjoint sums g over the dimensions it was broadcast along
+      r[0] = sum_to_pattern(g, in[0], z);
+      return r;
+    case op_kind::arange: return r;  // no gradient, as numpy's integers and Theano's ARange
+    case op_kind::cumulative: {
+      if (!is_float(t)) return r;
+      const int axis = o.axes[0];
+      std::vector<slice_spec> flip(static_cast<std::size_t>(axis) + 1);
+      flip.back().step = -1;
+      if (o.reduction == reduce_op::sum) {  // the adjoint's running sum from the end
+        r[0] = subtensor(cumulative(subtensor(g, flip), reduce_op::sum, axis), flip);
+        return r;
+      }
+      // cumprod's adjoint divides by each element (wrong at a zero); refused rather than wrong.
+      throw graph_error("xsym::grad: no gradient through " + o.name() + " (cumprod); write the product with cumsum of logs");
+    }
     case op_kind::join_part: {
       // Zeros of the joined shape with g where part k lay: a Join of zeros and g.
       std::vector<var_ptr> parts;
@@ -5213,6 +5616,8 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
         return 0;
       }
     case op_kind::arg_reduce: return static_cast<double>(ins[0].shape.size());  // one comparison each
+    case op_kind::cumulative: return static_cast<double>(ins[0].shape.size());
+    case op_kind::batched_dot: return 2.0 * out * static_cast<double>(ins[0].shape[2]);
     case op_kind::allreduce:  // this rank's share of combining the ranks' arrays
       return n.fn->reduction == reduce_op::sum || n.fn->reduction == reduce_op::prod ? out : 0;
     case op_kind::gemv: return 2.0 * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape.size());
@@ -10653,11 +11058,25 @@ inline void run_subtensor(const thunk& t, ndarray* values) {
   values[n.outputs[0]] = subtensor_view(values[n.inputs[0]], n.fn->slices);
 }
 
+// An extent read from an int scalar input (copied to the host from the device: a GPU Reshape's
+// extents are device values); a negative one is a shape_error naming its axis.
+inline std::int64_t extent_of(const ndarray& e, int axis) {
+  const auto v = static_cast<std::int64_t>(on_host(e).flat_as_double(0));
+  if (v < 0) throw shape_error("extent " + std::to_string(v) + " for axis " + std::to_string(axis) + " is negative");
+  return v;
+}
+
 // Reshape: a view of a C-contiguous x; else of a C-contiguous copy.
 inline void run_reshape(const thunk& t, ndarray* values) {
   const apply_node& n = *t.node;
   const ndarray& x = values[n.inputs[0]];
-  const shape_t s = n.inputs.size() > 1 ? values[n.inputs[1]].shape() : reshape_shape(n.fn->dims, x);
+  shape_t s;
+  if (n.fn->extents_from_inputs) {
+    s.rank = static_cast<int>(n.inputs.size()) - 1;
+    for (int d = 0; d < s.rank; ++d) s[d] = extent_of(values[n.inputs[1 + static_cast<std::size_t>(d)]], d);
+  } else {
+    s = n.inputs.size() > 1 ? values[n.inputs[1]].shape() : reshape_shape(n.fn->dims, x);
+  }
   if (s.size() != x.size())
     throw shape_error("cannot reshape an array of shape " + to_string(x.shape()) + " into shape " + to_string(s));
   ndarray v = (x.is_c_contiguous() ? x : x.contiguous()).view(s, {});
@@ -10763,6 +11182,144 @@ inline void run_join_part(const thunk& t, ndarray* values) {
   shape_t s = joined.shape();
   s[axis] = values[n.inputs[1 + static_cast<std::size_t>(n.fn->pass_u)]].shape(axis);
   values[n.outputs[0]] = joined.view_at(at * joined.stride(axis), s, joined.strides());
+}
+
+// Alloc: the value broadcast (along its statically broadcastable dimensions) to the shape
+// the extent inputs give.
+inline void run_alloc(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& v = values[n.inputs[0]];
+  shape_t s;
+  s.rank = static_cast<int>(n.inputs.size()) - 1;
+  for (int d = 0; d < s.rank; ++d) s[d] = extent_of(values[n.inputs[1 + static_cast<std::size_t>(d)]], d);
+  std::array<std::int64_t, max_rank> v_strides{};
+  for (int d = 0; d < s.rank; ++d) {
+    const bool broadcast = v.shape(d) == 1 && ((t.slot_bcast[0] >> d) & 1u);
+    if (v.shape(d) != s[d] && !broadcast)
+      throw shape_error("the value of shape " + to_string(v.shape()) + " does not broadcast to shape " + to_string(s));
+    v_strides[static_cast<std::size_t>(d)] = broadcast ? 0 : v.stride(d);
+  }
+  ndarray& out = values[n.outputs[0]];
+  if (!take_destination(t, n.outputs[0], out, t.out_type, s)) prepare_output(out, t.out_type, s, t.pool);
+  const auto es = static_cast<std::int64_t>(dtype_size(v.type()));
+  const ndarray dst = out;
+  for_each_row2(s, dst.strides(), v_strides,
+                [&](std::int64_t od, std::int64_t ov, std::int64_t len, std::int64_t sd, std::int64_t sv) {
+                  if (sv == 1) {
+                    std::memcpy(dst.data() + od * es, v.data() + ov * es, static_cast<std::size_t>(len * es));
+                    return;
+                  }
+                  for (std::int64_t i = 0; i < len; ++i)
+                    std::memcpy(dst.data() + (od + i * sd) * es, v.data() + (ov + i * sv) * es, static_cast<std::size_t>(es));
+                });
+}
+
+// ARange: numpy's count, ceil((stop - start) / step) (none when negative), and start + i step.
+inline void run_arange(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& a = values[n.inputs[0]];
+  const ndarray& b = values[n.inputs[1]];
+  const ndarray& c = values[n.inputs[2]];
+  ndarray& out = values[n.outputs[0]];
+  visit_dtype(t.out_type, [&](auto z) {
+    using T = decltype(z);
+    if constexpr (!std::is_same_v<T, bool>) {
+      const T start = *a.data_as<T>(), stop = *b.data_as<T>(), step = *c.data_as<T>();
+      if (step == T(0)) throw shape_error("arange: the step is zero");
+      std::int64_t count = 0;
+      if constexpr (std::is_integral_v<T>) {
+        const std::int64_t span = static_cast<std::int64_t>(stop) - static_cast<std::int64_t>(start);
+        const std::int64_t st = static_cast<std::int64_t>(step);
+        if ((span > 0 && st > 0) || (span < 0 && st < 0)) count = (span + st + (st > 0 ? -1 : 1)) / st;
+      } else {
+        const double q = std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step));
+        if (!(q == q) || std::isinf(q)) throw shape_error("arange: the length of the range is not finite");
+        count = q > 0 ? static_cast<std::int64_t>(q) : 0;
+      }
+      shape_t s;
+      s.rank = 1;
+      s[0] = count;
+      if (!take_destination(t, n.outputs[0], out, t.out_type, s)) prepare_output(out, t.out_type, s, t.pool);
+      T* o = out.data_as<T>();
+      for (std::int64_t i = 0; i < count; ++i) o[i] = static_cast<T>(start + static_cast<T>(i) * step);
+    }
+  });
+}
+
+// CumOp: the running sum or product along the axis, in the input's type (integers wrap).
+inline void run_cumulative(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& x = values[n.inputs[0]];
+  const int axis = n.fn->axes[0];
+  const bool sum = n.fn->reduction == reduce_op::sum;
+  ndarray& out = values[n.outputs[0]];
+  if (!take_destination(t, n.outputs[0], out, t.out_type, x.shape())) prepare_output(out, t.out_type, x.shape(), t.pool);
+  copy_elements(x, out);
+  const std::int64_t len = x.shape(axis);
+  std::int64_t inner = 1;
+  for (int d = axis + 1; d < x.rank(); ++d) inner *= x.shape(d);
+  const std::int64_t outer = len ? x.size() / (len * inner) : 0;
+  visit_dtype(out.type(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (!std::is_same_v<T, bool>) {
+      using A = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>, std::type_identity<T>>::type;
+      T* o = out.data_as<T>();
+      for (std::int64_t i = 0; i < outer; ++i)
+        for (std::int64_t j = 1; j < len; ++j) {
+          T* row = o + (i * len + j) * inner;
+          const T* prev = row - inner;
+          for (std::int64_t k = 0; k < inner; ++k)
+            row[k] = static_cast<T>(sum ? static_cast<A>(prev[k]) + static_cast<A>(row[k])
+                                        : static_cast<A>(prev[k]) * static_cast<A>(row[k]));
+        }
+    }
+  });
+}
+
+// Assert: x itself when every condition holds.
+inline void run_check(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  for (std::size_t k = 1; k < n.inputs.size(); ++k)
+    if (!*values[n.inputs[k]].data_as<bool>())
+      throw assertion_error(n.fn->message + " (condition " + std::to_string(k - 1) + " is false)");
+  values[n.outputs[0]] = values[n.inputs[0]];
+}
+
+// BatchedDot: one matrix product per batch, into the batch's block of a C-contiguous output.
+inline void run_batched_dot(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& a = values[n.inputs[0]];
+  const ndarray& c = values[n.inputs[1]];
+  if (a.shape(0) != c.shape(0) || a.shape(2) != c.shape(1))
+    throw shape_error("batched_dot: shapes " + to_string(a.shape()) + " and " + to_string(c.shape()) +
+                      " are not aligned (batches and inner extents must agree)");
+  shape_t s;
+  s.rank = 3;
+  s[0] = a.shape(0);
+  s[1] = a.shape(1);
+  s[2] = c.shape(2);
+  ndarray& out = values[n.outputs[0]];
+  if (!take_destination(t, n.outputs[0], out, t.out_type, s)) prepare_output(out, t.out_type, s, t.pool);
+  shape_t as = a.shape(), cs = c.shape(), os = s;
+  for (shape_t* m : {&as, &cs, &os}) {
+    (*m)[0] = (*m)[1];
+    (*m)[1] = (*m)[2];
+    m->rank = 2;
+  }
+  auto matrix = [](const ndarray& x, std::int64_t i, const shape_t& ms) {
+    std::array<std::int64_t, max_rank> st{};
+    st[0] = x.stride(1);
+    st[1] = x.stride(2);
+    return x.view_at(i * x.stride(0), ms, st);
+  };
+  for (std::int64_t i = 0; i < s[0]; ++i) {
+    ndarray block = matrix(out, i, os);
+    if (a.shape(2) == 0) {  // no terms: zeros
+      if (block.nbytes()) std::memset(block.data(), 0, block.nbytes());
+      continue;
+    }
+    cpu::run_dot22(matrix(a, i, as), matrix(c, i, cs), block);
+  }
 }
 
 // OnePassGemv (rewrite/one_pass.hpp): u = A x, the Composite's outputs from u and its other
@@ -12411,6 +12968,11 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
       case op_kind::reshape: t.run = &detail::run_reshape; break;
       case op_kind::join: t.run = &detail::run_join; break;
       case op_kind::join_part: t.run = &detail::run_join_part; break;
+      case op_kind::alloc: t.run = &detail::run_alloc; break;
+      case op_kind::batched_dot: t.run = &detail::run_batched_dot; break;
+      case op_kind::check: t.run = &detail::run_check; break;
+      case op_kind::arange: t.run = &detail::run_arange; break;
+      case op_kind::cumulative: t.run = &detail::run_cumulative; break;
       case op_kind::transfer: break;  // bound by the GPU backend above
     }
     t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
@@ -12939,6 +13501,7 @@ inline void function_runtime::evaluate(const ndarray* args, std::vector<ndarray>
   const std::string msg = where + ": " + e.what();
   if (dynamic_cast<const shape_error*>(&e)) throw shape_error(msg);
   if (dynamic_cast<const index_error*>(&e)) throw index_error(msg);
+  if (dynamic_cast<const assertion_error*>(&e)) throw assertion_error(msg);
   throw std::runtime_error(msg);
 }
 

@@ -145,6 +145,37 @@ TEST_CASE("slices (device views), set/inc_subtensor, reshape, concatenate and th
   CHECK_THROWS_AS(gpu(a, random_array<float, 1>({3})), xsym::shape_error);
 }
 
+TEST_CASE("alloc, arange, eye, cumsum, batched_dot, tensordot and the int-label cross-entropy on the device",
+          "[gpu]") {
+  clean_config cfg;
+  auto x = xsym::matrix<float>("x");
+  auto t = xsym::tensor3<float>("t");
+  auto y = xsym::vector<std::int32_t>("y");
+  auto cost = sum(xsym::categorical_crossentropy(xsym::softmax(x), y)) + sum(sqr(xsym::cumsum(x, 0))) +
+              sum(xsym::batched_dot(xsym::tensordot(t, x, {2}, {0}), t(xsym::all(), 0)));
+  auto [gx, gt] = xsym::grad(cost, x, t);
+  auto outs = [&] {
+    return xsym::outputs(xsym::zeros_like(x) + xsym::eye<float>(xsym::shape(x, 0), xsym::shape(x, 1)),
+                         xsym::arange<float>(xsym::shape(x, 1)), gx, gt, cost);
+  };
+  auto cpu = xsym::function("cpu", xsym::inputs(x, t, y), outs());
+  auto gpu = xsym::function("gpu", xsym::inputs(x, t, y), outs(), xsym::device("cuda"));
+  const auto n = names(gpu);
+  CHECK(std::count(n.begin(), n.end(), "GpuBatchedDot") >= 1);
+  CHECK(std::count(n.begin(), n.end(), "GpuAlloc") >= 1);
+  const auto a = random_array<float, 2>({4, 4});
+  const auto b = random_array<float, 3>({2, 3, 4});
+  const xt::xtensor<std::int32_t, 1> labels = {3, 0, 1, 1};
+  auto [c0, c1, c2, c3, c4] = cpu(a, b, labels);
+  auto [g0, g1, g2, g3, g4] = gpu(a, b, labels);
+  require_close(g0, c0, 0);
+  require_close(g1, c1, 0);
+  require_close(g2, c2, 1e-5);
+  require_close(g3, c3, 1e-5);
+  CHECK(std::abs(g4 - c4) <= 1e-5 * (1 + std::abs(c4)));
+  CHECK_THROWS_AS(gpu(a, b, xt::xtensor<std::int32_t, 1>{4, 0, 0, 0}), xsym::assertion_error);
+}
+
 TEST_CASE("strided and broadcast operands, comparisons, switch, casts and integer arithmetic on the device", "[gpu]") {
   clean_config cfg;
   auto x = xsym::matrix<double>("x");

@@ -130,6 +130,8 @@ TEST_CASE("batched_dot is a matrix product per batch; tensordot is numpy's", "[s
     }
   CHECK_THROWS_WITH(f(A, uniform<3>(rng, {2, 3, 5}, -1, 1), W), Catch::Contains("are not aligned"));
   check_grad("batched_dot", weighted<3>(rng, xsym::batched_dot(a, b), {2, 3, 5}), at(a, A), at(b, B));
+  // The vector form drops the product's axis of 1: its gradient puts it back.
+  check_grad("batched_dot with vectors", weighted<2>(rng, xsym::batched_dot(a, w), {2, 3}), at(a, A), at(w, W));
   // tensordot over a's axes (2, 0) with b's (0, 2): out(j, q) = sum_{k, i} a(i, j, k) c(k, q, i).
   auto c = xsym::tensor3<double>("c");
   const auto C = uniform<3>(rng, {4, 6, 2}, -1, 1);

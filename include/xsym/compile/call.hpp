@@ -231,6 +231,7 @@ inline void function_runtime::evaluate(const ndarray* args, std::vector<ndarray>
   const std::string msg = where + ": " + e.what();
   if (dynamic_cast<const shape_error*>(&e)) throw shape_error(msg);
   if (dynamic_cast<const index_error*>(&e)) throw index_error(msg);
+  if (dynamic_cast<const assertion_error*>(&e)) throw assertion_error(msg);
   throw std::runtime_error(msg);
 }
 

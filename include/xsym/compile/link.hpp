@@ -75,6 +75,11 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
       case op_kind::reshape: t.run = &detail::run_reshape; break;
       case op_kind::join: t.run = &detail::run_join; break;
       case op_kind::join_part: t.run = &detail::run_join_part; break;
+      case op_kind::alloc: t.run = &detail::run_alloc; break;
+      case op_kind::batched_dot: t.run = &detail::run_batched_dot; break;
+      case op_kind::check: t.run = &detail::run_check; break;
+      case op_kind::arange: t.run = &detail::run_arange; break;
+      case op_kind::cumulative: t.run = &detail::run_cumulative; break;
       case op_kind::transfer: break;  // bound by the GPU backend above
     }
     t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;

@@ -284,11 +284,25 @@ inline void run_subtensor(const thunk& t, ndarray* values) {
   values[n.outputs[0]] = subtensor_view(values[n.inputs[0]], n.fn->slices);
 }
 
+// An extent read from an int scalar input (copied to the host from the device: a GPU Reshape's
+// extents are device values); a negative one is a shape_error naming its axis.
+inline std::int64_t extent_of(const ndarray& e, int axis) {
+  const auto v = static_cast<std::int64_t>(on_host(e).flat_as_double(0));
+  if (v < 0) throw shape_error("extent " + std::to_string(v) + " for axis " + std::to_string(axis) + " is negative");
+  return v;
+}
+
 // Reshape: a view of a C-contiguous x; else of a C-contiguous copy.
 inline void run_reshape(const thunk& t, ndarray* values) {
   const apply_node& n = *t.node;
   const ndarray& x = values[n.inputs[0]];
-  const shape_t s = n.inputs.size() > 1 ? values[n.inputs[1]].shape() : reshape_shape(n.fn->dims, x);
+  shape_t s;
+  if (n.fn->extents_from_inputs) {
+    s.rank = static_cast<int>(n.inputs.size()) - 1;
+    for (int d = 0; d < s.rank; ++d) s[d] = extent_of(values[n.inputs[1 + static_cast<std::size_t>(d)]], d);
+  } else {
+    s = n.inputs.size() > 1 ? values[n.inputs[1]].shape() : reshape_shape(n.fn->dims, x);
+  }
   if (s.size() != x.size())
     throw shape_error("cannot reshape an array of shape " + to_string(x.shape()) + " into shape " + to_string(s));
   ndarray v = (x.is_c_contiguous() ? x : x.contiguous()).view(s, {});
@@ -394,6 +408,144 @@ inline void run_join_part(const thunk& t, ndarray* values) {
   shape_t s = joined.shape();
   s[axis] = values[n.inputs[1 + static_cast<std::size_t>(n.fn->pass_u)]].shape(axis);
   values[n.outputs[0]] = joined.view_at(at * joined.stride(axis), s, joined.strides());
+}
+
+// Alloc: the value broadcast (along its statically broadcastable dimensions) to the shape
+// the extent inputs give.
+inline void run_alloc(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& v = values[n.inputs[0]];
+  shape_t s;
+  s.rank = static_cast<int>(n.inputs.size()) - 1;
+  for (int d = 0; d < s.rank; ++d) s[d] = extent_of(values[n.inputs[1 + static_cast<std::size_t>(d)]], d);
+  std::array<std::int64_t, max_rank> v_strides{};
+  for (int d = 0; d < s.rank; ++d) {
+    const bool broadcast = v.shape(d) == 1 && ((t.slot_bcast[0] >> d) & 1u);
+    if (v.shape(d) != s[d] && !broadcast)
+      throw shape_error("the value of shape " + to_string(v.shape()) + " does not broadcast to shape " + to_string(s));
+    v_strides[static_cast<std::size_t>(d)] = broadcast ? 0 : v.stride(d);
+  }
+  ndarray& out = values[n.outputs[0]];
+  if (!take_destination(t, n.outputs[0], out, t.out_type, s)) prepare_output(out, t.out_type, s, t.pool);
+  const auto es = static_cast<std::int64_t>(dtype_size(v.type()));
+  const ndarray dst = out;
+  for_each_row2(s, dst.strides(), v_strides,
+                [&](std::int64_t od, std::int64_t ov, std::int64_t len, std::int64_t sd, std::int64_t sv) {
+                  if (sv == 1) {
+                    std::memcpy(dst.data() + od * es, v.data() + ov * es, static_cast<std::size_t>(len * es));
+                    return;
+                  }
+                  for (std::int64_t i = 0; i < len; ++i)
+                    std::memcpy(dst.data() + (od + i * sd) * es, v.data() + (ov + i * sv) * es, static_cast<std::size_t>(es));
+                });
+}
+
+// ARange: numpy's count, ceil((stop - start) / step) (none when negative), and start + i step.
+inline void run_arange(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& a = values[n.inputs[0]];
+  const ndarray& b = values[n.inputs[1]];
+  const ndarray& c = values[n.inputs[2]];
+  ndarray& out = values[n.outputs[0]];
+  visit_dtype(t.out_type, [&](auto z) {
+    using T = decltype(z);
+    if constexpr (!std::is_same_v<T, bool>) {
+      const T start = *a.data_as<T>(), stop = *b.data_as<T>(), step = *c.data_as<T>();
+      if (step == T(0)) throw shape_error("arange: the step is zero");
+      std::int64_t count = 0;
+      if constexpr (std::is_integral_v<T>) {
+        const std::int64_t span = static_cast<std::int64_t>(stop) - static_cast<std::int64_t>(start);
+        const std::int64_t st = static_cast<std::int64_t>(step);
+        if ((span > 0 && st > 0) || (span < 0 && st < 0)) count = (span + st + (st > 0 ? -1 : 1)) / st;
+      } else {
+        const double q = std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step));
+        if (!(q == q) || std::isinf(q)) throw shape_error("arange: the length of the range is not finite");
+        count = q > 0 ? static_cast<std::int64_t>(q) : 0;
+      }
+      shape_t s;
+      s.rank = 1;
+      s[0] = count;
+      if (!take_destination(t, n.outputs[0], out, t.out_type, s)) prepare_output(out, t.out_type, s, t.pool);
+      T* o = out.data_as<T>();
+      for (std::int64_t i = 0; i < count; ++i) o[i] = static_cast<T>(start + static_cast<T>(i) * step);
+    }
+  });
+}
+
+// CumOp: the running sum or product along the axis, in the input's type (integers wrap).
+inline void run_cumulative(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& x = values[n.inputs[0]];
+  const int axis = n.fn->axes[0];
+  const bool sum = n.fn->reduction == reduce_op::sum;
+  ndarray& out = values[n.outputs[0]];
+  if (!take_destination(t, n.outputs[0], out, t.out_type, x.shape())) prepare_output(out, t.out_type, x.shape(), t.pool);
+  copy_elements(x, out);
+  const std::int64_t len = x.shape(axis);
+  std::int64_t inner = 1;
+  for (int d = axis + 1; d < x.rank(); ++d) inner *= x.shape(d);
+  const std::int64_t outer = len ? x.size() / (len * inner) : 0;
+  visit_dtype(out.type(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (!std::is_same_v<T, bool>) {
+      using A = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>, std::type_identity<T>>::type;
+      T* o = out.data_as<T>();
+      for (std::int64_t i = 0; i < outer; ++i)
+        for (std::int64_t j = 1; j < len; ++j) {
+          T* row = o + (i * len + j) * inner;
+          const T* prev = row - inner;
+          for (std::int64_t k = 0; k < inner; ++k)
+            row[k] = static_cast<T>(sum ? static_cast<A>(prev[k]) + static_cast<A>(row[k])
+                                        : static_cast<A>(prev[k]) * static_cast<A>(row[k]));
+        }
+    }
+  });
+}
+
+// Assert: x itself when every condition holds.
+inline void run_check(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  for (std::size_t k = 1; k < n.inputs.size(); ++k)
+    if (!*values[n.inputs[k]].data_as<bool>())
+      throw assertion_error(n.fn->message + " (condition " + std::to_string(k - 1) + " is false)");
+  values[n.outputs[0]] = values[n.inputs[0]];
+}
+
+// BatchedDot: one matrix product per batch, into the batch's block of a C-contiguous output.
+inline void run_batched_dot(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& a = values[n.inputs[0]];
+  const ndarray& c = values[n.inputs[1]];
+  if (a.shape(0) != c.shape(0) || a.shape(2) != c.shape(1))
+    throw shape_error("batched_dot: shapes " + to_string(a.shape()) + " and " + to_string(c.shape()) +
+                      " are not aligned (batches and inner extents must agree)");
+  shape_t s;
+  s.rank = 3;
+  s[0] = a.shape(0);
+  s[1] = a.shape(1);
+  s[2] = c.shape(2);
+  ndarray& out = values[n.outputs[0]];
+  if (!take_destination(t, n.outputs[0], out, t.out_type, s)) prepare_output(out, t.out_type, s, t.pool);
+  shape_t as = a.shape(), cs = c.shape(), os = s;
+  for (shape_t* m : {&as, &cs, &os}) {
+    (*m)[0] = (*m)[1];
+    (*m)[1] = (*m)[2];
+    m->rank = 2;
+  }
+  auto matrix = [](const ndarray& x, std::int64_t i, const shape_t& ms) {
+    std::array<std::int64_t, max_rank> st{};
+    st[0] = x.stride(1);
+    st[1] = x.stride(2);
+    return x.view_at(i * x.stride(0), ms, st);
+  };
+  for (std::int64_t i = 0; i < s[0]; ++i) {
+    ndarray block = matrix(out, i, os);
+    if (a.shape(2) == 0) {  // no terms: zeros
+      if (block.nbytes()) std::memset(block.data(), 0, block.nbytes());
+      continue;
+    }
+    cpu::run_dot22(matrix(a, i, as), matrix(c, i, cs), block);
+  }
 }
 
 // OnePassGemv (rewrite/one_pass.hpp): u = A x, the Composite's outputs from u and its other

@@ -6,7 +6,9 @@
 // a small graph of existing nodes, so it fuses, runs on both backends and has its gradient
 // from theirs; the profile shows those nodes (a softmax: Max, two Composites, Sum, division).
 // take and add_at are nodes of their own (AdvancedSubtensor1, AdvancedIncSubtensor1).
+#include <algorithm>
 #include <initializer_list>
+#include <optional>
 #include <limits>
 #include <utility>
 
@@ -309,6 +311,245 @@ std::vector<var<E, N>> split(const var<E, N>& x, const std::vector<std::int64_t>
     parts.emplace_back(detail::subtensor(x.node(), std::move(slices)));
   }
   return parts;
+}
+
+/// @brief An extent of an array to make: a C++ integer or an int32/int64 scalar tensor
+/// (x.shape(0), shape(x, 1)).
+struct extent {
+  var_ptr node;
+  template <std::integral I>
+    requires(!std::is_same_v<I, bool>)
+  extent(I n)  // NOLINT: implicit, so that {3, n} reads as a shape
+      : node(detail::make_constant(detail::scalar_array(static_cast<std::int64_t>(n)))) {
+    if (n < 0) throw graph_error("xsym: extent " + std::to_string(n) + " is negative");
+  }
+  template <class I>
+    requires(std::is_same_v<I, std::int32_t> || std::is_same_v<I, std::int64_t>)
+  extent(const var<I, 0>& v) : node(v.node()) {}  // NOLINT
+};
+
+namespace detail {
+template <std::size_t M>
+std::vector<var_ptr> extent_nodes(const extent (&dims)[M]) {
+  std::vector<var_ptr> r;
+  for (const extent& e : dims) r.push_back(e.node);
+  return r;
+}
+}  // namespace detail
+
+/// @brief x's extent along axis i as an int64 scalar (Theano's x.shape[i], a Shape_i node).
+template <class E, std::size_t N>
+var<std::int64_t, 0> shape(const var<E, N>& x, int i, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  return var<std::int64_t, 0>(detail::shape_prod(x.node(), {detail::normalize_axis(i, static_cast<int>(N), "shape")}, dtype::int64));
+}
+/// @brief x's shape as an int64 vector.
+template <class E, std::size_t N>
+var<std::int64_t, 1> shape(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::shape: a rank-0 tensor's shape is empty; ask for an axis of a tensor");
+  const detail::at_site site(where);
+  std::vector<var<std::int64_t, 0>> parts;
+  for (int d = 0; d < static_cast<int>(N); ++d) parts.push_back(shape(x, d, where));
+  return stack(parts, 0, where);
+}
+
+/// @brief Theano's alloc: an array of shape `dims` filled with `value` broadcast to it (value a
+/// C++ number or a tensor of lower or equal rank). An Alloc node.
+template <class T, std::size_t K, std::size_t M>
+var<T, M> alloc(const var<T, K>& value, const extent (&dims)[M],
+                detail::source_site where = detail::source_site::current()) {
+  static_assert(K <= M, "xsym::alloc: the value has more dimensions than the array");
+  const detail::at_site site(where);
+  return var<T, M>(detail::alloc(value.node(), detail::extent_nodes(dims)));
+}
+/// @brief numpy's full: an array of shape `dims` filled with `value`, of element type T.
+template <class T = floatX, std::size_t M, class V>
+  requires std::is_arithmetic_v<V>
+var<T, M> full(const extent (&dims)[M], V value, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  return var<T, M>(detail::alloc(detail::lift<T>(value), detail::extent_nodes(dims)));
+}
+/// @brief numpy's zeros and ones: zeros<float>({3, n}).
+template <class T = floatX, std::size_t M>
+var<T, M> zeros(const extent (&dims)[M], detail::source_site where = detail::source_site::current()) {
+  return full<T>(dims, 0, where);
+}
+template <class T = floatX, std::size_t M>
+var<T, M> ones(const extent (&dims)[M], detail::source_site where = detail::source_site::current()) {
+  return full<T>(dims, 1, where);
+}
+/// @brief An array of x's shape and type filled with value (numpy's full_like, zeros_like, ones_like).
+template <class E, std::size_t N, class V>
+  requires std::is_arithmetic_v<V>
+var<E, N> full_like(const var<E, N>& x, V value, detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  std::vector<var_ptr> dims;
+  for (int d = 0; d < static_cast<int>(N); ++d) dims.push_back(detail::shape_prod(x.node(), {d}, dtype::int64));
+  return var<E, N>(detail::alloc(detail::lift<E>(value), std::move(dims)));
+}
+template <class E, std::size_t N>
+var<E, N> zeros_like(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  return full_like(x, 0, where);
+}
+template <class E, std::size_t N>
+var<E, N> ones_like(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  return full_like(x, 1, where);
+}
+
+namespace detail {
+// arange's element type: T if given, else the operands' (a C++ integer is int64, a C++ floating
+// number double).
+template <class X>
+using arange_elem_t = std::conditional_t<is_var_v<X>, typename operand_traits<X>::elem,
+                                         std::conditional_t<std::is_floating_point_v<X>, double, std::int64_t>>;
+template <class... X> struct promote_all;
+template <class X> struct promote_all<X> { using type = X; };
+template <class X, class Y, class... Z> struct promote_all<X, Y, Z...> {
+  using type = typename promote_all<promote_t<X, Y>, Z...>::type;
+};
+template <class T, class... X>
+using arange_t = std::conditional_t<std::is_void_v<T>, typename promote_all<arange_elem_t<X>...>::type, T>;
+}  // namespace detail
+
+/// @brief numpy's arange: start, start + step, ... while before stop (C++ numbers or scalar
+/// tensors). An ARange node; a zero step is an error when it runs.
+template <class T = void, operand A, operand B, operand C>
+auto arange(const A& start, const B& stop, const C& step, detail::source_site where = detail::source_site::current()) {
+  static_assert(detail::operand_traits<A>::rank == 0 && detail::operand_traits<B>::rank == 0 &&
+                    detail::operand_traits<C>::rank == 0,
+                "xsym::arange: start, stop and step are scalars");
+  using R = detail::arange_t<T, A, B, C>;
+  static_assert(!std::is_same_v<R, bool>, "xsym::arange: no bool ranges");
+  const detail::at_site site(where);
+  return var<R, 1>(detail::arange(detail::lift<R>(start), detail::lift<R>(stop), detail::lift<R>(step), dtype_of<R>()));
+}
+template <class T = void, operand A, operand B>
+auto arange(const A& start, const B& stop, detail::source_site where = detail::source_site::current()) {
+  return arange<detail::arange_t<T, A, B>>(start, stop, 1, where);
+}
+template <class T = void, operand B>
+auto arange(const B& stop, detail::source_site where = detail::source_site::current()) {
+  return arange<detail::arange_t<T, B>>(0, stop, 1, where);
+}
+
+/// @brief numpy's eye: an n x m matrix (m = n by default) with ones on diagonal k.
+template <class T = floatX>
+var<T, 2> eye(const extent& n, std::optional<extent> m = std::nullopt, std::int64_t k = 0,
+              detail::source_site where = detail::source_site::current()) {
+  const detail::at_site site(where);
+  const var<std::int64_t, 1> rows(detail::arange(detail::make_constant(detail::scalar_array<std::int64_t>(0)), n.node,
+                                                 detail::make_constant(detail::scalar_array<std::int64_t>(1)), dtype::int64));
+  const var<std::int64_t, 1> cols(detail::arange(detail::make_constant(detail::scalar_array<std::int64_t>(0)),
+                                                 (m ? *m : n).node,
+                                                 detail::make_constant(detail::scalar_array<std::int64_t>(1)), dtype::int64));
+  const var<std::int64_t, 2> r(detail::dimshuffle(rows.node(), {0, -1}));
+  const var<std::int64_t, 2> c(detail::dimshuffle(cols.node(), {-1, 0}));
+  return cast<T>(r + k == c);
+}
+
+/// @brief numpy's cumsum along `axis` (of the flattened x without one): a CumOp node; its
+/// gradient is the adjoint's running sum from the end.
+template <class E, std::size_t N>
+var<E, N> cumsum(const var<E, N>& x, int axis, detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::cumsum: a rank-0 tensor has no axis");
+  const detail::at_site site(where);
+  return var<E, N>(detail::cumulative(x.node(), reduce_op::sum, axis));
+}
+template <class E, std::size_t N>
+var<E, 1> cumsum(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
+  return cumsum(flatten(x, where), 0, where);
+}
+/// @brief numpy's cumprod along `axis` (no gradient: grad refuses it).
+template <class E, std::size_t N>
+var<E, N> cumprod(const var<E, N>& x, int axis, detail::source_site where = detail::source_site::current()) {
+  static_assert(N >= 1, "xsym::cumprod: a rank-0 tensor has no axis");
+  const detail::at_site site(where);
+  return var<E, N>(detail::cumulative(x.node(), reduce_op::prod, axis));
+}
+
+/// @brief Matrix products batch by batch: (b, n, k) with (b, k, m) gives (b, n, m); with a
+/// (b, k) batch of vectors, (b, n). A BatchedDot node.
+template <class A, class B, std::size_t NB>
+auto batched_dot(const var<A, 3>& a, const var<B, NB>& b, detail::source_site where = detail::source_site::current()) {
+  static_assert(NB == 2 || NB == 3, "xsym::batched_dot: the second operand is (b, k, m) or (b, k)");
+  const detail::at_site site(where);
+  using R = promote_t<A, B>;
+  if constexpr (NB == 3) {
+    return var<R, 3>(detail::batched_dot(a.node(), b.node()));
+  } else {
+    const var_ptr product = detail::batched_dot(a.node(), detail::dimshuffle(b.node(), {0, 1, -1}));
+    return var<R, 2>(detail::dimshuffle(product, {0, 1}));
+  }
+}
+
+/// @brief numpy's tensordot: the sum over a's axes `axes_a` paired with b's `axes_b`; the
+/// result has a's other axes, then b's. Written as transposes, reshapes and one dot.
+template <class A, std::size_t NA, class B, std::size_t NB, std::size_t K>
+auto tensordot(const var<A, NA>& a, const var<B, NB>& b, const int (&axes_a)[K], const int (&axes_b)[K],
+               detail::source_site where = detail::source_site::current()) {
+  static_assert(K <= NA && K <= NB, "xsym::tensordot: more axes than the tensors have");
+  static_assert(NA + NB - 2 * K <= 4, "xsym::tensordot: the result would have more than 4 dimensions");
+  const detail::at_site site(where);
+  using R = promote_t<A, B>;
+  const std::vector<int> ca = detail::normalize_axes(std::vector<int>(axes_a, axes_a + K), static_cast<int>(NA), "tensordot");
+  const std::vector<int> cb = detail::normalize_axes(std::vector<int>(axes_b, axes_b + K), static_cast<int>(NB), "tensordot");
+  std::vector<int> fa, fb, pa, pb;
+  for (int d = 0; d < static_cast<int>(NA); ++d)
+    if (std::find(ca.begin(), ca.end(), d) == ca.end()) fa.push_back(d);
+  for (int d = 0; d < static_cast<int>(NB); ++d)
+    if (std::find(cb.begin(), cb.end(), d) == cb.end()) fb.push_back(d);
+  // The pairs in the caller's order (normalize_axes sorts), as numpy pairs them.
+  for (std::size_t i = 0; i < K; ++i) {
+    pa.push_back(axes_a[i] < 0 ? axes_a[i] + static_cast<int>(NA) : axes_a[i]);
+    pb.push_back(axes_b[i] < 0 ? axes_b[i] + static_cast<int>(NB) : axes_b[i]);
+  }
+  std::vector<int> order_a = fa, order_b = pb;
+  order_a.insert(order_a.end(), pa.begin(), pa.end());
+  order_b.insert(order_b.end(), fb.begin(), fb.end());
+  const var_ptr at = detail::dimshuffle(detail::cast(a.node(), dtype_of<R>()), order_a);
+  const var_ptr bt = detail::dimshuffle(detail::cast(b.node(), dtype_of<R>()), order_b);
+  const var_ptr m = detail::shape_prod(a.node(), fa, dtype::int64), k = detail::shape_prod(a.node(), pa, dtype::int64);
+  const var_ptr n = detail::shape_prod(b.node(), fb, dtype::int64);
+  const var_ptr product = detail::dot(detail::reshape_to(at, {m, k}), detail::reshape_to(bt, {k, n}));
+  std::vector<var_ptr> out;
+  for (int d : fa) out.push_back(detail::shape_prod(a.node(), {d}, dtype::int64));
+  for (int d : fb) out.push_back(detail::shape_prod(b.node(), {d}, dtype::int64));
+  return var<R, NA + NB - 2 * K>(detail::reshape_to(product, std::move(out)));
+}
+/// @brief tensordot over a's last n axes and b's first n, as numpy's tensordot(a, b, n).
+template <std::size_t Nax, class A, std::size_t NA, class B, std::size_t NB>
+auto tensordot(const var<A, NA>& a, const var<B, NB>& b, detail::source_site where = detail::source_site::current()) {
+  static_assert(Nax >= 1 && Nax <= NA && Nax <= NB, "xsym::tensordot<n>: n must be at least 1 and at most either rank");
+  int axes_a[Nax], axes_b[Nax];
+  for (std::size_t i = 0; i < Nax; ++i) {
+    axes_a[i] = static_cast<int>(NA - Nax + i);
+    axes_b[i] = static_cast<int>(i);
+  }
+  return tensordot(a, b, axes_a, axes_b, where);
+}
+
+/// @brief x, with conditions checked when it runs: each a bool scalar; a false one is an
+/// assertion_error carrying `message` (an Assert node, Theano's assert_op).
+template <class E, std::size_t N, class... C>
+  requires(std::is_same_v<C, var<bool, 0>> && ...)
+var<E, N> check(const var<E, N>& x, const std::string& message, const C&... conditions) {
+  return var<E, N>(detail::check(x.node(), {conditions.node()...}, message));
+}
+
+/// @brief -log(p[i, labels[i]]) for each row i of probabilities p, against int class labels;
+/// a label outside [0, classes) is an assertion_error.
+template <class E, class I>
+  requires(std::is_same_v<I, std::int32_t> || std::is_same_v<I, std::int64_t>)
+var<E, 1> categorical_crossentropy(const var<E, 2>& p, const var<I, 1>& labels,
+                                   detail::source_site where = detail::source_site::current()) {
+  static_assert(std::is_floating_point_v<E>, "xsym::categorical_crossentropy: p holds float probabilities");
+  const detail::at_site site(where);
+  const auto classes = shape(p, 1, where);
+  const auto checked = check(labels, "categorical_crossentropy: a label is outside [0, number of classes)",
+                             all(labels >= I(0)), all(cast<std::int64_t>(labels) < classes));
+  const var<I, 2> column(detail::dimshuffle(checked.node(), {0, -1}));
+  const var<std::int64_t, 2> classes_row(detail::dimshuffle(arange(classes, where).node(), {-1, 0}));
+  return -log(sum(p * cast<E>(cast<std::int64_t>(column) == classes_row), 1));
 }
 
 /// @brief x != x and |x| == inf, elementwise (false for integers).

@@ -31,6 +31,12 @@ class index_error : public std::out_of_range {
   using std::out_of_range::out_of_range;
 };
 
+/// @brief Raised when an Assert node's condition is false at call time (its message says which).
+class assertion_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 /// @brief Bytes the library holds in array buffers, now and at most (process-wide).
 struct memory_counters {
   std::int64_t current = 0;

@@ -96,7 +96,20 @@ enum class op_kind : std::uint8_t {
   join,
   // Part pass_u of a Join along axes[0]: inputs (joined, the Join's inputs); a view of the
   // joined array where that input lay (the Join's gradient).
-  join_part
+  join_part,
+  // An array of the shape given by int scalar inputs, filled with the first input broadcast to
+  // it: inputs (value, extent 0, extent 1, ...) (Theano's Alloc: zeros, ones, full).
+  alloc,
+  // numpy's arange: inputs (start, stop, step), scalars of the output's dtype.
+  arange,
+  // The running sum (reduction sum) or product (prod) along axes[0] (numpy's cumsum, cumprod;
+  // Theano's CumOp).
+  cumulative,
+  // Matrix products batch by batch: (b, n, k) x (b, k, m) -> (b, n, m) (Theano's BatchedDot).
+  batched_dot,
+  // Input 0 unchanged (a view) when every other input, a bool scalar, is true; else an
+  // assertion_error with `message` (Theano's Assert).
+  check
 };
 
 /// @brief One axis of a basic slice: numpy's start:stop:step (absent ends are the axis's
@@ -202,6 +215,8 @@ struct op {
   std::vector<slice_spec> slices;              // subtensor, inc_subtensor: one per leading axis
   bool set_values = false;                     // inc_subtensor: set (else increment)
   std::vector<std::int64_t> dims;              // reshape: the new shape, one -1 at most
+  bool extents_from_inputs = false;            // reshape: inputs (x, extent 0, ...), int64 scalars
+  std::string message;                         // check: what a false condition means
 
   bool is_inplace() const { return !destroy_map.empty(); }
   XSYM_COLD_BEGIN  // names and text: graph building, reports, debugprint
@@ -212,7 +227,7 @@ struct op {
   }
   bool is_view() const {
     return kind == op_kind::dimshuffle || kind == op_kind::subtensor || kind == op_kind::reshape ||
-           kind == op_kind::join_part;
+           kind == op_kind::join_part || kind == op_kind::check;
   }
 
   /// @brief The op's name as the profile's Ops section prints it.
@@ -314,6 +329,12 @@ struct op {
       case op_kind::reshape: return "Reshape{" + std::to_string(dims.size()) + "}";
       case op_kind::join: return "Join{axis=" + std::to_string(axes[0]) + "}";
       case op_kind::join_part: return "Split{axis=" + std::to_string(axes[0]) + ",part=" + std::to_string(pass_u) + "}";
+      case op_kind::alloc: return "Alloc";
+      case op_kind::batched_dot: return "BatchedDot";
+      case op_kind::check: return "Assert{" + message + "}";
+      case op_kind::arange: return "ARange{" + std::string(dtype_name(cast_to)) + "}";
+      case op_kind::cumulative:
+        return "CumOp{" + std::to_string(axes[0]) + (reduction == reduce_op::sum ? ", add}" : ", mul}");
       case op_kind::inc_rows: return "AdvancedIncSubtensor1{" + inplace + ",inc}";
       case op_kind::one_pass_gemv: {
         std::string n = "OnePassGemv{Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
@@ -348,6 +369,11 @@ struct op {
       case op_kind::reshape: return "xsym::Reshape";
       case op_kind::join: return "xsym::Join";
       case op_kind::join_part: return "xsym::Split";
+      case op_kind::alloc: return "xsym::Alloc";
+      case op_kind::batched_dot: return "xsym::BatchedDot";
+      case op_kind::check: return "xsym::Assert";
+      case op_kind::arange: return "xsym::ARange";
+      case op_kind::cumulative: return "xsym::CumOp";
     }
     return "?";
   }
@@ -358,8 +384,10 @@ struct op {
     std::string sig = name() + (transpose_a ? "/T" : "") +
                       (kind == op_kind::composite || kind == op_kind::one_pass_gemv ? "/" + fused->text : std::string());
     if (kind == op_kind::one_pass_gemv) sig += "/" + std::to_string(pass_u) + "/" + std::to_string(pass_g);
-    if (kind == op_kind::reshape)
+    if (kind == op_kind::reshape) {
       for (auto d : dims) sig += "/" + std::to_string(d);
+      if (extents_from_inputs) sig += "/inputs";
+    }
     if (kind == op_kind::allreduce) {  // one communicator's reduction is not another's
       char buf[32];
       std::snprintf(buf, sizeof buf, "/%p", static_cast<const void*>(comm.get()));

@@ -219,7 +219,17 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
       return b;
     }
     case op_kind::inc_subtensor: return in[0]->broadcastable;
+    case op_kind::batched_dot:  // batches where both have one; a's rows, c's columns
+      return static_cast<std::uint8_t>((bit(in[0], 0) & bit(in[1], 0)) | (bit(in[0], 1) << 1) | (bit(in[1], 2) << 2));
+    case op_kind::check: return in[0]->broadcastable;
     case op_kind::reshape:
+      if (o.extents_from_inputs) {
+        for (int i = 0; i < rank; ++i) {
+          const variable& e = *in[1 + static_cast<std::size_t>(i)];
+          if (e.kind == var_kind::constant && e.constant.flat_as_double(0) == 1) b |= static_cast<std::uint8_t>(1u << i);
+        }
+        return b;
+      }
       if (in.size() > 1) return in[1]->broadcastable;
       for (int i = 0; i < rank; ++i)
         if (o.dims[static_cast<std::size_t>(i)] == 1) b |= static_cast<std::uint8_t>(1u << i);
@@ -229,6 +239,14 @@ inline std::uint8_t infer_broadcastable(const op& o, const std::vector<var_ptr>&
       for (const auto& v : in) b &= v->broadcastable;
       return in.size() == 1 ? b : static_cast<std::uint8_t>(b & ~(1u << o.axes[0]));
     case op_kind::join_part: return in[1 + static_cast<std::size_t>(o.pass_u)]->broadcastable;
+    case op_kind::alloc:  // an extent that is the constant 1
+      for (int i = 0; i < rank; ++i) {
+        const variable& e = *in[1 + static_cast<std::size_t>(i)];
+        if (e.kind == var_kind::constant && e.constant.flat_as_double(0) == 1) b |= static_cast<std::uint8_t>(1u << i);
+      }
+      return b;
+    case op_kind::arange: return 0;
+    case op_kind::cumulative: return in[0]->broadcastable;
     case op_kind::dot22:
       if (o.accumulate)
         return static_cast<std::uint8_t>(in[0]->broadcastable & (bit(in[1], 0) | (bit(in[2], 1) << 1)));
@@ -610,6 +628,48 @@ inline var_ptr reshape_like(const var_ptr& x, const var_ptr& like) {
   return make_apply(std::move(o), {x, like}, x->type, like->rank);
 }
 
+/// x's elements in C order with the shape the int scalars `extents` give at run time.
+inline var_ptr reshape_to(const var_ptr& x, std::vector<var_ptr> extents) {
+  if (extents.size() > 4) throw graph_error("xsym::reshape: rank " + std::to_string(extents.size()) + " exceeds 4");
+  op o;
+  o.kind = op_kind::reshape;
+  o.extents_from_inputs = true;
+  o.dims.assign(extents.size(), -1);
+  const int rank = static_cast<int>(extents.size());
+  std::vector<var_ptr> in{x};
+  for (auto& e : extents) {
+    if (e->rank != 0 || !(e->type == dtype::int32 || e->type == dtype::int64))
+      throw graph_error("xsym::reshape: an extent must be an int32 or int64 scalar");
+    in.push_back(cast(e, dtype::int64));
+  }
+  return make_apply(std::move(o), std::move(in), x->type, rank);
+}
+
+/// x, checked when it runs: every condition (a bool scalar) must be true, else an
+/// assertion_error with `message`.
+inline var_ptr check(const var_ptr& x, std::vector<var_ptr> conditions, std::string message) {
+  for (const auto& c : conditions)
+    if (c->rank != 0 || c->type != dtype::bool_) throw graph_error("xsym::check: a condition must be a bool scalar");
+  op o;
+  o.kind = op_kind::check;
+  o.message = std::move(message);
+  std::vector<var_ptr> in{x};
+  in.insert(in.end(), conditions.begin(), conditions.end());
+  return make_apply(std::move(o), std::move(in), x->type, x->rank);
+}
+
+/// Matrix products batch by batch: a (b, n, k) with c (b, k, m), in their promoted dtype.
+inline var_ptr batched_dot(var_ptr a, var_ptr c) {
+  if (a->rank != 3 || c->rank != 3)
+    throw graph_error("xsym::batched_dot takes two rank-3 tensors; got ranks " + std::to_string(a->rank) + " and " +
+                      std::to_string(c->rank));
+  if (a->type == dtype::bool_ || c->type == dtype::bool_) throw graph_error("xsym::batched_dot is not defined on bool tensors");
+  const dtype t = promote(a->type, c->type);
+  op o;
+  o.kind = op_kind::batched_dot;
+  return make_apply(std::move(o), {cast(a, t), cast(c, t)}, t, 3);
+}
+
 /// The tensors laid end to end along `axis` (numpy's concatenate), in their promoted dtype.
 inline var_ptr join(std::vector<var_ptr> xs, int axis) {
   if (xs.empty()) throw graph_error("xsym::concatenate: nothing to join");
@@ -637,6 +697,49 @@ inline var_ptr join_part(const var_ptr& joined, const std::vector<var_ptr>& part
   std::vector<var_ptr> in{joined};
   in.insert(in.end(), parts.begin(), parts.end());
   return make_apply(std::move(o), std::move(in), joined->type, joined->rank);
+}
+
+/// An array of shape `extents` (int scalars) filled with `value` broadcast to it (Theano's alloc).
+inline var_ptr alloc(var_ptr value, std::vector<var_ptr> extents) {
+  if (extents.size() > 4) throw graph_error("xsym::alloc: rank " + std::to_string(extents.size()) + " exceeds 4");
+  if (static_cast<std::size_t>(value->rank) > extents.size())
+    throw graph_error("xsym::alloc: a rank-" + std::to_string(value->rank) + " value does not fit a rank-" +
+                      std::to_string(extents.size()) + " array");
+  for (auto& e : extents) {
+    if (e->rank != 0 || !(e->type == dtype::int32 || e->type == dtype::int64))
+      throw graph_error("xsym::alloc: an extent must be an int32 or int64 scalar");
+    e = cast(e, dtype::int64);
+  }
+  const int rank = static_cast<int>(extents.size());
+  const dtype t = value->type;
+  std::vector<var_ptr> in{align_rank(value, rank)};
+  in.insert(in.end(), extents.begin(), extents.end());
+  op o;
+  o.kind = op_kind::alloc;
+  return make_apply(std::move(o), std::move(in), t, rank);
+}
+
+/// numpy's arange(start, stop, step) in dtype t (the scalars cast to it).
+inline var_ptr arange(const var_ptr& start, const var_ptr& stop, const var_ptr& step, dtype t) {
+  if (start->rank != 0 || stop->rank != 0 || step->rank != 0)
+    throw graph_error("xsym::arange: start, stop and step are scalars");
+  if (t == dtype::bool_) throw graph_error("xsym::arange: no bool ranges");
+  op o;
+  o.kind = op_kind::arange;
+  o.cast_to = t;
+  return make_apply(std::move(o), {cast(start, t), cast(stop, t), cast(step, t)}, t, 1);
+}
+
+/// The running sum (r = sum) or product (prod) of v along `axis` (numpy's cumsum, cumprod).
+inline var_ptr cumulative(const var_ptr& v, reduce_op r, int axis) {
+  const char* what = r == reduce_op::sum ? "cumsum" : "cumprod";
+  if (v->rank == 0) throw graph_error(std::string("xsym::") + what + ": a rank-0 tensor has no axis");
+  if (v->type == dtype::bool_) throw graph_error(std::string("xsym::") + what + " is not defined on bool tensors");
+  op o;
+  o.kind = op_kind::cumulative;
+  o.reduction = r;
+  o.axes = normalize_axes({axis}, v->rank, what);
+  return make_apply(std::move(o), {v}, v->type, v->rank);
 }
 
 inline var_ptr dot(var_ptr a, var_ptr b) {

@@ -124,7 +124,8 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
         else kept.push_back(o.pattern[i]);
       }
       var_ptr s = new_axes.empty() ? g : sum_axes(g, new_axes);
-      std::vector<int> inverse(static_cast<std::size_t>(a->rank));
+      // A dropped (broadcastable) input dimension comes back as a new axis of 1.
+      std::vector<int> inverse(static_cast<std::size_t>(a->rank), -1);
       for (std::size_t j = 0; j < kept.size(); ++j) inverse[static_cast<std::size_t>(kept[j])] = static_cast<int>(j);
       bool identity = true;
       for (std::size_t i = 0; i < inverse.size(); ++i) identity &= inverse[i] == static_cast<int>(i);
@@ -197,11 +198,35 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
       const var_ptr region = subtensor(g, o.slices);
       return {gx, sum_to_pattern(region, in[1], region)};
     }
-    case op_kind::reshape:
-      return in.size() > 1 ? std::vector<var_ptr>{reshape_like(g, in[0]), nullptr} : std::vector<var_ptr>{reshape_like(g, in[0])};
+    case op_kind::reshape:  // the adjoint in x's shape; none to a `like` or extent input
+      r[0] = reshape_like(g, in[0]);
+      return r;
+    case op_kind::check:
+      r[0] = g;
+      return r;
+    case op_kind::batched_dot: {
+      auto tr = [](const var_ptr& v) { return dimshuffle(v, {0, 2, 1}); };
+      return {batched_dot(g, tr(in[1])), batched_dot(tr(in[0]), g)};
+    }
     case op_kind::join:
       for (std::size_t k = 0; k < in.size(); ++k) r[k] = join_part(g, in, static_cast<int>(k), o.axes[0]);
       return r;
+    case op_kind::alloc:  // the value's adjoint sums g over the dimensions it was broadcast along
+      r[0] = sum_to_pattern(g, in[0], z);
+      return r;
+    case op_kind::arange: return r;  // no gradient, as numpy's integers and Theano's ARange
+    case op_kind::cumulative: {
+      if (!is_float(t)) return r;
+      const int axis = o.axes[0];
+      std::vector<slice_spec> flip(static_cast<std::size_t>(axis) + 1);
+      flip.back().step = -1;
+      if (o.reduction == reduce_op::sum) {  // the adjoint's running sum from the end
+        r[0] = subtensor(cumulative(subtensor(g, flip), reduce_op::sum, axis), flip);
+        return r;
+      }
+      // cumprod's adjoint divides by each element (wrong at a zero); refused rather than wrong.
+      throw graph_error("xsym::grad: no gradient through " + o.name() + " (cumprod); write the product with cumsum of logs");
+    }
     case op_kind::join_part: {
       // Zeros of the joined shape with g where part k lay: a Join of zeros and g.
       std::vector<var_ptr> parts;

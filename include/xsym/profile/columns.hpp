@@ -90,6 +90,8 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
         return 0;
       }
     case op_kind::arg_reduce: return static_cast<double>(ins[0].shape.size());  // one comparison each
+    case op_kind::cumulative: return static_cast<double>(ins[0].shape.size());
+    case op_kind::batched_dot: return 2.0 * out * static_cast<double>(ins[0].shape[2]);
     case op_kind::allreduce:  // this rank's share of combining the ranks' arrays
       return n.fn->reduction == reduce_op::sum || n.fn->reduction == reduce_op::prod ? out : 0;
     case op_kind::gemv: return 2.0 * static_cast<double>(ins[n.fn->accumulate ? 1 : 0].shape.size());

@@ -297,6 +297,11 @@ inline void bind(thunk& t, const function_graph& g, const apply_node& n) {
     case op_kind::join_part: t.run = &xsym::detail::run_join_part; break;
     case op_kind::inc_subtensor: t.run = &run_through_host<&xsym::detail::run_inc_subtensor>; break;
     case op_kind::join: t.run = &run_through_host<&xsym::detail::run_join>; break;
+    case op_kind::alloc: t.run = &run_through_host<&xsym::detail::run_alloc>; break;
+    case op_kind::batched_dot: t.run = &run_through_host<&xsym::detail::run_batched_dot>; break;
+    case op_kind::check: t.run = &run_through_host<&xsym::detail::run_check>; break;  // reads its conditions
+    case op_kind::arange: t.run = &run_through_host<&xsym::detail::run_arange>; break;
+    case op_kind::cumulative: t.run = &run_through_host<&xsym::detail::run_cumulative>; break;
     case op_kind::one_pass_gemv:  // one_pass_gemv does not run with device=cuda
       throw std::logic_error("xsym: OnePassGemv has no GPU kernel");
   }
