@@ -80,10 +80,10 @@ def test_suite_cost():
              "min_s": seconds, "repeats": 1, "peak_rss_mb": usage.ru_maxrss / 1024.0}]
 
 
-def pytensor_peer():
-    script = ROOT / "bench" / "peers" / "logreg_pytensor.py"
+def pytensor_peer(name="logreg_pytensor.py", env=None):
+    script = ROOT / "bench" / "peers" / name
     try:
-        out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900)
+        out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900, env=env)
     except subprocess.TimeoutExpired:
         return [], "PyTensor peer timed out"
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
@@ -137,6 +137,10 @@ def main():
         results += test_suite_cost()
     peer_rows, peer_note = ([], "skipped (--quick)") if args.quick else pytensor_peer()
     results += peer_rows
+    if (build / "bench" / "bench_mlp").exists():
+        results += run_bench(build / "bench" / "bench_mlp", env=env)
+        if not args.quick:
+            results += pytensor_peer("mlp_pytensor.py", env)[0]  # one BLAS thread, as xsym and Eigen
 
     bars = []
 
@@ -226,6 +230,12 @@ def main():
         r = find(results, "call_overhead_aligned", impl)
         if r:
             reported.append((f"call, 64-byte aligned result, {label} (ns)", r["median_s"] * 1e9))
+    # examples/mlp.cpp's step (no bar: the issue asks for the ratios).
+    xm = find(results, "mlp_step", "xsym")
+    for peer in ("eigen", "pytensor"):
+        pm = find(results, "mlp_step", peer)
+        if xm and pm:
+            reported.append((f"mlp step float32: xsym / {peer}", xm["median_s"] / pm["median_s"]))
     if bt:
         reported.append(("build the test suite, make build -j2 from nothing (s)", bt["median_s"]))
         reported.append(("build the test suite, peak of one process (MB)", bt["peak_rss_mb"]))
