@@ -234,33 +234,6 @@ inline void run_to_host(const thunk& t, ndarray* values) {
   copy_to_host(in, out);
 }
 
-// A node without a device kernel (take, add_at, argmax; AllReduce, which the communicator
-// reduces in host memory): its inputs copied to host memory, the CPU thunk run there (a device
-// node has no into(...) destination, and the pool hands it host buffers only), its output
-// uploaded; its time includes the copies.
-template <void (*Run)(const thunk&, ndarray*)>
-void run_through_host(const thunk& t, ndarray* values) {
-  const apply_node& n = *t.node;
-  std::vector<ndarray> device_in;
-  for (int s : n.inputs) {
-    device_in.push_back(values[s]);
-    values[s] = to_host(values[s]);
-  }
-  ndarray device_out = std::move(values[n.outputs[0]]);
-  values[n.outputs[0]] = ndarray();
-  try {
-    Run(t, values);
-  } catch (...) {
-    for (std::size_t k = 0; k < n.inputs.size(); ++k) values[n.inputs[k]] = device_in[k];
-    throw;
-  }
-  const ndarray result = std::move(values[n.outputs[0]]);
-  for (std::size_t k = 0; k < n.inputs.size(); ++k) values[n.inputs[k]] = device_in[k];
-  values[n.outputs[0]] = std::move(device_out);
-  xsym::detail::prepare_output(values[n.outputs[0]], result.type(), result.shape(), t.pool, true);
-  cuda::detail::copy_bytes(values[n.outputs[0]].data(), result.data(), result.nbytes(), cuda::detail::direction::to_device);
-}
-
 inline void bind(thunk& t, const function_graph& g, const apply_node& n) {
   switch (n.fn->kind) {
     case op_kind::elemwise:
@@ -287,23 +260,13 @@ inline void bind(thunk& t, const function_graph& g, const apply_node& n) {
     case op_kind::dot22: t.run = &run_dot_node; break;
     case op_kind::shape_prod: t.run = &run_shape_node; break;
     case op_kind::transfer: t.run = n.fn->to_device ? &run_to_device : &run_to_host; break;
-    case op_kind::allreduce: t.run = &run_through_host<&xsym::detail::run_allreduce>; break;
-    case op_kind::take: t.run = &run_through_host<&xsym::detail::run_take>; break;
-    case op_kind::arg_reduce: t.run = &run_through_host<&xsym::detail::run_arg_reduce>; break;
-    case op_kind::inc_rows: t.run = &run_through_host<&xsym::detail::run_inc_rows>; break;
     // Views: the same arithmetic on a device pointer (a reshape of a strided array copies on the device).
     case op_kind::subtensor: t.run = &xsym::detail::run_subtensor; break;
     case op_kind::reshape: t.run = &xsym::detail::run_reshape; break;
     case op_kind::join_part: t.run = &xsym::detail::run_join_part; break;
-    case op_kind::inc_subtensor: t.run = &run_through_host<&xsym::detail::run_inc_subtensor>; break;
-    case op_kind::join: t.run = &run_through_host<&xsym::detail::run_join>; break;
-    case op_kind::alloc: t.run = &run_through_host<&xsym::detail::run_alloc>; break;
-    case op_kind::batched_dot: t.run = &run_through_host<&xsym::detail::run_batched_dot>; break;
-    case op_kind::check: t.run = &run_through_host<&xsym::detail::run_check>; break;  // reads its conditions
-    case op_kind::arange: t.run = &run_through_host<&xsym::detail::run_arange>; break;
-    case op_kind::cumulative: t.run = &run_through_host<&xsym::detail::run_cumulative>; break;
     case op_kind::one_pass_gemv:  // one_pass_gemv does not run with device=cuda
-      throw std::logic_error("xsym: OnePassGemv has no GPU kernel");
+    default:  // gpu_placement keeps the ops without a device kernel on the CPU (runs_on_host)
+      throw std::logic_error("xsym: " + n.fn->name() + " has no GPU kernel");
   }
 }
 
