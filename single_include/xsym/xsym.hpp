@@ -1741,13 +1741,15 @@ xt::xtensor<T, N> to_xtensor(const ndarray& value) {
 //             any         arithmetic on any non-bool type
 //             floating    computes in floating point: integer inputs are cast to float64
 //             comparison  bool result
+//             bitwise     integers and bool only (and, or, xor, invert)
 //             special     switch, cast, identity: kernels of their own (two element types)
 // flops       floating-point operations per element, for the profile
 // derivative  (adjoint of each input) given z = op(a, b), its adjoint g and constants c(v)
 //             of z's type, in grad/grad.hpp's helpers; nullptr where none flows
 // expression  the value, from a (and b), in the helpers every backend defines for scalars and
 //             its vectors: vneg vpow vsqrt vexp vlog vlog1p vexpm1 vabs vtanh vsigmoid vmax
-//             vmaximum vminimum (backend/cpu/vector_math.hpp, backend/gpu/kernels.hpp),
+//             vmaximum vminimum vfloor vceil vround_even, and vlane1(a, f), f applied to
+//             each value (backend/cpu/vector_math.hpp, backend/gpu/kernels.hpp),
 //             X being the value's type. Special rows' expressions are documentation only.
 //
 // A program may append rows of its own: define XSYM_USER_OPS(OP) with rows of this form before
@@ -1775,6 +1777,52 @@ xt::xtensor<T, N> to_xtensor(const ndarray& value) {
   /* max(a, 0) + log1p(exp(-|a|)): exact for large |a| both ways, no branch */                      \
   OP(softplus, "scalar_softplus", 1, "", floating, 1, (mul(g, ew(scalar_op::sigmoid, a))),           \
      vmax(a, X(0)) + vlog1p(vexp(-vabs(a))))                                                         \
+  /* the C library's functions, lane by lane (numpy's names; ints computed in float64) */    \
+  OP(sin, "sin", 1, "", floating, 1, (mul(g, ew(scalar_op::cos, a))),                                        \
+     vlane1(a, [](auto x) { return std::sin(x); }))                                   \
+  OP(cos, "cos", 1, "", floating, 1, (neg(mul(g, ew(scalar_op::sin, a)))),                                        \
+     vlane1(a, [](auto x) { return std::cos(x); }))                                   \
+  OP(tan, "tan", 1, "", floating, 1, (mul(g, add(c(1), ew(scalar_op::sqr, z)))),                                        \
+     vlane1(a, [](auto x) { return std::tan(x); }))                                   \
+  OP(arcsin, "arcsin", 1, "", floating, 1, (divide(g, ew(scalar_op::sqrt, sub(c(1), ew(scalar_op::sqr, a))))),                                        \
+     vlane1(a, [](auto x) { return std::asin(x); }))                                   \
+  OP(arccos, "arccos", 1, "", floating, 1, (neg(divide(g, ew(scalar_op::sqrt, sub(c(1), ew(scalar_op::sqr, a)))))),                                        \
+     vlane1(a, [](auto x) { return std::acos(x); }))                                   \
+  OP(arctan, "arctan", 1, "", floating, 1, (divide(g, add(c(1), ew(scalar_op::sqr, a)))),                                        \
+     vlane1(a, [](auto x) { return std::atan(x); }))                                   \
+  OP(sinh, "sinh", 1, "", floating, 1, (mul(g, ew(scalar_op::cosh, a))),                                        \
+     vlane1(a, [](auto x) { return std::sinh(x); }))                                   \
+  OP(cosh, "cosh", 1, "", floating, 1, (mul(g, ew(scalar_op::sinh, a))),                                        \
+     vlane1(a, [](auto x) { return std::cosh(x); }))                                   \
+  OP(arcsinh, "arcsinh", 1, "", floating, 1, (divide(g, ew(scalar_op::sqrt, add(ew(scalar_op::sqr, a), c(1))))),                                        \
+     vlane1(a, [](auto x) { return std::asinh(x); }))                                   \
+  OP(arccosh, "arccosh", 1, "", floating, 1, (divide(g, ew(scalar_op::sqrt, sub(ew(scalar_op::sqr, a), c(1))))),                                        \
+     vlane1(a, [](auto x) { return std::acosh(x); }))                                   \
+  OP(arctanh, "arctanh", 1, "", floating, 1, (divide(g, sub(c(1), ew(scalar_op::sqr, a)))),                                        \
+     vlane1(a, [](auto x) { return std::atanh(x); }))                                   \
+  OP(erf, "erf", 1, "", floating, 1, (mul(g, mul(c(1.1283791670955126), ew(scalar_op::exp, neg(ew(scalar_op::sqr, a)))))),                                        \
+     vlane1(a, [](auto x) { return std::erf(x); }))                                   \
+  OP(erfc, "erfc", 1, "", floating, 1, (neg(mul(g, mul(c(1.1283791670955126), ew(scalar_op::exp, neg(ew(scalar_op::sqr, a))))))),                                        \
+     vlane1(a, [](auto x) { return std::erfc(x); }))                                   \
+  OP(log2, "log2", 1, "", floating, 1, (divide(g, mul(a, c(0.6931471805599453)))),                                        \
+     vlane1(a, [](auto x) { return std::log2(x); }))                                   \
+  OP(log10, "log10", 1, "", floating, 1, (divide(g, mul(a, c(2.302585092994046)))),                                        \
+     vlane1(a, [](auto x) { return std::log10(x); }))                                   \
+  OP(exp2, "exp2", 1, "", floating, 1, (mul(g, mul(z, c(0.6931471805599453)))),                                        \
+     vlane1(a, [](auto x) { return std::exp2(x); }))                                   \
+  /* floor, ceil and round half to even (numpy's round), exact; their gradient is 0 */  \
+  OP(floor, "floor", 1, "", floating, 0, (mul(g, c(0))), vfloor(a))                                   \
+  OP(ceil, "ceil", 1, "", floating, 0, (mul(g, c(0))), vceil(a))                                   \
+  OP(round, "round_half_to_even", 1, "", floating, 0, (mul(g, c(0))), vround_even(a))                                   \
+  /* numpy's % and //: floor modulo (the divisor's sign) and floor division; on integers   \
+     x % 0 and x // 0 are 0 and INT_MIN // -1 wraps; on floats numpy's divmod */           \
+  OP(mod, "mod", 2, "%", any, 1, (g, neg(mul(g, ew(scalar_op::floor_div, a, b)))), vmod(a, b))            \
+  OP(floor_div, "int_div", 2, "//", any, 1, (mul(g, c(0)), mul(g, c(0))), vfloordiv(a, b))               \
+  /* bitwise and, or, xor and not of integers and bool (on bool: logical) */               \
+  OP(bit_and, "and_", 2, "&", bitwise, 0, (nullptr, nullptr), vbitand(a, b))                              \
+  OP(bit_or, "or_", 2, "|", bitwise, 0, (nullptr, nullptr), vbitor(a, b))                                 \
+  OP(bit_xor, "xor", 2, "^", bitwise, 0, (nullptr, nullptr), vbitxor(a, b))                               \
+  OP(invert, "invert", 1, "", bitwise, 0, (nullptr), vinvert(a))                                          \
   OP(maximum, "maximum", 2, "", any, 1, (select_grads(ew(scalar_op::ge, a, b), g, c(0))),            \
      vmaximum(a, b))                                                                                 \
   OP(minimum, "minimum", 2, "", any, 1, (select_grads(ew(scalar_op::le, a, b), g, c(0))),            \
@@ -1814,7 +1862,7 @@ enum class scalar_op : std::uint8_t {
 };
 
 /// @brief How an op treats element types (see expr/op_table.hpp).
-enum class op_family : std::uint8_t { wrapping, any, floating, comparison, special };
+enum class op_family : std::uint8_t { wrapping, any, floating, comparison, special, bitwise };
 
 struct scalar_op_info {
   std::string_view name;        // as Theano prints it inside Elemwise{...}
@@ -2674,7 +2722,11 @@ inline var_ptr elemwise(scalar_op s, std::vector<var_ptr> in) {
   if (static_cast<int>(in.size()) != inf.arity)
     throw graph_error("xsym: " + std::string(inf.name) + " takes " + std::to_string(inf.arity) + " inputs");
   const dtype compute = elemwise_compute_type(s, in);
-  const bool arithmetic = !inf.comparison && s != scalar_op::switch_ && s != scalar_op::cast;
+  if (inf.family == op_family::bitwise && is_float(compute))
+    throw graph_error("xsym: " + std::string(inf.name) + " takes integer or bool tensors, not " +
+                      std::string(dtype_name(compute)));
+  const bool arithmetic = !inf.comparison && s != scalar_op::switch_ && s != scalar_op::cast &&
+                          inf.family != op_family::bitwise;
   if (arithmetic && compute == dtype::bool_)
     throw graph_error("xsym: " + std::string(inf.name) +
                       " is not defined on bool tensors; cast them first with xsym::cast<std::int64_t>");
@@ -3136,7 +3188,15 @@ class var {
   XSYM_BINARY_OPERATOR(<=, le)
   XSYM_BINARY_OPERATOR(==, eq)
   XSYM_BINARY_OPERATOR(!=, neq)
+  XSYM_BINARY_OPERATOR(%, mod)
+  XSYM_BINARY_OPERATOR(&, bit_and)
+  XSYM_BINARY_OPERATOR(|, bit_or)
+  XSYM_BINARY_OPERATOR(^, bit_xor)
 #undef XSYM_BINARY_OPERATOR
+  friend auto operator~(detail::located<var> a) {
+    const detail::at_site site(a.where);
+    return detail::unary<scalar_op::invert>(a.v);
+  }
   friend auto operator-(detail::located<var> a) {
     const detail::at_site site(a.where);
     return detail::unary<scalar_op::neg>(a.v);
@@ -3263,7 +3323,9 @@ auto binary(const A& a, const B& b) {
   using c = combined<A, B>;
   using compute = std::conditional_t<info(S).float_only, float_result_t<typename c::type>, typename c::type>;
   constexpr bool comparison = info(S).comparison;
-  if constexpr (!comparison)
+  constexpr bool bitwise = info(S).family == op_family::bitwise;
+  static_assert(!bitwise || !std::is_floating_point_v<compute>, "xsym: & | ^ take integer or bool tensors");
+  if constexpr (!comparison && !bitwise)
     static_assert(!std::is_same_v<compute, bool>,
                   "xsym: arithmetic is not defined on bool tensors; cast them first with xsym::cast<std::int64_t>(...)");
   using result = std::conditional_t<comparison, bool, compute>;
@@ -3273,7 +3335,9 @@ auto binary(const A& a, const B& b) {
 template <scalar_op S, class E, std::size_t N>
 auto unary(const var<E, N>& a) {
   using result = std::conditional_t<info(S).float_only, float_result_t<E>, E>;
-  static_assert(!std::is_same_v<result, bool>,
+  static_assert(info(S).family != op_family::bitwise || !std::is_floating_point_v<E>,
+                "xsym: ~ takes integer or bool tensors");
+  static_assert(info(S).family == op_family::bitwise || !std::is_same_v<result, bool>,
                 "xsym: this function is not defined on bool tensors; cast them first with xsym::cast<...>(...)");
   return var<result, N>(elemwise(S, {a.node()}));
 }
@@ -3370,6 +3434,11 @@ xt::xtensor<Elem, N> get_test_value(const var<Elem, N>& x) {
 XSYM_BINARY_FUNCTION(pow, pow)
 XSYM_BINARY_FUNCTION(maximum, maximum)
 XSYM_BINARY_FUNCTION(minimum, minimum)
+XSYM_BINARY_FUNCTION(floor_divide, floor_div)  // numpy's //
+XSYM_BINARY_FUNCTION(mod, mod)                 // numpy's %, as the operator
+XSYM_BINARY_FUNCTION(bitwise_and, bit_and)
+XSYM_BINARY_FUNCTION(bitwise_or, bit_or)
+XSYM_BINARY_FUNCTION(bitwise_xor, bit_xor)
 #undef XSYM_BINARY_FUNCTION
 
 #define XSYM_UNARY_FUNCTION(fname, sop)                                      \
@@ -3389,6 +3458,33 @@ XSYM_UNARY_FUNCTION(abs, abs)
 XSYM_UNARY_FUNCTION(tanh, tanh)
 XSYM_UNARY_FUNCTION(sigmoid, sigmoid)
 XSYM_UNARY_FUNCTION(softplus, softplus)
+XSYM_UNARY_FUNCTION(invert, invert)  // numpy's ~ (logical not on bool)
+XSYM_UNARY_FUNCTION(sin, sin)
+XSYM_UNARY_FUNCTION(cos, cos)
+XSYM_UNARY_FUNCTION(tan, tan)
+XSYM_UNARY_FUNCTION(arcsin, arcsin)
+XSYM_UNARY_FUNCTION(arccos, arccos)
+XSYM_UNARY_FUNCTION(arctan, arctan)
+XSYM_UNARY_FUNCTION(sinh, sinh)
+XSYM_UNARY_FUNCTION(cosh, cosh)
+XSYM_UNARY_FUNCTION(arcsinh, arcsinh)
+XSYM_UNARY_FUNCTION(arccosh, arccosh)
+XSYM_UNARY_FUNCTION(arctanh, arctanh)
+XSYM_UNARY_FUNCTION(erf, erf)
+XSYM_UNARY_FUNCTION(erfc, erfc)
+XSYM_UNARY_FUNCTION(log2, log2)
+XSYM_UNARY_FUNCTION(log10, log10)
+XSYM_UNARY_FUNCTION(exp2, exp2)
+XSYM_UNARY_FUNCTION(floor, floor)
+XSYM_UNARY_FUNCTION(ceil, ceil)
+XSYM_UNARY_FUNCTION(round, round)
+// The C++ spellings of numpy's inverse functions.
+XSYM_UNARY_FUNCTION(asin, arcsin)
+XSYM_UNARY_FUNCTION(acos, arccos)
+XSYM_UNARY_FUNCTION(atan, arctan)
+XSYM_UNARY_FUNCTION(asinh, arcsinh)
+XSYM_UNARY_FUNCTION(acosh, arccosh)
+XSYM_UNARY_FUNCTION(atanh, arctanh)
 #undef XSYM_UNARY_FUNCTION
 
 /// @brief Elementwise conversion to another element type.
@@ -7218,6 +7314,98 @@ XSYM_VLOG_AVX512
       return vlanes(a, b, [](T x, T y) { return std::pow(x, y); });               \
     }                                                                             \
   }                                                                               \
+  /* f (a C library function) on each value: correctly rounded in practice, with   \
+     C's special values; out of line for batches */                               \
+  template <class X, class F>                                                     \
+  X vlane1(X a, F f) {                                                            \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return static_cast<X>(f(a));                                                \
+    } else {                                                                      \
+      using T = typename X::value_type;                                           \
+      return vlanes(a, a, [f](T x, T) { return static_cast<T>(f(x)); });          \
+    }                                                                             \
+  }                                                                               \
+  /* exact: floor, ceil, and round half to even (the default rounding mode) */    \
+  template <class X>                                                              \
+  X vfloor(X a) {                                                                 \
+    if constexpr (std::is_arithmetic_v<X>) return std::floor(a);                  \
+    else return xsimd::floor(a);                                                  \
+  }                                                                               \
+  template <class X>                                                              \
+  X vceil(X a) {                                                                  \
+    if constexpr (std::is_arithmetic_v<X>) return std::ceil(a);                   \
+    else return xsimd::ceil(a);                                                   \
+  }                                                                               \
+  template <class X>                                                              \
+  X vround_even(X a) {                                                            \
+    if constexpr (std::is_arithmetic_v<X>) return std::nearbyint(a);              \
+    else return xsimd::nearbyint(a);                                              \
+  }                                                                               \
+  /* numpy's floor division and modulo of one pair (npy_divmod for floats) */      \
+  template <class T>                                                              \
+  T floordiv1(T a, T b) {                                                         \
+    if constexpr (std::is_integral_v<T>) {                                        \
+      using U = std::make_unsigned_t<T>;                                          \
+      if (b == 0) return T(0);                                                    \
+      if (b == T(-1)) return static_cast<T>(U(0) - static_cast<U>(a));            \
+      const T q = static_cast<T>(a / b);                                          \
+      return a % b != 0 && ((a < 0) != (b < 0)) ? static_cast<T>(q - 1) : q;     \
+    } else {                                                                      \
+      if (b == 0) return a / b;                                                   \
+      const T m = std::fmod(a, b);                                                \
+      T d = (a - m) / b;                                                          \
+      if (m != 0 && ((b < 0) != (m < 0))) d -= T(1);                              \
+      if (d == 0) return std::copysign(T(0), a / b);                              \
+      T f = std::floor(d);                                                        \
+      if (d - f > T(0.5)) f += T(1);                                              \
+      return f;                                                                   \
+    }                                                                             \
+  }                                                                               \
+  template <class T>                                                              \
+  T mod1(T a, T b) {                                                              \
+    if constexpr (std::is_integral_v<T>) {                                        \
+      if (b == 0 || b == T(-1)) return T(0);                                      \
+      const T r = static_cast<T>(a % b);                                          \
+      return r != 0 && ((r < 0) != (b < 0)) ? static_cast<T>(r + b) : r;          \
+    } else {                                                                      \
+      const T m = std::fmod(a, b);                                                \
+      if (b == 0) return m;                                                       \
+      if (m == 0) return std::copysign(T(0), b);                                  \
+      return (b < 0) != (m < 0) ? m + b : m;                                      \
+    }                                                                             \
+  }                                                                               \
+  template <class X>                                                              \
+  X vfloordiv(X a, X b) {                                                         \
+    if constexpr (std::is_arithmetic_v<X>) return floordiv1(a, b);                \
+    else return vlanes(a, b, [](auto x, auto y) { return floordiv1(x, y); });     \
+  }                                                                               \
+  template <class X>                                                              \
+  X vmod(X a, X b) {                                                              \
+    if constexpr (std::is_arithmetic_v<X>) return mod1(a, b);                     \
+    else return vlanes(a, b, [](auto x, auto y) { return mod1(x, y); });          \
+  }                                                                               \
+  /* bitwise ops exist for integers and bool only (the graph refuses floats) */   \
+  template <class X>                                                              \
+  X vbitand(X a, X b) {                                                           \
+    if constexpr (std::is_integral_v<X>) return static_cast<X>(a & b);            \
+    else return a;                                                                \
+  }                                                                               \
+  template <class X>                                                              \
+  X vbitor(X a, X b) {                                                            \
+    if constexpr (std::is_integral_v<X>) return static_cast<X>(a | b);            \
+    else return a;                                                                \
+  }                                                                               \
+  template <class X>                                                              \
+  X vbitxor(X a, X b) {                                                           \
+    if constexpr (std::is_integral_v<X>) return static_cast<X>(a ^ b);            \
+    else return a;                                                                \
+  }                                                                               \
+  template <class X>                                                              \
+  X vinvert(X a) {                                                                \
+    if constexpr (std::is_same_v<X, bool>) return !a;                             \
+    else if constexpr (std::is_integral_v<X>) return static_cast<X>(~a);          \
+    else return a;                                                                \
+  }                                                                               \
   template <class X>                                                              \
   X vsqrt(X a) {                                                                  \
     if constexpr (std::is_arithmetic_v<X>) return std::sqrt(a);                   \
@@ -7326,10 +7514,12 @@ struct fn;
 #define XSYM_FN_floating(S, ...) XSYM_FN_ROW(S, X, __VA_ARGS__)
 #define XSYM_FN_comparison(S, ...) XSYM_FN_ROW(S, auto, __VA_ARGS__)
 #define XSYM_FN_special(S, ...)
+#define XSYM_FN_bitwise(S, ...) XSYM_FN_ROW(S, X, __VA_ARGS__)
 #define XSYM_FN(S, name, arity, infix, family, flops, derivative, ...) XSYM_FN_##family(S, __VA_ARGS__)
 XSYM_OP_TABLE(XSYM_FN)
 #undef XSYM_FN
 #undef XSYM_FN_special
+#undef XSYM_FN_bitwise
 #undef XSYM_FN_comparison
 #undef XSYM_FN_floating
 #undef XSYM_FN_any
@@ -7463,6 +7653,9 @@ template <scalar_op S, class T, bool Simd>
 constexpr kernel_fn typed_kernel() {
   if constexpr (info(S).family == op_family::special) {
     return nullptr;
+  } else if constexpr (info(S).family == op_family::bitwise) {
+    if constexpr (std::is_integral_v<T>) return &arith<fn<S>, info(S).arity, T, false>;  // bool too
+    else return nullptr;
   } else if constexpr (is_comparison<S>) {
     return &comparison<S, T>;
   } else {
@@ -11715,12 +11908,34 @@ XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym::detail {
 
-/// device=cuda, after every other rewrite: each Apply node becomes its GPU op; function
-/// inputs reach the device through GpuFromHost nodes and outputs come back through
-/// HostFromGpu nodes; shared variables and constants live on the device (no transfer per call).
+/// Ops without a device kernel: with device=cuda they stay on the CPU, between the transfers
+/// that bring their inputs to host memory and their results back (shown in the graph and the
+/// profile as HostFromGpu and GpuFromHost nodes).
+inline bool runs_on_host(op_kind k) {
+  switch (k) {
+    case op_kind::allreduce:  // MPI reduces host memory (no CUDA-aware MPI)
+    case op_kind::take:
+    case op_kind::inc_rows:
+    case op_kind::arg_reduce:
+    case op_kind::inc_subtensor:
+    case op_kind::join:
+    case op_kind::alloc:
+    case op_kind::arange:
+    case op_kind::cumulative:
+    case op_kind::batched_dot:
+    case op_kind::check: return true;
+    default: return false;
+  }
+}
+
+/// device=cuda, after every other rewrite: each Apply node becomes its GPU op, or stays on the
+/// CPU where it has no device kernel; a value crosses between them through a GpuFromHost or
+/// HostFromGpu node placed before its first reader on the other side (one per value and
+/// direction). Function inputs start in host memory; shared variables and constants live on
+/// the device (no transfer per call); outputs come back through HostFromGpu nodes.
 inline void gpu_placement_pass(function_graph& g, rewrite_record& rec) {
   std::vector<apply_node> body = std::move(g.nodes);
-  std::vector<apply_node> head, tail;
+  g.nodes.clear();
   auto transfer = [](bool to_device) {
     auto o = std::make_shared<op>();
     o->kind = op_kind::transfer;
@@ -11729,57 +11944,40 @@ inline void gpu_placement_pass(function_graph& g, rewrite_record& rec) {
   };
   const auto up = transfer(true), down = transfer(false);
   for (auto& s : g.slots) s.on_device = s.kind != var_kind::input;
-  for (auto& n : body) {
-    auto o = std::make_shared<op>(*n.fn);
-    o->on_gpu = true;
-    n.fn = std::move(o);
-  }
-  // A device copy of each host slot that device code reads, made once per call.
-  std::map<int, int> device_copy;
-  auto device_slot_of = [&](int s) {
-    if (g.slots[static_cast<std::size_t>(s)].on_device) return s;
-    if (auto it = device_copy.find(s); it != device_copy.end()) return it->second;
-    slot d = g.slots[static_cast<std::size_t>(s)];
-    d.kind = var_kind::apply;
-    d.name.clear();
-    d.on_device = true;
-    g.slots.push_back(std::move(d));
-    const int ds = static_cast<int>(g.slots.size()) - 1;
+  int transfers = 0;
+  // A copy of slot s on the other side, made once per call before its first reader.
+  std::map<int, int> copies[2];  // [to_device]
+  auto copy_of = [&](int s, bool to_device) {
+    if (g.slots[static_cast<std::size_t>(s)].on_device == to_device) return s;
+    if (auto it = copies[to_device].find(s); it != copies[to_device].end()) return it->second;
+    slot c = g.slots[static_cast<std::size_t>(s)];
+    c.kind = var_kind::apply;
+    c.on_device = to_device;
+    if (to_device || (c.source && c.source->kind == var_kind::shared)) c.name.clear();
+    g.slots.push_back(std::move(c));
+    const int cs = static_cast<int>(g.slots.size()) - 1;
     apply_node t;
-    t.fn = up;
+    t.fn = to_device ? up : down;
     t.inputs = {s};
-    t.outputs = {ds};
-    head.push_back(std::move(t));
-    device_copy[s] = ds;
-    return ds;
+    t.outputs = {cs};
+    g.nodes.push_back(std::move(t));
+    ++transfers;
+    copies[to_device][s] = cs;
+    return cs;
   };
-  for (auto& n : body)
-    for (int& in : n.inputs) in = device_slot_of(in);
-  for (auto& [target, value] : g.updates) value = device_slot_of(value);
-  std::map<int, int> host_copy;
-  for (int& o : g.outputs) {
-    if (!g.slots[static_cast<std::size_t>(o)].on_device) continue;
-    if (auto it = host_copy.find(o); it != host_copy.end()) {
-      o = it->second;
-      continue;
+  for (auto& n : body) {
+    const bool host = runs_on_host(n.fn->kind);
+    if (!host) {
+      auto o = std::make_shared<op>(*n.fn);
+      o->on_gpu = true;
+      n.fn = std::move(o);
     }
-    slot h = g.slots[static_cast<std::size_t>(o)];
-    h.kind = var_kind::apply;
-    h.on_device = false;
-    if (h.source && h.source->kind == var_kind::shared) h.name.clear();
-    g.slots.push_back(std::move(h));
-    const int hs = static_cast<int>(g.slots.size()) - 1;
-    apply_node t;
-    t.fn = down;
-    t.inputs = {o};
-    t.outputs = {hs};
-    tail.push_back(std::move(t));
-    host_copy[o] = hs;
-    o = hs;
+    for (int& in : n.inputs) in = copy_of(in, !host);
+    for (int o : n.outputs) g.slots[static_cast<std::size_t>(o)].on_device = !host;
+    g.nodes.push_back(std::move(n));
   }
-  g.nodes.clear();
-  for (auto* part : {&head, &body, &tail})
-    for (auto& n : *part) g.nodes.push_back(std::move(n));
+  for (auto& [target, value] : g.updates) value = copy_of(value, true);
+  for (int& o : g.outputs) o = copy_of(o, false);
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     apply_node& n = g.nodes[i];
     n.id = static_cast<int>(i);
@@ -11789,7 +11987,7 @@ inline void gpu_placement_pass(function_graph& g, rewrite_record& rec) {
       s.owner_output = static_cast<int>(o);
     }
   }
-  rec.applied = static_cast<int>(head.size() + tail.size());
+  rec.applied = transfers;
 }
 
 }  // namespace xsym::detail

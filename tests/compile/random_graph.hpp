@@ -126,7 +126,7 @@ inline bool is_float(elem t) { return t == elem::float32 || t == elem::float64; 
   X(expm1_tanh, 1, 0, 1) X(log1p_sq, 1, 0, 1) X(times_one, 1, 1, 1) X(select, 3, 1, 1)                \
   X(cast_round, 1, 1, 1) X(t_add, 2, 1, 1) X(t_sqr_sub, 2, 1, 1) X(reduce, 1, 1, 1)                   \
   X(reduce_t, 1, 1, 1) X(dot_mv, 2, 1, 1) X(dot_vm, 2, 1, 1) X(dot_mm, 3, 1, 1) X(dot_vv, 2, 1, 1)         \
-  X(sigmoid_softplus, 1, 0, 1)
+  X(sigmoid_softplus, 1, 0, 1) X(sin, 1, 0, 1) X(arctan, 1, 0, 1)
 
 enum class gop : std::uint8_t {
 #define XSYM_RG_ENUM(name, ...) name,
@@ -707,6 +707,12 @@ class interpreter {
   num log1p(const num& a) const { return un([](long double x) { return std::log1p(x); }, a, c_transcendental); }
   num expm1(const num& a) const { return un([](long double x) { return std::expm1(x); }, a, c_transcendental); }
   num tanh(const num& a) const { return un([](long double x) { return std::tanh(x); }, a, c_transcendental); }
+  // sin is not monotonic: past a quarter period of doubt, any value in [-1, 1].
+  num sin(const num& a) const {
+    if (!unknown(a) && std::isfinite(a.v) && a.e > 0.25L) return finish(std::sin(a.v), 2, c_transcendental);
+    return un([](long double x) { return std::sin(x); }, a, c_transcendental);
+  }
+  num arctan(const num& a) const { return un([](long double x) { return std::atan(x); }, a, c_transcendental); }
   static long double sigmoid_of(long double x) { return 1 / (1 + std::exp(-x)); }
   static long double softplus_of(long double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
   num sigmoid(const num& a) const { return un(sigmoid_of, a, c_sigmoid); }
@@ -768,6 +774,8 @@ class interpreter {
       case gop::log_sq: return log(add(one, sqr(a)));
       case gop::sqrt_abs: return sqrt(abs(a));
       case gop::tanh: return tanh(a);
+      case gop::sin: return sin(a);
+      case gop::arctan: return arctan(a);
       case gop::sigmoid: return sigmoid(a);
       case gop::softplus: return softplus(a);
       case gop::abs: return abs(a);
@@ -1256,6 +1264,8 @@ xsym::var<T, 2> build(const step& s, const std::vector<xsym::var<T, 2>>& p) {
       case gop::log_sq: return xsym::log(1.0 + xsym::sqr(a));
       case gop::sqrt_abs: return xsym::sqrt(xsym::abs(a));
       case gop::tanh: return xsym::tanh(a);
+      case gop::sin: return xsym::sin(a);
+      case gop::arctan: return xsym::arctan(a);
       case gop::sigmoid: return xsym::sigmoid(a);
       case gop::softplus: return xsym::softplus(a);
       case gop::pow: return xsym::pow(1.0 + xsym::sqr(a), xsym::tanh(b));

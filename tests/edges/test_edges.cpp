@@ -1354,3 +1354,82 @@ TEST_CASE("max and min reductions are NaN when any element is NaN, wherever it s
   check_reduction_nan<float>();
   check_reduction_nan<double>();
 }
+
+// =============================================================================================
+// The C library's functions lane by lane (trigonometric, hyperbolic, erf, log2, log10, exp2) and
+// the exact roundings: bitwise the C library at every special value, within its ulps elsewhere.
+// =============================================================================================
+#define XSYM_LIBM_CASE(op, cfn, ulps, ...)                                                                  \
+  template <class T>                                                                                        \
+  op_case<T, T> op##_case() {                                                                               \
+    op_case<T, T> c = unary<T>(                                                                             \
+        #op, [](const var1<T>& x) { return xsym::op(x); }, [](T a) { return std::cfn(a); },              \
+        [](long double a) { return std::cfn(a); }, ulps, {__VA_ARGS__});                                   \
+    return c;                                                                                               \
+  }
+XSYM_LIBM_CASE(sin, sin, 1, T(3.14159274), T(1e-30), T(-1e-30), T(1e20))
+XSYM_LIBM_CASE(cos, cos, 1, T(1.5707964), T(1e20))
+XSYM_LIBM_CASE(tan, tan, 2, T(1.5707964), T(-1.5707964))
+XSYM_LIBM_CASE(arcsin, asin, 1, T(1), T(-1), std::nextafter(T(1), T(2)))
+XSYM_LIBM_CASE(arccos, acos, 1, T(1), T(-1), std::nextafter(T(-1), T(-2)))
+XSYM_LIBM_CASE(arctan, atan, 1, T(1e30), T(-1e30))
+XSYM_LIBM_CASE(sinh, sinh, 2, T(89), T(-89), T(711), T(1e-30))
+XSYM_LIBM_CASE(cosh, cosh, 2, T(89), T(-89), T(711))
+XSYM_LIBM_CASE(arcsinh, asinh, 2, T(1e30), T(-1e-30))
+XSYM_LIBM_CASE(arccosh, acosh, 2, T(1), T(0.5), T(1e30))
+XSYM_LIBM_CASE(arctanh, atanh, 2, T(1), T(-1), T(1.5), T(1e-30))
+XSYM_LIBM_CASE(erf, erf, 2, T(6), T(-6), T(1e-30))
+XSYM_LIBM_CASE(erfc, erfc, 5, T(10), T(27), T(-6), T(1e-30))
+XSYM_LIBM_CASE(log2, log2, 1, T(1), T(8), T(-1))
+XSYM_LIBM_CASE(log10, log10, 2, T(1), T(1000), T(-1))
+XSYM_LIBM_CASE(exp2, exp2, 1, T(128), T(-149), T(-150), T(1024), T(-1075))
+#undef XSYM_LIBM_CASE
+#define XSYM_ROUNDING_CASE(op, cfn)                                                                         \
+  template <class T>                                                                                        \
+  op_case<T, T> op##_case() {                                                                               \
+    return unary<T>(                                                                                        \
+        #op, [](const var1<T>& x) { return xsym::op(x); }, [](T a) { return std::cfn(a); }, {}, 0,         \
+        {T(0.5), T(-0.5), T(1.5), T(2.5), T(-2.5), T(-0.49999997), T(8388607.5), T(4503599627370495.5), T(1e30)}); \
+  }
+XSYM_ROUNDING_CASE(floor, floor)
+XSYM_ROUNDING_CASE(ceil, ceil)
+XSYM_ROUNDING_CASE(round, nearbyint)
+#undef XSYM_ROUNDING_CASE
+
+TEST_CASE("the C library's functions (sin .. arctanh, erf, erfc, log2, log10, exp2): special values bitwise, batch "
+          "and tail, every mode",
+          "[edges][libm]") {
+#define XSYM_BOTH(op)                 \
+  check_specials(op##_case<float>()); \
+  check_specials(op##_case<double>());
+  XSYM_BOTH(sin) XSYM_BOTH(cos) XSYM_BOTH(tan) XSYM_BOTH(arcsin) XSYM_BOTH(arccos) XSYM_BOTH(arctan)
+  XSYM_BOTH(sinh) XSYM_BOTH(cosh) XSYM_BOTH(arcsinh) XSYM_BOTH(arccosh) XSYM_BOTH(arctanh)
+  XSYM_BOTH(erf) XSYM_BOTH(erfc) XSYM_BOTH(log2) XSYM_BOTH(log10) XSYM_BOTH(exp2)
+#undef XSYM_BOTH
+}
+
+TEST_CASE("the C library's functions on ordinary random inputs are within their ulps (1 or 2, erfc 5) in every mode",
+          "[edges][libm][ordinary]") {
+#define XSYM_BOTH(op)                 \
+  check_ordinary(op##_case<float>()); \
+  check_ordinary(op##_case<double>());
+  XSYM_BOTH(sin) XSYM_BOTH(cos) XSYM_BOTH(tan) XSYM_BOTH(arcsin) XSYM_BOTH(arccos) XSYM_BOTH(arctan)
+  XSYM_BOTH(sinh) XSYM_BOTH(cosh) XSYM_BOTH(arcsinh) XSYM_BOTH(arccosh) XSYM_BOTH(arctanh)
+  XSYM_BOTH(erf) XSYM_BOTH(erfc) XSYM_BOTH(log2) XSYM_BOTH(log10) XSYM_BOTH(exp2)
+#undef XSYM_BOTH
+}
+
+TEST_CASE("floor, ceil and round (half to even, numpy's) are exact: halves, -0, large values, NaN, infinities, "
+          "batch and tail, every mode",
+          "[edges][rounding]") {
+  check_specials(floor_case<float>());
+  check_specials(floor_case<double>());
+  check_specials(ceil_case<float>());
+  check_specials(ceil_case<double>());
+  check_specials(round_case<float>());
+  check_specials(round_case<double>());
+  check_ordinary(floor_case<float>());
+  check_ordinary(ceil_case<double>());
+  check_ordinary(round_case<float>());
+  check_ordinary(round_case<double>());
+}

@@ -427,3 +427,108 @@ TEST_CASE("argmax and argmin equal numpy's: first on ties, NaN first, any axis, 
   auto gf = xsym::function("gf", xsym::inputs(w), gw);
   CHECK((gf(xt::xtensor<double, 1>{1, 3, 2}) == xt::xtensor<double, 1>{0, 0, 0}));
 }
+
+TEST_CASE("sin .. arctanh, erf, erfc, log2, log10, exp2, floor, ceil and round: the C library's values, numpy's "
+          "names and their gradients",
+          "[functions][libm][grad]") {
+  std::mt19937 rng(19);
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("f", xsym::inputs(x),
+                          xsym::outputs(xsym::sin(x), xsym::arccos(x), xsym::erfc(x), xsym::exp2(x), xsym::round(x * 2.0),
+                                        xsym::floor(x), xsym::ceil(x), xsym::atanh(x)));
+  const auto names = xsym_test::op_names(f);
+  CHECK(std::count(names.begin(), names.end(), "Elemwise{sin,no_inplace}") == 1);
+  CHECK(std::count(names.begin(), names.end(), "Elemwise{arctanh,no_inplace}") == 1);
+  const xt::xtensor<double, 1> X = {-0.75, -0.25, 0.0, 0.25, 0.5, 0.75};
+  auto [s, ac, ec, e2, r, fl, ce, ath] = f(X);
+  for (std::size_t i = 0; i < X.size(); ++i) {
+    CHECK(s(i) == std::sin(X(i)));
+    CHECK(ac(i) == std::acos(X(i)));
+    CHECK(ec(i) == std::erfc(X(i)));
+    CHECK(e2(i) == std::exp2(X(i)));
+    CHECK(fl(i) == std::floor(X(i)));
+    CHECK(ce(i) == std::ceil(X(i)));
+    CHECK(ath(i) == std::atanh(X(i)));
+  }
+  // Halves go to the even neighbour: -1.5 -> -2, -0.5 -> -0, 0.5 -> 0, 1.5 -> 2.
+  CHECK((r == xt::xtensor<double, 1>{-2, -0.0, 0, 0, 1, 2}));
+  CHECK(std::signbit(r(1)));
+  // An integer input is computed in float64, as numpy does.
+  auto k = xsym::vector<std::int32_t>("k");
+  auto g = xsym::function("g", xsym::inputs(k), xsym::log10(k));
+  const xt::xtensor<double, 1> l = g(xt::xtensor<std::int32_t, 1>{1, 10, 1000});
+  CHECK((l == xt::xtensor<double, 1>{0, 1, 3}));
+
+  auto v = xsym::vector<double>("v");
+  const auto V = uniform<1>(rng, {7}, -0.9, 0.9);
+  const auto P = uniform<1>(rng, {7}, 1.1, 3.0);
+  check_grad("sin, cos, tan", weighted<1>(rng, xsym::sin(v) + xsym::cos(v) * xsym::tan(v), {7}), at(v, V));
+  check_grad("arcsin, arccos, arctan", weighted<1>(rng, xsym::arcsin(v) + xsym::arccos(v) * xsym::arctan(v), {7}), at(v, V));
+  check_grad("sinh, cosh, arcsinh, arctanh",
+             weighted<1>(rng, xsym::sinh(v) + xsym::cosh(v) * xsym::arcsinh(v) + xsym::arctanh(v), {7}), at(v, V));
+  check_grad("arccosh", weighted<1>(rng, xsym::arccosh(v), {7}), at(v, P));
+  check_grad("erf, erfc", weighted<1>(rng, xsym::erf(v) * xsym::erfc(v), {7}), at(v, V));
+  check_grad("log2, log10, exp2", weighted<1>(rng, xsym::log2(v) + xsym::log10(v) * xsym::exp2(v), {7}), at(v, P));
+  check_grad("floor, ceil, round carry no gradient",
+             weighted<1>(rng, v * 2.0 + xsym::floor(v) + xsym::ceil(v) + xsym::round(v), {7}), at(v, V));
+}
+
+TEST_CASE("% and floor_divide are numpy's (the divisor's sign, x // 0 and x % 0 are 0 on integers, INT_MIN // -1 "
+          "wraps); & | ^ ~ take integers and bool",
+          "[functions][integer]") {
+  auto a = xsym::vector<std::int32_t>("a");
+  auto b = xsym::vector<std::int32_t>("b");
+  auto f = xsym::function("f", xsym::inputs(a, b), xsym::outputs(a % b, xsym::floor_divide(a, b), a & b, a | b, a ^ b, ~a));
+  const auto names = xsym_test::op_names(f);
+  CHECK(std::count(names.begin(), names.end(), "Elemwise{mod,no_inplace}") == 1);
+  CHECK(std::count(names.begin(), names.end(), "Elemwise{int_div,no_inplace}") == 1);
+  constexpr std::int32_t lo = std::numeric_limits<std::int32_t>::min();
+  const xt::xtensor<std::int32_t, 1> A = {7, -7, 7, -7, 5, lo, lo, 6, 0};
+  const xt::xtensor<std::int32_t, 1> B = {3, 3, -3, -3, 0, -1, 7, 6, -4};
+  auto [m, q, n, o, x, inv] = f(A, B);
+  // Python's divmod, written out: (7, 3) -> (2, 1); (-7, 3) -> (-3, 2); (7, -3) -> (-3, -2); (-7, -3) -> (2, -1).
+  CHECK((q == xt::xtensor<std::int32_t, 1>{2, -3, -3, 2, 0, lo, -306783379, 1, 0}));
+  CHECK((m == xt::xtensor<std::int32_t, 1>{1, 2, -2, -1, 0, 0, 5, 0, 0}));
+  for (std::size_t i = 0; i < A.size(); ++i) {
+    CHECK(n(i) == (A(i) & B(i)));
+    CHECK(o(i) == (A(i) | B(i)));
+    CHECK(x(i) == (A(i) ^ B(i)));
+    CHECK(inv(i) == ~A(i));
+  }
+  // Floats: the remainder has the divisor's sign; a zero divisor gives numpy's inf and NaN.
+  auto u = xsym::vector<double>("u");
+  auto v = xsym::vector<double>("v");
+  auto g = xsym::function("g", xsym::inputs(u, v), xsym::outputs(u % v, xsym::floor_divide(u, v)));
+  const xt::xtensor<double, 1> U = {7.5, -7.5, 7.5, 1.0, 0.0, -1.0};
+  const xt::xtensor<double, 1> V = {2.0, 2.0, -2.0, 0.0, -3.0, 3.0};
+  auto [fm, fq] = g(U, V);
+  CHECK(fm(0) == 1.5);
+  CHECK(fm(1) == 0.5);
+  CHECK(fm(2) == -0.5);
+  CHECK(std::isnan(fm(3)));
+  CHECK((fm(4) == 0 && std::signbit(fm(4))));  // 0 % -3 is -0
+  CHECK(fm(5) == 2.0);
+  CHECK(fq(0) == 3.0);
+  CHECK(fq(1) == -4.0);
+  CHECK(fq(2) == -4.0);
+  CHECK(fq(3) == std::numeric_limits<double>::infinity());
+  CHECK((fq(4) == 0 && std::signbit(fq(4))));  // 0 // -3 is -0
+  CHECK(fq(5) == -1.0);
+  // Bool: & | ^ are logical, ~ is not.
+  auto p = xsym::vector<bool>("p");
+  auto r = xsym::vector<bool>("r");
+  auto h = xsym::function("h", xsym::inputs(p, r), xsym::outputs(p & r, p | r, p ^ r, ~p));
+  auto [band, bor, bxor, bnot] = h(xt::xtensor<bool, 1>{true, true, false, false}, xt::xtensor<bool, 1>{true, false, true, false});
+  CHECK((band == xt::xtensor<bool, 1>{true, false, false, false}));
+  CHECK((bor == xt::xtensor<bool, 1>{true, true, true, false}));
+  CHECK((bxor == xt::xtensor<bool, 1>{false, true, true, false}));
+  CHECK((bnot == xt::xtensor<bool, 1>{false, false, true, true}));
+  // Mixed with a C++ number, and the gradient of % (1 for the dividend, -floor(u / v) for the divisor).
+  std::mt19937 rng(4);
+  auto w = xsym::function("w", xsym::inputs(a), xsym::outputs(a % 4, a & 1));
+  auto [w4, w1] = w(xt::xtensor<std::int32_t, 1>{-5, 6});
+  CHECK((w4 == xt::xtensor<std::int32_t, 1>{3, 2}));
+  CHECK((w1 == xt::xtensor<std::int32_t, 1>{1, 0}));
+  check_grad("mod", weighted<1>(rng, u % v, {4}), at(u, xt::xtensor<double, 1>{7.3, -2.2, 5.4, 0.4}),
+             at(v, xt::xtensor<double, 1>{2.1, 1.3, -1.7, 3.3}));
+}

@@ -117,8 +117,50 @@ inline real scalar(scalar_op op, dtype t, real a, real b, real c, bool exact = f
     case scalar_op::log1p: return std::log1p(a);
     case scalar_op::expm1: return std::expm1(a);
     case scalar_op::tanh: return std::tanh(a);
+    case scalar_op::sin: return std::sin(a);
+    case scalar_op::cos: return std::cos(a);
+    case scalar_op::tan: return std::tan(a);
+    case scalar_op::arcsin: return std::asin(a);
+    case scalar_op::arccos: return std::acos(a);
+    case scalar_op::arctan: return std::atan(a);
+    case scalar_op::sinh: return std::sinh(a);
+    case scalar_op::cosh: return std::cosh(a);
+    case scalar_op::arcsinh: return std::asinh(a);
+    case scalar_op::arccosh: return std::acosh(a);
+    case scalar_op::arctanh: return std::atanh(a);
+    case scalar_op::erf: return std::erf(a);
+    case scalar_op::erfc: return std::erfc(a);
+    case scalar_op::log2: return std::log2(a);
+    case scalar_op::log10: return std::log10(a);
+    case scalar_op::exp2: return std::exp2(a);
+    case scalar_op::floor: return std::floor(a);
+    case scalar_op::ceil: return std::ceil(a);
+    case scalar_op::round: {  // half to even, from the definition
+      const long double f = std::floor(a), d = a - f;
+      if (d < 0.5L) return f;
+      if (d > 0.5L) return f + 1;
+      return std::fmod(f, 2.0L) == 0 ? f : f + 1;
+    }
     case scalar_op::sigmoid: return 1 / (1 + std::exp(-a));
     case scalar_op::softplus: return a > 0 ? a + std::log1p(std::exp(-a)) : std::log1p(std::exp(a));
+    case scalar_op::floor_div:
+    case scalar_op::mod: {
+      // Python's: the quotient rounded toward -inf, the remainder a - q b (the divisor's sign).
+      if (!f) {
+        if (b == 0) return 0;
+        if (b == -1) return op == scalar_op::mod ? 0 : int_op([](std::uint64_t x, std::uint64_t) { return std::uint64_t{0} - x; });
+        const real q = std::floor(a / b);
+        return op == scalar_op::floor_div ? q : a - q * b;
+      }
+      if (b == 0) return op == scalar_op::floor_div ? a / b : std::fmod(a, b);
+      const real q = std::floor(a / b), r = a - q * b;
+      if (op == scalar_op::floor_div) return q == 0 ? std::copysign(real(0), a / b) : q;
+      return r == 0 ? std::copysign(real(0), b) : r;
+    }
+    case scalar_op::bit_and: return static_cast<real>(static_cast<std::int64_t>(a) & static_cast<std::int64_t>(b));
+    case scalar_op::bit_or: return static_cast<real>(static_cast<std::int64_t>(a) | static_cast<std::int64_t>(b));
+    case scalar_op::bit_xor: return static_cast<real>(static_cast<std::int64_t>(a) ^ static_cast<std::int64_t>(b));
+    case scalar_op::invert: return t == dtype::bool_ ? real(a == 0) : static_cast<real>(~static_cast<std::int64_t>(a));
     case scalar_op::maximum: return a < b ? b : a;
     case scalar_op::minimum: return b < a ? b : a;
     case scalar_op::gt: return a > b;

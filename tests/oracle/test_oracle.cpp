@@ -240,6 +240,25 @@ bool is_float_op(scalar_op op) {
     case scalar_op::true_div: case scalar_op::pow: case scalar_op::sqrt: case scalar_op::exp: case scalar_op::log:
     case scalar_op::log1p: case scalar_op::expm1: case scalar_op::tanh: case scalar_op::sigmoid:
     case scalar_op::softplus:
+    case scalar_op::sin:
+    case scalar_op::cos:
+    case scalar_op::tan:
+    case scalar_op::arcsin:
+    case scalar_op::arccos:
+    case scalar_op::arctan:
+    case scalar_op::sinh:
+    case scalar_op::cosh:
+    case scalar_op::arcsinh:
+    case scalar_op::arccosh:
+    case scalar_op::arctanh:
+    case scalar_op::erf:
+    case scalar_op::erfc:
+    case scalar_op::log2:
+    case scalar_op::log10:
+    case scalar_op::exp2:
+    case scalar_op::floor:
+    case scalar_op::ceil:
+    case scalar_op::round:
       return true;
     default: return false;
   }
@@ -251,7 +270,11 @@ bool is_comparison(scalar_op op) {
 
 // The element types each op takes: arithmetic (identity too) is not defined on bool; the rest
 // take all five.
+bool is_bitwise(scalar_op op) {
+  return op == scalar_op::bit_and || op == scalar_op::bit_or || op == scalar_op::bit_xor || op == scalar_op::invert;
+}
 bool accepts(scalar_op op, dtype t) {
+  if (is_bitwise(op)) return !oracle::floating(t);  // integers and bool
   if (t != dtype::bool_) return true;
   return is_float_op(op) || is_comparison(op) || op == scalar_op::switch_ || op == scalar_op::cast;
 }
@@ -276,6 +299,20 @@ domain domain_of(scalar_op op, int k) {
     case scalar_op::log1p: return {-0.9, 10};
     case scalar_op::expm1: return {-5, 5};
     case scalar_op::tanh: return {-5, 5};
+    case scalar_op::sin: case scalar_op::cos: return {-6, 6};
+    case scalar_op::tan: return {-1.5, 1.5};
+    case scalar_op::arcsin: case scalar_op::arccos: case scalar_op::arctanh: return {-0.99, 0.99};
+    case scalar_op::arctan: case scalar_op::arcsinh: return {-20, 20};
+    case scalar_op::sinh: case scalar_op::cosh: return {-8, 8};
+    case scalar_op::arccosh: return {1.01, 20};
+    case scalar_op::erf: case scalar_op::erfc: return {-4, 4};
+    case scalar_op::log2: case scalar_op::log10: return {0.01, 100};
+    case scalar_op::exp2: return {-20, 20};
+    case scalar_op::floor: case scalar_op::ceil: case scalar_op::round: return {-10, 10};
+    // Negative divisors, zero ones (0 for integers; inf or NaN for floats) and exact multiples.
+    case scalar_op::mod: case scalar_op::floor_div: return k == 0 ? domain{-20, 20, true} : domain{-6, 6, true, true};
+    case scalar_op::bit_and: case scalar_op::bit_or: case scalar_op::bit_xor: case scalar_op::invert:
+      return {-1000, 1000};
     case scalar_op::sigmoid:
     case scalar_op::softplus: return {-10, 10};
     case scalar_op::add:
@@ -306,6 +343,24 @@ double op_ulps(scalar_op op) {
     case scalar_op::sigmoid:
     case scalar_op::softplus: return 4;
     case scalar_op::pow: return 8;
+    // The C library's, lane by lane (glibc: within 1 ulp, erfc 5 in float64).
+    case scalar_op::sin:
+    case scalar_op::cos:
+    case scalar_op::tan:
+    case scalar_op::arcsin:
+    case scalar_op::arccos:
+    case scalar_op::arctan:
+    case scalar_op::sinh:
+    case scalar_op::cosh:
+    case scalar_op::arcsinh:
+    case scalar_op::arccosh:
+    case scalar_op::arctanh:
+    case scalar_op::erf:
+    case scalar_op::log2:
+    case scalar_op::log10:
+    case scalar_op::exp2:
+      return 2;
+    case scalar_op::erfc: return 5;
     default: return 0;
   }
 }

@@ -26,7 +26,7 @@ enum class scalar_op : std::uint8_t {
 };
 
 /// @brief How an op treats element types (see expr/op_table.hpp).
-enum class op_family : std::uint8_t { wrapping, any, floating, comparison, special };
+enum class op_family : std::uint8_t { wrapping, any, floating, comparison, special, bitwise };
 
 struct scalar_op_info {
   std::string_view name;        // as Theano prints it inside Elemwise{...}

@@ -153,7 +153,15 @@ class var {
   XSYM_BINARY_OPERATOR(<=, le)
   XSYM_BINARY_OPERATOR(==, eq)
   XSYM_BINARY_OPERATOR(!=, neq)
+  XSYM_BINARY_OPERATOR(%, mod)
+  XSYM_BINARY_OPERATOR(&, bit_and)
+  XSYM_BINARY_OPERATOR(|, bit_or)
+  XSYM_BINARY_OPERATOR(^, bit_xor)
 #undef XSYM_BINARY_OPERATOR
+  friend auto operator~(detail::located<var> a) {
+    const detail::at_site site(a.where);
+    return detail::unary<scalar_op::invert>(a.v);
+  }
   friend auto operator-(detail::located<var> a) {
     const detail::at_site site(a.where);
     return detail::unary<scalar_op::neg>(a.v);
@@ -280,7 +288,9 @@ auto binary(const A& a, const B& b) {
   using c = combined<A, B>;
   using compute = std::conditional_t<info(S).float_only, float_result_t<typename c::type>, typename c::type>;
   constexpr bool comparison = info(S).comparison;
-  if constexpr (!comparison)
+  constexpr bool bitwise = info(S).family == op_family::bitwise;
+  static_assert(!bitwise || !std::is_floating_point_v<compute>, "xsym: & | ^ take integer or bool tensors");
+  if constexpr (!comparison && !bitwise)
     static_assert(!std::is_same_v<compute, bool>,
                   "xsym: arithmetic is not defined on bool tensors; cast them first with xsym::cast<std::int64_t>(...)");
   using result = std::conditional_t<comparison, bool, compute>;
@@ -290,7 +300,9 @@ auto binary(const A& a, const B& b) {
 template <scalar_op S, class E, std::size_t N>
 auto unary(const var<E, N>& a) {
   using result = std::conditional_t<info(S).float_only, float_result_t<E>, E>;
-  static_assert(!std::is_same_v<result, bool>,
+  static_assert(info(S).family != op_family::bitwise || !std::is_floating_point_v<E>,
+                "xsym: ~ takes integer or bool tensors");
+  static_assert(info(S).family == op_family::bitwise || !std::is_same_v<result, bool>,
                 "xsym: this function is not defined on bool tensors; cast them first with xsym::cast<...>(...)");
   return var<result, N>(elemwise(S, {a.node()}));
 }
@@ -387,6 +399,11 @@ xt::xtensor<Elem, N> get_test_value(const var<Elem, N>& x) {
 XSYM_BINARY_FUNCTION(pow, pow)
 XSYM_BINARY_FUNCTION(maximum, maximum)
 XSYM_BINARY_FUNCTION(minimum, minimum)
+XSYM_BINARY_FUNCTION(floor_divide, floor_div)  // numpy's //
+XSYM_BINARY_FUNCTION(mod, mod)                 // numpy's %, as the operator
+XSYM_BINARY_FUNCTION(bitwise_and, bit_and)
+XSYM_BINARY_FUNCTION(bitwise_or, bit_or)
+XSYM_BINARY_FUNCTION(bitwise_xor, bit_xor)
 #undef XSYM_BINARY_FUNCTION
 
 #define XSYM_UNARY_FUNCTION(fname, sop)                                      \
@@ -406,6 +423,33 @@ XSYM_UNARY_FUNCTION(abs, abs)
 XSYM_UNARY_FUNCTION(tanh, tanh)
 XSYM_UNARY_FUNCTION(sigmoid, sigmoid)
 XSYM_UNARY_FUNCTION(softplus, softplus)
+XSYM_UNARY_FUNCTION(invert, invert)  // numpy's ~ (logical not on bool)
+XSYM_UNARY_FUNCTION(sin, sin)
+XSYM_UNARY_FUNCTION(cos, cos)
+XSYM_UNARY_FUNCTION(tan, tan)
+XSYM_UNARY_FUNCTION(arcsin, arcsin)
+XSYM_UNARY_FUNCTION(arccos, arccos)
+XSYM_UNARY_FUNCTION(arctan, arctan)
+XSYM_UNARY_FUNCTION(sinh, sinh)
+XSYM_UNARY_FUNCTION(cosh, cosh)
+XSYM_UNARY_FUNCTION(arcsinh, arcsinh)
+XSYM_UNARY_FUNCTION(arccosh, arccosh)
+XSYM_UNARY_FUNCTION(arctanh, arctanh)
+XSYM_UNARY_FUNCTION(erf, erf)
+XSYM_UNARY_FUNCTION(erfc, erfc)
+XSYM_UNARY_FUNCTION(log2, log2)
+XSYM_UNARY_FUNCTION(log10, log10)
+XSYM_UNARY_FUNCTION(exp2, exp2)
+XSYM_UNARY_FUNCTION(floor, floor)
+XSYM_UNARY_FUNCTION(ceil, ceil)
+XSYM_UNARY_FUNCTION(round, round)
+// The C++ spellings of numpy's inverse functions.
+XSYM_UNARY_FUNCTION(asin, arcsin)
+XSYM_UNARY_FUNCTION(acos, arccos)
+XSYM_UNARY_FUNCTION(atan, arctan)
+XSYM_UNARY_FUNCTION(asinh, arcsinh)
+XSYM_UNARY_FUNCTION(acosh, arccosh)
+XSYM_UNARY_FUNCTION(atanh, arctanh)
 #undef XSYM_UNARY_FUNCTION
 
 /// @brief Elementwise conversion to another element type.

@@ -442,7 +442,11 @@ inline var_ptr elemwise(scalar_op s, std::vector<var_ptr> in) {
   if (static_cast<int>(in.size()) != inf.arity)
     throw graph_error("xsym: " + std::string(inf.name) + " takes " + std::to_string(inf.arity) + " inputs");
   const dtype compute = elemwise_compute_type(s, in);
-  const bool arithmetic = !inf.comparison && s != scalar_op::switch_ && s != scalar_op::cast;
+  if (inf.family == op_family::bitwise && is_float(compute))
+    throw graph_error("xsym: " + std::string(inf.name) + " takes integer or bool tensors, not " +
+                      std::string(dtype_name(compute)));
+  const bool arithmetic = !inf.comparison && s != scalar_op::switch_ && s != scalar_op::cast &&
+                          inf.family != op_family::bitwise;
   if (arithmetic && compute == dtype::bool_)
     throw graph_error("xsym: " + std::string(inf.name) +
                       " is not defined on bool tensors; cast them first with xsym::cast<std::int64_t>");

@@ -41,10 +41,12 @@ struct fn;
 #define XSYM_FN_floating(S, ...) XSYM_FN_ROW(S, X, __VA_ARGS__)
 #define XSYM_FN_comparison(S, ...) XSYM_FN_ROW(S, auto, __VA_ARGS__)
 #define XSYM_FN_special(S, ...)
+#define XSYM_FN_bitwise(S, ...) XSYM_FN_ROW(S, X, __VA_ARGS__)
 #define XSYM_FN(S, name, arity, infix, family, flops, derivative, ...) XSYM_FN_##family(S, __VA_ARGS__)
 XSYM_OP_TABLE(XSYM_FN)
 #undef XSYM_FN
 #undef XSYM_FN_special
+#undef XSYM_FN_bitwise
 #undef XSYM_FN_comparison
 #undef XSYM_FN_floating
 #undef XSYM_FN_any
@@ -178,6 +180,9 @@ template <scalar_op S, class T, bool Simd>
 constexpr kernel_fn typed_kernel() {
   if constexpr (info(S).family == op_family::special) {
     return nullptr;
+  } else if constexpr (info(S).family == op_family::bitwise) {
+    if constexpr (std::is_integral_v<T>) return &arith<fn<S>, info(S).arity, T, false>;  // bool too
+    else return nullptr;
   } else if constexpr (is_comparison<S>) {
     return &comparison<S, T>;
   } else {

@@ -319,6 +319,98 @@ XSYM_VLOG_AVX512
       return vlanes(a, b, [](T x, T y) { return std::pow(x, y); });               \
     }                                                                             \
   }                                                                               \
+  /* f (a C library function) on each value: correctly rounded in practice, with   \
+     C's special values; out of line for batches */                               \
+  template <class X, class F>                                                     \
+  X vlane1(X a, F f) {                                                            \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return static_cast<X>(f(a));                                                \
+    } else {                                                                      \
+      using T = typename X::value_type;                                           \
+      return vlanes(a, a, [f](T x, T) { return static_cast<T>(f(x)); });          \
+    }                                                                             \
+  }                                                                               \
+  /* exact: floor, ceil, and round half to even (the default rounding mode) */    \
+  template <class X>                                                              \
+  X vfloor(X a) {                                                                 \
+    if constexpr (std::is_arithmetic_v<X>) return std::floor(a);                  \
+    else return xsimd::floor(a);                                                  \
+  }                                                                               \
+  template <class X>                                                              \
+  X vceil(X a) {                                                                  \
+    if constexpr (std::is_arithmetic_v<X>) return std::ceil(a);                   \
+    else return xsimd::ceil(a);                                                   \
+  }                                                                               \
+  template <class X>                                                              \
+  X vround_even(X a) {                                                            \
+    if constexpr (std::is_arithmetic_v<X>) return std::nearbyint(a);              \
+    else return xsimd::nearbyint(a);                                              \
+  }                                                                               \
+  /* numpy's floor division and modulo of one pair (npy_divmod for floats) */      \
+  template <class T>                                                              \
+  T floordiv1(T a, T b) {                                                         \
+    if constexpr (std::is_integral_v<T>) {                                        \
+      using U = std::make_unsigned_t<T>;                                          \
+      if (b == 0) return T(0);                                                    \
+      if (b == T(-1)) return static_cast<T>(U(0) - static_cast<U>(a));            \
+      const T q = static_cast<T>(a / b);                                          \
+      return a % b != 0 && ((a < 0) != (b < 0)) ? static_cast<T>(q - 1) : q;     \
+    } else {                                                                      \
+      if (b == 0) return a / b;                                                   \
+      const T m = std::fmod(a, b);                                                \
+      T d = (a - m) / b;                                                          \
+      if (m != 0 && ((b < 0) != (m < 0))) d -= T(1);                              \
+      if (d == 0) return std::copysign(T(0), a / b);                              \
+      T f = std::floor(d);                                                        \
+      if (d - f > T(0.5)) f += T(1);                                              \
+      return f;                                                                   \
+    }                                                                             \
+  }                                                                               \
+  template <class T>                                                              \
+  T mod1(T a, T b) {                                                              \
+    if constexpr (std::is_integral_v<T>) {                                        \
+      if (b == 0 || b == T(-1)) return T(0);                                      \
+      const T r = static_cast<T>(a % b);                                          \
+      return r != 0 && ((r < 0) != (b < 0)) ? static_cast<T>(r + b) : r;          \
+    } else {                                                                      \
+      const T m = std::fmod(a, b);                                                \
+      if (b == 0) return m;                                                       \
+      if (m == 0) return std::copysign(T(0), b);                                  \
+      return (b < 0) != (m < 0) ? m + b : m;                                      \
+    }                                                                             \
+  }                                                                               \
+  template <class X>                                                              \
+  X vfloordiv(X a, X b) {                                                         \
+    if constexpr (std::is_arithmetic_v<X>) return floordiv1(a, b);                \
+    else return vlanes(a, b, [](auto x, auto y) { return floordiv1(x, y); });     \
+  }                                                                               \
+  template <class X>                                                              \
+  X vmod(X a, X b) {                                                              \
+    if constexpr (std::is_arithmetic_v<X>) return mod1(a, b);                     \
+    else return vlanes(a, b, [](auto x, auto y) { return mod1(x, y); });          \
+  }                                                                               \
+  /* bitwise ops exist for integers and bool only (the graph refuses floats) */   \
+  template <class X>                                                              \
+  X vbitand(X a, X b) {                                                           \
+    if constexpr (std::is_integral_v<X>) return static_cast<X>(a & b);            \
+    else return a;                                                                \
+  }                                                                               \
+  template <class X>                                                              \
+  X vbitor(X a, X b) {                                                            \
+    if constexpr (std::is_integral_v<X>) return static_cast<X>(a | b);            \
+    else return a;                                                                \
+  }                                                                               \
+  template <class X>                                                              \
+  X vbitxor(X a, X b) {                                                           \
+    if constexpr (std::is_integral_v<X>) return static_cast<X>(a ^ b);            \
+    else return a;                                                                \
+  }                                                                               \
+  template <class X>                                                              \
+  X vinvert(X a) {                                                                \
+    if constexpr (std::is_same_v<X, bool>) return !a;                             \
+    else if constexpr (std::is_integral_v<X>) return static_cast<X>(~a);          \
+    else return a;                                                                \
+  }                                                                               \
   template <class X>                                                              \
   X vsqrt(X a) {                                                                  \
     if constexpr (std::is_arithmetic_v<X>) return std::sqrt(a);                   \

@@ -180,6 +180,72 @@ __host__ __device__ inline X vsigmoid(X a) {
   const X e = m_exp(X(-m_fabs(a))), r = X(1) / (X(1) + e);
   return a >= X(0) ? r : e * r;
 }
+template <class X, class F>
+__host__ __device__ inline X vlane1(X a, F f) { return static_cast<X>(f(a)); }
+template <class X>
+__host__ __device__ inline X vfloor(X a) { return static_cast<X>(std::floor(a)); }
+template <class X>
+__host__ __device__ inline X vceil(X a) { return static_cast<X>(std::ceil(a)); }
+template <class X>
+__host__ __device__ inline X vround_even(X a) { return static_cast<X>(std::nearbyint(a)); }
+// numpy's floor division and modulo, as the CPU's floordiv1 and mod1 (backend/cpu/vector_math.hpp).
+template <class T>
+__host__ __device__ inline T vfloordiv(T a, T b) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return a;
+  } else if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    if (b == 0) return T(0);
+    if (b == T(-1)) return static_cast<T>(U(0) - static_cast<U>(a));
+    const T q = static_cast<T>(a / b);
+    return a % b != 0 && ((a < 0) != (b < 0)) ? static_cast<T>(q - 1) : q;
+  } else {
+    if (b == 0) return a / b;
+    const T m = std::fmod(a, b);
+    T d = (a - m) / b;
+    if (m != 0 && ((b < 0) != (m < 0))) d -= T(1);
+    if (d == 0) return std::copysign(T(0), a / b);
+    T f = std::floor(d);
+    if (d - f > T(0.5)) f += T(1);
+    return f;
+  }
+}
+template <class T>
+__host__ __device__ inline T vmod(T a, T b) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return a;
+  } else if constexpr (std::is_integral_v<T>) {
+    if (b == 0 || b == T(-1)) return T(0);
+    const T r = static_cast<T>(a % b);
+    return r != 0 && ((r < 0) != (b < 0)) ? static_cast<T>(r + b) : r;
+  } else {
+    const T m = std::fmod(a, b);
+    if (b == 0) return m;
+    if (m == 0) return std::copysign(T(0), b);
+    return (b < 0) != (m < 0) ? m + b : m;
+  }
+}
+template <class X>
+__host__ __device__ inline X vbitand(X a, X b) {
+  if constexpr (std::is_integral_v<X>) return static_cast<X>(a & b);
+  else return a;
+}
+template <class X>
+__host__ __device__ inline X vbitor(X a, X b) {
+  if constexpr (std::is_integral_v<X>) return static_cast<X>(a | b);
+  else return a;
+}
+template <class X>
+__host__ __device__ inline X vbitxor(X a, X b) {
+  if constexpr (std::is_integral_v<X>) return static_cast<X>(a ^ b);
+  else return a;
+}
+template <class X>
+__host__ __device__ inline X vinvert(X a) {
+  if constexpr (std::is_same_v<X, bool>) return !a;
+  else if constexpr (std::is_integral_v<X>) return static_cast<X>(~a);
+  else return a;
+}
 template <class X>
 __host__ __device__ inline X vmax(X a, X b) { return a < b ? b : a; }
 // NaN propagates, as numpy's
@@ -208,10 +274,12 @@ __host__ __device__ inline void execute(const device_instruction& ins, reg* r, c
 #define XSYM_GPU_floating XSYM_GPU_VALUE
 #define XSYM_GPU_comparison XSYM_GPU_VALUE
 #define XSYM_GPU_special(S, ...)
+#define XSYM_GPU_bitwise XSYM_GPU_VALUE
 #define XSYM_GPU_CASE(S, name, arity, infix, family, flops, derivative, ...) XSYM_GPU_##family(S, __VA_ARGS__)
     XSYM_OP_TABLE(XSYM_GPU_CASE)
 #undef XSYM_GPU_CASE
 #undef XSYM_GPU_special
+#undef XSYM_GPU_bitwise
 #undef XSYM_GPU_comparison
 #undef XSYM_GPU_floating
 #undef XSYM_GPU_any
