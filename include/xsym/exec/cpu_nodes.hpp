@@ -427,17 +427,7 @@ inline void run_alloc(const thunk& t, ndarray* values) {
   }
   ndarray& out = values[n.outputs[0]];
   if (!take_destination(t, n.outputs[0], out, t.out_type, s)) prepare_output(out, t.out_type, s, t.pool);
-  const auto es = static_cast<std::int64_t>(dtype_size(v.type()));
-  const ndarray dst = out;
-  for_each_row2(s, dst.strides(), v_strides,
-                [&](std::int64_t od, std::int64_t ov, std::int64_t len, std::int64_t sd, std::int64_t sv) {
-                  if (sv == 1) {
-                    std::memcpy(dst.data() + od * es, v.data() + ov * es, static_cast<std::size_t>(len * es));
-                    return;
-                  }
-                  for (std::int64_t i = 0; i < len; ++i)
-                    std::memcpy(dst.data() + (od + i * sd) * es, v.data() + (ov + i * sv) * es, static_cast<std::size_t>(es));
-                });
+  copy_elements(v.view(s, v_strides), out);  // the value broadcast: strides of 0
 }
 
 // ARange: numpy's count, ceil((stop - start) / step) (none when negative), and start + i step.
