@@ -3156,6 +3156,16 @@ class var {
     var_ptr view = detail::subtensor(m_node, slices);
     return sliced<Elem, N - dropped, N>(std::move(view), m_node, std::move(slices));
   }
+  /// @brief The extent of axis i (negative counts from the end) as an int64 scalar, Theano's
+  /// x.shape[i] (a Shape_i node); xsym::shape(x) is the whole shape.
+  var<std::int64_t, 0> shape(int i) const {
+    static_assert(N >= 1, "xsym: a rank-0 tensor has no axis");
+    const int a = i < 0 ? i + static_cast<int>(N) : i;
+    if (a < 0 || a >= static_cast<int>(N))
+      throw graph_error("xsym: axis " + std::to_string(i) + " is out of range for a rank-" + std::to_string(N) + " tensor");
+    return var<std::int64_t, 0>(detail::shape_prod(m_node, {a}, dtype::int64));
+  }
+
   /// @brief One axis: x[range(1, -1)] or x[3].
   template <class S>
     requires detail::is_slice_arg_v<S>

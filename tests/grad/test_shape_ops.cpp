@@ -33,10 +33,12 @@ TEST_CASE("zeros, ones, full and alloc take C++ or symbolic extents; the *_like 
   CHECK_THROWS_WITH(f(X, std::int64_t{-2}, V), Catch::Contains("extent -2 for axis 1 is negative"));
   CHECK_THROWS_WITH(xsym::zeros<float>({3, -1}), Catch::Contains("extent -1 is negative"));
   // The shape as values.
-  auto g = xsym::function("g", xsym::inputs(x), xsym::outputs(xsym::shape(x), xsym::shape(x, -1)));
-  auto [s, last] = g(X);
+  auto g = xsym::function("g", xsym::inputs(x), xsym::outputs(xsym::shape(x), xsym::shape(x, -1), x.shape(0)));
+  auto [s, last, first] = g(X);
   CHECK((s == xt::xtensor<std::int64_t, 1>{2, 3}));
   CHECK(last == 3);
+  CHECK(first == 2);
+  CHECK_THROWS_WITH(x.shape(2), Catch::Contains("axis 2 is out of range for a rank-2 tensor"));
 }
 
 TEST_CASE("arange is numpy's, in integers and floats, steps of either sign", "[shape_ops]") {
