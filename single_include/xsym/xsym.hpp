@@ -10990,6 +10990,11 @@ inline void run_dimshuffle(const thunk& t, ndarray* values) {
 
 namespace xsym::detail {
 
+// The type integer sums and products are computed in so that they wrap around, as numpy's do
+// (unsigned: no signed overflow); floats are their own.
+template <class T>
+using wrapping_t = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>, std::type_identity<T>>::type;
+
 // Every input one element (a function of scalars held in arrays, as in the seeds' call-overhead
 // example): the steps run once, on the kernels run_program would call with n = 1, so the
 // results are the same bits, without broadcasting, span or block bookkeeping. An in-place node
@@ -11229,10 +11234,7 @@ inline void run_inc_rows(const thunk& t, ndarray* values) {
         for (std::int64_t k = 0; k < row; ++k) {
           T& d = o[rows[i] * row + k];
           const T v = a[static_cast<std::int64_t>(i) * row + k];
-          if constexpr (std::is_integral_v<T>)  // wraps around, as numpy's (no signed overflow)
-            d = static_cast<T>(static_cast<std::make_unsigned_t<T>>(d) + static_cast<std::make_unsigned_t<T>>(v));
-          else
-            d += v;
+          d = static_cast<T>(static_cast<wrapping_t<T>>(d) + static_cast<wrapping_t<T>>(v));
         }
     }
   });
@@ -11325,8 +11327,7 @@ inline void run_inc_subtensor(const thunk& t, ndarray* values) {
                         for (std::int64_t i = 0; i < len; ++i) d[od + i * sd] = v[oy + i * sy];
                     });
     } else if constexpr (!std::is_same_v<T, bool>) {
-      // Integers wrap around, as numpy's (no signed overflow).
-      using A = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>, std::type_identity<T>>::type;
+      using A = wrapping_t<T>;
       for_each_row2(dst.shape(), dst.strides(), y_strides,
                     [&](std::int64_t od, std::int64_t oy, std::int64_t len, std::int64_t sd, std::int64_t sy) {
                       T* dr = d + od;
@@ -11455,16 +11456,18 @@ inline void run_cumulative(const thunk& t, ndarray* values) {
   visit_dtype(out.type(), [&](auto z) {
     using T = decltype(z);
     if constexpr (!std::is_same_v<T, bool>) {
-      using A = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>, std::type_identity<T>>::type;
+      using A = wrapping_t<T>;
       T* o = out.data_as<T>();
-      for (std::int64_t i = 0; i < outer; ++i)
-        for (std::int64_t j = 1; j < len; ++j) {
-          T* row = o + (i * len + j) * inner;
-          const T* prev = row - inner;
-          for (std::int64_t k = 0; k < inner; ++k)
-            row[k] = static_cast<T>(sum ? static_cast<A>(prev[k]) + static_cast<A>(row[k])
-                                        : static_cast<A>(prev[k]) * static_cast<A>(row[k]));
-        }
+      auto run = [&](auto combine) {  // the operation chosen once, outside the loops
+        for (std::int64_t i = 0; i < outer; ++i)
+          for (std::int64_t j = 1; j < len; ++j) {
+            T* row = o + (i * len + j) * inner;
+            const T* prev = row - inner;
+            for (std::int64_t k = 0; k < inner; ++k) row[k] = static_cast<T>(combine(static_cast<A>(prev[k]), static_cast<A>(row[k])));
+          }
+      };
+      if (sum) run([](A a, A b) { return a + b; });
+      else run([](A a, A b) { return a * b; });
     }
   });
 }
