@@ -51,6 +51,55 @@ inline constexpr int scalar_op_count = static_cast<int>(sizeof scalar_op_table /
 
 constexpr const scalar_op_info& info(scalar_op op) { return scalar_op_table[static_cast<int>(op)]; }
 
+namespace detail {
+/// One op's term in a Composite's text, from its operands' terms: "(i0 + i1)", "exp(i0)";
+/// first_op is the op at the top of the first operand's term (add and mul chains print flat,
+/// "(i0 + i1 + i2)"). The run-time fusion and the typed trees (expr/typed.hpp) both write it.
+constexpr std::string composite_term(scalar_op op, dtype out_type, const std::string* args, std::size_t n,
+                                     scalar_op first_op) {
+  const auto& inf = info(op);
+  // Appended to one string: GCC 12 rejects some string temporaries in constant evaluation.
+  std::string t;
+  if (!inf.infix.empty()) {
+    const std::string& a = args[0];
+    const bool flat = first_op == op && (op == scalar_op::add || op == scalar_op::mul) && a.size() > 2;
+    t += '(';
+    t.append(a, flat ? 1 : 0, flat ? a.size() - 2 : a.size());
+    t += ' ';
+    t += inf.infix;
+    t += ' ';
+    t += args[1];
+    t += ')';
+    return t;
+  }
+  if (op == scalar_op::neg) {
+    t += "(-";
+    t += args[0];
+    t += ')';
+    return t;
+  }
+  if (op == scalar_op::cast) {
+    t += "Cast{";
+    t += dtype_name(out_type);
+    t += "}(";
+    t += args[0];
+    t += ')';
+    return t;
+  }
+  t += op == scalar_op::switch_ ? std::string_view("Switch") : inf.name;
+  if (inf.comparison)
+    for (auto& ch : t)
+      if (ch >= 'a' && ch <= 'z') ch = static_cast<char>(ch - 'a' + 'A');
+  t += '(';
+  for (std::size_t j = 0; j < n; ++j) {
+    if (j) t += ", ";
+    t += args[j];
+  }
+  t += ')';
+  return t;
+}
+}  // namespace detail
+
 /// @brief A reduction's combining function.
 enum class reduce_op : std::uint8_t { sum, prod, max, min, mean };
 

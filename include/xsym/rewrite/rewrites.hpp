@@ -41,21 +41,7 @@ using rebuild_map = std::unordered_map<std::uint64_t, var_ptr>;
 // (a + b) + c as (a + b + c); neg as (-a); Cast{type}(a); comparisons upper-cased; Switch.
 // first_op is the op whose text args[0] is (identity for an input).
 inline std::string composite_term(scalar_op op, dtype out_type, const std::vector<std::string>& args, scalar_op first_op) {
-  const auto& inf = info(op);
-  if (!inf.infix.empty()) {
-    const std::string& a = args[0];
-    const bool flat = first_op == op && (op == scalar_op::add || op == scalar_op::mul) && a.size() > 2;
-    return "(" + (flat ? a.substr(1, a.size() - 2) : a) + " " + std::string(inf.infix) + " " + args[1] + ")";
-  }
-  if (op == scalar_op::neg) return "(-" + args[0] + ")";
-  if (op == scalar_op::cast) return "Cast{" + std::string(dtype_name(out_type)) + "}(" + args[0] + ")";
-  std::string t(inf.name);
-  if (inf.comparison)
-    for (auto& ch : t) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  if (op == scalar_op::switch_) t = "Switch";
-  t += "(";
-  for (std::size_t j = 0; j < args.size(); ++j) t += (j ? ", " : "") + args[j];
-  return t + ")";
+  return composite_term(op, out_type, args.data(), args.size(), first_op);
 }
 
 inline std::vector<var_ptr> topo_order(const std::vector<var_ptr>& roots) {
