@@ -337,7 +337,7 @@ void bench_overheads() {
   auto chain = [&](bool profiled) {
     auto s = xsym::scalar<double>("s");
     xsym::var<double, 0> e = s;
-    for (int i = 0; i < 64; ++i) e = (i % 2 ? e * 1.0001 : e + 0.5);
+    for (int i = 0; i < 64; ++i) e = i % 2 ? xsym::var<double, 0>(e * 1.0001) : xsym::var<double, 0>(e + 0.5);
     return xsym::function("chain", xsym::inputs(s), e, xsym::profile(bench_profile(profiled)),
                           xsym::optimizer_excluding("fusion:inplace"));
   };

@@ -1696,20 +1696,22 @@ xt::xtensor<T, N> to_xtensor(const ndarray& value) {
 
 #endif
 // ---- end include/xsym/expr/convert.hpp ----
-// ---- begin include/xsym/expr/variable.hpp ----
-#ifndef XSYM_EXPR_VARIABLE_HPP
-#define XSYM_EXPR_VARIABLE_HPP
+// ---- begin include/xsym/expr/typed.hpp ----
+#ifndef XSYM_EXPR_TYPED_HPP
+#define XSYM_EXPR_TYPED_HPP
 
-#include <atomic>
-#include <memory>
-#include <mutex>
-#include <stdexcept>
+// Expressions as types. An elementwise operator or function on tensors of one floating element
+// type returns a typed<Tree>: the var<T, N> of the node it built (so whatever takes a var takes
+// it) whose type also spells the tree of ops that made it. From the tree a program knows at
+// compile time the Composite's text and the ops it absorbs, and the CPU backend instantiates one
+// kernel that computes the whole tree in registers (backend/cpu/typed_kernel.hpp); the linker
+// binds it to a Composite whose program text is the tree's (docs/design.md, "Two levels").
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
 #include <string>
-#include <vector>
-#include <version>
-#if defined(__cpp_lib_source_location)
-#include <source_location>
-#endif
+#include <type_traits>
 
 // ---- begin include/xsym/expr/op.hpp ----
 #ifndef XSYM_EXPR_OP_HPP
@@ -1886,6 +1888,55 @@ inline constexpr scalar_op_info scalar_op_table[] = {
 inline constexpr int scalar_op_count = static_cast<int>(sizeof scalar_op_table / sizeof scalar_op_table[0]);
 
 constexpr const scalar_op_info& info(scalar_op op) { return scalar_op_table[static_cast<int>(op)]; }
+
+namespace detail {
+/// One op's term in a Composite's text, from its operands' terms: "(i0 + i1)", "exp(i0)";
+/// first_op is the op at the top of the first operand's term (add and mul chains print flat,
+/// "(i0 + i1 + i2)"). The run-time fusion and the typed trees (expr/typed.hpp) both write it.
+constexpr std::string composite_term(scalar_op op, dtype out_type, const std::string* args, std::size_t n,
+                                     scalar_op first_op) {
+  const auto& inf = info(op);
+  // Appended to one string: GCC 12 rejects some string temporaries in constant evaluation.
+  std::string t;
+  if (!inf.infix.empty()) {
+    const std::string& a = args[0];
+    const bool flat = first_op == op && (op == scalar_op::add || op == scalar_op::mul) && a.size() > 2;
+    t += '(';
+    t.append(a, flat ? 1 : 0, flat ? a.size() - 2 : a.size());
+    t += ' ';
+    t += inf.infix;
+    t += ' ';
+    t += args[1];
+    t += ')';
+    return t;
+  }
+  if (op == scalar_op::neg) {
+    t += "(-";
+    t += args[0];
+    t += ')';
+    return t;
+  }
+  if (op == scalar_op::cast) {
+    t += "Cast{";
+    t += dtype_name(out_type);
+    t += "}(";
+    t += args[0];
+    t += ')';
+    return t;
+  }
+  t += op == scalar_op::switch_ ? std::string_view("Switch") : inf.name;
+  if (inf.comparison)
+    for (auto& ch : t)
+      if (ch >= 'a' && ch <= 'z') ch = static_cast<char>(ch - 'a' + 'A');
+  t += '(';
+  for (std::size_t j = 0; j < n; ++j) {
+    if (j) t += ", ";
+    t += args[j];
+  }
+  t += ')';
+  return t;
+}
+}  // namespace detail
 
 /// @brief A reduction's combining function.
 enum class reduce_op : std::uint8_t { sum, prod, max, min, mean };
@@ -2296,6 +2347,174 @@ XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/expr/op.hpp ----
+
+namespace xsym {
+
+namespace tree {
+/// @brief A leaf: an input, a constant, a shared variable or any node the tree does not see into.
+template <class T, std::size_t N>
+struct leaf {
+  using value_type = T;
+  static constexpr std::size_t rank = N;
+  static constexpr int leaves = 1;
+  static constexpr int ops = 0;
+};
+/// @brief An elementwise op of the op table applied to subtrees of its element type.
+template <scalar_op S, class A, class... B>
+struct apply {
+  static_assert(info(S).arity == 1 + static_cast<int>(sizeof...(B)), "xsym: an op applied to the wrong number of operands");
+  static_assert((std::is_same_v<typename A::value_type, typename B::value_type> && ...),
+                "xsym: a typed tree's operands share one element type");
+  using value_type = typename A::value_type;
+  static constexpr scalar_op op = S;
+  static constexpr std::size_t rank = std::max({A::rank, B::rank...});
+  static constexpr int leaves = A::leaves + (0 + ... + B::leaves);
+  static constexpr int ops = 1 + A::ops + (0 + ... + B::ops);
+};
+template <class X> struct is_apply : std::false_type {};
+template <scalar_op S, class... A> struct is_apply<apply<S, A...>> : std::true_type {};
+}  // namespace tree
+
+/// @brief A var whose type records the elementwise tree that computed it (defined in var.hpp).
+template <class Tree>
+class typed;
+template <class X> struct is_typed : std::false_type {};
+template <class Tree> struct is_typed<typed<Tree>> : std::true_type {};
+template <class X> inline constexpr bool is_typed_v = is_typed<std::remove_cvref_t<X>>::value;
+
+namespace detail {
+/// Whether an op on operands of element type T gets a typed tree: arithmetic of the op table in
+/// float or double (comparisons, bitwise ops, switch and casts stay plain vars).
+template <scalar_op S, class T>
+inline constexpr bool typed_op_v = (std::is_same_v<T, float> || std::is_same_v<T, double>) &&
+                                   (info(S).family == op_family::wrapping || info(S).family == op_family::any ||
+                                    info(S).family == op_family::floating);
+
+/// The tree of an operand that already has element type T: its own, a leaf, or for a C++
+/// number a rank-0 leaf (a constant) of T.
+template <class X, class T>
+constexpr auto tree_of_fn() {
+  if constexpr (is_typed_v<X>) return std::type_identity<typename X::tree_type>{};
+  else if constexpr (std::is_arithmetic_v<X>) return std::type_identity<tree::leaf<T, 0>>{};
+  else return std::type_identity<tree::leaf<typename X::value_type, X::rank>>{};
+}
+template <class X, class T>
+using tree_of_t = typename decltype(tree_of_fn<std::remove_cvref_t<X>, T>())::type;
+
+// ---- the Composite's text, as the run-time fusion writes it (composite_term) ----------------
+constexpr std::string decimal(int v) {
+  std::string s;
+  do {
+    s.insert(s.begin(), static_cast<char>('0' + v % 10));
+    v /= 10;
+  } while (v > 0);
+  return s;
+}
+
+struct term {
+  std::string text;
+  scalar_op op = scalar_op::identity;  // the op at its top (identity for a leaf)
+};
+// Leaves are numbered in the order the run-time fusion meets them (depth first, operands in
+// order), i0, i1, ...; with `pattern`, every leaf is written i# (tree_pattern).
+template <class Tree>
+struct tree_text {
+  static constexpr term of(int& next, bool pattern) {
+    term t;  // built in place: GCC 12 rejects some string temporaries in constant evaluation
+    t.text = "i";
+    if (pattern) t.text += '#';
+    else t.text += decimal(next++);
+    return t;
+  }
+};
+template <scalar_op S, class... A>
+struct tree_text<tree::apply<S, A...>> {
+  static constexpr term of(int& next, bool pattern) {
+    std::array<std::string, sizeof...(A)> texts;
+    scalar_op first = scalar_op::identity;
+    std::size_t j = 0;
+    auto take = [&](const term& c) {
+      if (j == 0) first = c.op;
+      texts[j++] = c.text;
+    };
+    (take(tree_text<A>::of(next, pattern)), ...);  // operands in order: leaves numbered as fusion meets them
+    term t;
+    t.text = composite_term(S, dtype_of<typename tree::apply<S, A...>::value_type>(), texts.data(), texts.size(), first);
+    t.op = S;
+    return t;
+  }
+};
+}  // namespace detail
+
+template <class X>
+using tree_t = typename std::remove_cvref_t<X>::tree_type;
+
+/// @brief The text of the Composite that fuses expression X's tree: "((i0 + i1 + i2) * i3)".
+template <class X>
+constexpr std::string composite_text() {
+  int next = 0;
+  return detail::tree_text<tree_t<X>>::of(next, false).text;
+}
+/// @brief The Apply node's name in a profile: "Elemwise{Composite{((i0 + i1 + i2) * i3)}}".
+template <class X>
+constexpr std::string composite_name() {
+  const std::string t = composite_text<X>();
+  std::string n = "Elemwise{Composite{";
+  if (t.size() > 80) n += "...";
+  else n += t;
+  n += "}}";
+  return n;
+}
+/// @brief The text with every leaf written i#: what the linker matches a program's text against.
+template <class Tree>
+constexpr std::string tree_pattern() {
+  int next = 0;
+  return detail::tree_text<Tree>::of(next, true).text;
+}
+
+namespace detail {
+template <class Tree>
+struct tree_ops {
+  static constexpr void into(scalar_op*&) {}
+};
+template <scalar_op S, class... A>
+struct tree_ops<tree::apply<S, A...>> {
+  static constexpr void into(scalar_op*& out) {
+    (tree_ops<A>::into(out), ...);
+    *out++ = S;
+  }
+};
+}  // namespace detail
+
+/// @brief The ops a Composite of X's tree absorbs, in the order fusion emits them (operands
+/// first): for (x + y + z) * 2, {add, add, mul}.
+template <class X>
+constexpr std::array<scalar_op, tree_t<X>::ops> absorbed_ops() {
+  std::array<scalar_op, tree_t<X>::ops> a{};
+  scalar_op* p = a.data();
+  detail::tree_ops<tree_t<X>>::into(p);
+  return a;
+}
+
+}  // namespace xsym
+
+#endif
+// ---- end include/xsym/expr/typed.hpp ----
+// ---- begin include/xsym/expr/variable.hpp ----
+#ifndef XSYM_EXPR_VARIABLE_HPP
+#define XSYM_EXPR_VARIABLE_HPP
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+#include <version>
+#if defined(__cpp_lib_source_location)
+#include <source_location>
+#endif
+
 
 namespace xsym {
 
@@ -3057,6 +3276,7 @@ template <class X> struct is_var : std::false_type {};
 template <class E, std::size_t N> struct is_var<var<E, N>> : std::true_type {};
 template <class E, std::size_t N> struct is_var<shared_var<E, N>> : std::true_type {};
 template <class E, std::size_t R, std::size_t N> struct is_var<sliced<E, R, N>> : std::true_type {};
+template <class Tree> struct is_var<typed<Tree>> : std::true_type {};
 
 // ---- slices: x(xsym::range(1, -1), 0), numpy's x[1:-1, 0] -------------------------------------
 
@@ -3102,14 +3322,17 @@ template <class X> inline constexpr bool is_var_v = is_var<std::remove_cvref_t<X
 namespace detail {
 // An operand that remembers the user's line: operators cannot take a defaulted
 // std::source_location, but the conversion to their parameter can.
+// A typed expression converts only to its own located<typed<Tree>>: its operators keep its tree.
 template <class V>
 struct located {
   const V& v;
   detail::source_site where;
-  located(const V& x, detail::source_site w = detail::source_site::current()) : v(x), where(w) {}  // NOLINT: implicit
+  template <class D>
+    requires(std::is_same_v<D, V> || (std::is_base_of_v<V, D> && !is_typed_v<D>))
+  located(const D& x, detail::source_site w = detail::source_site::current()) : v(x), where(w) {}  // NOLINT: implicit
 };
 template <scalar_op S, class A, class B> auto binary(const A& a, const B& b);
-template <scalar_op S, class E, std::size_t N> auto unary(const var<E, N>& a);
+template <scalar_op S, class A> auto unary(const A& a);
 XSYM_COLD_BEGIN  // the error path, out of line: not copied into every var<T, N> built
 [[noreturn]] inline void throw_held_as(const variable& node, dtype want, int want_rank) {
   throw std::logic_error("xsym: internal error: node of type " + std::string(dtype_name(node.type)) + " rank " +
@@ -3174,43 +3397,43 @@ class var {
   }
 
   // Elementwise operators, found by argument-dependent lookup. The operand converted to
-  // located<var> carries the line of the expression, recorded on the node it makes.
-#define XSYM_BINARY_OPERATOR(sym, sop)                                                   \
+  // located<Self> carries the line of the expression, recorded on the node it makes.
+#define XSYM_BINARY_OPERATOR(Self, sym, sop)                                             \
   template <class B>                                                                     \
     requires(is_var_v<B> || std::is_arithmetic_v<B>)                                     \
-  friend auto operator sym(detail::located<var> a, const B& b) {                         \
+  friend auto operator sym(detail::located<Self> a, const B& b) {                        \
     const detail::at_site site(a.where);                                                 \
     return detail::binary<scalar_op::sop>(a.v, b);                                       \
   }                                                                                      \
   template <class A>                                                                     \
     requires std::is_arithmetic_v<A>                                                     \
-  friend auto operator sym(const A& a, detail::located<var> b) {                         \
+  friend auto operator sym(const A& a, detail::located<Self> b) {                        \
     const detail::at_site site(b.where);                                                 \
     return detail::binary<scalar_op::sop>(a, b.v);                                       \
   }
-  XSYM_BINARY_OPERATOR(+, add)
-  XSYM_BINARY_OPERATOR(-, sub)
-  XSYM_BINARY_OPERATOR(*, mul)
-  XSYM_BINARY_OPERATOR(/, true_div)
-  XSYM_BINARY_OPERATOR(>, gt)
-  XSYM_BINARY_OPERATOR(<, lt)
-  XSYM_BINARY_OPERATOR(>=, ge)
-  XSYM_BINARY_OPERATOR(<=, le)
-  XSYM_BINARY_OPERATOR(==, eq)
-  XSYM_BINARY_OPERATOR(!=, neq)
-  XSYM_BINARY_OPERATOR(%, mod)
-  XSYM_BINARY_OPERATOR(&, bit_and)
-  XSYM_BINARY_OPERATOR(|, bit_or)
-  XSYM_BINARY_OPERATOR(^, bit_xor)
-#undef XSYM_BINARY_OPERATOR
-  friend auto operator~(detail::located<var> a) {
-    const detail::at_site site(a.where);
-    return detail::unary<scalar_op::invert>(a.v);
+#define XSYM_UNARY_OPERATOR(Self, sym, sop)           \
+  friend auto operator sym(detail::located<Self> a) { \
+    const detail::at_site site(a.where);              \
+    return detail::unary<scalar_op::sop>(a.v);        \
   }
-  friend auto operator-(detail::located<var> a) {
-    const detail::at_site site(a.where);
-    return detail::unary<scalar_op::neg>(a.v);
-  }
+#define XSYM_ELEMWISE_OPERATORS(Self)        \
+  XSYM_BINARY_OPERATOR(Self, +, add)         \
+  XSYM_BINARY_OPERATOR(Self, -, sub)         \
+  XSYM_BINARY_OPERATOR(Self, *, mul)         \
+  XSYM_BINARY_OPERATOR(Self, /, true_div)    \
+  XSYM_BINARY_OPERATOR(Self, >, gt)          \
+  XSYM_BINARY_OPERATOR(Self, <, lt)          \
+  XSYM_BINARY_OPERATOR(Self, >=, ge)         \
+  XSYM_BINARY_OPERATOR(Self, <=, le)         \
+  XSYM_BINARY_OPERATOR(Self, ==, eq)         \
+  XSYM_BINARY_OPERATOR(Self, !=, neq)        \
+  XSYM_BINARY_OPERATOR(Self, %, mod)         \
+  XSYM_BINARY_OPERATOR(Self, &, bit_and)     \
+  XSYM_BINARY_OPERATOR(Self, |, bit_or)      \
+  XSYM_BINARY_OPERATOR(Self, ^, bit_xor)     \
+  XSYM_UNARY_OPERATOR(Self, ~, invert)       \
+  XSYM_UNARY_OPERATOR(Self, -, neg)
+  XSYM_ELEMWISE_OPERATORS(var)
 
  private:
   var_ptr m_node;
@@ -3230,6 +3453,19 @@ class sliced : public var<Elem, R> {
   var_ptr m_base;
   std::vector<slice_spec> m_slices;
 };
+
+/// @brief An elementwise expression whose type is its tree (expr/typed.hpp): the var of the node
+/// it built, with operators that extend the tree.
+template <class Tree>
+class typed : public var<typename Tree::value_type, Tree::rank> {
+ public:
+  using tree_type = Tree;
+  explicit typed(var_ptr node) : var<typename Tree::value_type, Tree::rank>(std::move(node)) {}
+  XSYM_ELEMWISE_OPERATORS(typed)
+};
+#undef XSYM_ELEMWISE_OPERATORS
+#undef XSYM_UNARY_OPERATOR
+#undef XSYM_BINARY_OPERATOR
 
 /// @brief A shared variable: a symbolic tensor whose value lives between calls and can be updated.
 template <class Elem, std::size_t N>
@@ -3328,6 +3564,10 @@ var_ptr lift(const X& x) {
   }
 }
 
+// A C++ number, or a tensor of element type T: an operand a typed tree takes without a cast.
+template <class X, class T>
+inline constexpr bool of_type_v = std::is_arithmetic_v<X> || std::is_same_v<typename operand_traits<X>::elem, T>;
+
 template <scalar_op S, class A, class B>
 auto binary(const A& a, const B& b) {
   using c = combined<A, B>;
@@ -3339,17 +3579,27 @@ auto binary(const A& a, const B& b) {
     static_assert(!std::is_same_v<compute, bool>,
                   "xsym: arithmetic is not defined on bool tensors; cast them first with xsym::cast<std::int64_t>(...)");
   using result = std::conditional_t<comparison, bool, compute>;
-  return var<result, c::rank>(elemwise(S, {lift<compute>(a), lift<compute>(b)}));
+  var_ptr node = elemwise(S, {lift<compute>(a), lift<compute>(b)});
+  if constexpr (typed_op_v<S, compute> && of_type_v<A, compute> && of_type_v<B, compute>)
+    return typed<tree::apply<S, tree_of_t<A, compute>, tree_of_t<B, compute>>>(std::move(node));
+  else
+    return var<result, c::rank>(std::move(node));
 }
 
-template <scalar_op S, class E, std::size_t N>
-auto unary(const var<E, N>& a) {
+template <scalar_op S, class A>
+auto unary(const A& a) {
+  using E = typename A::value_type;
+  constexpr std::size_t N = A::rank;
   using result = std::conditional_t<info(S).float_only, float_result_t<E>, E>;
   static_assert(info(S).family != op_family::bitwise || !std::is_floating_point_v<E>,
                 "xsym: ~ takes integer or bool tensors");
   static_assert(info(S).family == op_family::bitwise || !std::is_same_v<result, bool>,
                 "xsym: this function is not defined on bool tensors; cast them first with xsym::cast<...>(...)");
-  return var<result, N>(elemwise(S, {a.node()}));
+  var_ptr node = elemwise(S, {a.node()});
+  if constexpr (typed_op_v<S, result> && std::is_same_v<E, result>)
+    return typed<tree::apply<S, tree_of_t<A, E>>>(std::move(node));
+  else
+    return var<result, N>(std::move(node));
 }
 }  // namespace detail
 
@@ -3452,8 +3702,8 @@ XSYM_BINARY_FUNCTION(bitwise_xor, bit_xor)
 #undef XSYM_BINARY_FUNCTION
 
 #define XSYM_UNARY_FUNCTION(fname, sop)                                      \
-  template <class E, std::size_t N>                                          \
-  auto fname(const var<E, N>& a,                                             \
+  template <symbolic A>                                                      \
+  auto fname(const A& a,                                                     \
              detail::source_site where = detail::source_site::current()) { \
     const detail::at_site site(where);                                       \
     return detail::unary<scalar_op::sop>(a);                                 \
@@ -4458,21 +4708,7 @@ using rebuild_map = std::unordered_map<std::uint64_t, var_ptr>;
 // (a + b) + c as (a + b + c); neg as (-a); Cast{type}(a); comparisons upper-cased; Switch.
 // first_op is the op whose text args[0] is (identity for an input).
 inline std::string composite_term(scalar_op op, dtype out_type, const std::vector<std::string>& args, scalar_op first_op) {
-  const auto& inf = info(op);
-  if (!inf.infix.empty()) {
-    const std::string& a = args[0];
-    const bool flat = first_op == op && (op == scalar_op::add || op == scalar_op::mul) && a.size() > 2;
-    return "(" + (flat ? a.substr(1, a.size() - 2) : a) + " " + std::string(inf.infix) + " " + args[1] + ")";
-  }
-  if (op == scalar_op::neg) return "(-" + args[0] + ")";
-  if (op == scalar_op::cast) return "Cast{" + std::string(dtype_name(out_type)) + "}(" + args[0] + ")";
-  std::string t(inf.name);
-  if (inf.comparison)
-    for (auto& ch : t) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  if (op == scalar_op::switch_) t = "Switch";
-  t += "(";
-  for (std::size_t j = 0; j < args.size(); ++j) t += (j ? ", " : "") + args[j];
-  return t + ")";
+  return composite_term(op, out_type, args.data(), args.size(), first_op);
 }
 
 inline std::vector<var_ptr> topo_order(const std::vector<var_ptr>& roots) {
@@ -5249,6 +5485,2417 @@ XSYM_COLD_END
 #include <type_traits>
 #include <vector>
 
+// ---- begin include/xsym/backend/cpu/typed_kernel.hpp ----
+#ifndef XSYM_BACKEND_CPU_TYPED_KERNEL_HPP
+#define XSYM_BACKEND_CPU_TYPED_KERNEL_HPP
+
+// The kernel of a typed tree (expr/typed.hpp): the whole tree on xsimd batches with every
+// intermediate in registers, from the op table's expressions (detail::fn), instantiated where a
+// program hands the tree to function(); and the registry from which the linker binds it to a
+// fused program whose text is the tree's.
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <xsimd/xsimd.hpp>
+
+// ---- begin include/xsym/backend/cpu/chain_kernels.hpp ----
+#ifndef XSYM_BACKEND_CPU_CHAIN_KERNELS_HPP
+#define XSYM_BACKEND_CPU_CHAIN_KERNELS_HPP
+
+// Chains: runs of elementwise steps, each taking the one before's result, computed in one pass
+// with the running value in registers; and the non-temporal stores they and cxx's kernels use.
+#include <cstdint>
+#include <iterator>
+#include <type_traits>
+
+// ---- begin include/xsym/backend/cpu/scalar_kernels.hpp ----
+#ifndef XSYM_BACKEND_CPU_SCALAR_KERNELS_HPP
+#define XSYM_BACKEND_CPU_SCALAR_KERNELS_HPP
+
+// Each op's kernel: the op table's expression over arrays, vectorized with xsimd, with the cases
+// of one-value arguments hoisted out of the loop.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+// ---- begin include/xsym/backend/cpu/vector_math.hpp ----
+#ifndef XSYM_BACKEND_CPU_VECTOR_MATH_HPP
+#define XSYM_BACKEND_CPU_VECTOR_MATH_HPP
+
+// The functions the op table's expressions call (vexp, vlog, vsigmoid, ...), on scalars and on
+// xsimd batches alike, as code and as the text that cxx's kernels compile.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+
+namespace xsym::cpu::detail {
+
+
+// Everything below that computes a value exists once, as macro text: it is compiled here, and
+// its text is what backend/cpu/jit.hpp puts into the kernels that cxx compiles, so a compiled
+// kernel applies exactly these helpers and the op table's expressions (expr/op_table.hpp).
+
+// f applied lane by lane with the scalar function the tail uses, out of line: pow's path, and
+// vlanes_where's, which replaces only the lanes of m (values a vector kernel gets wrong) in the
+// vector result r, so that no other lane's value depends on its neighbours.
+#define XSYM_VLANES                                                                      \
+  template <class X, class F>                                                            \
+  [[gnu::noinline]] X vlanes(const X& a, const X& b, F f) {                              \
+    using T = typename X::value_type;                                                    \
+    alignas(64) T x[X::size], y[X::size];                                                \
+    a.store_aligned(x);                                                                  \
+    b.store_aligned(y);                                                                  \
+    for (std::size_t i = 0; i < X::size; ++i) x[i] = f(x[i], y[i]);                      \
+    return X::load_aligned(x);                                                           \
+  }                                                                                      \
+  template <class X, class M, class F>                                                   \
+  [[gnu::noinline]] X vlanes_where(const M& m, const X& r, const X& a, F f) {            \
+    using T = typename X::value_type;                                                    \
+    alignas(64) T x[X::size], o[X::size], w[X::size];                                    \
+    a.store_aligned(x);                                                                  \
+    r.store_aligned(o);                                                                  \
+    xsimd::select(m, X(1), X(0)).store_aligned(w);                                       \
+    for (std::size_t i = 0; i < X::size; ++i)                                            \
+      if (w[i] != 0) o[i] = f(x[i]);                                                     \
+    return X::load_aligned(o);                                                           \
+  }                                                                                      \
+  /* Where |a| reaches exp_edge, exp's results are subnormal or near overflow, or a is  \
+     inf or NaN: xsimd's exp and expm1 end their range early there (and its float64 exp \
+     converts such values to integers out of range), so those lanes take the C          \
+     library's function, out of line. */                                                \
+  template <class T>                                                                     \
+  inline constexpr T exp_edge = sizeof(T) == 4 ? T(87.3) : T(708.3);                     \
+  template <class X>                                                                     \
+  [[gnu::noinline]] X vexp_edges(const X& a) {                                           \
+    using T = typename X::value_type;                                                    \
+    const auto in = xsimd::abs(a) < X(exp_edge<T>);                                      \
+    return vlanes_where(!in, xsimd::exp(xsimd::select(in, a, X(0))), a,                  \
+                        [](T x) { return std::exp(x); });                                \
+  }
+XSYM_VLANES
+
+// exp of a batch: xsimd's, except on 16-float (AVX-512) batches, where one vscalefps scales by
+// 2^k and saturates to 0 or infinity. xsimd builds 2^k from bits and selects both ends of the
+// range; it returns 0 from x = -88.38 down and infinity from 88.38 up, where the true results
+// are subnormal or still finite. Same reduction and polynomial as xsimd's, so the same values in
+// between, in about 80% of the time.
+#define XSYM_VEXP_GENERIC                                                                 \
+  template <class X>                                                                      \
+  X vexp_batch(const X& a) {                                                              \
+    using T = typename X::value_type;                                                     \
+    if (xsimd::all(xsimd::abs(a) < X(exp_edge<T>))) return xsimd::exp(a);                 \
+    return vexp_edges(a);                                                                 \
+  }
+#define XSYM_VEXP_AVX512                                                                                   \
+  template <class A>                                                                                       \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                 \
+  xsimd::batch<float, A> vexp_batch(const xsimd::batch<float, A>& a) {                                     \
+    /* min and max return their second operand when one is NaN: a NaN goes through */                      \
+    const __m512 x = _mm512_min_ps(_mm512_set1_ps(88.8f), _mm512_max_ps(_mm512_set1_ps(-104.0f), a));     \
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),          \
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);                  \
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);                                       \
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);                                           \
+    __m512 y = _mm512_fmadd_ps(_mm512_set1_ps(1.3997796e-03f), r, _mm512_set1_ps(8.3955629e-03f));         \
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665401e-02f));                                             \
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666277e-01f));                                             \
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000000e-01f));                                             \
+    y = _mm512_add_ps(_mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));                   \
+    return _mm512_scalef_ps(y, k);                                                                         \
+  }
+
+// log of a batch: xsimd's, except on 16-float (AVX-512) batches of positive normal numbers,
+// which take a table: x = 2^k z with z in [0.6953125, 1.390625) from x's bits, and entry i (z's
+// bits 18..22, one vpermt2ps) gives invc ~ 1/z and logc = -log(invc), so that
+// log x = k ln2 + logc + log1p(r), r = z invc - 1, |r| < 0.025, where five terms of log1p's
+// series are exact to float. k ln2 + logc + r is summed with each rounding error kept
+// (Fast2Sum), and added back with the series' tail. No division, so faster than xsimd's steps,
+// and at least as close over every positive normal float (bench/log_ulps.cpp measures both).
+// scripts/log_table.py makes the tables and says how invc is chosen. A batch with any other
+// lane (zero, negative, subnormal, infinite, NaN) takes xsimd's whole path, out of line, so
+// that the common path is small enough to be inlined into the kernels' loops. The test for
+// such lanes and the common path are functions of their own for chain_loop, which tests four
+// batches at once.
+#define XSYM_VLOG_GENERIC                                                                           \
+  /* zero, negative, subnormal, infinite and NaN lanes take the C library's results */              \
+  template <class X>                                                                                \
+  X vlog_batch(const X& a) {                                                                        \
+    using T = typename X::value_type;                                                               \
+    const auto in = a >= X(std::numeric_limits<T>::min()) && a <= X(std::numeric_limits<T>::max()); \
+    if (xsimd::all(in)) return xsimd::log(a);                                                       \
+    return vlanes_where(!in, xsimd::log(xsimd::select(in, a, X(1))), a, [](T x) { return std::log(x); }); \
+  }                                                                                                 \
+  template <class X>                                                                                \
+  X vlog1p_batch(const X& a) {                                                                      \
+    using T = typename X::value_type;                                                               \
+    const auto in = a > X(-1) && a <= X(std::numeric_limits<T>::max());                            \
+    if (xsimd::all(in)) return xsimd::log1p(a);                                                     \
+    return vlanes_where(!in, xsimd::log1p(xsimd::select(in, a, X(0))), a,                           \
+                        [](T x) { return std::log1p(x); });                                         \
+  }
+#define XSYM_VLOG_AVX512                                                                                             \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline bool vlog_special_lanes(const xsimd::batch<float, A>& a) {                                                  \
+    return _mm512_fpclass_ps_mask(a, 0xFF) != 0;                                                                     \
+  }                                                                                                                  \
+  /* log(a + low) where |low| is at most half an ulp of a: low enters r as low invc 2^-k, and the */                 \
+  /* rounding error of that sum joins the tail (log1p passes 1 + x and its rounding error) */                        \
+  template <bool Low, class A>                                                                                       \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog_table(const xsimd::batch<float, A>& a, [[maybe_unused]] __m512 low) {           \
+    alignas(64) static constexpr float invc[32] = {                                                                  \
+        0x1.6bfa24p+0f, 0x1.640f48p+0f, 0x1.5ca964p+0f, 0x1.5564fap+0f, 0x1.4e77aep+0f, 0x1.47bbccp+0f,              \
+        0x1.41525ap+0f, 0x1.3b20d8p+0f, 0x1.352496p+0f, 0x1.2f63fap+0f, 0x1.29e368p+0f, 0x1.248eeep+0f,              \
+        0x1.1f81eep+0f, 0x1.1a653ap+0f, 0x1.1599e2p+0f, 0x1.11031cp+0f, 0x1.0cadccp+0f, 0x1.0852e6p+0f,              \
+        0x1.038722p+0f, 0x1.000000p+0f, 0x1.f53bf6p-1f, 0x1.e1f452p-1f, 0x1.d43636p-1f, 0x1.c711d4p-1f,              \
+        0x1.badefep-1f, 0x1.af1f4ap-1f, 0x1.a42db0p-1f, 0x1.99a968p-1f, 0x1.8f9708p-1f, 0x1.8624d2p-1f,              \
+        0x1.7d2536p-1f, 0x1.746c6cp-1f};                                                                             \
+    alignas(64) static constexpr float logc[32] = {                                                                  \
+        -0x1.685c06p-2f, -0x1.51d6ccp-2f, -0x1.3c56bcp-2f, -0x1.26c50ep-2f, -0x1.11c76ap-2f, -0x1.f9e780p-3f,        \
+        -0x1.d1707ap-3f, -0x1.a9944ep-3f, -0x1.824e78p-3f, -0x1.5bd6dep-3f, -0x1.365b36p-3f, -0x1.11616ap-3f,        \
+        -0x1.db6deep-4f, -0x1.91f1a2p-4f, -0x1.4bceccp-4f, -0x1.07882ap-4f, -0x1.8bff52p-5f, -0x1.061fa2p-5f,        \
+        -0x1.c07bb6p-7f, 0.0f, 0x1.5c2dacp-6f, 0x1.ef69a0p-5f, 0x1.6e32d6p-4f, 0x1.e2d004p-4f,                       \
+        0x1.290ddap-3f, 0x1.601e68p-3f, 0x1.94c6f2p-3f, 0x1.c8b076p-3f, 0x1.fbab7ep-3f, 0x1.165524p-2f,              \
+        0x1.2e3a2ep-2f, 0x1.45ee94p-2f};                                                                             \
+    const __m512i bits = _mm512_castps_si512(a);                                                                     \
+    const __m512i t = _mm512_sub_epi32(bits, _mm512_set1_epi32(0x3f320000));                                         \
+    /* shifts and the conversion as vector arithmetic: GCC 12 warns that the intrinsics' */                          \
+    /* undefined pass-through operand "is used uninitialized" */                                                     \
+    const __m512 k = __builtin_convertvector((__v16si)t >> 23, __v16sf);                                             \
+    const __m512i high = _mm512_and_si512(t, _mm512_set1_epi32(-8388608)); /* k, in the exponent field */            \
+    const __m512 z = _mm512_castsi512_ps(_mm512_sub_epi32(bits, high));                                              \
+    const __m512i i = (__m512i)((__v16su)t >> 18);                                                                   \
+    const __m512 ic = _mm512_permutex2var_ps(_mm512_load_ps(invc), i, _mm512_load_ps(invc + 16));                    \
+    const __m512 lc = _mm512_permutex2var_ps(_mm512_load_ps(logc), i, _mm512_load_ps(logc + 16));                    \
+    __m512 r = _mm512_fmsub_ps(z, ic, _mm512_set1_ps(1.0f));                                                         \
+    __m512 r_err = _mm512_setzero_ps();                                                                              \
+    if constexpr (Low) {                                                                                             \
+      const __m512 d = _mm512_scalef_ps(_mm512_mul_ps(low, ic), _mm512_sub_ps(_mm512_setzero_ps(), k));              \
+      /* Fast2Sum: |r| >= |d| but where r is within an ulp of 0 and logc != 0 makes the error moot */                \
+      const __m512 sum = _mm512_add_ps(r, d);                                                                        \
+      r_err = _mm512_sub_ps(d, _mm512_sub_ps(sum, r));                                                               \
+      r = sum;                                                                                                       \
+    }                                                                                                                \
+    const __m512 r2 = _mm512_mul_ps(r, r);                                                                           \
+    /* log1p(r) = r + r^2 q, q = -1/2 + r/3 + r^2 (-1/4 + r/5) */                                                    \
+    const __m512 q = _mm512_fmadd_ps(r2, _mm512_fmadd_ps(r, _mm512_set1_ps(0x1.99999ap-3f), _mm512_set1_ps(-0.25f)), \
+                                     _mm512_fmadd_ps(r, _mm512_set1_ps(0x1.555556p-2f), _mm512_set1_ps(-0.5f)));     \
+    /* k ln2_hi is exact (ln2_hi has 15 bits); each sum below keeps its rounding error */                            \
+    const __m512 kh = _mm512_mul_ps(k, _mm512_set1_ps(0x1.62e4p-1f));                                                \
+    const __m512 hi = _mm512_add_ps(kh, lc);                                                                         \
+    const __m512 hi_err = _mm512_add_ps(_mm512_sub_ps(kh, hi), lc);                                                  \
+    const __m512 s = _mm512_add_ps(hi, r);                                                                           \
+    const __m512 s_err = _mm512_add_ps(_mm512_sub_ps(hi, s), r);                                                     \
+    const __m512 tail = _mm512_fmadd_ps(r2, q, _mm512_fmadd_ps(k, _mm512_set1_ps(0x1.7f7d1cp-20f),                   \
+                                                         _mm512_add_ps(_mm512_add_ps(hi_err, s_err), r_err)));       \
+    return _mm512_add_ps(s, tail);                                                                                   \
+  }                                                                                                                  \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog_common(const xsimd::batch<float, A>& a) {                                       \
+    return vlog_table<false>(a, _mm512_setzero_ps());                                                                \
+  }                                                                                                                  \
+  /* the special lanes (fpclass 0xFF: zero, negative, subnormal, infinite, NaN) take the */                          \
+  /* C library's log, the others the table's, as in a batch without special lanes */                                \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  [[gnu::noinline]] xsimd::batch<float, A> vlog_special(const xsimd::batch<float, A>& a) {                           \
+    const xsimd::batch_bool<float, A> m(_mm512_fpclass_ps_mask(a, 0xFF));                                            \
+    return vlanes_where(m, vlog_common(xsimd::select(m, xsimd::batch<float, A>(1.0f), a)), a,                         \
+                        [](float x) { return std::log(x); });                                                        \
+  }                                                                                                                  \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog_batch(const xsimd::batch<float, A>& a) {                                        \
+    return vlog_special_lanes(a) ? vlog_special(a) : vlog_common(a);                                                 \
+  }                                                                                                                  \
+  /* log1p(x) = log(u + c), u = 1 + x rounded and c its rounding error (TwoSum): the table */                        \
+  /* log of u with c folded into r */                                                                                \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog1p_common(const xsimd::batch<float, A>& a) {                                     \
+    const __m512 one = _mm512_set1_ps(1.0f);                                                                         \
+    const __m512 u = _mm512_add_ps(one, a);                                                                          \
+    const __m512 one_part = _mm512_sub_ps(u, a), a_part = _mm512_sub_ps(u, one_part); /* TwoSum */                   \
+    const __m512 c = _mm512_add_ps(_mm512_sub_ps(one, one_part), _mm512_sub_ps(a, a_part));                          \
+    return vlog_table<true>(xsimd::batch<float, A>(u), c);                                                           \
+  }                                                                                                                  \
+  /* NaN, infinities and x <= -1 take the C library's log1p (vlog1p keeps -0) */                                     \
+  template <class A>                                                                                                 \
+    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
+  inline xsimd::batch<float, A> vlog1p_batch(const xsimd::batch<float, A>& a) {                                      \
+    const __mmask16 special = _mm512_fpclass_ps_mask(a, 0x99) | _mm512_cmp_ps_mask(a, _mm512_set1_ps(-1.0f), _CMP_LE_OQ); \
+    if (special == 0) return vlog1p_common(a);                                                                       \
+    const xsimd::batch_bool<float, A> m(special);                                                                    \
+    return vlanes_where(m, vlog1p_common(xsimd::select(m, xsimd::batch<float, A>(0.5f), a)), a,                       \
+                        [](float x) { return std::log1p(x); });                                                      \
+  }
+
+XSYM_VEXP_GENERIC
+XSYM_VLOG_GENERIC
+#if defined(__AVX512F__)
+XSYM_VEXP_AVX512
+XSYM_VLOG_AVX512
+#endif
+
+#define XSYM_KERNEL_HELPERS                                                       \
+  /* the float AVX-512 exp saturates to 0 and inf where C's does, with subnormal \
+     results; the generic one sends edge lanes to the C library */                \
+  template <class X>                                                              \
+  X vexp(X a) {                                                                   \
+    if constexpr (std::is_arithmetic_v<X>) return std::exp(a);                    \
+    else return vexp_batch(a);                                                    \
+  }                                                                               \
+  /* below -ln 2, exp(x) - 1 loses nothing and is closer than xsimd's expm1 */   \
+  template <class X>                                                              \
+  [[gnu::noinline]] X vexpm1_slow(const X& a) {                                   \
+    using T = typename X::value_type;                                             \
+    const auto in = xsimd::abs(a) < X(exp_edge<T>);                               \
+    const X x = xsimd::select(in, a, X(0));                                       \
+    X r = xsimd::select(a == X(0), a, xsimd::expm1(x)); /* keeps -0 */            \
+    const auto low = a < X(T(-0.693147180559945309));                             \
+    if (xsimd::any(low)) r = xsimd::select(low, vexp_batch(x) - X(1), r);         \
+    if (xsimd::all(in)) return r;                                                 \
+    return vlanes_where(!in, r, a, [](T x) { return std::expm1(x); });            \
+  }                                                                               \
+  template <class X>                                                              \
+  X vexpm1(X a) {                                                                 \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return std::expm1(a);                                                       \
+    } else {                                                                      \
+      using T = typename X::value_type;                                           \
+      if (xsimd::all(a >= X(T(-0.693147180559945309)) && a < X(exp_edge<T>)))    \
+        return xsimd::select(a == X(0), a, xsimd::expm1(a)); /* keeps -0 */       \
+      return vexpm1_slow(a);                                                      \
+    }                                                                             \
+  }                                                                               \
+  template <class X>                                                              \
+  X vlog(X a) {                                                                   \
+    if constexpr (std::is_arithmetic_v<X>) return std::log(a);                    \
+    else return vlog_batch(a);                                                    \
+  }                                                                               \
+  template <class X>                                                              \
+  X vlog1p(X a) {                                                                 \
+    if constexpr (std::is_arithmetic_v<X>) return std::log1p(a);                  \
+    else return xsimd::select(a == X(0), a, vlog1p_batch(a)); /* keeps -0 */      \
+  }                                                                               \
+  /* tanh is +-1 in float and double from |a| = 20 on: larger, infinite and NaN  \
+     lanes never reach xsimd's exp (which converts them to integers out of range) */ \
+  template <class X>                                                              \
+  [[gnu::noinline]] X vtanh_edges(const X& a) {                                   \
+    const auto in = xsimd::abs(a) < X(20);                                        \
+    const X t = xsimd::tanh(xsimd::select(in, a, X(0)));                          \
+    return xsimd::select(in, t, xsimd::select(xsimd::isnan(a), a, xsimd::copysign(X(1), a))); \
+  }                                                                               \
+  template <class X>                                                              \
+  X vtanh(X a) {                                                                  \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return std::tanh(a);                                                        \
+    } else {                                                                      \
+      if (xsimd::all(xsimd::abs(a) < X(20))) return xsimd::tanh(a);               \
+      return vtanh_edges(a);                                                      \
+    }                                                                             \
+  }                                                                               \
+  /* 1 / (1 + exp(-a)), except where exp(-a) would overflow: there 1 + exp(a)    \
+     rounds to 1, and sigmoid(a) is exp(a) (a subnormal down to -103.97 in float) */ \
+  template <class X>                                                              \
+  [[gnu::noinline]] X vsigmoid_low(const X& a) {                                  \
+    using T = typename X::value_type;                                             \
+    const auto low = a < X(-exp_edge<T>);                                         \
+    const X e = vexp(xsimd::select(low, a, -a));                                  \
+    return xsimd::select(low, e, X(1) / (X(1) + e));                              \
+  }                                                                               \
+  template <class X>                                                              \
+  X vsigmoid(X a) {                                                               \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return a < -exp_edge<X> ? std::exp(a) : X(1) / (X(1) + std::exp(-a));       \
+    } else {                                                                      \
+      using T = typename X::value_type;                                           \
+      if (xsimd::all(a >= X(-exp_edge<T>))) return X(1) / (X(1) + vexp(-a));      \
+      return vsigmoid_low(a);                                                     \
+    }                                                                             \
+  }                                                                               \
+  /* -a as a sign flip: xsimd's AVX-512 negation is 0 - a, which turns -(+0)     \
+     into +0; -0 - a is -a for every a. */                                        \
+  template <class X>                                                              \
+  X vneg(X a) {                                                                   \
+    if constexpr (std::is_arithmetic_v<X>) return -a;                             \
+    else return X(-0.0) - a;                                                      \
+  }                                                                               \
+  /* pow lane by lane with the C library's (correctly rounded in practice, with   \
+     C's special values): xsimd's is up to 99 ulp off and wrong at 0, 1, inf and  \
+     NaN. */                                                                      \
+  template <class X>                                                              \
+  X vpow(X a, X b) {                                                              \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return std::pow(a, b);                                                      \
+    } else {                                                                      \
+      using T = typename X::value_type;                                           \
+      return vlanes(a, b, [](T x, T y) { return std::pow(x, y); });               \
+    }                                                                             \
+  }                                                                               \
+  /* f (a C library function) on each value: correctly rounded in practice, with   \
+     C's special values; out of line for batches */                               \
+  template <class X, class F>                                                     \
+  X vlane1(X a, F f) {                                                            \
+    if constexpr (std::is_arithmetic_v<X>) {                                      \
+      return static_cast<X>(f(a));                                                \
+    } else {                                                                      \
+      using T = typename X::value_type;                                           \
+      return vlanes(a, a, [f](T x, T) { return static_cast<T>(f(x)); });          \
+    }                                                                             \
+  }                                                                               \
+  /* exact: floor, ceil, and round half to even (the default rounding mode) */    \
+  template <class X>                                                              \
+  X vfloor(X a) {                                                                 \
+    if constexpr (std::is_arithmetic_v<X>) return std::floor(a);                  \
+    else return xsimd::floor(a);                                                  \
+  }                                                                               \
+  template <class X>                                                              \
+  X vceil(X a) {                                                                  \
+    if constexpr (std::is_arithmetic_v<X>) return std::ceil(a);                   \
+    else return xsimd::ceil(a);                                                   \
+  }                                                                               \
+  template <class X>                                                              \
+  X vround_even(X a) {                                                            \
+    if constexpr (std::is_arithmetic_v<X>) return std::nearbyint(a);              \
+    else return xsimd::nearbyint(a);                                              \
+  }                                                                               \
+  /* numpy's floor division and modulo of one pair (npy_divmod for floats) */      \
+  template <class T>                                                              \
+  T floordiv1(T a, T b) {                                                         \
+    if constexpr (std::is_integral_v<T>) {                                        \
+      using U = std::make_unsigned_t<T>;                                          \
+      if (b == 0) return T(0);                                                    \
+      if (b == T(-1)) return static_cast<T>(U(0) - static_cast<U>(a));            \
+      const T q = static_cast<T>(a / b);                                          \
+      return a % b != 0 && ((a < 0) != (b < 0)) ? static_cast<T>(q - 1) : q;     \
+    } else {                                                                      \
+      if (b == 0) return a / b;                                                   \
+      const T m = std::fmod(a, b);                                                \
+      T d = (a - m) / b;                                                          \
+      if (m != 0 && ((b < 0) != (m < 0))) d -= T(1);                              \
+      if (d == 0) return std::copysign(T(0), a / b);                              \
+      T f = std::floor(d);                                                        \
+      if (d - f > T(0.5)) f += T(1);                                              \
+      return f;                                                                   \
+    }                                                                             \
+  }                                                                               \
+  template <class T>                                                              \
+  T mod1(T a, T b) {                                                              \
+    if constexpr (std::is_integral_v<T>) {                                        \
+      if (b == 0 || b == T(-1)) return T(0);                                      \
+      const T r = static_cast<T>(a % b);                                          \
+      return r != 0 && ((r < 0) != (b < 0)) ? static_cast<T>(r + b) : r;          \
+    } else {                                                                      \
+      const T m = std::fmod(a, b);                                                \
+      if (b == 0) return m;                                                       \
+      if (m == 0) return std::copysign(T(0), b);                                  \
+      return (b < 0) != (m < 0) ? m + b : m;                                      \
+    }                                                                             \
+  }                                                                               \
+  template <class X>                                                              \
+  X vfloordiv(X a, X b) {                                                         \
+    if constexpr (std::is_arithmetic_v<X>) return floordiv1(a, b);                \
+    else return vlanes(a, b, [](auto x, auto y) { return floordiv1(x, y); });     \
+  }                                                                               \
+  template <class X>                                                              \
+  X vmod(X a, X b) {                                                              \
+    if constexpr (std::is_arithmetic_v<X>) return mod1(a, b);                     \
+    else return vlanes(a, b, [](auto x, auto y) { return mod1(x, y); });          \
+  }                                                                               \
+  /* bitwise ops exist for integers and bool only (the graph refuses floats) */   \
+  template <class X>                                                              \
+  X vbitand(X a, X b) {                                                           \
+    if constexpr (std::is_integral_v<X>) return static_cast<X>(a & b);            \
+    else return a;                                                                \
+  }                                                                               \
+  template <class X>                                                              \
+  X vbitor(X a, X b) {                                                            \
+    if constexpr (std::is_integral_v<X>) return static_cast<X>(a | b);            \
+    else return a;                                                                \
+  }                                                                               \
+  template <class X>                                                              \
+  X vbitxor(X a, X b) {                                                           \
+    if constexpr (std::is_integral_v<X>) return static_cast<X>(a ^ b);            \
+    else return a;                                                                \
+  }                                                                               \
+  template <class X>                                                              \
+  X vinvert(X a) {                                                                \
+    if constexpr (std::is_same_v<X, bool>) return !a;                             \
+    else if constexpr (std::is_integral_v<X>) return static_cast<X>(~a);          \
+    else return a;                                                                \
+  }                                                                               \
+  template <class X>                                                              \
+  X vsqrt(X a) {                                                                  \
+    if constexpr (std::is_arithmetic_v<X>) return std::sqrt(a);                   \
+    else return xsimd::sqrt(a);                                                   \
+  }                                                                               \
+  template <class X>                                                              \
+  X vmax(X a, X b) {                                                              \
+    if constexpr (std::is_arithmetic_v<X>) return a < b ? b : a;                  \
+    else return xsimd::max(a, b);                                                 \
+  }                                                                               \
+  /* numpy's maximum and minimum: a NaN in either operand is the result, and a tie \
+     (-0 against +0) is the first operand, in a batch as in the tail. */           \
+  template <class X>                                                              \
+  X vmaximum(X a, X b) {                                                          \
+    if constexpr (std::is_integral_v<X>) return a < b ? b : a;                    \
+    else if constexpr (std::is_arithmetic_v<X>) return b != b || a < b ? b : a;   \
+    else return xsimd::select(xsimd::isnan(b) | (a < b), b, a);                   \
+  }                                                                               \
+  template <class X>                                                              \
+  X vminimum(X a, X b) {                                                          \
+    if constexpr (std::is_integral_v<X>) return b < a ? b : a;                    \
+    else if constexpr (std::is_arithmetic_v<X>) return b != b || b < a ? b : a;   \
+    else return xsimd::select(xsimd::isnan(b) | (b < a), b, a);                   \
+  }                                                                               \
+  template <class X>                                                              \
+  X vabs(X a) {                                                                   \
+    if constexpr (std::is_integral_v<X>) return a < 0 ? X(-a) : a;                \
+    else return xsimd::abs(a);                                                    \
+  }                                                                               \
+  /* sigmoid and softplus of u and of -u all follow from e = exp(-|u|), one exp  \
+     for all four: sigmoid(a) = 1/(1+e) where a >= 0, else e/(1+e);              \
+     softplus(a) = max(a, 0) + log1p(e). |a| = |u| for a = u or -u. */           \
+  struct exp_neg_abs_fn {                                                         \
+    template <class X>                                                            \
+    static X apply(X a, X) {                                                      \
+      return vexp(-xsimd::abs(a));                                                \
+    }                                                                             \
+  };                                                                              \
+  /* r = 1/(1+e) serves sigmoid(u) and sigmoid(-u) alike: the pair shares one   \
+     division (e * r may differ from sigmoid_from_exp's quotient by an ulp) */    \
+  struct recip_1p_fn {                                                            \
+    template <class X>                                                            \
+    static X apply(X e, X) {                                                      \
+      return X(1) / (X(1) + e);                                                   \
+    }                                                                             \
+  };                                                                              \
+  struct sigmoid_from_recip_fn {                                                  \
+    template <class X>                                                            \
+    static X apply(X a, X e, X r) {                                               \
+      if constexpr (std::is_arithmetic_v<X>) return a >= X(0) ? r : e * r;        \
+      else return xsimd::select(a >= X(0), r, e * r);                             \
+    }                                                                             \
+  };                                                                              \
+  /* one division, (a >= 0 ? 1 : e) / (1 + e): e * r rounds once more */         \
+  struct sigmoid_from_exp_fn {                                                    \
+    template <class X>                                                            \
+    static X apply(X a, X e) {                                                    \
+      if constexpr (std::is_arithmetic_v<X>) return (a >= X(0) ? X(1) : e) / (X(1) + e); \
+      else return xsimd::select(a >= X(0), X(1), e) / (X(1) + e);                 \
+    }                                                                             \
+  };                                                                              \
+  struct softplus_from_log1p_fn {                                                 \
+    template <class X>                                                            \
+    static X apply(X a, X l) {                                                    \
+      return vmax(a, X(0)) + l;                                                   \
+    }                                                                             \
+  };
+
+XSYM_KERNEL_HELPERS
+
+/// The text of the exp and log helpers and XSYM_KERNEL_HELPERS, for the kernels cxx compiles.
+inline constexpr const char* vlanes_text = XSYM_STRINGIFY(XSYM_VLANES);
+inline constexpr const char* vexp_generic_text = XSYM_STRINGIFY(XSYM_VEXP_GENERIC);
+inline constexpr const char* vexp_avx512_text = XSYM_STRINGIFY(XSYM_VEXP_AVX512);
+inline constexpr const char* vlog_generic_text = XSYM_STRINGIFY(XSYM_VLOG_GENERIC);
+inline constexpr const char* vlog_avx512_text = XSYM_STRINGIFY(XSYM_VLOG_AVX512);
+inline constexpr const char* kernel_helpers_text = XSYM_STRINGIFY(XSYM_KERNEL_HELPERS);
+}  // namespace xsym::cpu::detail
+
+#endif
+// ---- end include/xsym/backend/cpu/vector_math.hpp ----
+
+namespace xsym::cpu {
+
+/// A kernel applies one scalar op to n elements; bit k of scalar_mask says argument k is one
+/// value broadcast to all n (so no index arithmetic in the loop).
+using kernel_fn = void (*)(void* dst, const void* const* args, unsigned scalar_mask, std::int64_t n);
+
+namespace detail {
+
+// One functor per row of the op table: its expression on scalars and on xsimd batches alike,
+// from arguments a (and b). A comparison's gives a bool, or a batch's mask. Special rows
+// (switch, cast, identity) have kernels of their own.
+template <scalar_op S>
+struct fn;
+#define XSYM_FN_ROW(S, R, ...)                                   \
+  template <>                                                    \
+  struct fn<scalar_op::S> {                                      \
+    template <class X>                                           \
+    static R apply([[maybe_unused]] X a, [[maybe_unused]] X b) { \
+      return __VA_ARGS__;                                        \
+    }                                                            \
+  };
+#define XSYM_FN_wrapping(S, ...) XSYM_FN_ROW(S, X, __VA_ARGS__)
+#define XSYM_FN_any(S, ...) XSYM_FN_ROW(S, X, __VA_ARGS__)
+#define XSYM_FN_floating(S, ...) XSYM_FN_ROW(S, X, __VA_ARGS__)
+#define XSYM_FN_comparison(S, ...) XSYM_FN_ROW(S, auto, __VA_ARGS__)
+#define XSYM_FN_special(S, ...)
+#define XSYM_FN_bitwise(S, ...) XSYM_FN_ROW(S, X, __VA_ARGS__)
+#define XSYM_FN(S, name, arity, infix, family, flops, derivative, ...) XSYM_FN_##family(S, __VA_ARGS__)
+XSYM_OP_TABLE(XSYM_FN)
+#undef XSYM_FN
+#undef XSYM_FN_special
+#undef XSYM_FN_bitwise
+#undef XSYM_FN_comparison
+#undef XSYM_FN_floating
+#undef XSYM_FN_any
+#undef XSYM_FN_wrapping
+#undef XSYM_FN_ROW
+
+inline const char* op_expression_text(scalar_op s) {
+  switch (s) {
+#define XSYM_OP_TEXT(S, name, arity, infix, family, flops, derivative, ...) \
+  case scalar_op::S: return op_family::family == op_family::special ? nullptr : #__VA_ARGS__;
+    XSYM_OP_TABLE(XSYM_OP_TEXT)
+#undef XSYM_OP_TEXT
+  }
+  return nullptr;
+}
+
+template <scalar_op S>
+constexpr bool is_comparison = info(S).comparison;
+
+template <scalar_op S, class T>
+bool compare(T a, T b) {
+  return fn<S>::apply(a, b);
+}
+
+template <class T>
+constexpr bool simd_type = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+// dst[i] = F::apply(a[i], b[i]) with the scalar cases hoisted out of the loop.
+template <class F, int Arity, class T, bool Simd>
+void arith(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
+  T* d = static_cast<T*>(dstv);
+  const T* a = static_cast<const T*>(args[0]);
+  const T* b = Arity > 1 ? static_cast<const T*>(args[1]) : a;
+  const bool sa = mask & 1u, sb = Arity > 1 ? (mask & 2u) != 0 : sa;
+  std::int64_t i = 0;
+  if constexpr (Simd && simd_type<T>) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+    if (!sa && !sb) {
+      for (; i + w <= n; i += w) F::apply(B::load_unaligned(a + i), B::load_unaligned(b + i)).store_unaligned(d + i);
+    } else if (sa && !sb) {
+      const B av(a[0]);
+      for (; i + w <= n; i += w) F::apply(av, B::load_unaligned(b + i)).store_unaligned(d + i);
+    } else if (!sa && sb) {
+      const B bv(b[0]);
+      for (; i + w <= n; i += w) F::apply(B::load_unaligned(a + i), bv).store_unaligned(d + i);
+    }
+  }
+  if (!sa && !sb) {
+    for (; i < n; ++i) d[i] = F::apply(a[i], b[i]);
+  } else if (sa && !sb) {
+    for (; i < n; ++i) d[i] = F::apply(a[0], b[i]);
+  } else if (!sa && sb) {
+    for (; i < n; ++i) d[i] = F::apply(a[i], b[0]);
+  } else {
+    const T v = F::apply(a[0], b[0]);
+    for (; i < n; ++i) d[i] = v;
+  }
+}
+
+// Loops of exactly 64: GCC's -O2 vectorizer (the "very cheap" model) takes only loops that need
+// no scalar epilogue, and a bool result has no xsimd store worth using.
+template <scalar_op S, class T>
+void comparison(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
+  bool* d = static_cast<bool*>(dstv);
+  const T* a = static_cast<const T*>(args[0]);
+  const T* b = static_cast<const T*>(args[1]);
+  constexpr std::int64_t chunk = 64;
+  std::int64_t i = 0;
+  if (mask == 0) {
+    for (; i + chunk <= n; i += chunk)
+      for (std::int64_t j = 0; j < chunk; ++j) d[i + j] = compare<S>(a[i + j], b[i + j]);
+  } else if (mask == 2u) {
+    const T bv = b[0];
+    for (; i + chunk <= n; i += chunk)
+      for (std::int64_t j = 0; j < chunk; ++j) d[i + j] = compare<S>(a[i + j], bv);
+  } else if (mask == 1u) {
+    const T av = a[0];
+    for (; i + chunk <= n; i += chunk)
+      for (std::int64_t j = 0; j < chunk; ++j) d[i + j] = compare<S>(av, b[i + j]);
+  }
+  const std::int64_t ia = (mask & 1u) ? 0 : 1, ib = (mask & 2u) ? 0 : 1;
+  for (; i < n; ++i) d[i] = compare<S>(a[i * ia], b[i * ib]);
+}
+
+template <class T>
+void select(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
+  T* d = static_cast<T*>(dstv);
+  const bool* c = static_cast<const bool*>(args[0]);
+  const T* a = static_cast<const T*>(args[1]);
+  const T* b = static_cast<const T*>(args[2]);
+  const std::int64_t ic = (mask & 1u) ? 0 : 1, ia = (mask & 2u) ? 0 : 1, ib = (mask & 4u) ? 0 : 1;
+  for (std::int64_t i = 0; i < n; ++i) d[i] = c[i * ic] ? a[i * ia] : b[i * ib];
+}
+
+template <class From, class To>
+void convert(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
+  To* d = static_cast<To*>(dstv);
+  const From* a = static_cast<const From*>(args[0]);
+  if (mask & 1u) {
+    const To v = xsym::convert_value<To>(a[0]);
+    for (std::int64_t i = 0; i < n; ++i) d[i] = v;
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) d[i] = xsym::convert_value<To>(a[i]);
+  }
+}
+
+// int32 and int64 add, sub, mul, neg, sqr and abs wrap around on overflow, as numpy's do: in
+// an unsigned type at least as wide as unsigned int (where C++'s signed overflow is undefined,
+// and a narrow unsigned type would be promoted to int), then back (modular since C++20).
+template <scalar_op S>
+struct wrapping_fn {
+  template <class X>
+  static X apply(X a, [[maybe_unused]] X b) {
+    using W = std::conditional_t<(sizeof(X) <= sizeof(unsigned)), unsigned, unsigned long long>;
+    const W x = static_cast<W>(a), y = static_cast<W>(b);
+    if constexpr (S == scalar_op::add) return static_cast<X>(x + y);
+    else if constexpr (S == scalar_op::sub) return static_cast<X>(x - y);
+    else if constexpr (S == scalar_op::mul) return static_cast<X>(x * y);
+    else if constexpr (S == scalar_op::neg) return static_cast<X>(W(0) - x);
+    else if constexpr (S == scalar_op::sqr) return static_cast<X>(x * x);
+    else return a < 0 ? static_cast<X>(W(0) - x) : a;  // abs: the most negative value stays itself
+  }
+};
+template <scalar_op S>
+constexpr bool wraps = info(S).family == op_family::wrapping;
+
+// The kernel of op S on element type T; null where T has none (arithmetic on bool, a
+// floating-point function of an integer type, which the graph computes in float64).
+template <scalar_op S, class T, bool Simd>
+constexpr kernel_fn typed_kernel() {
+  if constexpr (info(S).family == op_family::special) {
+    return nullptr;
+  } else if constexpr (info(S).family == op_family::bitwise) {
+    if constexpr (std::is_integral_v<T>) return &arith<fn<S>, info(S).arity, T, false>;  // bool too
+    else return nullptr;
+  } else if constexpr (is_comparison<S>) {
+    return &comparison<S, T>;
+  } else {
+    constexpr bool float_only = info(S).float_only;
+    if constexpr (std::is_same_v<T, bool>) return nullptr;
+    else if constexpr (float_only && !std::is_floating_point_v<T>) return nullptr;
+    else if constexpr (wraps<S> && std::is_integral_v<T>) return &arith<wrapping_fn<S>, info(S).arity, T, false>;
+    else return &arith<fn<S>, info(S).arity, T, Simd && simd_type<T>>;  // integers: one scalar kernel serves both
+  }
+}
+
+// Every arithmetic op and comparison on element type T (switch, cast and identity depend on a
+// second type: kernel_table.hpp looks them up).
+template <class T, bool Simd>
+kernel_fn elementwise_kernel(scalar_op op) {
+  switch (op) {
+#define XSYM_CASE(S, ...) \
+  case scalar_op::S: return typed_kernel<scalar_op::S, T, Simd>();
+    XSYM_OP_TABLE(XSYM_CASE)
+#undef XSYM_CASE
+  }
+  return nullptr;
+}
+
+/// @brief The CPU-only kernels behind shared sigmoid/softplus (see exp_neg_abs_fn).
+enum class shared_exp_kernel { exp_neg_abs, sigmoid_from_exp, softplus_from_log1p, recip_1p, sigmoid_from_recip };
+
+// dst[i] = F::apply(a[i], b[i], c[i]); an argument that is one value is read at 0.
+template <class F, class T>
+void arith3(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
+  T* d = static_cast<T*>(dstv);
+  const T* a = static_cast<const T*>(args[0]);
+  const T* b = static_cast<const T*>(args[1]);
+  const T* c = static_cast<const T*>(args[2]);
+  std::int64_t i = 0;
+  if (mask == 0) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+    for (; i + w <= n; i += w)
+      F::apply(B::load_unaligned(a + i), B::load_unaligned(b + i), B::load_unaligned(c + i)).store_unaligned(d + i);
+  }
+  const std::int64_t ia = (mask & 1u) ? 0 : 1, ib = (mask & 2u) ? 0 : 1, ic = (mask & 4u) ? 0 : 1;
+  for (; i < n; ++i) d[i] = F::apply(a[i * ia], b[i * ib], c[i * ic]);
+}
+
+template <class T>
+kernel_fn shared_exp_kernel_for(shared_exp_kernel k) {
+  static_assert(std::is_floating_point_v<T>, "shared sigmoid/softplus kernels are for float and double");
+  switch (k) {
+    case shared_exp_kernel::exp_neg_abs: return &arith<exp_neg_abs_fn, 1, T, true>;
+    case shared_exp_kernel::sigmoid_from_exp: return &arith<sigmoid_from_exp_fn, 2, T, true>;
+    case shared_exp_kernel::softplus_from_log1p: return &arith<softplus_from_log1p_fn, 2, T, true>;
+    case shared_exp_kernel::recip_1p: return &arith<recip_1p_fn, 1, T, true>;
+    case shared_exp_kernel::sigmoid_from_recip: return &arith3<sigmoid_from_recip_fn, T>;
+  }
+  return nullptr;
+}
+
+}  // namespace detail
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/scalar_kernels.hpp ----
+
+namespace xsym::cpu {
+
+namespace detail {
+
+// A non-temporal store of a whole batch to an address aligned to its size (x86: SSE2, AVX,
+// AVX-512 registers), and the fence that orders such stores; as text too, for the kernels cxx
+// compiles (the intrinsics are declared whatever the target; only the batch size in use is
+// instantiated).
+#define XSYM_NT_STORE                                                 \
+  template <class V, class U>                                         \
+  void nt_store(const V& v, U* p) {                                   \
+    constexpr std::size_t bytes = sizeof(typename V::register_type); \
+    constexpr bool f = std::is_same_v<U, float>;                      \
+    if constexpr (bytes == 64) {                                      \
+      if constexpr (f) _mm512_stream_ps(p, v);                        \
+      else _mm512_stream_pd(p, v);                                    \
+    } else if constexpr (bytes == 32) {                               \
+      if constexpr (f) _mm256_stream_ps(p, v);                        \
+      else _mm256_stream_pd(p, v);                                    \
+    } else if constexpr (bytes == 16) {                               \
+      if constexpr (f) _mm_stream_ps(p, v);                           \
+      else _mm_stream_pd(p, v);                                       \
+    } else {                                                          \
+      v.store_aligned(p);                                             \
+    }                                                                 \
+  }                                                                   \
+  inline void stream_fence() { _mm_sfence(); }
+#define XSYM_NT_STORE_FALLBACK     \
+  template <class V, class U>      \
+  void nt_store(const V& v, U* p) { \
+    v.store_aligned(p);            \
+  }                                \
+  inline void stream_fence() {}
+#if defined(__SSE2__)
+XSYM_NT_STORE
+inline constexpr bool nt_stores = true;
+#else
+XSYM_NT_STORE_FALLBACK
+inline constexpr bool nt_stores = false;
+#endif
+inline constexpr const char* nt_store_text = XSYM_STRINGIFY(XSYM_NT_STORE);
+inline constexpr const char* nt_store_fallback_text = XSYM_STRINGIFY(XSYM_NT_STORE_FALLBACK);
+
+/// A run of elementwise steps, each taking the one before's result, in one pass: acc = arg 0,
+/// then link k (4 bits of codes) makes acc = acc OP b with b the next argument (codes 0-3:
+/// add, sub, mul, div), or b OP acc (codes 4-7), or acc = OP(acc) with no argument (codes
+/// 8-12: chain_unary_ops). The running value stays in registers: one load per argument and
+/// one store per element, where separate kernels store and reload every intermediate. With
+/// `stream`, the results from dst's first cache line on leave with non-temporal stores (the
+/// caller fences).
+using chain_fn = void (*)(void* dst, const void* const* args, unsigned scalar_mask, std::int64_t n,
+                          std::uint32_t codes, int links, bool stream);
+inline constexpr int max_chain_links = 7;
+/// A link's 4-bit code: acc OP b, or b OP acc with link_reversed added, or OP(acc).
+enum chain_link : unsigned {
+  link_add = 0, link_sub = 1, link_mul = 2, link_div = 3,
+  link_reversed = 4,
+  link_neg = 8, link_sqr = 9, link_abs = 10, link_exp = 11, link_log = 12,
+};
+inline constexpr unsigned first_unary_link = link_neg;
+/// The op of each unary link, from link_neg on.
+inline constexpr scalar_op chain_unary_ops[] = {scalar_op::neg, scalar_op::sqr, scalar_op::abs, scalar_op::exp,
+                                                scalar_op::log};
+static_assert(std::size(chain_unary_ops) == link_log - link_neg + 1, "one unary op per unary link code");
+constexpr unsigned chain_link_code(std::uint32_t codes, int k) { return (codes >> (4 * k)) & 15u; }
+
+// A unary link on a value or a batch: the separate kernel's function, so the same bits.
+template <class X>
+X chain_unary(X a, unsigned code) {
+  switch (code) {
+    case link_neg: return fn<scalar_op::neg>::apply(a, a);
+    case link_sqr: return fn<scalar_op::sqr>::apply(a, a);
+    case link_abs: return fn<scalar_op::abs>::apply(a, a);
+    case link_exp: return fn<scalar_op::exp>::apply(a, a);
+    default: return fn<scalar_op::log>::apply(a, a);
+  }
+}
+
+// One link on one value: the same IEEE operation, in the same order, as the separate kernel,
+// so a chain's results are bitwise theirs.
+template <class T>
+T chain_link(T acc, T b, unsigned code) {
+  switch (code) {
+    case link_add: case link_add + link_reversed: return acc + b;  // b + acc is acc + b, bitwise
+    case link_sub: return acc - b;
+    case link_sub + link_reversed: return b - acc;
+    case link_mul: case link_mul + link_reversed: return acc * b;
+    case link_div: return acc / b;
+    case link_div + link_reversed: return b / acc;
+    default: return chain_unary(acc, code);
+  }
+}
+
+// The links decoded once: each one's code, and for links with an argument, where it is and
+// whether it is one value broadcast. The separate kernels compute a step whose arguments are
+// all broadcast values once, as a scalar, and every later step's input is an array: a chain
+// whose arg 0 is broadcast computes a leading unary link the same way (`lead`, `start`), which
+// matters where a batch and a scalar give different bits (exp, log).
+template <class T>
+struct chain_plan {
+  unsigned code[max_chain_links];
+  const T* from[max_chain_links];
+  bool broadcast[max_chain_links];
+  const T* first = nullptr;
+  T* dst = nullptr;
+  bool first_broadcast = false;
+  int links = 0, start = 0;
+  T lead{};
+
+  // Filled in place: chain_loop's plans live in an array, and a temporary copied into it is
+  // read back with wider loads than its fields were written with, a stalled store forward
+  // each (a quarter of the chain loop's time on the logistic regression's 400 elements).
+  void set(void* d, const void* const* args, unsigned mask, std::uint32_t codes, int n_links) {
+    dst = static_cast<T*>(d);
+    links = n_links;
+    start = 0;
+    int j = 1;
+    for (int k = 0; k < links; ++k) {
+      code[k] = chain_link_code(codes, k);
+      from[k] = nullptr;
+      broadcast[k] = true;
+      if (code[k] < first_unary_link) {
+        from[k] = static_cast<const T*>(args[j]);
+        broadcast[k] = ((mask >> j) & 1u) != 0;
+        ++j;
+      }
+    }
+    first = static_cast<const T*>(args[0]);
+    first_broadcast = (mask & 1u) != 0;
+    if (first_broadcast) {
+      lead = first[0];
+      if (links > 0 && code[0] >= first_unary_link) lead = chain_unary(lead, code[start++]);
+    }
+  }
+  // The first argument that is an array, not one value (nullptr when none is).
+  const T* first_array() const {
+    if (!first_broadcast) return first;
+    for (int k = 0; k < links; ++k)
+      if (from[k] && !broadcast[k]) return from[k];
+    return nullptr;
+  }
+  T scalar(std::int64_t i) const {
+    T acc = first[first_broadcast ? 0 : i];
+    for (int k = 0; k < links; ++k) acc = chain_link(acc, from[k] ? from[k][broadcast[k] ? 0 : i] : acc, code[k]);
+    return acc;
+  }
+};
+
+// exp and log give other bits on a batch than on a scalar; the elements before the first cache
+// line, which chain_loop computes as scalars, would then differ from the separate kernels'.
+inline constexpr unsigned chain_exp_link = link_exp;  // this code and the next: exp and log
+inline bool chain_is_exact(std::uint32_t codes, int links) {
+  for (int k = 0; k < links; ++k)
+    if (chain_link_code(codes, k) >= chain_exp_link) return false;
+  return true;
+}
+
+/// One chain of a run of several (chain_loop, chains): its result and arguments as chain_fn
+/// takes them.
+struct chain_call {
+  void* dst;
+  const void* const* args;
+  unsigned scalar_mask;
+  std::uint32_t codes;
+  int links;
+};
+inline constexpr int max_fused_chains = 8;
+
+// chain_loop's main loop uses GCC's and clang's labels as values (not nvcc's front end, nor
+// other compilers: those keep the switch).
+#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__NVCOMPILER)
+#define XSYM_THREADED_CHAINS 1
+#define XSYM_CHAIN_LOOP_ALIGN [[gnu::aligned(64)]]
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+#if defined(__clang__)
+#pragma GCC diagnostic ignored "-Wgnu-label-as-value"
+#endif
+#else
+#define XSYM_THREADED_CHAINS 0
+#define XSYM_CHAIN_LOOP_ALIGN
+#endif
+// Runs chains in order over the same n elements, four batches at a time: every chain on these
+// batches before any goes on to the next, so a chain reads the ones before it while they are
+// still in L1 and one pass covers the lot (xent is three chains). Per element the order of the
+// operations is that of running the chains one after the other, so the results are the same.
+// NT (one chain only): the results from dst's first cache line on leave with non-temporal
+// stores, the elements before it computed as scalars (the same operations, so the same bits,
+// for chains of arithmetic; see chain). A template parameter, so that the ordinary loop is
+// compiled as if streaming did not exist.
+// Its start is on a cache line: otherwise where the linker put it decided how fast its threaded
+// loop ran.
+template <class T, bool NT>
+XSYM_CHAIN_LOOP_ALIGN void chain_loop(const chain_call* calls, int n_chains, std::int64_t n) {
+  chain_plan<T> plans[max_fused_chains];
+  for (int c = 0; c < n_chains; ++c) {
+    const chain_call& cc = calls[c];
+    plans[c].set(cc.dst, cc.args, cc.scalar_mask, cc.codes, cc.links);
+  }
+  std::int64_t i = 0;
+  if constexpr (simd_type<T>) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+    // U batches at once; the switch is per link and per U batches, not per element.
+    auto run = [&]<int U>(std::integral_constant<int, U>, const chain_plan<T>& plan, std::int64_t at) {
+      B acc[U];
+      for (int u = 0; u < U; ++u) acc[u] = plan.first_broadcast ? B(plan.lead) : B::load_unaligned(plan.first + at + u * w);
+      for (int k = plan.start; k < plan.links; ++k) {
+        const unsigned code = plan.code[k];
+        if (code >= first_unary_link) {
+          for (int u = 0; u < U; ++u) acc[u] = chain_unary(acc[u], code);
+          continue;
+        }
+        const T* p = plan.from[k];
+        B b[U];
+        if (plan.broadcast[k])
+          for (int u = 0; u < U; ++u) b[u] = B(p[0]);
+        else
+          for (int u = 0; u < U; ++u) b[u] = B::load_unaligned(p + at + u * w);
+        switch (code) {
+          case link_add: case link_add + link_reversed: for (int u = 0; u < U; ++u) acc[u] = acc[u] + b[u]; break;
+          case link_sub: for (int u = 0; u < U; ++u) acc[u] = acc[u] - b[u]; break;
+          case link_sub + link_reversed: for (int u = 0; u < U; ++u) acc[u] = b[u] - acc[u]; break;
+          case link_mul: case link_mul + link_reversed: for (int u = 0; u < U; ++u) acc[u] = acc[u] * b[u]; break;
+          case link_div: for (int u = 0; u < U; ++u) acc[u] = acc[u] / b[u]; break;
+          default: for (int u = 0; u < U; ++u) acc[u] = b[u] / acc[u]; break;
+        }
+      }
+      for (int u = 0; u < U; ++u) {
+        if constexpr (NT) nt_store(acc[u], plan.dst + at + u * w);
+        else acc[u].store_unaligned(plan.dst + at + u * w);
+      }
+    };
+    // The elements before dst's first cache line as scalars, so that every batch stores a
+    // whole line: when streaming, and for one chain without exp or log (whose scalars give the
+    // batches' bits) whose first array argument sits as far past a line as dst does, over a
+    // span long enough to pay for them. Arrays from one allocator that aligns to less than 64
+    // bytes (xtensor's default gives 16) then all load and store whole lines, where each
+    // access would split two; where only dst is off, aligning it would split the loads instead.
+    const auto line_offset = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64; };
+    const std::uintptr_t dst_offset = line_offset(plans[0].dst);
+    if (NT || (n_chains == 1 && n >= 8 * w && dst_offset != 0 && chain_is_exact(calls[0].codes, calls[0].links) &&
+               (!plans[0].first_array() || line_offset(plans[0].first_array()) == dst_offset)))
+      for (const std::int64_t head = std::min(n, static_cast<std::int64_t>((64 - dst_offset) % 64 / sizeof(T))); i < head;
+           ++i)
+        plans[0].dst[i] = plans[0].scalar(i);
+#if XSYM_THREADED_CHAINS
+    // The main loop as threaded code: each link's body jumps straight to the next one's, and
+    // each chain's store to the next chain's first load. The switch above spends a shift, a
+    // bounds check, a table jump and a branch per link and per four batches, which a short chain
+    // such as (x + y + z) * 2 feels.
+    constexpr int U = 4;
+    static void* const vector_link[13] = {&&add_v, &&sub_v, &&mul_v, &&div_v, &&add_v, &&rsub_v, &&mul_v,
+                                          &&rdiv_v, &&neg_u, &&sqr_u, &&abs_u, &&exp_u, &&log_u};
+    static void* const scalar_link[13] = {&&add_s, &&sub_s, &&mul_s, &&div_s, &&add_s, &&rsub_s, &&mul_s,
+                                          &&rdiv_s, &&neg_u, &&sqr_u, &&abs_u, &&exp_u, &&log_u};
+    // The chains flattened into one sequence of operations k: a later chain's first load, the
+    // links, and each chain's store; from[k] and value[k] are operation k's array or one value.
+    constexpr int max_ops = max_fused_chains * (max_chain_links + 2);
+    void* next[max_ops];
+    const T* from[max_ops];
+    T* to[max_ops];
+    T value[max_ops];
+    int n_ops = 0;
+    for (int c = 0; c < n_chains; ++c) {
+      const chain_plan<T>& plan = plans[c];
+      if (c > 0) {  // chain 0's first load opens the loop body
+        next[n_ops] = plan.first_broadcast ? &&first_s : &&first_v;
+        from[n_ops] = plan.first;
+        value[n_ops++] = plan.lead;
+      }
+      for (int k = plan.start; k < plan.links; ++k) {
+        const unsigned code = plan.code[k];
+        next[n_ops] = plan.broadcast[k] ? scalar_link[code] : vector_link[code];
+        from[n_ops] = plan.from[k];
+        value[n_ops++] = plan.from[k] && plan.broadcast[k] ? plan.from[k][0] : T{};
+      }
+      next[n_ops] = c + 1 < n_chains ? &&store_next : &&store_last;
+      to[n_ops++] = plan.dst;
+    }
+    const T* first = plans[0].first;
+    T* const last_dst = plans[n_chains - 1].dst;  // in a register, as the one chain's dst was
+    const bool first_broadcast = plans[0].first_broadcast;
+    const B lead(plans[0].lead);
+    B acc[U], b[U];
+    int k = 0;
+    for (; i + U * w <= n; i += U * w) {
+      for (int u = 0; u < U; ++u) acc[u] = first_broadcast ? lead : B::load_unaligned(first + i + u * w);
+      k = 0;
+      goto *next[0];
+#define XSYM_CHAIN_VECTOR for (int u = 0; u < U; ++u) b[u] = B::load_unaligned(from[k] + i + u * w);
+#define XSYM_CHAIN_SCALAR for (int u = 0; u < U; ++u) b[u] = B(value[k]);
+#define XSYM_CHAIN_LINK(label, load, expr)        \
+  label:                                          \
+    load for (int u = 0; u < U; ++u) acc[u] = expr; \
+    goto *next[++k];
+      XSYM_CHAIN_LINK(first_v, XSYM_CHAIN_VECTOR, b[u])
+      XSYM_CHAIN_LINK(first_s, XSYM_CHAIN_SCALAR, b[u])
+      XSYM_CHAIN_LINK(add_v, XSYM_CHAIN_VECTOR, acc[u] + b[u])
+      XSYM_CHAIN_LINK(sub_v, XSYM_CHAIN_VECTOR, acc[u] - b[u])
+      XSYM_CHAIN_LINK(rsub_v, XSYM_CHAIN_VECTOR, b[u] - acc[u])
+      XSYM_CHAIN_LINK(mul_v, XSYM_CHAIN_VECTOR, acc[u] * b[u])
+      XSYM_CHAIN_LINK(div_v, XSYM_CHAIN_VECTOR, acc[u] / b[u])
+      XSYM_CHAIN_LINK(rdiv_v, XSYM_CHAIN_VECTOR, b[u] / acc[u])
+      XSYM_CHAIN_LINK(add_s, XSYM_CHAIN_SCALAR, acc[u] + b[u])
+      XSYM_CHAIN_LINK(sub_s, XSYM_CHAIN_SCALAR, acc[u] - b[u])
+      XSYM_CHAIN_LINK(rsub_s, XSYM_CHAIN_SCALAR, b[u] - acc[u])
+      XSYM_CHAIN_LINK(mul_s, XSYM_CHAIN_SCALAR, acc[u] * b[u])
+      XSYM_CHAIN_LINK(div_s, XSYM_CHAIN_SCALAR, acc[u] / b[u])
+      XSYM_CHAIN_LINK(rdiv_s, XSYM_CHAIN_SCALAR, b[u] / acc[u])
+      XSYM_CHAIN_LINK(neg_u, , fn<scalar_op::neg>::apply(acc[u], acc[u]))
+      XSYM_CHAIN_LINK(sqr_u, , fn<scalar_op::sqr>::apply(acc[u], acc[u]))
+      XSYM_CHAIN_LINK(abs_u, , fn<scalar_op::abs>::apply(acc[u], acc[u]))
+      XSYM_CHAIN_LINK(exp_u, , fn<scalar_op::exp>::apply(acc[u], acc[u]))
+    log_u:
+      // Where the table log runs (vlog_common), one test for special lanes in the four batches:
+      // the common path alone schedules them together, faster than testing each batch. If any
+      // has one, each batch takes the kernel's log.
+      if constexpr (requires(const B& a) { vlog_common(a); }) {
+        bool special = false;
+        for (int u = 0; u < U; ++u) special |= vlog_special_lanes(acc[u]);
+        if (!special) {
+          for (int u = 0; u < U; ++u) acc[u] = vlog_common(acc[u]);
+          goto *next[++k];
+        }
+      }
+      for (int u = 0; u < U; ++u) acc[u] = fn<scalar_op::log>::apply(acc[u], acc[u]);
+      goto *next[++k];
+#undef XSYM_CHAIN_LINK
+#undef XSYM_CHAIN_SCALAR
+#undef XSYM_CHAIN_VECTOR
+    store_next:
+      for (int u = 0; u < U; ++u) acc[u].store_unaligned(to[k] + i + u * w);
+      goto *next[++k];
+    store_last:
+      for (int u = 0; u < U; ++u) {
+        if constexpr (NT) nt_store(acc[u], last_dst + i + u * w);
+        else acc[u].store_unaligned(last_dst + i + u * w);
+      }
+    }
+#else
+    for (; i + 4 * w <= n; i += 4 * w)
+      for (int c = 0; c < n_chains; ++c) run(std::integral_constant<int, 4>{}, plans[c], i);
+#endif
+    // The rest chain by chain: batches, then scalars, at the positions a lone chain uses.
+    for (int c = 0; c < n_chains; ++c) {
+      std::int64_t j = i;
+      for (; j + w <= n; j += w) run(std::integral_constant<int, 1>{}, plans[c], j);
+      for (; j < n; ++j) plans[c].dst[j] = plans[c].scalar(j);
+    }
+  } else {
+    for (int c = 0; c < n_chains; ++c)
+      for (std::int64_t j = 0; j < n; ++j) plans[c].dst[j] = plans[c].scalar(j);
+  }
+}
+#if XSYM_THREADED_CHAINS
+#pragma GCC diagnostic pop
+#endif
+
+// A chain over one element: chain_plan's scalar path without its set-up (the seeds'
+// call-overhead function is one chain of three links).
+template <class T>
+void chain_one(void* dst, const void* const* args, std::uint32_t codes, int links) {
+  T acc = *static_cast<const T*>(args[0]);
+  for (int k = 0, j = 1; k < links; ++k) {
+    const unsigned code = chain_link_code(codes, k);
+    acc = code >= first_unary_link ? chain_unary(acc, code) : chain_link(acc, *static_cast<const T*>(args[j++]), code);
+  }
+  *static_cast<T*>(dst) = acc;
+}
+
+template <class T>
+void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links,
+           bool stream) {
+  const chain_call call{dstv, args, mask, codes, links};
+  if constexpr (simd_type<T> && nt_stores)
+    if (stream && reinterpret_cast<std::uintptr_t>(dstv) % (chain_is_exact(codes, links) ? sizeof(T) : 64) == 0)
+      return chain_loop<T, true>(&call, 1, n);
+  chain_loop<T, false>(&call, 1, n);
+}
+
+/// The link code of an instruction that may be a chain's link (float32 and float64 only): add, sub, mul, true_div, and the unary ops in
+/// chain_unary_ops; -1 for any other op or dtype.
+inline int chain_code(const instruction& ins) {
+  if (ins.in_type != ins.out_type || (ins.in_type != dtype::float32 && ins.in_type != dtype::float64)) return -1;
+  switch (ins.op) {
+    case scalar_op::add: return link_add;
+    case scalar_op::sub: return link_sub;
+    case scalar_op::mul: return link_mul;
+    case scalar_op::true_div: return link_div;
+    default: break;
+  }
+  for (unsigned k = 0; k < std::size(chain_unary_ops); ++k)
+    if (ins.op == chain_unary_ops[k]) return static_cast<int>(first_unary_link + k);
+  return -1;
+}
+/// Several chains of one dtype over the same span (see chain_loop).
+using chains_fn = void (*)(const chain_call* calls, int n_chains, std::int64_t n);
+}  // namespace detail
+
+namespace testing {
+/// Test-only: when false, functions built afterwards run their chains step by step even where
+/// they would run them in one pass (detail::chain_loop with several chains), for comparison.
+inline bool& one_pass_chains() {
+  static bool on = true;
+  return on;
+}
+}  // namespace testing
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/chain_kernels.hpp ----
+// ---- begin include/xsym/backend/cpu/fault.hpp ----
+#ifndef XSYM_BACKEND_CPU_FAULT_HPP
+#define XSYM_BACKEND_CPU_FAULT_HPP
+
+// Test-only faults: one scalar op, product, reduction or executor path computes slightly wrong
+// values, so that a test suite can show that it notices (tests/oracle/mutation.sh). Nothing
+// here runs on a call unless a fault is set: kernels are wrapped when a function is built, and
+// the product and reduction entries of the kernel tables are swapped for wrappers.
+
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// ---- begin include/xsym/backend/cpu/kernel_table.hpp ----
+#ifndef XSYM_BACKEND_CPU_KERNEL_TABLE_HPP
+#define XSYM_BACKEND_CPU_KERNEL_TABLE_HPP
+
+#include <atomic>
+#include <stdexcept>
+#include <string>
+
+// ---- begin include/xsym/backend/cpu/parallel.hpp ----
+#ifndef XSYM_BACKEND_CPU_PARALLEL_HPP
+#define XSYM_BACKEND_CPU_PARALLEL_HPP
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace xsym::cpu {
+
+/// @brief How many threads a kernel may use (openmp=True), and from which size it does.
+struct parallelism {
+  int threads = 1;
+  std::int64_t elemwise_minsize = 200000;  // elements of an elementwise node's output
+  std::int64_t product_minsize = 32768;    // elements of a matrix-vector product's matrix
+};
+
+/// @brief True when this translation unit was compiled with OpenMP (-fopenmp).
+inline constexpr bool openmp_compiled_in =
+#ifdef _OPENMP
+    true;
+#else
+    false;
+#endif
+
+/// @brief Threads OpenMP would use (1 without OpenMP).
+inline int max_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+namespace detail {
+/// xsym's worker threads for openmp=True (OpenMP says how many: omp_get_max_threads()). A job
+/// is cut into a fixed number of chunks that the calling thread and the workers claim one at a
+/// time, so a call never waits for a worker the scheduler has not run yet: it waits only for
+/// chunks a worker has begun. (An OpenMP team's barrier waits for every thread: when another
+/// process holds the other core, a step could wait a time slice, milliseconds.)
+class worker_pool {
+ public:
+  using chunk_fn = void (*)(void* ctx, std::int64_t chunk);
+
+  // Never destroyed: a function may still run from a static destructor, and the workers sleep
+  // in the kernel when idle.
+  static worker_pool& get() {
+    static worker_pool* pool = new worker_pool;
+    return *pool;
+  }
+
+  /// Runs fn(ctx, c) for every c in [0, chunks), on this thread and up to `helpers` workers;
+  /// returns false, running nothing, when another thread's job holds the pool.
+  bool run(int helpers, std::int64_t chunks, chunk_fn fn, void* ctx) {
+    std::unique_lock lock(m_job, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    while (static_cast<int>(m_threads.size()) < helpers) {
+      m_threads.emplace_back([this] { work_loop(); });
+      m_threads.back().detach();
+    }
+    m_error = nullptr;
+    m_fn.store(fn, std::memory_order_relaxed);
+    m_ctx.store(ctx, std::memory_order_relaxed);
+    m_chunks.store(chunks, std::memory_order_relaxed);
+    m_done.store(0, std::memory_order_relaxed);
+    const std::uint32_t e = m_epoch.load(std::memory_order_relaxed) + 1;
+    m_state.store(static_cast<std::uint64_t>(e) << 32, std::memory_order_release);
+    m_epoch.store(e, std::memory_order_seq_cst);
+    if (m_sleepers.load(std::memory_order_seq_cst) > 0) m_epoch.notify_all();
+    claim_chunks(e);
+    for (int spins = 0; m_done.load(std::memory_order_acquire) < chunks; ++spins) {
+      if (spins < 4096) pause();
+      else std::this_thread::yield();  // the worker finishing our chunk may share this core
+    }
+    if (m_error) std::rethrow_exception(m_error);
+    return true;
+  }
+
+ private:
+  worker_pool() = default;
+
+  static void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+
+  // Claims and runs chunks of job e until none is left; a claim is a compare-exchange on
+  // (epoch, next chunk), so no thread runs a chunk of a job that has ended.
+  void claim_chunks(std::uint32_t e) {
+    std::uint64_t s = m_state.load(std::memory_order_acquire);
+    for (;;) {
+      if (static_cast<std::uint32_t>(s >> 32) != e) return;
+      const auto c = static_cast<std::int64_t>(s & 0xffffffffu);
+      if (c >= m_chunks.load(std::memory_order_relaxed)) return;
+      if (!m_state.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+      try {
+        m_fn.load(std::memory_order_relaxed)(m_ctx.load(std::memory_order_relaxed), c);
+      } catch (...) {
+        std::lock_guard g(m_error_mutex);
+        if (!m_error) m_error = std::current_exception();
+      }
+      m_done.fetch_add(1, std::memory_order_release);
+      s = m_state.load(std::memory_order_acquire);
+    }
+  }
+
+  void work_loop() {
+    std::uint32_t seen = 0;
+    for (;;) {
+      // Spin a while (the next product of a training step comes within microseconds), then sleep.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+      std::uint32_t e = m_epoch.load(std::memory_order_acquire);
+      for (int i = 1; e == seen; ++i) {
+        // Yield after a short spin: on a core another process wants, spinning would take the
+        // time of that process or of the thread that runs the step.
+        if (i < 64) pause();
+        else std::this_thread::yield();
+        if (i % 16 == 0 && std::chrono::steady_clock::now() > until) {
+          m_sleepers.fetch_add(1, std::memory_order_seq_cst);
+          while ((e = m_epoch.load(std::memory_order_seq_cst)) == seen) m_epoch.wait(seen, std::memory_order_seq_cst);
+          m_sleepers.fetch_sub(1, std::memory_order_seq_cst);
+          break;
+        }
+        e = m_epoch.load(std::memory_order_acquire);
+      }
+      seen = e;
+      claim_chunks(e);
+    }
+  }
+
+  std::mutex m_job;  // one job at a time; a second caller runs serially
+  std::vector<std::thread> m_threads;
+  std::atomic<std::uint64_t> m_state{0};  // epoch << 32 | next chunk to claim
+  std::atomic<std::uint32_t> m_epoch{0};
+  std::atomic<int> m_sleepers{0};
+  std::atomic<chunk_fn> m_fn{nullptr};
+  std::atomic<void*> m_ctx{nullptr};
+  std::atomic<std::int64_t> m_chunks{0};
+  std::atomic<std::int64_t> m_done{0};
+  std::mutex m_error_mutex;
+  std::exception_ptr m_error;
+};
+}  // namespace detail
+
+/// @brief Runs f(begin, end) over [0, n), split among up to `threads` threads at multiples of
+/// `grain`. Kernels pick a grain at which splitting changes no result (whole SIMD blocks, whole
+/// rows), so a parallel run computes exactly what a serial one does, whichever thread runs
+/// which chunk.
+template <class F>
+void parallel_chunks(std::int64_t n, std::int64_t grain, int threads, F&& f) {
+#ifdef _OPENMP
+  const std::int64_t units = (n + grain - 1) / grain;
+  const int team = static_cast<int>(std::min<std::int64_t>(threads, units));
+  if (team > 1) {
+    // A few chunks per thread: a late thread's share is taken by the others.
+    struct job {
+      std::int64_t n, grain, units, chunks;
+      F* f;
+    } j{n, grain, units, std::min<std::int64_t>(units, std::int64_t{4} * team), &f};
+    auto run_chunk = [](void* ctx, std::int64_t c) {
+      const job& jb = *static_cast<const job*>(ctx);
+      const std::int64_t lo = std::min(jb.n, jb.units * c / jb.chunks * jb.grain);
+      const std::int64_t hi = std::min(jb.n, jb.units * (c + 1) / jb.chunks * jb.grain);
+      if (lo < hi) (*jb.f)(lo, hi);
+    };
+    if (detail::worker_pool::get().run(team - 1, j.chunks, run_chunk, &j)) return;
+  }
+#else
+  (void)grain;
+  (void)threads;
+#endif
+  f(std::int64_t{0}, n);
+}
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/parallel.hpp ----
+
+namespace xsym::cpu {
+
+namespace detail {
+struct reduce_layout;     // reduce.hpp
+struct one_pass_rows_fn;  // one_pass.hpp
+}
+
+/// @brief Every CPU kernel for one element type T, looked up by dtype when a function is built
+/// (and by the products and reductions per call).
+///
+/// A program holds the tables of the element types its expressions have: var<T, N> registers
+/// T's (and bool's) when it is made, see register_kernels.hpp. So a float32 program compiles no
+/// int32, int64 or float64 kernel, a fifth of the time it takes to compile. A null entry is an
+/// op T has no kernel for (arithmetic on bool, exp on an integer type, products of bools).
+struct typed_kernels {
+  dtype type = dtype::float64;
+  kernel_fn (*elementwise[2])(scalar_op) = {nullptr, nullptr};  // [0]: reference loops, [1]: vectorized
+  kernel_fn select = nullptr;                                   // switch, its values of type T
+  kernel_fn convert_to[5] = {};                                 // cast from T, by the target dtype
+  // float32 and float64 only:
+  detail::chain_fn chain = nullptr;
+  detail::chains_fn chains = nullptr;
+  void (*chain_one)(void* dst, const void* const* args, std::uint32_t codes, int links) = nullptr;
+  kernel_fn (*shared_exp)(detail::shared_exp_kernel) = nullptr;
+  // Not bool: y = beta y0 + alpha op(A) x with A's strides (rs, cs) already resolved (blas.hpp).
+  void (*gemv)(const ndarray& a, std::int64_t rs, std::int64_t cs, const ndarray& x, ndarray& y, std::int64_t m,
+               std::int64_t k, double alpha, bool accumulate, const ndarray* y0, double beta,
+               const parallelism& par) = nullptr;
+  void (*dot)(const ndarray& a, const ndarray& b, ndarray& out) = nullptr;
+  void (*dot22)(const ndarray& a, const ndarray& b, ndarray& c, double alpha, bool accumulate) = nullptr;
+  // float32 and float64: y = beta y0 + alpha Aᵀ g in one pass over A's rows (one_pass.hpp).
+  void (*one_pass)(const ndarray& a, const ndarray& x, const detail::one_pass_rows_fn& rows, const ndarray& g,
+                   double alpha, const ndarray* y0, double beta, ndarray& y, int threads) = nullptr;
+  // Reductions of an input of type T (any dtype), into an output of any dtype.
+  void (*reduce)(const op& o, const detail::reduce_layout& l, const ndarray& in, ndarray& out) = nullptr;
+};
+
+namespace detail {
+inline std::atomic<const typed_kernels*>& kernel_slot(dtype d) {
+  static std::atomic<const typed_kernels*> slots[5] = {};  // constant-initialized: no guard per call
+  return slots[static_cast<int>(d)];
+}
+
+XSYM_COLD_BEGIN  // the error path
+[[noreturn]] inline void throw_no_kernels(dtype d) {
+  throw std::logic_error("xsym: this program has no CPU kernels for " + std::string(dtype_name(d)) +
+                         ": no xsym expression of that element type was made in it, yet a graph node has it "
+                         "(an xsym bug: please report the expression)");
+}
+XSYM_COLD_END
+}  // namespace detail
+
+/// @brief The kernels for element type d; throws when the program registered none for it.
+inline const typed_kernels& kernels_of(dtype d) {
+  const typed_kernels* k = detail::kernel_slot(d).load(std::memory_order_acquire);
+  if (!k) [[unlikely]] detail::throw_no_kernels(d);
+  return *k;
+}
+
+/// @brief Whether the program has the kernels of element type d.
+inline bool has_kernels(dtype d) { return detail::kernel_slot(d).load(std::memory_order_acquire) != nullptr; }
+
+XSYM_COLD_BEGIN  // kernels are looked up when a function is built
+/// @brief The kernel for one instruction; Simd=false gives the reference (plain scalar) loops.
+template <bool Simd>
+kernel_fn kernel_for(const instruction& ins) {
+  kernel_fn k = nullptr;
+  switch (ins.op) {
+    case scalar_op::switch_: k = kernels_of(ins.out_type).select; break;
+    case scalar_op::cast:
+    case scalar_op::identity: k = kernels_of(ins.in_type).convert_to[static_cast<int>(ins.out_type)]; break;
+    default: k = kernels_of(ins.in_type).elementwise[Simd ? 1 : 0](ins.op); break;
+  }
+  if (!k)
+    throw std::logic_error("xsym: no CPU kernel for " + std::string(info(ins.op).name) + " on " +
+                           std::string(dtype_name(ins.in_type)));
+  return k;
+}
+XSYM_COLD_END
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/kernel_table.hpp ----
+
+namespace xsym::cpu {
+
+namespace testing {
+/// Test-only: the vectorized kernel of this op is deliberately wrong (its first element is
+/// off by 1e-3), to prove that DebugMode catches a broken op. Read when a function is built.
+inline std::optional<scalar_op>& broken_simd_kernel() {
+  static std::optional<scalar_op> op;
+  return op;
+}
+
+/// What a fault breaks: one scalar op (its steps never join a chain, so its kernel runs
+/// wherever the op is computed), in both kernel sets or, with ":ref" or ":simd" after its name,
+/// in the reference or the vectorized one only; a product or reduction entry; the chains run by
+/// the block executor (chain), by the one-element path (chain_one) or in one pass
+/// (chains_pass); or the kernels that share exp(-|u|) among sigmoids and softpluses.
+enum class fault_kind : std::uint8_t { none, scalar, product, reduction, chain, chain_one, chains_pass, shared_exp, typed };
+
+struct fault {
+  fault_kind kind = fault_kind::none;
+  scalar_op scalar = scalar_op::identity;
+  op_kind product = op_kind::dot;
+  reduce_op reduction = reduce_op::sum;
+  int kernel_set = -1;  // scalar: -1 both, 0 the reference kernels, 1 the vectorized ones
+  std::string name;
+};
+}  // namespace testing
+
+namespace detail {
+XSYM_COLD_BEGIN  // names and parsing: when a fault is set
+// "abs_" -> "abs", "scalar_sigmoid" -> "sigmoid": the op's name without Theano's decorations.
+inline std::string fault_name(scalar_op op) {
+  std::string_view n = info(op).name;
+  if (n.substr(0, 7) == "scalar_") n.remove_prefix(7);
+  if (!n.empty() && n.back() == '_') n.remove_suffix(1);
+  return std::string(n);
+}
+
+inline std::vector<std::pair<std::string, testing::fault>> fault_table() {
+  using testing::fault;
+  using testing::fault_kind;
+  std::vector<std::pair<std::string, fault>> t;
+  for (int k = 0; k <= static_cast<int>(scalar_op::identity); ++k) {
+    fault f;
+    f.kind = fault_kind::scalar;
+    f.scalar = static_cast<scalar_op>(k);
+    t.push_back({fault_name(f.scalar), f});
+    for (int set : {0, 1}) {
+      f.kernel_set = set;
+      t.push_back({fault_name(f.scalar) + (set ? ":simd" : ":ref"), f});
+    }
+  }
+  for (auto [name, kind] : {std::pair{"dot", op_kind::dot}, {"gemv", op_kind::gemv}, {"dot22", op_kind::dot22}}) {
+    fault f;
+    f.kind = fault_kind::product;
+    f.product = kind;
+    t.push_back({name, f});
+  }
+  for (int r = 0; r <= static_cast<int>(reduce_op::mean); ++r) {
+    fault f;
+    f.kind = fault_kind::reduction;
+    f.reduction = static_cast<reduce_op>(r);
+    std::string name(reduce_name(f.reduction));
+    for (auto& c : name) c = static_cast<char>(c | 0x20);  // "Sum" -> "sum"
+    t.push_back({"reduce_" + name, f});
+  }
+  for (auto [name, kind] : {std::pair{"chain", fault_kind::chain}, {"chain_one", fault_kind::chain_one},
+                            {"chains_pass", fault_kind::chains_pass}, {"shared_exp", fault_kind::shared_exp},
+                            {"typed", fault_kind::typed}}) {
+    fault f;
+    f.kind = kind;
+    t.push_back({name, f});
+  }
+  for (auto& [name, f] : t) f.name = name;
+  return t;
+}
+
+inline testing::fault parse_fault(std::string_view name) {
+  if (name.empty() || name == "none") return {};
+  std::string known;
+  for (const auto& [n, f] : fault_table()) {
+    if (n == name) return f;
+    known += (known.empty() ? "" : ", ") + n;
+  }
+  throw std::invalid_argument("xsym: unknown fault '" + std::string(name) + "' (known: " + known + ")");
+}
+XSYM_COLD_END
+
+// The fault in force, first from the environment variable XSYM_TEST_FAULT.
+inline testing::fault& fault_state() {
+  static testing::fault f = [] {
+    const char* env = std::getenv("XSYM_TEST_FAULT");
+    return parse_fault(env ? env : "");
+  }();
+  return f;
+}
+
+// How a wrapped kernel spoils its result: the fault hook changes the middle element of each
+// call (in the SIMD body or the scalar tail, by the call's length) by a relative 2^-14 in
+// float32 and 2^-42 in float64 (512 ulps or more: within no honest tolerance of one op, yet
+// far below what a loose one lets through), adds 1 to an integer and negates a bool;
+// broken_simd_kernel adds 1e-3 to the first float element.
+enum class perturb_how : std::uint8_t { middle, first_plus };
+
+inline void perturb(void* base, dtype t, std::int64_t n, perturb_how how) {
+  if (n <= 0) return;
+  const std::int64_t i = how == perturb_how::middle ? n / 2 : 0;
+  const bool first = how == perturb_how::first_plus;
+  switch (t) {
+    case dtype::bool_:
+      if (!first) static_cast<bool*>(base)[i] = !static_cast<bool*>(base)[i];
+      break;
+    case dtype::int32:
+      if (!first) {
+        auto& v = static_cast<std::int32_t*>(base)[i];
+        v = static_cast<std::int32_t>(static_cast<std::uint32_t>(v) + 1u);
+      }
+      break;
+    case dtype::int64:
+      if (!first) {
+        auto& v = static_cast<std::int64_t*>(base)[i];
+        v = static_cast<std::int64_t>(static_cast<std::uint64_t>(v) + 1u);
+      }
+      break;
+    case dtype::float32: {
+      float& v = static_cast<float*>(base)[i];
+      v = first ? v + 1e-3f : v == 0 ? 0x1p-14f : v + v * 0x1p-14f;
+      break;
+    }
+    case dtype::float64: {
+      double& v = static_cast<double*>(base)[i];
+      v = first ? v + 1e-3 : v == 0 ? 0x1p-42 : v + v * 0x1p-42;
+      break;
+    }
+  }
+}
+
+// A wrapped kernel finds the kernel it wraps in its slot: kernel_fn carries no data of its own.
+struct fault_slot {
+  kernel_fn inner = nullptr;
+  dtype out = dtype::float64;
+  perturb_how how = perturb_how::middle;
+};
+inline constexpr int fault_slot_count = 32;
+inline std::array<fault_slot, fault_slot_count>& fault_slots() {
+  static std::array<fault_slot, fault_slot_count> s;
+  return s;
+}
+template <int K>
+void faulty_kernel(void* dst, const void* const* args, unsigned mask, std::int64_t n) {
+  const fault_slot& s = fault_slots()[K];
+  s.inner(dst, args, mask, n);
+  perturb(dst, s.out, n, s.how);
+}
+template <dtype D>
+void faulty_chain(void* dst, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links,
+                  bool stream) {
+  kernels_of(D).chain(dst, args, mask, n, codes, links, stream);
+  perturb(dst, D, n, perturb_how::middle);
+}
+template <dtype D>
+void faulty_chain_one(void* dst, const void* const* args, std::uint32_t codes, int links) {
+  kernels_of(D).chain_one(dst, args, codes, links);
+  perturb(dst, D, 1, perturb_how::middle);
+}
+template <dtype D>
+void faulty_chains(const chain_call* calls, int n_chains, std::int64_t n) {
+  kernels_of(D).chains(calls, n_chains, n);
+  for (int c = 0; c < n_chains; ++c) perturb(calls[c].dst, D, n, perturb_how::middle);
+}
+
+XSYM_COLD_BEGIN  // when a function is built with a fault set
+template <int... K>
+kernel_fn faulty_kernel_at(int k, std::integer_sequence<int, K...>) {
+  static constexpr kernel_fn table[] = {&faulty_kernel<K>...};
+  return table[k];
+}
+
+// inner, spoiled as `how` says, through a slot (the same slot for the same kernel).
+inline kernel_fn wrap_kernel(kernel_fn inner, dtype out, perturb_how how) {
+  static std::mutex m;
+  std::lock_guard lock(m);
+  auto& slots = fault_slots();
+  int k = 0;
+  for (; k < fault_slot_count && slots[static_cast<std::size_t>(k)].inner; ++k) {
+    const fault_slot& s = slots[static_cast<std::size_t>(k)];
+    if (s.inner == inner && s.out == out && s.how == how) break;
+  }
+  if (k == fault_slot_count) throw std::logic_error("xsym: more kernels to break than fault slots");
+  slots[static_cast<std::size_t>(k)] = {inner, out, how};
+  return faulty_kernel_at(k, std::make_integer_sequence<int, fault_slot_count>{});
+}
+
+// Whether steps of op are wrapped in this kernel set (simd: the vectorized one). Such a step
+// never joins a chain, so the wrapped kernel is what computes the op.
+inline bool fault_in_set(const testing::fault& f, bool simd) {
+  return f.kernel_set < 0 || f.kernel_set == static_cast<int>(simd);
+}
+inline bool fault_on_op(scalar_op op, bool simd) {
+  const testing::fault& f = fault_state();
+  return (f.kind == testing::fault_kind::scalar && f.scalar == op && fault_in_set(f, simd)) ||
+         (simd && testing::broken_simd_kernel() == op);
+}
+
+// Wraps the steps of a compiled program that the fault in force breaks (Program:
+// compiled_program, whose steps' chains are built already).
+template <class Program>
+void apply_fault(Program& cp, bool simd) {
+  using testing::fault_kind;
+  const testing::fault& f = fault_state();
+  if (f.kind == fault_kind::none && !(simd && testing::broken_simd_kernel())) return;
+  auto dtype_of_reg = [&](int r) { return cp.reg_types[static_cast<std::size_t>(r)]; };
+  auto is_float32 = [](dtype t) { return t == dtype::float32; };
+  for (auto& st : cp.steps) {
+    const dtype out = dtype_of_reg(st.dst);
+    if (st.chain) {
+      if (f.kind == fault_kind::chain)
+        st.chain = is_float32(out) ? &faulty_chain<dtype::float32> : &faulty_chain<dtype::float64>;
+      if (f.kind == fault_kind::chain_one)
+        st.chain_one = is_float32(out) ? &faulty_chain_one<dtype::float32> : &faulty_chain_one<dtype::float64>;
+      continue;
+    }
+    if (simd && testing::broken_simd_kernel() == st.op && st.shared < 0 &&
+        (out == dtype::float32 || out == dtype::float64))
+      st.kernel = wrap_kernel(st.kernel, out, perturb_how::first_plus);
+    if ((f.kind == fault_kind::scalar && f.scalar == st.op && fault_in_set(f, simd)) ||
+        (f.kind == fault_kind::shared_exp && st.shared >= 0))
+      st.kernel = wrap_kernel(st.kernel, out, perturb_how::middle);
+  }
+  if (cp.chains && f.kind == fault_kind::chains_pass)
+    cp.chains =
+        is_float32(dtype_of_reg(cp.steps[0].dst)) ? &faulty_chains<dtype::float32> : &faulty_chains<dtype::float64>;
+}
+XSYM_COLD_END
+
+// Products and reductions are looked up per call: a fault on one is a copy of the kernel table
+// with that entry swapped for a wrapper, installed while the fault is set.
+inline const typed_kernels*& original_kernels(dtype d) {
+  static const typed_kernels* tables[5] = {};
+  return tables[static_cast<int>(d)];
+}
+
+inline void faulty_gemv(const ndarray& a, std::int64_t rs, std::int64_t cs, const ndarray& x, ndarray& y,
+                        std::int64_t m, std::int64_t k, double alpha, bool accumulate, const ndarray* y0, double beta,
+                        const parallelism& par) {
+  original_kernels(a.type())->gemv(a, rs, cs, x, y, m, k, alpha, accumulate, y0, beta, par);
+  perturb(y.data(), y.type(), m, perturb_how::middle);
+}
+inline void faulty_dot(const ndarray& a, const ndarray& b, ndarray& out) {
+  original_kernels(a.type())->dot(a, b, out);
+  perturb(out.data(), out.type(), 1, perturb_how::middle);
+}
+inline void faulty_dot22(const ndarray& a, const ndarray& b, ndarray& c, double alpha, bool accumulate) {
+  original_kernels(c.type())->dot22(a, b, c, alpha, accumulate);
+  perturb(c.data(), c.type(), c.size(), perturb_how::middle);
+}
+inline void faulty_reduce(const op& o, const reduce_layout& l, const ndarray& in, ndarray& out) {
+  original_kernels(in.type())->reduce(o, l, in, out);
+  if (o.reduction == fault_state().reduction) perturb(out.data(), out.type(), out.size(), perturb_how::middle);
+}
+
+XSYM_COLD_BEGIN  // registering kernels and setting faults
+// The table to look element type d up in: its own, or a copy with the faulty entry.
+inline const typed_kernels* kernels_with_fault(dtype d) {
+  static typed_kernels copies[5];
+  const typed_kernels* table = original_kernels(d);
+  const testing::fault& f = fault_state();
+  if (!table || (f.kind != testing::fault_kind::product && f.kind != testing::fault_kind::reduction)) return table;
+  typed_kernels& c = copies[static_cast<int>(d)];
+  c = *table;
+  if (f.kind == testing::fault_kind::reduction) c.reduce = &faulty_reduce;
+  else if (f.product == op_kind::gemv && c.gemv) c.gemv = &faulty_gemv;
+  else if (f.product == op_kind::dot && c.dot) c.dot = &faulty_dot;
+  else if (f.product == op_kind::dot22 && c.dot22) c.dot22 = &faulty_dot22;
+  return &c;
+}
+
+inline void install_kernels(dtype d, const typed_kernels* table) {
+  original_kernels(d) = table;
+  kernel_slot(d).store(kernels_with_fault(d), std::memory_order_release);
+}
+XSYM_COLD_END
+}  // namespace detail
+
+namespace testing {
+XSYM_COLD_BEGIN
+/// @brief Every fault a test can set: each scalar op by name ("exp", "abs", "switch", ...),
+/// also as "exp:ref" and "exp:simd", the products "dot", "gemv" and "dot22", the reductions
+/// "reduce_sum" ... "reduce_mean", and the executor paths "chain", "chain_one", "chains_pass"
+/// and "shared_exp".
+inline std::vector<std::string> fault_targets() {
+  std::vector<std::string> names;
+  for (const auto& [n, f] : detail::fault_table()) names.push_back(n);
+  return names;
+}
+
+/// @brief Test-only: sets the fault in force ("" or "none" clears it; an unknown name throws).
+/// Elementwise faults reach functions built afterwards, product and reduction faults every
+/// call from now on. Set it while no function runs. The environment variable XSYM_TEST_FAULT
+/// sets the first one.
+inline void set_fault(std::string_view name) {
+  detail::fault_state() = detail::parse_fault(name);
+  for (int d = 0; d < 5; ++d)
+    if (detail::original_kernels(static_cast<dtype>(d)))
+      detail::kernel_slot(static_cast<dtype>(d)).store(detail::kernels_with_fault(static_cast<dtype>(d)),
+                                                       std::memory_order_release);
+}
+
+/// @brief The fault in force.
+inline const fault& current_fault() { return detail::fault_state(); }
+XSYM_COLD_END
+}  // namespace testing
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/fault.hpp ----
+// ---- begin include/xsym/backend/cpu/program.hpp ----
+#ifndef XSYM_BACKEND_CPU_PROGRAM_HPP
+#define XSYM_BACKEND_CPU_PROGRAM_HPP
+
+// A fused elementwise program made ready to run, once per function: each step's kernel looked
+// up, work shared between steps, runs of steps joined into chains.
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+
+namespace xsym::cpu {
+
+/// @brief One instruction, or a chain of them (detail::fuse_chains), with everything the
+/// executor needs, looked up once.
+struct compiled_step {
+  kernel_fn kernel = nullptr;
+  detail::chain_fn chain = nullptr;  // set instead of kernel for a chain
+  void (*chain_one)(void* dst, const void* const* args, std::uint32_t codes, int links) = nullptr;  // its one-element form
+  std::uint32_t chain_codes = 0;     // 4 bits per link (see detail::chain)
+  int links = 0;                     // a chain's links (unary ones take no argument)
+  int arity = 0;
+  int args[detail::max_chain_links + 1] = {};
+  int dst = 0;
+  int link_code = -1;  // detail::chain_code of the instruction: it may join a chain
+  // What the step computes, for the code generator (backend/cpu/jit.hpp): the op, or one of
+  // the shared sigmoid/softplus kernels (shared >= 0, a shared_exp_kernel), or a chain.
+  scalar_op op = scalar_op::identity;
+  int shared = -1;
+
+  // `stream`: a chain stores its results with non-temporal stores (see detail::chain).
+  void run(void* dst_data, const void* const* arg_data, unsigned scalar_mask, std::int64_t n,
+           bool stream = false) const {
+    if (chain) chain(dst_data, arg_data, scalar_mask, n, chain_codes, links, stream);
+    else kernel(dst_data, arg_data, scalar_mask, n);
+  }
+};
+
+/// @brief A program compiled to machine code by cxx (backend/cpu/jit.hpp): the same
+/// arguments as detail::run_span, every element computed in one pass.
+using jit_fn = void (*)(const std::byte* const* in, std::byte* const* out, std::int64_t n, bool stream);
+/// @brief A typed tree's kernel (backend/cpu/typed_kernel.hpp): leaf j reads in[map[j]].
+using typed_fn = void (*)(const std::byte* const* in, const std::uint8_t* map, std::byte* out, std::int64_t n,
+                          bool stream);
+
+/// @brief A program with its kernels looked up once, when the function is built.
+struct compiled_program {
+  std::shared_ptr<const program> prog;
+  // What runs: the program's instructions, or for the vectorized set an equivalent sequence
+  // with repeated subexpressions computed once (see detail::share_work).
+  std::vector<compiled_step> steps;
+  std::vector<dtype> reg_types;         // the program's registers, then any the steps added
+  std::vector<std::int64_t> out_bytes;  // element size of each output
+  std::vector<std::int64_t> in_bytes;   // element size of each input
+  std::int64_t all_bytes = 0;           // bytes per element of every input and output
+  bool direct = false;     // one instruction writing the only output: no scratch needed
+  // Set where every step is a chain or could be one (a lone add, sub, mul, true_div or
+  // chain_unary_ops op), all of one dtype, and some step takes an exp or a log: a block runs
+  // them in one pass (detail::chain_loop), and the program does not stream.
+  detail::chains_fn chains = nullptr;
+  // The output that only the last instruction writes, or -1: that instruction writes it in
+  // place (nothing reads it after, so an output sharing an input's buffer is still safe).
+  int last_out = -1;
+  // Elements per block of a span: the scratch registers of one block stay in L1, and a block
+  // is long enough that a kernel call's fixed cost is small next to its loop; a streaming span
+  // takes smaller ones (see block_budget). Always a multiple of 64, hence of every SIMD width:
+  // only a span's last n % width elements take the scalar tail, whatever the block, so the
+  // block size does not change any result.
+  std::int64_t block = 256, stream_block = 256;
+  // Byte offset of each scratch register in the per-thread scratch area (inputs: unused), and
+  // the area's size. Registers are packed by their dtype's size, each on its own cache lines,
+  // staggered by one line so that no two sit 4 KiB apart (store-to-load aliasing).
+  std::vector<std::size_t> reg_offset;
+  std::size_t scratch_bytes = 0;
+  // With cxx set, the program compiled to loops: jit[k] takes the inputs in jit_scalar_bits[k]
+  // (bit r: input r) as one value each and all others as arrays. A span whose inputs are one
+  // value in another combination runs the steps above.
+  jit_fn jit[2] = {nullptr, nullptr};
+  std::uint64_t jit_scalar_bits[2] = {0, 0};
+  // The kernel a typed tree with this program's text instantiated (bind_typed_kernel): spans
+  // whose one-value inputs are typed_scalar_bits run it; typed_faulty: the "typed" test fault.
+  typed_fn typed = nullptr;
+  std::array<std::uint8_t, 64> typed_map{};
+  std::uint64_t typed_scalar_bits = 0;
+  bool typed_faulty = false;
+};
+
+namespace detail {
+inline constexpr std::int64_t min_block = 256, max_block = 4096;
+// Bytes per block of the scratch registers and of the inputs twice over: a 32 KiB L1, or half
+// of it when streaming, where the next block's inputs arrive while this one computes (larger
+// blocks spill out of L1, smaller ones pay the per-block cost more often).
+inline constexpr std::int64_t block_budget = 32 * 1024, stream_block_budget = 16 * 1024;  // bytes of scratch registers per block
+inline constexpr std::size_t max_registers = limits::max_registers;
+
+XSYM_COLD_BEGIN  // compiling a program: once per function
+// Fusion emits a Composite's graph as a tree, so a subexpression used twice is computed twice
+// (the logistic regression's gradient Composite computes dot + b five times). For the
+// vectorized set this computes each distinct step once, and lets sigmoid and softplus of u
+// and -u share one exp(-|u|) (four exps and two log1ps become one of each). The reference set
+// runs the program as written, which is what DebugMode compares against.
+inline void share_work(const program& p, std::vector<compiled_step>& steps, std::vector<dtype>& reg_types) {
+  const std::size_t n_regs = reg_types.size();
+  std::vector<char> written(n_regs, 0), is_output(n_regs, 0);
+  for (const auto& ins : p.code) {
+    if (ins.dst < p.n_inputs || written[static_cast<std::size_t>(ins.dst)]) return;  // not single-assignment
+    written[static_cast<std::size_t>(ins.dst)] = 1;
+  }
+  for (int r : p.outputs) is_output[static_cast<std::size_t>(r)] = 1;
+
+  // 1. Each distinct (kernel, arguments) once; commutative arguments in a fixed order.
+  std::vector<int> alias(n_regs);
+  for (std::size_t r = 0; r < n_regs; ++r) alias[r] = static_cast<int>(r);
+  std::vector<compiled_step> kept;
+  std::vector<scalar_op> kept_op;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    compiled_step st = steps[i];
+    const scalar_op op = p.code[i].op;
+    for (int j = 0; j < st.arity; ++j) st.args[j] = alias[static_cast<std::size_t>(st.args[j])];
+    const bool commutative = op == scalar_op::add || op == scalar_op::mul || op == scalar_op::eq || op == scalar_op::neq;
+    if (commutative && st.args[1] < st.args[0]) std::swap(st.args[0], st.args[1]);
+    int same = -1;
+    for (std::size_t k = 0; k < kept.size() && same < 0; ++k)
+      if (kept[k].kernel == st.kernel && kept[k].arity == st.arity && kept[k].args[0] == st.args[0] &&
+          kept[k].args[1] == st.args[1] && kept[k].args[2] == st.args[2])
+        same = kept[k].dst;
+    if (same >= 0 && !is_output[static_cast<std::size_t>(st.dst)]) {
+      alias[static_cast<std::size_t>(st.dst)] = same;
+      continue;
+    }
+    kept.push_back(st);
+    kept_op.push_back(op);
+  }
+
+  // 2. sigmoid/softplus of u or -u, grouped by u: with two or more, share e = exp(-|u|).
+  std::vector<int> neg_of(n_regs, -1);  // register r = -neg_of[r]
+  for (std::size_t k = 0; k < kept.size(); ++k)
+    if (kept_op[k] == scalar_op::neg) neg_of[static_cast<std::size_t>(kept[k].dst)] = kept[k].args[0];
+  auto base_of = [&](int r) { return neg_of[static_cast<std::size_t>(r)] >= 0 ? neg_of[static_cast<std::size_t>(r)] : r; };
+  std::vector<compiled_step> out;
+  std::vector<char> rewritten(kept.size(), 0);
+  auto shareable = [&](std::size_t k) {
+    const dtype t = reg_types[static_cast<std::size_t>(kept[k].dst)];
+    return !rewritten[k] && (kept_op[k] == scalar_op::sigmoid || kept_op[k] == scalar_op::softplus) &&
+           (t == dtype::float32 || t == dtype::float64);
+  };
+  for (std::size_t k = 0; k < kept.size(); ++k) {
+    if (!shareable(k)) {
+      out.push_back(kept[k]);
+      continue;
+    }
+    const dtype t = reg_types[static_cast<std::size_t>(kept[k].dst)];
+    const int u = base_of(kept[k].args[0]);
+    std::vector<std::size_t> group;
+    bool any_softplus = false;
+    int sigmoids = 0;
+    for (std::size_t m = k; m < kept.size(); ++m)
+      if (shareable(m) && reg_types[static_cast<std::size_t>(kept[m].dst)] == t && base_of(kept[m].args[0]) == u) {
+        group.push_back(m);
+        any_softplus |= kept_op[m] == scalar_op::softplus;
+        sigmoids += kept_op[m] == scalar_op::sigmoid;
+      }
+    // Two or more sigmoids share r = 1/(1 + e) too: a division is the costliest step left.
+    const bool share_recip = sigmoids >= 2;
+    if (group.size() < 2 || reg_types.size() + (any_softplus ? 2 : 1) + (share_recip ? 1 : 0) > max_registers) {
+      out.push_back(kept[k]);
+      continue;
+    }
+    auto kernel = [&](shared_exp_kernel which) { return kernels_of(t).shared_exp(which); };
+    auto unary_step = [&](kernel_fn f, int arg, scalar_op op, int shared) {
+      compiled_step st;
+      st.kernel = f;
+      st.op = op;
+      st.shared = shared;
+      st.arity = 1;
+      st.args[0] = arg;
+      reg_types.push_back(t);
+      st.dst = static_cast<int>(reg_types.size() - 1);
+      out.push_back(st);
+      return st.dst;
+    };
+    // e and log1p(e) go just before the first member; u is computed before it.
+    const int e_reg = unary_step(kernel(shared_exp_kernel::exp_neg_abs), u, scalar_op::exp,
+                                 static_cast<int>(shared_exp_kernel::exp_neg_abs));
+    int l_reg = -1;
+    if (any_softplus) {
+      instruction log1p{};
+      log1p.op = scalar_op::log1p;
+      log1p.in_type = log1p.out_type = t;
+      l_reg = unary_step(kernel_for<true>(log1p), e_reg, scalar_op::log1p, -1);
+    }
+    const int r_reg = share_recip ? unary_step(kernel(shared_exp_kernel::recip_1p), e_reg, scalar_op::true_div,
+                                               static_cast<int>(shared_exp_kernel::recip_1p))
+                                  : -1;
+    for (std::size_t m : group) {
+      const bool sig = kept_op[m] == scalar_op::sigmoid;
+      const auto which = !sig ? shared_exp_kernel::softplus_from_log1p
+                         : share_recip ? shared_exp_kernel::sigmoid_from_recip
+                                       : shared_exp_kernel::sigmoid_from_exp;
+      kept[m].kernel = kernel(which);
+      kept[m].shared = static_cast<int>(which);
+      kept[m].arity = which == shared_exp_kernel::sigmoid_from_recip ? 3 : 2;
+      kept[m].args[1] = sig ? e_reg : l_reg;
+      if (kept[m].arity == 3) kept[m].args[2] = r_reg;
+      rewritten[m] = 1;  // the others stay where they are: their arguments may come later
+    }
+    out.push_back(kept[k]);
+  }
+  steps = std::move(out);
+}
+
+// -a * b and b / -a are -(a * b) and -(b / a), bitwise but for a NaN's sign: a negation whose
+// only reader is a product or a quotient moves after it, so that a chain can go on through
+// both (xent's -y * log(x): log, * y, neg in one pass instead of a pass for -y).
+inline void sink_negations(const program& p, std::vector<compiled_step>& steps, const std::vector<dtype>& reg_types) {
+  std::vector<int> reads(reg_types.size(), 0), writes(reg_types.size(), 0);
+  for (const auto& st : steps) {
+    for (int j = 0; j < st.arity; ++j) ++reads[static_cast<std::size_t>(st.args[j])];
+    ++writes[static_cast<std::size_t>(st.dst)];
+  }
+  for (int r : p.outputs) reads[static_cast<std::size_t>(r)] += 2;
+  auto once = [&](int r) { return reads[static_cast<std::size_t>(r)] == 1 && writes[static_cast<std::size_t>(r)] == 1; };
+  // The step after i that is a product or quotient of step i's negation, its only reader; 0 if none.
+  auto product_of_negation = [&](std::size_t i) -> std::size_t {
+    const compiled_step& neg = steps[i];
+    if (neg.op != scalar_op::neg || neg.link_code < 0 || !once(neg.dst)) return 0;
+    for (std::size_t m = i + 1; m < steps.size(); ++m) {
+      const compiled_step& st = steps[m];
+      if (st.arity < 1 || (st.args[0] != neg.dst && (st.arity < 2 || st.args[1] != neg.dst) &&
+                           (st.arity < 3 || st.args[2] != neg.dst)))
+        continue;
+      const bool product = st.op == scalar_op::mul || st.op == scalar_op::true_div;
+      const bool same_type = reg_types[static_cast<std::size_t>(st.dst)] == reg_types[static_cast<std::size_t>(neg.dst)];
+      return product && st.link_code >= 0 && st.arity == 2 && same_type && writes[static_cast<std::size_t>(st.dst)] == 1 ? m : 0;
+    }
+    return 0;
+  };
+  for (std::size_t i = 0; i < steps.size();) {
+    const std::size_t m = product_of_negation(i);
+    if (m == 0) {
+      ++i;
+      continue;
+    }
+    // The reader takes a and writes the negation's register; the negation, moved after it,
+    // writes the reader's. The step now at i is the one after the negation: look at it next.
+    const compiled_step neg = steps[i];
+    compiled_step& reader = steps[m];
+    const int result = reader.dst;
+    for (int j = 0; j < 2; ++j)
+      if (reader.args[j] == neg.dst) reader.args[j] = neg.args[0];
+    reader.dst = neg.dst;
+    compiled_step moved = neg;
+    moved.args[0] = neg.dst;
+    moved.dst = result;
+    steps.insert(steps.begin() + static_cast<std::ptrdiff_t>(m) + 1, moved);
+    steps.erase(steps.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+}
+
+// Runs of steps where each takes the one before's result (read nowhere else, not an output)
+// become one chain step: (x + y + z) * 2 is one pass instead of three, each of which stored its
+// block and the next loaded it back, and -y * log(x) is one instead of three. Steps stay in
+// order, so every argument is computed before the chain runs.
+inline void fuse_chains(const program& p, std::vector<compiled_step>& steps, const std::vector<dtype>& reg_types) {
+  std::vector<int> reads(reg_types.size(), 0), writes(reg_types.size(), 0);
+  for (const auto& st : steps) {
+    for (int j = 0; j < st.arity; ++j) ++reads[static_cast<std::size_t>(st.args[j])];
+    ++writes[static_cast<std::size_t>(st.dst)];
+  }
+  for (int r : p.outputs) reads[static_cast<std::size_t>(r)] += 2;  // an output is never folded away
+  auto is_link = [](const compiled_step& st) {
+    return st.link_code >= 0 && st.arity == (st.link_code >= static_cast<int>(first_unary_link) ? 1 : 2);
+  };
+  std::vector<compiled_step> out;
+  for (std::size_t i = 0; i < steps.size();) {
+    compiled_step fused = steps[i];
+    std::uint32_t codes = 0;
+    int links = 0, n_args = fused.arity;
+    if (is_link(fused)) {
+      codes = static_cast<std::uint32_t>(fused.link_code);
+      links = 1;
+    }
+    std::size_t j = i + 1;
+    for (; links > 0 && links < max_chain_links && j < steps.size(); ++j) {
+      const compiled_step& next = steps[j];
+      const auto acc = static_cast<std::size_t>(fused.dst);
+      if (!is_link(next) || reg_types[static_cast<std::size_t>(next.dst)] != reg_types[acc] || reads[acc] != 1 ||
+          writes[acc] != 1)
+        break;
+      int code = next.link_code;
+      if (next.arity == 1) {
+        if (next.args[0] != fused.dst) break;
+      } else {
+        const bool left = next.args[0] == fused.dst, right = next.args[1] == fused.dst;
+        if (left == right) break;  // not read, or read twice (acc * acc)
+        if (right) code += link_reversed;  // b OP acc; for + and * the same as acc OP b, bitwise
+        fused.args[n_args++] = right ? next.args[0] : next.args[1];
+      }
+      codes |= static_cast<std::uint32_t>(code) << (4 * links);
+      ++links;
+      fused.dst = next.dst;
+    }
+    if (links < 2) {
+      out.push_back(steps[i++]);
+      continue;
+    }
+    const typed_kernels& typed = kernels_of(reg_types[static_cast<std::size_t>(fused.dst)]);
+    fused.chain = typed.chain;
+    fused.chain_one = typed.chain_one;
+    fused.kernel = nullptr;
+    fused.chain_codes = codes;
+    fused.links = links;
+    fused.arity = n_args;
+    fused.link_code = -1;
+    out.push_back(fused);
+    i = j;
+  }
+  steps = std::move(out);
+}
+
+// One copy for both kernel sets: only the kernel lookup differs.
+inline compiled_program compile_program_with(std::shared_ptr<const program> p, kernel_fn (*kernel_of)(const instruction&),
+                                             bool share) {
+  compiled_program cp;
+  cp.reg_types = p->reg_types;
+  for (const auto& ins : p->code) {
+    compiled_step st;
+    st.kernel = kernel_of(ins);
+    st.op = ins.op;
+    st.arity = info(ins.op).arity;
+    st.dst = ins.dst;
+    for (int j = 0; j < st.arity; ++j) st.args[j] = ins.args[j];
+    // A kernel made wrong on purpose (fault.hpp) stays a step of its own.
+    if (share && !fault_on_op(ins.op, share)) st.link_code = chain_code(ins);
+    cp.steps.push_back(st);
+  }
+  if (share) {
+    share_work(*p, cp.steps, cp.reg_types);
+    sink_negations(*p, cp.steps, cp.reg_types);
+    fuse_chains(*p, cp.steps, cp.reg_types);
+  }
+  for (int r = 0; r < p->n_inputs; ++r)
+    cp.in_bytes.push_back(static_cast<std::int64_t>(dtype_size(cp.reg_types[static_cast<std::size_t>(r)])));
+  for (int r : p->outputs) cp.out_bytes.push_back(static_cast<std::int64_t>(dtype_size(cp.reg_types[static_cast<std::size_t>(r)])));
+  for (std::int64_t b : cp.in_bytes) cp.all_bytes += b;
+  for (std::int64_t b : cp.out_bytes) cp.all_bytes += b;
+  cp.direct = cp.steps.size() == 1 && p->outputs.size() == 1 && p->outputs[0] == cp.steps[0].dst;
+  // Chains in one pass need an exp or a log to pay for it: a jump per operation and per four
+  // batches is small next to one, but not next to an add.
+  if (share && testing::one_pass_chains() && cp.steps.size() >= 2 &&
+      cp.steps.size() <= static_cast<std::size_t>(detail::max_fused_chains)) {
+    const dtype t = cp.reg_types[static_cast<std::size_t>(cp.steps[0].dst)];
+    bool all = true, transcendental = false;
+    for (const compiled_step& st : cp.steps) {
+      all = all && (st.chain || (st.link_code >= 0 && st.shared < 0)) && cp.reg_types[static_cast<std::size_t>(st.dst)] == t;
+      transcendental = transcendental || (st.chain ? !chain_is_exact(st.chain_codes, st.links)
+                                                   : st.link_code >= static_cast<int>(chain_exp_link));
+    }
+    if (all && transcendental) cp.chains = kernels_of(t).chains;
+  }
+  apply_fault(cp, share);  // test-only (fault.hpp): returns at once when no fault is set
+  if (!cp.steps.empty() && cp.steps.back().dst >= p->n_inputs) {
+    const int r = cp.steps.back().dst;
+    bool written_before = false;
+    for (std::size_t i = 0; i + 1 < cp.steps.size(); ++i) written_before |= cp.steps[i].dst == r;
+    for (std::size_t o = 0; o < p->outputs.size() && !written_before; ++o)
+      if (p->outputs[o] == r) {
+        cp.last_out = static_cast<int>(o);
+        break;
+      }
+  }
+  // Registers a block writes in scratch: every step's result (a chain's inner values stay in
+  // its registers; the output that the last step writes in place needs none, but counting it
+  // keeps this simple).
+  std::vector<char> in_scratch(cp.reg_types.size(), 0);
+  for (const compiled_step& st : cp.steps)
+    if (st.dst >= p->n_inputs) in_scratch[static_cast<std::size_t>(st.dst)] = 1;
+  std::int64_t bytes_per_element = 0;
+  for (std::size_t r = 0; r < cp.reg_types.size(); ++r)
+    if (in_scratch[r] || static_cast<int>(r) < p->n_inputs)
+      bytes_per_element += static_cast<std::int64_t>(dtype_size(cp.reg_types[r])) * (in_scratch[r] ? 1 : 2);
+  auto fit = [&](std::int64_t budget) {
+    return std::clamp(budget / std::max<std::int64_t>(1, bytes_per_element) / 64 * 64, detail::min_block, detail::max_block);
+  };
+  cp.block = fit(detail::block_budget);
+  cp.stream_block = std::min(cp.block, fit(detail::stream_block_budget));  // scratch is laid out for cp.block
+  cp.reg_offset.assign(cp.reg_types.size(), 0);
+  std::size_t at = 0;
+  for (std::size_t r = static_cast<std::size_t>(p->n_inputs); r < cp.reg_types.size(); ++r) {
+    if (!in_scratch[r]) continue;
+    cp.reg_offset[r] = at;
+    const std::size_t bytes = static_cast<std::size_t>(cp.block) * dtype_size(cp.reg_types[r]);
+    at += (bytes + 63) / 64 * 64 + 64;
+  }
+  cp.scratch_bytes = at;
+  cp.prog = std::move(p);
+  return cp;
+}
+XSYM_COLD_END
+}  // namespace detail
+
+/// @brief The program with its kernels looked up; Simd=false gives the reference kernels.
+template <bool Simd>
+compiled_program compile_program(std::shared_ptr<const program> p) {
+  return detail::compile_program_with(std::move(p), &kernel_for<Simd>, Simd);
+}
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/program.hpp ----
+
+namespace xsym::cpu {
+
+namespace detail {
+// Leaf j's array, and its value where the leaf is rank 0 (read once, before the loop).
+template <class T, int L>
+struct typed_args {
+  const T* p[L];
+  T s[L];
+};
+
+// Each op's result is opaque to the compiler, which may then not contract a product and a sum
+// into one fused multiply-add: a tree computes what the separate kernels compute, bit for bit,
+// in a batch and in the tail alike.
+template <class X>
+X settled(X x) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__CUDACC__)
+  if constexpr (std::is_arithmetic_v<X>) {
+    asm("" : "+v"(x));
+  } else {
+    typename X::register_type r = x;
+    asm("" : "+v"(r));
+    return X(r);
+  }
+#endif
+  return x;
+}
+
+// Tree's value at element i, as X (T, or a batch of T); J is the index of its first leaf.
+template <class Tree, int J>
+struct typed_eval;
+template <class T, std::size_t N, int J>
+struct typed_eval<tree::leaf<T, N>, J> {
+  template <class X, int L>
+  static X at(const typed_args<T, L>& a, std::int64_t i) {
+    if constexpr (N == 0) return X(a.s[J]);
+    else if constexpr (std::is_same_v<X, T>) return a.p[J][i];
+    else return X::load_unaligned(a.p[J] + i);
+  }
+};
+template <scalar_op S, class A, int J>
+struct typed_eval<tree::apply<S, A>, J> {
+  template <class X, class T, int L>
+  static X at(const typed_args<T, L>& a, std::int64_t i) {
+    const X x = typed_eval<A, J>::template at<X>(a, i);
+    return settled(fn<S>::apply(x, x));
+  }
+};
+template <scalar_op S, class A, class B, int J>
+struct typed_eval<tree::apply<S, A, B>, J> {
+  template <class X, class T, int L>
+  static X at(const typed_args<T, L>& a, std::int64_t i) {
+    return settled(fn<S>::apply(typed_eval<A, J>::template at<X>(a, i), typed_eval<B, J + A::leaves>::template at<X>(a, i)));
+  }
+};
+
+template <class Tree>
+struct leaf_ranks {
+  static constexpr void into(bool*& out) { *out++ = Tree::rank == 0; }
+};
+template <scalar_op S, class... A>
+struct leaf_ranks<tree::apply<S, A...>> {
+  static constexpr void into(bool*& out) { (leaf_ranks<A>::into(out), ...); }
+};
+// Bit j: leaf j is rank 0 (one value for the whole span).
+template <class Tree>
+constexpr std::uint64_t scalar_leaves() {
+  bool r[Tree::leaves] = {};
+  bool* p = r;
+  leaf_ranks<Tree>::into(p);
+  std::uint64_t bits = 0;
+  for (int j = 0; j < Tree::leaves; ++j) bits |= static_cast<std::uint64_t>(r[j]) << j;
+  return bits;
+}
+
+/// The tree over n elements: leaf j reads the program's input in[map[j]]. With `stream`, and
+/// out on a cache line, the batches leave with non-temporal stores (as a streaming chain's do).
+template <class Tree>
+void typed_run(const std::byte* const* in, const std::uint8_t* map, std::byte* out_bytes, std::int64_t n, bool stream) {
+  using T = typename Tree::value_type;
+  using B = xsimd::batch<T>;
+  constexpr int L = Tree::leaves;
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  if (n <= 0) return;
+  typed_args<T, L> a;
+  for (int j = 0; j < L; ++j) {
+    a.p[j] = reinterpret_cast<const T*>(in[map[j]]);
+    a.s[j] = (one_value >> j) & 1u ? a.p[j][0] : T(0);
+  }
+  T* const out = reinterpret_cast<T*>(out_bytes);
+  std::int64_t i = 0;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  if (nt_stores && stream && reinterpret_cast<std::uintptr_t>(out) % 64 == 0) {
+    for (; i + w <= n; i += w) nt_store(typed_eval<Tree, 0>::template at<B>(a, i), out + i);
+    stream_fence();
+  } else {
+    for (; i + w <= n; i += w) typed_eval<Tree, 0>::template at<B>(a, i).store_unaligned(out + i);
+  }
+  for (; i < n; ++i) out[i] = typed_eval<Tree, 0>::template at<T>(a, i);
+}
+
+struct typed_entry {
+  std::string pattern;  // the tree's text, each leaf written i#
+  dtype type;
+  typed_fn run;
+  std::uint64_t scalar_leaves;
+  int leaves;
+};
+inline std::vector<typed_entry>& typed_registry() {
+  static std::vector<typed_entry> r;
+  return r;
+}
+inline std::mutex& typed_registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+XSYM_COLD_BEGIN
+// Leaf j of the pattern is the program's input map[j]; false where the text is another tree's.
+inline bool match_tree(std::string_view pattern, std::string_view text, std::uint8_t* map, int leaves) {
+  std::size_t i = 0, j = 0;
+  int leaf = 0;
+  while (i < pattern.size()) {
+    if (pattern[i] == 'i' && i + 1 < pattern.size() && pattern[i + 1] == '#') {
+      if (j >= text.size() || text[j] != 'i' || leaf >= leaves) return false;
+      const std::size_t digits = ++j;
+      int v = 0;
+      while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j])) && v < 256) v = v * 10 + (text[j++] - '0');
+      if (j == digits || v >= 256) return false;
+      map[leaf++] = static_cast<std::uint8_t>(v);
+      i += 2;
+      continue;
+    }
+    if (j >= text.size() || text[j] != pattern[i]) return false;
+    ++i;
+    ++j;
+  }
+  return j == text.size() && leaf == leaves;
+}
+XSYM_COLD_END
+}  // namespace detail
+
+/// @brief Registers Tree's kernel (once per program): function() calls it for each output and
+/// update that is a typed expression.
+template <class Tree>
+void use_typed_kernel() {
+  static const bool once = [] {
+    std::lock_guard lock(detail::typed_registry_mutex());
+    detail::typed_registry().push_back({tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(),
+                                        &detail::typed_run<Tree>, detail::scalar_leaves<Tree>(), Tree::leaves});
+    return true;
+  }();
+  (void)once;
+}
+
+XSYM_COLD_BEGIN
+/// @brief Binds a registered tree's kernel to a fused program of two or more steps whose text is
+/// the tree's and whose registers are all of the tree's element type. False where none is.
+inline bool bind_typed_kernel(compiled_program& cp) {
+  const program& p = *cp.prog;
+  if (p.outputs.size() != 1 || p.code.size() < 2 || p.n_inputs > 64 || p.reg_types.empty()) return false;
+  const dtype t = p.reg_types[0];
+  for (dtype r : p.reg_types)
+    if (r != t) return false;
+  // Sigmoids and softpluses that share one exp(-|u|) (share_work) give other bits than each op's
+  // own kernel, which a tree runs: such programs keep their steps, as the one-element path does.
+  for (const compiled_step& st : cp.steps)
+    if (st.shared >= 0) return false;
+  // Under any other fault the programs stay interpreted, so a broken op shows wherever it runs.
+  const testing::fault_kind fault = detail::fault_state().kind;
+  if ((fault != testing::fault_kind::none && fault != testing::fault_kind::typed) || testing::broken_simd_kernel())
+    return false;
+  std::lock_guard lock(detail::typed_registry_mutex());
+  for (const detail::typed_entry& e : detail::typed_registry()) {
+    if (e.type != t || e.leaves > static_cast<int>(cp.typed_map.size())) continue;
+    std::array<std::uint8_t, 64> map{};
+    if (!detail::match_tree(e.pattern, p.text, map.data(), e.leaves)) continue;
+    std::uint64_t bits = 0;
+    for (int j = 0; j < e.leaves; ++j) {
+      if (map[static_cast<std::size_t>(j)] >= p.n_inputs) return false;
+      bits |= ((e.scalar_leaves >> j) & 1u) << map[static_cast<std::size_t>(j)];
+    }
+    cp.typed = e.run;
+    std::copy(map.begin(), map.begin() + e.leaves, cp.typed_map.begin());
+    cp.typed_scalar_bits = bits;
+    cp.typed_faulty = fault == testing::fault_kind::typed;
+    return true;
+  }
+  return false;
+}
+XSYM_COLD_END
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/typed_kernel.hpp ----
 // ---- begin include/xsym/profile/registry.hpp ----
 #ifndef XSYM_PROFILE_REGISTRY_HPP
 #define XSYM_PROFILE_REGISTRY_HPP
@@ -5377,7 +8024,7 @@ struct function_facts {
   std::shared_ptr<const function_graph> graph;
   std::string implementation = "cpu";  // the profile's <type>: cpu (vectorized), ref (reference)
   std::string device_implementation;   // <type> of GPU nodes and transfers: cuda, thrust-omp
-  std::vector<std::uint8_t> node_compiled;  // per node: runs a kernel cxx compiled (<type> cxx)
+  std::vector<std::uint8_t> node_compiled;  // per node: 1 runs a kernel cxx compiled (<type> cxx), 2 a typed tree's (typed)
   std::string compiled_library;        // the library those kernels are in
   bool compiled_now = false;           // cxx compiled it when the function was built (else it was reused)
   double rewrite_seconds = 0;
@@ -5392,9 +8039,9 @@ struct function_facts {
 
   /// @brief The <type> of node i: where and how it ran.
   const std::string& node_implementation(std::size_t i) const {
-    static const std::string cxx = "cxx";
+    static const std::string cxx = "cxx", typed = "typed";
     const op& o = *graph->nodes[i].fn;
-    if (i < node_compiled.size() && node_compiled[i]) return cxx;
+    if (i < node_compiled.size() && node_compiled[i]) return node_compiled[i] == 2 ? typed : cxx;
     return (o.on_gpu || o.kind == op_kind::transfer) && !device_implementation.empty() ? device_implementation
                                                                                         : implementation;
   }
@@ -6782,1453 +9429,6 @@ inline profile_scope::~profile_scope() {
 
 #include <xsimd/xsimd.hpp>
 
-// ---- begin include/xsym/backend/cpu/kernel_table.hpp ----
-#ifndef XSYM_BACKEND_CPU_KERNEL_TABLE_HPP
-#define XSYM_BACKEND_CPU_KERNEL_TABLE_HPP
-
-#include <atomic>
-#include <stdexcept>
-#include <string>
-
-// ---- begin include/xsym/backend/cpu/parallel.hpp ----
-#ifndef XSYM_BACKEND_CPU_PARALLEL_HPP
-#define XSYM_BACKEND_CPU_PARALLEL_HPP
-
-#include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cstdint>
-#include <exception>
-#include <mutex>
-#include <thread>
-#include <vector>
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-namespace xsym::cpu {
-
-/// @brief How many threads a kernel may use (openmp=True), and from which size it does.
-struct parallelism {
-  int threads = 1;
-  std::int64_t elemwise_minsize = 200000;  // elements of an elementwise node's output
-  std::int64_t product_minsize = 32768;    // elements of a matrix-vector product's matrix
-};
-
-/// @brief True when this translation unit was compiled with OpenMP (-fopenmp).
-inline constexpr bool openmp_compiled_in =
-#ifdef _OPENMP
-    true;
-#else
-    false;
-#endif
-
-/// @brief Threads OpenMP would use (1 without OpenMP).
-inline int max_threads() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
-namespace detail {
-/// xsym's worker threads for openmp=True (OpenMP says how many: omp_get_max_threads()). A job
-/// is cut into a fixed number of chunks that the calling thread and the workers claim one at a
-/// time, so a call never waits for a worker the scheduler has not run yet: it waits only for
-/// chunks a worker has begun. (An OpenMP team's barrier waits for every thread: when another
-/// process holds the other core, a step could wait a time slice, milliseconds.)
-class worker_pool {
- public:
-  using chunk_fn = void (*)(void* ctx, std::int64_t chunk);
-
-  // Never destroyed: a function may still run from a static destructor, and the workers sleep
-  // in the kernel when idle.
-  static worker_pool& get() {
-    static worker_pool* pool = new worker_pool;
-    return *pool;
-  }
-
-  /// Runs fn(ctx, c) for every c in [0, chunks), on this thread and up to `helpers` workers;
-  /// returns false, running nothing, when another thread's job holds the pool.
-  bool run(int helpers, std::int64_t chunks, chunk_fn fn, void* ctx) {
-    std::unique_lock lock(m_job, std::try_to_lock);
-    if (!lock.owns_lock()) return false;
-    while (static_cast<int>(m_threads.size()) < helpers) {
-      m_threads.emplace_back([this] { work_loop(); });
-      m_threads.back().detach();
-    }
-    m_error = nullptr;
-    m_fn.store(fn, std::memory_order_relaxed);
-    m_ctx.store(ctx, std::memory_order_relaxed);
-    m_chunks.store(chunks, std::memory_order_relaxed);
-    m_done.store(0, std::memory_order_relaxed);
-    const std::uint32_t e = m_epoch.load(std::memory_order_relaxed) + 1;
-    m_state.store(static_cast<std::uint64_t>(e) << 32, std::memory_order_release);
-    m_epoch.store(e, std::memory_order_seq_cst);
-    if (m_sleepers.load(std::memory_order_seq_cst) > 0) m_epoch.notify_all();
-    claim_chunks(e);
-    for (int spins = 0; m_done.load(std::memory_order_acquire) < chunks; ++spins) {
-      if (spins < 4096) pause();
-      else std::this_thread::yield();  // the worker finishing our chunk may share this core
-    }
-    if (m_error) std::rethrow_exception(m_error);
-    return true;
-  }
-
- private:
-  worker_pool() = default;
-
-  static void pause() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-  }
-
-  // Claims and runs chunks of job e until none is left; a claim is a compare-exchange on
-  // (epoch, next chunk), so no thread runs a chunk of a job that has ended.
-  void claim_chunks(std::uint32_t e) {
-    std::uint64_t s = m_state.load(std::memory_order_acquire);
-    for (;;) {
-      if (static_cast<std::uint32_t>(s >> 32) != e) return;
-      const auto c = static_cast<std::int64_t>(s & 0xffffffffu);
-      if (c >= m_chunks.load(std::memory_order_relaxed)) return;
-      if (!m_state.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
-      try {
-        m_fn.load(std::memory_order_relaxed)(m_ctx.load(std::memory_order_relaxed), c);
-      } catch (...) {
-        std::lock_guard g(m_error_mutex);
-        if (!m_error) m_error = std::current_exception();
-      }
-      m_done.fetch_add(1, std::memory_order_release);
-      s = m_state.load(std::memory_order_acquire);
-    }
-  }
-
-  void work_loop() {
-    std::uint32_t seen = 0;
-    for (;;) {
-      // Spin a while (the next product of a training step comes within microseconds), then sleep.
-      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
-      std::uint32_t e = m_epoch.load(std::memory_order_acquire);
-      for (int i = 1; e == seen; ++i) {
-        // Yield after a short spin: on a core another process wants, spinning would take the
-        // time of that process or of the thread that runs the step.
-        if (i < 64) pause();
-        else std::this_thread::yield();
-        if (i % 16 == 0 && std::chrono::steady_clock::now() > until) {
-          m_sleepers.fetch_add(1, std::memory_order_seq_cst);
-          while ((e = m_epoch.load(std::memory_order_seq_cst)) == seen) m_epoch.wait(seen, std::memory_order_seq_cst);
-          m_sleepers.fetch_sub(1, std::memory_order_seq_cst);
-          break;
-        }
-        e = m_epoch.load(std::memory_order_acquire);
-      }
-      seen = e;
-      claim_chunks(e);
-    }
-  }
-
-  std::mutex m_job;  // one job at a time; a second caller runs serially
-  std::vector<std::thread> m_threads;
-  std::atomic<std::uint64_t> m_state{0};  // epoch << 32 | next chunk to claim
-  std::atomic<std::uint32_t> m_epoch{0};
-  std::atomic<int> m_sleepers{0};
-  std::atomic<chunk_fn> m_fn{nullptr};
-  std::atomic<void*> m_ctx{nullptr};
-  std::atomic<std::int64_t> m_chunks{0};
-  std::atomic<std::int64_t> m_done{0};
-  std::mutex m_error_mutex;
-  std::exception_ptr m_error;
-};
-}  // namespace detail
-
-/// @brief Runs f(begin, end) over [0, n), split among up to `threads` threads at multiples of
-/// `grain`. Kernels pick a grain at which splitting changes no result (whole SIMD blocks, whole
-/// rows), so a parallel run computes exactly what a serial one does, whichever thread runs
-/// which chunk.
-template <class F>
-void parallel_chunks(std::int64_t n, std::int64_t grain, int threads, F&& f) {
-#ifdef _OPENMP
-  const std::int64_t units = (n + grain - 1) / grain;
-  const int team = static_cast<int>(std::min<std::int64_t>(threads, units));
-  if (team > 1) {
-    // A few chunks per thread: a late thread's share is taken by the others.
-    struct job {
-      std::int64_t n, grain, units, chunks;
-      F* f;
-    } j{n, grain, units, std::min<std::int64_t>(units, std::int64_t{4} * team), &f};
-    auto run_chunk = [](void* ctx, std::int64_t c) {
-      const job& jb = *static_cast<const job*>(ctx);
-      const std::int64_t lo = std::min(jb.n, jb.units * c / jb.chunks * jb.grain);
-      const std::int64_t hi = std::min(jb.n, jb.units * (c + 1) / jb.chunks * jb.grain);
-      if (lo < hi) (*jb.f)(lo, hi);
-    };
-    if (detail::worker_pool::get().run(team - 1, j.chunks, run_chunk, &j)) return;
-  }
-#else
-  (void)grain;
-  (void)threads;
-#endif
-  f(std::int64_t{0}, n);
-}
-
-}  // namespace xsym::cpu
-
-#endif
-// ---- end include/xsym/backend/cpu/parallel.hpp ----
-// ---- begin include/xsym/backend/cpu/chain_kernels.hpp ----
-#ifndef XSYM_BACKEND_CPU_CHAIN_KERNELS_HPP
-#define XSYM_BACKEND_CPU_CHAIN_KERNELS_HPP
-
-// Chains: runs of elementwise steps, each taking the one before's result, computed in one pass
-// with the running value in registers; and the non-temporal stores they and cxx's kernels use.
-#include <cstdint>
-#include <iterator>
-#include <type_traits>
-
-// ---- begin include/xsym/backend/cpu/scalar_kernels.hpp ----
-#ifndef XSYM_BACKEND_CPU_SCALAR_KERNELS_HPP
-#define XSYM_BACKEND_CPU_SCALAR_KERNELS_HPP
-
-// Each op's kernel: the op table's expression over arrays, vectorized with xsimd, with the cases
-// of one-value arguments hoisted out of the loop.
-#include <cmath>
-#include <cstdint>
-#include <limits>
-#include <optional>
-#include <stdexcept>
-#include <type_traits>
-
-#include <xsimd/xsimd.hpp>
-
-// ---- begin include/xsym/backend/cpu/vector_math.hpp ----
-#ifndef XSYM_BACKEND_CPU_VECTOR_MATH_HPP
-#define XSYM_BACKEND_CPU_VECTOR_MATH_HPP
-
-// The functions the op table's expressions call (vexp, vlog, vsigmoid, ...), on scalars and on
-// xsimd batches alike, as code and as the text that cxx's kernels compile.
-#include <cmath>
-#include <cstdint>
-#include <limits>
-#include <type_traits>
-
-#include <xsimd/xsimd.hpp>
-
-
-namespace xsym::cpu::detail {
-
-
-// Everything below that computes a value exists once, as macro text: it is compiled here, and
-// its text is what backend/cpu/jit.hpp puts into the kernels that cxx compiles, so a compiled
-// kernel applies exactly these helpers and the op table's expressions (expr/op_table.hpp).
-
-// f applied lane by lane with the scalar function the tail uses, out of line: pow's path, and
-// vlanes_where's, which replaces only the lanes of m (values a vector kernel gets wrong) in the
-// vector result r, so that no other lane's value depends on its neighbours.
-#define XSYM_VLANES                                                                      \
-  template <class X, class F>                                                            \
-  [[gnu::noinline]] X vlanes(const X& a, const X& b, F f) {                              \
-    using T = typename X::value_type;                                                    \
-    alignas(64) T x[X::size], y[X::size];                                                \
-    a.store_aligned(x);                                                                  \
-    b.store_aligned(y);                                                                  \
-    for (std::size_t i = 0; i < X::size; ++i) x[i] = f(x[i], y[i]);                      \
-    return X::load_aligned(x);                                                           \
-  }                                                                                      \
-  template <class X, class M, class F>                                                   \
-  [[gnu::noinline]] X vlanes_where(const M& m, const X& r, const X& a, F f) {            \
-    using T = typename X::value_type;                                                    \
-    alignas(64) T x[X::size], o[X::size], w[X::size];                                    \
-    a.store_aligned(x);                                                                  \
-    r.store_aligned(o);                                                                  \
-    xsimd::select(m, X(1), X(0)).store_aligned(w);                                       \
-    for (std::size_t i = 0; i < X::size; ++i)                                            \
-      if (w[i] != 0) o[i] = f(x[i]);                                                     \
-    return X::load_aligned(o);                                                           \
-  }                                                                                      \
-  /* Where |a| reaches exp_edge, exp's results are subnormal or near overflow, or a is  \
-     inf or NaN: xsimd's exp and expm1 end their range early there (and its float64 exp \
-     converts such values to integers out of range), so those lanes take the C          \
-     library's function, out of line. */                                                \
-  template <class T>                                                                     \
-  inline constexpr T exp_edge = sizeof(T) == 4 ? T(87.3) : T(708.3);                     \
-  template <class X>                                                                     \
-  [[gnu::noinline]] X vexp_edges(const X& a) {                                           \
-    using T = typename X::value_type;                                                    \
-    const auto in = xsimd::abs(a) < X(exp_edge<T>);                                      \
-    return vlanes_where(!in, xsimd::exp(xsimd::select(in, a, X(0))), a,                  \
-                        [](T x) { return std::exp(x); });                                \
-  }
-XSYM_VLANES
-
-// exp of a batch: xsimd's, except on 16-float (AVX-512) batches, where one vscalefps scales by
-// 2^k and saturates to 0 or infinity. xsimd builds 2^k from bits and selects both ends of the
-// range; it returns 0 from x = -88.38 down and infinity from 88.38 up, where the true results
-// are subnormal or still finite. Same reduction and polynomial as xsimd's, so the same values in
-// between, in about 80% of the time.
-#define XSYM_VEXP_GENERIC                                                                 \
-  template <class X>                                                                      \
-  X vexp_batch(const X& a) {                                                              \
-    using T = typename X::value_type;                                                     \
-    if (xsimd::all(xsimd::abs(a) < X(exp_edge<T>))) return xsimd::exp(a);                 \
-    return vexp_edges(a);                                                                 \
-  }
-#define XSYM_VEXP_AVX512                                                                                   \
-  template <class A>                                                                                       \
-    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                 \
-  xsimd::batch<float, A> vexp_batch(const xsimd::batch<float, A>& a) {                                     \
-    /* min and max return their second operand when one is NaN: a NaN goes through */                      \
-    const __m512 x = _mm512_min_ps(_mm512_set1_ps(88.8f), _mm512_max_ps(_mm512_set1_ps(-104.0f), a));     \
-    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),          \
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);                  \
-    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);                                       \
-    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);                                           \
-    __m512 y = _mm512_fmadd_ps(_mm512_set1_ps(1.3997796e-03f), r, _mm512_set1_ps(8.3955629e-03f));         \
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665401e-02f));                                             \
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666277e-01f));                                             \
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000000e-01f));                                             \
-    y = _mm512_add_ps(_mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));                   \
-    return _mm512_scalef_ps(y, k);                                                                         \
-  }
-
-// log of a batch: xsimd's, except on 16-float (AVX-512) batches of positive normal numbers,
-// which take a table: x = 2^k z with z in [0.6953125, 1.390625) from x's bits, and entry i (z's
-// bits 18..22, one vpermt2ps) gives invc ~ 1/z and logc = -log(invc), so that
-// log x = k ln2 + logc + log1p(r), r = z invc - 1, |r| < 0.025, where five terms of log1p's
-// series are exact to float. k ln2 + logc + r is summed with each rounding error kept
-// (Fast2Sum), and added back with the series' tail. No division, so faster than xsimd's steps,
-// and at least as close over every positive normal float (bench/log_ulps.cpp measures both).
-// scripts/log_table.py makes the tables and says how invc is chosen. A batch with any other
-// lane (zero, negative, subnormal, infinite, NaN) takes xsimd's whole path, out of line, so
-// that the common path is small enough to be inlined into the kernels' loops. The test for
-// such lanes and the common path are functions of their own for chain_loop, which tests four
-// batches at once.
-#define XSYM_VLOG_GENERIC                                                                           \
-  /* zero, negative, subnormal, infinite and NaN lanes take the C library's results */              \
-  template <class X>                                                                                \
-  X vlog_batch(const X& a) {                                                                        \
-    using T = typename X::value_type;                                                               \
-    const auto in = a >= X(std::numeric_limits<T>::min()) && a <= X(std::numeric_limits<T>::max()); \
-    if (xsimd::all(in)) return xsimd::log(a);                                                       \
-    return vlanes_where(!in, xsimd::log(xsimd::select(in, a, X(1))), a, [](T x) { return std::log(x); }); \
-  }                                                                                                 \
-  template <class X>                                                                                \
-  X vlog1p_batch(const X& a) {                                                                      \
-    using T = typename X::value_type;                                                               \
-    const auto in = a > X(-1) && a <= X(std::numeric_limits<T>::max());                            \
-    if (xsimd::all(in)) return xsimd::log1p(a);                                                     \
-    return vlanes_where(!in, xsimd::log1p(xsimd::select(in, a, X(0))), a,                           \
-                        [](T x) { return std::log1p(x); });                                         \
-  }
-#define XSYM_VLOG_AVX512                                                                                             \
-  template <class A>                                                                                                 \
-    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
-  inline bool vlog_special_lanes(const xsimd::batch<float, A>& a) {                                                  \
-    return _mm512_fpclass_ps_mask(a, 0xFF) != 0;                                                                     \
-  }                                                                                                                  \
-  /* log(a + low) where |low| is at most half an ulp of a: low enters r as low invc 2^-k, and the */                 \
-  /* rounding error of that sum joins the tail (log1p passes 1 + x and its rounding error) */                        \
-  template <bool Low, class A>                                                                                       \
-    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
-  inline xsimd::batch<float, A> vlog_table(const xsimd::batch<float, A>& a, [[maybe_unused]] __m512 low) {           \
-    alignas(64) static constexpr float invc[32] = {                                                                  \
-        0x1.6bfa24p+0f, 0x1.640f48p+0f, 0x1.5ca964p+0f, 0x1.5564fap+0f, 0x1.4e77aep+0f, 0x1.47bbccp+0f,              \
-        0x1.41525ap+0f, 0x1.3b20d8p+0f, 0x1.352496p+0f, 0x1.2f63fap+0f, 0x1.29e368p+0f, 0x1.248eeep+0f,              \
-        0x1.1f81eep+0f, 0x1.1a653ap+0f, 0x1.1599e2p+0f, 0x1.11031cp+0f, 0x1.0cadccp+0f, 0x1.0852e6p+0f,              \
-        0x1.038722p+0f, 0x1.000000p+0f, 0x1.f53bf6p-1f, 0x1.e1f452p-1f, 0x1.d43636p-1f, 0x1.c711d4p-1f,              \
-        0x1.badefep-1f, 0x1.af1f4ap-1f, 0x1.a42db0p-1f, 0x1.99a968p-1f, 0x1.8f9708p-1f, 0x1.8624d2p-1f,              \
-        0x1.7d2536p-1f, 0x1.746c6cp-1f};                                                                             \
-    alignas(64) static constexpr float logc[32] = {                                                                  \
-        -0x1.685c06p-2f, -0x1.51d6ccp-2f, -0x1.3c56bcp-2f, -0x1.26c50ep-2f, -0x1.11c76ap-2f, -0x1.f9e780p-3f,        \
-        -0x1.d1707ap-3f, -0x1.a9944ep-3f, -0x1.824e78p-3f, -0x1.5bd6dep-3f, -0x1.365b36p-3f, -0x1.11616ap-3f,        \
-        -0x1.db6deep-4f, -0x1.91f1a2p-4f, -0x1.4bceccp-4f, -0x1.07882ap-4f, -0x1.8bff52p-5f, -0x1.061fa2p-5f,        \
-        -0x1.c07bb6p-7f, 0.0f, 0x1.5c2dacp-6f, 0x1.ef69a0p-5f, 0x1.6e32d6p-4f, 0x1.e2d004p-4f,                       \
-        0x1.290ddap-3f, 0x1.601e68p-3f, 0x1.94c6f2p-3f, 0x1.c8b076p-3f, 0x1.fbab7ep-3f, 0x1.165524p-2f,              \
-        0x1.2e3a2ep-2f, 0x1.45ee94p-2f};                                                                             \
-    const __m512i bits = _mm512_castps_si512(a);                                                                     \
-    const __m512i t = _mm512_sub_epi32(bits, _mm512_set1_epi32(0x3f320000));                                         \
-    /* shifts and the conversion as vector arithmetic: GCC 12 warns that the intrinsics' */                          \
-    /* undefined pass-through operand "is used uninitialized" */                                                     \
-    const __m512 k = __builtin_convertvector((__v16si)t >> 23, __v16sf);                                             \
-    const __m512i high = _mm512_and_si512(t, _mm512_set1_epi32(-8388608)); /* k, in the exponent field */            \
-    const __m512 z = _mm512_castsi512_ps(_mm512_sub_epi32(bits, high));                                              \
-    const __m512i i = (__m512i)((__v16su)t >> 18);                                                                   \
-    const __m512 ic = _mm512_permutex2var_ps(_mm512_load_ps(invc), i, _mm512_load_ps(invc + 16));                    \
-    const __m512 lc = _mm512_permutex2var_ps(_mm512_load_ps(logc), i, _mm512_load_ps(logc + 16));                    \
-    __m512 r = _mm512_fmsub_ps(z, ic, _mm512_set1_ps(1.0f));                                                         \
-    __m512 r_err = _mm512_setzero_ps();                                                                              \
-    if constexpr (Low) {                                                                                             \
-      const __m512 d = _mm512_scalef_ps(_mm512_mul_ps(low, ic), _mm512_sub_ps(_mm512_setzero_ps(), k));              \
-      /* Fast2Sum: |r| >= |d| but where r is within an ulp of 0 and logc != 0 makes the error moot */                \
-      const __m512 sum = _mm512_add_ps(r, d);                                                                        \
-      r_err = _mm512_sub_ps(d, _mm512_sub_ps(sum, r));                                                               \
-      r = sum;                                                                                                       \
-    }                                                                                                                \
-    const __m512 r2 = _mm512_mul_ps(r, r);                                                                           \
-    /* log1p(r) = r + r^2 q, q = -1/2 + r/3 + r^2 (-1/4 + r/5) */                                                    \
-    const __m512 q = _mm512_fmadd_ps(r2, _mm512_fmadd_ps(r, _mm512_set1_ps(0x1.99999ap-3f), _mm512_set1_ps(-0.25f)), \
-                                     _mm512_fmadd_ps(r, _mm512_set1_ps(0x1.555556p-2f), _mm512_set1_ps(-0.5f)));     \
-    /* k ln2_hi is exact (ln2_hi has 15 bits); each sum below keeps its rounding error */                            \
-    const __m512 kh = _mm512_mul_ps(k, _mm512_set1_ps(0x1.62e4p-1f));                                                \
-    const __m512 hi = _mm512_add_ps(kh, lc);                                                                         \
-    const __m512 hi_err = _mm512_add_ps(_mm512_sub_ps(kh, hi), lc);                                                  \
-    const __m512 s = _mm512_add_ps(hi, r);                                                                           \
-    const __m512 s_err = _mm512_add_ps(_mm512_sub_ps(hi, s), r);                                                     \
-    const __m512 tail = _mm512_fmadd_ps(r2, q, _mm512_fmadd_ps(k, _mm512_set1_ps(0x1.7f7d1cp-20f),                   \
-                                                         _mm512_add_ps(_mm512_add_ps(hi_err, s_err), r_err)));       \
-    return _mm512_add_ps(s, tail);                                                                                   \
-  }                                                                                                                  \
-  template <class A>                                                                                                 \
-    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
-  inline xsimd::batch<float, A> vlog_common(const xsimd::batch<float, A>& a) {                                       \
-    return vlog_table<false>(a, _mm512_setzero_ps());                                                                \
-  }                                                                                                                  \
-  /* the special lanes (fpclass 0xFF: zero, negative, subnormal, infinite, NaN) take the */                          \
-  /* C library's log, the others the table's, as in a batch without special lanes */                                \
-  template <class A>                                                                                                 \
-    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
-  [[gnu::noinline]] xsimd::batch<float, A> vlog_special(const xsimd::batch<float, A>& a) {                           \
-    const xsimd::batch_bool<float, A> m(_mm512_fpclass_ps_mask(a, 0xFF));                                            \
-    return vlanes_where(m, vlog_common(xsimd::select(m, xsimd::batch<float, A>(1.0f), a)), a,                         \
-                        [](float x) { return std::log(x); });                                                        \
-  }                                                                                                                  \
-  template <class A>                                                                                                 \
-    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
-  inline xsimd::batch<float, A> vlog_batch(const xsimd::batch<float, A>& a) {                                        \
-    return vlog_special_lanes(a) ? vlog_special(a) : vlog_common(a);                                                 \
-  }                                                                                                                  \
-  /* log1p(x) = log(u + c), u = 1 + x rounded and c its rounding error (TwoSum): the table */                        \
-  /* log of u with c folded into r */                                                                                \
-  template <class A>                                                                                                 \
-    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
-  inline xsimd::batch<float, A> vlog1p_common(const xsimd::batch<float, A>& a) {                                     \
-    const __m512 one = _mm512_set1_ps(1.0f);                                                                         \
-    const __m512 u = _mm512_add_ps(one, a);                                                                          \
-    const __m512 one_part = _mm512_sub_ps(u, a), a_part = _mm512_sub_ps(u, one_part); /* TwoSum */                   \
-    const __m512 c = _mm512_add_ps(_mm512_sub_ps(one, one_part), _mm512_sub_ps(a, a_part));                          \
-    return vlog_table<true>(xsimd::batch<float, A>(u), c);                                                           \
-  }                                                                                                                  \
-  /* NaN, infinities and x <= -1 take the C library's log1p (vlog1p keeps -0) */                                     \
-  template <class A>                                                                                                 \
-    requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
-  inline xsimd::batch<float, A> vlog1p_batch(const xsimd::batch<float, A>& a) {                                      \
-    const __mmask16 special = _mm512_fpclass_ps_mask(a, 0x99) | _mm512_cmp_ps_mask(a, _mm512_set1_ps(-1.0f), _CMP_LE_OQ); \
-    if (special == 0) return vlog1p_common(a);                                                                       \
-    const xsimd::batch_bool<float, A> m(special);                                                                    \
-    return vlanes_where(m, vlog1p_common(xsimd::select(m, xsimd::batch<float, A>(0.5f), a)), a,                       \
-                        [](float x) { return std::log1p(x); });                                                      \
-  }
-
-XSYM_VEXP_GENERIC
-XSYM_VLOG_GENERIC
-#if defined(__AVX512F__)
-XSYM_VEXP_AVX512
-XSYM_VLOG_AVX512
-#endif
-
-#define XSYM_KERNEL_HELPERS                                                       \
-  /* the float AVX-512 exp saturates to 0 and inf where C's does, with subnormal \
-     results; the generic one sends edge lanes to the C library */                \
-  template <class X>                                                              \
-  X vexp(X a) {                                                                   \
-    if constexpr (std::is_arithmetic_v<X>) return std::exp(a);                    \
-    else return vexp_batch(a);                                                    \
-  }                                                                               \
-  /* below -ln 2, exp(x) - 1 loses nothing and is closer than xsimd's expm1 */   \
-  template <class X>                                                              \
-  [[gnu::noinline]] X vexpm1_slow(const X& a) {                                   \
-    using T = typename X::value_type;                                             \
-    const auto in = xsimd::abs(a) < X(exp_edge<T>);                               \
-    const X x = xsimd::select(in, a, X(0));                                       \
-    X r = xsimd::select(a == X(0), a, xsimd::expm1(x)); /* keeps -0 */            \
-    const auto low = a < X(T(-0.693147180559945309));                             \
-    if (xsimd::any(low)) r = xsimd::select(low, vexp_batch(x) - X(1), r);         \
-    if (xsimd::all(in)) return r;                                                 \
-    return vlanes_where(!in, r, a, [](T x) { return std::expm1(x); });            \
-  }                                                                               \
-  template <class X>                                                              \
-  X vexpm1(X a) {                                                                 \
-    if constexpr (std::is_arithmetic_v<X>) {                                      \
-      return std::expm1(a);                                                       \
-    } else {                                                                      \
-      using T = typename X::value_type;                                           \
-      if (xsimd::all(a >= X(T(-0.693147180559945309)) && a < X(exp_edge<T>)))    \
-        return xsimd::select(a == X(0), a, xsimd::expm1(a)); /* keeps -0 */       \
-      return vexpm1_slow(a);                                                      \
-    }                                                                             \
-  }                                                                               \
-  template <class X>                                                              \
-  X vlog(X a) {                                                                   \
-    if constexpr (std::is_arithmetic_v<X>) return std::log(a);                    \
-    else return vlog_batch(a);                                                    \
-  }                                                                               \
-  template <class X>                                                              \
-  X vlog1p(X a) {                                                                 \
-    if constexpr (std::is_arithmetic_v<X>) return std::log1p(a);                  \
-    else return xsimd::select(a == X(0), a, vlog1p_batch(a)); /* keeps -0 */      \
-  }                                                                               \
-  /* tanh is +-1 in float and double from |a| = 20 on: larger, infinite and NaN  \
-     lanes never reach xsimd's exp (which converts them to integers out of range) */ \
-  template <class X>                                                              \
-  [[gnu::noinline]] X vtanh_edges(const X& a) {                                   \
-    const auto in = xsimd::abs(a) < X(20);                                        \
-    const X t = xsimd::tanh(xsimd::select(in, a, X(0)));                          \
-    return xsimd::select(in, t, xsimd::select(xsimd::isnan(a), a, xsimd::copysign(X(1), a))); \
-  }                                                                               \
-  template <class X>                                                              \
-  X vtanh(X a) {                                                                  \
-    if constexpr (std::is_arithmetic_v<X>) {                                      \
-      return std::tanh(a);                                                        \
-    } else {                                                                      \
-      if (xsimd::all(xsimd::abs(a) < X(20))) return xsimd::tanh(a);               \
-      return vtanh_edges(a);                                                      \
-    }                                                                             \
-  }                                                                               \
-  /* 1 / (1 + exp(-a)), except where exp(-a) would overflow: there 1 + exp(a)    \
-     rounds to 1, and sigmoid(a) is exp(a) (a subnormal down to -103.97 in float) */ \
-  template <class X>                                                              \
-  [[gnu::noinline]] X vsigmoid_low(const X& a) {                                  \
-    using T = typename X::value_type;                                             \
-    const auto low = a < X(-exp_edge<T>);                                         \
-    const X e = vexp(xsimd::select(low, a, -a));                                  \
-    return xsimd::select(low, e, X(1) / (X(1) + e));                              \
-  }                                                                               \
-  template <class X>                                                              \
-  X vsigmoid(X a) {                                                               \
-    if constexpr (std::is_arithmetic_v<X>) {                                      \
-      return a < -exp_edge<X> ? std::exp(a) : X(1) / (X(1) + std::exp(-a));       \
-    } else {                                                                      \
-      using T = typename X::value_type;                                           \
-      if (xsimd::all(a >= X(-exp_edge<T>))) return X(1) / (X(1) + vexp(-a));      \
-      return vsigmoid_low(a);                                                     \
-    }                                                                             \
-  }                                                                               \
-  /* -a as a sign flip: xsimd's AVX-512 negation is 0 - a, which turns -(+0)     \
-     into +0; -0 - a is -a for every a. */                                        \
-  template <class X>                                                              \
-  X vneg(X a) {                                                                   \
-    if constexpr (std::is_arithmetic_v<X>) return -a;                             \
-    else return X(-0.0) - a;                                                      \
-  }                                                                               \
-  /* pow lane by lane with the C library's (correctly rounded in practice, with   \
-     C's special values): xsimd's is up to 99 ulp off and wrong at 0, 1, inf and  \
-     NaN. */                                                                      \
-  template <class X>                                                              \
-  X vpow(X a, X b) {                                                              \
-    if constexpr (std::is_arithmetic_v<X>) {                                      \
-      return std::pow(a, b);                                                      \
-    } else {                                                                      \
-      using T = typename X::value_type;                                           \
-      return vlanes(a, b, [](T x, T y) { return std::pow(x, y); });               \
-    }                                                                             \
-  }                                                                               \
-  /* f (a C library function) on each value: correctly rounded in practice, with   \
-     C's special values; out of line for batches */                               \
-  template <class X, class F>                                                     \
-  X vlane1(X a, F f) {                                                            \
-    if constexpr (std::is_arithmetic_v<X>) {                                      \
-      return static_cast<X>(f(a));                                                \
-    } else {                                                                      \
-      using T = typename X::value_type;                                           \
-      return vlanes(a, a, [f](T x, T) { return static_cast<T>(f(x)); });          \
-    }                                                                             \
-  }                                                                               \
-  /* exact: floor, ceil, and round half to even (the default rounding mode) */    \
-  template <class X>                                                              \
-  X vfloor(X a) {                                                                 \
-    if constexpr (std::is_arithmetic_v<X>) return std::floor(a);                  \
-    else return xsimd::floor(a);                                                  \
-  }                                                                               \
-  template <class X>                                                              \
-  X vceil(X a) {                                                                  \
-    if constexpr (std::is_arithmetic_v<X>) return std::ceil(a);                   \
-    else return xsimd::ceil(a);                                                   \
-  }                                                                               \
-  template <class X>                                                              \
-  X vround_even(X a) {                                                            \
-    if constexpr (std::is_arithmetic_v<X>) return std::nearbyint(a);              \
-    else return xsimd::nearbyint(a);                                              \
-  }                                                                               \
-  /* numpy's floor division and modulo of one pair (npy_divmod for floats) */      \
-  template <class T>                                                              \
-  T floordiv1(T a, T b) {                                                         \
-    if constexpr (std::is_integral_v<T>) {                                        \
-      using U = std::make_unsigned_t<T>;                                          \
-      if (b == 0) return T(0);                                                    \
-      if (b == T(-1)) return static_cast<T>(U(0) - static_cast<U>(a));            \
-      const T q = static_cast<T>(a / b);                                          \
-      return a % b != 0 && ((a < 0) != (b < 0)) ? static_cast<T>(q - 1) : q;     \
-    } else {                                                                      \
-      if (b == 0) return a / b;                                                   \
-      const T m = std::fmod(a, b);                                                \
-      T d = (a - m) / b;                                                          \
-      if (m != 0 && ((b < 0) != (m < 0))) d -= T(1);                              \
-      if (d == 0) return std::copysign(T(0), a / b);                              \
-      T f = std::floor(d);                                                        \
-      if (d - f > T(0.5)) f += T(1);                                              \
-      return f;                                                                   \
-    }                                                                             \
-  }                                                                               \
-  template <class T>                                                              \
-  T mod1(T a, T b) {                                                              \
-    if constexpr (std::is_integral_v<T>) {                                        \
-      if (b == 0 || b == T(-1)) return T(0);                                      \
-      const T r = static_cast<T>(a % b);                                          \
-      return r != 0 && ((r < 0) != (b < 0)) ? static_cast<T>(r + b) : r;          \
-    } else {                                                                      \
-      const T m = std::fmod(a, b);                                                \
-      if (b == 0) return m;                                                       \
-      if (m == 0) return std::copysign(T(0), b);                                  \
-      return (b < 0) != (m < 0) ? m + b : m;                                      \
-    }                                                                             \
-  }                                                                               \
-  template <class X>                                                              \
-  X vfloordiv(X a, X b) {                                                         \
-    if constexpr (std::is_arithmetic_v<X>) return floordiv1(a, b);                \
-    else return vlanes(a, b, [](auto x, auto y) { return floordiv1(x, y); });     \
-  }                                                                               \
-  template <class X>                                                              \
-  X vmod(X a, X b) {                                                              \
-    if constexpr (std::is_arithmetic_v<X>) return mod1(a, b);                     \
-    else return vlanes(a, b, [](auto x, auto y) { return mod1(x, y); });          \
-  }                                                                               \
-  /* bitwise ops exist for integers and bool only (the graph refuses floats) */   \
-  template <class X>                                                              \
-  X vbitand(X a, X b) {                                                           \
-    if constexpr (std::is_integral_v<X>) return static_cast<X>(a & b);            \
-    else return a;                                                                \
-  }                                                                               \
-  template <class X>                                                              \
-  X vbitor(X a, X b) {                                                            \
-    if constexpr (std::is_integral_v<X>) return static_cast<X>(a | b);            \
-    else return a;                                                                \
-  }                                                                               \
-  template <class X>                                                              \
-  X vbitxor(X a, X b) {                                                           \
-    if constexpr (std::is_integral_v<X>) return static_cast<X>(a ^ b);            \
-    else return a;                                                                \
-  }                                                                               \
-  template <class X>                                                              \
-  X vinvert(X a) {                                                                \
-    if constexpr (std::is_same_v<X, bool>) return !a;                             \
-    else if constexpr (std::is_integral_v<X>) return static_cast<X>(~a);          \
-    else return a;                                                                \
-  }                                                                               \
-  template <class X>                                                              \
-  X vsqrt(X a) {                                                                  \
-    if constexpr (std::is_arithmetic_v<X>) return std::sqrt(a);                   \
-    else return xsimd::sqrt(a);                                                   \
-  }                                                                               \
-  template <class X>                                                              \
-  X vmax(X a, X b) {                                                              \
-    if constexpr (std::is_arithmetic_v<X>) return a < b ? b : a;                  \
-    else return xsimd::max(a, b);                                                 \
-  }                                                                               \
-  /* numpy's maximum and minimum: a NaN in either operand is the result, and a tie \
-     (-0 against +0) is the first operand, in a batch as in the tail. */           \
-  template <class X>                                                              \
-  X vmaximum(X a, X b) {                                                          \
-    if constexpr (std::is_integral_v<X>) return a < b ? b : a;                    \
-    else if constexpr (std::is_arithmetic_v<X>) return b != b || a < b ? b : a;   \
-    else return xsimd::select(xsimd::isnan(b) | (a < b), b, a);                   \
-  }                                                                               \
-  template <class X>                                                              \
-  X vminimum(X a, X b) {                                                          \
-    if constexpr (std::is_integral_v<X>) return b < a ? b : a;                    \
-    else if constexpr (std::is_arithmetic_v<X>) return b != b || b < a ? b : a;   \
-    else return xsimd::select(xsimd::isnan(b) | (b < a), b, a);                   \
-  }                                                                               \
-  template <class X>                                                              \
-  X vabs(X a) {                                                                   \
-    if constexpr (std::is_integral_v<X>) return a < 0 ? X(-a) : a;                \
-    else return xsimd::abs(a);                                                    \
-  }                                                                               \
-  /* sigmoid and softplus of u and of -u all follow from e = exp(-|u|), one exp  \
-     for all four: sigmoid(a) = 1/(1+e) where a >= 0, else e/(1+e);              \
-     softplus(a) = max(a, 0) + log1p(e). |a| = |u| for a = u or -u. */           \
-  struct exp_neg_abs_fn {                                                         \
-    template <class X>                                                            \
-    static X apply(X a, X) {                                                      \
-      return vexp(-xsimd::abs(a));                                                \
-    }                                                                             \
-  };                                                                              \
-  /* r = 1/(1+e) serves sigmoid(u) and sigmoid(-u) alike: the pair shares one   \
-     division (e * r may differ from sigmoid_from_exp's quotient by an ulp) */    \
-  struct recip_1p_fn {                                                            \
-    template <class X>                                                            \
-    static X apply(X e, X) {                                                      \
-      return X(1) / (X(1) + e);                                                   \
-    }                                                                             \
-  };                                                                              \
-  struct sigmoid_from_recip_fn {                                                  \
-    template <class X>                                                            \
-    static X apply(X a, X e, X r) {                                               \
-      if constexpr (std::is_arithmetic_v<X>) return a >= X(0) ? r : e * r;        \
-      else return xsimd::select(a >= X(0), r, e * r);                             \
-    }                                                                             \
-  };                                                                              \
-  /* one division, (a >= 0 ? 1 : e) / (1 + e): e * r rounds once more */         \
-  struct sigmoid_from_exp_fn {                                                    \
-    template <class X>                                                            \
-    static X apply(X a, X e) {                                                    \
-      if constexpr (std::is_arithmetic_v<X>) return (a >= X(0) ? X(1) : e) / (X(1) + e); \
-      else return xsimd::select(a >= X(0), X(1), e) / (X(1) + e);                 \
-    }                                                                             \
-  };                                                                              \
-  struct softplus_from_log1p_fn {                                                 \
-    template <class X>                                                            \
-    static X apply(X a, X l) {                                                    \
-      return vmax(a, X(0)) + l;                                                   \
-    }                                                                             \
-  };
-
-XSYM_KERNEL_HELPERS
-
-/// The text of the exp and log helpers and XSYM_KERNEL_HELPERS, for the kernels cxx compiles.
-inline constexpr const char* vlanes_text = XSYM_STRINGIFY(XSYM_VLANES);
-inline constexpr const char* vexp_generic_text = XSYM_STRINGIFY(XSYM_VEXP_GENERIC);
-inline constexpr const char* vexp_avx512_text = XSYM_STRINGIFY(XSYM_VEXP_AVX512);
-inline constexpr const char* vlog_generic_text = XSYM_STRINGIFY(XSYM_VLOG_GENERIC);
-inline constexpr const char* vlog_avx512_text = XSYM_STRINGIFY(XSYM_VLOG_AVX512);
-inline constexpr const char* kernel_helpers_text = XSYM_STRINGIFY(XSYM_KERNEL_HELPERS);
-}  // namespace xsym::cpu::detail
-
-#endif
-// ---- end include/xsym/backend/cpu/vector_math.hpp ----
-
-namespace xsym::cpu {
-
-/// A kernel applies one scalar op to n elements; bit k of scalar_mask says argument k is one
-/// value broadcast to all n (so no index arithmetic in the loop).
-using kernel_fn = void (*)(void* dst, const void* const* args, unsigned scalar_mask, std::int64_t n);
-
-namespace detail {
-
-// One functor per row of the op table: its expression on scalars and on xsimd batches alike,
-// from arguments a (and b). A comparison's gives a bool, or a batch's mask. Special rows
-// (switch, cast, identity) have kernels of their own.
-template <scalar_op S>
-struct fn;
-#define XSYM_FN_ROW(S, R, ...)                                   \
-  template <>                                                    \
-  struct fn<scalar_op::S> {                                      \
-    template <class X>                                           \
-    static R apply([[maybe_unused]] X a, [[maybe_unused]] X b) { \
-      return __VA_ARGS__;                                        \
-    }                                                            \
-  };
-#define XSYM_FN_wrapping(S, ...) XSYM_FN_ROW(S, X, __VA_ARGS__)
-#define XSYM_FN_any(S, ...) XSYM_FN_ROW(S, X, __VA_ARGS__)
-#define XSYM_FN_floating(S, ...) XSYM_FN_ROW(S, X, __VA_ARGS__)
-#define XSYM_FN_comparison(S, ...) XSYM_FN_ROW(S, auto, __VA_ARGS__)
-#define XSYM_FN_special(S, ...)
-#define XSYM_FN_bitwise(S, ...) XSYM_FN_ROW(S, X, __VA_ARGS__)
-#define XSYM_FN(S, name, arity, infix, family, flops, derivative, ...) XSYM_FN_##family(S, __VA_ARGS__)
-XSYM_OP_TABLE(XSYM_FN)
-#undef XSYM_FN
-#undef XSYM_FN_special
-#undef XSYM_FN_bitwise
-#undef XSYM_FN_comparison
-#undef XSYM_FN_floating
-#undef XSYM_FN_any
-#undef XSYM_FN_wrapping
-#undef XSYM_FN_ROW
-
-inline const char* op_expression_text(scalar_op s) {
-  switch (s) {
-#define XSYM_OP_TEXT(S, name, arity, infix, family, flops, derivative, ...) \
-  case scalar_op::S: return op_family::family == op_family::special ? nullptr : #__VA_ARGS__;
-    XSYM_OP_TABLE(XSYM_OP_TEXT)
-#undef XSYM_OP_TEXT
-  }
-  return nullptr;
-}
-
-template <scalar_op S>
-constexpr bool is_comparison = info(S).comparison;
-
-template <scalar_op S, class T>
-bool compare(T a, T b) {
-  return fn<S>::apply(a, b);
-}
-
-template <class T>
-constexpr bool simd_type = std::is_same_v<T, float> || std::is_same_v<T, double>;
-
-// dst[i] = F::apply(a[i], b[i]) with the scalar cases hoisted out of the loop.
-template <class F, int Arity, class T, bool Simd>
-void arith(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
-  T* d = static_cast<T*>(dstv);
-  const T* a = static_cast<const T*>(args[0]);
-  const T* b = Arity > 1 ? static_cast<const T*>(args[1]) : a;
-  const bool sa = mask & 1u, sb = Arity > 1 ? (mask & 2u) != 0 : sa;
-  std::int64_t i = 0;
-  if constexpr (Simd && simd_type<T>) {
-    using B = xsimd::batch<T>;
-    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-    if (!sa && !sb) {
-      for (; i + w <= n; i += w) F::apply(B::load_unaligned(a + i), B::load_unaligned(b + i)).store_unaligned(d + i);
-    } else if (sa && !sb) {
-      const B av(a[0]);
-      for (; i + w <= n; i += w) F::apply(av, B::load_unaligned(b + i)).store_unaligned(d + i);
-    } else if (!sa && sb) {
-      const B bv(b[0]);
-      for (; i + w <= n; i += w) F::apply(B::load_unaligned(a + i), bv).store_unaligned(d + i);
-    }
-  }
-  if (!sa && !sb) {
-    for (; i < n; ++i) d[i] = F::apply(a[i], b[i]);
-  } else if (sa && !sb) {
-    for (; i < n; ++i) d[i] = F::apply(a[0], b[i]);
-  } else if (!sa && sb) {
-    for (; i < n; ++i) d[i] = F::apply(a[i], b[0]);
-  } else {
-    const T v = F::apply(a[0], b[0]);
-    for (; i < n; ++i) d[i] = v;
-  }
-}
-
-// Loops of exactly 64: GCC's -O2 vectorizer (the "very cheap" model) takes only loops that need
-// no scalar epilogue, and a bool result has no xsimd store worth using.
-template <scalar_op S, class T>
-void comparison(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
-  bool* d = static_cast<bool*>(dstv);
-  const T* a = static_cast<const T*>(args[0]);
-  const T* b = static_cast<const T*>(args[1]);
-  constexpr std::int64_t chunk = 64;
-  std::int64_t i = 0;
-  if (mask == 0) {
-    for (; i + chunk <= n; i += chunk)
-      for (std::int64_t j = 0; j < chunk; ++j) d[i + j] = compare<S>(a[i + j], b[i + j]);
-  } else if (mask == 2u) {
-    const T bv = b[0];
-    for (; i + chunk <= n; i += chunk)
-      for (std::int64_t j = 0; j < chunk; ++j) d[i + j] = compare<S>(a[i + j], bv);
-  } else if (mask == 1u) {
-    const T av = a[0];
-    for (; i + chunk <= n; i += chunk)
-      for (std::int64_t j = 0; j < chunk; ++j) d[i + j] = compare<S>(av, b[i + j]);
-  }
-  const std::int64_t ia = (mask & 1u) ? 0 : 1, ib = (mask & 2u) ? 0 : 1;
-  for (; i < n; ++i) d[i] = compare<S>(a[i * ia], b[i * ib]);
-}
-
-template <class T>
-void select(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
-  T* d = static_cast<T*>(dstv);
-  const bool* c = static_cast<const bool*>(args[0]);
-  const T* a = static_cast<const T*>(args[1]);
-  const T* b = static_cast<const T*>(args[2]);
-  const std::int64_t ic = (mask & 1u) ? 0 : 1, ia = (mask & 2u) ? 0 : 1, ib = (mask & 4u) ? 0 : 1;
-  for (std::int64_t i = 0; i < n; ++i) d[i] = c[i * ic] ? a[i * ia] : b[i * ib];
-}
-
-template <class From, class To>
-void convert(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
-  To* d = static_cast<To*>(dstv);
-  const From* a = static_cast<const From*>(args[0]);
-  if (mask & 1u) {
-    const To v = xsym::convert_value<To>(a[0]);
-    for (std::int64_t i = 0; i < n; ++i) d[i] = v;
-  } else {
-    for (std::int64_t i = 0; i < n; ++i) d[i] = xsym::convert_value<To>(a[i]);
-  }
-}
-
-// int32 and int64 add, sub, mul, neg, sqr and abs wrap around on overflow, as numpy's do: in
-// an unsigned type at least as wide as unsigned int (where C++'s signed overflow is undefined,
-// and a narrow unsigned type would be promoted to int), then back (modular since C++20).
-template <scalar_op S>
-struct wrapping_fn {
-  template <class X>
-  static X apply(X a, [[maybe_unused]] X b) {
-    using W = std::conditional_t<(sizeof(X) <= sizeof(unsigned)), unsigned, unsigned long long>;
-    const W x = static_cast<W>(a), y = static_cast<W>(b);
-    if constexpr (S == scalar_op::add) return static_cast<X>(x + y);
-    else if constexpr (S == scalar_op::sub) return static_cast<X>(x - y);
-    else if constexpr (S == scalar_op::mul) return static_cast<X>(x * y);
-    else if constexpr (S == scalar_op::neg) return static_cast<X>(W(0) - x);
-    else if constexpr (S == scalar_op::sqr) return static_cast<X>(x * x);
-    else return a < 0 ? static_cast<X>(W(0) - x) : a;  // abs: the most negative value stays itself
-  }
-};
-template <scalar_op S>
-constexpr bool wraps = info(S).family == op_family::wrapping;
-
-// The kernel of op S on element type T; null where T has none (arithmetic on bool, a
-// floating-point function of an integer type, which the graph computes in float64).
-template <scalar_op S, class T, bool Simd>
-constexpr kernel_fn typed_kernel() {
-  if constexpr (info(S).family == op_family::special) {
-    return nullptr;
-  } else if constexpr (info(S).family == op_family::bitwise) {
-    if constexpr (std::is_integral_v<T>) return &arith<fn<S>, info(S).arity, T, false>;  // bool too
-    else return nullptr;
-  } else if constexpr (is_comparison<S>) {
-    return &comparison<S, T>;
-  } else {
-    constexpr bool float_only = info(S).float_only;
-    if constexpr (std::is_same_v<T, bool>) return nullptr;
-    else if constexpr (float_only && !std::is_floating_point_v<T>) return nullptr;
-    else if constexpr (wraps<S> && std::is_integral_v<T>) return &arith<wrapping_fn<S>, info(S).arity, T, false>;
-    else return &arith<fn<S>, info(S).arity, T, Simd && simd_type<T>>;  // integers: one scalar kernel serves both
-  }
-}
-
-// Every arithmetic op and comparison on element type T (switch, cast and identity depend on a
-// second type: kernel_table.hpp looks them up).
-template <class T, bool Simd>
-kernel_fn elementwise_kernel(scalar_op op) {
-  switch (op) {
-#define XSYM_CASE(S, ...) \
-  case scalar_op::S: return typed_kernel<scalar_op::S, T, Simd>();
-    XSYM_OP_TABLE(XSYM_CASE)
-#undef XSYM_CASE
-  }
-  return nullptr;
-}
-
-/// @brief The CPU-only kernels behind shared sigmoid/softplus (see exp_neg_abs_fn).
-enum class shared_exp_kernel { exp_neg_abs, sigmoid_from_exp, softplus_from_log1p, recip_1p, sigmoid_from_recip };
-
-// dst[i] = F::apply(a[i], b[i], c[i]); an argument that is one value is read at 0.
-template <class F, class T>
-void arith3(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
-  T* d = static_cast<T*>(dstv);
-  const T* a = static_cast<const T*>(args[0]);
-  const T* b = static_cast<const T*>(args[1]);
-  const T* c = static_cast<const T*>(args[2]);
-  std::int64_t i = 0;
-  if (mask == 0) {
-    using B = xsimd::batch<T>;
-    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-    for (; i + w <= n; i += w)
-      F::apply(B::load_unaligned(a + i), B::load_unaligned(b + i), B::load_unaligned(c + i)).store_unaligned(d + i);
-  }
-  const std::int64_t ia = (mask & 1u) ? 0 : 1, ib = (mask & 2u) ? 0 : 1, ic = (mask & 4u) ? 0 : 1;
-  for (; i < n; ++i) d[i] = F::apply(a[i * ia], b[i * ib], c[i * ic]);
-}
-
-template <class T>
-kernel_fn shared_exp_kernel_for(shared_exp_kernel k) {
-  static_assert(std::is_floating_point_v<T>, "shared sigmoid/softplus kernels are for float and double");
-  switch (k) {
-    case shared_exp_kernel::exp_neg_abs: return &arith<exp_neg_abs_fn, 1, T, true>;
-    case shared_exp_kernel::sigmoid_from_exp: return &arith<sigmoid_from_exp_fn, 2, T, true>;
-    case shared_exp_kernel::softplus_from_log1p: return &arith<softplus_from_log1p_fn, 2, T, true>;
-    case shared_exp_kernel::recip_1p: return &arith<recip_1p_fn, 1, T, true>;
-    case shared_exp_kernel::sigmoid_from_recip: return &arith3<sigmoid_from_recip_fn, T>;
-  }
-  return nullptr;
-}
-
-}  // namespace detail
-
-}  // namespace xsym::cpu
-
-#endif
-// ---- end include/xsym/backend/cpu/scalar_kernels.hpp ----
-
-namespace xsym::cpu {
-
-namespace detail {
-
-// A non-temporal store of a whole batch to an address aligned to its size (x86: SSE2, AVX,
-// AVX-512 registers), and the fence that orders such stores; as text too, for the kernels cxx
-// compiles (the intrinsics are declared whatever the target; only the batch size in use is
-// instantiated).
-#define XSYM_NT_STORE                                                 \
-  template <class V, class U>                                         \
-  void nt_store(const V& v, U* p) {                                   \
-    constexpr std::size_t bytes = sizeof(typename V::register_type); \
-    constexpr bool f = std::is_same_v<U, float>;                      \
-    if constexpr (bytes == 64) {                                      \
-      if constexpr (f) _mm512_stream_ps(p, v);                        \
-      else _mm512_stream_pd(p, v);                                    \
-    } else if constexpr (bytes == 32) {                               \
-      if constexpr (f) _mm256_stream_ps(p, v);                        \
-      else _mm256_stream_pd(p, v);                                    \
-    } else if constexpr (bytes == 16) {                               \
-      if constexpr (f) _mm_stream_ps(p, v);                           \
-      else _mm_stream_pd(p, v);                                       \
-    } else {                                                          \
-      v.store_aligned(p);                                             \
-    }                                                                 \
-  }                                                                   \
-  inline void stream_fence() { _mm_sfence(); }
-#define XSYM_NT_STORE_FALLBACK     \
-  template <class V, class U>      \
-  void nt_store(const V& v, U* p) { \
-    v.store_aligned(p);            \
-  }                                \
-  inline void stream_fence() {}
-#if defined(__SSE2__)
-XSYM_NT_STORE
-inline constexpr bool nt_stores = true;
-#else
-XSYM_NT_STORE_FALLBACK
-inline constexpr bool nt_stores = false;
-#endif
-inline constexpr const char* nt_store_text = XSYM_STRINGIFY(XSYM_NT_STORE);
-inline constexpr const char* nt_store_fallback_text = XSYM_STRINGIFY(XSYM_NT_STORE_FALLBACK);
-
-/// A run of elementwise steps, each taking the one before's result, in one pass: acc = arg 0,
-/// then link k (4 bits of codes) makes acc = acc OP b with b the next argument (codes 0-3:
-/// add, sub, mul, div), or b OP acc (codes 4-7), or acc = OP(acc) with no argument (codes
-/// 8-12: chain_unary_ops). The running value stays in registers: one load per argument and
-/// one store per element, where separate kernels store and reload every intermediate. With
-/// `stream`, the results from dst's first cache line on leave with non-temporal stores (the
-/// caller fences).
-using chain_fn = void (*)(void* dst, const void* const* args, unsigned scalar_mask, std::int64_t n,
-                          std::uint32_t codes, int links, bool stream);
-inline constexpr int max_chain_links = 7;
-/// A link's 4-bit code: acc OP b, or b OP acc with link_reversed added, or OP(acc).
-enum chain_link : unsigned {
-  link_add = 0, link_sub = 1, link_mul = 2, link_div = 3,
-  link_reversed = 4,
-  link_neg = 8, link_sqr = 9, link_abs = 10, link_exp = 11, link_log = 12,
-};
-inline constexpr unsigned first_unary_link = link_neg;
-/// The op of each unary link, from link_neg on.
-inline constexpr scalar_op chain_unary_ops[] = {scalar_op::neg, scalar_op::sqr, scalar_op::abs, scalar_op::exp,
-                                                scalar_op::log};
-static_assert(std::size(chain_unary_ops) == link_log - link_neg + 1, "one unary op per unary link code");
-constexpr unsigned chain_link_code(std::uint32_t codes, int k) { return (codes >> (4 * k)) & 15u; }
-
-// A unary link on a value or a batch: the separate kernel's function, so the same bits.
-template <class X>
-X chain_unary(X a, unsigned code) {
-  switch (code) {
-    case link_neg: return fn<scalar_op::neg>::apply(a, a);
-    case link_sqr: return fn<scalar_op::sqr>::apply(a, a);
-    case link_abs: return fn<scalar_op::abs>::apply(a, a);
-    case link_exp: return fn<scalar_op::exp>::apply(a, a);
-    default: return fn<scalar_op::log>::apply(a, a);
-  }
-}
-
-// One link on one value: the same IEEE operation, in the same order, as the separate kernel,
-// so a chain's results are bitwise theirs.
-template <class T>
-T chain_link(T acc, T b, unsigned code) {
-  switch (code) {
-    case link_add: case link_add + link_reversed: return acc + b;  // b + acc is acc + b, bitwise
-    case link_sub: return acc - b;
-    case link_sub + link_reversed: return b - acc;
-    case link_mul: case link_mul + link_reversed: return acc * b;
-    case link_div: return acc / b;
-    case link_div + link_reversed: return b / acc;
-    default: return chain_unary(acc, code);
-  }
-}
-
-// The links decoded once: each one's code, and for links with an argument, where it is and
-// whether it is one value broadcast. The separate kernels compute a step whose arguments are
-// all broadcast values once, as a scalar, and every later step's input is an array: a chain
-// whose arg 0 is broadcast computes a leading unary link the same way (`lead`, `start`), which
-// matters where a batch and a scalar give different bits (exp, log).
-template <class T>
-struct chain_plan {
-  unsigned code[max_chain_links];
-  const T* from[max_chain_links];
-  bool broadcast[max_chain_links];
-  const T* first = nullptr;
-  T* dst = nullptr;
-  bool first_broadcast = false;
-  int links = 0, start = 0;
-  T lead{};
-
-  // Filled in place: chain_loop's plans live in an array, and a temporary copied into it is
-  // read back with wider loads than its fields were written with, a stalled store forward
-  // each (a quarter of the chain loop's time on the logistic regression's 400 elements).
-  void set(void* d, const void* const* args, unsigned mask, std::uint32_t codes, int n_links) {
-    dst = static_cast<T*>(d);
-    links = n_links;
-    start = 0;
-    int j = 1;
-    for (int k = 0; k < links; ++k) {
-      code[k] = chain_link_code(codes, k);
-      from[k] = nullptr;
-      broadcast[k] = true;
-      if (code[k] < first_unary_link) {
-        from[k] = static_cast<const T*>(args[j]);
-        broadcast[k] = ((mask >> j) & 1u) != 0;
-        ++j;
-      }
-    }
-    first = static_cast<const T*>(args[0]);
-    first_broadcast = (mask & 1u) != 0;
-    if (first_broadcast) {
-      lead = first[0];
-      if (links > 0 && code[0] >= first_unary_link) lead = chain_unary(lead, code[start++]);
-    }
-  }
-  // The first argument that is an array, not one value (nullptr when none is).
-  const T* first_array() const {
-    if (!first_broadcast) return first;
-    for (int k = 0; k < links; ++k)
-      if (from[k] && !broadcast[k]) return from[k];
-    return nullptr;
-  }
-  T scalar(std::int64_t i) const {
-    T acc = first[first_broadcast ? 0 : i];
-    for (int k = 0; k < links; ++k) acc = chain_link(acc, from[k] ? from[k][broadcast[k] ? 0 : i] : acc, code[k]);
-    return acc;
-  }
-};
-
-// exp and log give other bits on a batch than on a scalar; the elements before the first cache
-// line, which chain_loop computes as scalars, would then differ from the separate kernels'.
-inline constexpr unsigned chain_exp_link = link_exp;  // this code and the next: exp and log
-inline bool chain_is_exact(std::uint32_t codes, int links) {
-  for (int k = 0; k < links; ++k)
-    if (chain_link_code(codes, k) >= chain_exp_link) return false;
-  return true;
-}
-
-/// One chain of a run of several (chain_loop, chains): its result and arguments as chain_fn
-/// takes them.
-struct chain_call {
-  void* dst;
-  const void* const* args;
-  unsigned scalar_mask;
-  std::uint32_t codes;
-  int links;
-};
-inline constexpr int max_fused_chains = 8;
-
-// chain_loop's main loop uses GCC's and clang's labels as values (not nvcc's front end, nor
-// other compilers: those keep the switch).
-#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__NVCOMPILER)
-#define XSYM_THREADED_CHAINS 1
-#define XSYM_CHAIN_LOOP_ALIGN [[gnu::aligned(64)]]
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpedantic"
-#if defined(__clang__)
-#pragma GCC diagnostic ignored "-Wgnu-label-as-value"
-#endif
-#else
-#define XSYM_THREADED_CHAINS 0
-#define XSYM_CHAIN_LOOP_ALIGN
-#endif
-// Runs chains in order over the same n elements, four batches at a time: every chain on these
-// batches before any goes on to the next, so a chain reads the ones before it while they are
-// still in L1 and one pass covers the lot (xent is three chains). Per element the order of the
-// operations is that of running the chains one after the other, so the results are the same.
-// NT (one chain only): the results from dst's first cache line on leave with non-temporal
-// stores, the elements before it computed as scalars (the same operations, so the same bits,
-// for chains of arithmetic; see chain). A template parameter, so that the ordinary loop is
-// compiled as if streaming did not exist.
-// Its start is on a cache line: otherwise where the linker put it decided how fast its threaded
-// loop ran.
-template <class T, bool NT>
-XSYM_CHAIN_LOOP_ALIGN void chain_loop(const chain_call* calls, int n_chains, std::int64_t n) {
-  chain_plan<T> plans[max_fused_chains];
-  for (int c = 0; c < n_chains; ++c) {
-    const chain_call& cc = calls[c];
-    plans[c].set(cc.dst, cc.args, cc.scalar_mask, cc.codes, cc.links);
-  }
-  std::int64_t i = 0;
-  if constexpr (simd_type<T>) {
-    using B = xsimd::batch<T>;
-    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-    // U batches at once; the switch is per link and per U batches, not per element.
-    auto run = [&]<int U>(std::integral_constant<int, U>, const chain_plan<T>& plan, std::int64_t at) {
-      B acc[U];
-      for (int u = 0; u < U; ++u) acc[u] = plan.first_broadcast ? B(plan.lead) : B::load_unaligned(plan.first + at + u * w);
-      for (int k = plan.start; k < plan.links; ++k) {
-        const unsigned code = plan.code[k];
-        if (code >= first_unary_link) {
-          for (int u = 0; u < U; ++u) acc[u] = chain_unary(acc[u], code);
-          continue;
-        }
-        const T* p = plan.from[k];
-        B b[U];
-        if (plan.broadcast[k])
-          for (int u = 0; u < U; ++u) b[u] = B(p[0]);
-        else
-          for (int u = 0; u < U; ++u) b[u] = B::load_unaligned(p + at + u * w);
-        switch (code) {
-          case link_add: case link_add + link_reversed: for (int u = 0; u < U; ++u) acc[u] = acc[u] + b[u]; break;
-          case link_sub: for (int u = 0; u < U; ++u) acc[u] = acc[u] - b[u]; break;
-          case link_sub + link_reversed: for (int u = 0; u < U; ++u) acc[u] = b[u] - acc[u]; break;
-          case link_mul: case link_mul + link_reversed: for (int u = 0; u < U; ++u) acc[u] = acc[u] * b[u]; break;
-          case link_div: for (int u = 0; u < U; ++u) acc[u] = acc[u] / b[u]; break;
-          default: for (int u = 0; u < U; ++u) acc[u] = b[u] / acc[u]; break;
-        }
-      }
-      for (int u = 0; u < U; ++u) {
-        if constexpr (NT) nt_store(acc[u], plan.dst + at + u * w);
-        else acc[u].store_unaligned(plan.dst + at + u * w);
-      }
-    };
-    // The elements before dst's first cache line as scalars, so that every batch stores a
-    // whole line: when streaming, and for one chain without exp or log (whose scalars give the
-    // batches' bits) whose first array argument sits as far past a line as dst does, over a
-    // span long enough to pay for them. Arrays from one allocator that aligns to less than 64
-    // bytes (xtensor's default gives 16) then all load and store whole lines, where each
-    // access would split two; where only dst is off, aligning it would split the loads instead.
-    const auto line_offset = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64; };
-    const std::uintptr_t dst_offset = line_offset(plans[0].dst);
-    if (NT || (n_chains == 1 && n >= 8 * w && dst_offset != 0 && chain_is_exact(calls[0].codes, calls[0].links) &&
-               (!plans[0].first_array() || line_offset(plans[0].first_array()) == dst_offset)))
-      for (const std::int64_t head = std::min(n, static_cast<std::int64_t>((64 - dst_offset) % 64 / sizeof(T))); i < head;
-           ++i)
-        plans[0].dst[i] = plans[0].scalar(i);
-#if XSYM_THREADED_CHAINS
-    // The main loop as threaded code: each link's body jumps straight to the next one's, and
-    // each chain's store to the next chain's first load. The switch above spends a shift, a
-    // bounds check, a table jump and a branch per link and per four batches, which a short chain
-    // such as (x + y + z) * 2 feels.
-    constexpr int U = 4;
-    static void* const vector_link[13] = {&&add_v, &&sub_v, &&mul_v, &&div_v, &&add_v, &&rsub_v, &&mul_v,
-                                          &&rdiv_v, &&neg_u, &&sqr_u, &&abs_u, &&exp_u, &&log_u};
-    static void* const scalar_link[13] = {&&add_s, &&sub_s, &&mul_s, &&div_s, &&add_s, &&rsub_s, &&mul_s,
-                                          &&rdiv_s, &&neg_u, &&sqr_u, &&abs_u, &&exp_u, &&log_u};
-    // The chains flattened into one sequence of operations k: a later chain's first load, the
-    // links, and each chain's store; from[k] and value[k] are operation k's array or one value.
-    constexpr int max_ops = max_fused_chains * (max_chain_links + 2);
-    void* next[max_ops];
-    const T* from[max_ops];
-    T* to[max_ops];
-    T value[max_ops];
-    int n_ops = 0;
-    for (int c = 0; c < n_chains; ++c) {
-      const chain_plan<T>& plan = plans[c];
-      if (c > 0) {  // chain 0's first load opens the loop body
-        next[n_ops] = plan.first_broadcast ? &&first_s : &&first_v;
-        from[n_ops] = plan.first;
-        value[n_ops++] = plan.lead;
-      }
-      for (int k = plan.start; k < plan.links; ++k) {
-        const unsigned code = plan.code[k];
-        next[n_ops] = plan.broadcast[k] ? scalar_link[code] : vector_link[code];
-        from[n_ops] = plan.from[k];
-        value[n_ops++] = plan.from[k] && plan.broadcast[k] ? plan.from[k][0] : T{};
-      }
-      next[n_ops] = c + 1 < n_chains ? &&store_next : &&store_last;
-      to[n_ops++] = plan.dst;
-    }
-    const T* first = plans[0].first;
-    T* const last_dst = plans[n_chains - 1].dst;  // in a register, as the one chain's dst was
-    const bool first_broadcast = plans[0].first_broadcast;
-    const B lead(plans[0].lead);
-    B acc[U], b[U];
-    int k = 0;
-    for (; i + U * w <= n; i += U * w) {
-      for (int u = 0; u < U; ++u) acc[u] = first_broadcast ? lead : B::load_unaligned(first + i + u * w);
-      k = 0;
-      goto *next[0];
-#define XSYM_CHAIN_VECTOR for (int u = 0; u < U; ++u) b[u] = B::load_unaligned(from[k] + i + u * w);
-#define XSYM_CHAIN_SCALAR for (int u = 0; u < U; ++u) b[u] = B(value[k]);
-#define XSYM_CHAIN_LINK(label, load, expr)        \
-  label:                                          \
-    load for (int u = 0; u < U; ++u) acc[u] = expr; \
-    goto *next[++k];
-      XSYM_CHAIN_LINK(first_v, XSYM_CHAIN_VECTOR, b[u])
-      XSYM_CHAIN_LINK(first_s, XSYM_CHAIN_SCALAR, b[u])
-      XSYM_CHAIN_LINK(add_v, XSYM_CHAIN_VECTOR, acc[u] + b[u])
-      XSYM_CHAIN_LINK(sub_v, XSYM_CHAIN_VECTOR, acc[u] - b[u])
-      XSYM_CHAIN_LINK(rsub_v, XSYM_CHAIN_VECTOR, b[u] - acc[u])
-      XSYM_CHAIN_LINK(mul_v, XSYM_CHAIN_VECTOR, acc[u] * b[u])
-      XSYM_CHAIN_LINK(div_v, XSYM_CHAIN_VECTOR, acc[u] / b[u])
-      XSYM_CHAIN_LINK(rdiv_v, XSYM_CHAIN_VECTOR, b[u] / acc[u])
-      XSYM_CHAIN_LINK(add_s, XSYM_CHAIN_SCALAR, acc[u] + b[u])
-      XSYM_CHAIN_LINK(sub_s, XSYM_CHAIN_SCALAR, acc[u] - b[u])
-      XSYM_CHAIN_LINK(rsub_s, XSYM_CHAIN_SCALAR, b[u] - acc[u])
-      XSYM_CHAIN_LINK(mul_s, XSYM_CHAIN_SCALAR, acc[u] * b[u])
-      XSYM_CHAIN_LINK(div_s, XSYM_CHAIN_SCALAR, acc[u] / b[u])
-      XSYM_CHAIN_LINK(rdiv_s, XSYM_CHAIN_SCALAR, b[u] / acc[u])
-      XSYM_CHAIN_LINK(neg_u, , fn<scalar_op::neg>::apply(acc[u], acc[u]))
-      XSYM_CHAIN_LINK(sqr_u, , fn<scalar_op::sqr>::apply(acc[u], acc[u]))
-      XSYM_CHAIN_LINK(abs_u, , fn<scalar_op::abs>::apply(acc[u], acc[u]))
-      XSYM_CHAIN_LINK(exp_u, , fn<scalar_op::exp>::apply(acc[u], acc[u]))
-    log_u:
-      // Where the table log runs (vlog_common), one test for special lanes in the four batches:
-      // the common path alone schedules them together, faster than testing each batch. If any
-      // has one, each batch takes the kernel's log.
-      if constexpr (requires(const B& a) { vlog_common(a); }) {
-        bool special = false;
-        for (int u = 0; u < U; ++u) special |= vlog_special_lanes(acc[u]);
-        if (!special) {
-          for (int u = 0; u < U; ++u) acc[u] = vlog_common(acc[u]);
-          goto *next[++k];
-        }
-      }
-      for (int u = 0; u < U; ++u) acc[u] = fn<scalar_op::log>::apply(acc[u], acc[u]);
-      goto *next[++k];
-#undef XSYM_CHAIN_LINK
-#undef XSYM_CHAIN_SCALAR
-#undef XSYM_CHAIN_VECTOR
-    store_next:
-      for (int u = 0; u < U; ++u) acc[u].store_unaligned(to[k] + i + u * w);
-      goto *next[++k];
-    store_last:
-      for (int u = 0; u < U; ++u) {
-        if constexpr (NT) nt_store(acc[u], last_dst + i + u * w);
-        else acc[u].store_unaligned(last_dst + i + u * w);
-      }
-    }
-#else
-    for (; i + 4 * w <= n; i += 4 * w)
-      for (int c = 0; c < n_chains; ++c) run(std::integral_constant<int, 4>{}, plans[c], i);
-#endif
-    // The rest chain by chain: batches, then scalars, at the positions a lone chain uses.
-    for (int c = 0; c < n_chains; ++c) {
-      std::int64_t j = i;
-      for (; j + w <= n; j += w) run(std::integral_constant<int, 1>{}, plans[c], j);
-      for (; j < n; ++j) plans[c].dst[j] = plans[c].scalar(j);
-    }
-  } else {
-    for (int c = 0; c < n_chains; ++c)
-      for (std::int64_t j = 0; j < n; ++j) plans[c].dst[j] = plans[c].scalar(j);
-  }
-}
-#if XSYM_THREADED_CHAINS
-#pragma GCC diagnostic pop
-#endif
-
-// A chain over one element: chain_plan's scalar path without its set-up (the seeds'
-// call-overhead function is one chain of three links).
-template <class T>
-void chain_one(void* dst, const void* const* args, std::uint32_t codes, int links) {
-  T acc = *static_cast<const T*>(args[0]);
-  for (int k = 0, j = 1; k < links; ++k) {
-    const unsigned code = chain_link_code(codes, k);
-    acc = code >= first_unary_link ? chain_unary(acc, code) : chain_link(acc, *static_cast<const T*>(args[j++]), code);
-  }
-  *static_cast<T*>(dst) = acc;
-}
-
-template <class T>
-void chain(void* dstv, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links,
-           bool stream) {
-  const chain_call call{dstv, args, mask, codes, links};
-  if constexpr (simd_type<T> && nt_stores)
-    if (stream && reinterpret_cast<std::uintptr_t>(dstv) % (chain_is_exact(codes, links) ? sizeof(T) : 64) == 0)
-      return chain_loop<T, true>(&call, 1, n);
-  chain_loop<T, false>(&call, 1, n);
-}
-
-/// The link code of an instruction that may be a chain's link (float32 and float64 only): add, sub, mul, true_div, and the unary ops in
-/// chain_unary_ops; -1 for any other op or dtype.
-inline int chain_code(const instruction& ins) {
-  if (ins.in_type != ins.out_type || (ins.in_type != dtype::float32 && ins.in_type != dtype::float64)) return -1;
-  switch (ins.op) {
-    case scalar_op::add: return link_add;
-    case scalar_op::sub: return link_sub;
-    case scalar_op::mul: return link_mul;
-    case scalar_op::true_div: return link_div;
-    default: break;
-  }
-  for (unsigned k = 0; k < std::size(chain_unary_ops); ++k)
-    if (ins.op == chain_unary_ops[k]) return static_cast<int>(first_unary_link + k);
-  return -1;
-}
-/// Several chains of one dtype over the same span (see chain_loop).
-using chains_fn = void (*)(const chain_call* calls, int n_chains, std::int64_t n);
-}  // namespace detail
-
-namespace testing {
-/// Test-only: when false, functions built afterwards run their chains step by step even where
-/// they would run them in one pass (detail::chain_loop with several chains), for comparison.
-inline bool& one_pass_chains() {
-  static bool on = true;
-  return on;
-}
-}  // namespace testing
-
-}  // namespace xsym::cpu
-
-#endif
-// ---- end include/xsym/backend/cpu/chain_kernels.hpp ----
-
-namespace xsym::cpu {
-
-namespace detail {
-struct reduce_layout;     // reduce.hpp
-struct one_pass_rows_fn;  // one_pass.hpp
-}
-
-/// @brief Every CPU kernel for one element type T, looked up by dtype when a function is built
-/// (and by the products and reductions per call).
-///
-/// A program holds the tables of the element types its expressions have: var<T, N> registers
-/// T's (and bool's) when it is made, see register_kernels.hpp. So a float32 program compiles no
-/// int32, int64 or float64 kernel, a fifth of the time it takes to compile. A null entry is an
-/// op T has no kernel for (arithmetic on bool, exp on an integer type, products of bools).
-struct typed_kernels {
-  dtype type = dtype::float64;
-  kernel_fn (*elementwise[2])(scalar_op) = {nullptr, nullptr};  // [0]: reference loops, [1]: vectorized
-  kernel_fn select = nullptr;                                   // switch, its values of type T
-  kernel_fn convert_to[5] = {};                                 // cast from T, by the target dtype
-  // float32 and float64 only:
-  detail::chain_fn chain = nullptr;
-  detail::chains_fn chains = nullptr;
-  void (*chain_one)(void* dst, const void* const* args, std::uint32_t codes, int links) = nullptr;
-  kernel_fn (*shared_exp)(detail::shared_exp_kernel) = nullptr;
-  // Not bool: y = beta y0 + alpha op(A) x with A's strides (rs, cs) already resolved (blas.hpp).
-  void (*gemv)(const ndarray& a, std::int64_t rs, std::int64_t cs, const ndarray& x, ndarray& y, std::int64_t m,
-               std::int64_t k, double alpha, bool accumulate, const ndarray* y0, double beta,
-               const parallelism& par) = nullptr;
-  void (*dot)(const ndarray& a, const ndarray& b, ndarray& out) = nullptr;
-  void (*dot22)(const ndarray& a, const ndarray& b, ndarray& c, double alpha, bool accumulate) = nullptr;
-  // float32 and float64: y = beta y0 + alpha Aᵀ g in one pass over A's rows (one_pass.hpp).
-  void (*one_pass)(const ndarray& a, const ndarray& x, const detail::one_pass_rows_fn& rows, const ndarray& g,
-                   double alpha, const ndarray* y0, double beta, ndarray& y, int threads) = nullptr;
-  // Reductions of an input of type T (any dtype), into an output of any dtype.
-  void (*reduce)(const op& o, const detail::reduce_layout& l, const ndarray& in, ndarray& out) = nullptr;
-};
-
-namespace detail {
-inline std::atomic<const typed_kernels*>& kernel_slot(dtype d) {
-  static std::atomic<const typed_kernels*> slots[5] = {};  // constant-initialized: no guard per call
-  return slots[static_cast<int>(d)];
-}
-
-XSYM_COLD_BEGIN  // the error path
-[[noreturn]] inline void throw_no_kernels(dtype d) {
-  throw std::logic_error("xsym: this program has no CPU kernels for " + std::string(dtype_name(d)) +
-                         ": no xsym expression of that element type was made in it, yet a graph node has it "
-                         "(an xsym bug: please report the expression)");
-}
-XSYM_COLD_END
-}  // namespace detail
-
-/// @brief The kernels for element type d; throws when the program registered none for it.
-inline const typed_kernels& kernels_of(dtype d) {
-  const typed_kernels* k = detail::kernel_slot(d).load(std::memory_order_acquire);
-  if (!k) [[unlikely]] detail::throw_no_kernels(d);
-  return *k;
-}
-
-/// @brief Whether the program has the kernels of element type d.
-inline bool has_kernels(dtype d) { return detail::kernel_slot(d).load(std::memory_order_acquire) != nullptr; }
-
-XSYM_COLD_BEGIN  // kernels are looked up when a function is built
-/// @brief The kernel for one instruction; Simd=false gives the reference (plain scalar) loops.
-template <bool Simd>
-kernel_fn kernel_for(const instruction& ins) {
-  kernel_fn k = nullptr;
-  switch (ins.op) {
-    case scalar_op::switch_: k = kernels_of(ins.out_type).select; break;
-    case scalar_op::cast:
-    case scalar_op::identity: k = kernels_of(ins.in_type).convert_to[static_cast<int>(ins.out_type)]; break;
-    default: k = kernels_of(ins.in_type).elementwise[Simd ? 1 : 0](ins.op); break;
-  }
-  if (!k)
-    throw std::logic_error("xsym: no CPU kernel for " + std::string(info(ins.op).name) + " on " +
-                           std::string(dtype_name(ins.in_type)));
-  return k;
-}
-XSYM_COLD_END
-
-}  // namespace xsym::cpu
-
-#endif
-// ---- end include/xsym/backend/cpu/kernel_table.hpp ----
 
 namespace xsym::cpu {
 
@@ -8627,744 +9827,6 @@ void dot22_typed(const ndarray& a_in, const ndarray& b_in, ndarray& c, double al
 #include <immintrin.h>
 #endif
 
-// ---- begin include/xsym/backend/cpu/fault.hpp ----
-#ifndef XSYM_BACKEND_CPU_FAULT_HPP
-#define XSYM_BACKEND_CPU_FAULT_HPP
-
-// Test-only faults: one scalar op, product, reduction or executor path computes slightly wrong
-// values, so that a test suite can show that it notices (tests/oracle/mutation.sh). Nothing
-// here runs on a call unless a fault is set: kernels are wrapped when a function is built, and
-// the product and reduction entries of the kernel tables are swapped for wrappers.
-
-#include <array>
-#include <cstdint>
-#include <cstdlib>
-#include <mutex>
-#include <optional>
-#include <stdexcept>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-
-namespace xsym::cpu {
-
-namespace testing {
-/// Test-only: the vectorized kernel of this op is deliberately wrong (its first element is
-/// off by 1e-3), to prove that DebugMode catches a broken op. Read when a function is built.
-inline std::optional<scalar_op>& broken_simd_kernel() {
-  static std::optional<scalar_op> op;
-  return op;
-}
-
-/// What a fault breaks: one scalar op (its steps never join a chain, so its kernel runs
-/// wherever the op is computed), in both kernel sets or, with ":ref" or ":simd" after its name,
-/// in the reference or the vectorized one only; a product or reduction entry; the chains run by
-/// the block executor (chain), by the one-element path (chain_one) or in one pass
-/// (chains_pass); or the kernels that share exp(-|u|) among sigmoids and softpluses.
-enum class fault_kind : std::uint8_t { none, scalar, product, reduction, chain, chain_one, chains_pass, shared_exp };
-
-struct fault {
-  fault_kind kind = fault_kind::none;
-  scalar_op scalar = scalar_op::identity;
-  op_kind product = op_kind::dot;
-  reduce_op reduction = reduce_op::sum;
-  int kernel_set = -1;  // scalar: -1 both, 0 the reference kernels, 1 the vectorized ones
-  std::string name;
-};
-}  // namespace testing
-
-namespace detail {
-XSYM_COLD_BEGIN  // names and parsing: when a fault is set
-// "abs_" -> "abs", "scalar_sigmoid" -> "sigmoid": the op's name without Theano's decorations.
-inline std::string fault_name(scalar_op op) {
-  std::string_view n = info(op).name;
-  if (n.substr(0, 7) == "scalar_") n.remove_prefix(7);
-  if (!n.empty() && n.back() == '_') n.remove_suffix(1);
-  return std::string(n);
-}
-
-inline std::vector<std::pair<std::string, testing::fault>> fault_table() {
-  using testing::fault;
-  using testing::fault_kind;
-  std::vector<std::pair<std::string, fault>> t;
-  for (int k = 0; k <= static_cast<int>(scalar_op::identity); ++k) {
-    fault f;
-    f.kind = fault_kind::scalar;
-    f.scalar = static_cast<scalar_op>(k);
-    t.push_back({fault_name(f.scalar), f});
-    for (int set : {0, 1}) {
-      f.kernel_set = set;
-      t.push_back({fault_name(f.scalar) + (set ? ":simd" : ":ref"), f});
-    }
-  }
-  for (auto [name, kind] : {std::pair{"dot", op_kind::dot}, {"gemv", op_kind::gemv}, {"dot22", op_kind::dot22}}) {
-    fault f;
-    f.kind = fault_kind::product;
-    f.product = kind;
-    t.push_back({name, f});
-  }
-  for (int r = 0; r <= static_cast<int>(reduce_op::mean); ++r) {
-    fault f;
-    f.kind = fault_kind::reduction;
-    f.reduction = static_cast<reduce_op>(r);
-    std::string name(reduce_name(f.reduction));
-    for (auto& c : name) c = static_cast<char>(c | 0x20);  // "Sum" -> "sum"
-    t.push_back({"reduce_" + name, f});
-  }
-  for (auto [name, kind] : {std::pair{"chain", fault_kind::chain}, {"chain_one", fault_kind::chain_one},
-                            {"chains_pass", fault_kind::chains_pass}, {"shared_exp", fault_kind::shared_exp}}) {
-    fault f;
-    f.kind = kind;
-    t.push_back({name, f});
-  }
-  for (auto& [name, f] : t) f.name = name;
-  return t;
-}
-
-inline testing::fault parse_fault(std::string_view name) {
-  if (name.empty() || name == "none") return {};
-  std::string known;
-  for (const auto& [n, f] : fault_table()) {
-    if (n == name) return f;
-    known += (known.empty() ? "" : ", ") + n;
-  }
-  throw std::invalid_argument("xsym: unknown fault '" + std::string(name) + "' (known: " + known + ")");
-}
-XSYM_COLD_END
-
-// The fault in force, first from the environment variable XSYM_TEST_FAULT.
-inline testing::fault& fault_state() {
-  static testing::fault f = [] {
-    const char* env = std::getenv("XSYM_TEST_FAULT");
-    return parse_fault(env ? env : "");
-  }();
-  return f;
-}
-
-// How a wrapped kernel spoils its result: the fault hook changes the middle element of each
-// call (in the SIMD body or the scalar tail, by the call's length) by a relative 2^-14 in
-// float32 and 2^-42 in float64 (512 ulps or more: within no honest tolerance of one op, yet
-// far below what a loose one lets through), adds 1 to an integer and negates a bool;
-// broken_simd_kernel adds 1e-3 to the first float element.
-enum class perturb_how : std::uint8_t { middle, first_plus };
-
-inline void perturb(void* base, dtype t, std::int64_t n, perturb_how how) {
-  if (n <= 0) return;
-  const std::int64_t i = how == perturb_how::middle ? n / 2 : 0;
-  const bool first = how == perturb_how::first_plus;
-  switch (t) {
-    case dtype::bool_:
-      if (!first) static_cast<bool*>(base)[i] = !static_cast<bool*>(base)[i];
-      break;
-    case dtype::int32:
-      if (!first) {
-        auto& v = static_cast<std::int32_t*>(base)[i];
-        v = static_cast<std::int32_t>(static_cast<std::uint32_t>(v) + 1u);
-      }
-      break;
-    case dtype::int64:
-      if (!first) {
-        auto& v = static_cast<std::int64_t*>(base)[i];
-        v = static_cast<std::int64_t>(static_cast<std::uint64_t>(v) + 1u);
-      }
-      break;
-    case dtype::float32: {
-      float& v = static_cast<float*>(base)[i];
-      v = first ? v + 1e-3f : v == 0 ? 0x1p-14f : v + v * 0x1p-14f;
-      break;
-    }
-    case dtype::float64: {
-      double& v = static_cast<double*>(base)[i];
-      v = first ? v + 1e-3 : v == 0 ? 0x1p-42 : v + v * 0x1p-42;
-      break;
-    }
-  }
-}
-
-// A wrapped kernel finds the kernel it wraps in its slot: kernel_fn carries no data of its own.
-struct fault_slot {
-  kernel_fn inner = nullptr;
-  dtype out = dtype::float64;
-  perturb_how how = perturb_how::middle;
-};
-inline constexpr int fault_slot_count = 32;
-inline std::array<fault_slot, fault_slot_count>& fault_slots() {
-  static std::array<fault_slot, fault_slot_count> s;
-  return s;
-}
-template <int K>
-void faulty_kernel(void* dst, const void* const* args, unsigned mask, std::int64_t n) {
-  const fault_slot& s = fault_slots()[K];
-  s.inner(dst, args, mask, n);
-  perturb(dst, s.out, n, s.how);
-}
-template <dtype D>
-void faulty_chain(void* dst, const void* const* args, unsigned mask, std::int64_t n, std::uint32_t codes, int links,
-                  bool stream) {
-  kernels_of(D).chain(dst, args, mask, n, codes, links, stream);
-  perturb(dst, D, n, perturb_how::middle);
-}
-template <dtype D>
-void faulty_chain_one(void* dst, const void* const* args, std::uint32_t codes, int links) {
-  kernels_of(D).chain_one(dst, args, codes, links);
-  perturb(dst, D, 1, perturb_how::middle);
-}
-template <dtype D>
-void faulty_chains(const chain_call* calls, int n_chains, std::int64_t n) {
-  kernels_of(D).chains(calls, n_chains, n);
-  for (int c = 0; c < n_chains; ++c) perturb(calls[c].dst, D, n, perturb_how::middle);
-}
-
-XSYM_COLD_BEGIN  // when a function is built with a fault set
-template <int... K>
-kernel_fn faulty_kernel_at(int k, std::integer_sequence<int, K...>) {
-  static constexpr kernel_fn table[] = {&faulty_kernel<K>...};
-  return table[k];
-}
-
-// inner, spoiled as `how` says, through a slot (the same slot for the same kernel).
-inline kernel_fn wrap_kernel(kernel_fn inner, dtype out, perturb_how how) {
-  static std::mutex m;
-  std::lock_guard lock(m);
-  auto& slots = fault_slots();
-  int k = 0;
-  for (; k < fault_slot_count && slots[static_cast<std::size_t>(k)].inner; ++k) {
-    const fault_slot& s = slots[static_cast<std::size_t>(k)];
-    if (s.inner == inner && s.out == out && s.how == how) break;
-  }
-  if (k == fault_slot_count) throw std::logic_error("xsym: more kernels to break than fault slots");
-  slots[static_cast<std::size_t>(k)] = {inner, out, how};
-  return faulty_kernel_at(k, std::make_integer_sequence<int, fault_slot_count>{});
-}
-
-// Whether steps of op are wrapped in this kernel set (simd: the vectorized one). Such a step
-// never joins a chain, so the wrapped kernel is what computes the op.
-inline bool fault_in_set(const testing::fault& f, bool simd) {
-  return f.kernel_set < 0 || f.kernel_set == static_cast<int>(simd);
-}
-inline bool fault_on_op(scalar_op op, bool simd) {
-  const testing::fault& f = fault_state();
-  return (f.kind == testing::fault_kind::scalar && f.scalar == op && fault_in_set(f, simd)) ||
-         (simd && testing::broken_simd_kernel() == op);
-}
-
-// Wraps the steps of a compiled program that the fault in force breaks (Program:
-// compiled_program, whose steps' chains are built already).
-template <class Program>
-void apply_fault(Program& cp, bool simd) {
-  using testing::fault_kind;
-  const testing::fault& f = fault_state();
-  if (f.kind == fault_kind::none && !(simd && testing::broken_simd_kernel())) return;
-  auto dtype_of_reg = [&](int r) { return cp.reg_types[static_cast<std::size_t>(r)]; };
-  auto is_float32 = [](dtype t) { return t == dtype::float32; };
-  for (auto& st : cp.steps) {
-    const dtype out = dtype_of_reg(st.dst);
-    if (st.chain) {
-      if (f.kind == fault_kind::chain)
-        st.chain = is_float32(out) ? &faulty_chain<dtype::float32> : &faulty_chain<dtype::float64>;
-      if (f.kind == fault_kind::chain_one)
-        st.chain_one = is_float32(out) ? &faulty_chain_one<dtype::float32> : &faulty_chain_one<dtype::float64>;
-      continue;
-    }
-    if (simd && testing::broken_simd_kernel() == st.op && st.shared < 0 &&
-        (out == dtype::float32 || out == dtype::float64))
-      st.kernel = wrap_kernel(st.kernel, out, perturb_how::first_plus);
-    if ((f.kind == fault_kind::scalar && f.scalar == st.op && fault_in_set(f, simd)) ||
-        (f.kind == fault_kind::shared_exp && st.shared >= 0))
-      st.kernel = wrap_kernel(st.kernel, out, perturb_how::middle);
-  }
-  if (cp.chains && f.kind == fault_kind::chains_pass)
-    cp.chains =
-        is_float32(dtype_of_reg(cp.steps[0].dst)) ? &faulty_chains<dtype::float32> : &faulty_chains<dtype::float64>;
-}
-XSYM_COLD_END
-
-// Products and reductions are looked up per call: a fault on one is a copy of the kernel table
-// with that entry swapped for a wrapper, installed while the fault is set.
-inline const typed_kernels*& original_kernels(dtype d) {
-  static const typed_kernels* tables[5] = {};
-  return tables[static_cast<int>(d)];
-}
-
-inline void faulty_gemv(const ndarray& a, std::int64_t rs, std::int64_t cs, const ndarray& x, ndarray& y,
-                        std::int64_t m, std::int64_t k, double alpha, bool accumulate, const ndarray* y0, double beta,
-                        const parallelism& par) {
-  original_kernels(a.type())->gemv(a, rs, cs, x, y, m, k, alpha, accumulate, y0, beta, par);
-  perturb(y.data(), y.type(), m, perturb_how::middle);
-}
-inline void faulty_dot(const ndarray& a, const ndarray& b, ndarray& out) {
-  original_kernels(a.type())->dot(a, b, out);
-  perturb(out.data(), out.type(), 1, perturb_how::middle);
-}
-inline void faulty_dot22(const ndarray& a, const ndarray& b, ndarray& c, double alpha, bool accumulate) {
-  original_kernels(c.type())->dot22(a, b, c, alpha, accumulate);
-  perturb(c.data(), c.type(), c.size(), perturb_how::middle);
-}
-inline void faulty_reduce(const op& o, const reduce_layout& l, const ndarray& in, ndarray& out) {
-  original_kernels(in.type())->reduce(o, l, in, out);
-  if (o.reduction == fault_state().reduction) perturb(out.data(), out.type(), out.size(), perturb_how::middle);
-}
-
-XSYM_COLD_BEGIN  // registering kernels and setting faults
-// The table to look element type d up in: its own, or a copy with the faulty entry.
-inline const typed_kernels* kernels_with_fault(dtype d) {
-  static typed_kernels copies[5];
-  const typed_kernels* table = original_kernels(d);
-  const testing::fault& f = fault_state();
-  if (!table || (f.kind != testing::fault_kind::product && f.kind != testing::fault_kind::reduction)) return table;
-  typed_kernels& c = copies[static_cast<int>(d)];
-  c = *table;
-  if (f.kind == testing::fault_kind::reduction) c.reduce = &faulty_reduce;
-  else if (f.product == op_kind::gemv && c.gemv) c.gemv = &faulty_gemv;
-  else if (f.product == op_kind::dot && c.dot) c.dot = &faulty_dot;
-  else if (f.product == op_kind::dot22 && c.dot22) c.dot22 = &faulty_dot22;
-  return &c;
-}
-
-inline void install_kernels(dtype d, const typed_kernels* table) {
-  original_kernels(d) = table;
-  kernel_slot(d).store(kernels_with_fault(d), std::memory_order_release);
-}
-XSYM_COLD_END
-}  // namespace detail
-
-namespace testing {
-XSYM_COLD_BEGIN
-/// @brief Every fault a test can set: each scalar op by name ("exp", "abs", "switch", ...),
-/// also as "exp:ref" and "exp:simd", the products "dot", "gemv" and "dot22", the reductions
-/// "reduce_sum" ... "reduce_mean", and the executor paths "chain", "chain_one", "chains_pass"
-/// and "shared_exp".
-inline std::vector<std::string> fault_targets() {
-  std::vector<std::string> names;
-  for (const auto& [n, f] : detail::fault_table()) names.push_back(n);
-  return names;
-}
-
-/// @brief Test-only: sets the fault in force ("" or "none" clears it; an unknown name throws).
-/// Elementwise faults reach functions built afterwards, product and reduction faults every
-/// call from now on. Set it while no function runs. The environment variable XSYM_TEST_FAULT
-/// sets the first one.
-inline void set_fault(std::string_view name) {
-  detail::fault_state() = detail::parse_fault(name);
-  for (int d = 0; d < 5; ++d)
-    if (detail::original_kernels(static_cast<dtype>(d)))
-      detail::kernel_slot(static_cast<dtype>(d)).store(detail::kernels_with_fault(static_cast<dtype>(d)),
-                                                       std::memory_order_release);
-}
-
-/// @brief The fault in force.
-inline const fault& current_fault() { return detail::fault_state(); }
-XSYM_COLD_END
-}  // namespace testing
-
-}  // namespace xsym::cpu
-
-#endif
-// ---- end include/xsym/backend/cpu/fault.hpp ----
-// ---- begin include/xsym/backend/cpu/program.hpp ----
-#ifndef XSYM_BACKEND_CPU_PROGRAM_HPP
-#define XSYM_BACKEND_CPU_PROGRAM_HPP
-
-// A fused elementwise program made ready to run, once per function: each step's kernel looked
-// up, work shared between steps, runs of steps joined into chains.
-#include <memory>
-#include <string>
-#include <vector>
-
-
-namespace xsym::cpu {
-
-/// @brief One instruction, or a chain of them (detail::fuse_chains), with everything the
-/// executor needs, looked up once.
-struct compiled_step {
-  kernel_fn kernel = nullptr;
-  detail::chain_fn chain = nullptr;  // set instead of kernel for a chain
-  void (*chain_one)(void* dst, const void* const* args, std::uint32_t codes, int links) = nullptr;  // its one-element form
-  std::uint32_t chain_codes = 0;     // 4 bits per link (see detail::chain)
-  int links = 0;                     // a chain's links (unary ones take no argument)
-  int arity = 0;
-  int args[detail::max_chain_links + 1] = {};
-  int dst = 0;
-  int link_code = -1;  // detail::chain_code of the instruction: it may join a chain
-  // What the step computes, for the code generator (backend/cpu/jit.hpp): the op, or one of
-  // the shared sigmoid/softplus kernels (shared >= 0, a shared_exp_kernel), or a chain.
-  scalar_op op = scalar_op::identity;
-  int shared = -1;
-
-  // `stream`: a chain stores its results with non-temporal stores (see detail::chain).
-  void run(void* dst_data, const void* const* arg_data, unsigned scalar_mask, std::int64_t n,
-           bool stream = false) const {
-    if (chain) chain(dst_data, arg_data, scalar_mask, n, chain_codes, links, stream);
-    else kernel(dst_data, arg_data, scalar_mask, n);
-  }
-};
-
-/// @brief A program compiled to machine code by cxx (backend/cpu/jit.hpp): the same
-/// arguments as detail::run_span, every element computed in one pass.
-using jit_fn = void (*)(const std::byte* const* in, std::byte* const* out, std::int64_t n, bool stream);
-
-/// @brief A program with its kernels looked up once, when the function is built.
-struct compiled_program {
-  std::shared_ptr<const program> prog;
-  // What runs: the program's instructions, or for the vectorized set an equivalent sequence
-  // with repeated subexpressions computed once (see detail::share_work).
-  std::vector<compiled_step> steps;
-  std::vector<dtype> reg_types;         // the program's registers, then any the steps added
-  std::vector<std::int64_t> out_bytes;  // element size of each output
-  std::vector<std::int64_t> in_bytes;   // element size of each input
-  std::int64_t all_bytes = 0;           // bytes per element of every input and output
-  bool direct = false;     // one instruction writing the only output: no scratch needed
-  // Set where every step is a chain or could be one (a lone add, sub, mul, true_div or
-  // chain_unary_ops op), all of one dtype, and some step takes an exp or a log: a block runs
-  // them in one pass (detail::chain_loop), and the program does not stream.
-  detail::chains_fn chains = nullptr;
-  // The output that only the last instruction writes, or -1: that instruction writes it in
-  // place (nothing reads it after, so an output sharing an input's buffer is still safe).
-  int last_out = -1;
-  // Elements per block of a span: the scratch registers of one block stay in L1, and a block
-  // is long enough that a kernel call's fixed cost is small next to its loop; a streaming span
-  // takes smaller ones (see block_budget). Always a multiple of 64, hence of every SIMD width:
-  // only a span's last n % width elements take the scalar tail, whatever the block, so the
-  // block size does not change any result.
-  std::int64_t block = 256, stream_block = 256;
-  // Byte offset of each scratch register in the per-thread scratch area (inputs: unused), and
-  // the area's size. Registers are packed by their dtype's size, each on its own cache lines,
-  // staggered by one line so that no two sit 4 KiB apart (store-to-load aliasing).
-  std::vector<std::size_t> reg_offset;
-  std::size_t scratch_bytes = 0;
-  // With cxx set, the program compiled to loops: jit[k] takes the inputs in jit_scalar_bits[k]
-  // (bit r: input r) as one value each and all others as arrays. A span whose inputs are one
-  // value in another combination runs the steps above.
-  jit_fn jit[2] = {nullptr, nullptr};
-  std::uint64_t jit_scalar_bits[2] = {0, 0};
-};
-
-namespace detail {
-inline constexpr std::int64_t min_block = 256, max_block = 4096;
-// Bytes per block of the scratch registers and of the inputs twice over: a 32 KiB L1, or half
-// of it when streaming, where the next block's inputs arrive while this one computes (larger
-// blocks spill out of L1, smaller ones pay the per-block cost more often).
-inline constexpr std::int64_t block_budget = 32 * 1024, stream_block_budget = 16 * 1024;  // bytes of scratch registers per block
-inline constexpr std::size_t max_registers = limits::max_registers;
-
-XSYM_COLD_BEGIN  // compiling a program: once per function
-// Fusion emits a Composite's graph as a tree, so a subexpression used twice is computed twice
-// (the logistic regression's gradient Composite computes dot + b five times). For the
-// vectorized set this computes each distinct step once, and lets sigmoid and softplus of u
-// and -u share one exp(-|u|) (four exps and two log1ps become one of each). The reference set
-// runs the program as written, which is what DebugMode compares against.
-inline void share_work(const program& p, std::vector<compiled_step>& steps, std::vector<dtype>& reg_types) {
-  const std::size_t n_regs = reg_types.size();
-  std::vector<char> written(n_regs, 0), is_output(n_regs, 0);
-  for (const auto& ins : p.code) {
-    if (ins.dst < p.n_inputs || written[static_cast<std::size_t>(ins.dst)]) return;  // not single-assignment
-    written[static_cast<std::size_t>(ins.dst)] = 1;
-  }
-  for (int r : p.outputs) is_output[static_cast<std::size_t>(r)] = 1;
-
-  // 1. Each distinct (kernel, arguments) once; commutative arguments in a fixed order.
-  std::vector<int> alias(n_regs);
-  for (std::size_t r = 0; r < n_regs; ++r) alias[r] = static_cast<int>(r);
-  std::vector<compiled_step> kept;
-  std::vector<scalar_op> kept_op;
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    compiled_step st = steps[i];
-    const scalar_op op = p.code[i].op;
-    for (int j = 0; j < st.arity; ++j) st.args[j] = alias[static_cast<std::size_t>(st.args[j])];
-    const bool commutative = op == scalar_op::add || op == scalar_op::mul || op == scalar_op::eq || op == scalar_op::neq;
-    if (commutative && st.args[1] < st.args[0]) std::swap(st.args[0], st.args[1]);
-    int same = -1;
-    for (std::size_t k = 0; k < kept.size() && same < 0; ++k)
-      if (kept[k].kernel == st.kernel && kept[k].arity == st.arity && kept[k].args[0] == st.args[0] &&
-          kept[k].args[1] == st.args[1] && kept[k].args[2] == st.args[2])
-        same = kept[k].dst;
-    if (same >= 0 && !is_output[static_cast<std::size_t>(st.dst)]) {
-      alias[static_cast<std::size_t>(st.dst)] = same;
-      continue;
-    }
-    kept.push_back(st);
-    kept_op.push_back(op);
-  }
-
-  // 2. sigmoid/softplus of u or -u, grouped by u: with two or more, share e = exp(-|u|).
-  std::vector<int> neg_of(n_regs, -1);  // register r = -neg_of[r]
-  for (std::size_t k = 0; k < kept.size(); ++k)
-    if (kept_op[k] == scalar_op::neg) neg_of[static_cast<std::size_t>(kept[k].dst)] = kept[k].args[0];
-  auto base_of = [&](int r) { return neg_of[static_cast<std::size_t>(r)] >= 0 ? neg_of[static_cast<std::size_t>(r)] : r; };
-  std::vector<compiled_step> out;
-  std::vector<char> rewritten(kept.size(), 0);
-  auto shareable = [&](std::size_t k) {
-    const dtype t = reg_types[static_cast<std::size_t>(kept[k].dst)];
-    return !rewritten[k] && (kept_op[k] == scalar_op::sigmoid || kept_op[k] == scalar_op::softplus) &&
-           (t == dtype::float32 || t == dtype::float64);
-  };
-  for (std::size_t k = 0; k < kept.size(); ++k) {
-    if (!shareable(k)) {
-      out.push_back(kept[k]);
-      continue;
-    }
-    const dtype t = reg_types[static_cast<std::size_t>(kept[k].dst)];
-    const int u = base_of(kept[k].args[0]);
-    std::vector<std::size_t> group;
-    bool any_softplus = false;
-    int sigmoids = 0;
-    for (std::size_t m = k; m < kept.size(); ++m)
-      if (shareable(m) && reg_types[static_cast<std::size_t>(kept[m].dst)] == t && base_of(kept[m].args[0]) == u) {
-        group.push_back(m);
-        any_softplus |= kept_op[m] == scalar_op::softplus;
-        sigmoids += kept_op[m] == scalar_op::sigmoid;
-      }
-    // Two or more sigmoids share r = 1/(1 + e) too: a division is the costliest step left.
-    const bool share_recip = sigmoids >= 2;
-    if (group.size() < 2 || reg_types.size() + (any_softplus ? 2 : 1) + (share_recip ? 1 : 0) > max_registers) {
-      out.push_back(kept[k]);
-      continue;
-    }
-    auto kernel = [&](shared_exp_kernel which) { return kernels_of(t).shared_exp(which); };
-    auto unary_step = [&](kernel_fn f, int arg, scalar_op op, int shared) {
-      compiled_step st;
-      st.kernel = f;
-      st.op = op;
-      st.shared = shared;
-      st.arity = 1;
-      st.args[0] = arg;
-      reg_types.push_back(t);
-      st.dst = static_cast<int>(reg_types.size() - 1);
-      out.push_back(st);
-      return st.dst;
-    };
-    // e and log1p(e) go just before the first member; u is computed before it.
-    const int e_reg = unary_step(kernel(shared_exp_kernel::exp_neg_abs), u, scalar_op::exp,
-                                 static_cast<int>(shared_exp_kernel::exp_neg_abs));
-    int l_reg = -1;
-    if (any_softplus) {
-      instruction log1p{};
-      log1p.op = scalar_op::log1p;
-      log1p.in_type = log1p.out_type = t;
-      l_reg = unary_step(kernel_for<true>(log1p), e_reg, scalar_op::log1p, -1);
-    }
-    const int r_reg = share_recip ? unary_step(kernel(shared_exp_kernel::recip_1p), e_reg, scalar_op::true_div,
-                                               static_cast<int>(shared_exp_kernel::recip_1p))
-                                  : -1;
-    for (std::size_t m : group) {
-      const bool sig = kept_op[m] == scalar_op::sigmoid;
-      const auto which = !sig ? shared_exp_kernel::softplus_from_log1p
-                         : share_recip ? shared_exp_kernel::sigmoid_from_recip
-                                       : shared_exp_kernel::sigmoid_from_exp;
-      kept[m].kernel = kernel(which);
-      kept[m].shared = static_cast<int>(which);
-      kept[m].arity = which == shared_exp_kernel::sigmoid_from_recip ? 3 : 2;
-      kept[m].args[1] = sig ? e_reg : l_reg;
-      if (kept[m].arity == 3) kept[m].args[2] = r_reg;
-      rewritten[m] = 1;  // the others stay where they are: their arguments may come later
-    }
-    out.push_back(kept[k]);
-  }
-  steps = std::move(out);
-}
-
-// -a * b and b / -a are -(a * b) and -(b / a), bitwise but for a NaN's sign: a negation whose
-// only reader is a product or a quotient moves after it, so that a chain can go on through
-// both (xent's -y * log(x): log, * y, neg in one pass instead of a pass for -y).
-inline void sink_negations(const program& p, std::vector<compiled_step>& steps, const std::vector<dtype>& reg_types) {
-  std::vector<int> reads(reg_types.size(), 0), writes(reg_types.size(), 0);
-  for (const auto& st : steps) {
-    for (int j = 0; j < st.arity; ++j) ++reads[static_cast<std::size_t>(st.args[j])];
-    ++writes[static_cast<std::size_t>(st.dst)];
-  }
-  for (int r : p.outputs) reads[static_cast<std::size_t>(r)] += 2;
-  auto once = [&](int r) { return reads[static_cast<std::size_t>(r)] == 1 && writes[static_cast<std::size_t>(r)] == 1; };
-  // The step after i that is a product or quotient of step i's negation, its only reader; 0 if none.
-  auto product_of_negation = [&](std::size_t i) -> std::size_t {
-    const compiled_step& neg = steps[i];
-    if (neg.op != scalar_op::neg || neg.link_code < 0 || !once(neg.dst)) return 0;
-    for (std::size_t m = i + 1; m < steps.size(); ++m) {
-      const compiled_step& st = steps[m];
-      if (st.arity < 1 || (st.args[0] != neg.dst && (st.arity < 2 || st.args[1] != neg.dst) &&
-                           (st.arity < 3 || st.args[2] != neg.dst)))
-        continue;
-      const bool product = st.op == scalar_op::mul || st.op == scalar_op::true_div;
-      const bool same_type = reg_types[static_cast<std::size_t>(st.dst)] == reg_types[static_cast<std::size_t>(neg.dst)];
-      return product && st.link_code >= 0 && st.arity == 2 && same_type && writes[static_cast<std::size_t>(st.dst)] == 1 ? m : 0;
-    }
-    return 0;
-  };
-  for (std::size_t i = 0; i < steps.size();) {
-    const std::size_t m = product_of_negation(i);
-    if (m == 0) {
-      ++i;
-      continue;
-    }
-    // The reader takes a and writes the negation's register; the negation, moved after it,
-    // writes the reader's. The step now at i is the one after the negation: look at it next.
-    const compiled_step neg = steps[i];
-    compiled_step& reader = steps[m];
-    const int result = reader.dst;
-    for (int j = 0; j < 2; ++j)
-      if (reader.args[j] == neg.dst) reader.args[j] = neg.args[0];
-    reader.dst = neg.dst;
-    compiled_step moved = neg;
-    moved.args[0] = neg.dst;
-    moved.dst = result;
-    steps.insert(steps.begin() + static_cast<std::ptrdiff_t>(m) + 1, moved);
-    steps.erase(steps.begin() + static_cast<std::ptrdiff_t>(i));
-  }
-}
-
-// Runs of steps where each takes the one before's result (read nowhere else, not an output)
-// become one chain step: (x + y + z) * 2 is one pass instead of three, each of which stored its
-// block and the next loaded it back, and -y * log(x) is one instead of three. Steps stay in
-// order, so every argument is computed before the chain runs.
-inline void fuse_chains(const program& p, std::vector<compiled_step>& steps, const std::vector<dtype>& reg_types) {
-  std::vector<int> reads(reg_types.size(), 0), writes(reg_types.size(), 0);
-  for (const auto& st : steps) {
-    for (int j = 0; j < st.arity; ++j) ++reads[static_cast<std::size_t>(st.args[j])];
-    ++writes[static_cast<std::size_t>(st.dst)];
-  }
-  for (int r : p.outputs) reads[static_cast<std::size_t>(r)] += 2;  // an output is never folded away
-  auto is_link = [](const compiled_step& st) {
-    return st.link_code >= 0 && st.arity == (st.link_code >= static_cast<int>(first_unary_link) ? 1 : 2);
-  };
-  std::vector<compiled_step> out;
-  for (std::size_t i = 0; i < steps.size();) {
-    compiled_step fused = steps[i];
-    std::uint32_t codes = 0;
-    int links = 0, n_args = fused.arity;
-    if (is_link(fused)) {
-      codes = static_cast<std::uint32_t>(fused.link_code);
-      links = 1;
-    }
-    std::size_t j = i + 1;
-    for (; links > 0 && links < max_chain_links && j < steps.size(); ++j) {
-      const compiled_step& next = steps[j];
-      const auto acc = static_cast<std::size_t>(fused.dst);
-      if (!is_link(next) || reg_types[static_cast<std::size_t>(next.dst)] != reg_types[acc] || reads[acc] != 1 ||
-          writes[acc] != 1)
-        break;
-      int code = next.link_code;
-      if (next.arity == 1) {
-        if (next.args[0] != fused.dst) break;
-      } else {
-        const bool left = next.args[0] == fused.dst, right = next.args[1] == fused.dst;
-        if (left == right) break;  // not read, or read twice (acc * acc)
-        if (right) code += link_reversed;  // b OP acc; for + and * the same as acc OP b, bitwise
-        fused.args[n_args++] = right ? next.args[0] : next.args[1];
-      }
-      codes |= static_cast<std::uint32_t>(code) << (4 * links);
-      ++links;
-      fused.dst = next.dst;
-    }
-    if (links < 2) {
-      out.push_back(steps[i++]);
-      continue;
-    }
-    const typed_kernels& typed = kernels_of(reg_types[static_cast<std::size_t>(fused.dst)]);
-    fused.chain = typed.chain;
-    fused.chain_one = typed.chain_one;
-    fused.kernel = nullptr;
-    fused.chain_codes = codes;
-    fused.links = links;
-    fused.arity = n_args;
-    fused.link_code = -1;
-    out.push_back(fused);
-    i = j;
-  }
-  steps = std::move(out);
-}
-
-// One copy for both kernel sets: only the kernel lookup differs.
-inline compiled_program compile_program_with(std::shared_ptr<const program> p, kernel_fn (*kernel_of)(const instruction&),
-                                             bool share) {
-  compiled_program cp;
-  cp.reg_types = p->reg_types;
-  for (const auto& ins : p->code) {
-    compiled_step st;
-    st.kernel = kernel_of(ins);
-    st.op = ins.op;
-    st.arity = info(ins.op).arity;
-    st.dst = ins.dst;
-    for (int j = 0; j < st.arity; ++j) st.args[j] = ins.args[j];
-    // A kernel made wrong on purpose (fault.hpp) stays a step of its own.
-    if (share && !fault_on_op(ins.op, share)) st.link_code = chain_code(ins);
-    cp.steps.push_back(st);
-  }
-  if (share) {
-    share_work(*p, cp.steps, cp.reg_types);
-    sink_negations(*p, cp.steps, cp.reg_types);
-    fuse_chains(*p, cp.steps, cp.reg_types);
-  }
-  for (int r = 0; r < p->n_inputs; ++r)
-    cp.in_bytes.push_back(static_cast<std::int64_t>(dtype_size(cp.reg_types[static_cast<std::size_t>(r)])));
-  for (int r : p->outputs) cp.out_bytes.push_back(static_cast<std::int64_t>(dtype_size(cp.reg_types[static_cast<std::size_t>(r)])));
-  for (std::int64_t b : cp.in_bytes) cp.all_bytes += b;
-  for (std::int64_t b : cp.out_bytes) cp.all_bytes += b;
-  cp.direct = cp.steps.size() == 1 && p->outputs.size() == 1 && p->outputs[0] == cp.steps[0].dst;
-  // Chains in one pass need an exp or a log to pay for it: a jump per operation and per four
-  // batches is small next to one, but not next to an add.
-  if (share && testing::one_pass_chains() && cp.steps.size() >= 2 &&
-      cp.steps.size() <= static_cast<std::size_t>(detail::max_fused_chains)) {
-    const dtype t = cp.reg_types[static_cast<std::size_t>(cp.steps[0].dst)];
-    bool all = true, transcendental = false;
-    for (const compiled_step& st : cp.steps) {
-      all = all && (st.chain || (st.link_code >= 0 && st.shared < 0)) && cp.reg_types[static_cast<std::size_t>(st.dst)] == t;
-      transcendental = transcendental || (st.chain ? !chain_is_exact(st.chain_codes, st.links)
-                                                   : st.link_code >= static_cast<int>(chain_exp_link));
-    }
-    if (all && transcendental) cp.chains = kernels_of(t).chains;
-  }
-  apply_fault(cp, share);  // test-only (fault.hpp): returns at once when no fault is set
-  if (!cp.steps.empty() && cp.steps.back().dst >= p->n_inputs) {
-    const int r = cp.steps.back().dst;
-    bool written_before = false;
-    for (std::size_t i = 0; i + 1 < cp.steps.size(); ++i) written_before |= cp.steps[i].dst == r;
-    for (std::size_t o = 0; o < p->outputs.size() && !written_before; ++o)
-      if (p->outputs[o] == r) {
-        cp.last_out = static_cast<int>(o);
-        break;
-      }
-  }
-  // Registers a block writes in scratch: every step's result (a chain's inner values stay in
-  // its registers; the output that the last step writes in place needs none, but counting it
-  // keeps this simple).
-  std::vector<char> in_scratch(cp.reg_types.size(), 0);
-  for (const compiled_step& st : cp.steps)
-    if (st.dst >= p->n_inputs) in_scratch[static_cast<std::size_t>(st.dst)] = 1;
-  std::int64_t bytes_per_element = 0;
-  for (std::size_t r = 0; r < cp.reg_types.size(); ++r)
-    if (in_scratch[r] || static_cast<int>(r) < p->n_inputs)
-      bytes_per_element += static_cast<std::int64_t>(dtype_size(cp.reg_types[r])) * (in_scratch[r] ? 1 : 2);
-  auto fit = [&](std::int64_t budget) {
-    return std::clamp(budget / std::max<std::int64_t>(1, bytes_per_element) / 64 * 64, detail::min_block, detail::max_block);
-  };
-  cp.block = fit(detail::block_budget);
-  cp.stream_block = std::min(cp.block, fit(detail::stream_block_budget));  // scratch is laid out for cp.block
-  cp.reg_offset.assign(cp.reg_types.size(), 0);
-  std::size_t at = 0;
-  for (std::size_t r = static_cast<std::size_t>(p->n_inputs); r < cp.reg_types.size(); ++r) {
-    if (!in_scratch[r]) continue;
-    cp.reg_offset[r] = at;
-    const std::size_t bytes = static_cast<std::size_t>(cp.block) * dtype_size(cp.reg_types[r]);
-    at += (bytes + 63) / 64 * 64 + 64;
-  }
-  cp.scratch_bytes = at;
-  cp.prog = std::move(p);
-  return cp;
-}
-XSYM_COLD_END
-}  // namespace detail
-
-/// @brief The program with its kernels looked up; Simd=false gives the reference kernels.
-template <bool Simd>
-compiled_program compile_program(std::shared_ptr<const program> p) {
-  return detail::compile_program_with(std::move(p), &kernel_for<Simd>, Simd);
-}
-
-}  // namespace xsym::cpu
-
-#endif
-// ---- end include/xsym/backend/cpu/program.hpp ----
 
 namespace xsym::cpu {
 
@@ -9541,7 +10003,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
                      std::byte* const* out, std::int64_t n, bool stream = false) {
   const program& p = *cp.prog;
   const int n_in = p.n_inputs;
-  if (cp.jit[0]) {
+  if (cp.jit[0] || cp.typed) {
     std::uint64_t bits = 0;
     for (int r = 0; r < n_in; ++r) bits |= static_cast<std::uint64_t>(in_scalar[r]) << r;
     for (int k = 0; k < 2; ++k)
@@ -9549,6 +10011,11 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
         cp.jit[k](in, out, n, stream);
         return;
       }
+    if (cp.typed && bits == cp.typed_scalar_bits) {
+      cp.typed(in, cp.typed_map.data(), out[0], n, stream);
+      if (cp.typed_faulty) perturb(out[0], p.reg_types[0], n, perturb_how::middle);
+      return;
+    }
   }
   const void* args[detail::max_chain_links + 1];
   // A lone chain stores non-temporally itself. Any other lone op writes its output directly
@@ -13146,12 +13613,14 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
         // A single Elemwise op runs as a one-instruction program: one executor for fused and unfused.
         auto prog = detail::node_program(g, n);
         t.prog = reference ? cpu::compile_program<false>(prog) : cpu::compile_program<true>(prog);
+        if (!reference) cpu::bind_typed_kernel(t.prog);
         t.run = &detail::run_elemwise;
         break;
       }
       case op_kind::one_pass_gemv:
         // The reference runs the three steps: DebugMode checks the one pass against them.
         t.prog = reference ? cpu::compile_program<false>(n.fn->fused) : cpu::compile_program<true>(n.fn->fused);
+        if (!reference) cpu::bind_typed_kernel(t.prog);
         t.run = reference ? &detail::run_one_pass_steps : &detail::run_one_pass_gemv;
         break;
       case op_kind::dimshuffle: t.run = &detail::run_dimshuffle; break;
@@ -13258,7 +13727,7 @@ inline void function_runtime::init_profile(const function_options& options, std:
   facts->graph = m_graph;
   facts->implementation = m_plan.reference_kernels ? "ref" : "cpu";
   facts->device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
-  for (const auto& t : m_thunks) facts->node_compiled.push_back(t.prog.jit[0] != nullptr);
+  for (const auto& t : m_thunks) facts->node_compiled.push_back(t.prog.jit[0] ? 1 : t.prog.typed ? 2 : 0);
   facts->compiled_library = m_jit.library;
   facts->compiled_now = m_jit.compiled > 0;
   facts->rewrite_seconds = seconds[1] - seconds[0];
@@ -14100,9 +14569,20 @@ template <class... V>
 struct outputs_t {
   std::tuple<V...> vars;
 };
+namespace detail {
+// A typed expression handed to function() has its tree's kernel compiled into the program (a
+// lone op already runs one precompiled kernel).
+template <class V>
+void use_typed(const V&) {
+  if constexpr (is_typed_v<V>)
+    if constexpr (tree_t<V>::ops >= 2) cpu::use_typed_kernel<tree_t<V>>();
+}
+}  // namespace detail
+
 template <class... V>
 outputs_t<var<typename V::value_type, V::rank>...> outputs(const V&... v) {
   static_assert((is_var_v<V> && ...), "xsym::outputs(...) takes symbolic expressions");
+  (detail::use_typed(v), ...);
   return {{var<typename V::value_type, V::rank>(v)...}};
 }
 
@@ -14117,6 +14597,7 @@ update_t update(const shared_var<E, N>& target, const V& value) {
     static_assert(std::is_same_v<typename V::value_type, E>,
                   "xsym::update: the new value's element type must equal the shared variable's (use xsym::cast<T>)");
     static_assert(V::rank == N, "xsym::update: the new value's rank must equal the shared variable's");
+    detail::use_typed(value);
     return {target.node(), value.node()};
   } else {
     static_assert(std::is_arithmetic_v<V>, "xsym::update: the new value must be an expression or a number");
@@ -14414,10 +14895,12 @@ auto function(std::string name, const inputs_t<In...>& in, const outputs_t<Out..
 }
 
 /// @brief The single-output form: calling it returns one xtensor value.
-template <class... In, class E, std::size_t N, class... Rest>
-auto function(std::string name, const inputs_t<In...>& in, const var<E, N>& out, const Rest&... rest) {
-  auto [rt, names] = detail::make_function(std::move(name), in, std::tuple<var<E, N>>(out), rest...);
-  return function_object<std::tuple<In...>, std::tuple<var<E, N>>, true>(rt, names);
+template <class... In, symbolic O, class... Rest>
+auto function(std::string name, const inputs_t<In...>& in, const O& out, const Rest&... rest) {
+  using V = var<typename O::value_type, O::rank>;
+  detail::use_typed(out);
+  auto [rt, names] = detail::make_function(std::move(name), in, std::tuple<V>(out), rest...);
+  return function_object<std::tuple<In...>, std::tuple<V>, true>(rt, names);
 }
 
 /// @brief Prints a compiled function's graph as Theano's debugprint does.

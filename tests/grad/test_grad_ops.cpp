@@ -348,7 +348,7 @@ TEST_CASE("grad through casts: float32 inside a float64 graph, integer casts pas
 
   SECTION("cast<float> then back: the gradient flows, at float32 precision") {
     auto inner = exp(xsym::cast<float>(x));  // computed in float32
-    static_assert(std::is_same_v<decltype(inner), xsym::var<float, 1>>);
+    static_assert(std::is_base_of_v<xsym::var<float, 1>, decltype(inner)>);
     auto cost = sum(xsym::cast<double>(inner) * r) + sum(xsym::cast<float>(x) * r);  // float * double: float64
     auto [gx] = xsym::grad(cost, x);
     static_assert(std::is_same_v<decltype(gx), xsym::var<double, 1>>);

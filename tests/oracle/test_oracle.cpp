@@ -916,7 +916,20 @@ void check_fused(const fused_case& fc, dtype t, const std::vector<run_mode>& ms,
   }
 }
 
+// The same trees written with the typed API (expr/typed.hpp) and handed to outputs(): their
+// kernels are registered, and the linker binds them to the cases' fused programs, whose texts
+// they share. So in FAST_RUN those cases check the typed kernels against the math.
+template <class T>
+void use_typed_trees() {
+  const auto x = xsym::vector<T>("x"), y = xsym::vector<T>("y"), z = xsym::vector<T>("z");
+  (void)xsym::outputs((x + y + z) * 2, -y * xsym::log(x), (1 - x) * (2 / y), xsym::exp(x - y) * z + xsym::log(y),
+                      xsym::maximum(x, y) * xsym::minimum(y, z) + xsym::abs(x - z) + xsym::sqr(y),
+                      xsym::sqrt(x) + xsym::tanh(y) + (xsym::expm1(z * T(0.1)) + xsym::log1p(x)) + xsym::pow(x, z));
+}
+
 void check_all_fused(const std::vector<run_mode>& ms, int into_offset = -1) {
+  use_typed_trees<float>();
+  use_typed_trees<double>();
   for (const fused_case& fc : fused_cases()) {
     if (!fc.fixed.empty()) {
       check_fused(fc, fc.fixed[0], ms, into_offset);

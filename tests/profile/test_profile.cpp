@@ -272,12 +272,14 @@ TEST_CASE("tips name float64 and pow(x, 2)", "[profile]") {
   CHECK(r.find("cxx=g++") == std::string::npos);  // no Composite here
 }
 
-TEST_CASE("a tip names cxx for a fused Composite that takes much of the time", "[profile]") {
+TEST_CASE("a tip names cxx for an interpreted Composite that takes much of the time, not for a typed one",
+          "[profile]") {
   config_guard guard;
   auto stats = quiet_stats("");
   auto p = xsym::vector<float>("p"), y = xsym::vector<float>("y");
-  auto f = xsym::function("xent", xsym::inputs(p, y), -y * xsym::log(p) - (1 - y) * xsym::log(1 - p),
-                          xsym::profile(stats));
+  // log(p) as a plain var: the fused program is not the typed tree's, so it is interpreted.
+  const xsym::var<float, 1> log_p = xsym::log(p);
+  auto f = xsym::function("xent", xsym::inputs(p, y), -y * log_p - (1 - y) * xsym::log(1 - p), xsym::profile(stats));
   const xt::xtensor<float, 1> P = xt::ones<float>({1000}) * 0.25f, Y = xt::ones<float>({1000});
   f(P, Y);
   const std::string r = report(*stats);
@@ -290,6 +292,14 @@ TEST_CASE("a tip names cxx for a fused Composite that takes much of the time", "
                           xsym::profile(small));
   g(xt::xtensor<float, 1>{0.25f, 0.5f}, xt::xtensor<float, 1>{1, 0});
   CHECK(report(*small).find("cxx=g++") == std::string::npos);
+  // The typed tree's own kernel: <type> typed, and nothing to suggest.
+  auto typed_stats = quiet_stats("");
+  auto t = xsym::function("xent_typed", xsym::inputs(p, y), -y * xsym::log(p) - (1 - y) * xsym::log(1 - p),
+                          xsym::profile(typed_stats));
+  t(P, Y);
+  const std::string rt = report(*typed_stats);
+  CHECK(rt.find("cxx=g++") == std::string::npos);
+  CHECK(rt.find(" typed ") != std::string::npos);
 }
 
 TEST_CASE("the JSON export carries the report's columns: Class and Ops sums, per-call rates", "[profile]") {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../config/cold.hpp"
+#include "../backend/cpu/typed_kernel.hpp"
 #include "../expr/var.hpp"
 #include "../profile/registry.hpp"
 #include "runtime.hpp"
@@ -29,9 +30,20 @@ template <class... V>
 struct outputs_t {
   std::tuple<V...> vars;
 };
+namespace detail {
+// A typed expression handed to function() has its tree's kernel compiled into the program (a
+// lone op already runs one precompiled kernel).
+template <class V>
+void use_typed(const V&) {
+  if constexpr (is_typed_v<V>)
+    if constexpr (tree_t<V>::ops >= 2) cpu::use_typed_kernel<tree_t<V>>();
+}
+}  // namespace detail
+
 template <class... V>
 outputs_t<var<typename V::value_type, V::rank>...> outputs(const V&... v) {
   static_assert((is_var_v<V> && ...), "xsym::outputs(...) takes symbolic expressions");
+  (detail::use_typed(v), ...);
   return {{var<typename V::value_type, V::rank>(v)...}};
 }
 
@@ -46,6 +58,7 @@ update_t update(const shared_var<E, N>& target, const V& value) {
     static_assert(std::is_same_v<typename V::value_type, E>,
                   "xsym::update: the new value's element type must equal the shared variable's (use xsym::cast<T>)");
     static_assert(V::rank == N, "xsym::update: the new value's rank must equal the shared variable's");
+    detail::use_typed(value);
     return {target.node(), value.node()};
   } else {
     static_assert(std::is_arithmetic_v<V>, "xsym::update: the new value must be an expression or a number");
@@ -343,10 +356,12 @@ auto function(std::string name, const inputs_t<In...>& in, const outputs_t<Out..
 }
 
 /// @brief The single-output form: calling it returns one xtensor value.
-template <class... In, class E, std::size_t N, class... Rest>
-auto function(std::string name, const inputs_t<In...>& in, const var<E, N>& out, const Rest&... rest) {
-  auto [rt, names] = detail::make_function(std::move(name), in, std::tuple<var<E, N>>(out), rest...);
-  return function_object<std::tuple<In...>, std::tuple<var<E, N>>, true>(rt, names);
+template <class... In, symbolic O, class... Rest>
+auto function(std::string name, const inputs_t<In...>& in, const O& out, const Rest&... rest) {
+  using V = var<typename O::value_type, O::rank>;
+  detail::use_typed(out);
+  auto [rt, names] = detail::make_function(std::move(name), in, std::tuple<V>(out), rest...);
+  return function_object<std::tuple<In...>, std::tuple<V>, true>(rt, names);
 }
 
 /// @brief Prints a compiled function's graph as Theano's debugprint does.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../backend/cpu/jit.hpp"
+#include "../backend/cpu/typed_kernel.hpp"
 #include "../config/cold.hpp"
 #include "../config/linkage.hpp"
 #include "../exec/buffers.hpp"

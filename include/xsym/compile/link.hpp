@@ -52,12 +52,14 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
         // A single Elemwise op runs as a one-instruction program: one executor for fused and unfused.
         auto prog = detail::node_program(g, n);
         t.prog = reference ? cpu::compile_program<false>(prog) : cpu::compile_program<true>(prog);
+        if (!reference) cpu::bind_typed_kernel(t.prog);
         t.run = &detail::run_elemwise;
         break;
       }
       case op_kind::one_pass_gemv:
         // The reference runs the three steps: DebugMode checks the one pass against them.
         t.prog = reference ? cpu::compile_program<false>(n.fn->fused) : cpu::compile_program<true>(n.fn->fused);
+        if (!reference) cpu::bind_typed_kernel(t.prog);
         t.run = reference ? &detail::run_one_pass_steps : &detail::run_one_pass_gemv;
         break;
       case op_kind::dimshuffle: t.run = &detail::run_dimshuffle; break;

@@ -11,6 +11,7 @@
 #include "../config/cold.hpp"
 #include "../config/config.hpp"
 #include "convert.hpp"
+#include "typed.hpp"
 #include "variable.hpp"
 
 namespace xsym {
@@ -22,6 +23,7 @@ template <class X> struct is_var : std::false_type {};
 template <class E, std::size_t N> struct is_var<var<E, N>> : std::true_type {};
 template <class E, std::size_t N> struct is_var<shared_var<E, N>> : std::true_type {};
 template <class E, std::size_t R, std::size_t N> struct is_var<sliced<E, R, N>> : std::true_type {};
+template <class Tree> struct is_var<typed<Tree>> : std::true_type {};
 
 // ---- slices: x(xsym::range(1, -1), 0), numpy's x[1:-1, 0] -------------------------------------
 
@@ -67,14 +69,17 @@ template <class X> inline constexpr bool is_var_v = is_var<std::remove_cvref_t<X
 namespace detail {
 // An operand that remembers the user's line: operators cannot take a defaulted
 // std::source_location, but the conversion to their parameter can.
+// A typed expression converts only to its own located<typed<Tree>>: its operators keep its tree.
 template <class V>
 struct located {
   const V& v;
   detail::source_site where;
-  located(const V& x, detail::source_site w = detail::source_site::current()) : v(x), where(w) {}  // NOLINT: implicit
+  template <class D>
+    requires(std::is_same_v<D, V> || (std::is_base_of_v<V, D> && !is_typed_v<D>))
+  located(const D& x, detail::source_site w = detail::source_site::current()) : v(x), where(w) {}  // NOLINT: implicit
 };
 template <scalar_op S, class A, class B> auto binary(const A& a, const B& b);
-template <scalar_op S, class E, std::size_t N> auto unary(const var<E, N>& a);
+template <scalar_op S, class A> auto unary(const A& a);
 XSYM_COLD_BEGIN  // the error path, out of line: not copied into every var<T, N> built
 [[noreturn]] inline void throw_held_as(const variable& node, dtype want, int want_rank) {
   throw std::logic_error("xsym: internal error: node of type " + std::string(dtype_name(node.type)) + " rank " +
@@ -139,43 +144,43 @@ class var {
   }
 
   // Elementwise operators, found by argument-dependent lookup. The operand converted to
-  // located<var> carries the line of the expression, recorded on the node it makes.
-#define XSYM_BINARY_OPERATOR(sym, sop)                                                   \
+  // located<Self> carries the line of the expression, recorded on the node it makes.
+#define XSYM_BINARY_OPERATOR(Self, sym, sop)                                             \
   template <class B>                                                                     \
     requires(is_var_v<B> || std::is_arithmetic_v<B>)                                     \
-  friend auto operator sym(detail::located<var> a, const B& b) {                         \
+  friend auto operator sym(detail::located<Self> a, const B& b) {                        \
     const detail::at_site site(a.where);                                                 \
     return detail::binary<scalar_op::sop>(a.v, b);                                       \
   }                                                                                      \
   template <class A>                                                                     \
     requires std::is_arithmetic_v<A>                                                     \
-  friend auto operator sym(const A& a, detail::located<var> b) {                         \
+  friend auto operator sym(const A& a, detail::located<Self> b) {                        \
     const detail::at_site site(b.where);                                                 \
     return detail::binary<scalar_op::sop>(a, b.v);                                       \
   }
-  XSYM_BINARY_OPERATOR(+, add)
-  XSYM_BINARY_OPERATOR(-, sub)
-  XSYM_BINARY_OPERATOR(*, mul)
-  XSYM_BINARY_OPERATOR(/, true_div)
-  XSYM_BINARY_OPERATOR(>, gt)
-  XSYM_BINARY_OPERATOR(<, lt)
-  XSYM_BINARY_OPERATOR(>=, ge)
-  XSYM_BINARY_OPERATOR(<=, le)
-  XSYM_BINARY_OPERATOR(==, eq)
-  XSYM_BINARY_OPERATOR(!=, neq)
-  XSYM_BINARY_OPERATOR(%, mod)
-  XSYM_BINARY_OPERATOR(&, bit_and)
-  XSYM_BINARY_OPERATOR(|, bit_or)
-  XSYM_BINARY_OPERATOR(^, bit_xor)
-#undef XSYM_BINARY_OPERATOR
-  friend auto operator~(detail::located<var> a) {
-    const detail::at_site site(a.where);
-    return detail::unary<scalar_op::invert>(a.v);
+#define XSYM_UNARY_OPERATOR(Self, sym, sop)           \
+  friend auto operator sym(detail::located<Self> a) { \
+    const detail::at_site site(a.where);              \
+    return detail::unary<scalar_op::sop>(a.v);        \
   }
-  friend auto operator-(detail::located<var> a) {
-    const detail::at_site site(a.where);
-    return detail::unary<scalar_op::neg>(a.v);
-  }
+#define XSYM_ELEMWISE_OPERATORS(Self)        \
+  XSYM_BINARY_OPERATOR(Self, +, add)         \
+  XSYM_BINARY_OPERATOR(Self, -, sub)         \
+  XSYM_BINARY_OPERATOR(Self, *, mul)         \
+  XSYM_BINARY_OPERATOR(Self, /, true_div)    \
+  XSYM_BINARY_OPERATOR(Self, >, gt)          \
+  XSYM_BINARY_OPERATOR(Self, <, lt)          \
+  XSYM_BINARY_OPERATOR(Self, >=, ge)         \
+  XSYM_BINARY_OPERATOR(Self, <=, le)         \
+  XSYM_BINARY_OPERATOR(Self, ==, eq)         \
+  XSYM_BINARY_OPERATOR(Self, !=, neq)        \
+  XSYM_BINARY_OPERATOR(Self, %, mod)         \
+  XSYM_BINARY_OPERATOR(Self, &, bit_and)     \
+  XSYM_BINARY_OPERATOR(Self, |, bit_or)      \
+  XSYM_BINARY_OPERATOR(Self, ^, bit_xor)     \
+  XSYM_UNARY_OPERATOR(Self, ~, invert)       \
+  XSYM_UNARY_OPERATOR(Self, -, neg)
+  XSYM_ELEMWISE_OPERATORS(var)
 
  private:
   var_ptr m_node;
@@ -195,6 +200,19 @@ class sliced : public var<Elem, R> {
   var_ptr m_base;
   std::vector<slice_spec> m_slices;
 };
+
+/// @brief An elementwise expression whose type is its tree (expr/typed.hpp): the var of the node
+/// it built, with operators that extend the tree.
+template <class Tree>
+class typed : public var<typename Tree::value_type, Tree::rank> {
+ public:
+  using tree_type = Tree;
+  explicit typed(var_ptr node) : var<typename Tree::value_type, Tree::rank>(std::move(node)) {}
+  XSYM_ELEMWISE_OPERATORS(typed)
+};
+#undef XSYM_ELEMWISE_OPERATORS
+#undef XSYM_UNARY_OPERATOR
+#undef XSYM_BINARY_OPERATOR
 
 /// @brief A shared variable: a symbolic tensor whose value lives between calls and can be updated.
 template <class Elem, std::size_t N>
@@ -293,6 +311,10 @@ var_ptr lift(const X& x) {
   }
 }
 
+// A C++ number, or a tensor of element type T: an operand a typed tree takes without a cast.
+template <class X, class T>
+inline constexpr bool of_type_v = std::is_arithmetic_v<X> || std::is_same_v<typename operand_traits<X>::elem, T>;
+
 template <scalar_op S, class A, class B>
 auto binary(const A& a, const B& b) {
   using c = combined<A, B>;
@@ -304,17 +326,27 @@ auto binary(const A& a, const B& b) {
     static_assert(!std::is_same_v<compute, bool>,
                   "xsym: arithmetic is not defined on bool tensors; cast them first with xsym::cast<std::int64_t>(...)");
   using result = std::conditional_t<comparison, bool, compute>;
-  return var<result, c::rank>(elemwise(S, {lift<compute>(a), lift<compute>(b)}));
+  var_ptr node = elemwise(S, {lift<compute>(a), lift<compute>(b)});
+  if constexpr (typed_op_v<S, compute> && of_type_v<A, compute> && of_type_v<B, compute>)
+    return typed<tree::apply<S, tree_of_t<A, compute>, tree_of_t<B, compute>>>(std::move(node));
+  else
+    return var<result, c::rank>(std::move(node));
 }
 
-template <scalar_op S, class E, std::size_t N>
-auto unary(const var<E, N>& a) {
+template <scalar_op S, class A>
+auto unary(const A& a) {
+  using E = typename A::value_type;
+  constexpr std::size_t N = A::rank;
   using result = std::conditional_t<info(S).float_only, float_result_t<E>, E>;
   static_assert(info(S).family != op_family::bitwise || !std::is_floating_point_v<E>,
                 "xsym: ~ takes integer or bool tensors");
   static_assert(info(S).family == op_family::bitwise || !std::is_same_v<result, bool>,
                 "xsym: this function is not defined on bool tensors; cast them first with xsym::cast<...>(...)");
-  return var<result, N>(elemwise(S, {a.node()}));
+  var_ptr node = elemwise(S, {a.node()});
+  if constexpr (typed_op_v<S, result> && std::is_same_v<E, result>)
+    return typed<tree::apply<S, tree_of_t<A, E>>>(std::move(node));
+  else
+    return var<result, N>(std::move(node));
 }
 }  // namespace detail
 
@@ -417,8 +449,8 @@ XSYM_BINARY_FUNCTION(bitwise_xor, bit_xor)
 #undef XSYM_BINARY_FUNCTION
 
 #define XSYM_UNARY_FUNCTION(fname, sop)                                      \
-  template <class E, std::size_t N>                                          \
-  auto fname(const var<E, N>& a,                                             \
+  template <symbolic A>                                                      \
+  auto fname(const A& a,                                                     \
              detail::source_site where = detail::source_site::current()) { \
     const detail::at_site site(where);                                       \
     return detail::unary<scalar_op::sop>(a);                                 \

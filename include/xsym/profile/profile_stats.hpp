@@ -37,7 +37,7 @@ struct function_facts {
   std::shared_ptr<const function_graph> graph;
   std::string implementation = "cpu";  // the profile's <type>: cpu (vectorized), ref (reference)
   std::string device_implementation;   // <type> of GPU nodes and transfers: cuda, thrust-omp
-  std::vector<std::uint8_t> node_compiled;  // per node: runs a kernel cxx compiled (<type> cxx)
+  std::vector<std::uint8_t> node_compiled;  // per node: 1 runs a kernel cxx compiled (<type> cxx), 2 a typed tree's (typed)
   std::string compiled_library;        // the library those kernels are in
   bool compiled_now = false;           // cxx compiled it when the function was built (else it was reused)
   double rewrite_seconds = 0;
@@ -52,9 +52,9 @@ struct function_facts {
 
   /// @brief The <type> of node i: where and how it ran.
   const std::string& node_implementation(std::size_t i) const {
-    static const std::string cxx = "cxx";
+    static const std::string cxx = "cxx", typed = "typed";
     const op& o = *graph->nodes[i].fn;
-    if (i < node_compiled.size() && node_compiled[i]) return cxx;
+    if (i < node_compiled.size() && node_compiled[i]) return node_compiled[i] == 2 ? typed : cxx;
     return (o.on_gpu || o.kind == op_kind::transfer) && !device_implementation.empty() ? device_implementation
                                                                                         : implementation;
   }

@@ -202,7 +202,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
                      std::byte* const* out, std::int64_t n, bool stream = false) {
   const program& p = *cp.prog;
   const int n_in = p.n_inputs;
-  if (cp.jit[0]) {
+  if (cp.jit[0] || cp.typed) {
     std::uint64_t bits = 0;
     for (int r = 0; r < n_in; ++r) bits |= static_cast<std::uint64_t>(in_scalar[r]) << r;
     for (int k = 0; k < 2; ++k)
@@ -210,6 +210,11 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
         cp.jit[k](in, out, n, stream);
         return;
       }
+    if (cp.typed && bits == cp.typed_scalar_bits) {
+      cp.typed(in, cp.typed_map.data(), out[0], n, stream);
+      if (cp.typed_faulty) perturb(out[0], p.reg_types[0], n, perturb_how::middle);
+      return;
+    }
   }
   const void* args[detail::max_chain_links + 1];
   // A lone chain stores non-temporally itself. Any other lone op writes its output directly

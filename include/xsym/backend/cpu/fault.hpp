@@ -38,7 +38,7 @@ inline std::optional<scalar_op>& broken_simd_kernel() {
 /// in the reference or the vectorized one only; a product or reduction entry; the chains run by
 /// the block executor (chain), by the one-element path (chain_one) or in one pass
 /// (chains_pass); or the kernels that share exp(-|u|) among sigmoids and softpluses.
-enum class fault_kind : std::uint8_t { none, scalar, product, reduction, chain, chain_one, chains_pass, shared_exp };
+enum class fault_kind : std::uint8_t { none, scalar, product, reduction, chain, chain_one, chains_pass, shared_exp, typed };
 
 struct fault {
   fault_kind kind = fault_kind::none;
@@ -89,7 +89,8 @@ inline std::vector<std::pair<std::string, testing::fault>> fault_table() {
     t.push_back({"reduce_" + name, f});
   }
   for (auto [name, kind] : {std::pair{"chain", fault_kind::chain}, {"chain_one", fault_kind::chain_one},
-                            {"chains_pass", fault_kind::chains_pass}, {"shared_exp", fault_kind::shared_exp}}) {
+                            {"chains_pass", fault_kind::chains_pass}, {"shared_exp", fault_kind::shared_exp},
+                            {"typed", fault_kind::typed}}) {
     fault f;
     f.kind = kind;
     t.push_back({name, f});

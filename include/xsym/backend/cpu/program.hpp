@@ -3,6 +3,7 @@
 
 // A fused elementwise program made ready to run, once per function: each step's kernel looked
 // up, work shared between steps, runs of steps joined into chains.
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,9 @@ struct compiled_step {
 /// @brief A program compiled to machine code by cxx (backend/cpu/jit.hpp): the same
 /// arguments as detail::run_span, every element computed in one pass.
 using jit_fn = void (*)(const std::byte* const* in, std::byte* const* out, std::int64_t n, bool stream);
+/// @brief A typed tree's kernel (backend/cpu/typed_kernel.hpp): leaf j reads in[map[j]].
+using typed_fn = void (*)(const std::byte* const* in, const std::uint8_t* map, std::byte* out, std::int64_t n,
+                          bool stream);
 
 /// @brief A program with its kernels looked up once, when the function is built.
 struct compiled_program {
@@ -78,6 +82,12 @@ struct compiled_program {
   // value in another combination runs the steps above.
   jit_fn jit[2] = {nullptr, nullptr};
   std::uint64_t jit_scalar_bits[2] = {0, 0};
+  // The kernel a typed tree with this program's text instantiated (bind_typed_kernel): spans
+  // whose one-value inputs are typed_scalar_bits run it; typed_faulty: the "typed" test fault.
+  typed_fn typed = nullptr;
+  std::array<std::uint8_t, 64> typed_map{};
+  std::uint64_t typed_scalar_bits = 0;
+  bool typed_faulty = false;
 };
 
 namespace detail {

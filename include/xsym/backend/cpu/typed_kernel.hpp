@@ -1,0 +1,217 @@
+#ifndef XSYM_BACKEND_CPU_TYPED_KERNEL_HPP
+#define XSYM_BACKEND_CPU_TYPED_KERNEL_HPP
+
+// The kernel of a typed tree (expr/typed.hpp): the whole tree on xsimd batches with every
+// intermediate in registers, from the op table's expressions (detail::fn), instantiated where a
+// program hands the tree to function(); and the registry from which the linker binds it to a
+// fused program whose text is the tree's.
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <xsimd/xsimd.hpp>
+
+#include "../../expr/typed.hpp"
+#include "chain_kernels.hpp"
+#include "fault.hpp"
+#include "program.hpp"
+
+namespace xsym::cpu {
+
+namespace detail {
+// Leaf j's array, and its value where the leaf is rank 0 (read once, before the loop).
+template <class T, int L>
+struct typed_args {
+  const T* p[L];
+  T s[L];
+};
+
+// Each op's result is opaque to the compiler, which may then not contract a product and a sum
+// into one fused multiply-add: a tree computes what the separate kernels compute, bit for bit,
+// in a batch and in the tail alike.
+template <class X>
+X settled(X x) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__CUDACC__)
+  if constexpr (std::is_arithmetic_v<X>) {
+    asm("" : "+v"(x));
+  } else {
+    typename X::register_type r = x;
+    asm("" : "+v"(r));
+    return X(r);
+  }
+#endif
+  return x;
+}
+
+// Tree's value at element i, as X (T, or a batch of T); J is the index of its first leaf.
+template <class Tree, int J>
+struct typed_eval;
+template <class T, std::size_t N, int J>
+struct typed_eval<tree::leaf<T, N>, J> {
+  template <class X, int L>
+  static X at(const typed_args<T, L>& a, std::int64_t i) {
+    if constexpr (N == 0) return X(a.s[J]);
+    else if constexpr (std::is_same_v<X, T>) return a.p[J][i];
+    else return X::load_unaligned(a.p[J] + i);
+  }
+};
+template <scalar_op S, class A, int J>
+struct typed_eval<tree::apply<S, A>, J> {
+  template <class X, class T, int L>
+  static X at(const typed_args<T, L>& a, std::int64_t i) {
+    const X x = typed_eval<A, J>::template at<X>(a, i);
+    return settled(fn<S>::apply(x, x));
+  }
+};
+template <scalar_op S, class A, class B, int J>
+struct typed_eval<tree::apply<S, A, B>, J> {
+  template <class X, class T, int L>
+  static X at(const typed_args<T, L>& a, std::int64_t i) {
+    return settled(fn<S>::apply(typed_eval<A, J>::template at<X>(a, i), typed_eval<B, J + A::leaves>::template at<X>(a, i)));
+  }
+};
+
+template <class Tree>
+struct leaf_ranks {
+  static constexpr void into(bool*& out) { *out++ = Tree::rank == 0; }
+};
+template <scalar_op S, class... A>
+struct leaf_ranks<tree::apply<S, A...>> {
+  static constexpr void into(bool*& out) { (leaf_ranks<A>::into(out), ...); }
+};
+// Bit j: leaf j is rank 0 (one value for the whole span).
+template <class Tree>
+constexpr std::uint64_t scalar_leaves() {
+  bool r[Tree::leaves] = {};
+  bool* p = r;
+  leaf_ranks<Tree>::into(p);
+  std::uint64_t bits = 0;
+  for (int j = 0; j < Tree::leaves; ++j) bits |= static_cast<std::uint64_t>(r[j]) << j;
+  return bits;
+}
+
+/// The tree over n elements: leaf j reads the program's input in[map[j]]. With `stream`, and
+/// out on a cache line, the batches leave with non-temporal stores (as a streaming chain's do).
+template <class Tree>
+void typed_run(const std::byte* const* in, const std::uint8_t* map, std::byte* out_bytes, std::int64_t n, bool stream) {
+  using T = typename Tree::value_type;
+  using B = xsimd::batch<T>;
+  constexpr int L = Tree::leaves;
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  if (n <= 0) return;
+  typed_args<T, L> a;
+  for (int j = 0; j < L; ++j) {
+    a.p[j] = reinterpret_cast<const T*>(in[map[j]]);
+    a.s[j] = (one_value >> j) & 1u ? a.p[j][0] : T(0);
+  }
+  T* const out = reinterpret_cast<T*>(out_bytes);
+  std::int64_t i = 0;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  if (nt_stores && stream && reinterpret_cast<std::uintptr_t>(out) % 64 == 0) {
+    for (; i + w <= n; i += w) nt_store(typed_eval<Tree, 0>::template at<B>(a, i), out + i);
+    stream_fence();
+  } else {
+    for (; i + w <= n; i += w) typed_eval<Tree, 0>::template at<B>(a, i).store_unaligned(out + i);
+  }
+  for (; i < n; ++i) out[i] = typed_eval<Tree, 0>::template at<T>(a, i);
+}
+
+struct typed_entry {
+  std::string pattern;  // the tree's text, each leaf written i#
+  dtype type;
+  typed_fn run;
+  std::uint64_t scalar_leaves;
+  int leaves;
+};
+inline std::vector<typed_entry>& typed_registry() {
+  static std::vector<typed_entry> r;
+  return r;
+}
+inline std::mutex& typed_registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+XSYM_COLD_BEGIN
+// Leaf j of the pattern is the program's input map[j]; false where the text is another tree's.
+inline bool match_tree(std::string_view pattern, std::string_view text, std::uint8_t* map, int leaves) {
+  std::size_t i = 0, j = 0;
+  int leaf = 0;
+  while (i < pattern.size()) {
+    if (pattern[i] == 'i' && i + 1 < pattern.size() && pattern[i + 1] == '#') {
+      if (j >= text.size() || text[j] != 'i' || leaf >= leaves) return false;
+      const std::size_t digits = ++j;
+      int v = 0;
+      while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j])) && v < 256) v = v * 10 + (text[j++] - '0');
+      if (j == digits || v >= 256) return false;
+      map[leaf++] = static_cast<std::uint8_t>(v);
+      i += 2;
+      continue;
+    }
+    if (j >= text.size() || text[j] != pattern[i]) return false;
+    ++i;
+    ++j;
+  }
+  return j == text.size() && leaf == leaves;
+}
+XSYM_COLD_END
+}  // namespace detail
+
+/// @brief Registers Tree's kernel (once per program): function() calls it for each output and
+/// update that is a typed expression.
+template <class Tree>
+void use_typed_kernel() {
+  static const bool once = [] {
+    std::lock_guard lock(detail::typed_registry_mutex());
+    detail::typed_registry().push_back({tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(),
+                                        &detail::typed_run<Tree>, detail::scalar_leaves<Tree>(), Tree::leaves});
+    return true;
+  }();
+  (void)once;
+}
+
+XSYM_COLD_BEGIN
+/// @brief Binds a registered tree's kernel to a fused program of two or more steps whose text is
+/// the tree's and whose registers are all of the tree's element type. False where none is.
+inline bool bind_typed_kernel(compiled_program& cp) {
+  const program& p = *cp.prog;
+  if (p.outputs.size() != 1 || p.code.size() < 2 || p.n_inputs > 64 || p.reg_types.empty()) return false;
+  const dtype t = p.reg_types[0];
+  for (dtype r : p.reg_types)
+    if (r != t) return false;
+  // Sigmoids and softpluses that share one exp(-|u|) (share_work) give other bits than each op's
+  // own kernel, which a tree runs: such programs keep their steps, as the one-element path does.
+  for (const compiled_step& st : cp.steps)
+    if (st.shared >= 0) return false;
+  // Under any other fault the programs stay interpreted, so a broken op shows wherever it runs.
+  const testing::fault_kind fault = detail::fault_state().kind;
+  if ((fault != testing::fault_kind::none && fault != testing::fault_kind::typed) || testing::broken_simd_kernel())
+    return false;
+  std::lock_guard lock(detail::typed_registry_mutex());
+  for (const detail::typed_entry& e : detail::typed_registry()) {
+    if (e.type != t || e.leaves > static_cast<int>(cp.typed_map.size())) continue;
+    std::array<std::uint8_t, 64> map{};
+    if (!detail::match_tree(e.pattern, p.text, map.data(), e.leaves)) continue;
+    std::uint64_t bits = 0;
+    for (int j = 0; j < e.leaves; ++j) {
+      if (map[static_cast<std::size_t>(j)] >= p.n_inputs) return false;
+      bits |= ((e.scalar_leaves >> j) & 1u) << map[static_cast<std::size_t>(j)];
+    }
+    cp.typed = e.run;
+    std::copy(map.begin(), map.begin() + e.leaves, cp.typed_map.begin());
+    cp.typed_scalar_bits = bits;
+    cp.typed_faulty = fault == testing::fault_kind::typed;
+    return true;
+  }
+  return false;
+}
+XSYM_COLD_END
+
+}  // namespace xsym::cpu
+
+#endif

@@ -1,0 +1,182 @@
+// Expressions as types (expr/typed.hpp): the trees that operators and functions build, the
+// Composite's text, name and absorbed ops as constant expressions, and the kernels instantiated
+// from the trees (backend/cpu/typed_kernel.hpp) against float64 loops and the reference kernels.
+#include "expr_util.hpp"
+
+#include <sstream>
+
+#include <xtensor/xview.hpp>
+
+using namespace xsym_test;
+using Catch::Matchers::Contains;
+using xsym::scalar_op;
+namespace tree = xsym::tree;
+
+namespace {
+
+template <class T, std::size_t N>
+using v = xsym::var<T, N>;
+template <class T, std::size_t N>
+const v<T, N>& sym();  // operands for decltype only
+
+// ---- trees, texts and names at compile time ---------------------------------------------------
+using add3mul = decltype((sym<float, 1>() + sym<float, 1>() + sym<float, 1>()) * 2);
+using leaf_f1 = tree::leaf<float, 1>;
+static_assert(std::is_same_v<xsym::tree_t<add3mul>,
+                             tree::apply<scalar_op::mul,
+                                         tree::apply<scalar_op::add, tree::apply<scalar_op::add, leaf_f1, leaf_f1>, leaf_f1>,
+                                         tree::leaf<float, 0>>>,
+              "(x + y + z) * 2: the tree of the expression, the 2 a rank-0 leaf of float");
+static_assert(xsym::composite_text<add3mul>() == "((i0 + i1 + i2) * i3)");
+static_assert(xsym::composite_name<add3mul>() == "Elemwise{Composite{((i0 + i1 + i2) * i3)}}");
+static_assert(xsym::absorbed_ops<add3mul>() == std::array{scalar_op::add, scalar_op::add, scalar_op::mul});
+static_assert(std::is_base_of_v<xsym::var<float, 1>, add3mul>, "a typed expression is the var of its node");
+static_assert(xsym::tree_t<add3mul>::leaves == 4 && xsym::tree_t<add3mul>::ops == 3);
+
+using xent = decltype(-sym<double, 1>() * xsym::log(sym<double, 1>()) -
+                      (1 - sym<double, 1>()) * xsym::log(1 - sym<double, 1>()));
+static_assert(xsym::composite_text<xent>() == "(((-i0) * log(i1)) - ((i2 - i3) * log((i4 - i5))))");
+static_assert(xsym::absorbed_ops<xent>() == std::array{scalar_op::neg, scalar_op::log, scalar_op::mul, scalar_op::sub,
+                                                       scalar_op::sub, scalar_op::log, scalar_op::mul, scalar_op::sub});
+
+using sigm = decltype(1 / (1 + xsym::exp(-sym<float, 2>())));
+static_assert(xsym::composite_text<sigm>() == "(i0 / (i1 + exp((-i2))))");
+static_assert(decltype(xsym::sigmoid(sym<float, 1>()) * sym<float, 2>())::rank == 2, "the rank is the largest operand's");
+static_assert(xsym::composite_text<decltype(xsym::sigmoid(sym<float, 1>()) + xsym::sin(sym<float, 1>()))>() ==
+              "(scalar_sigmoid(i0) + sin(i1))");
+
+// Plain vars where a tree would need a cast, or the op is not arithmetic.
+static_assert(std::is_same_v<decltype(sym<float, 1>() + sym<double, 1>()), xsym::var<double, 1>>,
+              "mixed element types: a plain var (the cast is the run-time graph's)");
+static_assert(std::is_same_v<decltype(sym<std::int32_t, 1>() + sym<std::int32_t, 1>()), xsym::var<std::int32_t, 1>>,
+              "integer arithmetic stays a plain var");
+static_assert(std::is_same_v<decltype(sym<float, 1>() > sym<float, 1>()), xsym::var<bool, 1>>);
+static_assert(std::is_same_v<decltype(xsym::exp(sym<std::int32_t, 1>())), xsym::var<double, 1>>);
+static_assert(!xsym::is_typed_v<decltype(xsym::sum(sym<float, 1>() * 2))>, "a reduction ends the tree");
+
+// ---- running them -----------------------------------------------------------------------------
+
+/// The profile's <type> of each node of the function named `name`, in toposort order.
+template <class F>
+std::vector<std::string> node_types(F& f, const std::string& name) {
+  std::vector<std::string> t;
+  for (const auto& p : f.profile().functions())
+    if (p->facts->name == name)
+      for (std::size_t i = 0; i < p->facts->graph->nodes.size(); ++i) t.push_back(p->facts->node_implementation(i));
+  return t;
+}
+
+template <class T>
+xt::xtensor<T, 1> random_vector(std::mt19937& rng, std::size_t n, double lo, double hi) {
+  xt::xtensor<T, 1> a = xt::empty<T>({n});
+  for (auto& e : a) e = random_value<T>(rng, lo, hi);
+  return a;
+}
+
+template <class T>
+double typed_tol() {
+  return std::is_same_v<T, float> ? 2e-6 : 1e-14;
+}
+
+}  // namespace
+
+TEST_CASE("typed expressions run their tree's kernel: <type> typed, float64 loops, every length, float32 and float64",
+          "[expr][typed]") {
+  for_each_type(type_list<float, double>{}, [&]<class T>() {
+    std::mt19937 rng(7);
+    const auto x = xsym::vector<T>("x"), y = xsym::vector<T>("y"), z = xsym::vector<T>("z");
+    const auto stats = std::make_shared<xsym::profile_stats>("typed", false);
+    const auto e = (x + y + z) * 2;
+    auto f = xsym::function("add3mul", xsym::inputs(x, y, z), e, xsym::profile(stats));
+    const auto p = x * xsym::log(y) + (1 - x) * xsym::log1p(-y) - xsym::tanh(z) / (z * z + 1);
+    auto g = xsym::function("mixed", xsym::inputs(x, y, z), p, xsym::profile(stats));
+    for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{33}, std::size_t{1000}, std::size_t{1003}}) {
+      CAPTURE(type_name<T>(), n);
+      const auto a = random_vector<T>(rng, n, -2, 2), b = random_vector<T>(rng, n, 0.01, 0.99),
+                 c = random_vector<T>(rng, n, -3, 3);
+      const xt::xtensor<T, 1> r = f(a, b, c);
+      const xt::xtensor<T, 1> q = g(a, b, c);
+      for (std::size_t i = 0; i < n; ++i) {
+        const double ai = a(i), bi = b(i), ci = c(i);
+        const double want_r = (ai + bi + ci) * 2;
+        const double want_q = ai * std::log(bi) + (1 - ai) * std::log1p(-bi) - std::tanh(ci) / (ci * ci + 1);
+        REQUIRE(std::abs(r(i) - want_r) <= typed_tol<T>() * (1 + std::abs(want_r)));
+        REQUIRE(std::abs(q(i) - want_q) <= 4 * typed_tol<T>() * (1 + std::abs(want_q)));
+      }
+    }
+    CHECK(xsym::toposort_text(f) == "[" + xsym::composite_name<decltype(e)>() + "(x, y, z, TensorConstant{(1,) of 2.0})]");
+    CHECK(node_types(f, "add3mul") == std::vector<std::string>{"typed"});
+    CHECK(node_types(g, "mixed") == std::vector<std::string>{"typed"});
+  });
+}
+
+TEST_CASE("typed kernels agree with the reference kernels (DebugMode) with repeated leaves, broadcasting and views",
+          "[expr][typed]") {
+  std::mt19937 rng(11);
+  const auto m = xsym::matrix<double>("m");
+  const auto r = xsym::row<double>("r");
+  const auto s = xsym::scalar<double>("s");
+  // m appears three times: leaves that are one input read it three times.
+  const auto e = (m * m + r) * s - xsym::exp(-m) / (r * r + 1);
+  auto f = xsym::function("bcast", xsym::inputs(m, r, s), e, xsym::mode("DebugMode"));
+  const auto stats = std::make_shared<xsym::profile_stats>("typed", false);
+  auto fast = xsym::function("bcast", xsym::inputs(m, r, s), e, xsym::profile(stats));
+  for (auto [rows, cols] : {std::pair{1, 1}, {3, 17}, {5, 64}, {2, 1001}}) {
+    CAPTURE(rows, cols);
+    xt::xtensor<double, 2> a = xt::empty<double>({std::size_t(rows), std::size_t(2 * cols)});
+    for (auto& x : a) x = random_value<double>(rng, -2, 2);
+    // Every other column: a strided view of the caller's array.
+    auto av = xt::view(a, xt::all(), xt::range(0, 2 * cols, 2));
+    xt::xtensor<double, 2> rr = xt::empty<double>({std::size_t(1), std::size_t(cols)});
+    for (auto& x : rr) x = random_value<double>(rng, -2, 2);
+    const double sv = 0.75;
+    const xt::xtensor<double, 2> want_debug = f(xt::xtensor<double, 2>(av), rr, sv);  // checked node by node
+    const xt::xtensor<double, 2> got = fast(av, rr, sv);
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) {
+        const double mi = av(i, j), ri = rr(0, j);
+        const double want = (mi * mi + ri) * sv - std::exp(-mi) / (ri * ri + 1);
+        REQUIRE(got(i, j) == Approx(want).epsilon(1e-13).margin(1e-13));
+        REQUIRE(want_debug(i, j) == Approx(want).epsilon(1e-13).margin(1e-13));
+      }
+  }
+  const auto types = node_types(fast, "bcast");  // the scalar's DimShuffle, then the Composite
+  CHECK(std::count(types.begin(), types.end(), "typed") == 1);
+  CHECK(types.back() == "typed");
+}
+
+TEST_CASE("flags still choose: without fusion the seeds' three nodes, in FAST_COMPILE the interpreter; a one-value "
+          "input runs the interpreter",
+          "[expr][typed]") {
+  const auto x = xsym::vector<float>("x"), y = xsym::vector<float>("y"), z = xsym::vector<float>("z");
+  const auto stats = std::make_shared<xsym::profile_stats>("flags", false);
+  auto split = xsym::function("split", xsym::inputs(x, y, z), (x + y + z) * 2,
+                              xsym::optimizer_excluding("fusion:inplace"), xsym::profile(stats));
+  CHECK(split.graph().nodes.size() == 3);
+  auto fc = xsym::function("fc", xsym::inputs(x, y, z), (x + y + z) * 2, xsym::mode("FAST_COMPILE"), xsym::profile(stats));
+  const xt::xtensor<float, 1> a{1, 2, 3}, b{4, 5, 6}, c{7, 8, 9};
+  CHECK((split(a, b, c) == xt::xtensor<float, 1>{24, 30, 36}));
+  CHECK((fc(a, b, c) == xt::xtensor<float, 1>{24, 30, 36}));
+  for (const auto& t : node_types(split, "split")) CHECK(t == "cpu");
+  for (const auto& t : node_types(fc, "fc")) CHECK(t == "ref");  // FAST_COMPILE runs the reference kernels
+
+  // A row that broadcasts: one value per span, not the array the kernel was made for.
+  const auto m = xsym::matrix<float>("m");
+  const auto col = xsym::col<float>("col");
+  auto g = xsym::function("col", xsym::inputs(m, col), m * 2 + col * col, xsym::profile(stats));
+  const xt::xtensor<float, 2> mv{{1, 2}, {3, 4}}, cv{{10}, {20}};
+  CHECK((g(mv, cv) == xt::xtensor<float, 2>{{102, 104}, {406, 408}}));
+}
+
+TEST_CASE("a typed update runs in place and a failed call changes no shared variable", "[expr][typed]") {
+  xt::xtensor<double, 1> w0 = xt::linspace<double>(-1, 1, 37);
+  auto w = xsym::shared(w0, "w");
+  const auto g = xsym::vector<double>("g");
+  auto step = xsym::function("step", xsym::inputs(g), xsym::outputs(), xsym::updates(xsym::update(w, w * 0.5 - g * 0.1 + 1)));
+  const xt::xtensor<double, 1> gv = xt::linspace<double>(2, 3, 37);
+  step(gv);
+  const auto after = w.get_value();
+  for (std::size_t i = 0; i < 37; ++i) CHECK(after(i) == Approx(w0(i) * 0.5 - gv(i) * 0.1 + 1).epsilon(1e-15));
+  CHECK_THROWS_AS(step(xt::xtensor<double, 1>{1, 2}), xsym::shape_error);
+  CHECK((w.get_value() == after));
+}
