@@ -1,6 +1,7 @@
 // Expressions as types (expr/typed.hpp): the trees that operators and functions build, the
-// Composite's text, name and absorbed ops as constant expressions, and the kernels instantiated
-// from the trees (backend/cpu/typed_kernel.hpp) against float64 loops and the reference kernels.
+// Composite's text, name and absorbed ops as constant expressions, the compile-time rewrites
+// (expr/typed_rewrite.hpp), and the kernels instantiated from the trees
+// (backend/cpu/typed_kernel.hpp) against float64 loops and the reference kernels.
 #include "expr_util.hpp"
 
 #include <sstream>
@@ -25,8 +26,8 @@ using leaf_f1 = tree::leaf<float, 1>;
 static_assert(std::is_same_v<xsym::tree_t<add3mul>,
                              tree::apply<scalar_op::mul,
                                          tree::apply<scalar_op::add, tree::apply<scalar_op::add, leaf_f1, leaf_f1>, leaf_f1>,
-                                         tree::leaf<float, 0>>>,
-              "(x + y + z) * 2: the tree of the expression, the 2 a rank-0 leaf of float");
+                                         tree::number<float>>>,
+              "(x + y + z) * 2: the tree of the expression, the 2 a number leaf of float");
 static_assert(xsym::composite_text<add3mul>() == "((i0 + i1 + i2) * i3)");
 static_assert(xsym::composite_name<add3mul>() == "Elemwise{Composite{((i0 + i1 + i2) * i3)}}");
 static_assert(xsym::absorbed_ops<add3mul>() == std::array{scalar_op::add, scalar_op::add, scalar_op::mul});
@@ -53,6 +54,47 @@ static_assert(std::is_same_v<decltype(sym<std::int32_t, 1>() + sym<std::int32_t,
 static_assert(std::is_same_v<decltype(sym<float, 1>() > sym<float, 1>()), xsym::var<bool, 1>>);
 static_assert(std::is_same_v<decltype(xsym::exp(sym<std::int32_t, 1>())), xsym::var<double, 1>>);
 static_assert(!xsym::is_typed_v<decltype(xsym::sum(sym<float, 1>() * 2))>, "a reduction ends the tree");
+
+// ---- compile-time rewrites (expr/typed_rewrite.hpp) -------------------------------------------
+template <scalar_op S, class... A>
+using ap = tree::apply<S, A...>;
+using lf = tree::leaf<float, 1>;
+using num = tree::number<float>;
+template <class E>
+using rewritten = xsym::rewritten_t<xsym::tree_t<E>>;
+// A C++ number is a number leaf: its place is in the type, its value is not.
+static_assert(std::is_same_v<xsym::tree_t<decltype(1 / (1 + xsym::exp(-sym<float, 1>())))>,
+                             ap<scalar_op::true_div, num, ap<scalar_op::add, num, ap<scalar_op::exp, ap<scalar_op::neg, lf>>>>>);
+// stabilize: 1 / (1 + exp(-z)), also with z = a + b written -a - b; log(sigmoid(z)); log(1 - sigmoid(z)); log(1 + x)
+static_assert(std::is_same_v<rewritten<decltype(1 / (1 + xsym::exp(-sym<float, 1>())))>, ap<scalar_op::sigmoid, lf>>);
+static_assert(std::is_same_v<rewritten<decltype(1 / (xsym::exp(-sym<float, 1>() - sym<float, 1>()) + 1))>,
+                             ap<scalar_op::sigmoid, ap<scalar_op::add, lf, lf>>>);
+static_assert(std::is_same_v<rewritten<decltype(xsym::log(xsym::sigmoid(sym<float, 1>())))>,
+                             ap<scalar_op::neg, ap<scalar_op::softplus, ap<scalar_op::neg, lf>>>>);
+static_assert(std::is_same_v<rewritten<decltype(xsym::log(1 - xsym::sigmoid(sym<float, 1>())))>,
+                             ap<scalar_op::neg, ap<scalar_op::softplus, lf>>>);
+static_assert(std::is_same_v<rewritten<decltype(xsym::log(1 + sym<float, 1>() * sym<float, 1>()))>,
+                             ap<scalar_op::log1p, ap<scalar_op::mul, lf, lf>>>);
+// Bottom-up, as the run-time pass: the sigmoid made below is the log's operand above.
+static_assert(std::is_same_v<rewritten<decltype(xsym::log(1 / (1 + xsym::exp(-sym<float, 1>()))))>,
+                             ap<scalar_op::neg, ap<scalar_op::softplus, ap<scalar_op::neg, lf>>>>);
+// canonicalize: --x, (-a) * (-b), a - (-b), -((-a) * b), repeated while a rule applies
+static_assert(std::is_same_v<rewritten<decltype(-(-sym<float, 1>()) * sym<float, 1>())>, ap<scalar_op::mul, lf, lf>>);
+static_assert(std::is_same_v<rewritten<decltype((-sym<float, 1>()) * (-sym<float, 1>()) + sym<float, 1>())>,
+                             ap<scalar_op::add, ap<scalar_op::mul, lf, lf>, lf>>);
+static_assert(std::is_same_v<rewritten<decltype(sym<float, 1>() - (-sym<float, 1>()))>, ap<scalar_op::add, lf, lf>>);
+static_assert(std::is_same_v<rewritten<decltype(-((-sym<float, 1>()) * sym<float, 1>()))>, ap<scalar_op::mul, lf, lf>>);
+static_assert(std::is_same_v<rewritten<decltype(-(-(-sym<float, 1>())))>, ap<scalar_op::neg, lf>>);
+// Each pass alone: the variants function() also instantiates, for the flags that exclude one.
+static_assert(std::is_same_v<xsym::canonical_t<xsym::tree_t<decltype(xsym::log(xsym::sigmoid(-(-sym<float, 1>()))))>>,
+                             ap<scalar_op::log, ap<scalar_op::sigmoid, lf>>>);
+static_assert(std::is_same_v<xsym::stabilized_t<xsym::tree_t<decltype(xsym::log(xsym::sigmoid(-(-sym<float, 1>()))))>>,
+                             ap<scalar_op::neg, ap<scalar_op::softplus, ap<scalar_op::neg, ap<scalar_op::neg, ap<scalar_op::neg, lf>>>>>>);
+// What no rule matches keeps its type; identities that need a value other than 1 are run-time only.
+static_assert(std::is_same_v<rewritten<add3mul>, xsym::tree_t<add3mul>>);
+static_assert(std::is_same_v<rewritten<decltype(sym<float, 1>() * 1 + sym<float, 1>())>,
+                             xsym::tree_t<decltype(sym<float, 1>() * 1 + sym<float, 1>())>>);
+static_assert(xsym::typed_rewrites::stabilize::name == "stabilize" && xsym::typed_rewrites::canonicalize::name == "canonicalize");
 
 // ---- running them -----------------------------------------------------------------------------
 
@@ -179,4 +221,67 @@ TEST_CASE("a typed update runs in place and a failed call changes no shared vari
   for (std::size_t i = 0; i < 37; ++i) CHECK(after(i) == Approx(w0(i) * 0.5 - gv(i) * 0.1 + 1).epsilon(1e-15));
   CHECK_THROWS_AS(step(xt::xtensor<double, 1>{1, 2}), xsym::shape_error);
   CHECK((w.get_value() == after));
+}
+
+TEST_CASE("compile-time rewrites carry their run-time rows' names and tags", "[expr][typed]") {
+  auto tags_of = [](std::string_view name) {
+    for (const auto& r : xsym::rewrite_rows())
+      if (r->name == name) {
+        std::string t;
+        for (const auto& s : r->tags) t += (t.empty() ? "" : ":") + s;
+        return t;
+      }
+    return std::string("(no row)");
+  };
+  CHECK(tags_of(xsym::typed_rewrites::stabilize::name) == xsym::typed_rewrites::stabilize::tags);
+  CHECK(tags_of(xsym::typed_rewrites::canonicalize::name) == xsym::typed_rewrites::canonicalize::tags);
+}
+
+TEST_CASE("rewritten trees run their own kernels: stabilized forms are typed, and the flags still choose the variant",
+          "[expr][typed]") {
+  for_each_type(type_list<float, double>{}, [&]<class T>() {
+    std::mt19937 rng(5);
+    const auto x = xsym::vector<T>("x"), y = xsym::vector<T>("y");
+    const auto stats = std::make_shared<xsym::profile_stats>("rewritten", false);
+    const auto ls = xsym::log(xsym::sigmoid(x));
+    auto stable = xsym::function("stable", xsym::inputs(x), ls, xsym::profile(stats));
+    auto literal = xsym::function("literal", xsym::inputs(x), ls, xsym::optimizer_excluding("stabilize"), xsym::profile(stats));
+    // A 2 where the rule wants a 1: the run-time rewrite leaves it, and so the candidate
+    // kernel for -softplus(x) must not bind (it would give other values).
+    auto two = xsym::function("two", xsym::inputs(x), xsym::log(2 - xsym::sigmoid(x)), xsym::profile(stats));
+    auto one = xsym::function("one", xsym::inputs(x), xsym::log(1 - xsym::sigmoid(x)), xsym::profile(stats));
+    auto sig = xsym::function("sig", xsym::inputs(x, y), 1 / (1 + xsym::exp(-x - y)) * y, xsym::profile(stats));
+    auto neg2 = xsym::function("neg2", xsym::inputs(x, y), (-x) * (-y) + x, xsym::profile(stats));
+    for (std::size_t n : {std::size_t{1}, std::size_t{5}, std::size_t{67}, std::size_t{1001}}) {
+      CAPTURE(type_name<T>(), n);
+      auto a = random_vector<T>(rng, n, -30, 30);
+      if (n > 3) a(0) = T(-200), a(1) = T(200), a(2) = T(0);  // where log(sigmoid) alone gives -inf
+      const auto b = random_vector<T>(rng, n, -2, 2);
+      const xt::xtensor<T, 1> rs = stable(a), r1 = one(a), r2 = two(a), rg = sig(a, b), rn = neg2(a, b);
+      const auto m = xt::clip(a, T(-15), T(15));  // the literal formula's range
+      const xt::xtensor<T, 1> rl = literal(xt::xtensor<T, 1>(m));
+      for (std::size_t i = 0; i < n; ++i) {
+        const long double ai = a(i), bi = b(i), mi = m(i);
+        auto softplus = [](long double u) { return std::max(u, 0.0L) + std::log1p(std::exp(-std::abs(u))); };
+        const long double sg = 1 / (1 + std::exp(-ai));
+        const double tol = 4 * typed_tol<T>();
+        REQUIRE(std::abs(rs(i) - -softplus(-ai)) <= tol * (1 + std::abs(softplus(-ai))));
+        REQUIRE(std::abs(r1(i) - -softplus(ai)) <= tol * (1 + std::abs(softplus(ai))));
+        REQUIRE(std::abs(r2(i) - std::log(2 - sg)) <= tol);
+        REQUIRE(std::abs(rl(i) - std::log(1 / (1 + std::exp(-mi)))) <= tol * (1 + std::abs(mi)));
+        const long double want_g = bi / (1 + std::exp(-ai - bi));
+        REQUIRE(std::abs(rg(i) - want_g) <= tol * (1 + std::abs(want_g)));
+        const long double want_n = ai * bi + ai;
+        REQUIRE(std::abs(rn(i) - want_n) <= tol * (1 + std::abs(want_n)));
+      }
+    }
+    CHECK(node_types(stable, "stable") == std::vector<std::string>{"typed"});
+    CHECK(node_types(literal, "literal") == std::vector<std::string>{"typed"});
+    CHECK(node_types(one, "one") == std::vector<std::string>{"typed"});
+    CHECK(node_types(two, "two") == std::vector<std::string>{"typed"});
+    CHECK(node_types(sig, "sig") == std::vector<std::string>{"typed"});
+    CHECK(node_types(neg2, "neg2") == std::vector<std::string>{"typed"});
+    CHECK_THAT(xsym::toposort_text(stable), Contains("softplus"));
+    CHECK_THAT(xsym::toposort_text(literal), Contains("log(scalar_sigmoid(i0))"));
+  });
 }

@@ -31,12 +31,23 @@ struct outputs_t {
   std::tuple<V...> vars;
 };
 namespace detail {
-// A typed expression handed to function() has its tree's kernel compiled into the program (a
-// lone op already runs one precompiled kernel).
+// A typed expression handed to function() has its tree's kernels compiled into the program: the
+// tree's and its rewritten variants' (each pass alone and both), so that whatever the flags let
+// the run-time rewrites do, the linker finds the kernel of the text they leave. A lone op
+// already runs one precompiled kernel.
+template <class Tree>
+void use_tree_kernel() {
+  if constexpr (Tree::ops >= 2) cpu::use_typed_kernel<Tree>();
+}
 template <class V>
 void use_typed(const V&) {
-  if constexpr (is_typed_v<V>)
-    if constexpr (tree_t<V>::ops >= 2) cpu::use_typed_kernel<tree_t<V>>();
+  if constexpr (is_typed_v<V>) {
+    using T = tree_t<V>;
+    use_tree_kernel<T>();
+    use_tree_kernel<stabilized_t<T>>();
+    use_tree_kernel<canonical_t<T>>();
+    use_tree_kernel<rewritten_t<T>>();
+  }
 }
 }  // namespace detail
 

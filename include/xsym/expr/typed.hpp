@@ -39,6 +39,15 @@ struct apply {
   static constexpr int leaves = A::leaves + (0 + ... + B::leaves);
   static constexpr int ops = 1 + A::ops + (0 + ... + B::ops);
 };
+/// @brief A C++ number in an expression: a rank-0 leaf whose place the type knows but whose
+/// value it does not (compile-time rewrites that need a value assume it; typed_rewrite.hpp).
+template <class T>
+struct number {
+  using value_type = T;
+  static constexpr std::size_t rank = 0;
+  static constexpr int leaves = 1;
+  static constexpr int ops = 0;
+};
 template <class X> struct is_apply : std::false_type {};
 template <scalar_op S, class... A> struct is_apply<apply<S, A...>> : std::true_type {};
 }  // namespace tree
@@ -59,11 +68,11 @@ inline constexpr bool typed_op_v = (std::is_same_v<T, float> || std::is_same_v<T
                                     info(S).family == op_family::floating);
 
 /// The tree of an operand that already has element type T: its own, a leaf, or for a C++
-/// number a rank-0 leaf (a constant) of T.
+/// number a number leaf of T.
 template <class X, class T>
 constexpr auto tree_of_fn() {
   if constexpr (is_typed_v<X>) return std::type_identity<typename X::tree_type>{};
-  else if constexpr (std::is_arithmetic_v<X>) return std::type_identity<tree::leaf<T, 0>>{};
+  else if constexpr (std::is_arithmetic_v<X>) return std::type_identity<tree::number<T>>{};
   else return std::type_identity<tree::leaf<typename X::value_type, X::rank>>{};
 }
 template <class X, class T>

@@ -16,7 +16,7 @@
 
 #include <xsimd/xsimd.hpp>
 
-#include "../../expr/typed.hpp"
+#include "../../expr/typed_rewrite.hpp"
 #include "chain_kernels.hpp"
 #include "fault.hpp"
 #include "program.hpp"
@@ -58,6 +58,13 @@ struct typed_eval<tree::leaf<T, N>, J> {
     if constexpr (N == 0) return X(a.s[J]);
     else if constexpr (std::is_same_v<X, T>) return a.p[J][i];
     else return X::load_unaligned(a.p[J] + i);
+  }
+};
+template <class T, int J>
+struct typed_eval<tree::number<T>, J> {
+  template <class X, int L>
+  static X at(const typed_args<T, L>& a, std::int64_t) {
+    return X(a.s[J]);
   }
 };
 template <scalar_op S, class A, int J>
