@@ -208,6 +208,18 @@ class typed : public var<typename Tree::value_type, Tree::rank> {
  public:
   using tree_type = Tree;
   explicit typed(var_ptr node) : var<typename Tree::value_type, Tree::rank>(std::move(node)) {}
+  typed(const typed&) = default;
+  typed(typed&&) noexcept = default;
+  typed& operator=(const typed&) = default;
+  typed& operator=(typed&&) noexcept = default;
+  // `auto e = x + y; e = e * 2;` assigns another tree: said here rather than by overload resolution.
+  template <class Other>
+  typed& operator=(const typed<Other>&) {
+    static_assert(sizeof(Other) == 0,
+                  "xsym: an expression's type is its tree, so `e = e * 2` assigns another type; declare e as "
+                  "xsym::var<T, N> (every expression converts to it)");
+    return *this;
+  }
   XSYM_ELEMWISE_OPERATORS(typed)
 };
 #undef XSYM_ELEMWISE_OPERATORS
