@@ -3,6 +3,7 @@
 // (expr/typed_rewrite.hpp), and the kernels instantiated from the trees
 // (backend/cpu/typed_kernel.hpp) against float64 loops and the reference kernels.
 #include "expr_util.hpp"
+#include "typed_util.hpp"
 
 #include <sstream>
 
@@ -98,15 +99,6 @@ static_assert(xsym::typed_rewrites::stabilize::name == "stabilize" && xsym::type
 
 // ---- running them -----------------------------------------------------------------------------
 
-/// The profile's <type> of each node of the function named `name`, in toposort order.
-template <class F>
-std::vector<std::string> node_types(F& f, const std::string& name) {
-  std::vector<std::string> t;
-  for (const auto& p : f.profile().functions())
-    if (p->facts->name == name)
-      for (std::size_t i = 0; i < p->facts->graph->nodes.size(); ++i) t.push_back(p->facts->node_implementation(i));
-  return t;
-}
 
 template <class T>
 xt::xtensor<T, 1> random_vector(std::mt19937& rng, std::size_t n, double lo, double hi) {

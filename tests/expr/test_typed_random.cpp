@@ -5,6 +5,7 @@
 // node against the reference kernels, which throws on a difference). Lengths cover a lone
 // element, batches and tails; float32 and float64.
 #include "expr_util.hpp"
+#include "typed_util.hpp"
 
 #include <xtensor/xview.hpp>
 
@@ -109,14 +110,6 @@ struct build<with_number<B, A>> {
   }
 };
 
-template <class F>
-std::vector<std::string> node_types(F& f, const std::string& name) {
-  std::vector<std::string> t;
-  for (const auto& p : f.profile().functions())
-    if (p->facts->name == name)
-      for (std::size_t i = 0; i < p->facts->graph->nodes.size(); ++i) t.push_back(p->facts->node_implementation(i));
-  return t;
-}
 
 struct tally {
   int trees = 0;     // with two ops or more
