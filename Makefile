@@ -35,7 +35,7 @@ test-long: build
 # kernel, product, reduction, edge value and lock; `make test-sanitize-all` (part of test-long)
 # adds the rest (arguments alone takes 9 minutes to build sanitized, beyond CI's budget).
 SANITIZE_AREAS ?= oracle edges threads
-SANITIZE_ALL_AREAS := $(SANITIZE_AREAS) arguments compile modes config profile expr grad dtypes examples
+SANITIZE_ALL_AREAS := $(SANITIZE_AREAS) arguments compile modes config profile expr grad dtypes
 empty :=
 space := $(empty) $(empty)
 test-sanitize: deps
