@@ -5647,10 +5647,6 @@ struct canonicalize_node {
   using r = canonical_form<V>;
   using type = typename std::conditional_t<std::is_void_v<r> || K == 0, std::type_identity<V>, canonicalize_node<r, K - 1>>::type;
 };
-template <class V>
-struct canonicalize_node<V, -1> {
-  using type = V;
-};
 
 // A pass: each node's rule after its operands' (the run-time rebuild's order).
 template <template <class> class Node, class T>
