@@ -71,9 +71,10 @@ bench-mpi:
 	@cmake --build build-bench -j $(JOBS) --target bench_mpi_scaling
 	@for n in 2 1; do bash tests/mpi/run.sh mpiexec $$n build-bench/bench/bench_mpi_scaling; echo; done
 
-# The CUDA builds (needs nvcc): the GPU test file (also part of make test) and the example.
+# The CUDA builds (needs nvcc): the GPU test file (also part of make test), the example and the
+# GPU bench (build/bench/gpu_elemwise).
 cuda: configure
-	@cmake --build $(BUILD) -j $(JOBS) --target test_gpu_cuda_build logistic_regression_cuda_build
+	@cmake --build $(BUILD) -j $(JOBS) --target test_gpu_cuda_build logistic_regression_cuda_build bench_gpu_elemwise_build
 
 # Benchmarks: their own -O3 -march=native build, then bench/run.py writes bench/results/latest.json.
 # The PyTensor peer (bench/peers/logreg_pytensor.py) runs where pip can install pytensor.

@@ -2392,6 +2392,11 @@ template <class Tree> struct is_typed<typed<Tree>> : std::true_type {};
 template <class X> inline constexpr bool is_typed_v = is_typed<std::remove_cvref_t<X>>::value;
 
 namespace detail {
+/// The argument by which function() asks the backends a program includes for Tree's kernels
+/// (use_device_kernel, compile/function.hpp).
+template <class Tree>
+struct kernel_request {};
+
 /// Whether an op on operands of element type T gets a typed tree: arithmetic of the op table in
 /// float or double (comparisons, bitwise ops, switch and casts stay plain vars).
 template <scalar_op S, class T>
@@ -11335,6 +11340,7 @@ struct thunk {
   // for every slot otherwise); owned by the runtime, null for reference thunks.
   const ndarray* const* dests = nullptr;
   std::shared_ptr<const void> device_state;  // GPU backend: the node's data in device memory
+  bool device_typed = false;  // GPU backend: a typed tree's kernel runs the node (<type> typed)
   mutable std::uint64_t wait_ticks = 0;  // AllReduce: its last run's wait for the other ranks (profile)
 };
 
@@ -13922,7 +13928,7 @@ inline void function_runtime::init_profile(const function_options& options, std:
   facts->graph = m_graph;
   facts->implementation = m_plan.reference_kernels ? "ref" : "cpu";
   facts->device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
-  for (const auto& t : m_thunks) facts->node_compiled.push_back(t.prog.jit[0] ? 1 : t.prog.typed ? 2 : 0);
+  for (const auto& t : m_thunks) facts->node_compiled.push_back(t.prog.jit[0] ? 1 : t.prog.typed || t.device_typed ? 2 : 0);
   facts->compiled_library = m_jit.library;
   facts->compiled_now = m_jit.compiled > 0;
   facts->rewrite_seconds = seconds[1] - seconds[0];
@@ -14765,13 +14771,21 @@ struct outputs_t {
   std::tuple<V...> vars;
 };
 namespace detail {
+// The device kernel's hook: <xsym/gpu.hpp> declares an overload taking an int, which lookup
+// finds where function() is instantiated (after every include); without it, nothing.
+template <class Tree>
+void use_device_kernel(kernel_request<Tree>, long) {}
+
 // A typed expression handed to function() has its tree's kernels compiled into the program: the
 // tree's and its rewritten variants' (each pass alone and both), so that whatever the flags let
 // the run-time rewrites do, the linker finds the kernel of the text they leave. A lone op
 // already runs one precompiled kernel.
 template <class Tree>
 void use_tree_kernel() {
-  if constexpr (Tree::ops >= 2) cpu::use_typed_kernel<Tree>();
+  if constexpr (Tree::ops >= 2) {
+    cpu::use_typed_kernel<Tree>();
+    use_device_kernel(kernel_request<Tree>{}, 0);
+  }
 }
 template <class V>
 void use_typed(const V&) {

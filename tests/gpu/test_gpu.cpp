@@ -16,6 +16,7 @@
 
 #include "compile/compile_util.hpp"
 #include "compile/replicas.hpp"
+#include "expr/typed_util.hpp"
 
 namespace {
 using xsym_test::clean_config;
@@ -506,4 +507,83 @@ TEST_CASE("into(...) writes a device function's outputs into the caller's arrays
   CHECK(total == want_total);
   xt::xtensor<double, 1> wrong = xt::zeros<double>({49});
   CHECK_THROWS_AS(f.into(wrong, total)(a), xsym::shape_error);
+}
+
+namespace {
+// The same bits, NaN for NaN (any NaN).
+template <class T, std::size_t N>
+void require_same_bits(const xt::xtensor<T, N>& got, const xt::xtensor<T, N>& want) {
+  REQUIRE(got.shape() == want.shape());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const T g = got.data()[i], w = want.data()[i];
+    INFO("element " << i << ": typed " << g << ", op by op " << w);
+    if (std::isnan(w)) REQUIRE(std::isnan(g));
+    else REQUIRE(std::memcmp(&g, &w, sizeof(T)) == 0);
+  }
+}
+
+// Random values with edge values at a few places (they land in every kernel's positions).
+template <class T>
+xt::xtensor<T, 2> values_with_edges(std::size_t rows, std::size_t cols) {
+  auto a = random_array<T, 2>({rows, cols});
+  using lim = std::numeric_limits<T>;
+  const T edges[] = {lim::quiet_NaN(), lim::infinity(), -lim::infinity(), T(-0.0), T(0), lim::denorm_min(), lim::max(), T(-1)};
+  for (std::size_t k = 0; k < a.size(); k += 5) a.data()[k] = edges[(k / 5) % 8];
+  return a;
+}
+
+template <class T>
+void check_typed_on_device() {
+  const auto m = xsym::matrix<T>("m"), n = xsym::matrix<T>("n"), y = xsym::matrix<T>("y");
+  const auto r = xsym::row<T>("r");
+  const auto s = xsym::scalar<T>("s");
+  // m read twice, r broadcast down the rows, s one value, n.T() a strided view on the device.
+  const auto strided = (m * m + r) * s - xsym::exp(-n.T()) / (r * r + 1);
+  // Every leaf laid out as the output, or a number: the kernel's flat path.
+  const auto flat = xsym::sigmoid(m) * y - xsym::log1p(xsym::abs(m)) + xsym::softplus(y) * xsym::tanh(m) + (m + y + y) * 2;
+  auto stats = std::make_shared<xsym::profile_stats>("typed on the device", false);
+  auto typed = xsym::function("typed", xsym::inputs(m, n, y, r, s), xsym::outputs(strided, flat), xsym::device("cuda"),
+                              xsym::profile(stats));
+  auto op_by_op = xsym::function("op by op", xsym::inputs(m, n, y, r, s), xsym::outputs(strided, flat),
+                                 xsym::device("cuda"), xsym::optimizer_excluding("fusion"));
+  auto cpu = xsym::function("cpu", xsym::inputs(m, n, y, r, s), xsym::outputs(strided, flat));
+  for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{1, 1}, {7, 3}, {300, 37}, {3, 1001}}) {
+    CAPTURE(rows, cols);
+    const auto a = values_with_edges<T>(rows, cols), b = random_array<T, 2>({cols, rows}), c = values_with_edges<T>(rows, cols);
+    const auto row = random_array<T, 2>({1, cols});
+    const T sv = T(0.75);
+    const auto [t0, t1] = typed(a, b, c, row, sv);
+    const auto [o0, o1] = op_by_op(a, b, c, row, sv);
+    require_same_bits(t0, o0);
+    require_same_bits(t1, o1);
+    // And close to the CPU's (its own vector math) where the values are finite.
+    const auto [c0, c1] = cpu(a, b, c, row, sv);
+    for (std::size_t i = 0; i < t1.size(); ++i) {
+      const double g = t1.data()[i], w = c1.data()[i];
+      if (std::isfinite(w) && std::isfinite(g)) REQUIRE(std::abs(g - w) <= 1e-5 * (1 + std::abs(w)));
+    }
+  }
+  const auto types = xsym_test::node_types(typed, "typed");
+  CHECK(std::count(types.begin(), types.end(), "typed") == 2);  // both Composites
+}
+}  // namespace
+
+TEST_CASE("typed trees run their own device kernel, bit for bit the op-by-op kernels, on views and broadcasts",
+          "[gpu][typed]") {
+  clean_config cfg;
+  check_typed_on_device<float>();
+  check_typed_on_device<double>();
+  // An interpreted program (integers and a switch) next to a typed one keeps its interpreter.
+  auto x = xsym::vector<float>("x");
+  auto i = xsym::vector<std::int32_t>("i");
+  auto stats = std::make_shared<xsym::profile_stats>("mixed", false);
+  auto f = xsym::function("mixed", xsym::inputs(x, i), xsym::outputs(xsym::switch_(i > 0, x * 2, x) + 1, x * x + x),
+                          xsym::device("cuda"), xsym::profile(stats));
+  const xt::xtensor<float, 1> a{1, -2, 3};
+  const xt::xtensor<std::int32_t, 1> b{1, 0, -1};
+  const auto [u, v] = f(a, b);
+  CHECK((u == xt::xtensor<float, 1>{3, -1, 4}));
+  CHECK((v == xt::xtensor<float, 1>{2, 2, 12}));
+  const auto types = xsym_test::node_types(f, "mixed");
+  CHECK(std::count(types.begin(), types.end(), "typed") == 1);
 }

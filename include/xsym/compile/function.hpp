@@ -31,13 +31,21 @@ struct outputs_t {
   std::tuple<V...> vars;
 };
 namespace detail {
+// The device kernel's hook: <xsym/gpu.hpp> declares an overload taking an int, which lookup
+// finds where function() is instantiated (after every include); without it, nothing.
+template <class Tree>
+void use_device_kernel(kernel_request<Tree>, long) {}
+
 // A typed expression handed to function() has its tree's kernels compiled into the program: the
 // tree's and its rewritten variants' (each pass alone and both), so that whatever the flags let
 // the run-time rewrites do, the linker finds the kernel of the text they leave. A lone op
 // already runs one precompiled kernel.
 template <class Tree>
 void use_tree_kernel() {
-  if constexpr (Tree::ops >= 2) cpu::use_typed_kernel<Tree>();
+  if constexpr (Tree::ops >= 2) {
+    cpu::use_typed_kernel<Tree>();
+    use_device_kernel(kernel_request<Tree>{}, 0);
+  }
 }
 template <class V>
 void use_typed(const V&) {

@@ -58,6 +58,7 @@ struct thunk {
   // for every slot otherwise); owned by the runtime, null for reference thunks.
   const ndarray* const* dests = nullptr;
   std::shared_ptr<const void> device_state;  // GPU backend: the node's data in device memory
+  bool device_typed = false;  // GPU backend: a typed tree's kernel runs the node (<type> typed)
   mutable std::uint64_t wait_ticks = 0;  // AllReduce: its last run's wait for the other ranks (profile)
 };
 

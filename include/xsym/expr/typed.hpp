@@ -60,6 +60,11 @@ template <class Tree> struct is_typed<typed<Tree>> : std::true_type {};
 template <class X> inline constexpr bool is_typed_v = is_typed<std::remove_cvref_t<X>>::value;
 
 namespace detail {
+/// The argument by which function() asks the backends a program includes for Tree's kernels
+/// (use_device_kernel, compile/function.hpp).
+template <class Tree>
+struct kernel_request {};
+
 /// Whether an op on operands of element type T gets a typed tree: arithmetic of the op table in
 /// float or double (comparisons, bitwise ops, switch and casts stay plain vars).
 template <scalar_op S, class T>

@@ -12,6 +12,7 @@
 #include "../../exec/thunk.hpp"
 #include "../../rewrite/multi_fusion.hpp"
 #include "kernels.hpp"
+#include "typed_kernel.hpp"
 
 #ifdef __CUDACC__
 #include <cublas_v2.h>
@@ -64,6 +65,14 @@ inline void run_elemwise_node(const thunk& t, ndarray* values) {
   const auto& state = *static_cast<const elemwise_state*>(t.device_state.get());
   xsym::detail::elemwise_node<true>(t, values, [&](const ndarray* const* ins, ndarray* const* outs) {
     run_elemwise(*t.prog.prog, reinterpret_cast<const device_instruction*>(state.code.get()), ins, outs);
+  });
+}
+
+// A fused node whose text is a typed tree's: the tree's own kernel (typed_kernel.hpp).
+inline void run_typed_node(const thunk& t, ndarray* values) {
+  const auto& state = *static_cast<const typed_state*>(t.device_state.get());
+  xsym::detail::elemwise_node<true>(t, values, [&](const ndarray* const* ins, ndarray* const* outs) {
+    state.run(ins, state.map.data(), *outs[0]);
   });
 }
 
@@ -239,6 +248,13 @@ inline void bind(thunk& t, const function_graph& g, const apply_node& n) {
     case op_kind::elemwise:
     case op_kind::composite: {
       auto prog = xsym::detail::node_program(g, n);
+      if (auto typed = find_typed_kernel(*prog)) {
+        t.device_state = std::move(typed);
+        t.device_typed = true;
+        t.prog.prog = std::move(prog);
+        t.run = &run_typed_node;
+        break;
+      }
       std::vector<device_instruction> code;
       for (const auto& ins : prog->code)
         code.push_back({static_cast<std::uint8_t>(ins.op), static_cast<std::uint8_t>(ins.in_type),
