@@ -39,7 +39,7 @@ SANITIZE_ALL_AREAS := $(SANITIZE_AREAS) arguments compile modes config profile e
 empty :=
 space := $(empty) $(empty)
 test-sanitize: deps
-	@cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DXSYM_NATIVE=ON -DXSYM_BUILD_EXAMPLES=OFF \
+	@cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DXSYM_NATIVE=ON -DXSYM_BUILD_EXAMPLES=OFF -DXSYM_TESTS_ONE_RUNTIME=ON \
 	  -DCMAKE_CXX_FLAGS="-O1 -g1 -march=native -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow -fno-omit-frame-pointer" >/dev/null
 	@cmake --build build-sanitize -j $(JOBS) --target $(addprefix test_,$(SANITIZE_AREAS))
 	@cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -52,7 +52,7 @@ test-sanitize-all:
 # lock orders fails here even when no wrong value shows (CI runs this).
 test-tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DXSYM_BUILD_EXAMPLES=OFF \
-	  -DCMAKE_CXX_FLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" >/dev/null
+	  -DCMAKE_CXX_FLAGS="-O1 -g1 -fsanitize=thread -fno-omit-frame-pointer" >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target test_threads
 	@cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --output-on-failure -R "^threads$$"
 

@@ -9,6 +9,6 @@ if ! command -v clang++ >/dev/null; then
 fi
 mkdir -p "$work/corpus"
 cp "$src/tests/fuzz/corpus/"* "$work/corpus/"
-clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+clang++ -std=c++20 -gline-tables-only -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I"$src/include" "$src/tests/fuzz/fuzz_config.cpp" -o "$work/fuzz_config"
 "$work/fuzz_config" -max_total_time="$seconds" -timeout=10 -print_final_stats=1 "$work/corpus" 2>&1 | tail -15

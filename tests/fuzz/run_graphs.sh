@@ -14,7 +14,7 @@ mkdir -p "$work/corpus"
 bin=$work/fuzz_graphs
 if [[ ! -x $bin || -n $(find "$src/include" "$src/tests/compile/random_graph.hpp" "$src/tests/fuzz/fuzz_graphs.cpp" \
                          "$src/tests/fuzz/run_graphs.sh" -newer "$bin" -print -quit) ]]; then
-  clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined \
+  clang++ -std=c++20 -gline-tables-only -O1 -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=undefined -I"$src/include" -I"$src/tests" "$src/tests/fuzz/fuzz_graphs.cpp" \
     -o "$bin.new" "$@" -pthread
   mv "$bin.new" "$bin"
