@@ -2463,6 +2463,19 @@ struct tree_text<tree::apply<S, A...>> {
 template <class X>
 using tree_t = typename std::remove_cvref_t<X>::tree_type;
 
+namespace detail {
+/// Compiles Tree's kernels, and its rewritten variants', into the program (defined by
+/// compile/function.hpp, which every program that builds a function includes).
+template <class Tree>
+void use_tree_kernels();
+/// Where a typed expression is the root of an elementwise tree (an output, an update, or the
+/// operand of an op that is not elementwise), its kernels; nothing for any other operand.
+template <class V>
+void use_typed(const V&) {
+  if constexpr (is_typed_v<V>) use_tree_kernels<tree_t<V>>();
+}
+}  // namespace detail
+
 /// @brief The text of the Composite that fuses expression X's tree: "((i0 + i1 + i2) * i3)".
 template <class X>
 constexpr std::string composite_text() {
@@ -3894,6 +3907,21 @@ XSYM_REDUCTION(min, min, E)
 XSYM_REDUCTION(mean, mean, float_result_t<E>)
 #undef XSYM_REDUCTION
 
+// A typed operand is the root of its elementwise tree: its kernels, then the var's overload.
+#define XSYM_TYPED_REDUCTION(fname)                                                                  \
+  template <class Tree, class... Args>                                                               \
+  auto fname(const typed<Tree>& a, const Args&... args)                                              \
+      -> decltype(fname(static_cast<const var<typename Tree::value_type, Tree::rank>&>(a), args...)) { \
+    detail::use_typed(a);                                                                            \
+    return fname(static_cast<const var<typename Tree::value_type, Tree::rank>&>(a), args...);        \
+  }
+XSYM_TYPED_REDUCTION(sum)
+XSYM_TYPED_REDUCTION(prod)
+XSYM_TYPED_REDUCTION(max)
+XSYM_TYPED_REDUCTION(min)
+XSYM_TYPED_REDUCTION(mean)
+#undef XSYM_TYPED_REDUCTION
+
 /// @brief The elementwise reduction of a over every process of comm (an `AllReduce{sum}` node):
 /// same dtype and shape on every rank. `xsym::mpi::allreduce` (<xsym/mpi.hpp>) passes MPI's.
 template <class E, std::size_t N>
@@ -4131,6 +4159,7 @@ var<E, N> set_subtensor(const sliced<E, R, N>& region, const Y& y,
                         detail::source_site where = detail::source_site::current()) {
   static_assert(detail::operand_traits<Y>::rank <= R, "xsym::set_subtensor: the value has more dimensions than the region");
   const detail::at_site site(where);
+  detail::use_typed(y);
   return var<E, N>(detail::inc_subtensor(region.base(), detail::lift<E>(y), region.slices(), true));
 }
 /// @brief x with y added to the region a slice took: numpy's x[1:-1] += y as a value.
@@ -4140,6 +4169,7 @@ var<E, N> inc_subtensor(const sliced<E, R, N>& region, const Y& y,
   static_assert(detail::operand_traits<Y>::rank <= R, "xsym::inc_subtensor: the value has more dimensions than the region");
   static_assert(!std::is_same_v<E, bool>, "xsym::inc_subtensor: adding is not defined on bool tensors");
   const detail::at_site site(where);
+  detail::use_typed(y);
   return var<E, N>(detail::inc_subtensor(region.base(), detail::lift<E>(y), region.slices(), false));
 }
 template <class E, std::size_t N, class Y>
@@ -14787,15 +14817,12 @@ void use_tree_kernel() {
     use_device_kernel(kernel_request<Tree>{}, 0);
   }
 }
-template <class V>
-void use_typed(const V&) {
-  if constexpr (is_typed_v<V>) {
-    using T = tree_t<V>;
-    use_tree_kernel<T>();
-    use_tree_kernel<stabilized_t<T>>();
-    use_tree_kernel<canonical_t<T>>();
-    use_tree_kernel<rewritten_t<T>>();
-  }
+template <class Tree>
+void use_tree_kernels() {
+  use_tree_kernel<Tree>();
+  use_tree_kernel<stabilized_t<Tree>>();
+  use_tree_kernel<canonical_t<Tree>>();
+  use_tree_kernel<rewritten_t<Tree>>();
 }
 }  // namespace detail
 

@@ -277,3 +277,43 @@ TEST_CASE("rewritten trees run their own kernels: stabilized forms are typed, an
     CHECK_THAT(xsym::toposort_text(literal), Contains("log(scalar_sigmoid(i0))"));
   });
 }
+
+TEST_CASE("a typed tree handed to a reduction or a subtensor write runs its kernel there too", "[expr][typed]") {
+  std::mt19937 rng(23);
+  const auto x = xsym::vector<double>("x"), y = xsym::vector<double>("y");
+  const auto m = xsym::matrix<double>("m");
+  const auto stats = std::make_shared<xsym::profile_stats>("roots", false);
+  using xsym::range;
+  // The trees are not outputs: a reduction, an axis reduction and set_subtensor's value.
+  auto total = xsym::function("total", xsym::inputs(x, y), xsym::sum(x * y + xsym::exp(-x)), xsym::profile(stats));
+  auto rows = xsym::function("rows", xsym::inputs(m), xsym::mean(m * m - 1, 1), xsym::profile(stats));
+  auto inner = xsym::function("inner", xsym::inputs(m),
+                              xsym::set_subtensor(m(range(1, -1), range(1, -1)),
+                                                  m(range(0, -2), range(1, -1)) * 2 + m(range(2, xsym::placeholders::_), range(1, -1))),
+                              xsym::profile(stats));
+  for (std::size_t n : {std::size_t{1}, std::size_t{9}, std::size_t{40}}) {
+    CAPTURE(n);
+    const auto a = random_vector<double>(rng, n, -2, 2), b = random_vector<double>(rng, n, -2, 2);
+    double want = 0;
+    for (std::size_t i = 0; i < n; ++i) want += a(i) * b(i) + std::exp(-a(i));
+    REQUIRE(static_cast<double>(total(a, b)) == Approx(want).epsilon(1e-13));
+    xt::xtensor<double, 2> g = xt::empty<double>({n + 2, n + 3});
+    for (auto& e : g) e = random_value<double>(rng, -2, 2);
+    const xt::xtensor<double, 1> r = rows(g);
+    for (std::size_t i = 0; i < g.shape(0); ++i) {
+      double s = 0;
+      for (std::size_t j = 0; j < g.shape(1); ++j) s += g(i, j) * g(i, j) - 1;
+      REQUIRE(r(i) == Approx(s / static_cast<double>(g.shape(1))).epsilon(1e-13));
+    }
+    const xt::xtensor<double, 2> h = inner(g);
+    for (std::size_t i = 0; i < g.shape(0); ++i)
+      for (std::size_t j = 0; j < g.shape(1); ++j) {
+        const bool in = i >= 1 && i + 1 < g.shape(0) && j >= 1 && j + 1 < g.shape(1);
+        REQUIRE(h(i, j) == Approx(in ? g(i - 1, j) * 2 + g(i + 1, j) : g(i, j)).epsilon(1e-15));
+      }
+  }
+  const auto typed_nodes = [](const std::vector<std::string>& types) { return std::count(types.begin(), types.end(), "typed"); };
+  CHECK(typed_nodes(node_types(total, "total")) == 1);
+  CHECK(typed_nodes(node_types(rows, "rows")) == 1);
+  CHECK(typed_nodes(node_types(inner, "inner")) == 1);
+}

@@ -47,15 +47,12 @@ void use_tree_kernel() {
     use_device_kernel(kernel_request<Tree>{}, 0);
   }
 }
-template <class V>
-void use_typed(const V&) {
-  if constexpr (is_typed_v<V>) {
-    using T = tree_t<V>;
-    use_tree_kernel<T>();
-    use_tree_kernel<stabilized_t<T>>();
-    use_tree_kernel<canonical_t<T>>();
-    use_tree_kernel<rewritten_t<T>>();
-  }
+template <class Tree>
+void use_tree_kernels() {
+  use_tree_kernel<Tree>();
+  use_tree_kernel<stabilized_t<Tree>>();
+  use_tree_kernel<canonical_t<Tree>>();
+  use_tree_kernel<rewritten_t<Tree>>();
 }
 }  // namespace detail
 

@@ -220,6 +220,7 @@ var<E, N> set_subtensor(const sliced<E, R, N>& region, const Y& y,
                         detail::source_site where = detail::source_site::current()) {
   static_assert(detail::operand_traits<Y>::rank <= R, "xsym::set_subtensor: the value has more dimensions than the region");
   const detail::at_site site(where);
+  detail::use_typed(y);
   return var<E, N>(detail::inc_subtensor(region.base(), detail::lift<E>(y), region.slices(), true));
 }
 /// @brief x with y added to the region a slice took: numpy's x[1:-1] += y as a value.
@@ -229,6 +230,7 @@ var<E, N> inc_subtensor(const sliced<E, R, N>& region, const Y& y,
   static_assert(detail::operand_traits<Y>::rank <= R, "xsym::inc_subtensor: the value has more dimensions than the region");
   static_assert(!std::is_same_v<E, bool>, "xsym::inc_subtensor: adding is not defined on bool tensors");
   const detail::at_site site(where);
+  detail::use_typed(y);
   return var<E, N>(detail::inc_subtensor(region.base(), detail::lift<E>(y), region.slices(), false));
 }
 template <class E, std::size_t N, class Y>

@@ -131,6 +131,19 @@ struct tree_text<tree::apply<S, A...>> {
 template <class X>
 using tree_t = typename std::remove_cvref_t<X>::tree_type;
 
+namespace detail {
+/// Compiles Tree's kernels, and its rewritten variants', into the program (defined by
+/// compile/function.hpp, which every program that builds a function includes).
+template <class Tree>
+void use_tree_kernels();
+/// Where a typed expression is the root of an elementwise tree (an output, an update, or the
+/// operand of an op that is not elementwise), its kernels; nothing for any other operand.
+template <class V>
+void use_typed(const V&) {
+  if constexpr (is_typed_v<V>) use_tree_kernels<tree_t<V>>();
+}
+}  // namespace detail
+
 /// @brief The text of the Composite that fuses expression X's tree: "((i0 + i1 + i2) * i3)".
 template <class X>
 constexpr std::string composite_text() {

@@ -627,6 +627,21 @@ XSYM_REDUCTION(min, min, E)
 XSYM_REDUCTION(mean, mean, float_result_t<E>)
 #undef XSYM_REDUCTION
 
+// A typed operand is the root of its elementwise tree: its kernels, then the var's overload.
+#define XSYM_TYPED_REDUCTION(fname)                                                                  \
+  template <class Tree, class... Args>                                                               \
+  auto fname(const typed<Tree>& a, const Args&... args)                                              \
+      -> decltype(fname(static_cast<const var<typename Tree::value_type, Tree::rank>&>(a), args...)) { \
+    detail::use_typed(a);                                                                            \
+    return fname(static_cast<const var<typename Tree::value_type, Tree::rank>&>(a), args...);        \
+  }
+XSYM_TYPED_REDUCTION(sum)
+XSYM_TYPED_REDUCTION(prod)
+XSYM_TYPED_REDUCTION(max)
+XSYM_TYPED_REDUCTION(min)
+XSYM_TYPED_REDUCTION(mean)
+#undef XSYM_TYPED_REDUCTION
+
 /// @brief The elementwise reduction of a over every process of comm (an `AllReduce{sum}` node):
 /// same dtype and shape on every rank. `xsym::mpi::allreduce` (<xsym/mpi.hpp>) passes MPI's.
 template <class E, std::size_t N>
