@@ -565,6 +565,27 @@ void check_typed_on_device() {
   }
   const auto types = xsym_test::node_types(typed, "typed");
   CHECK(std::count(types.begin(), types.end(), "typed") == 2);  // both Composites
+  // Contiguous views, one not on 16 bytes (x[1:]): the flat path without 16-byte packs; and
+  // lengths around a pack of 16 bytes for the packed path's last elements.
+  using xsym::range;
+  using xsym::placeholders::_;
+  const auto xv = xsym::vector<T>("xv"), yv = xsym::vector<T>("yv");
+  const auto shifted = xv(range(1, _)) * yv(range(_, -1)) + xv(range(1, _)) / 3;
+  const auto packed = xsym::tanh(xv) * yv - 1;
+  auto typed_v = xsym::function("typed views", xsym::inputs(xv, yv), xsym::outputs(shifted, packed), xsym::device("cuda"),
+                                xsym::profile(stats));
+  auto op_by_op_v = xsym::function("views op by op", xsym::inputs(xv, yv), xsym::outputs(shifted, packed),
+                                   xsym::device("cuda"), xsym::optimizer_excluding("fusion"));
+  for (std::size_t n : {2u, 3u, 5u, 6u, 9u, 1003u}) {
+    CAPTURE(n);
+    const auto a = random_array<T, 1>({n}), b = random_array<T, 1>({n});
+    const auto [t0, t1] = typed_v(a, b);
+    const auto [o0, o1] = op_by_op_v(a, b);
+    require_same_bits(t0, o0);
+    require_same_bits(t1, o1);
+  }
+  const auto view_types = xsym_test::node_types(typed_v, "typed views");
+  CHECK(std::count(view_types.begin(), view_types.end(), "typed") == 2);
 }
 }  // namespace
 

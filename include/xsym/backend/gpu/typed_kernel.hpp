@@ -66,34 +66,58 @@ __host__ __device__ inline T typed_value(T a, [[maybe_unused]] T b) {
   return a;  // not reached: typed trees hold arithmetic ops only (typed_op_v)
 }
 
-// Tree's value at one element; J is the index of its first leaf, leaf j at in[j][off[j]].
+// Tree's value at one element: leaf j is get.template leaf<j>() (an element of an input).
 template <class Tree, int J>
 struct typed_device_eval {  // a leaf or a number: an input of the program
-  template <class T>
-  __host__ __device__ static T at(const T* const* in, const std::int64_t* off) {
-    return in[J][off[J]];
+  template <class T, class Get>
+  __host__ __device__ static T at(const Get& get) {
+    return get.template leaf<J>();
   }
 };
 template <scalar_op S, class A, int J>
 struct typed_device_eval<tree::apply<S, A>, J> {
-  template <class T>
-  __host__ __device__ static T at(const T* const* in, const std::int64_t* off) {
-    const T x = typed_device_eval<A, J>::at(in, off);
+  template <class T, class Get>
+  __host__ __device__ static T at(const Get& get) {
+    const T x = typed_device_eval<A, J>::template at<T>(get);
     return typed_value<S, T>(x, x);
   }
 };
 template <scalar_op S, class A, class B, int J>
 struct typed_device_eval<tree::apply<S, A, B>, J> {
-  template <class T>
-  __host__ __device__ static T at(const T* const* in, const std::int64_t* off) {
-    return typed_value<S, T>(typed_device_eval<A, J>::at(in, off), typed_device_eval<B, J + A::leaves>::at(in, off));
+  template <class T, class Get>
+  __host__ __device__ static T at(const Get& get) {
+    return typed_value<S, T>(typed_device_eval<A, J>::template at<T>(get),
+                             typed_device_eval<B, J + A::leaves>::template at<T>(get));
   }
+};
+
+// Leaf j at in[j][off[j]].
+template <class T>
+struct element_at {
+  const T* const* in;
+  const std::int64_t* off;
+  template <int J>
+  __host__ __device__ T leaf() const { return in[J][off[J]]; }
+};
+// Leaf j's value in lane K of the values loaded for W consecutive elements.
+template <class T, int L, int W, int K>
+struct lane_at {
+  const T (&v)[L][W];
+  template <int J>
+  __host__ __device__ T leaf() const { return v[J][K]; }
+};
+
+// W consecutive elements in one 16-byte load or store.
+template <class T, int W>
+struct alignas(16) pack {
+  T v[W];
 };
 
 /// What a typed kernel reads, passed by value: leaf j's data and strides (0 where it broadcasts).
 template <class T, int L>
 struct typed_desc {
   int rank = 0;
+  std::int64_t packs = 0;  // packed path: elements [0, packs * W) in packs of W, then one thread per element
   std::int64_t shape[max_rank] = {};
   const T* in[L] = {};
   std::int64_t strides[L][max_rank] = {};
@@ -101,17 +125,18 @@ struct typed_desc {
   T* out = nullptr;
 };
 
-template <class Tree, bool Flat>
+enum class typed_path { strided, flat, packed };
+
+template <class Tree, typed_path Path>
 struct typed_functor {
   using T = typename Tree::value_type;
   static constexpr int L = Tree::leaves;
+  static constexpr int W = 16 / static_cast<int>(sizeof(T));
   typed_desc<T, L> d;
   __host__ __device__ void operator()(std::int64_t i) const { apply(d, i); }
-  __host__ __device__ static void apply(const typed_desc<T, L>& d, std::int64_t i) {
+  __host__ __device__ static void element(const typed_desc<T, L>& d, std::int64_t i) {
     std::int64_t off[L];
-    if constexpr (Flat) {
-      for (int j = 0; j < L; ++j) off[j] = i * d.step[j];
-    } else {
+    if constexpr (Path == typed_path::strided) {
       for (int j = 0; j < L; ++j) off[j] = 0;
       std::int64_t rem = i;
       for (int dim = d.rank - 1; dim >= 0; --dim) {
@@ -119,30 +144,64 @@ struct typed_functor {
         rem /= d.shape[dim];
         for (int j = 0; j < L; ++j) off[j] += idx * d.strides[j][dim];
       }
+    } else {
+      for (int j = 0; j < L; ++j) off[j] = i * d.step[j];
     }
-    d.out[i] = typed_device_eval<Tree, 0>::at(d.in, off);
+    d.out[i] = typed_device_eval<Tree, 0>::template at<T>(element_at<T>{d.in, off});
+  }
+  template <int K>
+  __host__ __device__ static void lanes(const T (&v)[L][W], pack<T, W>& r) {
+    if constexpr (K < W) {
+      r.v[K] = typed_device_eval<Tree, 0>::template at<T>(lane_at<T, L, W, K>{v});
+      lanes<K + 1>(v, r);
+    }
+  }
+  // Item i < packs: elements [i * W, i * W + W) from 16-byte loads; after them, one element each.
+  __host__ __device__ static void apply(const typed_desc<T, L>& d, std::int64_t i) {
+    if constexpr (Path == typed_path::packed) {
+      if (i >= d.packs) {
+        element(d, d.packs * W + (i - d.packs));
+        return;
+      }
+      T v[L][W];
+      for (int j = 0; j < L; ++j) {
+        if (d.step[j] == 0) {
+          const T one = d.in[j][0];
+          for (int k = 0; k < W; ++k) v[j][k] = one;
+        } else {
+          const pack<T, W> p = reinterpret_cast<const pack<T, W>*>(d.in[j])[i];
+          for (int k = 0; k < W; ++k) v[j][k] = p.v[k];
+        }
+      }
+      pack<T, W> r;
+      lanes<0>(v, r);
+      reinterpret_cast<pack<T, W>*>(d.out)[i] = r;
+    } else {
+      element(d, i);
+    }
   }
 };
 
 #ifdef __CUDACC__
-template <class Tree, bool Flat, class Desc>
+template <class Tree, typed_path Path, class Desc>
 __global__ void typed_kernel(const __grid_constant__ Desc d, std::int64_t total) {
   const std::int64_t step = static_cast<std::int64_t>(blockDim.x) * gridDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step)
-    typed_functor<Tree, Flat>::apply(d, i);
+    typed_functor<Tree, Path>::apply(d, i);
 }
 #endif
 
-template <class Tree, bool Flat>
-void launch_typed(const typed_desc<typename Tree::value_type, Tree::leaves>& d, std::int64_t total) {
+// `items` threads' worth of work: elements, or packs and the elements after them.
+template <class Tree, typed_path Path>
+void launch_typed(const typed_desc<typename Tree::value_type, Tree::leaves>& d, std::int64_t items) {
 #ifdef __CUDACC__
   constexpr int threads = 256;
-  const std::int64_t blocks = std::min<std::int64_t>((total + threads - 1) / threads, 1 << 16);
-  typed_kernel<Tree, Flat><<<static_cast<unsigned>(blocks), threads>>>(d, total);
+  const std::int64_t blocks = std::min<std::int64_t>((items + threads - 1) / threads, 1 << 16);
+  typed_kernel<Tree, Path><<<static_cast<unsigned>(blocks), threads>>>(d, items);
   cuda::detail::check(cudaGetLastError(), "a typed tree's kernel launch");
 #else
   thrust::for_each(XSYM_GPU_POLICY, thrust::counting_iterator<std::int64_t>(0),
-                   thrust::counting_iterator<std::int64_t>(total), typed_functor<Tree, Flat>{d});
+                   thrust::counting_iterator<std::int64_t>(items), typed_functor<Tree, Path>{d});
 #endif
 }
 
@@ -180,8 +239,14 @@ void run_typed(const ndarray* const* ins, const std::uint8_t* map, ndarray& out)
     flat = flat && (same || one);
   }
   d.out = out.data_as<T>();
-  if (flat) launch_typed<Tree, true>(d, total);
-  else launch_typed<Tree, false>(d, total);
+  if (!flat) return launch_typed<Tree, typed_path::strided>(d, total);
+  // Packs of 16 bytes where every array the kernel reads or writes starts on 16 bytes.
+  constexpr int W = 16 / static_cast<int>(sizeof(T));
+  bool aligned = reinterpret_cast<std::uintptr_t>(d.out) % 16 == 0;
+  for (int j = 0; j < L; ++j) aligned = aligned && (d.step[j] == 0 || reinterpret_cast<std::uintptr_t>(d.in[j]) % 16 == 0);
+  if (!aligned || total < W) return launch_typed<Tree, typed_path::flat>(d, total);
+  d.packs = total / W;
+  launch_typed<Tree, typed_path::packed>(d, d.packs + total % W);
 }
 
 using typed_launch = void (*)(const ndarray* const* ins, const std::uint8_t* map, ndarray& out);
