@@ -278,7 +278,8 @@ TEST_CASE("rewritten trees run their own kernels: stabilized forms are typed, an
   });
 }
 
-TEST_CASE("a typed tree handed to a reduction or a subtensor write runs its kernel there too", "[expr][typed]") {
+TEST_CASE("a typed tree handed to a reduction, a product or a subtensor write runs its kernel there too",
+          "[expr][typed]") {
   std::mt19937 rng(23);
   const auto x = xsym::vector<double>("x"), y = xsym::vector<double>("y");
   const auto m = xsym::matrix<double>("m");
@@ -291,6 +292,7 @@ TEST_CASE("a typed tree handed to a reduction or a subtensor write runs its kern
                               xsym::set_subtensor(m(range(1, -1), range(1, -1)),
                                                   m(range(0, -2), range(1, -1)) * 2 + m(range(2, xsym::placeholders::_), range(1, -1))),
                               xsym::profile(stats));
+  auto product = xsym::function("product", xsym::inputs(m, x, y), xsym::dot(m, x * y - 1), xsym::profile(stats));
   for (std::size_t n : {std::size_t{1}, std::size_t{9}, std::size_t{40}}) {
     CAPTURE(n);
     const auto a = random_vector<double>(rng, n, -2, 2), b = random_vector<double>(rng, n, -2, 2);
@@ -305,6 +307,14 @@ TEST_CASE("a typed tree handed to a reduction or a subtensor write runs its kern
       for (std::size_t j = 0; j < g.shape(1); ++j) s += g(i, j) * g(i, j) - 1;
       REQUIRE(r(i) == Approx(s / static_cast<double>(g.shape(1))).epsilon(1e-13));
     }
+    xt::xtensor<double, 2> p = xt::empty<double>({std::size_t{3}, n});
+    for (auto& e : p) e = random_value<double>(rng, -2, 2);
+    const xt::xtensor<double, 1> q = product(p, a, b);
+    for (std::size_t i = 0; i < 3; ++i) {
+      double s = 0;
+      for (std::size_t j = 0; j < n; ++j) s += p(i, j) * (a(j) * b(j) - 1);
+      REQUIRE(q(i) == Approx(s).epsilon(1e-12).margin(1e-12));
+    }
     const xt::xtensor<double, 2> h = inner(g);
     for (std::size_t i = 0; i < g.shape(0); ++i)
       for (std::size_t j = 0; j < g.shape(1); ++j) {
@@ -316,4 +326,5 @@ TEST_CASE("a typed tree handed to a reduction or a subtensor write runs its kern
   CHECK(typed_nodes(node_types(total, "total")) == 1);
   CHECK(typed_nodes(node_types(rows, "rows")) == 1);
   CHECK(typed_nodes(node_types(inner, "inner")) == 1);
+  CHECK(typed_nodes(node_types(product, "product")) == 1);
 }

@@ -579,6 +579,15 @@ auto dot(const var<A, NA>& a, const var<B, NB>& b, detail::source_site where = d
   static_assert(!std::is_same_v<A, bool> && !std::is_same_v<B, bool>, "xsym::dot is not defined on bool tensors");
   return var<promote_t<A, B>, NA + NB - 2>(detail::dot(a.node(), b.node()));
 }
+/// @brief dot of a typed operand: the root of its elementwise tree, whose kernels it compiles in.
+template <class A, class B>
+  requires(is_var_v<A> && is_var_v<B> && (is_typed_v<A> || is_typed_v<B>))
+auto dot(const A& a, const B& b, detail::source_site where = detail::source_site::current()) {
+  detail::use_typed(a);
+  detail::use_typed(b);
+  return dot(static_cast<const var<typename A::value_type, A::rank>&>(a),
+             static_cast<const var<typename B::value_type, B::rank>&>(b), where);
+}
 
 // ---- reductions -------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -135,14 +136,6 @@ struct typed_entry {
   std::uint64_t scalar_leaves;
   int leaves;
 };
-inline std::vector<typed_entry>& typed_registry() {
-  static std::vector<typed_entry> r;
-  return r;
-}
-inline std::mutex& typed_registry_mutex() {
-  static std::mutex m;
-  return m;
-}
 
 XSYM_COLD_BEGIN
 // Leaf j of the pattern is the program's input map[j]; false where the text is another tree's.
@@ -166,6 +159,41 @@ inline bool match_tree(std::string_view pattern, std::string_view text, std::uin
   }
   return j == text.size() && leaf == leaves;
 }
+
+/// A backend's tree kernels, each registered once under its tree's text (Entry: the pattern,
+/// the element type, the number of leaves and what runs it; the GPU backend has its own).
+template <class Entry>
+class tree_registry {
+ public:
+  static tree_registry& instance() {
+    static tree_registry r;
+    return r;
+  }
+  void add(Entry e) {
+    std::lock_guard hold(m_lock);
+    m_entries.push_back(std::move(e));
+  }
+  /// The entry whose text is program p's, leaf j reading p's input map[j] (64 slots): for a
+  /// program of one output, two steps or more and every register of the tree's element type.
+  std::optional<Entry> find(const program& p, std::uint8_t* map) {
+    if (p.outputs.size() != 1 || p.code.size() < 2 || p.n_inputs > 64 || p.reg_types.empty()) return std::nullopt;
+    const dtype t = p.reg_types[0];
+    for (dtype r : p.reg_types)
+      if (r != t) return std::nullopt;
+    std::lock_guard hold(m_lock);
+    for (const Entry& e : m_entries) {
+      if (e.type != t || e.leaves > 64 || !match_tree(e.pattern, p.text, map, e.leaves)) continue;
+      for (int j = 0; j < e.leaves; ++j)
+        if (map[j] >= p.n_inputs) return std::nullopt;
+      return e;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::mutex m_lock;
+  std::vector<Entry> m_entries;
+};
 XSYM_COLD_END
 }  // namespace detail
 
@@ -174,9 +202,9 @@ XSYM_COLD_END
 template <class Tree>
 void use_typed_kernel() {
   static const bool once = [] {
-    std::lock_guard lock(detail::typed_registry_mutex());
-    detail::typed_registry().push_back({tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(),
-                                        &detail::typed_run<Tree>, detail::scalar_leaves<Tree>(), Tree::leaves});
+    detail::tree_registry<detail::typed_entry>::instance().add({tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(),
+                                                                &detail::typed_run<Tree>, detail::scalar_leaves<Tree>(),
+                                                                Tree::leaves});
     return true;
   }();
   (void)once;
@@ -186,11 +214,6 @@ XSYM_COLD_BEGIN
 /// @brief Binds a registered tree's kernel to a fused program of two or more steps whose text is
 /// the tree's and whose registers are all of the tree's element type. False where none is.
 inline bool bind_typed_kernel(compiled_program& cp) {
-  const program& p = *cp.prog;
-  if (p.outputs.size() != 1 || p.code.size() < 2 || p.n_inputs > 64 || p.reg_types.empty()) return false;
-  const dtype t = p.reg_types[0];
-  for (dtype r : p.reg_types)
-    if (r != t) return false;
   // Sigmoids and softpluses that share one exp(-|u|) (share_work) give other bits than each op's
   // own kernel, which a tree runs: such programs keep their steps, as the one-element path does.
   for (const compiled_step& st : cp.steps)
@@ -199,23 +222,16 @@ inline bool bind_typed_kernel(compiled_program& cp) {
   const testing::fault_kind fault = detail::fault_state().kind;
   if ((fault != testing::fault_kind::none && fault != testing::fault_kind::typed) || testing::broken_simd_kernel())
     return false;
-  std::lock_guard lock(detail::typed_registry_mutex());
-  for (const detail::typed_entry& e : detail::typed_registry()) {
-    if (e.type != t || e.leaves > static_cast<int>(cp.typed_map.size())) continue;
-    std::array<std::uint8_t, 64> map{};
-    if (!detail::match_tree(e.pattern, p.text, map.data(), e.leaves)) continue;
-    std::uint64_t bits = 0;
-    for (int j = 0; j < e.leaves; ++j) {
-      if (map[static_cast<std::size_t>(j)] >= p.n_inputs) return false;
-      bits |= ((e.scalar_leaves >> j) & 1u) << map[static_cast<std::size_t>(j)];
-    }
-    cp.typed = e.run;
-    std::copy(map.begin(), map.begin() + e.leaves, cp.typed_map.begin());
-    cp.typed_scalar_bits = bits;
-    cp.typed_faulty = fault == testing::fault_kind::typed;
-    return true;
-  }
-  return false;
+  std::array<std::uint8_t, 64> map{};
+  const auto e = detail::tree_registry<detail::typed_entry>::instance().find(*cp.prog, map.data());
+  if (!e) return false;
+  std::uint64_t bits = 0;
+  for (int j = 0; j < e->leaves; ++j) bits |= ((e->scalar_leaves >> j) & 1u) << map[static_cast<std::size_t>(j)];
+  cp.typed = e->run;
+  std::copy(map.begin(), map.begin() + e->leaves, cp.typed_map.begin());
+  cp.typed_scalar_bits = bits;
+  cp.typed_faulty = fault == testing::fault_kind::typed;
+  return true;
 }
 XSYM_COLD_END
 

@@ -10,9 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <vector>
 
 #include "../../config/cold.hpp"
 #include "../../expr/typed.hpp"
@@ -257,14 +255,6 @@ struct typed_entry {
   typed_launch run;
   int leaves;
 };
-inline std::vector<typed_entry>& typed_registry() {
-  static std::vector<typed_entry> r;
-  return r;
-}
-inline std::mutex& typed_registry_mutex() {
-  static std::mutex m;
-  return m;
-}
 
 /// A bound tree's kernel: what the node's thunk keeps.
 struct typed_state {
@@ -273,24 +263,13 @@ struct typed_state {
 };
 
 XSYM_COLD_BEGIN
-/// The registered tree whose text is the program's (one output, two steps or more, every
-/// register of the tree's element type); null where none is.
+/// The registered tree whose text is the program's; null where none is.
 inline std::shared_ptr<typed_state> find_typed_kernel(const program& p) {
-  if (p.outputs.size() != 1 || p.code.size() < 2 || p.n_inputs > 64 || p.reg_types.empty()) return nullptr;
-  const dtype t = p.reg_types[0];
-  for (dtype r : p.reg_types)
-    if (r != t) return nullptr;
-  std::lock_guard lock(typed_registry_mutex());
-  for (const typed_entry& e : typed_registry()) {
-    if (e.type != t) continue;
-    auto s = std::make_shared<typed_state>();
-    if (!cpu::detail::match_tree(e.pattern, p.text, s->map.data(), e.leaves)) continue;
-    for (int j = 0; j < e.leaves; ++j)
-      if (s->map[static_cast<std::size_t>(j)] >= p.n_inputs) return nullptr;
-    s->run = e.run;
-    return s;
-  }
-  return nullptr;
+  auto s = std::make_shared<typed_state>();
+  const auto e = cpu::detail::tree_registry<typed_entry>::instance().find(p, s->map.data());
+  if (!e) return nullptr;
+  s->run = e->run;
+  return s;
 }
 XSYM_COLD_END
 }  // namespace detail
@@ -299,8 +278,7 @@ XSYM_COLD_END
 template <class Tree>
 void use_typed_kernel() {
   static const bool once = [] {
-    std::lock_guard lock(detail::typed_registry_mutex());
-    detail::typed_registry().push_back(
+    cpu::detail::tree_registry<detail::typed_entry>::instance().add(
         {tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(), &detail::run_typed<Tree>, Tree::leaves});
     return true;
   }();
