@@ -214,12 +214,6 @@ void run_typed(const ndarray* const* ins, const std::uint8_t* map, ndarray& out)
   typed_desc<T, L> d;
   d.rank = shape.rank;
   for (int i = 0; i < shape.rank; ++i) d.shape[i] = shape[i];
-  std::int64_t c_stride[max_rank] = {};
-  std::int64_t s = 1;
-  for (int dim = shape.rank - 1; dim >= 0; --dim) {
-    c_stride[dim] = s;
-    s *= shape[dim];
-  }
   // Flat where every leaf is laid out as the output (step 1) or is one value (step 0).
   bool flat = true;
   for (int j = 0; j < L; ++j) {
@@ -230,7 +224,7 @@ void run_typed(const ndarray* const* ins, const std::uint8_t* map, ndarray& out)
       const std::int64_t st = dim >= a.rank() || a.shape(dim) == 1 ? 0 : a.stride(dim);
       d.strides[j][dim] = st;
       if (shape[dim] == 1) continue;
-      same = same && st == c_stride[dim];
+      same = same && st == out.stride(dim);  // out is C-contiguous
       one = one && st == 0;
     }
     d.step[j] = one ? 0 : 1;
