@@ -4,7 +4,7 @@ JOBS ?= 2
 BUILD_TYPE ?= Release
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test test-long test-sanitize test-sanitize-all test-tsan mpi bench bench-mpi ulps cuda clean
+.PHONY: all deps configure build demo test test-long sanitize-build test-sanitize test-sanitize-all tsan-build test-tsan test-sanitizers mpi bench bench-mpi ulps cuda clean
 
 all: build
 
@@ -38,10 +38,14 @@ SANITIZE_AREAS ?= oracle edges threads
 SANITIZE_ALL_AREAS := $(SANITIZE_AREAS) arguments compile modes config profile expr grad dtypes
 empty :=
 space := $(empty) $(empty)
-test-sanitize: deps
+SANITIZE_FLAGS := -O1 -g1 -march=native -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow -fno-omit-frame-pointer
+# CMAKE_CXX_FLAGS_DEBUG=-g1: Debug's own -g would come after -g1 and double the compile.
+sanitize-build: deps
 	@cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DXSYM_NATIVE=ON -DXSYM_BUILD_EXAMPLES=OFF -DXSYM_TESTS_ONE_RUNTIME=ON \
-	  -DCMAKE_CXX_FLAGS="-O1 -g1 -march=native -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow -fno-omit-frame-pointer" >/dev/null
+	  -DCMAKE_CXX_FLAGS="$(SANITIZE_FLAGS)" -DCMAKE_CXX_FLAGS_DEBUG=-g1 >/dev/null
 	@cmake --build build-sanitize -j $(JOBS) --target $(addprefix test_,$(SANITIZE_AREAS))
+
+test-sanitize: sanitize-build
 	@cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -R "^($(subst $(space),|,$(SANITIZE_AREAS)))$$"
 
@@ -50,11 +54,19 @@ test-sanitize-all:
 
 # The threads area under ThreadSanitizer, in its own build: an access to shared state that no
 # lock orders fails here even when no wrong value shows (CI runs this).
-test-tsan: deps
+tsan-build: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DXSYM_BUILD_EXAMPLES=OFF \
-	  -DCMAKE_CXX_FLAGS="-O1 -g1 -fsanitize=thread -fno-omit-frame-pointer" >/dev/null
+	  -DCMAKE_CXX_FLAGS="-O1 -g1 -fsanitize=thread -fno-omit-frame-pointer" -DCMAKE_CXX_FLAGS_DEBUG=-g1 >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target test_threads
+
+test-tsan: tsan-build
 	@cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --output-on-failure -R "^threads$$"
+
+# Both sanitizer builds at once (CI): each spends minutes compiling its runtime alone on one
+# core, so together they keep both cores busy; then their tests, one build after the other.
+test-sanitizers:
+	@$(MAKE) --no-print-directory -j 2 --output-sync=target sanitize-build tsan-build
+	@$(MAKE) --no-print-directory test-sanitize test-tsan
 
 # xsym over MPI: installs Open MPI (only this target does), then builds and runs the MPI tests on
 # 1 and 2 ranks and the sharded example on 2 (`make test` runs them too once MPI is there).
