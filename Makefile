@@ -38,12 +38,12 @@ SANITIZE_AREAS ?= oracle edges threads
 SANITIZE_ALL_AREAS := $(SANITIZE_AREAS) arguments compile modes config profile expr grad dtypes
 empty :=
 space := $(empty) $(empty)
-SANITIZE_FLAGS := -O1 -g1 -march=native -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow -fno-omit-frame-pointer
-# CMAKE_CXX_FLAGS_DEBUG=-g1: Debug's own -g would come after -g1 and double the compile. The test
-# files at -O0 (half the compile), the runtime they drive at -O1.
+SANITIZE_FLAGS := -O0 -g1 -march=native -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow -fno-omit-frame-pointer
+# -O0 (half the compile of -O1; the tests then run about half as fast) and line tables only:
+# CMAKE_CXX_FLAGS_DEBUG=-g1, since Debug's own -g would come after -g1 and double the compile.
 sanitize-build: deps
 	@cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DXSYM_NATIVE=ON -DXSYM_BUILD_EXAMPLES=OFF -DXSYM_TESTS_ONE_RUNTIME=ON \
-	  -DCMAKE_CXX_FLAGS="$(SANITIZE_FLAGS)" -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DXSYM_TESTS_OPT=-O0 >/dev/null
+	  -DCMAKE_CXX_FLAGS="$(SANITIZE_FLAGS)" -DCMAKE_CXX_FLAGS_DEBUG=-g1 >/dev/null
 	@cmake --build build-sanitize -j $(JOBS) --target $(addprefix test_,$(SANITIZE_AREAS))
 
 test-sanitize: sanitize-build
@@ -57,7 +57,7 @@ test-sanitize-all:
 # lock orders fails here even when no wrong value shows (CI runs this).
 tsan-build: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DXSYM_BUILD_EXAMPLES=OFF \
-	  -DCMAKE_CXX_FLAGS="-O1 -g1 -fsanitize=thread -fno-omit-frame-pointer" -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DXSYM_TESTS_OPT=-O0 >/dev/null
+	  -DCMAKE_CXX_FLAGS="-O0 -g1 -fsanitize=thread -fno-omit-frame-pointer" -DCMAKE_CXX_FLAGS_DEBUG=-g1 >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target test_threads
 
 test-tsan: tsan-build
