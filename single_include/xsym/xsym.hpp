@@ -5809,8 +5809,8 @@ namespace xsym::cpu::detail {
   }                                                                                      \
   /* Where |a| reaches exp_edge, exp's results are subnormal or near overflow, or a is  \
      inf or NaN: xsimd's exp and expm1 end their range early there (and its float64 exp \
-     converts such values to integers out of range), so those lanes take the C          \
-     library's function, out of line. */                                                \
+     converts such values to integers out of range), so in double those lanes take the  \
+     C library's function, out of line (float's exp below covers them itself). */      \
   template <class T>                                                                     \
   inline constexpr T exp_edge = sizeof(T) == 4 ? T(87.3) : T(708.3);                     \
   template <class X>                                                                     \
@@ -5833,6 +5833,44 @@ XSYM_VLANES
     using T = typename X::value_type;                                                     \
     if (xsimd::all(xsimd::abs(a) < X(exp_edge<T>))) return xsimd::exp(a);                 \
     return vexp_edges(a);                                                                 \
+  }                                                                                       \
+  /* float: xsimd's reduction and polynomial on x clamped to [-104, 88.8]; y in          \
+     [0.7, 1.42] and k = round(x / ln 2) in [-150, 128] come back apart */               \
+  template <class A>                                                                      \
+  xsimd::batch<float, A> vexp_core(const xsimd::batch<float, A>& x,                       \
+                                   xsimd::batch<std::int32_t, A>& k) {                    \
+    using X = xsimd::batch<float, A>;                                                     \
+    const X kf = xsimd::nearbyint(x * X(1.44269504088896341f));                           \
+    X r = xsimd::fnma(kf, X(0.693359375f), x);                                            \
+    r = xsimd::fnma(kf, X(-2.12194440e-4f), r);                                           \
+    X y = xsimd::fma(X(1.3997796e-03f), r, X(8.3955629e-03f));                            \
+    y = xsimd::fma(y, r, X(4.1665401e-02f));                                              \
+    y = xsimd::fma(y, r, X(1.6666277e-01f));                                              \
+    y = xsimd::fma(y, r, X(5.0000000e-01f));                                              \
+    k = xsimd::to_int(kf);                                                                \
+    return xsimd::fma(y, r * r, r) + X(1.0f);                                             \
+  }                                                                                       \
+  /* 2^k as two normal factors: a subnormal result rounds once, a large one overflows    \
+     to inf, so no lane needs the C library and the loop has no branch. A NaN goes       \
+     through the clamps: x86's min and max return their second operand then, NEON's NaN. */ \
+  template <class A>                                                                      \
+  xsimd::batch<float, A> vexp_batch(const xsimd::batch<float, A>& a) {                    \
+    using X = xsimd::batch<float, A>;                                                     \
+    using I = xsimd::batch<std::int32_t, A>;                                              \
+    I k;                                                                                  \
+    const X y = vexp_core(xsimd::min(X(88.8f), xsimd::max(X(-104.0f), a)), k);            \
+    const I k1 = k >> 1, k2 = k - k1;                                                     \
+    return y * xsimd::bitwise_cast<X>((k1 + I(127)) << 23) *                              \
+           xsimd::bitwise_cast<X>((k2 + I(127)) << 23);                                   \
+  }                                                                                       \
+  /* exp(a) for a <= 0: k <= 0, so 2^(k + 64) is normal and 2^-64 a constant factor */    \
+  template <class A>                                                                      \
+  xsimd::batch<float, A> vexp_nonpos_batch(const xsimd::batch<float, A>& a) {             \
+    using X = xsimd::batch<float, A>;                                                     \
+    using I = xsimd::batch<std::int32_t, A>;                                              \
+    I k;                                                                                  \
+    const X y = vexp_core(xsimd::max(X(-104.0f), a), k);                                  \
+    return y * xsimd::bitwise_cast<X>((k + I(127 + 64)) << 23) * X(0x1p-64f);            \
   }
 #define XSYM_VEXP_AVX512                                                                                   \
   template <class A>                                                                                       \
@@ -5865,13 +5903,42 @@ XSYM_VLANES
 // such lanes and the common path are functions of their own for chain_loop, which tests four
 // batches at once.
 #define XSYM_VLOG_GENERIC                                                                           \
-  /* zero, negative, subnormal, infinite and NaN lanes take the C library's results */              \
+  /* double: zero, negative, subnormal, infinite and NaN lanes take the C library's results */       \
   template <class X>                                                                                \
   X vlog_batch(const X& a) {                                                                        \
     using T = typename X::value_type;                                                               \
     const auto in = a >= X(std::numeric_limits<T>::min()) && a <= X(std::numeric_limits<T>::max()); \
     if (xsimd::all(in)) return xsimd::log(a);                                                       \
     return vlanes_where(!in, xsimd::log(xsimd::select(in, a, X(1))), a, [](T x) { return std::log(x); }); \
+  }                                                                                                 \
+  /* float: log(2^k z) = k ln 2 + log1p(f), z in [0.707, 1.414) from a's bits, f = z - 1,          \
+     log1p(f) = f - f^2/2 + f^3 P(f) (Cephes' logf polynomial): within 1 ulp of the exact log     \
+     over every positive float (subnormals scaled by 2^23 first), no division, and zero,          \
+     negative, infinite and NaN lanes chosen by selects, so the loop has no branch */             \
+  template <class A>                                                                                \
+  xsimd::batch<float, A> vlog_batch(const xsimd::batch<float, A>& a) {                              \
+    using X = xsimd::batch<float, A>;                                                               \
+    using I = xsimd::batch<std::int32_t, A>;                                                        \
+    const auto sub = a < X(std::numeric_limits<float>::min());                                      \
+    I ix = xsimd::bitwise_cast<I>(xsimd::select(sub, a * X(0x1p23f), a)) + I(0x3f800000 - 0x3f3504f3); \
+    const X k = xsimd::to_float((ix >> 23) - I(0x7f)) - xsimd::select(sub, X(23.0f), X(0.0f));    \
+    ix = (ix & I(0x007fffff)) + I(0x3f3504f3);                                                      \
+    const X f = xsimd::bitwise_cast<X>(ix) - X(1.0f);                                               \
+    const X f2 = f * f;                                                                             \
+    X p = xsimd::fma(X(7.0376836292E-2f), f, X(-1.1514610310E-1f));                                 \
+    p = xsimd::fma(p, f, X(1.1676998740E-1f));                                                      \
+    p = xsimd::fma(p, f, X(-1.2420140846E-1f));                                                     \
+    p = xsimd::fma(p, f, X(1.4249322787E-1f));                                                      \
+    p = xsimd::fma(p, f, X(-1.6668057665E-1f));                                                     \
+    p = xsimd::fma(p, f, X(2.0000714765E-1f));                                                      \
+    p = xsimd::fma(p, f, X(-2.4999993993E-1f));                                                     \
+    p = xsimd::fma(p, f, X(3.3333331174E-1f));                                                      \
+    X y = xsimd::fma(k, X(-2.12194440e-4f), f * f2 * p); /* ln 2 = 0.693359375 - 2.12194440e-4 */ \
+    y = xsimd::fma(f2, X(-0.5f), y);                                                                \
+    X r = xsimd::fma(k, X(0.693359375f), f + y);                                                    \
+    r = xsimd::select(a == X(std::numeric_limits<float>::infinity()), a, r);                        \
+    r = xsimd::select(a == X(0.0f), X(-std::numeric_limits<float>::infinity()), r);                 \
+    return xsimd::select(a >= X(0.0f), r, X(std::numeric_limits<float>::quiet_NaN()));              \
   }                                                                                                 \
   template <class X>                                                                                \
   X vlog1p_batch(const X& a) {                                                                      \
@@ -5995,6 +6062,15 @@ XSYM_VLOG_AVX512
     if constexpr (std::is_arithmetic_v<X>) return std::exp(a);                    \
     else return vexp_batch(a);                                                    \
   }                                                                               \
+  /* exp(a) where a <= 0 or NaN (sigmoid's and softplus's exp(-|u|)) */           \
+  template <class X>                                                              \
+  X vexp_nonpos(X a) {                                                            \
+    if constexpr (std::is_arithmetic_v<X>) return std::exp(a);                    \
+    else if constexpr (std::is_same_v<typename X::value_type, float> &&           \
+                       sizeof(typename X::register_type) < 64)                    \
+      return vexp_nonpos_batch(a);                                                \
+    else return vexp_batch(a);                                                    \
+  }                                                                               \
   /* below -ln 2, exp(x) - 1 loses nothing and is closer than xsimd's expm1 */   \
   template <class X>                                                              \
   [[gnu::noinline]] X vexpm1_slow(const X& a) {                                   \
@@ -6045,23 +6121,16 @@ XSYM_VLOG_AVX512
       return vtanh_edges(a);                                                      \
     }                                                                             \
   }                                                                               \
-  /* 1 / (1 + exp(-a)), except where exp(-a) would overflow: there 1 + exp(a)    \
-     rounds to 1, and sigmoid(a) is exp(a) (a subnormal down to -103.97 in float) */ \
-  template <class X>                                                              \
-  [[gnu::noinline]] X vsigmoid_low(const X& a) {                                  \
-    using T = typename X::value_type;                                             \
-    const auto low = a < X(-exp_edge<T>);                                         \
-    const X e = vexp(xsimd::select(low, a, -a));                                  \
-    return xsimd::select(low, e, X(1) / (X(1) + e));                              \
-  }                                                                               \
+  /* from e = exp(-|a|), which never overflows: (a >= 0 ? 1 : e) / (1 + e), one  \
+     division and no branch (sigmoid(a) is e, subnormal, down to -103.97 in float) */ \
   template <class X>                                                              \
   X vsigmoid(X a) {                                                               \
     if constexpr (std::is_arithmetic_v<X>) {                                      \
-      return a < -exp_edge<X> ? std::exp(a) : X(1) / (X(1) + std::exp(-a));       \
+      const X e = std::exp(-std::abs(a));                                         \
+      return (a >= X(0) ? X(1) : e) / (X(1) + e);                                 \
     } else {                                                                      \
-      using T = typename X::value_type;                                           \
-      if (xsimd::all(a >= X(-exp_edge<T>))) return X(1) / (X(1) + vexp(-a));      \
-      return vsigmoid_low(a);                                                     \
+      const X e = vexp_nonpos(-xsimd::abs(a));                                    \
+      return xsimd::select(a >= X(0), X(1), e) / (X(1) + e);                      \
     }                                                                             \
   }                                                                               \
   /* -a as a sign flip: xsimd's AVX-512 negation is 0 - a, which turns -(+0)     \
@@ -6210,7 +6279,7 @@ XSYM_VLOG_AVX512
   struct exp_neg_abs_fn {                                                         \
     template <class X>                                                            \
     static X apply(X a, X) {                                                      \
-      return vexp(-xsimd::abs(a));                                                \
+      return vexp_nonpos(-xsimd::abs(a));                                         \
     }                                                                             \
   };                                                                              \
   /* r = 1/(1+e) serves sigmoid(u) and sigmoid(-u) alike: the pair shares one   \
