@@ -43,32 +43,41 @@ namespace xsym::cpu::detail {
       if (w[i] != 0) o[i] = f(x[i]);                                                     \
     return X::load_aligned(o);                                                           \
   }                                                                                      \
-  /* Where |a| reaches exp_edge, exp's results are subnormal or near overflow, or a is  \
-     inf or NaN: xsimd's exp and expm1 end their range early there (and its float64 exp \
-     converts such values to integers out of range), so in double those lanes take the  \
-     C library's function, out of line (float's exp below covers them itself). */      \
+  /* Where |a| reaches exp_edge, xsimd's expm1 ends its range early (its results are    \
+     subnormal or near overflow there, or a is inf or NaN): such lanes take the C         \
+     library's function, out of line. */                                                \
   template <class T>                                                                     \
-  inline constexpr T exp_edge = sizeof(T) == 4 ? T(87.3) : T(708.3);                     \
-  template <class X>                                                                     \
-  [[gnu::noinline]] X vexp_edges(const X& a) {                                           \
-    using T = typename X::value_type;                                                    \
-    const auto in = xsimd::abs(a) < X(exp_edge<T>);                                      \
-    return vlanes_where(!in, xsimd::exp(xsimd::select(in, a, X(0))), a,                  \
-                        [](T x) { return std::exp(x); });                                \
-  }
+  inline constexpr T exp_edge = sizeof(T) == 4 ? T(87.3) : T(708.3);
 XSYM_VLANES
 
-// exp of a batch: xsimd's, except on 16-float (AVX-512) batches, where one vscalefps scales by
-// 2^k and saturates to 0 or infinity. xsimd builds 2^k from bits and selects both ends of the
-// range; it returns 0 from x = -88.38 down and infinity from 88.38 up, where the true results
-// are subnormal or still finite. Same reduction and polynomial as xsimd's, so the same values in
-// between, in about 80% of the time.
+// exp of a batch: xsimd's reduction and polynomial, so xsimd's values where its range holds, but
+// no lane that needs the C library: xsimd's exp returns 0 from x = -88.38 down and infinity from
+// 88.38 up (float), where the true results are subnormal or still finite. Here 2^k is applied as
+// two normal factors (on 16-float AVX-512 batches by one vscalefps, which saturates to 0 or
+// infinity), so the loops that call it keep no branch and no call.
 #define XSYM_VEXP_GENERIC                                                                 \
-  template <class X>                                                                      \
-  X vexp_batch(const X& a) {                                                              \
-    using T = typename X::value_type;                                                     \
-    if (xsimd::all(xsimd::abs(a) < X(exp_edge<T>))) return xsimd::exp(a);                 \
-    return vexp_edges(a);                                                                 \
+  /* double: xsimd's reduction and rational form (fdlibm's) on x clamped to              \
+     [-746, 709.8]; 2^k as two normal factors, each built from k's bits by adding         \
+     1.5 * 2^52 (no conversion to integers, which AVX2 lacks for doubles) */              \
+  template <class A>                                                                      \
+  xsimd::batch<double, A> vexp_batch(const xsimd::batch<double, A>& a) {                  \
+    using X = xsimd::batch<double, A>;                                                    \
+    using I = xsimd::batch<std::int64_t, A>;                                              \
+    const X x = xsimd::min(X(709.8), xsimd::max(X(-746.0), a));                           \
+    const X k = xsimd::nearbyint(x * X(1.44269504088896338700e+00));                      \
+    const X hi = xsimd::fnma(k, X(6.93147180369123816490e-01), x);                        \
+    const X lo = k * X(1.90821492927058770002e-10);                                       \
+    const X r = hi - lo, t = r * r;                                                       \
+    X p = xsimd::fma(t, X(4.13813679705723846039e-08), X(-1.65339022054652515390e-06));   \
+    p = xsimd::fma(t, p, X(6.61375632143793436117e-05));                                  \
+    p = xsimd::fma(t, p, X(-2.77777777770155933842e-03));                                 \
+    p = xsimd::fma(t, p, X(1.66666666666666019037e-01));                                  \
+    const X c = xsimd::fnma(t, p, r);                                                     \
+    const X y = X(1.0) - ((lo - (r * c) / (X(2.0) - c)) - hi);                            \
+    const X k1 = xsimd::floor(k * X(0.5)), k2 = k - k1;                                   \
+    const X magic(0x1.8p52);                                                              \
+    return y * xsimd::bitwise_cast<X>((xsimd::bitwise_cast<I>(k1 + magic) + I(1023)) << 52) * \
+           xsimd::bitwise_cast<X>((xsimd::bitwise_cast<I>(k2 + magic) + I(1023)) << 52);  \
   }                                                                                       \
   /* float: xsimd's reduction and polynomial on x clamped to [-104, 88.8]; y in          \
      [0.7, 1.42] and k = round(x / ln 2) in [-150, 128] come back apart */               \
