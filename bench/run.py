@@ -95,29 +95,30 @@ def pytensor_peer(name="logreg_pytensor.py", env=None):
 
 
 def machine():
-    cpu = ""
+    cpu, flags = "", set()
     try:
         for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
+            if line.startswith("model name") and not cpu:
                 cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    flags = set()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("flags"):
+            elif line.startswith("flags"):
                 flags = set(line.split(":", 1)[1].split())
                 break
     except OSError:
         pass
-    # "AMD EPYC" names several kinds: the vector width and the caches tell them apart.
+    # "AMD EPYC" names several kinds: the vector width and the caches tell them apart. The caches
+    # as sysfs lists them for cpu0, which is what the kernels read (getconf's L3 may be the
+    # whole package's).
     simd = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "sse"
     caches = {}
-    for name, key in (("l1d", "LEVEL1_DCACHE_SIZE"), ("l2", "LEVEL2_CACHE_SIZE"), ("l3", "LEVEL3_CACHE_SIZE")):
-        out = subprocess.run(["getconf", key], capture_output=True, text=True).stdout.strip()
-        caches[name] = int(out) if out.isdigit() else -1
-    return {"cpu": cpu, "simd": simd, "caches": caches, "cores": os.cpu_count(), "platform": platform.platform(),
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            level, kind, size = ((index / f).read_text().strip() for f in ("level", "type", "size"))
+        except OSError:
+            continue
+        if kind != "Instruction":
+            caches[f"l{level}"] = int(size.rstrip("KM")) * (1024 if size.endswith("K") else 1 << 20 if size.endswith("M") else 1)
+    return {"cpu": cpu, "simd": simd, "caches": dict(sorted(caches.items())), "cores": os.cpu_count(),
+            "platform": platform.platform(),
             "compiler": subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout.splitlines()[0],
             "loadavg_start": os.getloadavg()[0]}
 
