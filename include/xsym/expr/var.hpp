@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <string>
 #include <type_traits>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "../config/cold.hpp"
 #include "../config/config.hpp"
@@ -107,9 +109,21 @@ class var {
     if (m_node->type != dtype_of<Elem>() || m_node->rank != static_cast<int>(N))
       detail::throw_held_as(*m_node, dtype_of<Elem>(), static_cast<int>(N));
   }
+  // A copy (moves copy too) is a var of its own: an expression builds its node before it is
+  // copied into one, so the copy never needs the expression's operands.
+  var(const var& o) : m_node(o.node()) {}
+  var& operator=(const var& o) {
+    m_node = o.node();
+    m_lower = nullptr;
+    return *this;
+  }
 
-  const var_ptr& node() const { return m_node; }
-  const std::string& name() const { return m_node->name; }
+  /// @brief The graph node; an expression (typed) builds its nodes here, on first use.
+  const var_ptr& node() const {
+    if (!m_node) [[unlikely]] m_lower(*this);
+    return m_node;
+  }
+  const std::string& name() const { return node()->name; }
 
   /// @brief The transpose (dimensions reversed), Theano's x.T.
   var T() const;
@@ -123,8 +137,8 @@ class var {
     static_assert(sizeof...(S) <= N, "xsym: more indices than the tensor has dimensions");
     constexpr std::size_t dropped = (std::size_t{std::is_integral_v<S>} + ... + 0);
     std::vector<slice_spec> slices{detail::to_slice(s)...};
-    var_ptr view = detail::subtensor(m_node, slices);
-    return sliced<Elem, N - dropped, N>(std::move(view), m_node, std::move(slices));
+    var_ptr view = detail::subtensor(node(), slices);
+    return sliced<Elem, N - dropped, N>(std::move(view), node(), std::move(slices));
   }
   /// @brief The extent of axis i (negative counts from the end) as an int64 scalar, Theano's
   /// x.shape[i] (a Shape_i node); xsym::shape(x) is the whole shape.
@@ -133,7 +147,7 @@ class var {
     const int a = i < 0 ? i + static_cast<int>(N) : i;
     if (a < 0 || a >= static_cast<int>(N))
       throw graph_error("xsym: axis " + std::to_string(i) + " is out of range for a rank-" + std::to_string(N) + " tensor");
-    return var<std::int64_t, 0>(detail::shape_prod(m_node, {a}, dtype::int64));
+    return var<std::int64_t, 0>(detail::shape_prod(node(), {a}, dtype::int64));
   }
 
   /// @brief One axis: x[range(1, -1)] or x[3].
@@ -182,8 +196,17 @@ class var {
   XSYM_UNARY_OPERATOR(Self, -, neg)
   XSYM_ELEMWISE_OPERATORS(var)
 
+
+ protected:
+  // An expression's var: no node until node() asks `lower` to build it (set_node).
+  using lower_fn = void (*)(const var&);
+  explicit var(lower_fn lower, var_ptr node) noexcept : m_node(std::move(node)), m_lower(lower) {}
+  void set_node(var_ptr n) const { m_node = std::move(n); }
+  const var_ptr& built_node() const { return m_node; }
+
  private:
-  var_ptr m_node;
+  mutable var_ptr m_node;
+  lower_fn m_lower = nullptr;
 };
 
 /// @brief A slice of a rank-N tensor, itself of rank R: a var that remembers what it was cut
@@ -201,17 +224,61 @@ class sliced : public var<Elem, R> {
   std::vector<slice_spec> m_slices;
 };
 
-/// @brief An elementwise expression whose type is its tree (expr/typed.hpp): the var of the node
-/// it built, with operators that extend the tree.
+namespace detail {
+// What a typed expression holds: its tree's leaves (handles, C++ numbers) and each op's line.
+// Building it copies handles and numbers; it allocates nothing.
+template <class Tree>
+struct tree_data;
+template <class T, std::size_t N>
+struct tree_data<tree::leaf<T, N>> {
+  var_ptr node;
+};
+template <class T>
+struct tree_data<tree::number<T>> {
+  T value;
+};
+template <scalar_op S, class... A>
+struct tree_data<tree::apply<S, A...>> {
+  std::tuple<tree_data<A>...> args;
+  source_site where;
+  var_ptr built;  // the node, where the expression this subtree came from had built it already
+};
+
+// The run-time nodes of a tree, as the eager operators would have made them: operands first,
+// in order, each op's nodes marked with its line.
+template <class T, std::size_t N>
+var_ptr lower_tree(const tree_data<tree::leaf<T, N>>& d) { return d.node; }
+template <class T>
+var_ptr lower_tree(const tree_data<tree::number<T>>& d) { return make_constant(scalar_array(d.value)); }
+template <scalar_op S, class... A>
+var_ptr lower_tree(const tree_data<tree::apply<S, A...>>& d) {
+  if (d.built) return d.built;
+  const at_site site(d.where, true);
+  std::vector<var_ptr> in;
+  in.reserve(sizeof...(A));
+  std::apply([&](const auto&... a) { (in.push_back(lower_tree(a)), ...); }, d.args);
+  return elemwise(S, std::move(in));
+}
+}  // namespace detail
+
+/// @brief An elementwise expression whose type is its tree (expr/typed.hpp). It holds its
+/// leaves and builds its run-time nodes when first used as a var (node()); its operators
+/// extend the tree.
 template <class Tree>
 class typed : public var<typename Tree::value_type, Tree::rank> {
+  using base = var<typename Tree::value_type, Tree::rank>;
+
  public:
   using tree_type = Tree;
-  explicit typed(var_ptr node) : var<typename Tree::value_type, Tree::rank>(std::move(node)) {}
-  typed(const typed&) = default;
-  typed(typed&&) noexcept = default;
-  typed& operator=(const typed&) = default;
-  typed& operator=(typed&&) noexcept = default;
+  explicit typed(detail::tree_data<Tree> data) noexcept : base(&lower, nullptr), m_data(std::move(data)) {}
+  typed(const typed& o) noexcept : base(&lower, o.built_node()), m_data(o.m_data) {}
+  typed& operator=(const typed& o) noexcept {
+    if (this != &o) {
+      this->set_node(o.built_node());
+      m_data = o.m_data;
+    }
+    return *this;
+  }
   // `auto e = x + y; e = e * 2;` assigns another tree: said here rather than by overload resolution.
   template <class Other>
   typed& operator=(const typed<Other>&) {
@@ -220,7 +287,20 @@ class typed : public var<typename Tree::value_type, Tree::rank> {
                   "xsym::var<T, N> (every expression converts to it)");
     return *this;
   }
+  /// @brief The leaves and lines the tree was built from; with its node where built already.
+  detail::tree_data<Tree> data() const {
+    detail::tree_data<Tree> d = m_data;
+    d.built = this->built_node();
+    return d;
+  }
   XSYM_ELEMWISE_OPERATORS(typed)
+
+ private:
+  static void lower(const base& self) {
+    const auto& t = static_cast<const typed&>(self);
+    t.set_node(detail::lower_tree(t.m_data));
+  }
+  detail::tree_data<Tree> m_data;
 };
 #undef XSYM_ELEMWISE_OPERATORS
 #undef XSYM_UNARY_OPERATOR
@@ -327,6 +407,26 @@ var_ptr lift(const X& x) {
 template <class X, class T>
 inline constexpr bool of_type_v = std::is_arithmetic_v<X> || std::is_same_v<typename operand_traits<X>::elem, T>;
 
+// An operand's part of a typed tree: its own tree's data, its handle, or a C++ number as T
+// (checked as lift checks it).
+template <class T, class X>
+auto leaf_data(const X& x) {
+  if constexpr (is_typed_v<X>) return x.data();
+  else if constexpr (is_var_v<X>) return tree_data<tree::leaf<typename X::value_type, X::rank>>{x.node()};
+  else {
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<X, double>)
+      if (std::isfinite(x) && std::fabs(x) >= 0x1.ffffffp+127) (void)lift<T>(x);  // throws, naming the number
+    return tree_data<tree::number<T>>{static_cast<T>(x)};
+  }
+}
+// With compute_test_value on, a node is computed where it is made: the tree is built now.
+template <class Tree>
+typed<Tree> typed_result(tree_data<Tree> d) {
+  typed<Tree> t(std::move(d));
+  if (test_value_setting() != test_value_mode::off && !test_values_suspended()) (void)t.node();
+  return t;
+}
+
 template <scalar_op S, class A, class B>
 auto binary(const A& a, const B& b) {
   using c = combined<A, B>;
@@ -338,11 +438,11 @@ auto binary(const A& a, const B& b) {
     static_assert(!std::is_same_v<compute, bool>,
                   "xsym: arithmetic is not defined on bool tensors; cast them first with xsym::cast<std::int64_t>(...)");
   using result = std::conditional_t<comparison, bool, compute>;
-  var_ptr node = elemwise(S, {lift<compute>(a), lift<compute>(b)});
   if constexpr (typed_op_v<S, compute> && of_type_v<A, compute> && of_type_v<B, compute>)
-    return typed<tree::apply<S, tree_of_t<A, compute>, tree_of_t<B, compute>>>(std::move(node));
+    return typed_result<tree::apply<S, tree_of_t<A, compute>, tree_of_t<B, compute>>>(
+        {{leaf_data<compute>(a), leaf_data<compute>(b)}, build_site(), nullptr});
   else
-    return var<result, c::rank>(std::move(node));
+    return var<result, c::rank>(elemwise(S, {lift<compute>(a), lift<compute>(b)}));
 }
 
 template <scalar_op S, class A>
@@ -354,11 +454,10 @@ auto unary(const A& a) {
                 "xsym: ~ takes integer or bool tensors");
   static_assert(info(S).family == op_family::bitwise || !std::is_same_v<result, bool>,
                 "xsym: this function is not defined on bool tensors; cast them first with xsym::cast<...>(...)");
-  var_ptr node = elemwise(S, {a.node()});
   if constexpr (typed_op_v<S, result> && std::is_same_v<E, result>)
-    return typed<tree::apply<S, tree_of_t<A, E>>>(std::move(node));
+    return typed_result<tree::apply<S, tree_of_t<A, E>>>({{leaf_data<E>(a)}, build_site(), nullptr});
   else
-    return var<result, N>(std::move(node));
+    return var<result, N>(elemwise(S, {a.node()}));
 }
 }  // namespace detail
 

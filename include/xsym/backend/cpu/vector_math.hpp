@@ -366,17 +366,22 @@ XSYM_VLOG_AVX512
       return vtanh_edges(a);                                                      \
     }                                                                             \
   }                                                                               \
-  /* from e = exp(-|a|), which never overflows: (a >= 0 ? 1 : e) / (1 + e), one  \
-     division and no branch (sigmoid(a) is e, subnormal, down to -103.97 in float) */ \
+  /* one division, (a >= 0 ? 1 : e) / (1 + e): e * r rounds once more */         \
+  struct sigmoid_from_exp_fn {                                                    \
+    template <class X>                                                            \
+    static X apply(X a, X e) {                                                    \
+      if constexpr (std::is_arithmetic_v<X>) return (a >= X(0) ? X(1) : e) / (X(1) + e); \
+      else return xsimd::select(a >= X(0), X(1), e) / (X(1) + e);                 \
+    }                                                                             \
+  };                                                                              \
+  /* from e = exp(-|a|), which never overflows (sigmoid(a) is e, subnormal, down to \
+     -103.97 in float) */                                                          \
   template <class X>                                                              \
   X vsigmoid(X a) {                                                               \
-    if constexpr (std::is_arithmetic_v<X>) {                                      \
-      const X e = std::exp(-std::abs(a));                                         \
-      return (a >= X(0) ? X(1) : e) / (X(1) + e);                                 \
-    } else {                                                                      \
-      const X e = vexp_nonpos(-xsimd::abs(a));                                    \
-      return xsimd::select(a >= X(0), X(1), e) / (X(1) + e);                      \
-    }                                                                             \
+    if constexpr (std::is_arithmetic_v<X>)                                        \
+      return sigmoid_from_exp_fn::apply(a, std::exp(-std::abs(a)));               \
+    else                                                                          \
+      return sigmoid_from_exp_fn::apply(a, vexp_nonpos(-xsimd::abs(a)));          \
   }                                                                               \
   /* -a as a sign flip: xsimd's AVX-512 negation is 0 - a, which turns -(+0)     \
      into +0; -0 - a is -a for every a. */                                        \
@@ -540,14 +545,6 @@ XSYM_VLOG_AVX512
     static X apply(X a, X e, X r) {                                               \
       if constexpr (std::is_arithmetic_v<X>) return a >= X(0) ? r : e * r;        \
       else return xsimd::select(a >= X(0), r, e * r);                             \
-    }                                                                             \
-  };                                                                              \
-  /* one division, (a >= 0 ? 1 : e) / (1 + e): e * r rounds once more */         \
-  struct sigmoid_from_exp_fn {                                                    \
-    template <class X>                                                            \
-    static X apply(X a, X e) {                                                    \
-      if constexpr (std::is_arithmetic_v<X>) return (a >= X(0) ? X(1) : e) / (X(1) + e); \
-      else return xsimd::select(a >= X(0), X(1), e) / (X(1) + e);                 \
     }                                                                             \
   };                                                                              \
   struct softplus_from_log1p_fn {                                                 \
