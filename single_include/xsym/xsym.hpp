@@ -11039,6 +11039,7 @@ void use_element_type() {
 //   into.hpp           into(...): outputs written into the caller's arrays
 //   debug_modes.hpp    DebugMode, NanGuardMode, MonitorMode
 //   profile_wiring.hpp what a call records for the profiler
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -13912,6 +13913,13 @@ class function_runtime {
   template <class Bind>
   void call_into(Bind&& bind, const ndarray* dests);
 
+  /// @brief into(...)'s short path: where this function is one typed kernel (plan_direct),
+  /// runs it into dest on args (input i's first element: C-contiguous arrays of dest's shape,
+  /// one value for a rank-0 input; function.hpp's direct_argument) and returns true when
+  /// this call needs nothing else; false, having done nothing, otherwise.
+  bool run_direct(const std::byte* const* args, const ndarray& dest) const;
+  bool has_direct() const { return m_direct.fn != nullptr; }
+
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
   void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups);
 
@@ -13922,6 +13930,7 @@ class function_runtime {
   // link.hpp
   std::vector<detail::thunk> bind_thunks(bool reference);
   void compile_kernels(std::vector<detail::thunk>& thunks);
+  void plan_direct();
   // call.hpp
   void release_dead(std::size_t node);
   void release_after_call();
@@ -13983,6 +13992,22 @@ class function_runtime {
   std::int64_t m_sample_calls = 0;
   std::uint64_t m_fn_start = 0;
   detail::call_lock m_mutex;
+  // A graph of one elementwise node run by a typed kernel, its inputs the function's and
+  // one-value constants, with no shared variable, update or check: an into(...) call whose
+  // arrays are C-contiguous, of the output's shape, apart from the destination and too small
+  // to stream or split across threads computes exactly what the call loop would, without
+  // binding slots, taking the lock or releasing buffers (plan_direct, run_direct).
+  struct direct_kernel {
+    cpu::typed_fn fn = nullptr;
+    const std::uint8_t* map = nullptr;
+    int n_in = 0;
+    std::int64_t elem_bytes = 0;
+    std::int64_t bytes_per_element = 0;  // of the arrays read and written
+    std::int64_t max_elements = 0;       // from here on, the node runs on threads
+    std::uint64_t one_value = 0;         // bit k: program input k is one value
+    std::array<int, limits::max_registers> arg{};  // program input k: the call's argument, or -1
+    std::array<const std::byte*, limits::max_registers> constant{};
+  } m_direct;
 };
 
 }  // namespace xsym
@@ -13995,6 +14020,8 @@ class function_runtime {
 
 // The linker: one thunk per Apply node (the CPU kernels, or the GPU backend's through its
 // hooks), fused programs compiled when cxx is set, and when each intermediate dies (gc).
+#include <algorithm>
+#include <limits>
 #include <unordered_set>
 
 
@@ -14131,6 +14158,48 @@ inline void function_runtime::compile_kernels(std::vector<detail::thunk>& thunks
   } catch (const cpu::jit_error& e) {
     throw compile_error("xsym::function '" + m_name + "': " + e.what());
   }
+}
+
+// into(...)'s short path (m_direct): decided once, here, from what the call loop would do.
+inline void function_runtime::plan_direct() {
+  m_direct = {};
+  const function_graph& g = *m_graph;
+  if (m_is_reference || m_checked || m_plan.gpu || g.nodes.size() != 1 || g.outputs.size() != 1 ||
+      !g.updates.empty() || !m_shared_slots.empty() || !m_view_slots.empty() || !m_direct_output[0] ||
+      m_inputs_broadcastable)
+    return;
+  const detail::thunk& t = m_thunks[0];
+  const apply_node& n = g.nodes[0];
+  const cpu::compiled_program& cp = t.prog;
+  if (t.run != &detail::run_elemwise || !cp.typed || cp.typed_faulty || cp.jit[0] || cp.jit[1] ||
+      n.outputs.size() != 1 || n.outputs[0] != g.outputs[0] || n.inputs.size() > limits::max_registers)
+    return;
+  direct_kernel d;
+  d.n_in = static_cast<int>(n.inputs.size());
+  d.elem_bytes = cp.out_bytes[0];
+  d.bytes_per_element = d.elem_bytes;
+  for (int k = 0; k < d.n_in; ++k) {
+    const int s = n.inputs[static_cast<std::size_t>(k)];
+    const slot& sl = g.slots[static_cast<std::size_t>(s)];
+    const bool one = (cp.typed_scalar_bits >> k) & 1u;
+    if (sl.type != g.slots[static_cast<std::size_t>(n.outputs[0])].type) return;
+    if (one) d.one_value |= std::uint64_t{1} << k;
+    if (sl.kind == var_kind::constant) {
+      const ndarray& c = m_values[static_cast<std::size_t>(s)];
+      if (!one || c.size() != 1) return;
+      d.arg[static_cast<std::size_t>(k)] = -1;
+      d.constant[static_cast<std::size_t>(k)] = c.data();
+      continue;
+    }
+    const auto in = std::find(g.inputs.begin(), g.inputs.end(), s);
+    if (in == g.inputs.end() || (one && sl.rank != 0) || (!one && sl.rank == 0)) return;
+    d.arg[static_cast<std::size_t>(k)] = static_cast<int>(in - g.inputs.begin());
+    if (!one) d.bytes_per_element += d.elem_bytes;
+  }
+  d.max_elements = t.par.threads > 1 ? t.par.elemwise_minsize : std::numeric_limits<std::int64_t>::max();
+  d.map = cp.typed_map.data();
+  d.fn = cp.typed;
+  m_direct = d;
 }
 
 XSYM_COLD_END
@@ -14358,6 +14427,7 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
   m_monitor_pre = options.monitor_pre;
   m_monitor_post = options.monitor_post;
   m_checked = m_plan.debug || m_plan.nan_guard || m_plan.monitor;
+  plan_direct();
   seconds[3] = detail::wall_seconds();
   init_profile(options, std::move(records), nodes_before, seconds);
 }
@@ -14488,6 +14558,33 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     });
   }
   return result;
+}
+
+// The checks that make this call's result the call loop's: the same kernel on the same
+// arrays, one span of n elements, no streaming and no threads (elemwise_node's choices).
+inline bool function_runtime::run_direct(const std::byte* const* args, const ndarray& dest) const {
+  const direct_kernel& d = m_direct;
+  if (profiling_compiled_in && (m_profile || detail::any_scope_active())) return false;
+  const std::int64_t n = dest.size();
+  if (n < 1 || n >= d.max_elements || n * d.bytes_per_element >= cpu::streaming_min_bytes() || dest.on_device() ||
+      !dest.is_c_contiguous())
+    return false;
+  const auto out_lo = reinterpret_cast<std::intptr_t>(dest.data());
+  const std::intptr_t out_hi = out_lo + n * d.elem_bytes;
+  const std::byte* in[limits::max_registers];
+  for (int k = 0; k < d.n_in; ++k) {
+    const int a = d.arg[static_cast<std::size_t>(k)];
+    if (a < 0) {
+      in[k] = d.constant[static_cast<std::size_t>(k)];
+      continue;
+    }
+    const auto lo = reinterpret_cast<std::intptr_t>(args[a]);
+    const std::int64_t len = (d.one_value >> k) & 1u ? d.elem_bytes : n * d.elem_bytes;
+    if (lo < out_hi && out_lo < lo + len) return false;  // the call loop computes beside the destination
+    in[k] = args[a];
+  }
+  d.fn(in, d.map, dest.data(), n, false);
+  return true;
 }
 
 inline void function_runtime::release_dead(std::size_t node) {
@@ -15136,6 +15233,37 @@ void bind_argument(ndarray& dst, const Arg& arg, const std::string& fname, const
   }
 }
 
+// For into(...)'s short path (function_runtime::run_direct): the argument's first element, where
+// it is an array of the input's element type and rank, C-contiguous, of the destination's
+// shape (a rank-0 input: any one value); false for anything bind_argument would convert,
+// reject or that broadcasts.
+template <class E, std::size_t N, class Arg>
+bool direct_argument(const std::byte*& p, const Arg& arg, const ndarray& dest) {
+  using A = std::remove_cvref_t<Arg>;
+  if constexpr (std::is_arithmetic_v<A>) {
+    return false;
+  } else if constexpr (!std::is_same_v<typename A::value_type, E> || !strided_memory<A> ||
+                       N > static_cast<std::size_t>(max_rank)) {
+    return false;
+  } else {
+    const auto& shape = arg.shape();
+    if (shape.size() != N) return false;
+    if constexpr (N > 0) {
+      if (dest.rank() != static_cast<int>(N)) return false;
+      const auto& strides = arg.strides();
+      std::int64_t expect = 1;
+      for (int d = static_cast<int>(N) - 1; d >= 0; --d) {
+        const auto extent = static_cast<std::int64_t>(shape[static_cast<std::size_t>(d)]);
+        if (extent != dest.shape(d) || (extent != 1 && static_cast<std::int64_t>(strides[static_cast<std::size_t>(d)]) != expect))
+          return false;
+        expect *= extent;
+      }
+    }
+    p = reinterpret_cast<const std::byte*>(first_element(arg));
+    return true;
+  }
+}
+
 // A rank-0 output comes back as a plain number, others as xt::xtensor.
 template <class V>
 using result_of_t = std::conditional_t<V::rank == 0, typename V::value_type, xt::xtensor<typename V::value_type, V::rank>>;
@@ -15283,6 +15411,12 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
      ...);
   }
 
+  template <std::size_t... I, class... Args>
+  static bool direct_all([[maybe_unused]] const std::byte** out, [[maybe_unused]] const ndarray& dest,
+                         std::index_sequence<I...>, const Args&... args) {
+    return (detail::direct_argument<typename In::value_type, In::rank>(out[I], args, dest) && ...);
+  }
+
   template <class Tuple, std::size_t... O, class... Args>
   void run_into(const Tuple& dests, std::index_sequence<O...>, const Args&... args) const {
     ndarray wraps[sizeof...(O)];
@@ -15290,6 +15424,13 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
                                    std::tuple_element_t<O, std::tuple<Out...>>::rank>(wraps[O], std::get<O>(dests),
                                                                                       m_rt->name(), O),
      ...);
+    if constexpr (sizeof...(O) == 1) {
+      if (m_rt->has_direct()) {
+        const std::byte* in[sizeof...(Args) + 1];
+        if (direct_all(in, wraps[0], std::index_sequence_for<Args...>{}, args...) && m_rt->run_direct(in, wraps[0]))
+          return;
+      }
+    }
     m_rt->call_into(
         [&](ndarray* values, const std::vector<int>& slots) {
           bind_all(values, slots, std::index_sequence_for<Args...>{}, args...);

@@ -131,6 +131,7 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
   m_monitor_pre = options.monitor_pre;
   m_monitor_post = options.monitor_post;
   m_checked = m_plan.debug || m_plan.nan_guard || m_plan.monitor;
+  plan_direct();
   seconds[3] = detail::wall_seconds();
   init_profile(options, std::move(records), nodes_before, seconds);
 }

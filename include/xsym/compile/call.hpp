@@ -120,6 +120,33 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   return result;
 }
 
+// The checks that make this call's result the call loop's: the same kernel on the same
+// arrays, one span of n elements, no streaming and no threads (elemwise_node's choices).
+inline bool function_runtime::run_direct(const std::byte* const* args, const ndarray& dest) const {
+  const direct_kernel& d = m_direct;
+  if (profiling_compiled_in && (m_profile || detail::any_scope_active())) return false;
+  const std::int64_t n = dest.size();
+  if (n < 1 || n >= d.max_elements || n * d.bytes_per_element >= cpu::streaming_min_bytes() || dest.on_device() ||
+      !dest.is_c_contiguous())
+    return false;
+  const auto out_lo = reinterpret_cast<std::intptr_t>(dest.data());
+  const std::intptr_t out_hi = out_lo + n * d.elem_bytes;
+  const std::byte* in[limits::max_registers];
+  for (int k = 0; k < d.n_in; ++k) {
+    const int a = d.arg[static_cast<std::size_t>(k)];
+    if (a < 0) {
+      in[k] = d.constant[static_cast<std::size_t>(k)];
+      continue;
+    }
+    const auto lo = reinterpret_cast<std::intptr_t>(args[a]);
+    const std::int64_t len = (d.one_value >> k) & 1u ? d.elem_bytes : n * d.elem_bytes;
+    if (lo < out_hi && out_lo < lo + len) return false;  // the call loop computes beside the destination
+    in[k] = args[a];
+  }
+  d.fn(in, d.map, dest.data(), n, false);
+  return true;
+}
+
 inline void function_runtime::release_dead(std::size_t node) {
   for (int s : m_dead_after[node]) m_pool.give(m_values[static_cast<std::size_t>(s)]);
 }

@@ -167,6 +167,37 @@ void bind_argument(ndarray& dst, const Arg& arg, const std::string& fname, const
   }
 }
 
+// For into(...)'s short path (function_runtime::run_direct): the argument's first element, where
+// it is an array of the input's element type and rank, C-contiguous, of the destination's
+// shape (a rank-0 input: any one value); false for anything bind_argument would convert,
+// reject or that broadcasts.
+template <class E, std::size_t N, class Arg>
+bool direct_argument(const std::byte*& p, const Arg& arg, const ndarray& dest) {
+  using A = std::remove_cvref_t<Arg>;
+  if constexpr (std::is_arithmetic_v<A>) {
+    return false;
+  } else if constexpr (!std::is_same_v<typename A::value_type, E> || !strided_memory<A> ||
+                       N > static_cast<std::size_t>(max_rank)) {
+    return false;
+  } else {
+    const auto& shape = arg.shape();
+    if (shape.size() != N) return false;
+    if constexpr (N > 0) {
+      if (dest.rank() != static_cast<int>(N)) return false;
+      const auto& strides = arg.strides();
+      std::int64_t expect = 1;
+      for (int d = static_cast<int>(N) - 1; d >= 0; --d) {
+        const auto extent = static_cast<std::int64_t>(shape[static_cast<std::size_t>(d)]);
+        if (extent != dest.shape(d) || (extent != 1 && static_cast<std::int64_t>(strides[static_cast<std::size_t>(d)]) != expect))
+          return false;
+        expect *= extent;
+      }
+    }
+    p = reinterpret_cast<const std::byte*>(first_element(arg));
+    return true;
+  }
+}
+
 // A rank-0 output comes back as a plain number, others as xt::xtensor.
 template <class V>
 using result_of_t = std::conditional_t<V::rank == 0, typename V::value_type, xt::xtensor<typename V::value_type, V::rank>>;
@@ -314,6 +345,12 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
      ...);
   }
 
+  template <std::size_t... I, class... Args>
+  static bool direct_all([[maybe_unused]] const std::byte** out, [[maybe_unused]] const ndarray& dest,
+                         std::index_sequence<I...>, const Args&... args) {
+    return (detail::direct_argument<typename In::value_type, In::rank>(out[I], args, dest) && ...);
+  }
+
   template <class Tuple, std::size_t... O, class... Args>
   void run_into(const Tuple& dests, std::index_sequence<O...>, const Args&... args) const {
     ndarray wraps[sizeof...(O)];
@@ -321,6 +358,13 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
                                    std::tuple_element_t<O, std::tuple<Out...>>::rank>(wraps[O], std::get<O>(dests),
                                                                                       m_rt->name(), O),
      ...);
+    if constexpr (sizeof...(O) == 1) {
+      if (m_rt->has_direct()) {
+        const std::byte* in[sizeof...(Args) + 1];
+        if (direct_all(in, wraps[0], std::index_sequence_for<Args...>{}, args...) && m_rt->run_direct(in, wraps[0]))
+          return;
+      }
+    }
     m_rt->call_into(
         [&](ndarray* values, const std::vector<int>& slots) {
           bind_all(values, slots, std::index_sequence_for<Args...>{}, args...);

@@ -9,6 +9,7 @@
 //   into.hpp           into(...): outputs written into the caller's arrays
 //   debug_modes.hpp    DebugMode, NanGuardMode, MonitorMode
 //   profile_wiring.hpp what a call records for the profiler
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -91,6 +92,13 @@ class function_runtime {
   template <class Bind>
   void call_into(Bind&& bind, const ndarray* dests);
 
+  /// @brief into(...)'s short path: where this function is one typed kernel (plan_direct),
+  /// runs it into dest on args (input i's first element: C-contiguous arrays of dest's shape,
+  /// one value for a rank-0 input; function.hpp's direct_argument) and returns true when
+  /// this call needs nothing else; false, having done nothing, otherwise.
+  bool run_direct(const std::byte* const* args, const ndarray& dest) const;
+  bool has_direct() const { return m_direct.fn != nullptr; }
+
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
   void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups);
 
@@ -101,6 +109,7 @@ class function_runtime {
   // link.hpp
   std::vector<detail::thunk> bind_thunks(bool reference);
   void compile_kernels(std::vector<detail::thunk>& thunks);
+  void plan_direct();
   // call.hpp
   void release_dead(std::size_t node);
   void release_after_call();
@@ -162,6 +171,22 @@ class function_runtime {
   std::int64_t m_sample_calls = 0;
   std::uint64_t m_fn_start = 0;
   detail::call_lock m_mutex;
+  // A graph of one elementwise node run by a typed kernel, its inputs the function's and
+  // one-value constants, with no shared variable, update or check: an into(...) call whose
+  // arrays are C-contiguous, of the output's shape, apart from the destination and too small
+  // to stream or split across threads computes exactly what the call loop would, without
+  // binding slots, taking the lock or releasing buffers (plan_direct, run_direct).
+  struct direct_kernel {
+    cpu::typed_fn fn = nullptr;
+    const std::uint8_t* map = nullptr;
+    int n_in = 0;
+    std::int64_t elem_bytes = 0;
+    std::int64_t bytes_per_element = 0;  // of the arrays read and written
+    std::int64_t max_elements = 0;       // from here on, the node runs on threads
+    std::uint64_t one_value = 0;         // bit k: program input k is one value
+    std::array<int, limits::max_registers> arg{};  // program input k: the call's argument, or -1
+    std::array<const std::byte*, limits::max_registers> constant{};
+  } m_direct;
 };
 
 }  // namespace xsym

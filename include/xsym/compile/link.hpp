@@ -3,6 +3,8 @@
 
 // The linker: one thunk per Apply node (the CPU kernels, or the GPU backend's through its
 // hooks), fused programs compiled when cxx is set, and when each intermediate dies (gc).
+#include <algorithm>
+#include <limits>
 #include <unordered_set>
 
 #include "function_runtime.hpp"
@@ -140,6 +142,48 @@ inline void function_runtime::compile_kernels(std::vector<detail::thunk>& thunks
   } catch (const cpu::jit_error& e) {
     throw compile_error("xsym::function '" + m_name + "': " + e.what());
   }
+}
+
+// into(...)'s short path (m_direct): decided once, here, from what the call loop would do.
+inline void function_runtime::plan_direct() {
+  m_direct = {};
+  const function_graph& g = *m_graph;
+  if (m_is_reference || m_checked || m_plan.gpu || g.nodes.size() != 1 || g.outputs.size() != 1 ||
+      !g.updates.empty() || !m_shared_slots.empty() || !m_view_slots.empty() || !m_direct_output[0] ||
+      m_inputs_broadcastable)
+    return;
+  const detail::thunk& t = m_thunks[0];
+  const apply_node& n = g.nodes[0];
+  const cpu::compiled_program& cp = t.prog;
+  if (t.run != &detail::run_elemwise || !cp.typed || cp.typed_faulty || cp.jit[0] || cp.jit[1] ||
+      n.outputs.size() != 1 || n.outputs[0] != g.outputs[0] || n.inputs.size() > limits::max_registers)
+    return;
+  direct_kernel d;
+  d.n_in = static_cast<int>(n.inputs.size());
+  d.elem_bytes = cp.out_bytes[0];
+  d.bytes_per_element = d.elem_bytes;
+  for (int k = 0; k < d.n_in; ++k) {
+    const int s = n.inputs[static_cast<std::size_t>(k)];
+    const slot& sl = g.slots[static_cast<std::size_t>(s)];
+    const bool one = (cp.typed_scalar_bits >> k) & 1u;
+    if (sl.type != g.slots[static_cast<std::size_t>(n.outputs[0])].type) return;
+    if (one) d.one_value |= std::uint64_t{1} << k;
+    if (sl.kind == var_kind::constant) {
+      const ndarray& c = m_values[static_cast<std::size_t>(s)];
+      if (!one || c.size() != 1) return;
+      d.arg[static_cast<std::size_t>(k)] = -1;
+      d.constant[static_cast<std::size_t>(k)] = c.data();
+      continue;
+    }
+    const auto in = std::find(g.inputs.begin(), g.inputs.end(), s);
+    if (in == g.inputs.end() || (one && sl.rank != 0) || (!one && sl.rank == 0)) return;
+    d.arg[static_cast<std::size_t>(k)] = static_cast<int>(in - g.inputs.begin());
+    if (!one) d.bytes_per_element += d.elem_bytes;
+  }
+  d.max_elements = t.par.threads > 1 ? t.par.elemwise_minsize : std::numeric_limits<std::int64_t>::max();
+  d.map = cp.typed_map.data();
+  d.fn = cp.typed;
+  m_direct = d;
 }
 
 XSYM_COLD_END

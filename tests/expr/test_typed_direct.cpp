@@ -1,0 +1,134 @@
+// into(...)'s short path (function_runtime::run_direct): a function that is one typed kernel
+// runs it straight on the caller's arrays. Its results are the call loop's, bit for bit
+// (the profiled call takes the loop), and every argument it does not take (views, broadcasting,
+// a destination that is an argument, numbers, other element types) goes through the loop.
+#include "expr_util.hpp"
+
+#include <cstring>
+#include <thread>
+
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xview.hpp>
+
+using namespace xsym_test;
+
+namespace {
+
+template <class T, class A, class B>
+bool same_bits(const A& a, const B& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const T x = a.data()[i], y = b.data()[i];
+    if (std::memcmp(&x, &y, sizeof(T)) != 0) return false;
+  }
+  return true;
+}
+
+template <class T>
+xt::xtensor<T, 1> random_vector(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-3.0, 3.0);
+  xt::xtensor<T, 1> a = xt::empty<T>({n});
+  for (auto& v : a) v = static_cast<T>(u(rng));
+  return a;
+}
+
+TEMPLATE_TEST_CASE("a function that is one typed kernel writes into(...) straight, with the call loop's bits",
+                   "[expr][typed]", float, double) {
+  using T = TestType;
+  auto x = xsym::vector<T>("x"), y = xsym::vector<T>("y"), z = xsym::vector<T>("z");
+  auto e = xsym::sigmoid(x * 0.75 - y) * 2 + xsym::log1p(xsym::abs(z));
+  auto f = xsym::function("direct", xsym::inputs(x, y, z), e);
+  const auto stats = std::make_shared<xsym::profile_stats>("direct", false);
+  auto looped = xsym::function("looped", xsym::inputs(x, y, z), e, xsym::profile(stats));
+  REQUIRE(f.runtime()->has_direct());
+  REQUIRE(looped.runtime()->has_direct());  // the same plan; its profile sends each call through the loop
+
+  for (std::size_t n : {1, 3, 7, 8, 16, 17, 1000, 1003}) {
+    const auto a = random_vector<T>(n, 1), b = random_vector<T>(n, 2), c = random_vector<T>(n, 3);
+    xt::xtensor<T, 1> out = xt::zeros<T>({n}), want = xt::zeros<T>({n});
+    f.into(out)(a, b, c);
+    looped.into(want)(a, b, c);
+    INFO("n = " << n);
+    CHECK(same_bits<T>(out, want));
+    for (std::size_t i = 0; i < n; ++i) {  // and the value, against a float64 loop
+      const double v = 2.0 / (1.0 + std::exp(-(double(a(i)) * 0.75 - double(b(i))))) + std::log1p(std::abs(double(c(i))));
+      CHECK(double(out(i)) == Approx(v).epsilon(std::is_same_v<T, float> ? 1e-5 : 1e-13));
+    }
+  }
+}
+
+TEST_CASE("into(...) arguments the short path does not take give the call loop's results", "[expr][typed]") {
+  auto x = xsym::vector<double>("x"), y = xsym::vector<double>("y");
+  auto f = xsym::function("add_mul", xsym::inputs(x, y), (x + y) * 3);
+  REQUIRE(f.runtime()->has_direct());
+  const std::size_t n = 37;
+  xt::xtensor<double, 1> a = random_vector<double>(n, 4), b = random_vector<double>(n, 5);
+  auto expect = [&](const auto& p, const auto& q) {
+    xt::xtensor<double, 1> r = xt::empty<double>({p.size()});
+    for (std::size_t i = 0; i < p.size(); ++i) r(i) = (p(i) + q(i)) * 3;
+    return r;
+  };
+  SECTION("the destination is an argument") {
+    const xt::xtensor<double, 1> want = expect(a, b);
+    f.into(a)(a, b);
+    CHECK(same_bits<double>(a, want));
+  }
+  SECTION("the destination overlaps an argument, shifted") {
+    xt::xtensor<double, 1> buf = random_vector<double>(n + 1, 6);
+    auto head = xt::adapt(buf.data(), n, xt::no_ownership(), std::array<std::size_t, 1>{n});
+    auto tail = xt::adapt(buf.data() + 1, n, xt::no_ownership(), std::array<std::size_t, 1>{n});
+    const xt::xtensor<double, 1> want = expect(xt::xtensor<double, 1>(tail), b);
+    f.into(head)(tail, b);
+    CHECK(same_bits<double>(xt::xtensor<double, 1>(head), want));
+  }
+  SECTION("a strided view") {
+    xt::xtensor<double, 1> wide = random_vector<double>(2 * n, 7);
+    auto every_other = xt::view(wide, xt::range(0, 2 * n, 2));
+    xt::xtensor<double, 1> out = xt::zeros<double>({n});
+    f.into(out)(every_other, b);
+    CHECK(same_bits<double>(out, expect(xt::xtensor<double, 1>(every_other), b)));
+  }
+  SECTION("another element type, converted") {
+    xt::xtensor<float, 1> af = xt::cast<float>(a);
+    xt::xtensor<double, 1> out = xt::zeros<double>({n});
+    f.into(out)(af, b);
+    CHECK(same_bits<double>(out, expect(xt::xtensor<double, 1>(xt::cast<double>(af)), b)));
+  }
+  SECTION("a wrong shape is the loop's shape_error") {
+    xt::xtensor<double, 1> shorter = random_vector<double>(n - 1, 8), out = xt::zeros<double>({n});
+    CHECK_THROWS_AS(f.into(out)(shorter, b), xsym::shape_error);
+  }
+}
+
+TEST_CASE("functions the short path would change do not take it", "[expr][typed]") {
+  auto x = xsym::vector<double>("x"), y = xsym::vector<double>("y");
+  auto w = xsym::shared(xt::xtensor<double, 1>{1.0, 2.0}, "w");
+  CHECK_FALSE(xsym::function("with_shared", xsym::inputs(x), (x + w) * 2).runtime()->has_direct());
+  CHECK_FALSE(xsym::function("lone_op", xsym::inputs(x, y), x + y).runtime()->has_direct());
+  CHECK_FALSE(xsym::function("two_nodes", xsym::inputs(x, y), xsym::sum((x + y) * 2)).runtime()->has_direct());
+  auto debug = xsym::function("debug", xsym::inputs(x, y), (x + y) * 2, xsym::mode("DebugMode"));
+  CHECK_FALSE(debug.runtime()->has_direct());
+}
+
+TEST_CASE("the short path takes no lock: calls from several threads into their own arrays", "[expr][typed]") {
+  auto x = xsym::vector<float>("x"), y = xsym::vector<float>("y");
+  auto f = xsym::function("threads", xsym::inputs(x, y), xsym::exp(x - y) * 0.5);
+  REQUIRE(f.runtime()->has_direct());
+  const std::size_t n = 513;
+  const auto a = random_vector<float>(n, 9), b = random_vector<float>(n, 10);
+  xt::xtensor<float, 1> want = xt::zeros<float>({n});
+  const auto stats = std::make_shared<xsym::profile_stats>("threads", false);
+  auto looped = xsym::function("threads_looped", xsym::inputs(x, y), xsym::exp(x - y) * 0.5, xsym::profile(stats));
+  looped.into(want)(a, b);
+  std::vector<xt::xtensor<float, 1>> outs(4, xt::xtensor<float, 1>(xt::zeros<float>({n})));
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < outs.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 200; ++k) f.into(outs[t])(a, b);
+    });
+  for (auto& th : threads) th.join();
+  for (const auto& o : outs) CHECK(same_bits<float>(o, want));
+}
+
+}  // namespace
