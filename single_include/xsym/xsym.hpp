@@ -13918,7 +13918,7 @@ class function_runtime {
   /// one value for a rank-0 input; function.hpp's direct_argument) and returns true when
   /// this call needs nothing else; false, having done nothing, otherwise.
   bool run_direct(const std::byte* const* args, const ndarray& dest) const;
-  bool has_direct() const { return m_direct.fn != nullptr; }
+  bool has_direct() const { return m_direct.fn || m_direct.step; }
 
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
   void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups);
@@ -13992,14 +13992,16 @@ class function_runtime {
   std::int64_t m_sample_calls = 0;
   std::uint64_t m_fn_start = 0;
   detail::call_lock m_mutex;
-  // A graph of one elementwise node run by a typed kernel, its inputs the function's and
-  // one-value constants, with no shared variable, update or check: an into(...) call whose
+  // A graph of one elementwise node run by a typed kernel or one precompiled step (a lone
+  // op), its inputs the function's and one-value constants, with no shared variable, update or check: an into(...) call whose
   // arrays are C-contiguous, of the output's shape, apart from the destination and too small
   // to stream or split across threads computes exactly what the call loop would, without
   // binding slots, taking the lock or releasing buffers (plan_direct, run_direct).
   struct direct_kernel {
     cpu::typed_fn fn = nullptr;
     const std::uint8_t* map = nullptr;
+    const cpu::compiled_step* step = nullptr;  // the lone op's, in m_thunks[0]
+    std::int64_t min_elements = 1;
     int n_in = 0;
     std::int64_t elem_bytes = 0;
     std::int64_t bytes_per_element = 0;  // of the arrays read and written
@@ -14171,8 +14173,11 @@ inline void function_runtime::plan_direct() {
   const detail::thunk& t = m_thunks[0];
   const apply_node& n = g.nodes[0];
   const cpu::compiled_program& cp = t.prog;
-  if (t.run != &detail::run_elemwise || !cp.typed || cp.typed_faulty || cp.jit[0] || cp.jit[1] ||
-      n.outputs.size() != 1 || n.outputs[0] != g.outputs[0] || n.inputs.size() > limits::max_registers)
+  // A typed kernel, or a lone op's step (run_span's order: the typed kernel first).
+  const bool typed = cp.typed && !cp.typed_faulty;
+  const bool lone = !cp.typed && cp.direct && cp.steps.size() == 1;
+  if (t.run != &detail::run_elemwise || !(typed || lone) || cp.jit[0] || cp.jit[1] || n.outputs.size() != 1 ||
+      n.outputs[0] != g.outputs[0] || n.inputs.size() > limits::max_registers)
     return;
   direct_kernel d;
   d.n_in = static_cast<int>(n.inputs.size());
@@ -14181,7 +14186,7 @@ inline void function_runtime::plan_direct() {
   for (int k = 0; k < d.n_in; ++k) {
     const int s = n.inputs[static_cast<std::size_t>(k)];
     const slot& sl = g.slots[static_cast<std::size_t>(s)];
-    const bool one = (cp.typed_scalar_bits >> k) & 1u;
+    const bool one = typed ? (cp.typed_scalar_bits >> k) & 1u : sl.kind == var_kind::constant;
     if (sl.type != g.slots[static_cast<std::size_t>(n.outputs[0])].type) return;
     if (one) d.one_value |= std::uint64_t{1} << k;
     if (sl.kind == var_kind::constant) {
@@ -14197,8 +14202,13 @@ inline void function_runtime::plan_direct() {
     if (!one) d.bytes_per_element += d.elem_bytes;
   }
   d.max_elements = t.par.threads > 1 ? t.par.elemwise_minsize : std::numeric_limits<std::int64_t>::max();
-  d.map = cp.typed_map.data();
-  d.fn = cp.typed;
+  if (typed) {
+    d.map = cp.typed_map.data();
+    d.fn = cp.typed;
+  } else {
+    d.step = &cp.steps[0];
+    d.min_elements = 2;  // one element: run_elemwise_one's path, not the step's
+  }
   m_direct = d;
 }
 
@@ -14566,7 +14576,7 @@ inline bool function_runtime::run_direct(const std::byte* const* args, const nda
   const direct_kernel& d = m_direct;
   if (profiling_compiled_in && (m_profile || detail::any_scope_active())) return false;
   const std::int64_t n = dest.size();
-  if (n < 1 || n >= d.max_elements || n * d.bytes_per_element >= cpu::streaming_min_bytes() || dest.on_device() ||
+  if (n < d.min_elements || n >= d.max_elements || n * d.bytes_per_element >= cpu::streaming_min_bytes() || dest.on_device() ||
       !dest.is_c_contiguous())
     return false;
   const auto out_lo = reinterpret_cast<std::intptr_t>(dest.data());
@@ -14583,7 +14593,18 @@ inline bool function_runtime::run_direct(const std::byte* const* args, const nda
     if (lo < out_hi && out_lo < lo + len) return false;  // the call loop computes beside the destination
     in[k] = args[a];
   }
-  d.fn(in, d.map, dest.data(), n, false);
+  if (d.fn) {
+    d.fn(in, d.map, dest.data(), n, false);
+    return true;
+  }
+  const cpu::compiled_step& st = *d.step;  // as run_span's lone op
+  const void* step_args[cpu::detail::max_chain_links + 1];
+  unsigned mask = 0;
+  for (int j = 0; j < st.arity; ++j) {
+    step_args[j] = in[st.args[j]];
+    if ((d.one_value >> st.args[j]) & 1u) mask |= 1u << j;
+  }
+  st.run(dest.data(), step_args, mask, n, false);
   return true;
 }
 

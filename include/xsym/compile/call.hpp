@@ -126,7 +126,7 @@ inline bool function_runtime::run_direct(const std::byte* const* args, const nda
   const direct_kernel& d = m_direct;
   if (profiling_compiled_in && (m_profile || detail::any_scope_active())) return false;
   const std::int64_t n = dest.size();
-  if (n < 1 || n >= d.max_elements || n * d.bytes_per_element >= cpu::streaming_min_bytes() || dest.on_device() ||
+  if (n < d.min_elements || n >= d.max_elements || n * d.bytes_per_element >= cpu::streaming_min_bytes() || dest.on_device() ||
       !dest.is_c_contiguous())
     return false;
   const auto out_lo = reinterpret_cast<std::intptr_t>(dest.data());
@@ -143,7 +143,18 @@ inline bool function_runtime::run_direct(const std::byte* const* args, const nda
     if (lo < out_hi && out_lo < lo + len) return false;  // the call loop computes beside the destination
     in[k] = args[a];
   }
-  d.fn(in, d.map, dest.data(), n, false);
+  if (d.fn) {
+    d.fn(in, d.map, dest.data(), n, false);
+    return true;
+  }
+  const cpu::compiled_step& st = *d.step;  // as run_span's lone op
+  const void* step_args[cpu::detail::max_chain_links + 1];
+  unsigned mask = 0;
+  for (int j = 0; j < st.arity; ++j) {
+    step_args[j] = in[st.args[j]];
+    if ((d.one_value >> st.args[j]) & 1u) mask |= 1u << j;
+  }
+  st.run(dest.data(), step_args, mask, n, false);
   return true;
 }
 

@@ -97,7 +97,7 @@ class function_runtime {
   /// one value for a rank-0 input; function.hpp's direct_argument) and returns true when
   /// this call needs nothing else; false, having done nothing, otherwise.
   bool run_direct(const std::byte* const* args, const ndarray& dest) const;
-  bool has_direct() const { return m_direct.fn != nullptr; }
+  bool has_direct() const { return m_direct.fn || m_direct.step; }
 
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
   void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups);
@@ -171,14 +171,16 @@ class function_runtime {
   std::int64_t m_sample_calls = 0;
   std::uint64_t m_fn_start = 0;
   detail::call_lock m_mutex;
-  // A graph of one elementwise node run by a typed kernel, its inputs the function's and
-  // one-value constants, with no shared variable, update or check: an into(...) call whose
+  // A graph of one elementwise node run by a typed kernel or one precompiled step (a lone
+  // op), its inputs the function's and one-value constants, with no shared variable, update or check: an into(...) call whose
   // arrays are C-contiguous, of the output's shape, apart from the destination and too small
   // to stream or split across threads computes exactly what the call loop would, without
   // binding slots, taking the lock or releasing buffers (plan_direct, run_direct).
   struct direct_kernel {
     cpu::typed_fn fn = nullptr;
     const std::uint8_t* map = nullptr;
+    const cpu::compiled_step* step = nullptr;  // the lone op's, in m_thunks[0]
+    std::int64_t min_elements = 1;
     int n_in = 0;
     std::int64_t elem_bytes = 0;
     std::int64_t bytes_per_element = 0;  // of the arrays read and written

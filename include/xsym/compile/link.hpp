@@ -155,8 +155,11 @@ inline void function_runtime::plan_direct() {
   const detail::thunk& t = m_thunks[0];
   const apply_node& n = g.nodes[0];
   const cpu::compiled_program& cp = t.prog;
-  if (t.run != &detail::run_elemwise || !cp.typed || cp.typed_faulty || cp.jit[0] || cp.jit[1] ||
-      n.outputs.size() != 1 || n.outputs[0] != g.outputs[0] || n.inputs.size() > limits::max_registers)
+  // A typed kernel, or a lone op's step (run_span's order: the typed kernel first).
+  const bool typed = cp.typed && !cp.typed_faulty;
+  const bool lone = !cp.typed && cp.direct && cp.steps.size() == 1;
+  if (t.run != &detail::run_elemwise || !(typed || lone) || cp.jit[0] || cp.jit[1] || n.outputs.size() != 1 ||
+      n.outputs[0] != g.outputs[0] || n.inputs.size() > limits::max_registers)
     return;
   direct_kernel d;
   d.n_in = static_cast<int>(n.inputs.size());
@@ -165,7 +168,7 @@ inline void function_runtime::plan_direct() {
   for (int k = 0; k < d.n_in; ++k) {
     const int s = n.inputs[static_cast<std::size_t>(k)];
     const slot& sl = g.slots[static_cast<std::size_t>(s)];
-    const bool one = (cp.typed_scalar_bits >> k) & 1u;
+    const bool one = typed ? (cp.typed_scalar_bits >> k) & 1u : sl.kind == var_kind::constant;
     if (sl.type != g.slots[static_cast<std::size_t>(n.outputs[0])].type) return;
     if (one) d.one_value |= std::uint64_t{1} << k;
     if (sl.kind == var_kind::constant) {
@@ -181,8 +184,13 @@ inline void function_runtime::plan_direct() {
     if (!one) d.bytes_per_element += d.elem_bytes;
   }
   d.max_elements = t.par.threads > 1 ? t.par.elemwise_minsize : std::numeric_limits<std::int64_t>::max();
-  d.map = cp.typed_map.data();
-  d.fn = cp.typed;
+  if (typed) {
+    d.map = cp.typed_map.data();
+    d.fn = cp.typed;
+  } else {
+    d.step = &cp.steps[0];
+    d.min_elements = 2;  // one element: run_elemwise_one's path, not the step's
+  }
   m_direct = d;
 }
 
