@@ -69,10 +69,9 @@ class worker_pool {
     m_error = nullptr;
     m_fn.store(fn, std::memory_order_relaxed);
     m_ctx.store(ctx, std::memory_order_relaxed);
-    m_chunks.store(chunks, std::memory_order_relaxed);
     m_done.store(0, std::memory_order_relaxed);
     const std::uint32_t e = m_epoch.load(std::memory_order_relaxed) + 1;
-    m_state.store(static_cast<std::uint64_t>(e) << 32, std::memory_order_release);
+    m_state.store(static_cast<std::uint64_t>(e) << 32 | static_cast<std::uint64_t>(chunks), std::memory_order_release);
     m_epoch.store(e, std::memory_order_seq_cst);
     if (m_sleepers.load(std::memory_order_seq_cst) > 0) m_epoch.notify_all();
     claim_chunks(e);
@@ -94,14 +93,17 @@ class worker_pool {
   }
 
   // Claims and runs chunks of job e until none is left; a claim is a compare-exchange on
-  // (epoch, next chunk), so no thread runs a chunk of a job that has ended.
+  // (epoch, chunks left), one word, so no thread runs a chunk of a job that has ended. (The
+  // count is in the word: read beside it, a late worker of the last job could take the next
+  // job's count for its own and claim a chunk that does not exist.) Chunks go last first.
   void claim_chunks(std::uint32_t e) {
     std::uint64_t s = m_state.load(std::memory_order_acquire);
     for (;;) {
       if (static_cast<std::uint32_t>(s >> 32) != e) return;
-      const auto c = static_cast<std::int64_t>(s & 0xffffffffu);
-      if (c >= m_chunks.load(std::memory_order_relaxed)) return;
-      if (!m_state.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+      const auto left = static_cast<std::int64_t>(s & 0xffffffffu);
+      if (left == 0) return;
+      const std::int64_t c = left - 1;
+      if (!m_state.compare_exchange_weak(s, s - 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
       try {
         m_fn.load(std::memory_order_relaxed)(m_ctx.load(std::memory_order_relaxed), c);
       } catch (...) {
@@ -139,12 +141,11 @@ class worker_pool {
 
   std::mutex m_job;  // one job at a time; a second caller runs serially
   std::vector<std::thread> m_threads;
-  std::atomic<std::uint64_t> m_state{0};  // epoch << 32 | next chunk to claim
+  std::atomic<std::uint64_t> m_state{0};  // epoch << 32 | chunks left to claim
   std::atomic<std::uint32_t> m_epoch{0};
   std::atomic<int> m_sleepers{0};
   std::atomic<chunk_fn> m_fn{nullptr};
   std::atomic<void*> m_ctx{nullptr};
-  std::atomic<std::int64_t> m_chunks{0};
   std::atomic<std::int64_t> m_done{0};
   std::mutex m_error_mutex;
   std::exception_ptr m_error;
