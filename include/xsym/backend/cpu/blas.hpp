@@ -164,6 +164,26 @@ void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, s
   });
 }
 
+// y[i, i + Q vectors) += sum_j xs[j] * A[j, i...], Q accumulators (every q loop unrolled, so
+// they live in registers at -O2 too).
+template <int Q, class T>
+[[gnu::always_inline]] inline void gemv_column_strip(const T* a, std::int64_t lda, const T* xs, T* y, std::int64_t i,
+                                                     std::int64_t cols) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  B s[Q];
+#pragma GCC unroll 8
+  for (int q = 0; q < Q; ++q) s[q] = B::load_unaligned(y + i + q * w);
+  for (std::int64_t j = 0; j < cols; ++j) {
+    const B xc(xs[j]);
+    const T* col = a + j * lda + i;
+#pragma GCC unroll 8
+    for (int q = 0; q < Q; ++q) s[q] = xsimd::fma(B::load_unaligned(col + q * w), xc, s[q]);
+  }
+#pragma GCC unroll 8
+  for (int q = 0; q < Q; ++q) s[q].store_unaligned(y + i + q * w);
+}
+
 // y += sum_c x[c] * A[:, c] when A's columns are contiguous (a transposed row-major matrix).
 // Columns go in blocks of 16: for each strip of 8 vectors of y, the block's 16 columns are
 // summed in registers and y is loaded and stored once per block, not once per column.
@@ -173,23 +193,20 @@ void gemv_column_block(const T* a, std::int64_t lda, const T* xs, T* y, std::int
   if constexpr (std::is_floating_point_v<T>) {
     using B = xsimd::batch<T>;
     constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-    for (; i + 8 * w <= m; i += 8 * w) {
-      B s[8];  // every q loop unrolled, so s lives in registers (at -O2 too)
-#pragma GCC unroll 8
-      for (int q = 0; q < 8; ++q) s[q] = B::load_unaligned(y + i + q * w);
-      for (std::int64_t j = 0; j < cols; ++j) {
-        const B xc(xs[j]);
-        const T* col = a + j * lda + i;
-#pragma GCC unroll 8
-        for (int q = 0; q < 8; ++q) s[q] = xsimd::fma(B::load_unaligned(col + q * w), xc, s[q]);
-      }
-#pragma GCC unroll 8
-      for (int q = 0; q < 8; ++q) s[q].store_unaligned(y + i + q * w);
+    for (; i + 8 * w <= m; i += 8 * w) gemv_column_strip<8>(a, lda, xs, y, i, cols);
+    // The last vectors (fewer than 8) in one strip: one at a time, each is a chain of
+    // dependent FMAs that waits on their latency.
+    if (i + 4 * w <= m) {
+      gemv_column_strip<4>(a, lda, xs, y, i, cols);
+      i += 4 * w;
     }
-    for (; i + w <= m; i += w) {
-      B s = B::load_unaligned(y + i);
-      for (std::int64_t j = 0; j < cols; ++j) s = xsimd::fma(B::load_unaligned(a + j * lda + i), B(xs[j]), s);
-      s.store_unaligned(y + i);
+    if (i + 2 * w <= m) {
+      gemv_column_strip<2>(a, lda, xs, y, i, cols);
+      i += 2 * w;
+    }
+    if (i + w <= m) {
+      gemv_column_strip<1>(a, lda, xs, y, i, cols);
+      i += w;
     }
   }
   for (; i < m; ++i) {

@@ -89,11 +89,17 @@ void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k,
   parallel_chunks(parts, 1, threads, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t p = lo; p < hi; ++p) run_part(p);
   });
-  for (std::int64_t j = 0; j < k; ++j) {
-    T s = sums[j];
-    for (std::int64_t p = 1; p < parts; ++p) s = add(s, sums[p * kp + j]);
-    y[j] = y0 ? add(mul(beta, y0[j]), s) : s;
+  // The parts in order into part 0's sums, a whole part at a time (vectorised: per column, a
+  // strided walk over the parts cost a tenth of the seeds' step).
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  for (std::int64_t p = 1; p < parts; ++p) {
+    const T* part = sums + p * kp;
+    std::int64_t j = 0;
+    for (; j + w <= k; j += w) (B::load_aligned(sums + j) + B::load_aligned(part + j)).store_aligned(sums + j);
+    for (; j < k; ++j) sums[j] = add(sums[j], part[j]);
   }
+  for (std::int64_t j = 0; j < k; ++j) y[j] = y0 ? add(mul(beta, y0[j]), sums[j]) : sums[j];
 }
 
 template <class T>
