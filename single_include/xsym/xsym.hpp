@@ -8284,17 +8284,24 @@ class tree_registry {
 XSYM_COLD_END
 }  // namespace detail
 
-/// @brief Registers Tree's kernel (once per program): function() calls it for each output and
-/// update that is a typed expression.
+namespace detail {
+// Registered when the program starts, not when the first function asking for it is built: a
+// program fused at run time finds every tree compiled into the program, whatever order its
+// functions are built in.
+template <class Tree>
+struct typed_registration {
+  static inline const bool done =
+      (tree_registry<typed_entry>::instance().add({tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(),
+                                                  &typed_run<Tree>, scalar_leaves<Tree>(), Tree::leaves}),
+       true);
+};
+}  // namespace detail
+
+/// @brief Compiles Tree's kernel into the program, registered at its start: function() calls it
+/// for each output and update that is a typed expression.
 template <class Tree>
 void use_typed_kernel() {
-  static const bool once = [] {
-    detail::tree_registry<detail::typed_entry>::instance().add({tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(),
-                                                                &detail::typed_run<Tree>, detail::scalar_leaves<Tree>(),
-                                                                Tree::leaves});
-    return true;
-  }();
-  (void)once;
+  (void)detail::typed_registration<Tree>::done;
 }
 
 XSYM_COLD_BEGIN

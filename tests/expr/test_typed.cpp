@@ -144,6 +144,33 @@ TEST_CASE("typed expressions run their tree's kernel: <type> typed, float64 loop
   });
 }
 
+TEST_CASE("a program fused at run time binds any tree compiled into the program, built before or after it",
+          "[expr][typed]") {
+  std::mt19937 rng(5);
+  const auto x = xsym::vector<double>("x"), y = xsym::vector<double>("y"), z = xsym::vector<double>("z");
+  const auto stats = std::make_shared<xsym::profile_stats>("order", false);
+  // Stored in a var, the expression loses its type: run-time fusion merges its nodes with exp(a)
+  // - z into one program, whose text is the tree of `later` below (built after this one).
+  const xsym::var<double, 1> a = (x - y) * 3;
+  auto merged = xsym::function("merged", xsym::inputs(x, y, z), xsym::exp(a) - z, xsym::profile(stats));
+  for (std::size_t n : {std::size_t{1}, std::size_t{9}, std::size_t{1003}}) {
+    CAPTURE(n);
+    const auto p = random_vector<double>(rng, n, -1, 1), q = random_vector<double>(rng, n, -1, 1),
+               r = random_vector<double>(rng, n, -3, 3);
+    const xt::xtensor<double, 1> got = merged(p, q, r);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double want = std::exp((p(i) - q(i)) * 3) - r(i);
+      REQUIRE(std::abs(got(i) - want) <= 4 * typed_tol<double>() * (1 + std::abs(want)));
+    }
+  }
+  CHECK(xsym::toposort_text(merged) == "[Elemwise{Composite{(exp(((i0 - i1) * i2)) - i3)}}(x, y, TensorConstant{(1,) of 3.0}, z)]");
+  CHECK(node_types(merged, "merged") == std::vector<std::string>{"typed"});
+  auto later = xsym::function("later", xsym::inputs(x, y, z), xsym::exp((x - y) * 3) - z);
+  const auto p = random_vector<double>(rng, 33, -1, 1);
+  const xt::xtensor<double, 1> one = merged(p, p, p), other = later(p, p, p);
+  CHECK(xt::all(xt::equal(one, other)));
+}
+
 TEST_CASE("typed kernels agree with the reference kernels (DebugMode) with repeated leaves, broadcasting and views",
           "[expr][typed]") {
   std::mt19937 rng(11);

@@ -268,15 +268,20 @@ inline std::shared_ptr<typed_state> find_typed_kernel(const program& p) {
 XSYM_COLD_END
 }  // namespace detail
 
-/// @brief Registers Tree's device kernel (once per program).
+namespace detail {
+// Registered when the program starts, as the CPU's (backend/cpu/typed_kernel.hpp).
+template <class Tree>
+struct typed_registration {
+  static inline const bool done = (cpu::detail::tree_registry<typed_entry>::instance().add(
+                                       {tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(), &run_typed<Tree>, Tree::leaves}),
+                                   true);
+};
+}  // namespace detail
+
+/// @brief Compiles Tree's device kernel into the program, registered at its start.
 template <class Tree>
 void use_typed_kernel() {
-  static const bool once = [] {
-    cpu::detail::tree_registry<detail::typed_entry>::instance().add(
-        {tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(), &detail::run_typed<Tree>, Tree::leaves});
-    return true;
-  }();
-  (void)once;
+  (void)detail::typed_registration<Tree>::done;
 }
 
 }  // namespace xsym::gpu
