@@ -327,6 +327,61 @@ void bench_elemwise(std::size_t n) {
   }
 }
 
+// ---- a typed tree beside its neighbours: merged at run time, or kept --------------------------
+// An expression stored in a `var` loses its type; run-time fusion then merges its nodes with the
+// expression that uses it into one program, whose text no tree in this program has: it runs
+// interpreted. Kept apart, each part is its own typed kernel and the intermediate goes through
+// memory. "whole" is the same computation as one typed tree (a text of its own: (2 * (x + y))).
+void bench_typed_merge(std::size_t n) {
+  using T = float;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  xt::xtensor<T, 1> X = xt::empty<T>({n}), Y = X, Z = X, tmp = X, out = X;
+  for (auto* v : {&X, &Y, &Z})
+    for (auto& e : *v) e = u(rng);
+  auto x = xsym::vector<T>("x"), y = xsym::vector<T>("y"), z = xsym::vector<T>("z"), t = xsym::vector<T>("t");
+  const xsym::var<T, 1> a1 = (x + y) * 2, a2 = x * y + z;
+  struct variant {
+    const char* name;
+    std::function<T(T, T, T)> scalar;
+    std::function<void()> merged, kept, whole;
+  };
+  auto m1 = xsym::function("merged", xsym::inputs(x, y, z), exp(a1) + z);
+  auto f1 = xsym::function("first", xsym::inputs(x, y), (x + y) * 2);
+  auto s1 = xsym::function("second", xsym::inputs(t, z), exp(t) + z);
+  auto w1 = xsym::function("whole", xsym::inputs(x, y, z), exp(2 * (x + y)) + z);
+  auto m2 = xsym::function("merged", xsym::inputs(x, y, z), a2 * x - y);
+  auto f2 = xsym::function("first", xsym::inputs(x, y, z), x * y + z);
+  auto s2 = xsym::function("second", xsym::inputs(t, x, y), t * x - y);
+  auto w2 = xsym::function("whole", xsym::inputs(x, y, z), x * (x * y + z) - y);
+  const int inner = n >= 10000000 ? 1 : static_cast<int>(std::max<std::size_t>(10, 100000 / n));
+  const int repeats = n >= 10000000 ? 7 : n >= 100000 ? 30 : 300;
+  const variant variants[] = {
+      {"typed_merge_exp", [](T a, T b, T c) { return std::exp((a + b) * 2) + c; },
+       [&] { for (int i = 0; i < inner; ++i) m1.into(out)(X, Y, Z); },
+       [&] { for (int i = 0; i < inner; ++i) { f1.into(tmp)(X, Y); s1.into(out)(tmp, Z); } },
+       [&] { for (int i = 0; i < inner; ++i) w1.into(out)(X, Y, Z); }},
+      {"typed_merge_arith", [](T a, T b, T c) { return (a * b + c) * a - b; },
+       [&] { for (int i = 0; i < inner; ++i) m2.into(out)(X, Y, Z); },
+       [&] { for (int i = 0; i < inner; ++i) { f2.into(tmp)(X, Y, Z); s2.into(out)(tmp, X, Y); } },
+       [&] { for (int i = 0; i < inner; ++i) w2.into(out)(X, Y, Z); }},
+  };
+  for (const auto& v : variants) {
+    const std::vector<std::function<void()>> runs{v.merged, v.kept, v.whole};
+    const char* impls[] = {"xsym_merged", "xsym_kept", "xsym_whole"};
+    const auto times = measure_round_robin(runs, repeats, static_cast<double>(n) * inner);
+    for (std::size_t j = 0; j < runs.size(); ++j) {
+      emit(v.name, impls[j], "float32", static_cast<double>(n), times[j]);
+      out.fill(std::numeric_limits<T>::quiet_NaN());
+      runs[j]();
+      for (std::size_t i = 0; i < n; i += std::max<std::size_t>(1, n / 1000)) {
+        const T want = v.scalar(X(i), Y(i), Z(i));
+        check(std::abs(out(i) - want) <= 1e-5f * std::max(1.0f, std::abs(want)), impls[j]);
+      }
+    }
+  }
+}
+
 // ---- overheads --------------------------------------------------------------------------------
 void bench_overheads() {
   // With this program's XTENSOR_USE_XSIMD, a result is a 64-byte aligned allocation (glibc's
@@ -416,6 +471,8 @@ int main(int argc, char** argv) try {
   if (only.empty() || only == "elemwise")
     for (std::size_t n : {std::size_t(1000), std::size_t(100000), std::size_t(10000000)}) bench_elemwise(n);
   if (only.empty() || only == "overhead") bench_overheads();
+  if (only.empty() || only == "typed_merge")
+    for (std::size_t n : {std::size_t(1000), std::size_t(100000), std::size_t(10000000)}) bench_typed_merge(n);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "bench: %s\n", e.what());
