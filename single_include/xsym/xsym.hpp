@@ -5923,7 +5923,7 @@ XSYM_VLANES
      [-746, 709.8]; 2^k as two normal factors, each built from k's bits by adding         \
      1.5 * 2^52 (no conversion to integers, which AVX2 lacks for doubles) */              \
   template <class A>                                                                      \
-  xsimd::batch<double, A> vexp_batch(const xsimd::batch<double, A>& a) {                  \
+  [[gnu::always_inline]] inline xsimd::batch<double, A> vexp_batch(const xsimd::batch<double, A>& a) {                  \
     using X = xsimd::batch<double, A>;                                                    \
     using I = xsimd::batch<std::int64_t, A>;                                              \
     const X x = xsimd::min(X(709.8), xsimd::max(X(-746.0), a));                           \
@@ -5945,7 +5945,7 @@ XSYM_VLANES
   /* float: xsimd's reduction and polynomial on x clamped to [-104, 88.8]; y in          \
      [0.7, 1.42] and k = round(x / ln 2) in [-150, 128] come back apart */               \
   template <class A>                                                                      \
-  xsimd::batch<float, A> vexp_core(const xsimd::batch<float, A>& x,                       \
+  [[gnu::always_inline]] inline xsimd::batch<float, A> vexp_core(const xsimd::batch<float, A>& x,                       \
                                    xsimd::batch<std::int32_t, A>& k) {                    \
     using X = xsimd::batch<float, A>;                                                     \
     const X kf = xsimd::nearbyint(x * X(1.44269504088896341f));                           \
@@ -5962,7 +5962,7 @@ XSYM_VLANES
      to inf, so no lane needs the C library and the loop has no branch. A NaN goes       \
      through the clamps: x86's min and max return their second operand then, NEON's NaN. */ \
   template <class A>                                                                      \
-  xsimd::batch<float, A> vexp_batch(const xsimd::batch<float, A>& a) {                    \
+  [[gnu::always_inline]] inline xsimd::batch<float, A> vexp_batch(const xsimd::batch<float, A>& a) {                    \
     using X = xsimd::batch<float, A>;                                                     \
     using I = xsimd::batch<std::int32_t, A>;                                              \
     I k;                                                                                  \
@@ -5973,7 +5973,7 @@ XSYM_VLANES
   }                                                                                       \
   /* exp(a) for a <= 0: k <= 0, so 2^(k + 64) is normal and 2^-64 a constant factor */    \
   template <class A>                                                                      \
-  xsimd::batch<float, A> vexp_nonpos_batch(const xsimd::batch<float, A>& a) {             \
+  [[gnu::always_inline]] inline xsimd::batch<float, A> vexp_nonpos_batch(const xsimd::batch<float, A>& a) {             \
     using X = xsimd::batch<float, A>;                                                     \
     using I = xsimd::batch<std::int32_t, A>;                                              \
     I k;                                                                                  \
@@ -6024,7 +6024,7 @@ XSYM_VLANES
      over every positive float (subnormals scaled by 2^23 first), no division, and zero,          \
      negative, infinite and NaN lanes chosen by selects, so the loop has no branch */             \
   template <class A>                                                                                \
-  xsimd::batch<float, A> vlog_batch(const xsimd::batch<float, A>& a) {                              \
+  [[gnu::always_inline]] inline xsimd::batch<float, A> vlog_batch(const xsimd::batch<float, A>& a) {                              \
     using X = xsimd::batch<float, A>;                                                               \
     using I = xsimd::batch<std::int32_t, A>;                                                        \
     const auto sub = a < X(std::numeric_limits<float>::min());                                      \
@@ -6166,13 +6166,13 @@ XSYM_VLOG_AVX512
   /* the float AVX-512 exp saturates to 0 and inf where C's does, with subnormal \
      results; the generic one sends edge lanes to the C library */                \
   template <class X>                                                              \
-  X vexp(X a) {                                                                   \
+  [[gnu::always_inline]] inline X vexp(X a) {                                                                   \
     if constexpr (std::is_arithmetic_v<X>) return std::exp(a);                    \
     else return vexp_batch(a);                                                    \
   }                                                                               \
   /* exp(a) where a <= 0 or NaN (sigmoid's and softplus's exp(-|u|)) */           \
   template <class X>                                                              \
-  X vexp_nonpos(X a) {                                                            \
+  [[gnu::always_inline]] inline X vexp_nonpos(X a) {                                                            \
     if constexpr (std::is_arithmetic_v<X>) return std::exp(a);                    \
     else if constexpr (std::is_same_v<typename X::value_type, float> &&           \
                        sizeof(typename X::register_type) < 64)                    \
@@ -6192,7 +6192,7 @@ XSYM_VLOG_AVX512
     return vlanes_where(!in, r, a, [](T x) { return std::expm1(x); });            \
   }                                                                               \
   template <class X>                                                              \
-  X vexpm1(X a) {                                                                 \
+  [[gnu::always_inline]] inline X vexpm1(X a) {                                                                 \
     if constexpr (std::is_arithmetic_v<X>) {                                      \
       return std::expm1(a);                                                       \
     } else {                                                                      \
@@ -6203,12 +6203,12 @@ XSYM_VLOG_AVX512
     }                                                                             \
   }                                                                               \
   template <class X>                                                              \
-  X vlog(X a) {                                                                   \
+  [[gnu::always_inline]] inline X vlog(X a) {                                                                   \
     if constexpr (std::is_arithmetic_v<X>) return std::log(a);                    \
     else return vlog_batch(a);                                                    \
   }                                                                               \
   template <class X>                                                              \
-  X vlog1p(X a) {                                                                 \
+  [[gnu::always_inline]] inline X vlog1p(X a) {                                                                 \
     if constexpr (std::is_arithmetic_v<X>) return std::log1p(a);                  \
     else return xsimd::select(a == X(0), a, vlog1p_batch(a)); /* keeps -0 */      \
   }                                                                               \
@@ -6221,7 +6221,7 @@ XSYM_VLOG_AVX512
     return xsimd::select(in, t, xsimd::select(xsimd::isnan(a), a, xsimd::copysign(X(1), a))); \
   }                                                                               \
   template <class X>                                                              \
-  X vtanh(X a) {                                                                  \
+  [[gnu::always_inline]] inline X vtanh(X a) {                                                                  \
     if constexpr (std::is_arithmetic_v<X>) {                                      \
       return std::tanh(a);                                                        \
     } else {                                                                      \
@@ -6240,7 +6240,7 @@ XSYM_VLOG_AVX512
   /* from e = exp(-|a|), which never overflows (sigmoid(a) is e, subnormal, down to \
      -103.97 in float) */                                                          \
   template <class X>                                                              \
-  X vsigmoid(X a) {                                                               \
+  [[gnu::always_inline]] inline X vsigmoid(X a) {                                                               \
     if constexpr (std::is_arithmetic_v<X>)                                        \
       return sigmoid_from_exp_fn::apply(a, std::exp(-std::abs(a)));               \
     else                                                                          \
@@ -6441,14 +6441,17 @@ namespace detail {
 
 // One functor per row of the op table: its expression on scalars and on xsimd batches alike,
 // from arguments a (and b). A comparison's gives a bool, or a batch's mask. Special rows
-// (switch, cast, identity) have kernels of their own.
+// (switch, cast, identity) have kernels of their own. Always inlined, as are the vector
+// functions they call (vector_math.hpp): at -O2 GCC called the larger ones (log, sigmoid) out
+// of line from the kernels' loops, 1.5 times slower than at -O3.
 template <scalar_op S>
 struct fn;
 #define XSYM_FN_ROW(S, R, ...)                                   \
   template <>                                                    \
   struct fn<scalar_op::S> {                                      \
     template <class X>                                           \
-    static R apply([[maybe_unused]] X a, [[maybe_unused]] X b) { \
+    [[gnu::always_inline]] static R apply([[maybe_unused]] X a,  \
+                                          [[maybe_unused]] X b) { \
       return __VA_ARGS__;                                        \
     }                                                            \
   };
@@ -6834,8 +6837,12 @@ inline constexpr int max_fused_chains = 8;
 
 // Every loop over the U batches unrolled, so that acc and b live in registers: at -O2 GCC kept
 // them in memory, a store and a load per batch and link (interpreted programs ran 4 times
-// slower than at -O3).
+// slower than at -O3). Not under clang, which warns for each such loop it cannot unroll.
+#if defined(__clang__)
+#define XSYM_EACH_BATCH
+#else
 #define XSYM_EACH_BATCH _Pragma("GCC unroll 4")
+#endif
 // chain_loop's main loop uses GCC's and clang's labels as values (not nvcc's front end, nor
 // other compilers: those keep the switch).
 #if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__NVCOMPILER)
