@@ -179,8 +179,9 @@ inline constexpr int max_fused_chains = 8;
 
 // Every loop over the U batches unrolled, so that acc and b live in registers: at -O2 GCC kept
 // them in memory, a store and a load per batch and link (interpreted programs ran 4 times
-// slower than at -O3). Not under clang, which warns for each such loop it cannot unroll.
-#if defined(__clang__)
+// slower than at -O3). Not under clang, which warns for each such loop it cannot unroll, nor
+// nvcc, whose host pass misplaces the pragma after a case label.
+#if defined(__clang__) || defined(__CUDACC__)
 #define XSYM_EACH_BATCH
 #else
 #define XSYM_EACH_BATCH _Pragma("GCC unroll 4")
