@@ -6837,8 +6837,9 @@ inline constexpr int max_fused_chains = 8;
 
 // Every loop over the U batches unrolled, so that acc and b live in registers: at -O2 GCC kept
 // them in memory, a store and a load per batch and link (interpreted programs ran 4 times
-// slower than at -O3). Not under clang, which warns for each such loop it cannot unroll.
-#if defined(__clang__)
+// slower than at -O3). Not under clang, which warns for each such loop it cannot unroll, nor
+// nvcc, whose host pass misplaces the pragma after a case label.
+#if defined(__clang__) || defined(__CUDACC__)
 #define XSYM_EACH_BATCH
 #else
 #define XSYM_EACH_BATCH _Pragma("GCC unroll 4")
@@ -10460,6 +10461,18 @@ inline std::int64_t& streaming_min_bytes() {
 }
 
 namespace detail {
+/// A step's arguments, to[j] = reg[st.args[j]], and the mask its kernel takes: bit j where
+/// argument j is one value (bit r of one_value: register r is).
+template <class P>
+unsigned bind_step_args(const compiled_step& st, const P* reg, std::uint64_t one_value, const void** to) {
+  unsigned mask = 0;
+  for (int j = 0; j < st.arity; ++j) {
+    to[j] = reg[st.args[j]];
+    mask |= static_cast<unsigned>((one_value >> st.args[j]) & 1u) << j;
+  }
+  return mask;
+}
+
 // Runs the program over n elements; inputs either advance with i (stride 1) or are one value.
 // With `stream`, outputs leave with non-temporal stores and each block asks for the next block
 // of its inputs before computing (see streaming_min_bytes). A program that is one chain stores
@@ -10469,9 +10482,10 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
                      std::byte* const* out, std::int64_t n, bool stream = false) {
   const program& p = *cp.prog;
   const int n_in = p.n_inputs;
+  // Bit r: input register r is one value broadcast over the span (no other register is).
+  std::uint64_t bits = 0;
+  for (int r = 0; r < n_in; ++r) bits |= static_cast<std::uint64_t>(in_scalar[r]) << r;
   if (cp.jit[0] || cp.typed) {
-    std::uint64_t bits = 0;
-    for (int r = 0; r < n_in; ++r) bits |= static_cast<std::uint64_t>(in_scalar[r]) << r;
     for (int k = 0; k < 2; ++k)
       if (cp.jit[k] && bits == cp.jit_scalar_bits[k]) {
         cp.jit[k](in, out, n, stream);
@@ -10490,11 +10504,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
   // Other programs stream through scratch, below.
   if (cp.direct) {
     const compiled_step& st = cp.steps[0];
-    unsigned mask = 0;
-    for (int j = 0; j < st.arity; ++j) {
-      args[j] = in[st.args[j]];
-      if (in_scalar[st.args[j]]) mask |= 1u << j;
-    }
+    const unsigned mask = bind_step_args(st, in, bits, args);
     const bool nt = stream && st.chain;
     st.run(out[0], args, mask, n, nt);
     if (nt) stream_fence();
@@ -10514,9 +10524,6 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
     tmp[r] = regs + cp.reg_offset[r];
     reg[r] = tmp[r];
   }
-  // Bit r: input register r is one value broadcast over the span (no other register is).
-  std::uint64_t scalar_bits = 0;
-  for (int r = 0; r < n_in; ++r) scalar_bits |= static_cast<std::uint64_t>(in_scalar[r]) << r;
   const int last_out = stream ? -1 : cp.last_out;
   const int last_reg = last_out >= 0 ? p.outputs[static_cast<std::size_t>(last_out)] : 0;
   const compiled_step* steps = cp.steps.data();
@@ -10541,14 +10548,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
       reg[last_reg] = tmp[last_reg];
     }
     // A step's arguments for this block, and which of them are one value.
-    auto bind_args = [&](const compiled_step& st, const void** to) {
-      unsigned mask = 0;
-      for (int j = 0; j < st.arity; ++j) {
-        to[j] = reg[st.args[j]];
-        mask |= static_cast<unsigned>((scalar_bits >> st.args[j]) & 1u) << j;
-      }
-      return mask;
-    };
+    auto bind_args = [&](const compiled_step& st, const void** to) { return bind_step_args(st, reg, bits, to); };
     if (cp.chains) {
       chain_call calls[max_fused_chains];
       const void* chain_args[max_fused_chains][max_chain_links + 1];
@@ -14642,12 +14642,7 @@ inline bool function_runtime::run_direct(const std::byte* const* args, const nda
   }
   const cpu::compiled_step& st = *d.step;  // as run_span's lone op
   const void* step_args[cpu::detail::max_chain_links + 1];
-  unsigned mask = 0;
-  for (int j = 0; j < st.arity; ++j) {
-    step_args[j] = in[st.args[j]];
-    if ((d.one_value >> st.args[j]) & 1u) mask |= 1u << j;
-  }
-  st.run(dest.data(), step_args, mask, n, false);
+  st.run(dest.data(), step_args, cpu::detail::bind_step_args(st, in, d.one_value, step_args), n, false);
   return true;
 }
 

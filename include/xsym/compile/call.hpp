@@ -149,12 +149,7 @@ inline bool function_runtime::run_direct(const std::byte* const* args, const nda
   }
   const cpu::compiled_step& st = *d.step;  // as run_span's lone op
   const void* step_args[cpu::detail::max_chain_links + 1];
-  unsigned mask = 0;
-  for (int j = 0; j < st.arity; ++j) {
-    step_args[j] = in[st.args[j]];
-    if ((d.one_value >> st.args[j]) & 1u) mask |= 1u << j;
-  }
-  st.run(dest.data(), step_args, mask, n, false);
+  st.run(dest.data(), step_args, cpu::detail::bind_step_args(st, in, d.one_value, step_args), n, false);
   return true;
 }
 

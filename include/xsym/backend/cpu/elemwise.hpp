@@ -193,6 +193,18 @@ inline std::int64_t& streaming_min_bytes() {
 }
 
 namespace detail {
+/// A step's arguments, to[j] = reg[st.args[j]], and the mask its kernel takes: bit j where
+/// argument j is one value (bit r of one_value: register r is).
+template <class P>
+unsigned bind_step_args(const compiled_step& st, const P* reg, std::uint64_t one_value, const void** to) {
+  unsigned mask = 0;
+  for (int j = 0; j < st.arity; ++j) {
+    to[j] = reg[st.args[j]];
+    mask |= static_cast<unsigned>((one_value >> st.args[j]) & 1u) << j;
+  }
+  return mask;
+}
+
 // Runs the program over n elements; inputs either advance with i (stride 1) or are one value.
 // With `stream`, outputs leave with non-temporal stores and each block asks for the next block
 // of its inputs before computing (see streaming_min_bytes). A program that is one chain stores
@@ -202,9 +214,10 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
                      std::byte* const* out, std::int64_t n, bool stream = false) {
   const program& p = *cp.prog;
   const int n_in = p.n_inputs;
+  // Bit r: input register r is one value broadcast over the span (no other register is).
+  std::uint64_t bits = 0;
+  for (int r = 0; r < n_in; ++r) bits |= static_cast<std::uint64_t>(in_scalar[r]) << r;
   if (cp.jit[0] || cp.typed) {
-    std::uint64_t bits = 0;
-    for (int r = 0; r < n_in; ++r) bits |= static_cast<std::uint64_t>(in_scalar[r]) << r;
     for (int k = 0; k < 2; ++k)
       if (cp.jit[k] && bits == cp.jit_scalar_bits[k]) {
         cp.jit[k](in, out, n, stream);
@@ -223,11 +236,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
   // Other programs stream through scratch, below.
   if (cp.direct) {
     const compiled_step& st = cp.steps[0];
-    unsigned mask = 0;
-    for (int j = 0; j < st.arity; ++j) {
-      args[j] = in[st.args[j]];
-      if (in_scalar[st.args[j]]) mask |= 1u << j;
-    }
+    const unsigned mask = bind_step_args(st, in, bits, args);
     const bool nt = stream && st.chain;
     st.run(out[0], args, mask, n, nt);
     if (nt) stream_fence();
@@ -247,9 +256,6 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
     tmp[r] = regs + cp.reg_offset[r];
     reg[r] = tmp[r];
   }
-  // Bit r: input register r is one value broadcast over the span (no other register is).
-  std::uint64_t scalar_bits = 0;
-  for (int r = 0; r < n_in; ++r) scalar_bits |= static_cast<std::uint64_t>(in_scalar[r]) << r;
   const int last_out = stream ? -1 : cp.last_out;
   const int last_reg = last_out >= 0 ? p.outputs[static_cast<std::size_t>(last_out)] : 0;
   const compiled_step* steps = cp.steps.data();
@@ -274,14 +280,7 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
       reg[last_reg] = tmp[last_reg];
     }
     // A step's arguments for this block, and which of them are one value.
-    auto bind_args = [&](const compiled_step& st, const void** to) {
-      unsigned mask = 0;
-      for (int j = 0; j < st.arity; ++j) {
-        to[j] = reg[st.args[j]];
-        mask |= static_cast<unsigned>((scalar_bits >> st.args[j]) & 1u) << j;
-      }
-      return mask;
-    };
+    auto bind_args = [&](const compiled_step& st, const void** to) { return bind_step_args(st, reg, bits, to); };
     if (cp.chains) {
       chain_call calls[max_fused_chains];
       const void* chain_args[max_fused_chains][max_chain_links + 1];
