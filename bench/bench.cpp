@@ -238,6 +238,20 @@ void bench_logreg_rows(const char* dtype, int rows) {
   emit("logreg_rows", "eigen", dtype, rows, {te[te.size() / 2], te.front(), repeats});
 }
 
+// Runs `run` once more over an output of NaNs and checks a thousand of its elements against
+// the scalar function of X, Y and Z, within tol relative to max(1, |expected|).
+void check_elementwise(const std::function<void()>& run, xt::xtensor<float, 1>& out, const xt::xtensor<float, 1>& X,
+                       const xt::xtensor<float, 1>& Y, const xt::xtensor<float, 1>& Z,
+                       const std::function<float(float, float, float)>& scalar, float tol, const char* what) {
+  out.fill(std::numeric_limits<float>::quiet_NaN());
+  run();
+  const std::size_t n = out.size();
+  for (std::size_t i = 0; i < n; i += std::max<std::size_t>(1, n / 1000)) {
+    const float want = scalar(X(i), Y(i), Z(i));
+    check(std::abs(out(i) - want) <= tol * std::max(1.0f, std::abs(want)), what);
+  }
+}
+
 // ---- fused elementwise: seconds per element ------------------------------------------------
 void bench_elemwise(std::size_t n) {
   using T = float;
@@ -317,12 +331,7 @@ void bench_elemwise(std::size_t n) {
     // After timing, each implementation runs once more over an output of NaNs and is checked.
     for (std::size_t j = 0; j < runs.size(); ++j) {
       emit(k.name, impls[j], "float32", static_cast<double>(n), times[j]);
-      out.fill(std::numeric_limits<T>::quiet_NaN());
-      runs[j]();
-      for (std::size_t i = 0; i < n; i += std::max<std::size_t>(1, n / 1000)) {
-        const T want = k.scalar(X(i), Y(i), Z(i));
-        check(std::abs(out(i) - want) <= 1e-4f * std::max(1.0f, std::abs(want)), (impls[j] + " elemwise").c_str());
-      }
+      check_elementwise(runs[j], out, X, Y, Z, k.scalar, 1e-4f, (impls[j] + " elemwise").c_str());
     }
   }
 }
@@ -372,12 +381,7 @@ void bench_typed_merge(std::size_t n) {
     const auto times = measure_round_robin(runs, repeats, static_cast<double>(n) * inner);
     for (std::size_t j = 0; j < runs.size(); ++j) {
       emit(v.name, impls[j], "float32", static_cast<double>(n), times[j]);
-      out.fill(std::numeric_limits<T>::quiet_NaN());
-      runs[j]();
-      for (std::size_t i = 0; i < n; i += std::max<std::size_t>(1, n / 1000)) {
-        const T want = v.scalar(X(i), Y(i), Z(i));
-        check(std::abs(out(i) - want) <= 1e-5f * std::max(1.0f, std::abs(want)), impls[j]);
-      }
+      check_elementwise(runs[j], out, X, Y, Z, v.scalar, 1e-5f, impls[j]);
     }
   }
 }
