@@ -8224,6 +8224,12 @@ void typed_run(const std::byte* const* in, const std::uint8_t* map, std::byte* o
     for (; i + w <= n; i += w) nt_store(typed_eval<Tree, 0>::template at<B>(a, i), out + i);
     stream_fence();
   } else {
+    for (; i + 4 * w <= n; i += 4 * w) {
+      typed_eval<Tree, 0>::template at<B>(a, i).store_unaligned(out + i);
+      typed_eval<Tree, 0>::template at<B>(a, i + w).store_unaligned(out + i + w);
+      typed_eval<Tree, 0>::template at<B>(a, i + 2 * w).store_unaligned(out + i + 2 * w);
+      typed_eval<Tree, 0>::template at<B>(a, i + 3 * w).store_unaligned(out + i + 3 * w);
+    }
     for (; i + w <= n; i += w) typed_eval<Tree, 0>::template at<B>(a, i).store_unaligned(out + i);
   }
   for (; i < n; ++i) out[i] = typed_eval<Tree, 0>::template at<T>(a, i);
