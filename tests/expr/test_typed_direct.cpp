@@ -144,6 +144,62 @@ TEST_CASE("into(...) arguments the short path does not take give the call loop's
   }
 }
 
+TEST_CASE("into(...) destinations of every layout get the call loop's bits", "[expr][typed]") {
+  auto m = xsym::matrix<double>("m"), k = xsym::matrix<double>("k");
+  auto f = xsym::function("add_mul", xsym::inputs(m, k), (m - k) * 0.5);
+  REQUIRE(f.runtime()->has_direct());
+  const std::size_t rows = 5, cols = 7;
+  xt::xtensor<double, 2> a = xt::empty<double>({rows, cols}), b = a;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a.data()[i] = std::sin(1.0 + static_cast<double>(i));
+    b.data()[i] = std::cos(2.0 * static_cast<double>(i));
+  }
+  auto check_against_loop = [&](const auto& out) {
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 0; j < cols; ++j) CHECK(out(i, j) == (a(i, j) - b(i, j)) * 0.5);
+  };
+  SECTION("row-major xtensor and xarray") {
+    xt::xtensor<double, 2> out = xt::zeros<double>({rows, cols});
+    f.into(out)(a, b);
+    check_against_loop(out);
+    xt::xarray<double> xa = xt::zeros<double>({rows, cols});
+    f.into(xa)(a, b);
+    check_against_loop(xa);
+  }
+  SECTION("column-major") {
+    xt::xtensor<double, 2, xt::layout_type::column_major> out = xt::zeros<double>(std::array<std::size_t, 2>{rows, cols});
+    f.into(out)(a, b);
+    check_against_loop(out);
+  }
+  SECTION("adapted memory at an offset, and rows of a larger matrix") {
+    std::vector<double> buffer(rows * cols + 3, -1.0);
+    auto adapted = xt::adapt(buffer.data() + 3, rows * cols, xt::no_ownership(), std::array<std::size_t, 2>{rows, cols});
+    f.into(adapted)(a, b);
+    check_against_loop(adapted);
+    CHECK(buffer[2] == -1.0);
+    xt::xtensor<double, 2> big = xt::zeros<double>({rows + 2, cols});
+    auto middle = xt::view(big, xt::range(1, rows + 1), xt::all());
+    f.into(middle)(a, b);
+    check_against_loop(middle);
+    for (std::size_t j = 0; j < cols; ++j) CHECK((big(0, j) == 0.0 && big(rows + 1, j) == 0.0));
+  }
+  SECTION("a strided view, columns of a wider matrix") {
+    xt::xtensor<double, 2> wide = xt::zeros<double>({rows, 2 * cols});
+    auto every_other = xt::view(wide, xt::all(), xt::range(0, 2 * cols, 2));
+    f.into(every_other)(a, b);
+    check_against_loop(every_other);
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 1; j < 2 * cols; j += 2) CHECK(wide(i, j) == 0.0);
+  }
+  SECTION("a destination of another rank or shape is refused, naming it") {
+    xt::xarray<double> rank3 = xt::zeros<double>({rows, cols, std::size_t{1}});
+    CHECK_THROWS_WITH(f.into(rank3)(a, b), Catch::Matchers::Contains("rank 3"));
+    xt::xtensor<double, 2> wrong = xt::zeros<double>({rows, cols + 1});
+    CHECK_THROWS_AS(f.into(wrong)(a, b), xsym::shape_error);
+    CHECK(xt::all(xt::equal(wrong, 0.0)));
+  }
+}
+
 TEST_CASE("functions the short path would change do not take it", "[expr][typed]") {
   auto x = xsym::vector<double>("x"), y = xsym::vector<double>("y");
   auto w = xsym::shared(xt::xtensor<double, 1>{1.0, 2.0}, "w");

@@ -122,14 +122,11 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
 
 // The checks that make this call's result the call loop's: the same kernel on the same
 // arrays, one span of n elements, no streaming and no threads (elemwise_node's choices).
-inline bool function_runtime::run_direct(const std::byte* const* args, const ndarray& dest) const {
+inline bool function_runtime::run_direct(const std::byte* const* args, std::byte* dest, std::int64_t n) const {
   const direct_kernel& d = m_direct;
   if (profiling_compiled_in && (m_profile || detail::any_scope_active())) return false;
-  const std::int64_t n = dest.size();
-  if (n < d.min_elements || n >= d.max_elements || n * d.bytes_per_element >= cpu::streaming_min_bytes() || dest.on_device() ||
-      !dest.is_c_contiguous())
-    return false;
-  const auto out_lo = reinterpret_cast<std::intptr_t>(dest.data());
+  if (n < d.min_elements || n >= d.max_elements || n * d.bytes_per_element >= cpu::streaming_min_bytes()) return false;
+  const auto out_lo = reinterpret_cast<std::intptr_t>(dest);
   const std::intptr_t out_hi = out_lo + n * d.elem_bytes;
   const std::byte* in[limits::max_registers];
   for (int k = 0; k < d.n_in; ++k) {
@@ -144,12 +141,12 @@ inline bool function_runtime::run_direct(const std::byte* const* args, const nda
     in[k] = args[a];
   }
   if (d.fn) {
-    d.fn(in, d.map, dest.data(), n, false);
+    d.fn(in, d.map, dest, n, false);
     return true;
   }
   const cpu::compiled_step& st = *d.step;  // as run_span's lone op
   const void* step_args[cpu::detail::max_chain_links + 1];
-  st.run(dest.data(), step_args, cpu::detail::bind_step_args(st, in, d.one_value, step_args), n, false);
+  st.run(dest, step_args, cpu::detail::bind_step_args(st, in, d.one_value, step_args), n, false);
   return true;
 }
 

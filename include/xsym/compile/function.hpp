@@ -167,12 +167,38 @@ void bind_argument(ndarray& dst, const Arg& arg, const std::string& fname, const
   }
 }
 
-// For into(...)'s short path (function_runtime::run_direct): the argument's first element, where
-// it is an array of the input's element type and rank, C-contiguous, of the destination's
-// shape (a rank-0 input: any one value); false for anything bind_argument would convert,
-// reject or that broadcasts.
+// For into(...)'s short path (function_runtime::run_direct): the destination's first element
+// and size, where it is a C-contiguous array of the output's element type and rank (its
+// extents in `extents`); false for anything else, which bind_destination takes or rejects.
+template <class E, std::size_t N, class D>
+bool direct_destination(const D& d, std::byte*& out, std::int64_t* extents, std::int64_t& n) {
+  if constexpr (std::is_arithmetic_v<D>) {
+    return false;
+  } else if constexpr (!std::is_same_v<typename D::value_type, E> || !strided_memory<D> ||
+                       N > static_cast<std::size_t>(max_rank)) {
+    return false;
+  } else {
+    const auto& shape = d.shape();
+    if (shape.size() != N) return false;
+    const auto& strides = d.strides();
+    std::int64_t expect = 1;
+    for (int k = static_cast<int>(N) - 1; k >= 0; --k) {
+      const auto extent = static_cast<std::int64_t>(shape[static_cast<std::size_t>(k)]);
+      if (extent != 1 && static_cast<std::int64_t>(strides[static_cast<std::size_t>(k)]) != expect) return false;
+      extents[k] = extent;
+      expect *= extent;
+    }
+    n = expect;
+    out = reinterpret_cast<std::byte*>(const_cast<E*>(first_element(d)));
+    return true;
+  }
+}
+
+// The argument's first element, where it is an array of the input's element type and rank,
+// C-contiguous, of the destination's extents (rank `rank`; a rank-0 input: any one value);
+// false for anything bind_argument would convert, reject or that broadcasts.
 template <class E, std::size_t N, class Arg>
-bool direct_argument(const std::byte*& p, const Arg& arg, const ndarray& dest) {
+bool direct_argument(const std::byte*& p, const Arg& arg, const std::int64_t* extents, std::size_t rank) {
   using A = std::remove_cvref_t<Arg>;
   if constexpr (std::is_arithmetic_v<A>) {
     return false;
@@ -183,12 +209,12 @@ bool direct_argument(const std::byte*& p, const Arg& arg, const ndarray& dest) {
     const auto& shape = arg.shape();
     if (shape.size() != N) return false;
     if constexpr (N > 0) {
-      if (dest.rank() != static_cast<int>(N)) return false;
+      if (rank != N) return false;
       const auto& strides = arg.strides();
       std::int64_t expect = 1;
       for (int d = static_cast<int>(N) - 1; d >= 0; --d) {
         const auto extent = static_cast<std::int64_t>(shape[static_cast<std::size_t>(d)]);
-        if (extent != dest.shape(d) || (extent != 1 && static_cast<std::int64_t>(strides[static_cast<std::size_t>(d)]) != expect))
+        if (extent != extents[d] || (extent != 1 && static_cast<std::int64_t>(strides[static_cast<std::size_t>(d)]) != expect))
           return false;
         expect *= extent;
       }
@@ -346,25 +372,32 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
   }
 
   template <std::size_t... I, class... Args>
-  static bool direct_all([[maybe_unused]] const std::byte** out, [[maybe_unused]] const ndarray& dest,
-                         std::index_sequence<I...>, const Args&... args) {
-    return (detail::direct_argument<typename In::value_type, In::rank>(out[I], args, dest) && ...);
+  static bool direct_all([[maybe_unused]] const std::byte** out, [[maybe_unused]] const std::int64_t* extents,
+                         [[maybe_unused]] std::size_t rank, std::index_sequence<I...>, const Args&... args) {
+    return (detail::direct_argument<typename In::value_type, In::rank>(out[I], args, extents, rank) && ...);
   }
 
   template <class Tuple, std::size_t... O, class... Args>
   void run_into(const Tuple& dests, std::index_sequence<O...>, const Args&... args) const {
+    // The short path reads the destination as it is: no runtime array is made for it (a call
+    // on a thousand elements spent a fifth of its time around the kernel).
+    if constexpr (sizeof...(O) == 1) {
+      using O0 = std::tuple_element_t<0, std::tuple<Out...>>;
+      if (m_rt->has_direct()) {
+        std::byte* out = nullptr;
+        std::int64_t extents[std::max<std::size_t>(O0::rank, 1)] = {};
+        std::int64_t n = 0;
+        const std::byte* in[sizeof...(Args) + 1];
+        if (detail::direct_destination<typename O0::value_type, O0::rank>(std::get<0>(dests), out, extents, n) &&
+            direct_all(in, extents, O0::rank, std::index_sequence_for<Args...>{}, args...) && m_rt->run_direct(in, out, n))
+          return;
+      }
+    }
     ndarray wraps[sizeof...(O)];
     (detail::bind_destination<typename std::tuple_element_t<O, std::tuple<Out...>>::value_type,
                                    std::tuple_element_t<O, std::tuple<Out...>>::rank>(wraps[O], std::get<O>(dests),
                                                                                       m_rt->name(), O),
      ...);
-    if constexpr (sizeof...(O) == 1) {
-      if (m_rt->has_direct()) {
-        const std::byte* in[sizeof...(Args) + 1];
-        if (direct_all(in, wraps[0], std::index_sequence_for<Args...>{}, args...) && m_rt->run_direct(in, wraps[0]))
-          return;
-      }
-    }
     m_rt->call_into(
         [&](ndarray* values, const std::vector<int>& slots) {
           bind_all(values, slots, std::index_sequence_for<Args...>{}, args...);

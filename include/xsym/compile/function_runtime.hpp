@@ -93,10 +93,11 @@ class function_runtime {
   void call_into(Bind&& bind, const ndarray* dests);
 
   /// @brief into(...)'s short path: where this function is one typed kernel (plan_direct),
-  /// runs it into dest on args (input i's first element: C-contiguous arrays of dest's shape,
-  /// one value for a rank-0 input; function.hpp's direct_argument) and returns true when
-  /// this call needs nothing else; false, having done nothing, otherwise.
-  bool run_direct(const std::byte* const* args, const ndarray& dest) const;
+  /// runs it into dest, n elements of host memory in C order, on args (input i's first element:
+  /// C-contiguous arrays of dest's shape, one value for a rank-0 input; function.hpp's
+  /// direct_argument) and returns true when this call needs nothing else; false, having done
+  /// nothing, otherwise.
+  bool run_direct(const std::byte* const* args, std::byte* dest, std::int64_t n) const;
   bool has_direct() const { return m_direct.fn || m_direct.step; }
 
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
