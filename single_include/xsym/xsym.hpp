@@ -15296,58 +15296,56 @@ void bind_argument(ndarray& dst, const Arg& arg, const std::string& fname, const
   }
 }
 
-// For into(...)'s short path (function_runtime::run_direct): the destination's first element
-// and size, where it is a C-contiguous array of the output's element type and rank (its
-// extents in `extents`); false for anything else, which bind_destination takes or rejects.
+// For into(...)'s short path (function_runtime::run_direct): arrays of element type E and rank
+// N that the kernel reads or writes in place, where they are in C order.
+template <class E, std::size_t N, class A>
+constexpr bool direct_type() {
+  if constexpr (std::is_arithmetic_v<A>) return false;
+  else return std::is_same_v<typename A::value_type, E> && strided_memory<A> && N <= static_cast<std::size_t>(max_rank);
+}
+
+// arr's number of elements where it has rank N in C order (an extent of 1 takes any stride),
+// -1 otherwise; its extents go to `extents`, or must equal `expected`'s.
+template <std::size_t N, class A>
+std::int64_t c_order_elements(const A& arr, std::int64_t* extents, const std::int64_t* expected) {
+  const auto& shape = arr.shape();
+  if (shape.size() != N) return -1;
+  const auto& strides = arr.strides();
+  std::int64_t count = 1;
+  for (int d = static_cast<int>(N) - 1; d >= 0; --d) {
+    const auto extent = static_cast<std::int64_t>(shape[static_cast<std::size_t>(d)]);
+    if ((expected && extent != expected[d]) ||
+        (extent != 1 && static_cast<std::int64_t>(strides[static_cast<std::size_t>(d)]) != count))
+      return -1;
+    if (extents) extents[d] = extent;
+    count *= extent;
+  }
+  return count;
+}
+
+// The destination's first element, size and extents where the kernel can write it in place;
+// false for anything else, which bind_destination takes or rejects.
 template <class E, std::size_t N, class D>
 bool direct_destination(const D& d, std::byte*& out, std::int64_t* extents, std::int64_t& n) {
-  if constexpr (std::is_arithmetic_v<D>) {
-    return false;
-  } else if constexpr (!std::is_same_v<typename D::value_type, E> || !strided_memory<D> ||
-                       N > static_cast<std::size_t>(max_rank)) {
+  if constexpr (!direct_type<E, N, D>()) {
     return false;
   } else {
-    const auto& shape = d.shape();
-    if (shape.size() != N) return false;
-    const auto& strides = d.strides();
-    std::int64_t expect = 1;
-    for (int k = static_cast<int>(N) - 1; k >= 0; --k) {
-      const auto extent = static_cast<std::int64_t>(shape[static_cast<std::size_t>(k)]);
-      if (extent != 1 && static_cast<std::int64_t>(strides[static_cast<std::size_t>(k)]) != expect) return false;
-      extents[k] = extent;
-      expect *= extent;
-    }
-    n = expect;
+    n = c_order_elements<N>(d, extents, nullptr);
     out = reinterpret_cast<std::byte*>(const_cast<E*>(first_element(d)));
-    return true;
+    return n >= 0;
   }
 }
 
-// The argument's first element, where it is an array of the input's element type and rank,
-// C-contiguous, of the destination's extents (rank `rank`; a rank-0 input: any one value);
-// false for anything bind_argument would convert, reject or that broadcasts.
+// The argument's first element where the kernel can read it in place with the destination's
+// extents (rank `rank`; a rank-0 input: any one value); false for anything bind_argument would
+// convert, reject or that broadcasts.
 template <class E, std::size_t N, class Arg>
 bool direct_argument(const std::byte*& p, const Arg& arg, const std::int64_t* extents, std::size_t rank) {
   using A = std::remove_cvref_t<Arg>;
-  if constexpr (std::is_arithmetic_v<A>) {
-    return false;
-  } else if constexpr (!std::is_same_v<typename A::value_type, E> || !strided_memory<A> ||
-                       N > static_cast<std::size_t>(max_rank)) {
+  if constexpr (!direct_type<E, N, A>()) {
     return false;
   } else {
-    const auto& shape = arg.shape();
-    if (shape.size() != N) return false;
-    if constexpr (N > 0) {
-      if (rank != N) return false;
-      const auto& strides = arg.strides();
-      std::int64_t expect = 1;
-      for (int d = static_cast<int>(N) - 1; d >= 0; --d) {
-        const auto extent = static_cast<std::int64_t>(shape[static_cast<std::size_t>(d)]);
-        if (extent != extents[d] || (extent != 1 && static_cast<std::int64_t>(strides[static_cast<std::size_t>(d)]) != expect))
-          return false;
-        expect *= extent;
-      }
-    }
+    if ((N > 0 && rank != N) || c_order_elements<N>(arg, nullptr, extents) < 0) return false;
     p = reinterpret_cast<const std::byte*>(first_element(arg));
     return true;
   }
