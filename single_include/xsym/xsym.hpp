@@ -7754,6 +7754,16 @@ using jit_fn = void (*)(const std::byte* const* in, std::byte* const* out, std::
 /// @brief A typed tree's kernel (backend/cpu/typed_kernel.hpp): leaf j reads in[map[j]].
 using typed_fn = void (*)(const std::byte* const* in, const std::uint8_t* map, std::byte* out, std::int64_t n,
                           bool stream);
+/// @brief Where a typed tree's leaves are for into(...)'s short path: leaf j reads the call's
+/// argument arg[j], or constant[j] where arg[j] is negative.
+struct typed_leaves {
+  std::array<int, 64> arg{};
+  std::array<const std::byte*, 64> constant{};
+};
+/// @brief A typed tree's kernel on a call's arguments (typed_kernel.hpp's typed_direct): false,
+/// having written nothing, where an argument that is not one value overlaps out.
+using typed_direct_fn = bool (*)(const typed_leaves& leaves, const std::byte* const* args, std::byte* out,
+                                 std::int64_t n);
 
 /// @brief A program with its kernels looked up once, when the function is built.
 struct compiled_program {
@@ -7792,6 +7802,7 @@ struct compiled_program {
   // The kernel a typed tree with this program's text instantiated (bind_typed_kernel): spans
   // whose one-value inputs are typed_scalar_bits run it; typed_faulty: the "typed" test fault.
   typed_fn typed = nullptr;
+  typed_direct_fn typed_direct = nullptr;
   std::array<std::uint8_t, 64> typed_map{};
   std::uint64_t typed_scalar_bits = 0;
   bool typed_faulty = false;
@@ -8203,21 +8214,13 @@ constexpr std::uint64_t scalar_leaves() {
   return bits;
 }
 
-/// The tree over n elements: leaf j reads the program's input in[map[j]]. With `stream`, and
-/// out on a cache line, the batches leave with non-temporal stores (as a streaming chain's do).
-template <class Tree>
-void typed_run(const std::byte* const* in, const std::uint8_t* map, std::byte* out_bytes, std::int64_t n, bool stream) {
-  using T = typename Tree::value_type;
+// The tree over n elements of out from a's leaves. With `stream`, and out on a cache line, the
+// batches leave with non-temporal stores (as a streaming chain's do).
+// Inlined into both callers: `a` then never leaves registers, where a reference to it would
+// make the stores (which may alias anything) reload its pointers at every batch.
+template <class Tree, class T, int L>
+[[gnu::always_inline]] inline void typed_loop(const typed_args<T, L>& a, T* const out, std::int64_t n, bool stream) {
   using B = xsimd::batch<T>;
-  constexpr int L = Tree::leaves;
-  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
-  if (n <= 0) return;
-  typed_args<T, L> a;
-  for (int j = 0; j < L; ++j) {
-    a.p[j] = reinterpret_cast<const T*>(in[map[j]]);
-    a.s[j] = (one_value >> j) & 1u ? a.p[j][0] : T(0);
-  }
-  T* const out = reinterpret_cast<T*>(out_bytes);
   std::int64_t i = 0;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
   if (nt_stores && stream && reinterpret_cast<std::uintptr_t>(out) % 64 == 0) {
@@ -8235,10 +8238,61 @@ void typed_run(const std::byte* const* in, const std::uint8_t* map, std::byte* o
   for (; i < n; ++i) out[i] = typed_eval<Tree, 0>::template at<T>(a, i);
 }
 
+/// The tree over n elements: leaf j reads the program's input in[map[j]].
+template <class Tree>
+void typed_run(const std::byte* const* in, const std::uint8_t* map, std::byte* out_bytes, std::int64_t n, bool stream) {
+  using T = typename Tree::value_type;
+  constexpr int L = Tree::leaves;
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  if (n <= 0) return;
+  typed_args<T, L> a;
+  for (int j = 0; j < L; ++j) {
+    a.p[j] = reinterpret_cast<const T*>(in[map[j]]);
+    a.s[j] = (one_value >> j) & 1u ? a.p[j][0] : T(0);
+  }
+  typed_loop<Tree>(a, reinterpret_cast<T*>(out_bytes), n, stream);
+}
+
+/// The tree over n elements straight from a call's arguments (typed_direct_fn): each leaf's
+/// place and overlap check are unrolled from the tree's type, with no table of program inputs
+/// between the call and the loop.
+template <class Tree>
+bool typed_direct(const typed_leaves& d, const std::byte* const* args, std::byte* out_bytes, std::int64_t n) {
+  using T = typename Tree::value_type;
+  constexpr int L = Tree::leaves;
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  if (n <= 0) return true;
+  // Two spans of `len` bytes overlap where their starts differ by less than len either way:
+  // where p - out + len - 1 (unsigned, wrapping) is below 2 len - 1.
+  const auto out = reinterpret_cast<std::uintptr_t>(out_bytes);
+  const std::uintptr_t len = static_cast<std::uintptr_t>(n) * sizeof(T);
+  typed_args<T, L> a;
+  bool apart = true;
+  [&]<int... J>(std::integer_sequence<int, J...>) {
+    (
+        [&] {
+          const int k = d.arg[J];
+          const std::byte* p = k < 0 ? d.constant[J] : args[k];
+          a.p[J] = reinterpret_cast<const T*>(p);
+          if constexpr ((one_value >> J) & 1u) {
+            a.s[J] = a.p[J][0];
+          } else {
+            // An array leaf beside the destination: the call loop computes into a buffer of its own.
+            apart &= reinterpret_cast<std::uintptr_t>(p) - out + (len - 1) >= 2 * len - 1;
+          }
+        }(),
+        ...);
+  }(std::make_integer_sequence<int, L>{});
+  if (!apart) return false;
+  typed_loop<Tree>(a, reinterpret_cast<T*>(out_bytes), n, false);
+  return true;
+}
+
 struct typed_entry {
   std::string pattern;  // the tree's text, each leaf written i#
   dtype type;
   typed_fn run;
+  typed_direct_fn direct;
   std::uint64_t scalar_leaves;
   int leaves;
 };
@@ -8311,7 +8365,8 @@ template <class Tree>
 struct typed_registration {
   static inline const bool done =
       (tree_registry<typed_entry>::instance().add({tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(),
-                                                  &typed_run<Tree>, scalar_leaves<Tree>(), Tree::leaves}),
+                                                  &typed_run<Tree>, &typed_direct<Tree>, scalar_leaves<Tree>(),
+                                                  Tree::leaves}),
        true);
 };
 }  // namespace detail
@@ -8341,6 +8396,7 @@ inline bool bind_typed_kernel(compiled_program& cp) {
   std::uint64_t bits = 0;
   for (int j = 0; j < e->leaves; ++j) bits |= ((e->scalar_leaves >> j) & 1u) << map[static_cast<std::size_t>(j)];
   cp.typed = e->run;
+  cp.typed_direct = e->direct;
   std::copy(map.begin(), map.begin() + e->leaves, cp.typed_map.begin());
   cp.typed_scalar_bits = bits;
   cp.typed_faulty = fault == testing::fault_kind::typed;
@@ -14049,6 +14105,8 @@ class function_runtime {
   // binding slots, taking the lock or releasing buffers (plan_direct, run_direct).
   struct direct_kernel {
     cpu::typed_fn fn = nullptr;
+    cpu::typed_direct_fn direct = nullptr;  // with `leaves`: fn straight from the call's arguments
+    cpu::typed_leaves leaves;
     const std::uint8_t* map = nullptr;
     const cpu::compiled_step* step = nullptr;  // the lone op's, in m_thunks[0]
     std::int64_t min_elements = 1;
@@ -14255,6 +14313,11 @@ inline void function_runtime::plan_direct() {
   if (typed) {
     d.map = cp.typed_map.data();
     d.fn = cp.typed;
+    d.direct = cp.typed_direct;
+    for (std::size_t j = 0; j < cp.typed_map.size(); ++j) {
+      d.leaves.arg[j] = d.arg[cp.typed_map[j]];
+      d.leaves.constant[j] = d.constant[cp.typed_map[j]];
+    }
   } else {
     d.step = &cp.steps[0];
     d.min_elements = 2;  // one element: run_elemwise_one's path, not the step's
@@ -14626,6 +14689,7 @@ inline bool function_runtime::run_direct(const std::byte* const* args, std::byte
   const direct_kernel& d = m_direct;
   if (profiling_compiled_in && (m_profile || detail::any_scope_active())) return false;
   if (n < d.min_elements || n >= d.max_elements || n * d.bytes_per_element >= cpu::streaming_min_bytes()) return false;
+  if (d.direct) return d.direct(d.leaves, args, dest, n);
   const auto out_lo = reinterpret_cast<std::intptr_t>(dest);
   const std::intptr_t out_hi = out_lo + n * d.elem_bytes;
   const std::byte* in[limits::max_registers];
@@ -15304,6 +15368,12 @@ constexpr bool direct_type() {
   else return std::is_same_v<typename A::value_type, E> && strided_memory<A> && N <= static_cast<std::size_t>(max_rank);
 }
 
+// An xtensor container or adaptor of row-major layout has C strides by construction (it refuses
+// to be given others): its strides need no check.
+template <class A>
+inline constexpr bool c_order_by_type =
+    std::is_base_of_v<xt::xcontainer<A>, A> && A::static_layout == xt::layout_type::row_major;
+
 // arr's number of elements where it has rank N in C order (an extent of 1 takes any stride),
 // -1 otherwise; its extents go to `extents`, or must equal `expected`'s.
 template <std::size_t N, class A>
@@ -15315,7 +15385,7 @@ std::int64_t c_order_elements(const A& arr, std::int64_t* extents, const std::in
   for (int d = static_cast<int>(N) - 1; d >= 0; --d) {
     const auto extent = static_cast<std::int64_t>(shape[static_cast<std::size_t>(d)]);
     if ((expected && extent != expected[d]) ||
-        (extent != 1 && static_cast<std::int64_t>(strides[static_cast<std::size_t>(d)]) != count))
+        (!c_order_by_type<A> && extent != 1 && static_cast<std::int64_t>(strides[static_cast<std::size_t>(d)]) != count))
       return -1;
     if (extents) extents[d] = extent;
     count *= extent;

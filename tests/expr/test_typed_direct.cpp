@@ -125,6 +125,23 @@ TEST_CASE("into(...) arguments the short path does not take give the call loop's
     f.into(head)(tail, b);
     CHECK(same_bits<double>(xt::xtensor<double, 1>(head), want));
   }
+  SECTION("the destination and an argument in one buffer, at every shift either way") {
+    // Shifts below n overlap (the loop's own buffer); n and beyond are apart (the kernel in place).
+    for (std::size_t shift : {std::size_t{1}, std::size_t{3}, std::size_t{4}, std::size_t{8}, n - 1, n, n + 5}) {
+      for (bool dest_first : {true, false}) {
+        xt::xtensor<double, 1> buf = random_vector<double>(n + shift, 8);
+        double* dp = buf.data() + (dest_first ? 0 : shift);
+        double* ap = buf.data() + (dest_first ? shift : 0);
+        const std::array<std::size_t, 1> sh{n};
+        auto dest = xt::adapt(dp, n, xt::no_ownership(), sh);
+        auto arg = xt::adapt(ap, n, xt::no_ownership(), sh);
+        const xt::xtensor<double, 1> want = expect(xt::xtensor<double, 1>(arg), b);
+        f.into(dest)(arg, b);
+        INFO("shift " << shift << (dest_first ? ", destination first" : ", argument first"));
+        CHECK(same_bits<double>(xt::xtensor<double, 1>(dest), want));
+      }
+    }
+  }
   SECTION("a strided view") {
     xt::xtensor<double, 1> wide = random_vector<double>(2 * n, 7);
     auto every_other = xt::view(wide, xt::range(0, 2 * n, 2));

@@ -175,6 +175,12 @@ constexpr bool direct_type() {
   else return std::is_same_v<typename A::value_type, E> && strided_memory<A> && N <= static_cast<std::size_t>(max_rank);
 }
 
+// An xtensor container or adaptor of row-major layout has C strides by construction (it refuses
+// to be given others): its strides need no check.
+template <class A>
+inline constexpr bool c_order_by_type =
+    std::is_base_of_v<xt::xcontainer<A>, A> && A::static_layout == xt::layout_type::row_major;
+
 // arr's number of elements where it has rank N in C order (an extent of 1 takes any stride),
 // -1 otherwise; its extents go to `extents`, or must equal `expected`'s.
 template <std::size_t N, class A>
@@ -186,7 +192,7 @@ std::int64_t c_order_elements(const A& arr, std::int64_t* extents, const std::in
   for (int d = static_cast<int>(N) - 1; d >= 0; --d) {
     const auto extent = static_cast<std::int64_t>(shape[static_cast<std::size_t>(d)]);
     if ((expected && extent != expected[d]) ||
-        (extent != 1 && static_cast<std::int64_t>(strides[static_cast<std::size_t>(d)]) != count))
+        (!c_order_by_type<A> && extent != 1 && static_cast<std::int64_t>(strides[static_cast<std::size_t>(d)]) != count))
       return -1;
     if (extents) extents[d] = extent;
     count *= extent;

@@ -179,6 +179,8 @@ class function_runtime {
   // binding slots, taking the lock or releasing buffers (plan_direct, run_direct).
   struct direct_kernel {
     cpu::typed_fn fn = nullptr;
+    cpu::typed_direct_fn direct = nullptr;  // with `leaves`: fn straight from the call's arguments
+    cpu::typed_leaves leaves;
     const std::uint8_t* map = nullptr;
     const cpu::compiled_step* step = nullptr;  // the lone op's, in m_thunks[0]
     std::int64_t min_elements = 1;

@@ -187,6 +187,11 @@ inline void function_runtime::plan_direct() {
   if (typed) {
     d.map = cp.typed_map.data();
     d.fn = cp.typed;
+    d.direct = cp.typed_direct;
+    for (std::size_t j = 0; j < cp.typed_map.size(); ++j) {
+      d.leaves.arg[j] = d.arg[cp.typed_map[j]];
+      d.leaves.constant[j] = d.constant[cp.typed_map[j]];
+    }
   } else {
     d.step = &cp.steps[0];
     d.min_elements = 2;  // one element: run_elemwise_one's path, not the step's

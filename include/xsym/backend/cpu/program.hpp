@@ -47,6 +47,16 @@ using jit_fn = void (*)(const std::byte* const* in, std::byte* const* out, std::
 /// @brief A typed tree's kernel (backend/cpu/typed_kernel.hpp): leaf j reads in[map[j]].
 using typed_fn = void (*)(const std::byte* const* in, const std::uint8_t* map, std::byte* out, std::int64_t n,
                           bool stream);
+/// @brief Where a typed tree's leaves are for into(...)'s short path: leaf j reads the call's
+/// argument arg[j], or constant[j] where arg[j] is negative.
+struct typed_leaves {
+  std::array<int, 64> arg{};
+  std::array<const std::byte*, 64> constant{};
+};
+/// @brief A typed tree's kernel on a call's arguments (typed_kernel.hpp's typed_direct): false,
+/// having written nothing, where an argument that is not one value overlaps out.
+using typed_direct_fn = bool (*)(const typed_leaves& leaves, const std::byte* const* args, std::byte* out,
+                                 std::int64_t n);
 
 /// @brief A program with its kernels looked up once, when the function is built.
 struct compiled_program {
@@ -85,6 +95,7 @@ struct compiled_program {
   // The kernel a typed tree with this program's text instantiated (bind_typed_kernel): spans
   // whose one-value inputs are typed_scalar_bits run it; typed_faulty: the "typed" test fault.
   typed_fn typed = nullptr;
+  typed_direct_fn typed_direct = nullptr;
   std::array<std::uint8_t, 64> typed_map{};
   std::uint64_t typed_scalar_bits = 0;
   bool typed_faulty = false;

@@ -103,21 +103,13 @@ constexpr std::uint64_t scalar_leaves() {
   return bits;
 }
 
-/// The tree over n elements: leaf j reads the program's input in[map[j]]. With `stream`, and
-/// out on a cache line, the batches leave with non-temporal stores (as a streaming chain's do).
-template <class Tree>
-void typed_run(const std::byte* const* in, const std::uint8_t* map, std::byte* out_bytes, std::int64_t n, bool stream) {
-  using T = typename Tree::value_type;
+// The tree over n elements of out from a's leaves. With `stream`, and out on a cache line, the
+// batches leave with non-temporal stores (as a streaming chain's do).
+// Inlined into both callers: `a` then never leaves registers, where a reference to it would
+// make the stores (which may alias anything) reload its pointers at every batch.
+template <class Tree, class T, int L>
+[[gnu::always_inline]] inline void typed_loop(const typed_args<T, L>& a, T* const out, std::int64_t n, bool stream) {
   using B = xsimd::batch<T>;
-  constexpr int L = Tree::leaves;
-  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
-  if (n <= 0) return;
-  typed_args<T, L> a;
-  for (int j = 0; j < L; ++j) {
-    a.p[j] = reinterpret_cast<const T*>(in[map[j]]);
-    a.s[j] = (one_value >> j) & 1u ? a.p[j][0] : T(0);
-  }
-  T* const out = reinterpret_cast<T*>(out_bytes);
   std::int64_t i = 0;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
   if (nt_stores && stream && reinterpret_cast<std::uintptr_t>(out) % 64 == 0) {
@@ -135,10 +127,61 @@ void typed_run(const std::byte* const* in, const std::uint8_t* map, std::byte* o
   for (; i < n; ++i) out[i] = typed_eval<Tree, 0>::template at<T>(a, i);
 }
 
+/// The tree over n elements: leaf j reads the program's input in[map[j]].
+template <class Tree>
+void typed_run(const std::byte* const* in, const std::uint8_t* map, std::byte* out_bytes, std::int64_t n, bool stream) {
+  using T = typename Tree::value_type;
+  constexpr int L = Tree::leaves;
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  if (n <= 0) return;
+  typed_args<T, L> a;
+  for (int j = 0; j < L; ++j) {
+    a.p[j] = reinterpret_cast<const T*>(in[map[j]]);
+    a.s[j] = (one_value >> j) & 1u ? a.p[j][0] : T(0);
+  }
+  typed_loop<Tree>(a, reinterpret_cast<T*>(out_bytes), n, stream);
+}
+
+/// The tree over n elements straight from a call's arguments (typed_direct_fn): each leaf's
+/// place and overlap check are unrolled from the tree's type, with no table of program inputs
+/// between the call and the loop.
+template <class Tree>
+bool typed_direct(const typed_leaves& d, const std::byte* const* args, std::byte* out_bytes, std::int64_t n) {
+  using T = typename Tree::value_type;
+  constexpr int L = Tree::leaves;
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  if (n <= 0) return true;
+  // Two spans of `len` bytes overlap where their starts differ by less than len either way:
+  // where p - out + len - 1 (unsigned, wrapping) is below 2 len - 1.
+  const auto out = reinterpret_cast<std::uintptr_t>(out_bytes);
+  const std::uintptr_t len = static_cast<std::uintptr_t>(n) * sizeof(T);
+  typed_args<T, L> a;
+  bool apart = true;
+  [&]<int... J>(std::integer_sequence<int, J...>) {
+    (
+        [&] {
+          const int k = d.arg[J];
+          const std::byte* p = k < 0 ? d.constant[J] : args[k];
+          a.p[J] = reinterpret_cast<const T*>(p);
+          if constexpr ((one_value >> J) & 1u) {
+            a.s[J] = a.p[J][0];
+          } else {
+            // An array leaf beside the destination: the call loop computes into a buffer of its own.
+            apart &= reinterpret_cast<std::uintptr_t>(p) - out + (len - 1) >= 2 * len - 1;
+          }
+        }(),
+        ...);
+  }(std::make_integer_sequence<int, L>{});
+  if (!apart) return false;
+  typed_loop<Tree>(a, reinterpret_cast<T*>(out_bytes), n, false);
+  return true;
+}
+
 struct typed_entry {
   std::string pattern;  // the tree's text, each leaf written i#
   dtype type;
   typed_fn run;
+  typed_direct_fn direct;
   std::uint64_t scalar_leaves;
   int leaves;
 };
@@ -211,7 +254,8 @@ template <class Tree>
 struct typed_registration {
   static inline const bool done =
       (tree_registry<typed_entry>::instance().add({tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(),
-                                                  &typed_run<Tree>, scalar_leaves<Tree>(), Tree::leaves}),
+                                                  &typed_run<Tree>, &typed_direct<Tree>, scalar_leaves<Tree>(),
+                                                  Tree::leaves}),
        true);
 };
 }  // namespace detail
@@ -241,6 +285,7 @@ inline bool bind_typed_kernel(compiled_program& cp) {
   std::uint64_t bits = 0;
   for (int j = 0; j < e->leaves; ++j) bits |= ((e->scalar_leaves >> j) & 1u) << map[static_cast<std::size_t>(j)];
   cp.typed = e->run;
+  cp.typed_direct = e->direct;
   std::copy(map.begin(), map.begin() + e->leaves, cp.typed_map.begin());
   cp.typed_scalar_bits = bits;
   cp.typed_faulty = fault == testing::fault_kind::typed;
