@@ -11107,13 +11107,18 @@ void register_kernels() {
 
 /// @brief Registers the kernels of every element type (the compiled runtime, which serves any
 /// program, and tests that drive kernels without building expressions).
-inline void register_all_kernels() {
+XSYM_RUNTIME_INLINE void register_all_kernels();
+// Defined where the runtime is: a program built with XSYM_COMPILED_LIB instantiates no kernel
+// table of its own (a definition here would, even uncalled).
+#if XSYM_RUNTIME_DEFINITIONS
+XSYM_RUNTIME_INLINE void register_all_kernels() {
   detail::register_kernels<bool>();
   detail::register_kernels<std::int32_t>();
   detail::register_kernels<std::int64_t>();
   detail::register_kernels<float>();
   detail::register_kernels<double>();
 }
+#endif
 
 }  // namespace xsym::cpu
 
@@ -15166,6 +15171,8 @@ inline void function_runtime::release_destinations() {
 
 namespace xsym::detail {
 XSYM_COLD_BEGIN  // building graphs with test values on
+// With XSYM_COMPILED_LIB the runtime installs it: a program's files then compile none of it.
+#if XSYM_RUNTIME_DEFINITIONS
 
 // The node alone over inputs bound to its inputs' test values, without rewrites, on the
 // reference kernels: what it computes is what the node means, not what a rewrite made of it.
@@ -15195,6 +15202,7 @@ inline ndarray evaluate_test_value(const variable& v) {
 }
 
 inline const bool test_value_evaluator_installed = (test_value_evaluator() = &evaluate_test_value, true);
+#endif
 
 XSYM_COLD_END
 }  // namespace xsym::detail

@@ -10,6 +10,8 @@
 
 namespace xsym::detail {
 XSYM_COLD_BEGIN  // building graphs with test values on
+// With XSYM_COMPILED_LIB the runtime installs it: a program's files then compile none of it.
+#if XSYM_RUNTIME_DEFINITIONS
 
 // The node alone over inputs bound to its inputs' test values, without rewrites, on the
 // reference kernels: what it computes is what the node means, not what a rewrite made of it.
@@ -39,6 +41,7 @@ inline ndarray evaluate_test_value(const variable& v) {
 }
 
 inline const bool test_value_evaluator_installed = (test_value_evaluator() = &evaluate_test_value, true);
+#endif
 
 XSYM_COLD_END
 }  // namespace xsym::detail
