@@ -11107,18 +11107,13 @@ void register_kernels() {
 
 /// @brief Registers the kernels of every element type (the compiled runtime, which serves any
 /// program, and tests that drive kernels without building expressions).
-XSYM_RUNTIME_INLINE void register_all_kernels();
-// Defined where the runtime is: a program built with XSYM_COMPILED_LIB instantiates no kernel
-// table of its own (a definition here would, even uncalled).
-#if XSYM_RUNTIME_DEFINITIONS
-XSYM_RUNTIME_INLINE void register_all_kernels() {
+inline void register_all_kernels() {
   detail::register_kernels<bool>();
   detail::register_kernels<std::int32_t>();
   detail::register_kernels<std::int64_t>();
   detail::register_kernels<float>();
   detail::register_kernels<double>();
 }
-#endif
 
 }  // namespace xsym::cpu
 
