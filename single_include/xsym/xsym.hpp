@@ -14024,7 +14024,7 @@ class function_runtime {
   /// direct_argument) and returns true when this call needs nothing else; false, having done
   /// nothing, otherwise.
   bool run_direct(const std::byte* const* args, std::byte* dest, std::int64_t n) const;
-  bool has_direct() const { return m_direct.fn || m_direct.step; }
+  bool has_direct() const { return m_direct.direct || m_direct.step; }
 
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
   void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups);
@@ -14104,10 +14104,8 @@ class function_runtime {
   // to stream or split across threads computes exactly what the call loop would, without
   // binding slots, taking the lock or releasing buffers (plan_direct, run_direct).
   struct direct_kernel {
-    cpu::typed_fn fn = nullptr;
-    cpu::typed_direct_fn direct = nullptr;  // with `leaves`: fn straight from the call's arguments
+    cpu::typed_direct_fn direct = nullptr;  // a typed kernel, its leaves in `leaves`
     cpu::typed_leaves leaves;
-    const std::uint8_t* map = nullptr;
     const cpu::compiled_step* step = nullptr;  // the lone op's, in m_thunks[0]
     std::int64_t min_elements = 1;
     int n_in = 0;
@@ -14311,8 +14309,6 @@ inline void function_runtime::plan_direct() {
   }
   d.max_elements = t.par.threads > 1 ? t.par.elemwise_minsize : std::numeric_limits<std::int64_t>::max();
   if (typed) {
-    d.map = cp.typed_map.data();
-    d.fn = cp.typed;
     d.direct = cp.typed_direct;
     for (std::size_t j = 0; j < cp.typed_map.size(); ++j) {
       d.leaves.arg[j] = d.arg[cp.typed_map[j]];
@@ -14689,7 +14685,7 @@ inline bool function_runtime::run_direct(const std::byte* const* args, std::byte
   const direct_kernel& d = m_direct;
   if (profiling_compiled_in && (m_profile || detail::any_scope_active())) return false;
   if (n < d.min_elements || n >= d.max_elements || n * d.bytes_per_element >= cpu::streaming_min_bytes()) return false;
-  if (d.direct) return d.direct(d.leaves, args, dest, n);
+  if (d.direct) return d.direct(d.leaves, args, dest, n);  // a typed kernel; otherwise a lone op
   const auto out_lo = reinterpret_cast<std::intptr_t>(dest);
   const std::intptr_t out_hi = out_lo + n * d.elem_bytes;
   const std::byte* in[limits::max_registers];
@@ -14703,10 +14699,6 @@ inline bool function_runtime::run_direct(const std::byte* const* args, std::byte
     const std::int64_t len = (d.one_value >> k) & 1u ? d.elem_bytes : n * d.elem_bytes;
     if (lo < out_hi && out_lo < lo + len) return false;  // the call loop computes beside the destination
     in[k] = args[a];
-  }
-  if (d.fn) {
-    d.fn(in, d.map, dest, n, false);
-    return true;
   }
   const cpu::compiled_step& st = *d.step;  // as run_span's lone op
   const void* step_args[cpu::detail::max_chain_links + 1];

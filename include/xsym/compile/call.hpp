@@ -126,7 +126,7 @@ inline bool function_runtime::run_direct(const std::byte* const* args, std::byte
   const direct_kernel& d = m_direct;
   if (profiling_compiled_in && (m_profile || detail::any_scope_active())) return false;
   if (n < d.min_elements || n >= d.max_elements || n * d.bytes_per_element >= cpu::streaming_min_bytes()) return false;
-  if (d.direct) return d.direct(d.leaves, args, dest, n);
+  if (d.direct) return d.direct(d.leaves, args, dest, n);  // a typed kernel; otherwise a lone op
   const auto out_lo = reinterpret_cast<std::intptr_t>(dest);
   const std::intptr_t out_hi = out_lo + n * d.elem_bytes;
   const std::byte* in[limits::max_registers];
@@ -140,10 +140,6 @@ inline bool function_runtime::run_direct(const std::byte* const* args, std::byte
     const std::int64_t len = (d.one_value >> k) & 1u ? d.elem_bytes : n * d.elem_bytes;
     if (lo < out_hi && out_lo < lo + len) return false;  // the call loop computes beside the destination
     in[k] = args[a];
-  }
-  if (d.fn) {
-    d.fn(in, d.map, dest, n, false);
-    return true;
   }
   const cpu::compiled_step& st = *d.step;  // as run_span's lone op
   const void* step_args[cpu::detail::max_chain_links + 1];

@@ -98,7 +98,7 @@ class function_runtime {
   /// direct_argument) and returns true when this call needs nothing else; false, having done
   /// nothing, otherwise.
   bool run_direct(const std::byte* const* args, std::byte* dest, std::int64_t n) const;
-  bool has_direct() const { return m_direct.fn || m_direct.step; }
+  bool has_direct() const { return m_direct.direct || m_direct.step; }
 
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
   void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups);
@@ -178,10 +178,8 @@ class function_runtime {
   // to stream or split across threads computes exactly what the call loop would, without
   // binding slots, taking the lock or releasing buffers (plan_direct, run_direct).
   struct direct_kernel {
-    cpu::typed_fn fn = nullptr;
-    cpu::typed_direct_fn direct = nullptr;  // with `leaves`: fn straight from the call's arguments
+    cpu::typed_direct_fn direct = nullptr;  // a typed kernel, its leaves in `leaves`
     cpu::typed_leaves leaves;
-    const std::uint8_t* map = nullptr;
     const cpu::compiled_step* step = nullptr;  // the lone op's, in m_thunks[0]
     std::int64_t min_elements = 1;
     int n_in = 0;

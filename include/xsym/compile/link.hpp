@@ -185,8 +185,6 @@ inline void function_runtime::plan_direct() {
   }
   d.max_elements = t.par.threads > 1 ? t.par.elemwise_minsize : std::numeric_limits<std::int64_t>::max();
   if (typed) {
-    d.map = cp.typed_map.data();
-    d.fn = cp.typed;
     d.direct = cp.typed_direct;
     for (std::size_t j = 0; j < cp.typed_map.size(); ++j) {
       d.leaves.arg[j] = d.arg[cp.typed_map[j]];
