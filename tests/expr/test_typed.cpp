@@ -34,6 +34,13 @@ static_assert(xsym::composite_name<add3mul>() == "Elemwise{Composite{((i0 + i1 +
 static_assert(xsym::absorbed_ops<add3mul>() == std::array{scalar_op::add, scalar_op::add, scalar_op::mul});
 static_assert(std::is_base_of_v<xsym::var<float, 1>, add3mul>, "a typed expression is the var of its node");
 static_assert(xsym::tree_t<add3mul>::leaves == 4 && xsym::tree_t<add3mul>::ops == 3);
+// A tail may be one batch ending at the last element only where every op's lanes give its
+// scalar form's bits (typed_loop): + - * / neg sqr abs, not exp or log.
+static_assert(xsym::cpu::detail::lanes_as_scalars<xsym::tree_t<add3mul>>::value);
+static_assert(xsym::cpu::detail::lanes_as_scalars<
+              xsym::tree_t<decltype(xsym::abs(-sym<double, 1>()) / xsym::sqr(sym<double, 1>()) - 1)>>::value);
+static_assert(!xsym::cpu::detail::lanes_as_scalars<xsym::tree_t<decltype(xsym::exp(sym<float, 1>()) * 2)>>::value);
+static_assert(!xsym::cpu::detail::lanes_as_scalars<xsym::tree_t<decltype(sym<float, 1>() + xsym::log(sym<float, 1>()))>>::value);
 
 using xent = decltype(-sym<double, 1>() * xsym::log(sym<double, 1>()) -
                       (1 - sym<double, 1>()) * xsym::log(1 - sym<double, 1>()));
