@@ -38,7 +38,9 @@ SANITIZE_AREAS ?= oracle edges threads
 SANITIZE_ALL_AREAS := $(SANITIZE_AREAS) arguments compile modes config profile expr grad dtypes
 empty :=
 space := $(empty) $(empty)
-SANITIZE_FLAGS := -O0 -g1 -march=native -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow -fno-omit-frame-pointer
+SANITIZE_FLAGS := -O0 -g1 -march=native -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow -fno-omit-frame-pointer \
+  -include $(CURDIR)/tests/support/o0_avx512bw.hpp
+# tests/support/o0_avx512bw.hpp: xsimd 8.1 does not compile at -O0 on AVX-512BW machines without it.
 # -O0 (half the compile of -O1; the tests then run about half as fast) and line tables only:
 # CMAKE_CXX_FLAGS_DEBUG=-g1, since Debug's own -g would come after -g1 and double the compile.
 sanitize-build: deps
