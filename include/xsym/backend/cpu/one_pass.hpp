@@ -29,11 +29,15 @@ inline std::int64_t l2_cache_bytes() {
 }  // namespace detail
 
 /// @brief Bytes of A from which a OnePassGemv node makes one pass: where A does not stay in the
-/// last-level cache between the two products (streaming_min_bytes' share of it). Below, A comes
-/// back from the caches and the two products in a row are faster (they need no group of rows
-/// in L2, and the column product starts where the row product ended). Tests set it to 0.
+/// caches between the two products. That is streaming_min_bytes' share of the last-level
+/// cache, or four L2s (at least 4 MiB) where that is less: a VM's large shared L3 holds other
+/// programs' lines too (an Intel VM's 300 MiB L3: one pass was faster from 6.3 MB of A, see
+/// docs/performance.md). Below, A comes back from the caches and the two products in a row are
+/// faster (they need no group of rows in L2, and the column product starts where the row
+/// product ended). Tests set it to 0.
 inline std::int64_t& one_pass_min_bytes() {
-  static std::int64_t bytes = detail::default_streaming_min_bytes();
+  static std::int64_t bytes = std::min(detail::default_streaming_min_bytes(),
+                                       std::max<std::int64_t>(4 * detail::l2_cache_bytes(), std::int64_t{4} << 20));
   return bytes;
 }
 
