@@ -8226,6 +8226,12 @@ struct lanes_as_scalars<tree::apply<S, A...>>
                           S == scalar_op::neg || S == scalar_op::sqr || S == scalar_op::abs) &&
                          (lanes_as_scalars<A>::value && ...)> {};
 
+// Whether spans of `len` bytes at p and at out share no byte: their starts differ by at least
+// len either way, i.e. p - out + len - 1 (unsigned, wrapping) is not below 2 len - 1.
+[[gnu::always_inline]] inline bool spans_apart(const void* p, const void* out, std::uintptr_t len) {
+  return reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(out) + (len - 1) >= 2 * len - 1;
+}
+
 // The tree over n elements of out from a's leaves. With `stream`, and out on a cache line, the
 // batches leave with non-temporal stores (as a streaming chain's do). With `apart` (out shares
 // no byte with an array leaf) and ops whose lanes compute as their scalars do, the last n % w
@@ -8275,10 +8281,9 @@ void typed_run(const std::byte* const* in, const std::uint8_t* map, std::byte* o
   constexpr std::int64_t w = static_cast<std::int64_t>(xsimd::batch<T>::size);
   bool apart = lanes_as_scalars<Tree>::value && n % w != 0 && n >= w;
   if (apart) {
-    const auto o = reinterpret_cast<std::uintptr_t>(out_bytes);
     const std::uintptr_t len = static_cast<std::uintptr_t>(n) * sizeof(T);
     for (int j = 0; j < L; ++j)
-      if (!((one_value >> j) & 1u)) apart &= reinterpret_cast<std::uintptr_t>(a.p[j]) - o + (len - 1) >= 2 * len - 1;
+      if (!((one_value >> j) & 1u)) apart &= spans_apart(a.p[j], out_bytes, len);
   }
   typed_loop<Tree>(a, reinterpret_cast<T*>(out_bytes), n, stream, apart);
 }
@@ -8292,9 +8297,6 @@ bool typed_direct(const typed_leaves& d, const std::byte* const* args, std::byte
   constexpr int L = Tree::leaves;
   constexpr std::uint64_t one_value = scalar_leaves<Tree>();
   if (n <= 0) return true;
-  // Two spans of `len` bytes overlap where their starts differ by less than len either way:
-  // where p - out + len - 1 (unsigned, wrapping) is below 2 len - 1.
-  const auto out = reinterpret_cast<std::uintptr_t>(out_bytes);
   const std::uintptr_t len = static_cast<std::uintptr_t>(n) * sizeof(T);
   typed_args<T, L> a;
   bool apart = true;
@@ -8308,7 +8310,7 @@ bool typed_direct(const typed_leaves& d, const std::byte* const* args, std::byte
             a.s[J] = a.p[J][0];
           } else {
             // An array leaf beside the destination: the call loop computes into a buffer of its own.
-            apart &= reinterpret_cast<std::uintptr_t>(p) - out + (len - 1) >= 2 * len - 1;
+            apart &= spans_apart(p, out_bytes, len);
           }
         }(),
         ...);
