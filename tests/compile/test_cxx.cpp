@@ -3,6 +3,7 @@
 // the library cache, the profile's <type>, and every way the compile can fail.
 #include "compile_util.hpp"
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -225,6 +226,37 @@ TEST_CASE("cxx kernels stream outputs larger than the cache, at any offset from 
         }
         CHECK(c_worst <= 2);
       }
+  }
+}
+
+TEST_CASE("into(...) runs a cxx program straight on the caller's arrays, with the call loop's bits", "[compile][cxx]") {
+  clean_config guard;
+  cxx_on cxx("direct");
+  auto x = xsym::vector<float>("x"), y = xsym::vector<float>("y"), z = xsym::vector<float>("z");
+  const auto e = xsym::exp(x - y) * 0.5f + z;
+  auto f = xsym::function("direct", xsym::inputs(x, y, z), e);
+  const auto stats = std::make_shared<xsym::profile_stats>("direct", false);
+  auto looped = xsym::function("direct_looped", xsym::inputs(x, y, z), e, xsym::profile(stats));  // profiled: the loop
+  REQUIRE(f.runtime()->compiled_kernels().kernels == 1);
+  REQUIRE(f.runtime()->has_direct());
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  std::vector<std::size_t> sizes{1000, 1003};
+  for (std::size_t n = 1; n <= 40; ++n) sizes.push_back(n);
+  for (std::size_t n : sizes) {
+    xt::xtensor<float, 1> a = xt::empty<float>({n}), b = xt::empty<float>({n}), c = xt::empty<float>({n});
+    for (std::size_t i = 0; i < n; ++i) a(i) = u(rng), b(i) = u(rng), c(i) = u(rng);
+    xt::xtensor<float, 1> out = xt::zeros<float>({n}), want = xt::zeros<float>({n});
+    f.into(out)(a, b, c);
+    looped.into(want)(a, b, c);
+    INFO("n = " << n);
+    CHECK(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
+    for (std::size_t i = 0; i < n; ++i)
+      CHECK(double(out(i)) == Approx(std::exp(double(a(i)) - double(b(i))) * 0.5 + double(c(i))).epsilon(1e-5).margin(1e-5));
+    // A destination that is an argument takes the loop: each element's inputs are read before it is written.
+    xt::xtensor<float, 1> in_place = a;
+    f.into(in_place)(in_place, b, c);
+    CHECK(std::memcmp(in_place.data(), want.data(), n * sizeof(float)) == 0);
   }
 }
 

@@ -141,6 +141,11 @@ inline bool function_runtime::run_direct(const std::byte* const* args, std::byte
     if (lo < out_hi && out_lo < lo + len) return false;  // the call loop computes beside the destination
     in[k] = args[a];
   }
+  if (d.jit) {
+    std::byte* const out[1] = {dest};
+    d.jit(in, out, n, false);
+    return true;
+  }
   const cpu::compiled_step& st = *d.step;  // as run_span's lone op
   const void* step_args[cpu::detail::max_chain_links + 1];
   st.run(dest, step_args, cpu::detail::bind_step_args(st, in, d.one_value, step_args), n, false);

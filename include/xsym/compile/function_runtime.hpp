@@ -92,13 +92,14 @@ class function_runtime {
   template <class Bind>
   void call_into(Bind&& bind, const ndarray* dests);
 
-  /// @brief into(...)'s short path: where this function is one typed kernel (plan_direct),
+  /// @brief into(...)'s short path: where this function is one typed kernel, lone op or cxx
+  /// program (plan_direct),
   /// runs it into dest, n elements of host memory in C order, on args (input i's first element:
   /// C-contiguous arrays of dest's shape, one value for a rank-0 input; function.hpp's
   /// direct_argument) and returns true when this call needs nothing else; false, having done
   /// nothing, otherwise.
   bool run_direct(const std::byte* const* args, std::byte* dest, std::int64_t n) const;
-  bool has_direct() const { return m_direct.direct || m_direct.step; }
+  bool has_direct() const { return m_direct.direct || m_direct.step || m_direct.jit; }
 
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
   void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups);
@@ -181,6 +182,7 @@ class function_runtime {
     cpu::typed_direct_fn direct = nullptr;  // a typed kernel, its leaves in `leaves`
     cpu::typed_leaves leaves;
     const cpu::compiled_step* step = nullptr;  // the lone op's, in m_thunks[0]
+    cpu::jit_fn jit = nullptr;                 // or the program cxx compiled for whole arrays
     std::int64_t min_elements = 1;
     int n_in = 0;
     std::int64_t elem_bytes = 0;

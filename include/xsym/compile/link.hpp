@@ -155,10 +155,12 @@ inline void function_runtime::plan_direct() {
   const detail::thunk& t = m_thunks[0];
   const apply_node& n = g.nodes[0];
   const cpu::compiled_program& cp = t.prog;
-  // A typed kernel, or a lone op's step (run_span's order: the typed kernel first).
-  const bool typed = cp.typed && !cp.typed_faulty;
-  const bool lone = !cp.typed && cp.direct && cp.steps.size() == 1;
-  if (t.run != &detail::run_elemwise || !(typed || lone) || cp.jit[0] || cp.jit[1] || n.outputs.size() != 1 ||
+  // The kernel run_span would take for whole arrays, in its order: cxx's loops, a typed
+  // kernel, or a lone op's step.
+  const bool jit = cp.jit[0] != nullptr;
+  const bool typed = !jit && cp.typed && !cp.typed_faulty;
+  const bool lone = !jit && !cp.typed && cp.direct && cp.steps.size() == 1;
+  if (t.run != &detail::run_elemwise || !(jit || typed || lone) || n.outputs.size() != 1 ||
       n.outputs[0] != g.outputs[0] || n.inputs.size() > limits::max_registers)
     return;
   direct_kernel d;
@@ -168,7 +170,9 @@ inline void function_runtime::plan_direct() {
   for (int k = 0; k < d.n_in; ++k) {
     const int s = n.inputs[static_cast<std::size_t>(k)];
     const slot& sl = g.slots[static_cast<std::size_t>(s)];
-    const bool one = typed ? (cp.typed_scalar_bits >> k) & 1u : sl.kind == var_kind::constant;
+    const bool one = jit     ? (cp.jit_scalar_bits[0] >> k) & 1u
+                     : typed ? (cp.typed_scalar_bits >> k) & 1u
+                             : sl.kind == var_kind::constant;
     if (sl.type != g.slots[static_cast<std::size_t>(n.outputs[0])].type) return;
     if (one) d.one_value |= std::uint64_t{1} << k;
     if (sl.kind == var_kind::constant) {
@@ -191,7 +195,8 @@ inline void function_runtime::plan_direct() {
       d.leaves.constant[j] = d.constant[cp.typed_map[j]];
     }
   } else {
-    d.step = &cp.steps[0];
+    d.step = jit ? nullptr : &cp.steps[0];
+    d.jit = jit ? cp.jit[0] : nullptr;
     d.min_elements = 2;  // one element: run_elemwise_one's path, not the step's
   }
   m_direct = d;
