@@ -1058,6 +1058,27 @@ XSYM_COLD_END
 #include <cstring>
 #include <type_traits>
 
+// ---- begin include/xsym/config/intrinsics.hpp ----
+#ifndef XSYM_CONFIG_INTRINSICS_HPP
+#define XSYM_CONFIG_INTRINSICS_HPP
+
+// The x86 intrinsic headers, included before xtensor and xsimd bring them in. GCC 12.2's
+// AVX-512 intrinsics pass an uninitialised vector to their masked builtins, and with -Wall GCC
+// warns (-Wuninitialized, -Wmaybe-uninitialized) at every use it inlines: about 60 warnings
+// for a one-line program built with -march=native on an AVX-512 machine, none of them about the
+// program. GCC fixed its headers in later releases. Warnings are silenced by where they point,
+// so these two are off only for lines of the intrinsic headers, and only where xsym is
+// included before them.
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && (defined(__x86_64__) || defined(__i386__))
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
+
+#endif
+// ---- end include/xsym/config/intrinsics.hpp ----
 #include <xtensor/xtensor.hpp>
 #include <xtensor/xarray.hpp>
 
@@ -14054,13 +14075,14 @@ class function_runtime {
   template <class Bind>
   void call_into(Bind&& bind, const ndarray* dests);
 
-  /// @brief into(...)'s short path: where this function is one typed kernel (plan_direct),
+  /// @brief into(...)'s short path: where this function is one typed kernel, lone op or cxx
+  /// program (plan_direct),
   /// runs it into dest, n elements of host memory in C order, on args (input i's first element:
   /// C-contiguous arrays of dest's shape, one value for a rank-0 input; function.hpp's
   /// direct_argument) and returns true when this call needs nothing else; false, having done
   /// nothing, otherwise.
   bool run_direct(const std::byte* const* args, std::byte* dest, std::int64_t n) const;
-  bool has_direct() const { return m_direct.direct || m_direct.step; }
+  bool has_direct() const { return m_direct.direct || m_direct.step || m_direct.jit; }
 
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
   void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups);
@@ -14143,6 +14165,7 @@ class function_runtime {
     cpu::typed_direct_fn direct = nullptr;  // a typed kernel, its leaves in `leaves`
     cpu::typed_leaves leaves;
     const cpu::compiled_step* step = nullptr;  // the lone op's, in m_thunks[0]
+    cpu::jit_fn jit = nullptr;                 // or the program cxx compiled for whole arrays
     std::int64_t min_elements = 1;
     int n_in = 0;
     std::int64_t elem_bytes = 0;
@@ -14315,10 +14338,12 @@ inline void function_runtime::plan_direct() {
   const detail::thunk& t = m_thunks[0];
   const apply_node& n = g.nodes[0];
   const cpu::compiled_program& cp = t.prog;
-  // A typed kernel, or a lone op's step (run_span's order: the typed kernel first).
-  const bool typed = cp.typed && !cp.typed_faulty;
-  const bool lone = !cp.typed && cp.direct && cp.steps.size() == 1;
-  if (t.run != &detail::run_elemwise || !(typed || lone) || cp.jit[0] || cp.jit[1] || n.outputs.size() != 1 ||
+  // The kernel run_span would take for whole arrays, in its order: cxx's loops, a typed
+  // kernel, or a lone op's step.
+  const bool jit = cp.jit[0] != nullptr;
+  const bool typed = !jit && cp.typed && !cp.typed_faulty;
+  const bool lone = !jit && !cp.typed && cp.direct && cp.steps.size() == 1;
+  if (t.run != &detail::run_elemwise || !(jit || typed || lone) || n.outputs.size() != 1 ||
       n.outputs[0] != g.outputs[0] || n.inputs.size() > limits::max_registers)
     return;
   direct_kernel d;
@@ -14328,7 +14353,9 @@ inline void function_runtime::plan_direct() {
   for (int k = 0; k < d.n_in; ++k) {
     const int s = n.inputs[static_cast<std::size_t>(k)];
     const slot& sl = g.slots[static_cast<std::size_t>(s)];
-    const bool one = typed ? (cp.typed_scalar_bits >> k) & 1u : sl.kind == var_kind::constant;
+    const bool one = jit     ? (cp.jit_scalar_bits[0] >> k) & 1u
+                     : typed ? (cp.typed_scalar_bits >> k) & 1u
+                             : sl.kind == var_kind::constant;
     if (sl.type != g.slots[static_cast<std::size_t>(n.outputs[0])].type) return;
     if (one) d.one_value |= std::uint64_t{1} << k;
     if (sl.kind == var_kind::constant) {
@@ -14351,7 +14378,8 @@ inline void function_runtime::plan_direct() {
       d.leaves.constant[j] = d.constant[cp.typed_map[j]];
     }
   } else {
-    d.step = &cp.steps[0];
+    d.step = jit ? nullptr : &cp.steps[0];
+    d.jit = jit ? cp.jit[0] : nullptr;
     d.min_elements = 2;  // one element: run_elemwise_one's path, not the step's
   }
   m_direct = d;
@@ -14735,6 +14763,11 @@ inline bool function_runtime::run_direct(const std::byte* const* args, std::byte
     const std::int64_t len = (d.one_value >> k) & 1u ? d.elem_bytes : n * d.elem_bytes;
     if (lo < out_hi && out_lo < lo + len) return false;  // the call loop computes beside the destination
     in[k] = args[a];
+  }
+  if (d.jit) {
+    std::byte* const out[1] = {dest};
+    d.jit(in, out, n, false);
+    return true;
   }
   const cpu::compiled_step& st = *d.step;  // as run_span's lone op
   const void* step_args[cpu::detail::max_chain_links + 1];

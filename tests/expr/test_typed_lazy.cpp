@@ -11,6 +11,10 @@ std::atomic<long> g_news{0};
 thread_local bool g_counting = false;
 }  // namespace
 
+// GCC sees free() given what operator new returned, not that this operator new is malloc's.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 void* operator new(std::size_t n) {
   if (g_counting) g_news.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n ? n : 1)) return p;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "../config/intrinsics.hpp"  // before xtensor and xsimd
 #include <xtensor/xtensor.hpp>
 #include <xtensor/xarray.hpp>
 

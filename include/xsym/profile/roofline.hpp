@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "../config/intrinsics.hpp"  // before xtensor and xsimd
 #include <xsimd/xsimd.hpp>
 
 #include "clock.hpp"

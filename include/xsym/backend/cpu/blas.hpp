@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "../../config/intrinsics.hpp"  // before xtensor and xsimd
 #include <xsimd/xsimd.hpp>
 
 #include "../../expr/ndarray.hpp"

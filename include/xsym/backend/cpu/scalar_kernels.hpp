@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "../../config/intrinsics.hpp"  // before xtensor and xsimd
 #include <xsimd/xsimd.hpp>
 
 #include "../../expr/op.hpp"

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../../config/intrinsics.hpp"  // before xtensor and xsimd
 #include <xsimd/xsimd.hpp>
 
 #include "../../expr/typed_rewrite.hpp"

@@ -8,6 +8,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "../../config/intrinsics.hpp"  // before xtensor and xsimd
 #include <xsimd/xsimd.hpp>
 
 #include "../../expr/op_table.hpp"
