@@ -32,8 +32,8 @@
 // furthest inside the finite range.
 //
 // Consistency: every point runs in a SIMD batch (the array, its length a multiple of 64, so no
-// point falls in a scalar tail), again in a batch at another lane among other neighbours (the
-// array in a fixed random order: "perm"), in scalar tails (arrays of 1 to lanes-1 elements, every
+// point falls in a tail), again in a batch at another lane among other neighbours (the
+// array in a fixed random order: "perm"), in tails (arrays of 1 to lanes-1 elements, every
 // length in turn: "tail") and in FAST_COMPILE (the reference kernels: "FC"); points where those
 // differ bitwise from the batch run (any NaN equal to any NaN) are counted.
 //
@@ -386,7 +386,7 @@ points<T> make_points(op o) {
   }
   add_edges<T>(o, p, s);
   add_specials<T>(o, p, s);
-  // Padded to a multiple of 64: the batch run puts no point in a scalar tail.
+  // Padded to a multiple of 64: the batch run puts no point in a tail.
   while (p.size() % 64) p.add(0.5, 0.5, pad_pt);
   return p;
 }
@@ -450,7 +450,7 @@ results<T> evaluate(op o, const points<T>& p) {
   for (std::size_t j = 0; j < n; ++j) px[j] = p.x[order[j]], py[j] = p.y[order[j]];
   run<Binary>(fast, px.data(), py.data(), n, pout.data());
   for (std::size_t j = 0; j < n; ++j) r.perm[order[j]] = pout[j];
-  // Scalar tails: arrays shorter than a batch, of every length 1 .. lanes-1 in turn.
+  // Tails: arrays shorter than a batch, of every length 1 .. lanes-1 in turn.
   const std::size_t short_max = std::max<std::size_t>(1, fp<T>::lanes - 1);
   for (std::size_t i = 0, k = 0; i < n; ++k) {
     const std::size_t len = std::min(n - i, 1 + k % short_max);

@@ -6436,7 +6436,18 @@ XSYM_VLOG_AVX512
     static X apply(X a, X l) {                                                    \
       return vmax(a, X(0)) + l;                                                   \
     }                                                                             \
-  };
+  };                                                                              \
+  /* A span's last r < w elements as one batch: p's r values, the other lanes     \
+     repeating the last of them (which computes nothing the span's own elements   \
+     do not: no new division by zero or overflow). The vectorised kernels take    \
+     their tails so, and an element gets a batch's bits wherever it sits (a       \
+     batch's exp and the C library's differ in the last bit). */                  \
+  template <class B, class T>                                                     \
+  [[gnu::always_inline]] inline B tail_batch(const T* p, std::int64_t r, T* buf) { \
+    for (std::int64_t j = 0; j < static_cast<std::int64_t>(B::size); ++j)         \
+      buf[j] = p[j < r ? j : r - 1];                                              \
+    return B::load_aligned(buf);                                                  \
+  }
 
 XSYM_KERNEL_HELPERS
 
@@ -6534,6 +6545,15 @@ void arith(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
       const B bv(b[0]);
       for (; i + w <= n; i += w) F::apply(B::load_unaligned(a + i), bv).store_unaligned(d + i);
     }
+    if (i < n && !(sa && sb)) {  // the tail as one batch (tail_batch); d may be a or b
+      alignas(64) T ta[w], tb[w], td[w];
+      const std::int64_t r = n - i;
+      const B av = sa ? B(a[0]) : tail_batch<B>(a + i, r, ta);
+      const B bv = Arity == 1 ? av : sb ? B(b[0]) : tail_batch<B>(b + i, r, tb);
+      F::apply(av, bv).store_aligned(td);
+      for (std::int64_t j = 0; j < r; ++j) d[i + j] = td[j];
+      return;
+    }
   }
   if (!sa && !sb) {
     for (; i < n; ++i) d[i] = F::apply(a[i], b[i]);
@@ -6542,7 +6562,14 @@ void arith(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
   } else if (!sa && sb) {
     for (; i < n; ++i) d[i] = F::apply(a[i], b[0]);
   } else {
-    const T v = F::apply(a[0], b[0]);
+    T v;
+    if constexpr (Simd && simd_type<T>) {  // a batch's bits, as every other element gets
+      alignas(64) T r[xsimd::batch<T>::size];
+      F::apply(xsimd::batch<T>(a[0]), xsimd::batch<T>(b[0])).store_aligned(r);
+      v = r[0];
+    } else {
+      v = F::apply(a[0], b[0]);
+    }
     for (; i < n; ++i) d[i] = v;
   }
 }
@@ -6650,22 +6677,26 @@ kernel_fn elementwise_kernel(scalar_op op) {
 /// @brief The CPU-only kernels behind shared sigmoid/softplus (see exp_neg_abs_fn).
 enum class shared_exp_kernel { exp_neg_abs, sigmoid_from_exp, softplus_from_log1p, recip_1p, sigmoid_from_recip };
 
-// dst[i] = F::apply(a[i], b[i], c[i]); an argument that is one value is read at 0.
+// dst[i] = F::apply(a[i], b[i], c[i]) on batches; an argument that is one value is read at 0.
 template <class F, class T>
 void arith3(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
   T* d = static_cast<T*>(dstv);
   const T* a = static_cast<const T*>(args[0]);
   const T* b = static_cast<const T*>(args[1]);
   const T* c = static_cast<const T*>(args[2]);
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  const bool sa = mask & 1u, sb = mask & 2u, sc = mask & 4u;
+  const auto at = [](const T* p, bool one, std::int64_t i) { return one ? B(p[0]) : B::load_unaligned(p + i); };
   std::int64_t i = 0;
-  if (mask == 0) {
-    using B = xsimd::batch<T>;
-    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-    for (; i + w <= n; i += w)
-      F::apply(B::load_unaligned(a + i), B::load_unaligned(b + i), B::load_unaligned(c + i)).store_unaligned(d + i);
+  for (; i + w <= n; i += w) F::apply(at(a, sa, i), at(b, sb, i), at(c, sc, i)).store_unaligned(d + i);
+  if (i < n) {  // the tail as one batch (tail_batch)
+    alignas(64) T ta[w], tb[w], tc[w], td[w];
+    const std::int64_t r = n - i;
+    const auto tail = [&](const T* p, bool one, T* buf) { return one ? B(p[0]) : tail_batch<B>(p + i, r, buf); };
+    F::apply(tail(a, sa, ta), tail(b, sb, tb), tail(c, sc, tc)).store_aligned(td);
+    for (std::int64_t j = 0; j < r; ++j) d[i + j] = td[j];
   }
-  const std::int64_t ia = (mask & 1u) ? 0 : 1, ib = (mask & 2u) ? 0 : 1, ic = (mask & 4u) ? 0 : 1;
-  for (; i < n; ++i) d[i] = F::apply(a[i * ia], b[i * ib], c[i * ic]);
 }
 
 template <class T>
@@ -6783,7 +6814,7 @@ T chain_link(T acc, T b, unsigned code) {
 
 // The links decoded once: each one's code, and for links with an argument, where it is and
 // whether it is one value broadcast. The separate kernels compute a step whose arguments are
-// all broadcast values once, as a scalar, and every later step's input is an array: a chain
+// all broadcast values once, on a batch, and every later step's input is an array: a chain
 // whose arg 0 is broadcast computes a leading unary link the same way (`lead`, `start`), which
 // matters where a batch and a scalar give different bits (exp, log).
 template <class T>
@@ -6819,7 +6850,15 @@ struct chain_plan {
     first_broadcast = (mask & 1u) != 0;
     if (first_broadcast) {
       lead = first[0];
-      if (links > 0 && code[0] >= first_unary_link) lead = chain_unary(lead, code[start++]);
+      if (links > 0 && code[0] >= first_unary_link) {
+        if constexpr (simd_type<T>) {  // as the separate kernel computes one value: on a batch
+          alignas(64) T r[xsimd::batch<T>::size];
+          chain_unary(xsimd::batch<T>(lead), code[start++]).store_aligned(r);
+          lead = r[0];
+        } else {
+          lead = chain_unary(lead, code[start++]);
+        }
+      }
     }
   }
   // The first argument that is an array, not one value (nullptr when none is).
@@ -7041,11 +7080,27 @@ XSYM_CHAIN_LOOP_ALIGN void chain_loop(const chain_call* calls, int n_chains, std
     for (; i + 4 * w <= n; i += 4 * w)
       for (int c = 0; c < n_chains; ++c) run(std::integral_constant<int, 4>{}, plans[c], i);
 #endif
-    // The rest chain by chain: batches, then scalars, at the positions a lone chain uses.
+    // The rest chain by chain: batches, then the tail as one batch over copies (tail_batch), at
+    // the positions a lone chain uses. A later chain reads an earlier one's tail once written.
     for (int c = 0; c < n_chains; ++c) {
       std::int64_t j = i;
       for (; j + w <= n; j += w) run(std::integral_constant<int, 1>{}, plans[c], j);
-      for (; j < n; ++j) plans[c].dst[j] = plans[c].scalar(j);
+      if (j == n) continue;
+      alignas(64) T copies[max_chain_links + 2][w];
+      const std::int64_t r = n - j;
+      chain_plan<T> tail = plans[c];
+      if (!tail.first_broadcast) {
+        tail_batch<B>(plans[c].first + j, r, copies[0]);
+        tail.first = copies[0];
+      }
+      for (int k = 0; k < tail.links; ++k)
+        if (tail.from[k] && !tail.broadcast[k]) {
+          tail_batch<B>(plans[c].from[k] + j, r, copies[k + 1]);
+          tail.from[k] = copies[k + 1];
+        }
+      tail.dst = copies[max_chain_links + 1];
+      run(std::integral_constant<int, 1>{}, tail, 0);
+      for (std::int64_t q = 0; q < r; ++q) plans[c].dst[j + q] = copies[max_chain_links + 1][q];
     }
   } else {
     for (int c = 0; c < n_chains; ++c)
@@ -7061,6 +7116,11 @@ XSYM_CHAIN_LOOP_ALIGN void chain_loop(const chain_call* calls, int n_chains, std
 // call-overhead function is one chain of three links).
 template <class T>
 void chain_one(void* dst, const void* const* args, std::uint32_t codes, int links) {
+  if constexpr (simd_type<T>)
+    if (!chain_is_exact(codes, links)) {  // exp and log: a batch's bits, as chain_loop's tail
+      const chain_call call{dst, args, 0u, codes, links};
+      return chain_loop<T, false>(&call, 1, 1);
+    }
   T acc = *static_cast<const T*>(args[0]);
   for (int k = 0, j = 1; k < links; ++k) {
     const unsigned code = chain_link_code(codes, k);
@@ -8279,11 +8339,25 @@ template <class Tree, class T, int L>
     }
     for (; i + w <= n; i += w) typed_eval<Tree, 0>::template at<B>(a, i).store_unaligned(out + i);
   }
-  if (lanes_as_scalars<Tree>::value && apart && i < n && n >= w) {
+  if (i == n) return;
+  if (lanes_as_scalars<Tree>::value && apart && n >= w) {
     typed_eval<Tree, 0>::template at<B>(a, n - w).store_unaligned(out + n - w);
     return;
   }
-  for (; i < n; ++i) out[i] = typed_eval<Tree, 0>::template at<T>(a, i);
+  // The tail as one batch over copies of the leaves' last elements (tail_batch), as the ops'
+  // own kernels take theirs.
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  alignas(64) T copies[L][w];
+  alignas(64) T result[w];
+  typed_args<T, L> t = a;
+  const std::int64_t r = n - i;
+  for (int j = 0; j < L; ++j)
+    if (!((one_value >> j) & 1u)) {
+      tail_batch<B>(a.p[j] + i, r, copies[j]);
+      t.p[j] = copies[j];
+    }
+  typed_eval<Tree, 0>::template at<B>(t, 0).store_aligned(result);
+  for (std::int64_t j = 0; j < r; ++j) out[i + j] = result[j];
 }
 
 /// The tree over n elements: leaf j reads the program's input in[map[j]].
@@ -11298,7 +11372,7 @@ inline std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 146959810393466
   return h;
 }
 
-// The C++ spelling of a register in the SIMD loop ("B") or the scalar tail ("T").
+// The C++ spelling of a register.
 inline std::string reg_name(int r) { return "r" + std::to_string(r); }
 
 inline const char* shared_kernel_text(int shared) {
@@ -11380,8 +11454,8 @@ inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t s
   if (t != dtype::float32 && t != dtype::float64) return {};
   for (int r = 0; r < p.n_inputs; ++r)
     if (cp.reg_types[static_cast<std::size_t>(r)] != t) return {};
-  const std::string simd = jit_body(cp, "B"), tail = jit_body(cp, "T");
-  if (simd.empty() || tail.empty()) return {};
+  const std::string simd = jit_body(cp, "B");
+  if (simd.empty()) return {};
   auto is_bool = [&](std::size_t o) { return cp.reg_types[static_cast<std::size_t>(p.outputs[o])] == dtype::bool_; };
   std::ostringstream os;
   os << "extern \"C\" void " << name
@@ -11390,7 +11464,7 @@ inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t s
   os << "  using B = xsimd::batch<T>;\n  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);\n";
   for (int r = 0; r < p.n_inputs; ++r) {
     os << "  const T* p" << r << " = reinterpret_cast<const T*>(in[" << r << "]);\n";
-    if ((scalar_bits >> r) & 1u) os << "  const T s" << r << " = p" << r << "[0];\n  const B b" << r << "(s" << r << ");\n";
+    if ((scalar_bits >> r) & 1u) os << "  const B b" << r << "(p" << r << "[0]);\n";
   }
   int first_float = -1;
   for (std::size_t o = 0; o < p.outputs.size(); ++o) {
@@ -11400,42 +11474,61 @@ inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t s
   }
   // Every input of an element is read before any output of it is written: an output may share
   // an input's buffer (in place).
-  auto loop = [&](const char* V, const std::string& body, bool simd_loop, bool nt) {
+  auto loop = [&](bool nt) {
     for (int r = 0; r < p.n_inputs; ++r) {
-      if ((scalar_bits >> r) & 1u) os << "    const " << V << " " << reg_name(r) << " = " << (simd_loop ? "b" : "s") << r << ";\n";
-      else if (simd_loop) os << "    const B " << reg_name(r) << " = B::load_unaligned(p" << r << " + i);\n";
-      else os << "    const T " << reg_name(r) << " = p" << r << "[i];\n";
+      if ((scalar_bits >> r) & 1u) os << "    const B " << reg_name(r) << " = b" << r << ";\n";
+      else os << "    const B " << reg_name(r) << " = B::load_unaligned(p" << r << " + i);\n";
     }
-    os << body;
+    os << simd;
     for (std::size_t o = 0; o < p.outputs.size(); ++o) {
       const std::string v = reg_name(p.outputs[o]);
-      if (!simd_loop) os << "    q" << o << "[i] = " << v << ";\n";
-      else if (nt && !is_bool(o)) os << "    nt_store(" << v << ", q" << o << " + i);\n";
+      if (nt && !is_bool(o)) os << "    nt_store(" << v << ", q" << o << " + i);\n";
       else os << "    " << v << ".store_unaligned(q" << o << " + i);\n";
     }
+  };
+  // A span's first or last elements short of a batch: one batch over copies of them, the other
+  // lanes repeating the last (tail_batch), as the interpreter's kernels take their tails.
+  auto padded = [&](const char* count) {
+    os << "    {\n      const std::int64_t tail_n = " << count << ";\n";
+    for (int r = 0; r < p.n_inputs; ++r) {
+      if ((scalar_bits >> r) & 1u) {
+        os << "      const B " << reg_name(r) << " = b" << r << ";\n";
+        continue;
+      }
+      os << "      alignas(64) T c" << r << "[w];\n      const B " << reg_name(r) << " = tail_batch<B>(p" << r
+         << " + i, tail_n, c" << r << ");\n";
+    }
+    os << simd;
+    for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+      os << "      alignas(64) " << (is_bool(o) ? "bool" : "T") << " o" << o << "[w];\n      "
+         << reg_name(p.outputs[o]) << ".store_unaligned(o" << o << ");\n";
+      os << "      for (std::int64_t j = 0; j < tail_n; ++j) q" << o << "[i + j] = o" << o << "[j];\n";
+    }
+    os << "      i += tail_n;\n    }\n";
   };
   os << "  std::int64_t i = 0;\n";
   if (first_float >= 0) {
     // Arrays larger than the cache (`stream`, see streaming_min_bytes): outputs leave with
     // non-temporal stores, which need aligned addresses, so the first elements up to a cache
-    // line run in the scalar loop; only when every float output sits at the same offset.
+    // line run first (one batch over copies); only when every float output sits at the same
+    // offset.
     os << "  const auto line = [](const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 64; };\n";
     os << "  bool nt = stream && line(q" << first_float << ") % sizeof(T) == 0";
     for (std::size_t o = 0; o < p.outputs.size(); ++o)
       if (!is_bool(o) && static_cast<int>(o) != first_float) os << " && line(q" << o << ") == line(q" << first_float << ")";
     os << ";\n  if (nt) {\n";
     os << "    const std::int64_t head = std::min<std::int64_t>(n, (64 - line(q" << first_float << ")) % 64 / sizeof(T));\n";
-    os << "    for (; i < head; ++i) {\n";
-    loop("T", tail, false, false);
-    os << "    }\n    for (; i + w <= n; i += w) {\n";
-    loop("B", simd, true, true);
+    os << "    if (head > 0)\n";
+    padded("head");
+    os << "    for (; i + w <= n; i += w) {\n";
+    loop(true);
     os << "    }\n    stream_fence();\n  }\n";
   }
   os << "  for (; i + w <= n; i += w) {\n";
-  loop("B", simd, true, false);
-  os << "  }\n  for (; i < n; ++i) {\n";
-  loop("T", tail, false, false);
-  os << "  }\n}\n";
+  loop(false);
+  os << "  }\n  if (i < n)\n";
+  padded("n - i");
+  os << "}\n";
   return os.str();
 }
 

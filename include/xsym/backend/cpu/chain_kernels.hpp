@@ -104,7 +104,7 @@ T chain_link(T acc, T b, unsigned code) {
 
 // The links decoded once: each one's code, and for links with an argument, where it is and
 // whether it is one value broadcast. The separate kernels compute a step whose arguments are
-// all broadcast values once, as a scalar, and every later step's input is an array: a chain
+// all broadcast values once, on a batch, and every later step's input is an array: a chain
 // whose arg 0 is broadcast computes a leading unary link the same way (`lead`, `start`), which
 // matters where a batch and a scalar give different bits (exp, log).
 template <class T>
@@ -140,7 +140,15 @@ struct chain_plan {
     first_broadcast = (mask & 1u) != 0;
     if (first_broadcast) {
       lead = first[0];
-      if (links > 0 && code[0] >= first_unary_link) lead = chain_unary(lead, code[start++]);
+      if (links > 0 && code[0] >= first_unary_link) {
+        if constexpr (simd_type<T>) {  // as the separate kernel computes one value: on a batch
+          alignas(64) T r[xsimd::batch<T>::size];
+          chain_unary(xsimd::batch<T>(lead), code[start++]).store_aligned(r);
+          lead = r[0];
+        } else {
+          lead = chain_unary(lead, code[start++]);
+        }
+      }
     }
   }
   // The first argument that is an array, not one value (nullptr when none is).
@@ -362,11 +370,27 @@ XSYM_CHAIN_LOOP_ALIGN void chain_loop(const chain_call* calls, int n_chains, std
     for (; i + 4 * w <= n; i += 4 * w)
       for (int c = 0; c < n_chains; ++c) run(std::integral_constant<int, 4>{}, plans[c], i);
 #endif
-    // The rest chain by chain: batches, then scalars, at the positions a lone chain uses.
+    // The rest chain by chain: batches, then the tail as one batch over copies (tail_batch), at
+    // the positions a lone chain uses. A later chain reads an earlier one's tail once written.
     for (int c = 0; c < n_chains; ++c) {
       std::int64_t j = i;
       for (; j + w <= n; j += w) run(std::integral_constant<int, 1>{}, plans[c], j);
-      for (; j < n; ++j) plans[c].dst[j] = plans[c].scalar(j);
+      if (j == n) continue;
+      alignas(64) T copies[max_chain_links + 2][w];
+      const std::int64_t r = n - j;
+      chain_plan<T> tail = plans[c];
+      if (!tail.first_broadcast) {
+        tail_batch<B>(plans[c].first + j, r, copies[0]);
+        tail.first = copies[0];
+      }
+      for (int k = 0; k < tail.links; ++k)
+        if (tail.from[k] && !tail.broadcast[k]) {
+          tail_batch<B>(plans[c].from[k] + j, r, copies[k + 1]);
+          tail.from[k] = copies[k + 1];
+        }
+      tail.dst = copies[max_chain_links + 1];
+      run(std::integral_constant<int, 1>{}, tail, 0);
+      for (std::int64_t q = 0; q < r; ++q) plans[c].dst[j + q] = copies[max_chain_links + 1][q];
     }
   } else {
     for (int c = 0; c < n_chains; ++c)
@@ -382,6 +406,11 @@ XSYM_CHAIN_LOOP_ALIGN void chain_loop(const chain_call* calls, int n_chains, std
 // call-overhead function is one chain of three links).
 template <class T>
 void chain_one(void* dst, const void* const* args, std::uint32_t codes, int links) {
+  if constexpr (simd_type<T>)
+    if (!chain_is_exact(codes, links)) {  // exp and log: a batch's bits, as chain_loop's tail
+      const chain_call call{dst, args, 0u, codes, links};
+      return chain_loop<T, false>(&call, 1, 1);
+    }
   T acc = *static_cast<const T*>(args[0]);
   for (int k = 0, j = 1; k < links; ++k) {
     const unsigned code = chain_link_code(codes, k);

@@ -88,7 +88,7 @@ inline std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 146959810393466
   return h;
 }
 
-// The C++ spelling of a register in the SIMD loop ("B") or the scalar tail ("T").
+// The C++ spelling of a register.
 inline std::string reg_name(int r) { return "r" + std::to_string(r); }
 
 inline const char* shared_kernel_text(int shared) {
@@ -170,8 +170,8 @@ inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t s
   if (t != dtype::float32 && t != dtype::float64) return {};
   for (int r = 0; r < p.n_inputs; ++r)
     if (cp.reg_types[static_cast<std::size_t>(r)] != t) return {};
-  const std::string simd = jit_body(cp, "B"), tail = jit_body(cp, "T");
-  if (simd.empty() || tail.empty()) return {};
+  const std::string simd = jit_body(cp, "B");
+  if (simd.empty()) return {};
   auto is_bool = [&](std::size_t o) { return cp.reg_types[static_cast<std::size_t>(p.outputs[o])] == dtype::bool_; };
   std::ostringstream os;
   os << "extern \"C\" void " << name
@@ -180,7 +180,7 @@ inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t s
   os << "  using B = xsimd::batch<T>;\n  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);\n";
   for (int r = 0; r < p.n_inputs; ++r) {
     os << "  const T* p" << r << " = reinterpret_cast<const T*>(in[" << r << "]);\n";
-    if ((scalar_bits >> r) & 1u) os << "  const T s" << r << " = p" << r << "[0];\n  const B b" << r << "(s" << r << ");\n";
+    if ((scalar_bits >> r) & 1u) os << "  const B b" << r << "(p" << r << "[0]);\n";
   }
   int first_float = -1;
   for (std::size_t o = 0; o < p.outputs.size(); ++o) {
@@ -190,42 +190,61 @@ inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t s
   }
   // Every input of an element is read before any output of it is written: an output may share
   // an input's buffer (in place).
-  auto loop = [&](const char* V, const std::string& body, bool simd_loop, bool nt) {
+  auto loop = [&](bool nt) {
     for (int r = 0; r < p.n_inputs; ++r) {
-      if ((scalar_bits >> r) & 1u) os << "    const " << V << " " << reg_name(r) << " = " << (simd_loop ? "b" : "s") << r << ";\n";
-      else if (simd_loop) os << "    const B " << reg_name(r) << " = B::load_unaligned(p" << r << " + i);\n";
-      else os << "    const T " << reg_name(r) << " = p" << r << "[i];\n";
+      if ((scalar_bits >> r) & 1u) os << "    const B " << reg_name(r) << " = b" << r << ";\n";
+      else os << "    const B " << reg_name(r) << " = B::load_unaligned(p" << r << " + i);\n";
     }
-    os << body;
+    os << simd;
     for (std::size_t o = 0; o < p.outputs.size(); ++o) {
       const std::string v = reg_name(p.outputs[o]);
-      if (!simd_loop) os << "    q" << o << "[i] = " << v << ";\n";
-      else if (nt && !is_bool(o)) os << "    nt_store(" << v << ", q" << o << " + i);\n";
+      if (nt && !is_bool(o)) os << "    nt_store(" << v << ", q" << o << " + i);\n";
       else os << "    " << v << ".store_unaligned(q" << o << " + i);\n";
     }
+  };
+  // A span's first or last elements short of a batch: one batch over copies of them, the other
+  // lanes repeating the last (tail_batch), as the interpreter's kernels take their tails.
+  auto padded = [&](const char* count) {
+    os << "    {\n      const std::int64_t tail_n = " << count << ";\n";
+    for (int r = 0; r < p.n_inputs; ++r) {
+      if ((scalar_bits >> r) & 1u) {
+        os << "      const B " << reg_name(r) << " = b" << r << ";\n";
+        continue;
+      }
+      os << "      alignas(64) T c" << r << "[w];\n      const B " << reg_name(r) << " = tail_batch<B>(p" << r
+         << " + i, tail_n, c" << r << ");\n";
+    }
+    os << simd;
+    for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+      os << "      alignas(64) " << (is_bool(o) ? "bool" : "T") << " o" << o << "[w];\n      "
+         << reg_name(p.outputs[o]) << ".store_unaligned(o" << o << ");\n";
+      os << "      for (std::int64_t j = 0; j < tail_n; ++j) q" << o << "[i + j] = o" << o << "[j];\n";
+    }
+    os << "      i += tail_n;\n    }\n";
   };
   os << "  std::int64_t i = 0;\n";
   if (first_float >= 0) {
     // Arrays larger than the cache (`stream`, see streaming_min_bytes): outputs leave with
     // non-temporal stores, which need aligned addresses, so the first elements up to a cache
-    // line run in the scalar loop; only when every float output sits at the same offset.
+    // line run first (one batch over copies); only when every float output sits at the same
+    // offset.
     os << "  const auto line = [](const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 64; };\n";
     os << "  bool nt = stream && line(q" << first_float << ") % sizeof(T) == 0";
     for (std::size_t o = 0; o < p.outputs.size(); ++o)
       if (!is_bool(o) && static_cast<int>(o) != first_float) os << " && line(q" << o << ") == line(q" << first_float << ")";
     os << ";\n  if (nt) {\n";
     os << "    const std::int64_t head = std::min<std::int64_t>(n, (64 - line(q" << first_float << ")) % 64 / sizeof(T));\n";
-    os << "    for (; i < head; ++i) {\n";
-    loop("T", tail, false, false);
-    os << "    }\n    for (; i + w <= n; i += w) {\n";
-    loop("B", simd, true, true);
+    os << "    if (head > 0)\n";
+    padded("head");
+    os << "    for (; i + w <= n; i += w) {\n";
+    loop(true);
     os << "    }\n    stream_fence();\n  }\n";
   }
   os << "  for (; i + w <= n; i += w) {\n";
-  loop("B", simd, true, false);
-  os << "  }\n  for (; i < n; ++i) {\n";
-  loop("T", tail, false, false);
-  os << "  }\n}\n";
+  loop(false);
+  os << "  }\n  if (i < n)\n";
+  padded("n - i");
+  os << "}\n";
   return os.str();
 }
 

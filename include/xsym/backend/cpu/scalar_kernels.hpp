@@ -98,6 +98,15 @@ void arith(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
       const B bv(b[0]);
       for (; i + w <= n; i += w) F::apply(B::load_unaligned(a + i), bv).store_unaligned(d + i);
     }
+    if (i < n && !(sa && sb)) {  // the tail as one batch (tail_batch); d may be a or b
+      alignas(64) T ta[w], tb[w], td[w];
+      const std::int64_t r = n - i;
+      const B av = sa ? B(a[0]) : tail_batch<B>(a + i, r, ta);
+      const B bv = Arity == 1 ? av : sb ? B(b[0]) : tail_batch<B>(b + i, r, tb);
+      F::apply(av, bv).store_aligned(td);
+      for (std::int64_t j = 0; j < r; ++j) d[i + j] = td[j];
+      return;
+    }
   }
   if (!sa && !sb) {
     for (; i < n; ++i) d[i] = F::apply(a[i], b[i]);
@@ -106,7 +115,14 @@ void arith(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
   } else if (!sa && sb) {
     for (; i < n; ++i) d[i] = F::apply(a[i], b[0]);
   } else {
-    const T v = F::apply(a[0], b[0]);
+    T v;
+    if constexpr (Simd && simd_type<T>) {  // a batch's bits, as every other element gets
+      alignas(64) T r[xsimd::batch<T>::size];
+      F::apply(xsimd::batch<T>(a[0]), xsimd::batch<T>(b[0])).store_aligned(r);
+      v = r[0];
+    } else {
+      v = F::apply(a[0], b[0]);
+    }
     for (; i < n; ++i) d[i] = v;
   }
 }
@@ -214,22 +230,26 @@ kernel_fn elementwise_kernel(scalar_op op) {
 /// @brief The CPU-only kernels behind shared sigmoid/softplus (see exp_neg_abs_fn).
 enum class shared_exp_kernel { exp_neg_abs, sigmoid_from_exp, softplus_from_log1p, recip_1p, sigmoid_from_recip };
 
-// dst[i] = F::apply(a[i], b[i], c[i]); an argument that is one value is read at 0.
+// dst[i] = F::apply(a[i], b[i], c[i]) on batches; an argument that is one value is read at 0.
 template <class F, class T>
 void arith3(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
   T* d = static_cast<T*>(dstv);
   const T* a = static_cast<const T*>(args[0]);
   const T* b = static_cast<const T*>(args[1]);
   const T* c = static_cast<const T*>(args[2]);
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  const bool sa = mask & 1u, sb = mask & 2u, sc = mask & 4u;
+  const auto at = [](const T* p, bool one, std::int64_t i) { return one ? B(p[0]) : B::load_unaligned(p + i); };
   std::int64_t i = 0;
-  if (mask == 0) {
-    using B = xsimd::batch<T>;
-    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-    for (; i + w <= n; i += w)
-      F::apply(B::load_unaligned(a + i), B::load_unaligned(b + i), B::load_unaligned(c + i)).store_unaligned(d + i);
+  for (; i + w <= n; i += w) F::apply(at(a, sa, i), at(b, sb, i), at(c, sc, i)).store_unaligned(d + i);
+  if (i < n) {  // the tail as one batch (tail_batch)
+    alignas(64) T ta[w], tb[w], tc[w], td[w];
+    const std::int64_t r = n - i;
+    const auto tail = [&](const T* p, bool one, T* buf) { return one ? B(p[0]) : tail_batch<B>(p + i, r, buf); };
+    F::apply(tail(a, sa, ta), tail(b, sb, tb), tail(c, sc, tc)).store_aligned(td);
+    for (std::int64_t j = 0; j < r; ++j) d[i + j] = td[j];
   }
-  const std::int64_t ia = (mask & 1u) ? 0 : 1, ib = (mask & 2u) ? 0 : 1, ic = (mask & 4u) ? 0 : 1;
-  for (; i < n; ++i) d[i] = F::apply(a[i * ia], b[i * ib], c[i * ic]);
 }
 
 template <class T>

@@ -148,11 +148,25 @@ template <class Tree, class T, int L>
     }
     for (; i + w <= n; i += w) typed_eval<Tree, 0>::template at<B>(a, i).store_unaligned(out + i);
   }
-  if (lanes_as_scalars<Tree>::value && apart && i < n && n >= w) {
+  if (i == n) return;
+  if (lanes_as_scalars<Tree>::value && apart && n >= w) {
     typed_eval<Tree, 0>::template at<B>(a, n - w).store_unaligned(out + n - w);
     return;
   }
-  for (; i < n; ++i) out[i] = typed_eval<Tree, 0>::template at<T>(a, i);
+  // The tail as one batch over copies of the leaves' last elements (tail_batch), as the ops'
+  // own kernels take theirs.
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  alignas(64) T copies[L][w];
+  alignas(64) T result[w];
+  typed_args<T, L> t = a;
+  const std::int64_t r = n - i;
+  for (int j = 0; j < L; ++j)
+    if (!((one_value >> j) & 1u)) {
+      tail_batch<B>(a.p[j] + i, r, copies[j]);
+      t.p[j] = copies[j];
+    }
+  typed_eval<Tree, 0>::template at<B>(t, 0).store_aligned(result);
+  for (std::int64_t j = 0; j < r; ++j) out[i + j] = result[j];
 }
 
 /// The tree over n elements: leaf j reads the program's input in[map[j]].

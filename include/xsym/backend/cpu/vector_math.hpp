@@ -553,7 +553,18 @@ XSYM_VLOG_AVX512
     static X apply(X a, X l) {                                                    \
       return vmax(a, X(0)) + l;                                                   \
     }                                                                             \
-  };
+  };                                                                              \
+  /* A span's last r < w elements as one batch: p's r values, the other lanes     \
+     repeating the last of them (which computes nothing the span's own elements   \
+     do not: no new division by zero or overflow). The vectorised kernels take    \
+     their tails so, and an element gets a batch's bits wherever it sits (a       \
+     batch's exp and the C library's differ in the last bit). */                  \
+  template <class B, class T>                                                     \
+  [[gnu::always_inline]] inline B tail_batch(const T* p, std::int64_t r, T* buf) { \
+    for (std::int64_t j = 0; j < static_cast<std::int64_t>(B::size); ++j)         \
+      buf[j] = p[j < r ? j : r - 1];                                              \
+    return B::load_aligned(buf);                                                  \
+  }
 
 XSYM_KERNEL_HELPERS
 
