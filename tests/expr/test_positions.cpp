@@ -14,15 +14,6 @@ using namespace xsym_test;
 namespace {
 
 template <class T>
-xt::xtensor<T, 1> values(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(-6.0, 6.0);
-  xt::xtensor<T, 1> a = xt::empty<T>({n});
-  for (auto& v : a) v = static_cast<T>(u(rng));
-  return a;
-}
-
-template <class T>
 bool same_bits(T a, T b) {
   return std::memcmp(&a, &b, sizeof(T)) == 0;
 }
@@ -41,7 +32,8 @@ TEMPLATE_TEST_CASE("every vectorised kernel gives an element the same bits where
       {"run-time Composite", e * 0.5 - xsym::log(e + 1)},
   };
   const std::size_t n = 1000 + 7;  // 62 or 125 batches, then 15 or 7 elements
-  const auto a = values<T>(n, 21);
+  std::mt19937 rng(21);
+  const auto a = random_tensor<T, 1>(rng, {n}, -6.0, 6.0);
   for (const auto& [name, expr] : cases) {
     INFO(name << ", " << type_name<T>());
     auto f = xsym::function("positions", xsym::inputs(x), expr);
