@@ -10080,6 +10080,7 @@ inline profile_scope::~profile_scope() {
 
 #include <cblas.h>
 
+#include <cmath>
 #include <vector>
 
 #include <xsimd/xsimd.hpp>
@@ -10115,6 +10116,30 @@ T mul(T a, T b) {
 template <class T>
 T mul_add(T s, T a, T b) { return add(s, mul(a, b)); }
 
+// a * b + c, rounded once where the vectors have a fused multiply-add: xsimd 8's fma is a
+// product and then a sum on AVX-512 (only its AVX and SSE kinds with FMA have their own),
+// twice the instructions and two roundings where AVX2 machines get one. The scalar form
+// rounds as the lanes do, so a tail element gets its lanes' bits.
+template <class B>
+[[gnu::always_inline]] inline B fmadd(const B& a, const B& b, const B& c) {
+  if constexpr (std::is_floating_point_v<B>) {
+#if defined(__FMA__) || defined(__FMA4__) || defined(__AVX512F__)
+    return std::fma(a, b, c);
+#else
+    return a * b + c;
+#endif
+  } else {
+#if defined(__AVX512F__)
+    if constexpr (sizeof(B) == 64 && std::is_same_v<typename B::value_type, float>)
+      return B(_mm512_fmadd_ps(a, b, c));
+    else if constexpr (sizeof(B) == 64 && std::is_same_v<typename B::value_type, double>)
+      return B(_mm512_fmadd_pd(a, b, c));
+    else
+#endif
+      return xsimd::fma(a, b, c);
+  }
+}
+
 // One vector load, aligned or not, so a loop is written once for both.
 template <bool Aligned, class B, class T>
 B load(const T* p) {
@@ -10131,8 +10156,8 @@ T dot_span(const T* a, const T* b, std::int64_t n) {
     constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
     B s0(T(0)), s1(T(0));
     for (; i + 2 * w <= n; i += 2 * w) {
-      s0 = xsimd::fma(B::load_unaligned(a + i), B::load_unaligned(b + i), s0);
-      s1 = xsimd::fma(B::load_unaligned(a + i + w), B::load_unaligned(b + i + w), s1);
+      s0 = fmadd(B::load_unaligned(a + i), B::load_unaligned(b + i), s0);
+      s1 = fmadd(B::load_unaligned(a + i + w), B::load_unaligned(b + i + w), s1);
     }
     s = xsimd::hadd(s0 + s1);
   }
@@ -10180,33 +10205,108 @@ template <int R, class B, class T>
   for (int j = 0; j < R; ++j) sums[j] = xsimd::hadd(s[j]);
 }
 
+// Lanes [lo, hi) from p[0, hi - lo), the other lanes `fill`; nothing outside is read.
+template <class B, class T>
+[[gnu::always_inline]] inline B partial_load(const T* p, std::int64_t lo, std::int64_t hi, T fill) {
+#if defined(__AVX512F__)
+  if constexpr (sizeof(B) == 64) {
+    const auto mask = static_cast<std::uint32_t>(((std::uint64_t{1} << hi) - 1) & ~((std::uint64_t{1} << lo) - 1));
+    if constexpr (std::is_same_v<T, float>)
+      return B(_mm512_mask_loadu_ps(_mm512_set1_ps(fill), static_cast<__mmask16>(mask), p - lo));
+    else if constexpr (std::is_same_v<T, double>)
+      return B(_mm512_mask_loadu_pd(_mm512_set1_pd(fill), static_cast<__mmask8>(mask), p - lo));
+  }
+#endif
+  alignas(64) T buf[B::size];
+  for (std::int64_t l = 0; l < static_cast<std::int64_t>(B::size); ++l) buf[l] = l >= lo && l < hi ? p[l - lo] : fill;
+  return B::load_aligned(buf);
+}
+
+// Lanes [0, n) of v to p[0, n); nothing else is written.
+template <class B, class T>
+[[gnu::always_inline]] inline void partial_store(const B& v, T* p, std::int64_t n) {
+#if defined(__AVX512F__)
+  if constexpr (sizeof(B) == 64) {
+    const auto mask = static_cast<std::uint32_t>((std::uint64_t{1} << n) - 1);
+    if constexpr (std::is_same_v<T, float>) {
+      _mm512_mask_storeu_ps(p, static_cast<__mmask16>(mask), v);
+      return;
+    } else if constexpr (std::is_same_v<T, double>) {
+      _mm512_mask_storeu_pd(p, static_cast<__mmask8>(mask), v);
+      return;
+    }
+  }
+#endif
+  alignas(64) T buf[B::size];
+  v.store_aligned(buf);
+  for (std::int64_t l = 0; l < n; ++l) p[l] = buf[l];
+}
+
+// Lane l of v to lane (l + by) mod w.
+template <class B>
+[[gnu::always_inline]] inline B rotate_lanes(const B& v, std::int64_t by) {
+  using T = typename B::value_type;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+#if defined(__AVX512F__)
+  if constexpr (sizeof(B) == 64 && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+    using I = std::conditional_t<std::is_same_v<T, float>, std::int32_t, std::int64_t>;
+    alignas(64) I from[w];  // lane c takes lane (c - by) mod w
+    for (std::int64_t c = 0; c < w; ++c) from[c] = static_cast<I>((c - by + w) % w);
+    if constexpr (std::is_same_v<T, float>) return B(_mm512_permutexvar_ps(_mm512_load_si512(from), v));
+    else return B(_mm512_permutexvar_pd(_mm512_load_si512(from), v));
+  }
+#endif
+  alignas(64) T lanes[w], moved[w];
+  v.store_aligned(lanes);
+  for (std::int64_t l = 0; l < w; ++l) moved[(l + by) % w] = lanes[l];
+  return B::load_aligned(moved);
+}
+
 // y[r] = dot(A[r, :], x), R rows at a time: each load of x serves R rows, and R independent
 // accumulators keep both FMA units busy (4 chains would wait on the FMA latency).
+// A row is summed in one order wherever it sits (its address, its place among the rows): lane
+// c sums the elements whose index is c modulo the vector size, in order, then the lanes are
+// reduced. Where the loads start at an aligned element p (the peel), lane l holds class
+// (p + l) mod w; the elements before p and after the last whole vector go in the same lanes
+// as partial vectors (the other lanes add -0: x is -0 there, A +0), and the lanes are put
+// back in class order before the reduction. The last rows of A (n < R) take a block too, its
+// other rows repeating the last one (the lanes' reduction differs between block sizes).
 template <int R, bool Aligned, class T>
-void gemv_row_block(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t k, std::int64_t peel, T alpha,
-                    const T* y0, T beta) {
+void gemv_row_block(const T* a, std::int64_t lda, std::int64_t n, const T* x, T* y, std::int64_t k, std::int64_t peel,
+                    T alpha, const T* y0, T beta) {
   using B = xsimd::batch<T>;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  const T* row[R];
+#pragma GCC unroll 8
+  for (int j = 0; j < R; ++j) row[j] = a + std::min<std::int64_t>(j, n - 1) * lda;
   // Every loop over j unrolled, so the accumulators live in registers: an array the compiler
   // keeps in memory is zeroed with `rep stos` per block, which cost 10% of the product.
   B s[R];
 #pragma GCC unroll 8
   for (int j = 0; j < R; ++j) s[j] = B(T(0));
+  if (peel > 0) {  // elements [0, peel), in lanes [w - peel, w)
+    const B xv = partial_load<B>(x, w - peel, w, T(-0.0));
+#pragma GCC unroll 8
+    for (int j = 0; j < R; ++j) s[j] = fmadd(partial_load<B>(row[j], w - peel, w, T(0)), xv, s[j]);
+  }
   std::int64_t i = peel;
   for (; i + w <= k; i += w) {
     const B xv = B::load_unaligned(x + i);
 #pragma GCC unroll 8
-    for (int j = 0; j < R; ++j) s[j] = xsimd::fma(load<Aligned, B>(a + j * lda + i), xv, s[j]);
+    for (int j = 0; j < R; ++j) s[j] = fmadd(load<Aligned, B>(row[j] + i), xv, s[j]);
+  }
+  if (i < k) {  // elements [i, k), in lanes [0, k - i)
+    const B xv = partial_load<B>(x + i, 0, k - i, T(-0.0));
+#pragma GCC unroll 8
+    for (int j = 0; j < R; ++j) s[j] = fmadd(partial_load<B>(row[j] + i, 0, k - i, T(0)), xv, s[j]);
+  }
+  if (peel > 0) {
+#pragma GCC unroll 8
+    for (int j = 0; j < R; ++j) s[j] = rotate_lanes(s[j], peel);
   }
   T sums[R];
   reduce_rows<R>(s, sums);
-  // The elements before the aligned part and after the last whole vector, one by one.
-  for (int j = 0; j < R; ++j) {
-    T v = sums[j];
-    for (std::int64_t ii = 0; ii < peel; ++ii) v += a[j * lda + ii] * x[ii];
-    for (std::int64_t ii = i; ii < k; ++ii) v += a[j * lda + ii] * x[ii];
-    y[j] = (y0 ? beta * y0[j] : T(0)) + alpha * v;
-  }
+  for (int j = 0; j < n; ++j) y[j] = (y0 ? beta * y0[j] : T(0)) + alpha * sums[j];
 }
 
 // y = alpha A x, or with y0 (which may be y itself) beta y0 + alpha A x.
@@ -10219,8 +10319,9 @@ void gemv_rows_serial(const T* a, std::int64_t lda, const T* x, T* y, std::int64
     auto blocks = [&](auto aligned) {
       constexpr bool al = decltype(aligned)::value;
       const std::int64_t p = al ? peel : 0;
-      for (; r + 8 <= m; r += 8) gemv_row_block<8, al>(a + r * lda, lda, x, y + r, k, p, alpha, y0 ? y0 + r : y0, beta);
-      for (; r + 4 <= m; r += 4) gemv_row_block<4, al>(a + r * lda, lda, x, y + r, k, p, alpha, y0 ? y0 + r : y0, beta);
+      for (; r < m; r += 8)
+        gemv_row_block<8, al>(a + r * lda, lda, std::min<std::int64_t>(8, m - r), x, y + r, k, p, alpha,
+                              y0 ? y0 + r : y0, beta);
     };
     if (peel >= 0) blocks(std::true_type{});
     else blocks(std::false_type{});
@@ -10251,7 +10352,7 @@ template <int Q, class T>
     const B xc(xs[j]);
     const T* col = a + j * lda + i;
 #pragma GCC unroll 8
-    for (int q = 0; q < Q; ++q) s[q] = xsimd::fma(B::load_unaligned(col + q * w), xc, s[q]);
+    for (int q = 0; q < Q; ++q) s[q] = fmadd(B::load_unaligned(col + q * w), xc, s[q]);
   }
 #pragma GCC unroll 8
   for (int q = 0; q < Q; ++q) s[q].store_unaligned(y + i + q * w);
@@ -10280,6 +10381,15 @@ void gemv_column_block(const T* a, std::int64_t lda, const T* xs, T* y, std::int
     if (i + w <= m) {
       gemv_column_strip<1>(a, lda, xs, y, i, cols);
       i += w;
+    }
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    if (i < m) {  // the last outputs (fewer than a vector): one partial vector, as the lanes compute
+      using B = xsimd::batch<T>;
+      B s = partial_load<B>(y + i, 0, m - i, T(0));
+      for (std::int64_t j = 0; j < cols; ++j) s = fmadd(partial_load<B>(a + j * lda + i, 0, m - i, T(0)), B(xs[j]), s);
+      partial_store(s, y + i, m - i);
+      i = m;
     }
   }
   for (; i < m; ++i) {
@@ -10334,16 +10444,17 @@ void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64
   parallel_chunks(m - peel, grain, threads, [&](std::int64_t lo, std::int64_t hi) { run_block(peel + lo, peel + hi); });
   if (y0) {
     // beta y0 + the product in one pass (beta == 1 gives y0 + product exactly, FMA or not).
-    std::int64_t vectors_end = 0;
     if constexpr (std::is_floating_point_v<T>) {
       using B = xsimd::batch<T>;
       constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-      vectors_end = m / w * w;
+      const std::int64_t vectors_end = m / w * w;
       const B bv(beta);
       for (std::int64_t i = 0; i < vectors_end; i += w)
-        xsimd::fma(bv, B::load_unaligned(y0 + i), B::load_unaligned(y + i)).store_unaligned(y_out + i);
+        fmadd(bv, B::load_unaligned(y0 + i), B::load_unaligned(y + i)).store_unaligned(y_out + i);
+      for (std::int64_t i = vectors_end; i < m; ++i) y_out[i] = fmadd(beta, y0[i], y[i]);  // as the lanes
+    } else {
+      for (std::int64_t i = 0; i < m; ++i) y_out[i] = add(mul(beta, y0[i]), y[i]);
     }
-    for (std::int64_t i = vectors_end; i < m; ++i) y_out[i] = add(mul(beta, y0[i]), y[i]);
   }
 }
 }  // namespace detail

@@ -2,7 +2,8 @@
 // last elements short of a batch (tail_batch), alone in a one-element call, or at another
 // offset. Each kind of kernel that vectorises: a lone op's, a chain with exp and log, a typed
 // tree's (through the call loop and into(...)'s short path) and an interpreted Composite from
-// run-time fusion. The values: exp and log, whose batch and C library forms differ.
+// run-time fusion. The values: exp and log, whose batch and C library forms differ. And the
+// matrix-vector products: an output's bits do not depend on the rows or columns beside it.
 #include "expr_util.hpp"
 
 #include <cstring>
@@ -61,5 +62,63 @@ TEMPLATE_TEST_CASE("every vectorised kernel gives an element the same bits where
           differ += !same_bits(got(j), whole(start + j)) + !same_bits(got_into(j), whole(start + j));
       }
     CHECK(differ == 0);
+  }
+}
+
+// dot(X, w): row r of X gives the same bits in a matrix of 1 to 40 rows (in a block of rows or
+// among the last ones) and alone at any address. dot(X.T, g) and 0.75 y0 - 0.5 dot(X.T, g): column j gives the same
+// bits whatever the number of columns from 2 (in a vector's lanes, in the scalar tail or in the
+// elements before the aligned part), where a lane's multiply-add is fused and the tail's was
+// a product and a sum.
+TEMPLATE_TEST_CASE("a matrix-vector product gives an output the same bits wherever it sits", "[expr][tail][dot]",
+                   float, double) {
+  using T = TestType;
+  auto X = xsym::matrix<T>("X");
+  auto v = xsym::vector<T>("v");
+  auto y0 = xsym::vector<T>("y0");
+  auto rows = xsym::function("rows", xsym::inputs(X, v), xsym::dot(X, v));
+  auto cols = xsym::function("cols", xsym::inputs(X, v), xsym::dot(X.T(), v));
+  auto acc = xsym::function("acc", xsym::inputs(X, v, y0), y0 * T(0.75) - T(0.5) * xsym::dot(X.T(), v));
+  const std::size_t m = 40, k = 100 + 3;
+  std::mt19937 rng(5);
+  const auto a = random_tensor<T, 2>(rng, {m, k}, -1.0, 1.0);
+  const auto x = random_tensor<T, 1>(rng, {k}, -1.0, 1.0);
+  const auto g = random_tensor<T, 1>(rng, {m}, -1.0, 1.0);
+  const auto z = random_tensor<T, 1>(rng, {k}, -1.0, 1.0);
+  INFO(type_name<T>());
+  {
+    const xt::xtensor<T, 1> whole = rows(a, x);
+    int differ = 0;
+    for (std::size_t n = 1; n <= m; ++n) {
+      const xt::xtensor<T, 2> first = xt::view(a, xt::range(0, n), xt::all());
+      const xt::xtensor<T, 1> got = rows(first, x);
+      for (std::size_t r = 0; r < n; ++r)
+        if (!same_bits(got(r), whole(r)) && differ++ == 0) UNSCOPED_INFO("first: row " << r << " of " << n);
+    }
+    // Each row alone, at every offset from a 64-byte boundary (another peel before aligned loads).
+    xt::xtensor<T, 2> shifted = xt::zeros<T>({std::size_t(1), k + 16});
+    for (std::size_t r = 0; r < m; ++r)
+      for (std::size_t off = 0; off < 16; ++off) {
+        xt::view(shifted, 0, xt::range(off, off + k)) = xt::view(a, r, xt::all());
+        auto alone = xt::view(shifted, xt::all(), xt::range(off, off + k));
+        if (!same_bits(xt::xtensor<T, 1>(rows(alone, x))(0), whole(r)) && differ++ == 0)
+          UNSCOPED_INFO("first: row " << r << " alone at offset " << off);
+      }
+    CHECK(differ == 0);
+  }
+  {
+    const xt::xtensor<T, 1> whole = cols(a, g), whole_acc = acc(a, g, z);
+    int differ = 0, differ_acc = 0;
+    for (std::size_t n = 2; n <= k; ++n) {  // one column: A = X.T is one row, for the row product
+      const xt::xtensor<T, 2> first = xt::view(a, xt::all(), xt::range(0, n));
+      const xt::xtensor<T, 1> z_first = xt::view(z, xt::range(0, n));
+      const xt::xtensor<T, 1> got = cols(first, g), got_acc = acc(first, g, z_first);
+      for (std::size_t j = 0; j < n; ++j) {
+        differ += !same_bits(got(j), whole(j));
+        differ_acc += !same_bits(got_acc(j), whole_acc(j));
+      }
+    }
+    CHECK(differ == 0);
+    CHECK(differ_acc == 0);
   }
 }
