@@ -10083,6 +10083,26 @@ inline profile_scope::~profile_scope() {
 #include <cmath>
 #include <vector>
 
+// ---- begin include/xsym/config/unroll.hpp ----
+#ifndef XSYM_CONFIG_UNROLL_HPP
+#define XSYM_CONFIG_UNROLL_HPP
+
+// XSYM_UNROLL(n) before a loop: GCC's `#pragma GCC unroll n`, which keeps a kernel's
+// accumulators in registers. nvcc's front end does not know the pragma and warns at each
+// (20 warnings for a one-function program that includes <xsym/gpu.hpp>); with the warning
+// suppressed for it, nvcc passes it on to the host compiler.
+#define XSYM_PRAGMA(text) _Pragma(#text)
+#if defined(__NVCC__)
+#define XSYM_UNROLL(n) \
+  XSYM_PRAGMA(nv_diagnostic push) XSYM_PRAGMA(nv_diag_suppress 1675) XSYM_PRAGMA(GCC unroll n) XSYM_PRAGMA(nv_diagnostic pop)
+#elif defined(__GNUC__)
+#define XSYM_UNROLL(n) XSYM_PRAGMA(GCC unroll n)
+#else
+#define XSYM_UNROLL(n)
+#endif
+
+#endif
+// ---- end include/xsym/config/unroll.hpp ----
 #include <xsimd/xsimd.hpp>
 
 
@@ -10174,7 +10194,7 @@ template <int R, class B, class T>
   if constexpr (R == 8 && std::is_same_v<T, float> && B::size == 16) {
     // Halves added: h[j] holds 8 partial sums of row j; three rounds of pairwise adds leave one.
     __m256 h[8];
-#pragma GCC unroll 8
+XSYM_UNROLL(8)
     for (int j = 0; j < 8; ++j) {
       const __m512 v = s[j];
       h[j] = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
@@ -10187,12 +10207,12 @@ template <int R, class B, class T>
   } else if constexpr (R == 8 && std::is_same_v<T, double> && B::size == 8) {
     // Halves added: h[j] holds 4 partial sums of row j; two rounds per group of 4 rows.
     __m256d h[8];
-#pragma GCC unroll 8
+XSYM_UNROLL(8)
     for (int j = 0; j < 8; ++j) {
       const __m512d v = s[j];
       h[j] = _mm256_add_pd(_mm512_castpd512_pd256(v), _mm512_extractf64x4_pd(v, 1));
     }
-#pragma GCC unroll 2
+XSYM_UNROLL(2)
     for (int q = 0; q < 2; ++q) {
       const __m256d c01 = _mm256_hadd_pd(h[4 * q], h[4 * q + 1]), c23 = _mm256_hadd_pd(h[4 * q + 2], h[4 * q + 3]);
       _mm256_storeu_pd(sums + 4 * q,
@@ -10201,7 +10221,7 @@ template <int R, class B, class T>
     return;
   }
 #endif
-#pragma GCC unroll 8
+XSYM_UNROLL(8)
   for (int j = 0; j < R; ++j) sums[j] = xsimd::hadd(s[j]);
 }
 
@@ -10277,31 +10297,31 @@ void gemv_row_block(const T* a, std::int64_t lda, std::int64_t n, const T* x, T*
   using B = xsimd::batch<T>;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
   const T* row[R];
-#pragma GCC unroll 8
+XSYM_UNROLL(8)
   for (int j = 0; j < R; ++j) row[j] = a + std::min<std::int64_t>(j, n - 1) * lda;
   // Every loop over j unrolled, so the accumulators live in registers: an array the compiler
   // keeps in memory is zeroed with `rep stos` per block, which cost 10% of the product.
   B s[R];
-#pragma GCC unroll 8
+XSYM_UNROLL(8)
   for (int j = 0; j < R; ++j) s[j] = B(T(0));
   if (peel > 0) {  // elements [0, peel), in lanes [w - peel, w)
     const B xv = partial_load<B>(x, w - peel, w, T(-0.0));
-#pragma GCC unroll 8
+XSYM_UNROLL(8)
     for (int j = 0; j < R; ++j) s[j] = fmadd(partial_load<B>(row[j], w - peel, w, T(0)), xv, s[j]);
   }
   std::int64_t i = peel;
   for (; i + w <= k; i += w) {
     const B xv = B::load_unaligned(x + i);
-#pragma GCC unroll 8
+XSYM_UNROLL(8)
     for (int j = 0; j < R; ++j) s[j] = fmadd(load<Aligned, B>(row[j] + i), xv, s[j]);
   }
   if (i < k) {  // elements [i, k), in lanes [0, k - i)
     const B xv = partial_load<B>(x + i, 0, k - i, T(-0.0));
-#pragma GCC unroll 8
+XSYM_UNROLL(8)
     for (int j = 0; j < R; ++j) s[j] = fmadd(partial_load<B>(row[j] + i, 0, k - i, T(0)), xv, s[j]);
   }
   if (peel > 0) {
-#pragma GCC unroll 8
+XSYM_UNROLL(8)
     for (int j = 0; j < R; ++j) s[j] = rotate_lanes(s[j], peel);
   }
   T sums[R];
@@ -10346,15 +10366,15 @@ template <int Q, class T>
   using B = xsimd::batch<T>;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
   B s[Q];
-#pragma GCC unroll 8
+XSYM_UNROLL(8)
   for (int q = 0; q < Q; ++q) s[q] = B::load_unaligned(y + i + q * w);
   for (std::int64_t j = 0; j < cols; ++j) {
     const B xc(xs[j]);
     const T* col = a + j * lda + i;
-#pragma GCC unroll 8
+XSYM_UNROLL(8)
     for (int q = 0; q < Q; ++q) s[q] = fmadd(B::load_unaligned(col + q * w), xc, s[q]);
   }
-#pragma GCC unroll 8
+XSYM_UNROLL(8)
   for (int q = 0; q < Q; ++q) s[q].store_unaligned(y + i + q * w);
 }
 
@@ -11204,7 +11224,7 @@ double sum_contiguous(const In* p, std::int64_t n) {
   if (n >= 32) {
     __m512d s[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
     for (; i + 32 <= n; i += 32)
-#pragma GCC unroll 4
+XSYM_UNROLL(4)
       for (int q = 0; q < 4; ++q) {
         if constexpr (std::is_same_v<In, float>) s[q] = _mm512_add_pd(s[q], _mm512_cvtps_pd(_mm256_loadu_ps(p + i + 8 * q)));
         else s[q] = _mm512_add_pd(s[q], _mm512_loadu_pd(p + i + 8 * q));
@@ -11215,7 +11235,7 @@ double sum_contiguous(const In* p, std::int64_t n) {
   if (n >= 16) {
     __m256d s[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
     for (; i + 16 <= n; i += 16)
-#pragma GCC unroll 4
+XSYM_UNROLL(4)
       for (int q = 0; q < 4; ++q) {
         if constexpr (std::is_same_v<In, float>) s[q] = _mm256_add_pd(s[q], _mm256_cvtps_pd(_mm_loadu_ps(p + i + 4 * q)));
         else s[q] = _mm256_add_pd(s[q], _mm256_loadu_pd(p + i + 4 * q));

@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../../config/unroll.hpp"
 #include "../../expr/ndarray.hpp"
 #include "../../expr/op.hpp"
 #include "kernel_table.hpp"
@@ -93,7 +94,7 @@ double sum_contiguous(const In* p, std::int64_t n) {
   if (n >= 32) {
     __m512d s[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
     for (; i + 32 <= n; i += 32)
-#pragma GCC unroll 4
+XSYM_UNROLL(4)
       for (int q = 0; q < 4; ++q) {
         if constexpr (std::is_same_v<In, float>) s[q] = _mm512_add_pd(s[q], _mm512_cvtps_pd(_mm256_loadu_ps(p + i + 8 * q)));
         else s[q] = _mm512_add_pd(s[q], _mm512_loadu_pd(p + i + 8 * q));
@@ -104,7 +105,7 @@ double sum_contiguous(const In* p, std::int64_t n) {
   if (n >= 16) {
     __m256d s[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
     for (; i + 16 <= n; i += 16)
-#pragma GCC unroll 4
+XSYM_UNROLL(4)
       for (int q = 0; q < 4; ++q) {
         if constexpr (std::is_same_v<In, float>) s[q] = _mm256_add_pd(s[q], _mm256_cvtps_pd(_mm_loadu_ps(p + i + 4 * q)));
         else s[q] = _mm256_add_pd(s[q], _mm256_loadu_pd(p + i + 4 * q));

@@ -84,9 +84,14 @@ __host__ __device__ inline T load(const reg& r, std::uint8_t t) {
 // As xsym::convert_value (expr/dtype.hpp) on the device: a float no integer holds becomes the minimum.
 template <class I, class T>
 __host__ __device__ inline I to_integer(T v) {
+  // std::numeric_limits' functions are host functions for nvcc: the minimum from its bits.
+  constexpr I imin = [] {
+    if constexpr (std::is_signed_v<I>) return static_cast<I>(std::make_unsigned_t<I>(1) << (8 * sizeof(I) - 1));
+    else return I(0);
+  }();
   if constexpr (std::is_floating_point_v<T>) {
-    const T lo = static_cast<T>(std::numeric_limits<I>::min());
-    if (!(v >= lo && v < -lo)) return std::numeric_limits<I>::min();
+    const T lo = static_cast<T>(imin);
+    if (!(v >= lo && v < -lo)) return imin;
   }
   return static_cast<I>(v);
 }
@@ -254,6 +259,30 @@ __host__ __device__ inline X vmaximum(X a, X b) { return b != b || a < b ? b : a
 template <class X>
 __host__ __device__ inline X vminimum(X a, X b) { return b != b || b < a ? b : a; }
 
+// Each floating-point op's expression in float64, for execute's integer instantiations.
+#define XSYM_GPU_FLOAT64_floating(S, ...)                                                              \
+  __host__ __device__ inline double floating_value_##S([[maybe_unused]] double a, [[maybe_unused]] double b) { \
+    using X = double; /* the name some expressions use */                                            \
+    (void)sizeof(X);                                                                                   \
+    return __VA_ARGS__;                                                                                \
+  }
+#define XSYM_GPU_FLOAT64_other(S, ...)
+#define XSYM_GPU_FLOAT64_wrapping XSYM_GPU_FLOAT64_other
+#define XSYM_GPU_FLOAT64_any XSYM_GPU_FLOAT64_other
+#define XSYM_GPU_FLOAT64_comparison XSYM_GPU_FLOAT64_other
+#define XSYM_GPU_FLOAT64_special XSYM_GPU_FLOAT64_other
+#define XSYM_GPU_FLOAT64_bitwise XSYM_GPU_FLOAT64_other
+#define XSYM_GPU_FLOAT64(S, name, arity, infix, family, flops, derivative, ...) XSYM_GPU_FLOAT64_##family(S, __VA_ARGS__)
+XSYM_OP_TABLE(XSYM_GPU_FLOAT64)
+#undef XSYM_GPU_FLOAT64
+#undef XSYM_GPU_FLOAT64_bitwise
+#undef XSYM_GPU_FLOAT64_special
+#undef XSYM_GPU_FLOAT64_comparison
+#undef XSYM_GPU_FLOAT64_any
+#undef XSYM_GPU_FLOAT64_wrapping
+#undef XSYM_GPU_FLOAT64_other
+#undef XSYM_GPU_FLOAT64_floating
+
 template <class T>
 __host__ __device__ inline void execute(const device_instruction& ins, reg* r, const std::uint8_t* types) {
   const auto op = static_cast<scalar_op>(ins.op);
@@ -271,7 +300,17 @@ __host__ __device__ inline void execute(const device_instruction& ins, reg* r, c
   case scalar_op::S: v = T(__VA_ARGS__); break;
 #define XSYM_GPU_wrapping XSYM_GPU_VALUE
 #define XSYM_GPU_any XSYM_GPU_VALUE
-#define XSYM_GPU_floating XSYM_GPU_VALUE
+// A floating-point op on an integer type computes in float64, as the graph does (it casts
+// integer operands first, so these cases are not reached; they are compiled for every T).
+#define XSYM_GPU_floating(S, ...)                                       \
+  case scalar_op::S:                                                    \
+    if constexpr (std::is_floating_point_v<T>) {                        \
+      v = T(__VA_ARGS__);                                               \
+    } else {                                                            \
+      const double fa = static_cast<double>(a), fb = static_cast<double>(b); \
+      v = static_cast<T>(floating_value_##S(fa, fb));                   \
+    }                                                                   \
+    break;
 #define XSYM_GPU_comparison XSYM_GPU_VALUE
 #define XSYM_GPU_special(S, ...)
 #define XSYM_GPU_bitwise XSYM_GPU_VALUE
