@@ -6199,6 +6199,39 @@ XSYM_VEXP_AVX512
 XSYM_VLOG_AVX512
 #endif
 
+// tail_batch's floats as masked loads: a vector load of values just stored one by one waits
+// for the stores (two or three times a one-element call's whole cost). nvcc's front end
+// declares no x86 intrinsics, so there the elements go through buf.
+#if defined(__CUDACC__)
+#define XSYM_TAIL_LOADS
+#else
+#define XSYM_TAIL_LOADS                                                                       \
+  if constexpr (sizeof(B) == 64 && std::is_same_v<T, float>) {                                \
+    const B v(_mm512_mask_loadu_ps(_mm512_set1_ps(p[r - 1]), static_cast<__mmask16>((1u << r) - 1u), p)); \
+    v.store_aligned(buf);                                                                     \
+    return v;                                                                                 \
+  }                                                                                           \
+  if constexpr (sizeof(B) == 64 && std::is_same_v<T, double>) {                               \
+    const B v(_mm512_mask_loadu_pd(_mm512_set1_pd(p[r - 1]), static_cast<__mmask8>((1u << r) - 1u), p)); \
+    v.store_aligned(buf);                                                                     \
+    return v;                                                                                 \
+  }                                                                                           \
+  if constexpr (sizeof(B) == 32 && std::is_same_v<T, float>) {                                \
+    const __m256 in = _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7),                   \
+                                    _mm256_set1_ps(static_cast<float>(r)), _CMP_LT_OQ);       \
+    const B v(_mm256_blendv_ps(_mm256_set1_ps(p[r - 1]), _mm256_maskload_ps(p, _mm256_castps_si256(in)), in)); \
+    v.store_aligned(buf);                                                                     \
+    return v;                                                                                 \
+  }                                                                                           \
+  if constexpr (sizeof(B) == 32 && std::is_same_v<T, double>) {                               \
+    const __m256d in = _mm256_cmp_pd(_mm256_setr_pd(0, 1, 2, 3),                              \
+                                     _mm256_set1_pd(static_cast<double>(r)), _CMP_LT_OQ);     \
+    const B v(_mm256_blendv_pd(_mm256_set1_pd(p[r - 1]), _mm256_maskload_pd(p, _mm256_castpd_si256(in)), in)); \
+    v.store_aligned(buf);                                                                     \
+    return v;                                                                                 \
+  }
+#endif
+
 #define XSYM_KERNEL_HELPERS                                                       \
   /* the float AVX-512 exp saturates to 0 and inf where C's does, with subnormal \
      results; the generic one sends edge lanes to the C library */                \
@@ -6458,37 +6491,13 @@ XSYM_VLOG_AVX512
      do not: no new division by zero or overflow). The vectorised kernels take    \
      their tails so, and an element gets a batch's bits wherever it sits (a       \
      batch's exp and the C library's differ in the last bit). The batch is also   \
-     stored to buf, where callers may read it. Floats take masked loads: a vector \
-     load of values just stored one by one waits for the stores (two or three     \
-     times a one-element call's whole cost). */                                  \
+     stored to buf, where callers may read it. */                                 \
   template <class B, class T>                                                     \
   [[gnu::always_inline]] inline B tail_batch(const T* p, std::int64_t r, T* buf) { \
-    B v;                                                                          \
-    if constexpr (sizeof(B) == 64 && std::is_same_v<T, float>) {                  \
-      v = B(_mm512_mask_loadu_ps(_mm512_set1_ps(p[r - 1]),                        \
-                                 static_cast<__mmask16>((1u << r) - 1u), p));     \
-    } else if constexpr (sizeof(B) == 64 && std::is_same_v<T, double>) {          \
-      v = B(_mm512_mask_loadu_pd(_mm512_set1_pd(p[r - 1]),                        \
-                                 static_cast<__mmask8>((1u << r) - 1u), p));      \
-    } else if constexpr (sizeof(B) == 32 && std::is_same_v<T, float>) {           \
-      const __m256 in = _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7),     \
-                                      _mm256_set1_ps(static_cast<float>(r)),      \
-                                      _CMP_LT_OQ);                                \
-      v = B(_mm256_blendv_ps(_mm256_set1_ps(p[r - 1]),                            \
-                             _mm256_maskload_ps(p, _mm256_castps_si256(in)), in)); \
-    } else if constexpr (sizeof(B) == 32 && std::is_same_v<T, double>) {          \
-      const __m256d in = _mm256_cmp_pd(_mm256_setr_pd(0, 1, 2, 3),                \
-                                       _mm256_set1_pd(static_cast<double>(r)),    \
-                                       _CMP_LT_OQ);                               \
-      v = B(_mm256_blendv_pd(_mm256_set1_pd(p[r - 1]),                            \
-                             _mm256_maskload_pd(p, _mm256_castpd_si256(in)), in)); \
-    } else {                                                                      \
-      for (std::int64_t j = 0; j < static_cast<std::int64_t>(B::size); ++j)       \
-        buf[j] = p[j < r ? j : r - 1];                                            \
-      return B::load_aligned(buf);                                                \
-    }                                                                             \
-    v.store_aligned(buf);                                                         \
-    return v;                                                                     \
+    XSYM_TAIL_LOADS                                                               \
+    for (std::int64_t j = 0; j < static_cast<std::int64_t>(B::size); ++j)         \
+      buf[j] = p[j < r ? j : r - 1];                                              \
+    return B::load_aligned(buf);                                                  \
   }
 
 XSYM_KERNEL_HELPERS
