@@ -301,12 +301,10 @@ XSYM_VLOG_AVX512
 #endif
 
 // tail_batch's floats as masked loads: a vector load of values just stored one by one waits
-// for the stores (two or three times a one-element call's whole cost). nvcc's front end
-// declares no x86 intrinsics, so there the elements go through buf.
-#if defined(__CUDACC__)
-#define XSYM_TAIL_LOADS
-#else
-#define XSYM_TAIL_LOADS                                                                       \
+// for the stores (two or three times a one-element call's whole cost). Only where the target
+// has the instructions (clang declares the intrinsics only then; nvcc's front end never).
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+#define XSYM_TAIL_LOADS_512                                                                   \
   if constexpr (sizeof(B) == 64 && std::is_same_v<T, float>) {                                \
     const B v(_mm512_mask_loadu_ps(_mm512_set1_ps(p[r - 1]), static_cast<__mmask16>((1u << r) - 1u), p)); \
     v.store_aligned(buf);                                                                     \
@@ -316,7 +314,12 @@ XSYM_VLOG_AVX512
     const B v(_mm512_mask_loadu_pd(_mm512_set1_pd(p[r - 1]), static_cast<__mmask8>((1u << r) - 1u), p)); \
     v.store_aligned(buf);                                                                     \
     return v;                                                                                 \
-  }                                                                                           \
+  }
+#else
+#define XSYM_TAIL_LOADS_512
+#endif
+#if defined(__AVX__) && !defined(__CUDACC__)
+#define XSYM_TAIL_LOADS_256                                                                   \
   if constexpr (sizeof(B) == 32 && std::is_same_v<T, float>) {                                \
     const __m256 in = _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7),                   \
                                     _mm256_set1_ps(static_cast<float>(r)), _CMP_LT_OQ);       \
@@ -331,7 +334,10 @@ XSYM_VLOG_AVX512
     v.store_aligned(buf);                                                                     \
     return v;                                                                                 \
   }
+#else
+#define XSYM_TAIL_LOADS_256
 #endif
+#define XSYM_TAIL_LOADS XSYM_TAIL_LOADS_512 XSYM_TAIL_LOADS_256
 
 #define XSYM_KERNEL_HELPERS                                                       \
   /* the float AVX-512 exp saturates to 0 and inf where C's does, with subnormal \
