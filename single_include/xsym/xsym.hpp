@@ -14591,13 +14591,27 @@ inline void function_runtime::compile_kernels(std::vector<detail::thunk>& thunks
   std::vector<cpu::jit_request> requests;
   for (detail::thunk& t : thunks) {
     // One instruction is already one pass of a precompiled kernel.
-    if (t.run != &detail::run_elemwise || t.prog.prog->code.size() < 2) continue;
+    if (t.prog.prog == nullptr || t.prog.prog->code.size() < 2) continue;
     cpu::jit_request r{&t.prog, {0, 0}};
-    for (std::size_t k = 0; k < t.node->inputs.size() && k < 64; ++k) {
-      const slot& in = g.slots[static_cast<std::size_t>(t.node->inputs[k])];
-      const unsigned all = (1u << in.rank) - 1u, last = in.rank > 0 ? 1u << (in.rank - 1) : 0u;
-      if ((t.slot_bcast[k] & all) == all) r.scalar_bits[0] |= std::uint64_t{1} << k;
-      if ((t.slot_bcast[k] & last) == last) r.scalar_bits[1] |= std::uint64_t{1} << k;
+    if (t.run == &detail::run_elemwise) {
+      for (std::size_t k = 0; k < t.node->inputs.size() && k < 64; ++k) {
+        const slot& in = g.slots[static_cast<std::size_t>(t.node->inputs[k])];
+        const unsigned all = (1u << in.rank) - 1u, last = in.rank > 0 ? 1u << (in.rank - 1) : 0u;
+        if ((t.slot_bcast[k] & all) == all) r.scalar_bits[0] |= std::uint64_t{1} << k;
+        if ((t.slot_bcast[k] & last) == last) r.scalar_bits[1] |= std::uint64_t{1} << k;
+      }
+    } else if (t.run == &detail::run_one_pass_gemv) {
+      // The Composite a OnePassGemv runs on each group of rows: u and the per-row vectors are
+      // arrays, the inputs of shape (1,) one value (detail::one_pass_rows).
+      const op& o = *t.node->fn;
+      const std::size_t first = o.accumulate ? 3 : 2;
+      for (int reg = 0, j = 0; reg < t.prog.prog->n_inputs && reg < 64; ++reg) {
+        if (reg == o.pass_u) continue;
+        if (t.slot_bcast[first + static_cast<std::size_t>(j++)] != 0) r.scalar_bits[0] |= std::uint64_t{1} << reg;
+      }
+      r.scalar_bits[1] = r.scalar_bits[0];
+    } else {
+      continue;
     }
     requests.push_back(r);
   }

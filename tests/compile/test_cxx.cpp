@@ -87,6 +87,55 @@ TEST_CASE("cxx compiles the benchmarks' float32 programs; values match float64 l
   }
 }
 
+TEST_CASE("cxx compiles a OnePassGemv's Composite: the one pass's groups and the two products match the steps",
+          "[compile][cxx][one_pass]") {
+  clean_config guard;
+  cxx_on cxx("one_pass");
+  const std::int64_t saved = xsym::cpu::one_pass_min_bytes();
+  std::mt19937 rng(11);
+  for (const std::int64_t min_bytes : {std::int64_t{0}, std::int64_t{1} << 40}) {  // one pass; two products
+    xsym::cpu::one_pass_min_bytes() = min_bytes;
+    for (std::size_t rows : {1, 37, 203}) {
+      const std::size_t feats = 45;
+      INFO(rows << " rows, one pass from " << min_bytes << " bytes");
+      const auto X = random_tensor<float, 2>(rng, {rows, feats}, -1, 1);
+      auto Y = random_tensor<float, 1>(rng, {rows}, 0, 1);
+      for (auto& v : Y) v = v > 0.5f ? 1.0f : 0.0f;
+      const auto w0 = random_tensor<float, 1>(rng, {feats}, -0.3, 0.3);
+      auto build = [&] {
+        auto x = xsym::matrix<float>("x");
+        auto y = xsym::vector<float>("y");
+        auto w = xsym::shared(w0, "w");
+        auto b = xsym::shared(0.25f, "b");
+        auto p_1 = 1 / (1 + exp(-dot(x, w) - b));
+        auto xent = -y * log(p_1) - (1 - y) * log(1 - p_1);
+        auto [gw, gb] = xsym::grad(mean(xent) + 0.01 * sum(w * w), w, b);
+        auto f = xsym::function("train", xsym::inputs(x, y), xsym::outputs(p_1 > 0.5, xent),
+                                xsym::updates(xsym::update(w, w - 0.1 * gw), xsym::update(b, b - 0.1 * gb)));
+        return std::tuple{f, w};
+      };
+      xsym::config.cxx = XSYM_TEST_CXX;
+      auto [compiled, w_c] = build();
+      int composites = 0, one_pass = 0;
+      for (const auto& n : compiled.toposort()) {
+        composites += n.op_name().find("Composite") != std::string::npos;
+        one_pass += n.class_name() == "xsym::OnePassGemv";
+      }
+      REQUIRE(one_pass == 1);
+      CHECK(compiled.runtime()->compiled_kernels().kernels == composites);  // the OnePassGemv's among them
+      xsym::config.cxx = "";
+      auto [steps, w_s] = build();
+      const auto [pred, xent] = compiled(X, Y);
+      const auto [pred_s, xent_s] = steps(X, Y);
+      CHECK(max_ulps(xent, xent_s) <= 8);
+      for (std::size_t r = 0; r < rows; ++r) CHECK(pred(r) == pred_s(r));
+      const auto wc = w_c.get_value(), ws = w_s.get_value();
+      for (std::size_t j = 0; j < feats; ++j) CHECK(std::abs(wc(j) - ws(j)) <= 1e-6f * std::max(1.0f, std::abs(ws(j))));
+    }
+  }
+  xsym::cpu::one_pass_min_bytes() = saved;
+}
+
 TEST_CASE("cxx compiles sigmoid(u) and sigmoid(-u) sharing one reciprocal", "[compile][cxx]") {
   // The kernel reads three registers (u, exp(-|u|) and the reciprocal). This area is built
   // without -march=native and cxx compiles with it: exp may differ by an ulp or two.
