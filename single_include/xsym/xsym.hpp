@@ -10146,6 +10146,105 @@ inline profile_scope::~profile_scope() {
 // ---- end include/xsym/config/unroll.hpp ----
 #include <xsimd/xsimd.hpp>
 
+// ---- begin include/xsym/backend/cpu/caches.hpp ----
+#ifndef XSYM_BACKEND_CPU_CACHES_HPP
+#define XSYM_BACKEND_CPU_CACHES_HPP
+
+// What the machine's caches hold, for the kernels that choose by it: streaming stores, one
+// pass over a matrix, prefetching rows from memory.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#if __has_include(<unistd.h>)
+#include <unistd.h>
+#endif
+#if defined(__linux__)
+#include <fcntl.h>
+#endif
+
+
+namespace xsym::cpu {
+
+namespace detail {
+XSYM_COLD_BEGIN  // run once, for the streaming threshold
+
+// The size of the last-level cache that CPU 0 shares, as Linux's sysfs lists it ("32768K"), or
+// -1. A virtual machine's sysconf may report the whole host's cache, where sysfs and lscpu
+// give the guest's.
+inline std::int64_t sysfs_llc_bytes() {
+#if defined(__linux__)
+  std::int64_t best = -1;
+  int best_level = 0;
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    auto read_line = [](const std::string& path) {
+      std::string text;
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return text;
+      char buf[64];
+      const auto got = ::read(fd, buf, sizeof buf - 1);
+      ::close(fd);
+      if (got > 0) text.assign(buf, static_cast<std::size_t>(got));
+      while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+      return text;
+    };
+    const std::string level = read_line(dir + "level"), type = read_line(dir + "type"), size = read_line(dir + "size");
+    if (level.empty()) break;
+    if (type == "Instruction" || size.empty()) continue;
+    char* end = nullptr;
+    const long long value = std::strtoll(size.c_str(), &end, 10);
+    const std::int64_t bytes = value * (*end == 'K' ? 1024 : *end == 'M' ? 1024 * 1024 : 1);
+    const int lv = std::atoi(level.c_str());
+    if (value > 0 && lv >= best_level) {
+      best_level = lv;
+      best = bytes;
+    }
+  }
+  return best;
+#else
+  return -1;
+#endif
+}
+
+// Bytes of a call's arrays (inputs and outputs) from which a node streams: 3/8 of the last-level
+// cache, the fraction glibc takes for its non-temporal memcpy. Below it, the output is likely still cached when the next node reads
+// it, and the ordinary stores and hardware prefetch are faster. The cache is sysfs's when it
+// lists one, else sysconf's; with neither, the threshold is 32 MiB.
+inline std::int64_t default_streaming_min_bytes() {
+  std::int64_t llc = sysfs_llc_bytes();
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+  if (llc <= 0) llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+  return llc > 0 ? llc / 8 * 3 : std::int64_t{32} << 20;
+}
+
+XSYM_COLD_END
+
+// One core's L2, as sysconf gives it; 1 MiB where it gives nothing.
+inline std::int64_t l2_cache_bytes() {
+  static const std::int64_t bytes = [] {
+    long v = -1;
+#if defined(_SC_LEVEL2_CACHE_SIZE)
+    v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    return v > 0 ? static_cast<std::int64_t>(v) : std::int64_t{1} << 20;
+  }();
+  return bytes;
+}
+}  // namespace detail
+
+/// @brief The streaming threshold in bytes (see detail::default_streaming_min_bytes); tests
+/// set it low to run the streaming path on small arrays.
+inline std::int64_t& streaming_min_bytes() {
+  static std::int64_t bytes = detail::default_streaming_min_bytes();
+  return bytes;
+}
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/caches.hpp ----
 
 namespace xsym::cpu {
 
@@ -10370,19 +10469,33 @@ XSYM_UNROLL(8)
   for (int j = 0; j < n; ++j) y[j] = (y0 ? beta * y0[j] : T(0)) + alpha * sums[j];
 }
 
-// y = alpha A x, or with y0 (which may be y itself) beta y0 + alpha A x.
+// Whether a product reads A from memory: more of it than the caches keep between calls (the
+// streaming threshold, which is a share of the last-level cache).
+template <class T>
+bool rows_from_memory(std::int64_t m, std::int64_t k) {
+  return m * k * static_cast<std::int64_t>(sizeof(T)) >= streaming_min_bytes();
+}
+
+// y = alpha A x, or with y0 (which may be y itself) beta y0 + alpha A x. from_memory: A comes
+// from memory (rows_from_memory), where each block of 8 rows would start with 8 misses at once
+// and wait for them; the first line of each of the next block's rows is asked for while a
+// block is summed (docs/performance.md, "Row products from memory"). From the caches that
+// costs more than it saves.
 template <class T>
 void gemv_rows_serial(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha,
-                      const T* y0, T beta) {
+                      const T* y0, T beta, bool from_memory = false) {
   std::int64_t r = 0;
   if constexpr (std::is_floating_point_v<T>) {
     const std::int64_t peel = peel_for(a, lda, k);
     auto blocks = [&](auto aligned) {
       constexpr bool al = decltype(aligned)::value;
       const std::int64_t p = al ? peel : 0;
-      for (; r < m; r += 8)
+      for (; r < m; r += 8) {
+        if (from_memory)
+          for (std::int64_t j = r + 8; j < std::min<std::int64_t>(r + 16, m); ++j) __builtin_prefetch(a + j * lda);
         gemv_row_block<8, al>(a + r * lda, lda, std::min<std::int64_t>(8, m - r), x, y + r, k, p, alpha,
                               y0 ? y0 + r : y0, beta);
+      }
     };
     if (peel >= 0) blocks(std::true_type{});
     else blocks(std::false_type{});
@@ -10394,8 +10507,9 @@ template <class T>
 void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha, const T* y0,
                T beta, int threads = 1) {
   // Threads take whole blocks of 8 rows: each row is summed as on one thread.
+  const bool from_memory = rows_from_memory<T>(m, k);
   parallel_chunks(m, 8, threads, [&](std::int64_t lo, std::int64_t hi) {
-    gemv_rows_serial(a + lo * lda, lda, x, y + lo, hi - lo, k, alpha, y0 ? y0 + lo : y0, beta);
+    gemv_rows_serial(a + lo * lda, lda, x, y + lo, hi - lo, k, alpha, y0 ? y0 + lo : y0, beta, from_memory);
   });
 }
 
@@ -10661,12 +10775,6 @@ void dot22_typed(const ndarray& a_in, const ndarray& b_in, ndarray& c, double al
 #include <string>
 #include <vector>
 
-#if __has_include(<unistd.h>)
-#include <unistd.h>
-#endif
-#if defined(__linux__)
-#include <fcntl.h>
-#endif
 #if defined(__SSE2__)
 #include <immintrin.h>
 #endif
@@ -10775,67 +10883,7 @@ inline void stream_copy(std::byte* dst, const std::byte* src, std::size_t bytes)
 #endif
 }
 
-XSYM_COLD_BEGIN  // run once, for the streaming threshold
-
-// The size of the last-level cache that CPU 0 shares, as Linux's sysfs lists it ("32768K"), or
-// -1. A virtual machine's sysconf may report the whole host's cache, where sysfs and lscpu
-// give the guest's.
-inline std::int64_t sysfs_llc_bytes() {
-#if defined(__linux__)
-  std::int64_t best = -1;
-  int best_level = 0;
-  for (int index = 0; index < 16; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
-    auto read_line = [](const std::string& path) {
-      std::string text;
-      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) return text;
-      char buf[64];
-      const auto got = ::read(fd, buf, sizeof buf - 1);
-      ::close(fd);
-      if (got > 0) text.assign(buf, static_cast<std::size_t>(got));
-      while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-      return text;
-    };
-    const std::string level = read_line(dir + "level"), type = read_line(dir + "type"), size = read_line(dir + "size");
-    if (level.empty()) break;
-    if (type == "Instruction" || size.empty()) continue;
-    char* end = nullptr;
-    const long long value = std::strtoll(size.c_str(), &end, 10);
-    const std::int64_t bytes = value * (*end == 'K' ? 1024 : *end == 'M' ? 1024 * 1024 : 1);
-    const int lv = std::atoi(level.c_str());
-    if (value > 0 && lv >= best_level) {
-      best_level = lv;
-      best = bytes;
-    }
-  }
-  return best;
-#else
-  return -1;
-#endif
-}
-
-// Bytes of a call's arrays (inputs and outputs) from which a node streams: 3/8 of the last-level
-// cache, the fraction glibc takes for its non-temporal memcpy. Below it, the output is likely still cached when the next node reads
-// it, and the ordinary stores and hardware prefetch are faster. The cache is sysfs's when it
-// lists one, else sysconf's; with neither, the threshold is 32 MiB.
-inline std::int64_t default_streaming_min_bytes() {
-  std::int64_t llc = sysfs_llc_bytes();
-#if defined(_SC_LEVEL3_CACHE_SIZE)
-  if (llc <= 0) llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-#endif
-  return llc > 0 ? llc / 8 * 3 : std::int64_t{32} << 20;
-}
-
-XSYM_COLD_END
 }  // namespace detail
-
-/// @brief The streaming threshold in bytes (see detail::default_streaming_min_bytes); tests
-/// set it low to run the streaming path on small arrays.
-inline std::int64_t& streaming_min_bytes() {
-  static std::int64_t bytes = detail::default_streaming_min_bytes();
-  return bytes;
-}
 
 namespace detail {
 /// A step's arguments, to[j] = reg[st.args[j]], and the mask its kernel takes: bit j where
@@ -11061,27 +11109,12 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
 // y = beta y0 + alpha Aᵀ g, where g is computed row by row from u = A x (a training step's
 // two products and the elementwise work between them), reading A once from memory: group by
 // group of rows, u for the group, g for the group, then the group's rows again from L2.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
 
 namespace xsym::cpu {
-
-namespace detail {
-inline std::int64_t l2_cache_bytes() {
-  static const std::int64_t bytes = [] {
-    long v = -1;
-#if defined(_SC_LEVEL2_CACHE_SIZE)
-    v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-    return v > 0 ? static_cast<std::int64_t>(v) : std::int64_t{1} << 20;
-  }();
-  return bytes;
-}
-}  // namespace detail
 
 /// @brief Bytes of A from which a OnePassGemv node makes one pass: where A does not stay in the
 /// caches between the two products. That is streaming_min_bytes' share of the last-level
@@ -11125,6 +11158,7 @@ void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k,
   const std::int64_t kp = (k + 15) / 16 * 16;  // each part's sum on its own cache lines
   std::int64_t parts = std::min(groups, one_pass_max_parts);
   parts = std::max<std::int64_t>(1, std::min<std::int64_t>(parts, (std::int64_t{32} << 20) / (kp * static_cast<std::int64_t>(sizeof(T)))));
+  const bool from_memory = rows_from_memory<T>(m, k);
   thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> partial;
   partial.resize(static_cast<std::size_t>(parts * kp));
   T* const sums = partial.data();
@@ -11135,7 +11169,7 @@ void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k,
     std::fill(acc, acc + k, T(0));
     for (std::int64_t grp = groups * p / parts; grp < groups * (p + 1) / parts; ++grp) {
       const std::int64_t r0 = grp * group, n = std::min(group, m - r0);
-      gemv_rows_serial(a + r0 * lda, lda, x, u.data(), n, k, T(1), static_cast<const T*>(nullptr), T(0));
+      gemv_rows_serial(a + r0 * lda, lda, x, u.data(), n, k, T(1), static_cast<const T*>(nullptr), T(0), from_memory);
       rows.run(rows.ctx, r0, n, u.data());
       for (std::int64_t c = 0; c < n; c += 16) {
         const std::int64_t cols = std::min<std::int64_t>(16, n - c);

@@ -187,6 +187,44 @@ TEST_CASE("one_pass_gemv matches float64 loops and the unfused graph on many sha
   }
 }
 
+TEST_CASE("row products from memory (the next rows' first lines asked for) give the same bits", "[compile][one_pass]") {
+  xsym_test::clean_config guard;
+  struct restore_threshold {
+    std::int64_t saved = xsym::cpu::streaming_min_bytes();
+    ~restore_threshold() { xsym::cpu::streaming_min_bytes() = saved; }
+  } restore;
+  // Rows around the 8-row blocks and a group's end; X's rows strided (a column view) too.
+  const std::pair<std::size_t, std::size_t> shapes[] = {{1, 7}, {9, 33}, {203, 300}, {1000, 256}};
+  auto run = [&](auto tag, bool forced, std::size_t rows, std::size_t feats, bool strided, bool from_memory) {
+    using T = decltype(tag);
+    std::mt19937 local(static_cast<unsigned>(rows * 31 + feats));
+    const step_data<T> d(rows, feats + (strided ? 3 : 0), local, 0.1, 0.2);
+    std::optional<one_pass_everywhere> everywhere;
+    if (forced) everywhere.emplace();
+    xsym::cpu::streaming_min_bytes() = from_memory ? 0 : std::int64_t{1} << 60;
+    const xt::xtensor<T, 1> w0 = xt::view(d.w0, xt::range(0, feats));
+    step<T> s(w0, "");
+    auto X = xt::view(d.X, xt::all(), xt::range(0, feats));
+    auto [pred, xent] = s.f()(X, d.Y, d.C);
+    return std::tuple{xt::xtensor<bool, 1>(pred), xt::xtensor<T, 1>(xent), s.w().get_value(), s.b().get_value()()};
+  };
+  for (bool forced : {true, false})
+    for (auto [rows, feats] : shapes)
+      for (bool strided : {false, true}) {
+        INFO(rows << " x " << feats << (strided ? " strided" : "") << (forced ? ", one pass" : ", two products"));
+        auto check = [&](auto tag) {
+          const auto cached = run(tag, forced, rows, feats, strided, false);
+          const auto memory = run(tag, forced, rows, feats, strided, true);
+          REQUIRE(std::get<0>(cached) == std::get<0>(memory));
+          REQUIRE(std::get<1>(cached) == std::get<1>(memory));
+          REQUIRE(std::get<2>(cached) == std::get<2>(memory));
+          REQUIRE(std::get<3>(cached) == std::get<3>(memory));
+        };
+        check(float{});
+        check(double{});
+      }
+}
+
 TEST_CASE("one_pass_gemv takes views, strided and offset arguments, and names bad shapes", "[compile][one_pass]") {
   xsym_test::clean_config guard;
   one_pass_everywhere everywhere;

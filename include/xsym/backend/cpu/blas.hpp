@@ -11,6 +11,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "../../expr/ndarray.hpp"
+#include "caches.hpp"
 #include "kernel_table.hpp"
 #include "parallel.hpp"
 #include "scalar_kernels.hpp"
@@ -238,19 +239,33 @@ XSYM_UNROLL(8)
   for (int j = 0; j < n; ++j) y[j] = (y0 ? beta * y0[j] : T(0)) + alpha * sums[j];
 }
 
-// y = alpha A x, or with y0 (which may be y itself) beta y0 + alpha A x.
+// Whether a product reads A from memory: more of it than the caches keep between calls (the
+// streaming threshold, which is a share of the last-level cache).
+template <class T>
+bool rows_from_memory(std::int64_t m, std::int64_t k) {
+  return m * k * static_cast<std::int64_t>(sizeof(T)) >= streaming_min_bytes();
+}
+
+// y = alpha A x, or with y0 (which may be y itself) beta y0 + alpha A x. from_memory: A comes
+// from memory (rows_from_memory), where each block of 8 rows would start with 8 misses at once
+// and wait for them; the first line of each of the next block's rows is asked for while a
+// block is summed (docs/performance.md, "Row products from memory"). From the caches that
+// costs more than it saves.
 template <class T>
 void gemv_rows_serial(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha,
-                      const T* y0, T beta) {
+                      const T* y0, T beta, bool from_memory = false) {
   std::int64_t r = 0;
   if constexpr (std::is_floating_point_v<T>) {
     const std::int64_t peel = peel_for(a, lda, k);
     auto blocks = [&](auto aligned) {
       constexpr bool al = decltype(aligned)::value;
       const std::int64_t p = al ? peel : 0;
-      for (; r < m; r += 8)
+      for (; r < m; r += 8) {
+        if (from_memory)
+          for (std::int64_t j = r + 8; j < std::min<std::int64_t>(r + 16, m); ++j) __builtin_prefetch(a + j * lda);
         gemv_row_block<8, al>(a + r * lda, lda, std::min<std::int64_t>(8, m - r), x, y + r, k, p, alpha,
                               y0 ? y0 + r : y0, beta);
+      }
     };
     if (peel >= 0) blocks(std::true_type{});
     else blocks(std::false_type{});
@@ -262,8 +277,9 @@ template <class T>
 void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha, const T* y0,
                T beta, int threads = 1) {
   // Threads take whole blocks of 8 rows: each row is summed as on one thread.
+  const bool from_memory = rows_from_memory<T>(m, k);
   parallel_chunks(m, 8, threads, [&](std::int64_t lo, std::int64_t hi) {
-    gemv_rows_serial(a + lo * lda, lda, x, y + lo, hi - lo, k, alpha, y0 ? y0 + lo : y0, beta);
+    gemv_rows_serial(a + lo * lda, lda, x, y + lo, hi - lo, k, alpha, y0 ? y0 + lo : y0, beta, from_memory);
   });
 }
 

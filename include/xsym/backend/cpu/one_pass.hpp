@@ -4,8 +4,6 @@
 // y = beta y0 + alpha Aᵀ g, where g is computed row by row from u = A x (a training step's
 // two products and the elementwise work between them), reading A once from memory: group by
 // group of rows, u for the group, g for the group, then the group's rows again from L2.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -14,19 +12,6 @@
 #include "elemwise.hpp"
 
 namespace xsym::cpu {
-
-namespace detail {
-inline std::int64_t l2_cache_bytes() {
-  static const std::int64_t bytes = [] {
-    long v = -1;
-#if defined(_SC_LEVEL2_CACHE_SIZE)
-    v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-    return v > 0 ? static_cast<std::int64_t>(v) : std::int64_t{1} << 20;
-  }();
-  return bytes;
-}
-}  // namespace detail
 
 /// @brief Bytes of A from which a OnePassGemv node makes one pass: where A does not stay in the
 /// caches between the two products. That is streaming_min_bytes' share of the last-level
@@ -70,6 +55,7 @@ void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k,
   const std::int64_t kp = (k + 15) / 16 * 16;  // each part's sum on its own cache lines
   std::int64_t parts = std::min(groups, one_pass_max_parts);
   parts = std::max<std::int64_t>(1, std::min<std::int64_t>(parts, (std::int64_t{32} << 20) / (kp * static_cast<std::int64_t>(sizeof(T)))));
+  const bool from_memory = rows_from_memory<T>(m, k);
   thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> partial;
   partial.resize(static_cast<std::size_t>(parts * kp));
   T* const sums = partial.data();
@@ -80,7 +66,7 @@ void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k,
     std::fill(acc, acc + k, T(0));
     for (std::int64_t grp = groups * p / parts; grp < groups * (p + 1) / parts; ++grp) {
       const std::int64_t r0 = grp * group, n = std::min(group, m - r0);
-      gemv_rows_serial(a + r0 * lda, lda, x, u.data(), n, k, T(1), static_cast<const T*>(nullptr), T(0));
+      gemv_rows_serial(a + r0 * lda, lda, x, u.data(), n, k, T(1), static_cast<const T*>(nullptr), T(0), from_memory);
       rows.run(rows.ctx, r0, n, u.data());
       for (std::int64_t c = 0; c < n; c += 16) {
         const std::int64_t cols = std::min<std::int64_t>(16, n - c);
