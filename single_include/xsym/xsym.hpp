@@ -10883,9 +10883,6 @@ inline void stream_copy(std::byte* dst, const std::byte* src, std::size_t bytes)
 #endif
 }
 
-}  // namespace detail
-
-namespace detail {
 /// A step's arguments, to[j] = reg[st.args[j]], and the mask its kernel takes: bit j where
 /// argument j is one value (bit r of one_value: register r is).
 template <class P>
