@@ -8370,17 +8370,80 @@ struct lanes_as_scalars<tree::apply<S, A...>>
   return reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(out) + (len - 1) >= 2 * len - 1;
 }
 
-// The tree over n elements of out from a's leaves. With `stream`, and out on a cache line, the
-// batches leave with non-temporal stores (as a streaming chain's do). With `apart` (out shares
-// no byte with an array leaf) and ops whose lanes compute as their scalars do, the last n % w
-// elements come from one batch ending at n: it recomputes a few elements already written, with
-// the same bits, where a scalar tail takes one iteration per element (up to 15 with AVX-512
-// floats).
+// Leaf j's array, from the program's inputs (leaf j reads in[map[j]]).
+template <class Tree, class T = typename Tree::value_type, int L = Tree::leaves>
+[[gnu::always_inline]] inline typed_args<T, L> run_args(const std::byte* const* in, const std::uint8_t* map) {
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  typed_args<T, L> a;
+  for (int j = 0; j < L; ++j) {
+    a.p[j] = reinterpret_cast<const T*>(in[map[j]]);
+    a.s[j] = (one_value >> j) & 1u ? a.p[j][0] : T(0);
+  }
+  return a;
+}
+
+// Leaf j's array, from a call's arguments (typed_leaves): unrolled from the tree's type.
+template <class Tree, class T = typename Tree::value_type, int L = Tree::leaves>
+[[gnu::always_inline]] inline typed_args<T, L> direct_args(const typed_leaves& d, const std::byte* const* args) {
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  typed_args<T, L> a;
+  [&]<int... J>(std::integer_sequence<int, J...>) {
+    (
+        [&] {
+          const int k = d.arg[J];
+          a.p[J] = reinterpret_cast<const T*>(k < 0 ? d.constant[J] : args[k]);
+          if constexpr ((one_value >> J) & 1u) a.s[J] = a.p[J][0];
+        }(),
+        ...);
+  }(std::make_integer_sequence<int, L>{});
+  return a;
+}
+
+// The last n - i elements (fewer than a batch) as one batch over copies of the leaves' last
+// elements (tail_batch), as the ops' own kernels take theirs.
+template <class Tree, class T, int L>
+[[gnu::always_inline]] inline void typed_tail(const typed_args<T, L>& a, T* const out, std::int64_t i, std::int64_t n) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  alignas(64) T copies[L][w];
+  alignas(64) T result[w];
+  typed_args<T, L> t = a;
+  const std::int64_t r = n - i;
+  for (int j = 0; j < L; ++j)
+    if (!((one_value >> j) & 1u)) {
+      tail_batch<B>(a.p[j] + i, r, copies[j]);
+      t.p[j] = copies[j];
+    }
+  typed_eval<Tree, 0>::template at<B>(t, 0).store_aligned(result);
+  for (std::int64_t j = 0; j < r; ++j) out[i + j] = result[j];
+}
+
+// The tails out of line, the leaves found again: with `a` (or the aligned copies) in the loop's
+// function, every call set up a realigned frame for it.
+template <class Tree>
+[[gnu::noinline]] void typed_run_tail(const std::byte* const* in, const std::uint8_t* map, std::byte* out,
+                                      std::int64_t i, std::int64_t n) {
+  typed_tail<Tree>(run_args<Tree>(in, map), reinterpret_cast<typename Tree::value_type*>(out), i, n);
+}
+template <class Tree>
+[[gnu::noinline]] void typed_direct_tail(const typed_leaves& d, const std::byte* const* args, std::byte* out,
+                                         std::int64_t i, std::int64_t n) {
+  typed_tail<Tree>(direct_args<Tree>(d, args), reinterpret_cast<typename Tree::value_type*>(out), i, n);
+}
+
+// The tree over n elements of out from a's leaves; returns where the elements it left start (n
+// where none are left: the caller's tail takes them). With `stream`, and out on a cache line,
+// the batches leave with non-temporal stores (as a streaming chain's do). With `apart` (out
+// shares no byte with an array leaf) and ops whose lanes compute as their scalars do, the last
+// n % w elements come from one batch ending at n: it recomputes a few elements already
+// written, with the same bits, where a scalar tail takes one iteration per element (up to 15
+// with AVX-512 floats).
 // Inlined into both callers: `a` then never leaves registers, where a reference to it would
 // make the stores (which may alias anything) reload its pointers at every batch.
 template <class Tree, class T, int L>
-[[gnu::always_inline]] inline void typed_loop(const typed_args<T, L>& a, T* const out, std::int64_t n, bool stream,
-                                              bool apart) {
+[[gnu::always_inline]] inline std::int64_t typed_loop(const typed_args<T, L>& a, T* const out, std::int64_t n,
+                                                      bool stream, bool apart) {
   using B = xsimd::batch<T>;
   std::int64_t i = 0;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
@@ -8396,25 +8459,11 @@ template <class Tree, class T, int L>
     }
     for (; i + w <= n; i += w) typed_eval<Tree, 0>::template at<B>(a, i).store_unaligned(out + i);
   }
-  if (i == n) return;
-  if (lanes_as_scalars<Tree>::value && apart && n >= w) {
+  if (i < n && lanes_as_scalars<Tree>::value && apart && n >= w) {
     typed_eval<Tree, 0>::template at<B>(a, n - w).store_unaligned(out + n - w);
-    return;
+    return n;
   }
-  // The tail as one batch over copies of the leaves' last elements (tail_batch), as the ops'
-  // own kernels take theirs.
-  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
-  alignas(64) T copies[L][w];
-  alignas(64) T result[w];
-  typed_args<T, L> t = a;
-  const std::int64_t r = n - i;
-  for (int j = 0; j < L; ++j)
-    if (!((one_value >> j) & 1u)) {
-      tail_batch<B>(a.p[j] + i, r, copies[j]);
-      t.p[j] = copies[j];
-    }
-  typed_eval<Tree, 0>::template at<B>(t, 0).store_aligned(result);
-  for (std::int64_t j = 0; j < r; ++j) out[i + j] = result[j];
+  return i;
 }
 
 /// The tree over n elements: leaf j reads the program's input in[map[j]].
@@ -8424,11 +8473,7 @@ void typed_run(const std::byte* const* in, const std::uint8_t* map, std::byte* o
   constexpr int L = Tree::leaves;
   constexpr std::uint64_t one_value = scalar_leaves<Tree>();
   if (n <= 0) return;
-  typed_args<T, L> a;
-  for (int j = 0; j < L; ++j) {
-    a.p[j] = reinterpret_cast<const T*>(in[map[j]]);
-    a.s[j] = (one_value >> j) & 1u ? a.p[j][0] : T(0);
-  }
+  const typed_args<T, L> a = run_args<Tree>(in, map);
   // Whether out is apart from every array leaf, asked only where there is a tail to take.
   constexpr std::int64_t w = static_cast<std::int64_t>(xsimd::batch<T>::size);
   bool apart = lanes_as_scalars<Tree>::value && n % w != 0 && n >= w;
@@ -8437,7 +8482,8 @@ void typed_run(const std::byte* const* in, const std::uint8_t* map, std::byte* o
     for (int j = 0; j < L; ++j)
       if (!((one_value >> j) & 1u)) apart &= spans_apart(a.p[j], out_bytes, len);
   }
-  typed_loop<Tree>(a, reinterpret_cast<T*>(out_bytes), n, stream, apart);
+  const std::int64_t i = typed_loop<Tree>(a, reinterpret_cast<T*>(out_bytes), n, stream, apart);
+  if (i < n) typed_run_tail<Tree>(in, map, out_bytes, i, n);
 }
 
 /// The tree over n elements straight from a call's arguments (typed_direct_fn): each leaf's
@@ -8450,25 +8496,14 @@ bool typed_direct(const typed_leaves& d, const std::byte* const* args, std::byte
   constexpr std::uint64_t one_value = scalar_leaves<Tree>();
   if (n <= 0) return true;
   const std::uintptr_t len = static_cast<std::uintptr_t>(n) * sizeof(T);
-  typed_args<T, L> a;
+  const typed_args<T, L> a = direct_args<Tree>(d, args);
+  // An array leaf beside the destination: the call loop computes into a buffer of its own.
   bool apart = true;
-  [&]<int... J>(std::integer_sequence<int, J...>) {
-    (
-        [&] {
-          const int k = d.arg[J];
-          const std::byte* p = k < 0 ? d.constant[J] : args[k];
-          a.p[J] = reinterpret_cast<const T*>(p);
-          if constexpr ((one_value >> J) & 1u) {
-            a.s[J] = a.p[J][0];
-          } else {
-            // An array leaf beside the destination: the call loop computes into a buffer of its own.
-            apart &= spans_apart(p, out_bytes, len);
-          }
-        }(),
-        ...);
-  }(std::make_integer_sequence<int, L>{});
+  for (int j = 0; j < L; ++j)
+    if (!((one_value >> j) & 1u)) apart &= spans_apart(a.p[j], out_bytes, len);
   if (!apart) return false;
-  typed_loop<Tree>(a, reinterpret_cast<T*>(out_bytes), n, false, true);
+  const std::int64_t i = typed_loop<Tree>(a, reinterpret_cast<T*>(out_bytes), n, false, true);
+  if (i < n) typed_direct_tail<Tree>(d, args, out_bytes, i, n);
   return true;
 }
 
@@ -14394,6 +14429,7 @@ class function_runtime {
   /// direct_argument) and returns true when this call needs nothing else; false, having done
   /// nothing, otherwise.
   bool run_direct(const std::byte* const* args, std::byte* dest, std::int64_t n) const;
+  bool run_direct_step(const std::byte* const* args, std::byte* dest, std::int64_t n) const;
   bool has_direct() const { return m_direct.direct || m_direct.step || m_direct.jit; }
 
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
@@ -15076,6 +15112,13 @@ inline bool function_runtime::run_direct(const std::byte* const* args, std::byte
   if (profiling_compiled_in && (m_profile || detail::any_scope_active())) return false;
   if (n < d.min_elements || n >= d.max_elements || n * d.bytes_per_element >= cpu::streaming_min_bytes()) return false;
   if (d.direct) return d.direct(d.leaves, args, dest, n);  // a typed kernel; otherwise a lone op
+  return run_direct_step(args, dest, n);
+}
+
+// Out of line: its arrays of arguments would give the typed kernel's path a frame to set up.
+[[gnu::noinline]] inline bool function_runtime::run_direct_step(const std::byte* const* args, std::byte* dest,
+                                                                std::int64_t n) const {
+  const direct_kernel& d = m_direct;
   const auto out_lo = reinterpret_cast<std::intptr_t>(dest);
   const std::intptr_t out_hi = out_lo + n * d.elem_bytes;
   const std::byte* in[limits::max_registers];
@@ -15980,6 +16023,13 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
           return;
       }
     }
+    run_into_loop(dests, std::index_sequence<O...>{}, args...);
+  }
+
+  // The call loop, out of line: inlined, its frame and saved registers were most of the short
+  // path's fixed cost.
+  template <class Tuple, std::size_t... O, class... Args>
+  [[gnu::noinline]] void run_into_loop(const Tuple& dests, std::index_sequence<O...>, const Args&... args) const {
     ndarray wraps[sizeof...(O)];
     (detail::bind_destination<typename std::tuple_element_t<O, std::tuple<Out...>>::value_type,
                                    std::tuple_element_t<O, std::tuple<Out...>>::rank>(wraps[O], std::get<O>(dests),

@@ -127,6 +127,13 @@ inline bool function_runtime::run_direct(const std::byte* const* args, std::byte
   if (profiling_compiled_in && (m_profile || detail::any_scope_active())) return false;
   if (n < d.min_elements || n >= d.max_elements || n * d.bytes_per_element >= cpu::streaming_min_bytes()) return false;
   if (d.direct) return d.direct(d.leaves, args, dest, n);  // a typed kernel; otherwise a lone op
+  return run_direct_step(args, dest, n);
+}
+
+// Out of line: its arrays of arguments would give the typed kernel's path a frame to set up.
+[[gnu::noinline]] inline bool function_runtime::run_direct_step(const std::byte* const* args, std::byte* dest,
+                                                                std::int64_t n) const {
+  const direct_kernel& d = m_direct;
   const auto out_lo = reinterpret_cast<std::intptr_t>(dest);
   const std::intptr_t out_hi = out_lo + n * d.elem_bytes;
   const std::byte* in[limits::max_registers];

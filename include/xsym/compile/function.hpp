@@ -397,6 +397,13 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
           return;
       }
     }
+    run_into_loop(dests, std::index_sequence<O...>{}, args...);
+  }
+
+  // The call loop, out of line: inlined, its frame and saved registers were most of the short
+  // path's fixed cost.
+  template <class Tuple, std::size_t... O, class... Args>
+  [[gnu::noinline]] void run_into_loop(const Tuple& dests, std::index_sequence<O...>, const Args&... args) const {
     ndarray wraps[sizeof...(O)];
     (detail::bind_destination<typename std::tuple_element_t<O, std::tuple<Out...>>::value_type,
                                    std::tuple_element_t<O, std::tuple<Out...>>::rank>(wraps[O], std::get<O>(dests),

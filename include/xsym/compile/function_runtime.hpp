@@ -99,6 +99,7 @@ class function_runtime {
   /// direct_argument) and returns true when this call needs nothing else; false, having done
   /// nothing, otherwise.
   bool run_direct(const std::byte* const* args, std::byte* dest, std::int64_t n) const;
+  bool run_direct_step(const std::byte* const* args, std::byte* dest, std::int64_t n) const;
   bool has_direct() const { return m_direct.direct || m_direct.step || m_direct.jit; }
 
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
