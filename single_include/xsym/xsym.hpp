@@ -7889,6 +7889,11 @@ struct compiled_step {
 /// @brief A program compiled to machine code by cxx (backend/cpu/jit.hpp): the same
 /// arguments as detail::run_span, every element computed in one pass.
 using jit_fn = void (*)(const std::byte* const* in, std::byte* const* out, std::int64_t n, bool stream);
+/// @brief A cxx program's loops straight on a call's arguments (into(...)'s short path): input k
+/// reads the argument arg[k], or constant[k] where arg[k] is negative. False, having written
+/// nothing, where an input overlaps out.
+using jit_direct_fn = bool (*)(const int* arg, const std::byte* const* constant, const std::byte* const* args,
+                               std::byte* out, std::int64_t n);
 /// @brief A typed tree's kernel (backend/cpu/typed_kernel.hpp): leaf j reads in[map[j]].
 using typed_fn = void (*)(const std::byte* const* in, const std::uint8_t* map, std::byte* out, std::int64_t n,
                           bool stream);
@@ -7937,6 +7942,7 @@ struct compiled_program {
   // value in another combination runs the steps above.
   jit_fn jit[2] = {nullptr, nullptr};
   std::uint64_t jit_scalar_bits[2] = {0, 0};
+  jit_direct_fn jit_direct = nullptr;  // jit[0]'s, for a program of one float output
   // The kernel a typed tree with this program's text instantiated (bind_typed_kernel): spans
   // whose one-value inputs are typed_scalar_bits run it; typed_faulty: the "typed" test fault.
   typed_fn typed = nullptr;
@@ -11701,7 +11707,9 @@ inline std::string jit_body(const compiled_program& cp, const char* V) {
 
 /// One program as an extern "C" function `name`, or "" when the generator does not handle it:
 /// every register float32 (or every one float64) but comparison results, which are outputs.
-inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t scalar_bits, const std::string& name) {
+/// With `direct`, and one output of the float type, also `name`_direct (a jit_direct_fn).
+inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t scalar_bits, const std::string& name,
+                                     bool direct = false) {
   const program& p = *cp.prog;
   if (p.n_inputs < 1 || p.n_inputs > 64 || cp.steps.empty()) return {};
   const dtype t = cp.reg_types[0];
@@ -11712,8 +11720,10 @@ inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t s
   if (simd.empty()) return {};
   auto is_bool = [&](std::size_t o) { return cp.reg_types[static_cast<std::size_t>(p.outputs[o])] == dtype::bool_; };
   std::ostringstream os;
-  os << "extern \"C\" void " << name
-     << "(const std::byte* const* in, std::byte* const* out, std::int64_t n, bool stream) {\n";
+  // The loops in a function of this file's own, which both entries inline: an extern "C"
+  // function of a -fPIC library may be interposed, so the compiler would not inline it.
+  os << "[[gnu::always_inline]] static inline void " << name
+     << "_run(const std::byte* const* in, std::byte* const* out, std::int64_t n, bool stream) {\n";
   os << "  using T = " << (t == dtype::float32 ? "float" : "double") << ";\n";
   os << "  using B = xsimd::batch<T>;\n  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);\n";
   for (int r = 0; r < p.n_inputs; ++r) {
@@ -11783,6 +11793,30 @@ inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t s
   os << "  }\n  if (i < n)\n";
   padded("n - i");
   os << "}\n";
+  os << "extern \"C\" void " << name << "(const std::byte* const* in, std::byte* const* out, std::int64_t n, bool stream) {\n"
+     << "  " << name << "_run(in, out, n, stream);\n}\n";
+  if (direct && p.outputs.size() == 1 && !is_bool(0)) {
+    // run_direct_step's checks, unrolled: an input (a constant aside) that shares a byte with
+    // the destination sends the call through the loop.
+    os << "extern \"C\" bool " << name
+       << "_direct(const int* arg, const std::byte* const* constant, const std::byte* const* args, std::byte* out, "
+          "std::int64_t n) {\n";
+    os << "  using T = " << (t == dtype::float32 ? "float" : "double") << ";\n";
+    os << "  const auto lo = reinterpret_cast<std::intptr_t>(out);\n"
+          "  const std::intptr_t hi = lo + n * static_cast<std::intptr_t>(sizeof(T));\n"
+          "  const auto beside = [lo, hi](const std::byte* p, std::intptr_t bytes) {\n"
+          "    const auto a = reinterpret_cast<std::intptr_t>(p);\n"
+          "    return a < hi && lo < a + bytes;\n"
+          "  };\n";
+    os << "  const std::byte* in[" << p.n_inputs << "];\n";
+    for (int r = 0; r < p.n_inputs; ++r) {
+      const char* bytes = (scalar_bits >> r) & 1u ? "static_cast<std::intptr_t>(sizeof(T))"
+                                                  : "n * static_cast<std::intptr_t>(sizeof(T))";
+      os << "  in[" << r << "] = arg[" << r << "] < 0 ? constant[" << r << "] : args[arg[" << r << "]];\n";
+      os << "  if (arg[" << r << "] >= 0 && beside(in[" << r << "], " << bytes << ")) return false;\n";
+    }
+    os << "  std::byte* const o[1] = {out};\n  " << name << "_run(in, o, n, false);\n  return true;\n}\n";
+  }
   return os.str();
 }
 
@@ -11983,7 +12017,7 @@ inline jit_stats jit_compile(const std::vector<jit_request>& requests, const jit
     for (int k = 0; k < 2; ++k) {
       if (k == 1 && r.scalar_bits[1] == r.scalar_bits[0]) break;
       const std::string name = "xsym_kernel_" + std::to_string(kernels.size());
-      std::string text = detail::jit_kernel_source(*r.program, r.scalar_bits[k], name);
+      std::string text = detail::jit_kernel_source(*r.program, r.scalar_bits[k], name, k == 0);
       if (text.empty()) break;
       source += text + "\n";
       kernels.push_back({r.program, k, r.scalar_bits[k], name});
@@ -11998,6 +12032,8 @@ inline jit_stats jit_compile(const std::vector<jit_request>& requests, const jit
     if (!f) throw jit_error("xsym: " + m.path + " has no function " + k.name + " (a damaged library? delete it)");
     k.program->jit[k.which] = reinterpret_cast<jit_fn>(f);
     k.program->jit_scalar_bits[k.which] = k.bits;
+    if (k.which == 0)  // present where the generator wrote it (one float output)
+      k.program->jit_direct = reinterpret_cast<jit_direct_fn>(dlsym(m.handle, (k.name + "_direct").c_str()));
     stats.kernels += k.which == 0;
     stats.row_kernels += k.which == 1;
   }
@@ -14429,13 +14465,14 @@ class function_runtime {
   /// direct_argument) and returns true when this call needs nothing else; false, having done
   /// nothing, otherwise.
   bool run_direct(const std::byte* const* args, std::byte* dest, std::int64_t n) const;
-  bool run_direct_step(const std::byte* const* args, std::byte* dest, std::int64_t n) const;
   bool has_direct() const { return m_direct.direct || m_direct.step || m_direct.jit; }
 
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
   void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups);
 
  private:
+  // run_direct's lone op or cxx program (call.hpp).
+  bool run_direct_step(const std::byte* const* args, std::byte* dest, std::int64_t n) const;
   // build.hpp
   void build_graph(const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& roots, std::size_t n_outputs,
                    const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options);
@@ -14513,7 +14550,8 @@ class function_runtime {
     cpu::typed_direct_fn direct = nullptr;  // a typed kernel, its leaves in `leaves`
     cpu::typed_leaves leaves;
     const cpu::compiled_step* step = nullptr;  // the lone op's, in m_thunks[0]
-    cpu::jit_fn jit = nullptr;                 // or the program cxx compiled for whole arrays
+    cpu::jit_fn jit = nullptr;                 // or the program cxx compiled for whole arrays,
+    cpu::jit_direct_fn jit_direct = nullptr;   // entered on the call's arguments where it can be
     std::int64_t min_elements = 1;
     int n_in = 0;
     std::int64_t elem_bytes = 0;
@@ -14742,6 +14780,7 @@ inline void function_runtime::plan_direct() {
   } else {
     d.step = jit ? nullptr : &cp.steps[0];
     d.jit = jit ? cp.jit[0] : nullptr;
+    d.jit_direct = jit ? cp.jit_direct : nullptr;
     d.min_elements = 2;  // one element: run_elemwise_one's path, not the step's
   }
   m_direct = d;
@@ -15111,8 +15150,9 @@ inline bool function_runtime::run_direct(const std::byte* const* args, std::byte
   const direct_kernel& d = m_direct;
   if (profiling_compiled_in && (m_profile || detail::any_scope_active())) return false;
   if (n < d.min_elements || n >= d.max_elements || n * d.bytes_per_element >= cpu::streaming_min_bytes()) return false;
-  if (d.direct) return d.direct(d.leaves, args, dest, n);  // a typed kernel; otherwise a lone op
-  return run_direct_step(args, dest, n);
+  if (d.direct) return d.direct(d.leaves, args, dest, n);  // a typed kernel
+  if (d.jit_direct) return d.jit_direct(d.arg.data(), d.constant.data(), args, dest, n);  // cxx's, its checks unrolled
+  return run_direct_step(args, dest, n);  // a lone op
 }
 
 // Out of line: its arrays of arguments would give the typed kernel's path a frame to set up.

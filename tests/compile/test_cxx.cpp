@@ -306,6 +306,22 @@ TEST_CASE("into(...) runs a cxx program straight on the caller's arrays, with th
     xt::xtensor<float, 1> in_place = a;
     f.into(in_place)(in_place, b, c);
     CHECK(std::memcmp(in_place.data(), want.data(), n * sizeof(float)) == 0);
+    // The destination and an argument in one buffer, shifted either way: overlapping shifts take
+    // the loop, the others the compiled loops straight; all give the arguments' results.
+    for (std::size_t shift : {std::size_t{1}, std::size_t{5}, n, n + 3}) {
+      for (bool dest_first : {true, false}) {
+        std::vector<float> buf(n + shift, 7.0f);
+        float* dp = buf.data() + (dest_first ? 0 : shift);
+        float* ap = buf.data() + (dest_first ? shift : 0);
+        std::copy(a.begin(), a.end(), ap);
+        const std::array<std::size_t, 1> sh{n};
+        auto dest = xt::adapt(dp, n, xt::no_ownership(), sh);
+        auto arg = xt::adapt(ap, n, xt::no_ownership(), sh);
+        f.into(dest)(arg, b, c);
+        INFO("shift " << shift << (dest_first ? ", destination first" : ", argument first"));
+        CHECK(std::memcmp(dp, want.data(), n * sizeof(float)) == 0);
+      }
+    }
   }
 }
 

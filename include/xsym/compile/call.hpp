@@ -126,8 +126,9 @@ inline bool function_runtime::run_direct(const std::byte* const* args, std::byte
   const direct_kernel& d = m_direct;
   if (profiling_compiled_in && (m_profile || detail::any_scope_active())) return false;
   if (n < d.min_elements || n >= d.max_elements || n * d.bytes_per_element >= cpu::streaming_min_bytes()) return false;
-  if (d.direct) return d.direct(d.leaves, args, dest, n);  // a typed kernel; otherwise a lone op
-  return run_direct_step(args, dest, n);
+  if (d.direct) return d.direct(d.leaves, args, dest, n);  // a typed kernel
+  if (d.jit_direct) return d.jit_direct(d.arg.data(), d.constant.data(), args, dest, n);  // cxx's, its checks unrolled
+  return run_direct_step(args, dest, n);  // a lone op
 }
 
 // Out of line: its arrays of arguments would give the typed kernel's path a frame to set up.

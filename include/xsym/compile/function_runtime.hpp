@@ -99,13 +99,14 @@ class function_runtime {
   /// direct_argument) and returns true when this call needs nothing else; false, having done
   /// nothing, otherwise.
   bool run_direct(const std::byte* const* args, std::byte* dest, std::int64_t n) const;
-  bool run_direct_step(const std::byte* const* args, std::byte* dest, std::int64_t n) const;
   bool has_direct() const { return m_direct.direct || m_direct.step || m_direct.jit; }
 
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
   void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups);
 
  private:
+  // run_direct's lone op or cxx program (call.hpp).
+  bool run_direct_step(const std::byte* const* args, std::byte* dest, std::int64_t n) const;
   // build.hpp
   void build_graph(const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& roots, std::size_t n_outputs,
                    const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options);
@@ -183,7 +184,8 @@ class function_runtime {
     cpu::typed_direct_fn direct = nullptr;  // a typed kernel, its leaves in `leaves`
     cpu::typed_leaves leaves;
     const cpu::compiled_step* step = nullptr;  // the lone op's, in m_thunks[0]
-    cpu::jit_fn jit = nullptr;                 // or the program cxx compiled for whole arrays
+    cpu::jit_fn jit = nullptr;                 // or the program cxx compiled for whole arrays,
+    cpu::jit_direct_fn jit_direct = nullptr;   // entered on the call's arguments where it can be
     std::int64_t min_elements = 1;
     int n_in = 0;
     std::int64_t elem_bytes = 0;

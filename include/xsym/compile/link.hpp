@@ -211,6 +211,7 @@ inline void function_runtime::plan_direct() {
   } else {
     d.step = jit ? nullptr : &cp.steps[0];
     d.jit = jit ? cp.jit[0] : nullptr;
+    d.jit_direct = jit ? cp.jit_direct : nullptr;
     d.min_elements = 2;  // one element: run_elemwise_one's path, not the step's
   }
   m_direct = d;

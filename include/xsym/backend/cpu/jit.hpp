@@ -163,7 +163,9 @@ inline std::string jit_body(const compiled_program& cp, const char* V) {
 
 /// One program as an extern "C" function `name`, or "" when the generator does not handle it:
 /// every register float32 (or every one float64) but comparison results, which are outputs.
-inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t scalar_bits, const std::string& name) {
+/// With `direct`, and one output of the float type, also `name`_direct (a jit_direct_fn).
+inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t scalar_bits, const std::string& name,
+                                     bool direct = false) {
   const program& p = *cp.prog;
   if (p.n_inputs < 1 || p.n_inputs > 64 || cp.steps.empty()) return {};
   const dtype t = cp.reg_types[0];
@@ -174,8 +176,10 @@ inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t s
   if (simd.empty()) return {};
   auto is_bool = [&](std::size_t o) { return cp.reg_types[static_cast<std::size_t>(p.outputs[o])] == dtype::bool_; };
   std::ostringstream os;
-  os << "extern \"C\" void " << name
-     << "(const std::byte* const* in, std::byte* const* out, std::int64_t n, bool stream) {\n";
+  // The loops in a function of this file's own, which both entries inline: an extern "C"
+  // function of a -fPIC library may be interposed, so the compiler would not inline it.
+  os << "[[gnu::always_inline]] static inline void " << name
+     << "_run(const std::byte* const* in, std::byte* const* out, std::int64_t n, bool stream) {\n";
   os << "  using T = " << (t == dtype::float32 ? "float" : "double") << ";\n";
   os << "  using B = xsimd::batch<T>;\n  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);\n";
   for (int r = 0; r < p.n_inputs; ++r) {
@@ -245,6 +249,30 @@ inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t s
   os << "  }\n  if (i < n)\n";
   padded("n - i");
   os << "}\n";
+  os << "extern \"C\" void " << name << "(const std::byte* const* in, std::byte* const* out, std::int64_t n, bool stream) {\n"
+     << "  " << name << "_run(in, out, n, stream);\n}\n";
+  if (direct && p.outputs.size() == 1 && !is_bool(0)) {
+    // run_direct_step's checks, unrolled: an input (a constant aside) that shares a byte with
+    // the destination sends the call through the loop.
+    os << "extern \"C\" bool " << name
+       << "_direct(const int* arg, const std::byte* const* constant, const std::byte* const* args, std::byte* out, "
+          "std::int64_t n) {\n";
+    os << "  using T = " << (t == dtype::float32 ? "float" : "double") << ";\n";
+    os << "  const auto lo = reinterpret_cast<std::intptr_t>(out);\n"
+          "  const std::intptr_t hi = lo + n * static_cast<std::intptr_t>(sizeof(T));\n"
+          "  const auto beside = [lo, hi](const std::byte* p, std::intptr_t bytes) {\n"
+          "    const auto a = reinterpret_cast<std::intptr_t>(p);\n"
+          "    return a < hi && lo < a + bytes;\n"
+          "  };\n";
+    os << "  const std::byte* in[" << p.n_inputs << "];\n";
+    for (int r = 0; r < p.n_inputs; ++r) {
+      const char* bytes = (scalar_bits >> r) & 1u ? "static_cast<std::intptr_t>(sizeof(T))"
+                                                  : "n * static_cast<std::intptr_t>(sizeof(T))";
+      os << "  in[" << r << "] = arg[" << r << "] < 0 ? constant[" << r << "] : args[arg[" << r << "]];\n";
+      os << "  if (arg[" << r << "] >= 0 && beside(in[" << r << "], " << bytes << ")) return false;\n";
+    }
+    os << "  std::byte* const o[1] = {out};\n  " << name << "_run(in, o, n, false);\n  return true;\n}\n";
+  }
   return os.str();
 }
 
@@ -445,7 +473,7 @@ inline jit_stats jit_compile(const std::vector<jit_request>& requests, const jit
     for (int k = 0; k < 2; ++k) {
       if (k == 1 && r.scalar_bits[1] == r.scalar_bits[0]) break;
       const std::string name = "xsym_kernel_" + std::to_string(kernels.size());
-      std::string text = detail::jit_kernel_source(*r.program, r.scalar_bits[k], name);
+      std::string text = detail::jit_kernel_source(*r.program, r.scalar_bits[k], name, k == 0);
       if (text.empty()) break;
       source += text + "\n";
       kernels.push_back({r.program, k, r.scalar_bits[k], name});
@@ -460,6 +488,8 @@ inline jit_stats jit_compile(const std::vector<jit_request>& requests, const jit
     if (!f) throw jit_error("xsym: " + m.path + " has no function " + k.name + " (a damaged library? delete it)");
     k.program->jit[k.which] = reinterpret_cast<jit_fn>(f);
     k.program->jit_scalar_bits[k.which] = k.bits;
+    if (k.which == 0)  // present where the generator wrote it (one float output)
+      k.program->jit_direct = reinterpret_cast<jit_direct_fn>(dlsym(m.handle, (k.name + "_direct").c_str()));
     stats.kernels += k.which == 0;
     stats.row_kernels += k.which == 1;
   }

@@ -44,6 +44,11 @@ struct compiled_step {
 /// @brief A program compiled to machine code by cxx (backend/cpu/jit.hpp): the same
 /// arguments as detail::run_span, every element computed in one pass.
 using jit_fn = void (*)(const std::byte* const* in, std::byte* const* out, std::int64_t n, bool stream);
+/// @brief A cxx program's loops straight on a call's arguments (into(...)'s short path): input k
+/// reads the argument arg[k], or constant[k] where arg[k] is negative. False, having written
+/// nothing, where an input overlaps out.
+using jit_direct_fn = bool (*)(const int* arg, const std::byte* const* constant, const std::byte* const* args,
+                               std::byte* out, std::int64_t n);
 /// @brief A typed tree's kernel (backend/cpu/typed_kernel.hpp): leaf j reads in[map[j]].
 using typed_fn = void (*)(const std::byte* const* in, const std::uint8_t* map, std::byte* out, std::int64_t n,
                           bool stream);
@@ -92,6 +97,7 @@ struct compiled_program {
   // value in another combination runs the steps above.
   jit_fn jit[2] = {nullptr, nullptr};
   std::uint64_t jit_scalar_bits[2] = {0, 0};
+  jit_direct_fn jit_direct = nullptr;  // jit[0]'s, for a program of one float output
   // The kernel a typed tree with this program's text instantiated (bind_typed_kernel): spans
   // whose one-value inputs are typed_scalar_bits run it; typed_faulty: the "typed" test fault.
   typed_fn typed = nullptr;
