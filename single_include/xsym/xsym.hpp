@@ -8560,7 +8560,10 @@ class tree_registry {
   }
   /// The entry whose text is program p's, leaf j reading p's input map[j] (64 slots): for a
   /// program of one output, two steps or more and every register of the tree's element type.
-  std::optional<Entry> find(const program& p, std::uint8_t* map) {
+  /// With one_value (bit r: input r is one value for the whole node), the entry whose rank-0
+  /// leaves are those inputs: trees of one text may differ in which leaves are rank 0
+  /// (`a * x + 1` with a scalar `a` and with a vector), and only that one's kernel can run.
+  std::optional<Entry> find(const program& p, std::uint8_t* map, std::optional<std::uint64_t> one_value = {}) {
     if (p.outputs.size() != 1 || p.code.size() < 2 || p.n_inputs > 64 || p.reg_types.empty()) return std::nullopt;
     const dtype t = p.reg_types[0];
     for (dtype r : p.reg_types)
@@ -8570,6 +8573,11 @@ class tree_registry {
       if (e.type != t || e.leaves > 64 || !match_tree(e.pattern, p.text, map, e.leaves)) continue;
       for (int j = 0; j < e.leaves; ++j)
         if (map[j] >= p.n_inputs) return std::nullopt;
+      if constexpr (requires { e.scalar_leaves; }) {
+        std::uint64_t bits = 0;
+        for (int j = 0; j < e.leaves; ++j) bits |= ((e.scalar_leaves >> j) & 1u) << map[j];
+        if (one_value && bits != *one_value) continue;
+      }
       return e;
     }
     return std::nullopt;
@@ -8605,8 +8613,9 @@ void use_typed_kernel() {
 
 XSYM_COLD_BEGIN
 /// @brief Binds a registered tree's kernel to a fused program of two or more steps whose text is
-/// the tree's and whose registers are all of the tree's element type. False where none is.
-inline bool bind_typed_kernel(compiled_program& cp) {
+/// the tree's, whose registers are all of the tree's element type and whose one-value inputs
+/// (bit r: input r) are the tree's rank-0 leaves. False where none is.
+inline bool bind_typed_kernel(compiled_program& cp, std::uint64_t one_value_inputs) {
   // Sigmoids and softpluses that share one exp(-|u|) (share_work) give other bits than each op's
   // own kernel, which a tree runs: such programs keep their steps, as the one-element path does.
   for (const compiled_step& st : cp.steps)
@@ -8616,7 +8625,7 @@ inline bool bind_typed_kernel(compiled_program& cp) {
   if ((fault != testing::fault_kind::none && fault != testing::fault_kind::typed) || testing::broken_simd_kernel())
     return false;
   std::array<std::uint8_t, 64> map{};
-  const auto e = detail::tree_registry<detail::typed_entry>::instance().find(*cp.prog, map.data());
+  const auto e = detail::tree_registry<detail::typed_entry>::instance().find(*cp.prog, map.data(), one_value_inputs);
   if (!e) return false;
   std::uint64_t bits = 0;
   for (int j = 0; j < e->leaves; ++j) bits |= ((e->scalar_leaves >> j) & 1u) << map[static_cast<std::size_t>(j)];
@@ -14581,6 +14590,31 @@ class function_runtime {
 namespace xsym {
 
 XSYM_COLD_BEGIN
+namespace detail {
+// Bit k: the elementwise node's input k is one value for the whole node (rank 0, or every
+// dimension broadcastable), as run_span takes it for whole arrays.
+inline std::uint64_t one_value_inputs(const function_graph& g, const apply_node& n, const thunk& t) {
+  std::uint64_t bits = 0;
+  for (std::size_t k = 0; k < n.inputs.size() && k < 64; ++k) {
+    const unsigned all = (1u << g.slots[static_cast<std::size_t>(n.inputs[k])].rank) - 1u;
+    if ((t.slot_bcast[k] & all) == all) bits |= std::uint64_t{1} << k;
+  }
+  return bits;
+}
+// The same for the Composite a OnePassGemv runs on each group of rows: u and the per-row
+// vectors are arrays, the inputs of shape (1,) one value (one_pass_rows).
+inline std::uint64_t one_pass_one_value_inputs(const apply_node& n, const thunk& t) {
+  const op& o = *n.fn;
+  const std::size_t first = o.accumulate ? 3 : 2;
+  std::uint64_t bits = 0;
+  for (int reg = 0, j = 0; reg < o.fused->n_inputs && reg < 64; ++reg) {
+    if (reg == o.pass_u) continue;
+    if (t.slot_bcast[first + static_cast<std::size_t>(j++)] != 0) bits |= std::uint64_t{1} << reg;
+  }
+  return bits;
+}
+}  // namespace detail
+
 inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) {
   const function_graph& g = *m_graph;
   m_values.assign(g.slots.size(), ndarray{});
@@ -14623,14 +14657,14 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
         // A single Elemwise op runs as a one-instruction program: one executor for fused and unfused.
         auto prog = detail::node_program(g, n);
         t.prog = reference ? cpu::compile_program<false>(prog) : cpu::compile_program<true>(prog);
-        if (!reference) cpu::bind_typed_kernel(t.prog);
+        if (!reference) cpu::bind_typed_kernel(t.prog, detail::one_value_inputs(g, n, t));
         t.run = &detail::run_elemwise;
         break;
       }
       case op_kind::one_pass_gemv:
         // The reference runs the three steps: DebugMode checks the one pass against them.
         t.prog = reference ? cpu::compile_program<false>(n.fn->fused) : cpu::compile_program<true>(n.fn->fused);
-        if (!reference) cpu::bind_typed_kernel(t.prog);
+        if (!reference) cpu::bind_typed_kernel(t.prog, detail::one_pass_one_value_inputs(n, t));
         t.run = reference ? &detail::run_one_pass_steps : &detail::run_one_pass_gemv;
         break;
       case op_kind::dimshuffle: t.run = &detail::run_dimshuffle; break;
@@ -14699,22 +14733,14 @@ inline void function_runtime::compile_kernels(std::vector<detail::thunk>& thunks
     if (t.prog.prog == nullptr || t.prog.prog->code.size() < 2) continue;
     cpu::jit_request r{&t.prog, {0, 0}};
     if (t.run == &detail::run_elemwise) {
-      for (std::size_t k = 0; k < t.node->inputs.size() && k < 64; ++k) {
+      r.scalar_bits[0] = detail::one_value_inputs(g, *t.node, t);
+      for (std::size_t k = 0; k < t.node->inputs.size() && k < 64; ++k) {  // the rows' one values
         const slot& in = g.slots[static_cast<std::size_t>(t.node->inputs[k])];
-        const unsigned all = (1u << in.rank) - 1u, last = in.rank > 0 ? 1u << (in.rank - 1) : 0u;
-        if ((t.slot_bcast[k] & all) == all) r.scalar_bits[0] |= std::uint64_t{1} << k;
+        const unsigned last = in.rank > 0 ? 1u << (in.rank - 1) : 0u;
         if ((t.slot_bcast[k] & last) == last) r.scalar_bits[1] |= std::uint64_t{1} << k;
       }
     } else if (t.run == &detail::run_one_pass_gemv) {
-      // The Composite a OnePassGemv runs on each group of rows: u and the per-row vectors are
-      // arrays, the inputs of shape (1,) one value (detail::one_pass_rows).
-      const op& o = *t.node->fn;
-      const std::size_t first = o.accumulate ? 3 : 2;
-      for (int reg = 0, j = 0; reg < t.prog.prog->n_inputs && reg < 64; ++reg) {
-        if (reg == o.pass_u) continue;
-        if (t.slot_bcast[first + static_cast<std::size_t>(j++)] != 0) r.scalar_bits[0] |= std::uint64_t{1} << reg;
-      }
-      r.scalar_bits[1] = r.scalar_bits[0];
+      r.scalar_bits[0] = r.scalar_bits[1] = detail::one_pass_one_value_inputs(*t.node, t);
     } else {
       continue;
     }

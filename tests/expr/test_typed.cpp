@@ -178,6 +178,32 @@ TEST_CASE("a program fused at run time binds any tree compiled into the program,
   CHECK(xt::all(xt::equal(one, other)));
 }
 
+TEST_CASE("trees of one text whose rank-0 leaves differ each bind their own kernel", "[expr][typed]") {
+  // `a * x + 1` with a scalar `a` and with a vector `c` are both ((i0 * i1) + i2): the linker
+  // takes the tree whose rank-0 leaves are the node's one-value inputs, whichever was
+  // registered first (the other's kernel would never run there, the node staying interpreted).
+  std::mt19937 rng(8);
+  const auto a = xsym::scalar<float>("a");
+  const auto x = xsym::vector<float>("x"), c = xsym::vector<float>("c");
+  const auto stats = std::make_shared<xsym::profile_stats>("ranks", false);
+  auto scaled = xsym::function("scaled", xsym::inputs(a, x), a * x + 1, xsym::profile(stats));
+  auto product = xsym::function("product", xsym::inputs(c, x), c * x + 1, xsym::profile(stats));
+  for (std::size_t n : {std::size_t{1}, std::size_t{17}, std::size_t{1003}}) {
+    CAPTURE(n);
+    const auto p = random_vector<float>(rng, n, -2, 2), q = random_vector<float>(rng, n, -2, 2);
+    const xt::xtensor<float, 0> s = 0.75f;
+    const xt::xtensor<float, 1> got_scaled = scaled(s, q), got_product = product(p, q);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double want_scaled = 0.75 * q(i) + 1, want_product = double(p(i)) * q(i) + 1;
+      REQUIRE(std::abs(got_scaled(i) - want_scaled) <= typed_tol<float>() * (1 + std::abs(want_scaled)));
+      REQUIRE(std::abs(got_product(i) - want_product) <= typed_tol<float>() * (1 + std::abs(want_product)));
+    }
+  }
+  CHECK(node_types(scaled, "scaled").back() == "typed");  // after InplaceDimShuffle{x}(a)
+  CHECK(node_types(product, "product") == std::vector<std::string>{"typed"});
+  CHECK(product.runtime()->has_direct());  // into(...)'s short path takes the typed kernel
+}
+
 TEST_CASE("typed kernels agree with the reference kernels (DebugMode) with repeated leaves, broadcasting and views",
           "[expr][typed]") {
   std::mt19937 rng(11);

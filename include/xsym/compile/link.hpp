@@ -12,6 +12,31 @@
 namespace xsym {
 
 XSYM_COLD_BEGIN
+namespace detail {
+// Bit k: the elementwise node's input k is one value for the whole node (rank 0, or every
+// dimension broadcastable), as run_span takes it for whole arrays.
+inline std::uint64_t one_value_inputs(const function_graph& g, const apply_node& n, const thunk& t) {
+  std::uint64_t bits = 0;
+  for (std::size_t k = 0; k < n.inputs.size() && k < 64; ++k) {
+    const unsigned all = (1u << g.slots[static_cast<std::size_t>(n.inputs[k])].rank) - 1u;
+    if ((t.slot_bcast[k] & all) == all) bits |= std::uint64_t{1} << k;
+  }
+  return bits;
+}
+// The same for the Composite a OnePassGemv runs on each group of rows: u and the per-row
+// vectors are arrays, the inputs of shape (1,) one value (one_pass_rows).
+inline std::uint64_t one_pass_one_value_inputs(const apply_node& n, const thunk& t) {
+  const op& o = *n.fn;
+  const std::size_t first = o.accumulate ? 3 : 2;
+  std::uint64_t bits = 0;
+  for (int reg = 0, j = 0; reg < o.fused->n_inputs && reg < 64; ++reg) {
+    if (reg == o.pass_u) continue;
+    if (t.slot_bcast[first + static_cast<std::size_t>(j++)] != 0) bits |= std::uint64_t{1} << reg;
+  }
+  return bits;
+}
+}  // namespace detail
+
 inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) {
   const function_graph& g = *m_graph;
   m_values.assign(g.slots.size(), ndarray{});
@@ -54,14 +79,14 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
         // A single Elemwise op runs as a one-instruction program: one executor for fused and unfused.
         auto prog = detail::node_program(g, n);
         t.prog = reference ? cpu::compile_program<false>(prog) : cpu::compile_program<true>(prog);
-        if (!reference) cpu::bind_typed_kernel(t.prog);
+        if (!reference) cpu::bind_typed_kernel(t.prog, detail::one_value_inputs(g, n, t));
         t.run = &detail::run_elemwise;
         break;
       }
       case op_kind::one_pass_gemv:
         // The reference runs the three steps: DebugMode checks the one pass against them.
         t.prog = reference ? cpu::compile_program<false>(n.fn->fused) : cpu::compile_program<true>(n.fn->fused);
-        if (!reference) cpu::bind_typed_kernel(t.prog);
+        if (!reference) cpu::bind_typed_kernel(t.prog, detail::one_pass_one_value_inputs(n, t));
         t.run = reference ? &detail::run_one_pass_steps : &detail::run_one_pass_gemv;
         break;
       case op_kind::dimshuffle: t.run = &detail::run_dimshuffle; break;
@@ -130,22 +155,14 @@ inline void function_runtime::compile_kernels(std::vector<detail::thunk>& thunks
     if (t.prog.prog == nullptr || t.prog.prog->code.size() < 2) continue;
     cpu::jit_request r{&t.prog, {0, 0}};
     if (t.run == &detail::run_elemwise) {
-      for (std::size_t k = 0; k < t.node->inputs.size() && k < 64; ++k) {
+      r.scalar_bits[0] = detail::one_value_inputs(g, *t.node, t);
+      for (std::size_t k = 0; k < t.node->inputs.size() && k < 64; ++k) {  // the rows' one values
         const slot& in = g.slots[static_cast<std::size_t>(t.node->inputs[k])];
-        const unsigned all = (1u << in.rank) - 1u, last = in.rank > 0 ? 1u << (in.rank - 1) : 0u;
-        if ((t.slot_bcast[k] & all) == all) r.scalar_bits[0] |= std::uint64_t{1} << k;
+        const unsigned last = in.rank > 0 ? 1u << (in.rank - 1) : 0u;
         if ((t.slot_bcast[k] & last) == last) r.scalar_bits[1] |= std::uint64_t{1} << k;
       }
     } else if (t.run == &detail::run_one_pass_gemv) {
-      // The Composite a OnePassGemv runs on each group of rows: u and the per-row vectors are
-      // arrays, the inputs of shape (1,) one value (detail::one_pass_rows).
-      const op& o = *t.node->fn;
-      const std::size_t first = o.accumulate ? 3 : 2;
-      for (int reg = 0, j = 0; reg < t.prog.prog->n_inputs && reg < 64; ++reg) {
-        if (reg == o.pass_u) continue;
-        if (t.slot_bcast[first + static_cast<std::size_t>(j++)] != 0) r.scalar_bits[0] |= std::uint64_t{1} << reg;
-      }
-      r.scalar_bits[1] = r.scalar_bits[0];
+      r.scalar_bits[0] = r.scalar_bits[1] = detail::one_pass_one_value_inputs(*t.node, t);
     } else {
       continue;
     }

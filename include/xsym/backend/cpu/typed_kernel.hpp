@@ -306,7 +306,10 @@ class tree_registry {
   }
   /// The entry whose text is program p's, leaf j reading p's input map[j] (64 slots): for a
   /// program of one output, two steps or more and every register of the tree's element type.
-  std::optional<Entry> find(const program& p, std::uint8_t* map) {
+  /// With one_value (bit r: input r is one value for the whole node), the entry whose rank-0
+  /// leaves are those inputs: trees of one text may differ in which leaves are rank 0
+  /// (`a * x + 1` with a scalar `a` and with a vector), and only that one's kernel can run.
+  std::optional<Entry> find(const program& p, std::uint8_t* map, std::optional<std::uint64_t> one_value = {}) {
     if (p.outputs.size() != 1 || p.code.size() < 2 || p.n_inputs > 64 || p.reg_types.empty()) return std::nullopt;
     const dtype t = p.reg_types[0];
     for (dtype r : p.reg_types)
@@ -316,6 +319,11 @@ class tree_registry {
       if (e.type != t || e.leaves > 64 || !match_tree(e.pattern, p.text, map, e.leaves)) continue;
       for (int j = 0; j < e.leaves; ++j)
         if (map[j] >= p.n_inputs) return std::nullopt;
+      if constexpr (requires { e.scalar_leaves; }) {
+        std::uint64_t bits = 0;
+        for (int j = 0; j < e.leaves; ++j) bits |= ((e.scalar_leaves >> j) & 1u) << map[j];
+        if (one_value && bits != *one_value) continue;
+      }
       return e;
     }
     return std::nullopt;
@@ -351,8 +359,9 @@ void use_typed_kernel() {
 
 XSYM_COLD_BEGIN
 /// @brief Binds a registered tree's kernel to a fused program of two or more steps whose text is
-/// the tree's and whose registers are all of the tree's element type. False where none is.
-inline bool bind_typed_kernel(compiled_program& cp) {
+/// the tree's, whose registers are all of the tree's element type and whose one-value inputs
+/// (bit r: input r) are the tree's rank-0 leaves. False where none is.
+inline bool bind_typed_kernel(compiled_program& cp, std::uint64_t one_value_inputs) {
   // Sigmoids and softpluses that share one exp(-|u|) (share_work) give other bits than each op's
   // own kernel, which a tree runs: such programs keep their steps, as the one-element path does.
   for (const compiled_step& st : cp.steps)
@@ -362,7 +371,7 @@ inline bool bind_typed_kernel(compiled_program& cp) {
   if ((fault != testing::fault_kind::none && fault != testing::fault_kind::typed) || testing::broken_simd_kernel())
     return false;
   std::array<std::uint8_t, 64> map{};
-  const auto e = detail::tree_registry<detail::typed_entry>::instance().find(*cp.prog, map.data());
+  const auto e = detail::tree_registry<detail::typed_entry>::instance().find(*cp.prog, map.data(), one_value_inputs);
   if (!e) return false;
   std::uint64_t bits = 0;
   for (int j = 0; j < e->leaves; ++j) bits |= ((e->scalar_leaves >> j) & 1u) << map[static_cast<std::size_t>(j)];
