@@ -221,6 +221,47 @@ TEST_CASE("into(...) destinations of every layout get the call loop's bits", "[e
   }
 }
 
+TEMPLATE_TEST_CASE("a rank-0 input, broadcast by its DimShuffle{x}, takes the short path with the call loop's bits",
+                   "[expr][typed]", float, double) {
+  using T = TestType;
+  auto a = xsym::scalar<T>("a");
+  auto x = xsym::vector<T>("x"), y = xsym::vector<T>("y");
+  const auto stats = std::make_shared<xsym::profile_stats>("rank0", false);
+  // A typed tree and a lone op, each also profiled (which takes the call loop).
+  auto tree = xsym::function("tree", xsym::inputs(a, x, y), xsym::exp(a * x) - y);
+  auto tree_looped = xsym::function("tree_looped", xsym::inputs(a, x, y), xsym::exp(a * x) - y, xsym::profile(stats));
+  auto lone = xsym::function("lone", xsym::inputs(a, x), a * x);
+  auto lone_looped = xsym::function("lone_looped", xsym::inputs(a, x), a * x, xsym::profile(stats));
+  REQUIRE(tree.toposort().size() == 2);  // InplaceDimShuffle{x}(a), then the elementwise node
+  REQUIRE(tree.runtime()->has_direct());
+  REQUIRE(lone.runtime()->has_direct());
+  for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{17}, std::size_t{1003}}) {
+    INFO("n = " << n);
+    const auto p = random_vector<T>(n, 4), q = random_vector<T>(n, 5);
+    xt::xtensor<T, 0> s = T(0.625);
+    xt::xtensor<T, 1> out = xt::zeros<T>({n}), want = xt::zeros<T>({n});
+    tree.into(out)(s, p, q);
+    tree_looped.into(want)(s, p, q);
+    CHECK(same_bits<T>(out, want));
+    for (std::size_t i = 0; i < n; ++i) {  // against a float64 loop, relative to the terms (they may cancel)
+      const double e = std::exp(0.625 * double(p(i))), v = e - double(q(i));
+      CHECK(std::abs(double(out(i)) - v) <= (std::is_same_v<T, float> ? 1e-6 : 1e-14) * (e + std::abs(double(q(i)))));
+    }
+    lone.into(out)(s, p);
+    lone_looped.into(want)(s, p);
+    CHECK(same_bits<T>(out, want));
+    for (std::size_t i = 0; i < n; ++i) CHECK(out(i) == T(0.625) * p(i));
+    // A scalar that is an element of the destination: read before anything is written.
+    xt::xtensor<T, 1> dest = p, dest_looped = p;
+    auto first = xt::adapt(dest.data(), std::size_t{1}, xt::no_ownership(), std::array<std::size_t, 0>{});
+    auto first_looped = xt::adapt(dest_looped.data(), std::size_t{1}, xt::no_ownership(), std::array<std::size_t, 0>{});
+    lone.into(dest)(first, p);
+    lone_looped.into(dest_looped)(first_looped, p);
+    CHECK(same_bits<T>(dest, dest_looped));
+    CHECK(dest(n - 1) == p(0) * p(n - 1));
+  }
+}
+
 TEST_CASE("functions the short path would change do not take it", "[expr][typed]") {
   auto x = xsym::vector<double>("x"), y = xsym::vector<double>("y");
   auto w = xsym::shared(xt::xtensor<double, 1>{1.0, 2.0}, "w");

@@ -179,12 +179,25 @@ inline void function_runtime::compile_kernels(std::vector<detail::thunk>& thunks
 inline void function_runtime::plan_direct() {
   m_direct = {};
   const function_graph& g = *m_graph;
-  if (m_is_reference || m_checked || m_plan.gpu || g.nodes.size() != 1 || g.outputs.size() != 1 ||
-      !g.updates.empty() || !m_shared_slots.empty() || !m_view_slots.empty() || !m_direct_output[0] ||
-      m_inputs_broadcastable)
+  if (m_is_reference || m_checked || m_plan.gpu || g.nodes.empty() || g.outputs.size() != 1 ||
+      !g.updates.empty() || !m_shared_slots.empty() || !m_direct_output[0] || m_inputs_broadcastable)
     return;
-  const detail::thunk& t = m_thunks[0];
-  const apply_node& n = g.nodes[0];
+  // One elementwise node, after any DimShuffle{x,...} of a rank-0 input that only it reads: a
+  // view of the input's one value, which the kernel reads as one value in its place.
+  const std::size_t last = g.nodes.size() - 1;
+  const auto clients = g.clients();
+  auto broadcast_of_input = [&](const apply_node& b) {
+    const int out = b.outputs[0];
+    return b.fn->kind == op_kind::dimshuffle && b.inputs.size() == 1 && b.outputs.size() == 1 &&
+           g.slots[static_cast<std::size_t>(b.inputs[0])].rank == 0 &&
+           std::find(g.inputs.begin(), g.inputs.end(), b.inputs[0]) != g.inputs.end() &&
+           std::all_of(b.fn->pattern.begin(), b.fn->pattern.end(), [](int d) { return d < 0; }) &&
+           clients[static_cast<std::size_t>(out)] == std::vector<int>{static_cast<int>(last)};
+  };
+  for (std::size_t i = 0; i < last; ++i)
+    if (!broadcast_of_input(g.nodes[i])) return;
+  const detail::thunk& t = m_thunks[last];
+  const apply_node& n = g.nodes[last];
   const cpu::compiled_program& cp = t.prog;
   // The kernel run_span would take for whole arrays, in its order: cxx's loops, a typed
   // kernel, or a lone op's step.
@@ -201,9 +214,10 @@ inline void function_runtime::plan_direct() {
   for (int k = 0; k < d.n_in; ++k) {
     const int s = n.inputs[static_cast<std::size_t>(k)];
     const slot& sl = g.slots[static_cast<std::size_t>(s)];
+    const bool broadcast = sl.owner >= 0 && static_cast<std::size_t>(sl.owner) < last;  // of a rank-0 input
     const bool one = jit     ? (cp.jit_scalar_bits[0] >> k) & 1u
                      : typed ? (cp.typed_scalar_bits >> k) & 1u
-                             : sl.kind == var_kind::constant;
+                             : sl.kind == var_kind::constant || broadcast;
     if (sl.type != g.slots[static_cast<std::size_t>(n.outputs[0])].type) return;
     if (one) d.one_value |= std::uint64_t{1} << k;
     if (sl.kind == var_kind::constant) {
@@ -213,8 +227,10 @@ inline void function_runtime::plan_direct() {
       d.constant[static_cast<std::size_t>(k)] = c.data();
       continue;
     }
-    const auto in = std::find(g.inputs.begin(), g.inputs.end(), s);
-    if (in == g.inputs.end() || (one && sl.rank != 0) || (!one && sl.rank == 0)) return;
+    const int from = broadcast ? g.nodes[static_cast<std::size_t>(sl.owner)].inputs[0] : s;
+    const auto in = std::find(g.inputs.begin(), g.inputs.end(), from);
+    const int rank = g.slots[static_cast<std::size_t>(from)].rank;
+    if (in == g.inputs.end() || (one && rank != 0) || (!one && rank == 0)) return;
     d.arg[static_cast<std::size_t>(k)] = static_cast<int>(in - g.inputs.begin());
     if (!one) d.bytes_per_element += d.elem_bytes;
   }
