@@ -8627,12 +8627,10 @@ inline bool bind_typed_kernel(compiled_program& cp, std::uint64_t one_value_inpu
   std::array<std::uint8_t, 64> map{};
   const auto e = detail::tree_registry<detail::typed_entry>::instance().find(*cp.prog, map.data(), one_value_inputs);
   if (!e) return false;
-  std::uint64_t bits = 0;
-  for (int j = 0; j < e->leaves; ++j) bits |= ((e->scalar_leaves >> j) & 1u) << map[static_cast<std::size_t>(j)];
   cp.typed = e->run;
   cp.typed_direct = e->direct;
   std::copy(map.begin(), map.begin() + e->leaves, cp.typed_map.begin());
-  cp.typed_scalar_bits = bits;
+  cp.typed_scalar_bits = one_value_inputs;  // find matched the tree's rank-0 leaves to them
   cp.typed_faulty = fault == testing::fault_kind::typed;
   return true;
 }

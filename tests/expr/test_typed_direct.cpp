@@ -259,6 +259,16 @@ TEMPLATE_TEST_CASE("a rank-0 input, broadcast by its DimShuffle{x}, takes the sh
     lone_looped.into(dest_looped)(first_looped, p);
     CHECK(same_bits<T>(dest, dest_looped));
     CHECK(dest(n - 1) == p(0) * p(n - 1));
+    // Special scalars: the short path's bits are the call loop's (NaN for NaN, the sign of 0).
+    for (T special : {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(), T(-0.0), T(0)}) {
+      const xt::xtensor<T, 0> sv = special;
+      tree.into(out)(sv, p, q);
+      tree_looped.into(want)(sv, p, q);
+      CHECK(same_bits<T>(out, want));
+      lone.into(out)(sv, p);
+      lone_looped.into(want)(sv, p);
+      CHECK(same_bits<T>(out, want));
+    }
   }
 }
 
