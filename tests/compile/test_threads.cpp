@@ -37,7 +37,7 @@ TEST_CASE("openmp=True splits elementwise nodes and products without changing an
     auto build = [&] {
       return xsym::function("f", xsym::inputs(x, a, b),
                             xsym::outputs(xsym::dot(x, a), xsym::dot(x.T(), b), b + xsym::dot(x, a) * 0.5f,
-                                          exp(-x) * x + 1, x * xsym::dimshuffle(b, 0, 'x')));
+                                          exp(-x) * x + 1, x * xsym::dimshuffle(b, 0, 'x'), exp(x * 0.1f) + a));
     };
     xsym::config.openmp = false;
     auto serial = build()(X, v, u);
@@ -52,6 +52,7 @@ TEST_CASE("openmp=True splits elementwise nodes and products without changing an
       CHECK(bool(std::get<2>(parallel) == std::get<2>(serial)));
       CHECK(bool(std::get<3>(parallel) == std::get<3>(serial)));
       CHECK(bool(std::get<4>(parallel) == std::get<4>(serial)));
+      CHECK(bool(std::get<5>(parallel) == std::get<5>(serial)));  // a row repeated: spans of whole rows
     }
     omp_set_num_threads(2);
     xsym::config.openmp = false;

@@ -66,6 +66,55 @@ TEST_CASE("a matrix broadcasts with a row vector, a column and an outer sum", "[
   });
 }
 
+// A block that repeats (a row against a matrix, a matrix against a stack of them) is copied
+// end to end and run in spans of whole periods, many rows per kernel call: every element must
+// be the one the same function computes on full contiguous copies (one flat span), bit for bit,
+// and match a float64 loop; the periods' least common multiple sets the span.
+TEST_CASE("repeated blocks run in spans of whole periods with the full copies' bits", "[expr][broadcast]") {
+  for_each_type(type_list<float, double, std::int32_t>{}, []<class T>() {
+    INFO(type_name<T>());
+    std::mt19937 rng(23);
+    auto t = xsym::tensor3<T>("t");
+    auto m = xsym::matrix<T>("m");  // (B, C): repeats every B * C elements
+    auto v = xsym::vector<T>("v");  // (C): repeats every C
+    auto build = [&](auto mm, auto vv) {
+      if constexpr (std::is_floating_point_v<T>)
+        return xsym::function("periods", xsym::inputs(t, mm, vv),
+                              xsym::outputs((t + mm) * vv - mm, t > vv, exp(vv * T(0.01)) * t));
+      else
+        return xsym::function("periods", xsym::inputs(t, mm, vv), xsym::outputs((t + mm) * vv - mm, t > vv, vv * t));
+    };
+    auto f = build(m, v);
+    auto t_full = xsym::tensor3<T>("m_full"), u_full = xsym::tensor3<T>("v_full");
+    auto full = build(t_full, u_full);
+    for (auto [A, B, C] : {std::array<std::size_t, 3>{200, 7, 3}, {2, 5, 17}, {300, 1, 16}, {1, 7, 16}, {90, 3, 33},
+                           {5000, 1, 1}, {3, 700, 5}}) {
+      INFO("shape (" << A << ", " << B << ", " << C << ")");
+      const auto X = random_tensor<T, 3>(rng, {A, B, C}, -20, 20);
+      const auto M = random_tensor<T, 2>(rng, {B, C}, -20, 20);
+      const auto V = random_tensor<T, 1>(rng, {C}, -20, 20);
+      auto [r0, r1, r2] = f(X, M, V);
+      xt::xtensor<T, 3> Mf = xt::broadcast(M, {A, B, C}), Vf = xt::broadcast(V, {A, B, C});
+      auto [e0, e1, e2] = full(X, Mf, Vf);
+      CHECK(bool(r0 == e0));
+      CHECK(bool(r1 == e1));
+      CHECK(bool(r2 == e2));
+      std::vector<double> w0, w1, w2;
+      for (std::size_t i = 0; i < A; ++i)
+        for (std::size_t j = 0; j < B; ++j)
+          for (std::size_t k = 0; k < C; ++k) {
+            const double x = double(X(i, j, k)), mm = double(M(j, k)), vv = double(V(k));
+            w0.push_back((x + mm) * vv - mm);
+            w1.push_back(x > vv);
+            w2.push_back(std::is_floating_point_v<T> ? std::exp(vv * 0.01) * x : vv * x);
+          }
+      CHECK(differences(r0, w0) == "");
+      CHECK(differences(r1, w1) == "");
+      CHECK(differences(r2, w2, {}, std::is_floating_point_v<T> ? 4 * tolerance<T>::rtol : 0) == "");
+    }
+  });
+}
+
 TEST_CASE("a scalar tensor and C++ numbers broadcast against any rank", "[expr][broadcast]") {
   auto s = xsym::scalar<double>("s");
   auto t = xsym::tensor3<double>("t");

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -247,6 +248,26 @@ inline void run_span(const compiled_program& cp, const std::byte* const* in, con
   }
   if (stream) stream_fence();  // streaming stores are weakly ordered: visible before the node ends
 }
+
+// Elements after which input `a` repeats in an output of `shape` (C order): axes before some
+// axis broadcast, the axes from it on C-contiguous with the output's extents (a row vector
+// against a matrix: its length); 0 where `a` is not such an input.
+inline std::int64_t repeat_period(const ndarray& a, const shape_t& shape) {
+  std::int64_t period = 1;
+  int d = shape.rank - 1;
+  for (; d >= 0; --d) {
+    const std::int64_t e = shape[d];
+    if (e == 1) continue;
+    if (a.shape(d) == 1 || a.stride(d) == 0) break;
+    if (a.stride(d) != period) return 0;
+    period *= e;
+  }
+  for (; d >= 0; --d)
+    if (shape[d] != 1 && a.shape(d) != 1 && a.stride(d) != 0) return 0;
+  return period;
+}
+// Most elements whose period an input may have for run_program's spans over whole periods.
+inline constexpr std::int64_t max_period = 16384;
 }  // namespace detail
 
 /// @brief Runs a fused elementwise program; outputs are C-contiguous with the broadcast shape.
@@ -284,17 +305,19 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   for (std::size_t o = 0; o < p.outputs.size(); ++o) out_base[o] = outs[o]->data();
   const int threads = total >= par.elemwise_minsize ? par.threads : 1;
   const std::size_t n_out = p.outputs.size();
+  // Chains in one pass (cp.chains) do not stream: they are bound by their exps and logs, the
+  // hardware prefetcher keeps up with one pass, and the copy out of scratch that streaming
+  // needs costs more than the non-temporal stores save. `in_cache`: inputs that are not read
+  // from memory.
+  auto streams = [&](const bool* in_cache) {
+    if (cp.chains || total * cp.all_bytes < streaming_min_bytes()) return false;  // no count of the inputs reaches it
+    std::int64_t bytes_per_element = 0;
+    for (int k = 0; k < n_in; ++k) bytes_per_element += in_cache[k] ? 0 : cp.in_bytes[static_cast<std::size_t>(k)];
+    for (std::int64_t b : cp.out_bytes) bytes_per_element += b;
+    return total * bytes_per_element >= streaming_min_bytes();
+  };
   if (flat) {
-    bool stream = false;
-    // Chains in one pass (cp.chains) do not stream: they are bound by their exps and logs, the
-    // hardware prefetcher keeps up with one pass, and the copy out of scratch that streaming
-    // needs costs more than the non-temporal stores save.
-    if (!cp.chains && total * cp.all_bytes >= streaming_min_bytes()) {  // else no count of the inputs reaches it
-      std::int64_t bytes_per_element = 0;
-      for (int k = 0; k < n_in; ++k) bytes_per_element += scalar[k] ? 0 : cp.in_bytes[static_cast<std::size_t>(k)];
-      for (std::int64_t b : cp.out_bytes) bytes_per_element += b;
-      stream = total * bytes_per_element >= streaming_min_bytes();
-    }
+    const bool stream = streams(scalar);
     if (threads == 1) {  // one span from the start: no offset pointers to build
       detail::run_span(cp, base, scalar, out_base, total, stream);
       return;
@@ -307,6 +330,56 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
       for (std::size_t o = 0; o < n_out; ++o) out_at[o] = out_base[o] + lo * cp.out_bytes[o];
       detail::run_span(cp, in_at, scalar, out_at, hi - lo, stream);
     });
+    return;
+  }
+  // Inputs that repeat a block (a row vector against a matrix) become spans of whole periods:
+  // each is copied end to end into one span's length, the full-shape inputs and the outputs
+  // advance, and a span covers many rows. Row by row, a row of 16 floats cost a kernel call
+  // (about 16 ns) for 16 elements.
+  std::int64_t period[detail::max_registers];
+  std::int64_t lcm = 1;
+  bool periodic = true, in_cache[detail::max_registers];
+  for (int k = 0; k < n_in && periodic; ++k) {
+    period[k] = scalar[k] ? 0 : detail::repeat_period(*arr[k], shape);
+    periodic = scalar[k] || period[k] > 0;
+    if (periodic && period[k] > 0 && period[k] < total) lcm = std::lcm(lcm, period[k]);
+    periodic = periodic && lcm <= detail::max_period;
+    in_cache[k] = scalar[k] || period[k] < total;
+  }
+  if (periodic && lcm > 1) {
+    // A span: whole periods, at least 2048 elements where the periods allow.
+    const std::int64_t span = lcm * std::max<std::int64_t>(1, 2048 / lcm);
+    thread_local std::vector<std::byte> repeated;
+    std::size_t bytes = 0;
+    for (int k = 0; k < n_in; ++k)
+      if (!scalar[k] && period[k] < total) bytes += static_cast<std::size_t>((span * cp.in_bytes[static_cast<std::size_t>(k)] + 63) / 64 * 64);
+    if (repeated.size() < bytes + 64) repeated.resize(bytes + 64);
+    std::byte* at = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(repeated.data()) + 63) & ~std::uintptr_t{63});
+    const std::byte* from[detail::max_registers];
+    for (int k = 0; k < n_in; ++k) {
+      from[k] = base[k];
+      if (scalar[k] || period[k] == total) continue;
+      const std::int64_t es = cp.in_bytes[static_cast<std::size_t>(k)];
+      // One period, then what is there again, doubling: few copies however short the period.
+      std::memcpy(at, base[k], static_cast<std::size_t>(period[k] * es));
+      for (std::int64_t filled = period[k]; filled < span; filled *= 2)
+        std::memcpy(at + filled * es, at, static_cast<std::size_t>(std::min(filled, span - filled) * es));
+      from[k] = at;
+      at += (span * es + 63) / 64 * 64;
+    }
+    const bool stream = streams(in_cache);
+    auto run_spans = [&](std::int64_t lo, std::int64_t hi) {
+      const std::byte* in_at[detail::max_registers];
+      std::byte* out_at[limits::max_outputs];
+      for (std::int64_t off = lo; off < hi; off += span) {
+        for (int k = 0; k < n_in; ++k)
+          in_at[k] = in_cache[k] ? from[k] : from[k] + off * cp.in_bytes[static_cast<std::size_t>(k)];
+        for (std::size_t o = 0; o < n_out; ++o) out_at[o] = out_base[o] + off * cp.out_bytes[o];
+        detail::run_span(cp, in_at, scalar, out_at, std::min(span, hi - off), stream);
+      }
+    };
+    if (threads == 1) run_spans(0, total);
+    else parallel_chunks(total, span, threads, [&](std::int64_t lo, std::int64_t hi) { run_spans(lo, hi); });  // whole spans
     return;
   }
   std::array<std::int64_t, max_rank> strides[detail::max_registers];
