@@ -99,6 +99,17 @@ TEST_CASE("repeated blocks run in spans of whole periods with the full copies' b
       CHECK(bool(r0 == e0));
       CHECK(bool(r1 == e1));
       CHECK(bool(r2 == e2));
+      {  // streamed (non-temporal stores, the next block asked for): the same bits
+        struct restore_threshold {
+          std::int64_t saved = xsym::cpu::streaming_min_bytes();
+          ~restore_threshold() { xsym::cpu::streaming_min_bytes() = saved; }
+        } restore;
+        xsym::cpu::streaming_min_bytes() = 0;
+        auto [s0, s1, s2] = f(X, M, V);
+        CHECK(bool(s0 == e0));
+        CHECK(bool(s1 == e1));
+        CHECK(bool(s2 == e2));
+      }
       std::vector<double> w0, w1, w2;
       for (std::size_t i = 0; i < A; ++i)
         for (std::size_t j = 0; j < B; ++j)
