@@ -11072,6 +11072,38 @@ inline std::int64_t repeat_period(const ndarray& a, const shape_t& shape) {
     if (shape[d] != 1 && a.shape(d) != 1 && a.stride(d) != 0) return 0;
   return period;
 }
+// Rows [0, nr) of a gathered input into `to`, len elements each: a row's one value repeated
+// (`repeat`, a batch at a time: the last batch may write up to 63 bytes past the rows, which
+// the caller leaves room for) or its elements copied; `from` is row 0, the next rows `step`
+// bytes apart.
+template <class U>
+void gather_rows(std::byte* to, const std::byte* from, std::int64_t nr, std::int64_t len, std::int64_t step, bool repeat) {
+  using B = xsimd::batch<U>;
+  U* out = reinterpret_cast<U*>(to);
+  if (repeat) {
+    for (std::int64_t r = 0; r < nr; ++r, from += step, out += len) {
+      U v;
+      std::memcpy(&v, from, sizeof v);
+      const B b(v);
+      for (std::int64_t i = 0; i < len; i += static_cast<std::int64_t>(B::size)) b.store_unaligned(out + i);
+    }
+  } else {
+    for (std::int64_t r = 0; r < nr; ++r, from += step, out += len)
+      std::memcpy(out, from, static_cast<std::size_t>(len) * sizeof(U));
+  }
+}
+inline void gather_rows_bytes(std::byte* to, const std::byte* from, std::int64_t nr, std::int64_t len, std::int64_t step,
+                              bool repeat, std::int64_t es) {
+  switch (es) {
+    case 1: return gather_rows<std::uint8_t>(to, from, nr, len, step, repeat);
+    case 2: return gather_rows<std::uint16_t>(to, from, nr, len, step, repeat);
+    case 4: return gather_rows<std::uint32_t>(to, from, nr, len, step, repeat);
+    case 8: return gather_rows<std::uint64_t>(to, from, nr, len, step, repeat);
+    default:
+      for (std::int64_t r = 0; r < nr; ++r, from += step, to += len * es)
+        for (std::int64_t i = 0; i < len; ++i) std::memcpy(to + i * es, from + (repeat ? 0 : i * es), static_cast<std::size_t>(es));
+  }
+}
 // Most elements whose period an input may have for run_program's spans over whole periods.
 inline constexpr std::int64_t max_period = 16384;
 }  // namespace detail
@@ -11197,19 +11229,94 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   const std::int64_t rows = total / len;
   bool row_scalar[detail::max_registers];
   for (int k = 0; k < n_in; ++k) row_scalar[k] = strides[k][static_cast<std::size_t>(shape.rank - 1)] == 0;
+  auto row_at = [&](int k, std::int64_t r) {  // where input k's row r starts
+    const std::byte* at = base[k];
+    for (int d = shape.rank - 2; d >= 0; --d) {
+      const std::int64_t i = r % shape[d];
+      r /= shape[d];
+      at += i * strides[k][static_cast<std::size_t>(d)] * cp.in_bytes[static_cast<std::size_t>(k)];
+    }
+    return at;
+  };
+  // Spans of whole rows, with each input not laid out as the output gathered row by row into a
+  // span of its own: a row's one value repeated (a column against a matrix), or its elements
+  // copied (a view with a row stride). Where rows are short a kernel call per row costs more
+  // than its elements (about 16 ns a row); copying rows of 128 floats or more cost more than the
+  // calls it saved (examples/heat_equation.cpp's five views, 1.2-1.4 times slower), repeating
+  // values did up from rows of 400 floats (docs/performance.md).
+  bool gather[detail::max_registers];
+  bool copies = false;
+  for (int k = 0; k < n_in; ++k) {
+    gather[k] = !scalar[k] && detail::repeat_period(*arr[k], shape) != total;
+    copies |= gather[k] && !row_scalar[k];
+  }
+  if (rows > 1 && (len < 64 || (!copies && len < 256))) {
+    const std::int64_t per = std::max<std::int64_t>(1, 2048 / len), span = per * len;
+    std::size_t bytes = 64;
+    for (int k = 0; k < n_in; ++k)
+      if (gather[k]) bytes += static_cast<std::size_t>((span * cp.in_bytes[static_cast<std::size_t>(k)] + 63) / 64 * 64 + 64);
+    parallel_chunks(rows, per, threads, [&](std::int64_t first, std::int64_t last) {
+      thread_local std::vector<std::byte> spans;  // each thread its own
+      if (spans.size() < bytes) spans.resize(bytes);
+      std::byte* at = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(spans.data()) + 63) & ~std::uintptr_t{63});
+      std::byte* buffer[detail::max_registers];
+      for (int k = 0; k < n_in; ++k)
+        if (gather[k]) {
+          buffer[k] = at;
+          at += (span * cp.in_bytes[static_cast<std::size_t>(k)] + 63) / 64 * 64 + 64;  // fill_bytes' room
+        }
+      const std::byte* in_at[detail::max_registers];
+      std::byte* out_at[limits::max_outputs];
+      for (std::int64_t r0 = first; r0 < last; r0 += per) {
+        const std::int64_t nr = std::min(per, last - r0);
+        for (int k = 0; k < n_in; ++k) {
+          const std::int64_t es = cp.in_bytes[static_cast<std::size_t>(k)];
+          if (!gather[k]) {
+            in_at[k] = scalar[k] ? base[k] : base[k] + r0 * len * es;
+            continue;
+          }
+          // Runs of rows equally spaced (a whole matrix: all of the span's rows) go at once;
+          // the next run's start by an odometer over the leading axes.
+          const int inner = shape.rank - 2;  // the axis the rows of a run walk
+          const std::int64_t step = strides[k][static_cast<std::size_t>(inner)] * es;
+          std::int64_t idx[max_rank] = {};
+          for (std::int64_t r = r0, d = inner; d >= 0; --d) {
+            idx[d] = r % shape[static_cast<int>(d)];
+            r /= shape[static_cast<int>(d)];
+          }
+          const std::byte* from = row_at(k, r0);
+          std::byte* to = buffer[k];
+          for (std::int64_t left = nr; left > 0;) {
+            const std::int64_t run = std::min(left, shape[inner] - idx[inner]);
+            detail::gather_rows_bytes(to, from, run, len, step, row_scalar[k], es);
+            to += run * len * es;
+            left -= run;
+            if (left == 0) break;
+            from += run * step;
+            idx[inner] += run;
+            for (int d = inner; d >= 0 && idx[d] == shape[d]; --d) {  // carry
+              from -= idx[d] * strides[k][static_cast<std::size_t>(d)] * es;
+              idx[d] = 0;
+              if (d > 0) {
+                ++idx[d - 1];
+                from += strides[k][static_cast<std::size_t>(d - 1)] * es;
+              }
+            }
+          }
+          in_at[k] = buffer[k];
+        }
+        for (std::size_t o = 0; o < n_out; ++o) out_at[o] = out_base[o] + r0 * len * cp.out_bytes[o];
+        detail::run_span(cp, in_at, scalar, out_at, nr * len);
+      }
+    });
+    return;
+  }
   // Threads take whole rows.
   parallel_chunks(rows, 1, threads, [&](std::int64_t first, std::int64_t last) {
     const std::byte* row_in[detail::max_registers];
     std::byte* row_out[limits::max_outputs];
     for (std::int64_t r = first; r < last; ++r) {
-      std::int64_t rem = r;
-      for (int k = 0; k < n_in; ++k) row_in[k] = base[k];
-      for (int d = shape.rank - 2; d >= 0; --d) {
-        const std::int64_t i = rem % shape[d];
-        rem /= shape[d];
-        for (int k = 0; k < n_in; ++k)
-          row_in[k] += i * strides[k][static_cast<std::size_t>(d)] * cp.in_bytes[static_cast<std::size_t>(k)];
-      }
+      for (int k = 0; k < n_in; ++k) row_in[k] = row_at(k, r);
       for (std::size_t o = 0; o < n_out; ++o) row_out[o] = out_base[o] + r * len * cp.out_bytes[o];
       detail::run_span(cp, row_in, row_scalar, row_out, len);
     }
