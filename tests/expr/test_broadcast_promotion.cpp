@@ -130,7 +130,7 @@ TEST_CASE("repeated blocks run in spans of whole periods with the full copies' b
 
 // Other layouts with short rows run in spans of whole rows too, each input gathered row by row:
 // a column's values repeated along their rows, a middle axis broadcast or a view with a row
-// stride copied. Every element must be the one the same function computes on full contiguous
+// stride copied, a row beside them copied end to end once. Every element must be the one the same function computes on full contiguous
 // copies, bit for bit, and match a float64 loop; spans end inside a matrix of the stack and
 // across matrices.
 TEST_CASE("columns, middle broadcasts and strided rows run in gathered spans with the full copies' bits",
@@ -142,10 +142,12 @@ TEST_CASE("columns, middle broadcasts and strided rows run in gathered spans wit
     auto c = xsym::tensor<T, 3>("c", {false, false, true});    // (A, B, 1): a column per matrix
     auto mid = xsym::tensor<T, 3>("mid", {false, true, false});  // (A, 1, C)
     auto f = xsym::function("gathered", xsym::inputs(t, c, mid), xsym::outputs((t + c) * mid - c, t > c));
-    auto g = xsym::function("columns", xsym::inputs(t, c), xsym::outputs(t * c + c));
+    auto v = xsym::vector<T>("v");  // (C): a row, copied into the spans once
+    auto g = xsym::function("columns", xsym::inputs(t, c, v), xsym::outputs(t * c + v));
     auto tf = xsym::tensor3<T>("t"), cf = xsym::tensor3<T>("c_full"), mf = xsym::tensor3<T>("mid_full");
     auto f_full = xsym::function("gathered", xsym::inputs(tf, cf, mf), xsym::outputs((tf + cf) * mf - cf, tf > cf));
-    auto g_full = xsym::function("columns", xsym::inputs(tf, cf), xsym::outputs(tf * cf + cf));
+    auto vf = xsym::tensor3<T>("v_full");
+    auto g_full = xsym::function("columns", xsym::inputs(tf, cf, vf), xsym::outputs(tf * cf + vf));
     for (auto [A, B, C] : {std::array<std::size_t, 3>{300, 7, 3}, {2, 5, 17}, {1, 600, 4}, {90, 3, 33}, {3, 700, 5},
                            {40, 9, 200}, {7, 11, 63}, {2, 2, 1000}}) {
       INFO("shape (" << A << ", " << B << ", " << C << ")");
@@ -155,10 +157,12 @@ TEST_CASE("columns, middle broadcasts and strided rows run in gathered spans wit
       const auto Cv = random_tensor<T, 3>(rng, {A, B, 1}, -20, 20);
       const auto Mv = random_tensor<T, 3>(rng, {A, 1, C}, -20, 20);
       auto [r0, r1] = f(X, Cv, Mv);
-      auto [q0] = g(X, Cv);
+      const auto Vv = random_tensor<T, 1>(rng, {C}, -20, 20);
+      auto [q0] = g(X, Cv, Vv);
       const xt::xtensor<T, 3> Xf = X, Cf = xt::broadcast(Cv, {A, B, C}), Mf = xt::broadcast(Mv, {A, B, C});
       auto [e0, e1] = f_full(Xf, Cf, Mf);
-      auto [h0] = g_full(Xf, Cf);
+      const xt::xtensor<T, 3> Vf = xt::broadcast(Vv, {A, B, C});
+      auto [h0] = g_full(Xf, Cf, Vf);
       CHECK(bool(r0 == e0));
       CHECK(bool(r1 == e1));
       CHECK(bool(q0 == h0));
@@ -169,7 +173,7 @@ TEST_CASE("columns, middle broadcasts and strided rows run in gathered spans wit
             const double x = double(wide(i, j, k)), cc = double(Cv(i, j, 0)), mm = double(Mv(i, 0, k));
             w0.push_back((x + cc) * mm - cc);
             w1.push_back(x > cc);
-            w2.push_back(x * cc + cc);
+            w2.push_back(x * cc + double(Vv(k)));
           }
       CHECK(differences(r0, w0) == "");
       CHECK(differences(r1, w1) == "");

@@ -266,6 +266,13 @@ inline std::int64_t repeat_period(const ndarray& a, const shape_t& shape) {
     if (shape[d] != 1 && a.shape(d) != 1 && a.stride(d) != 0) return 0;
   return period;
 }
+// n elements of a block of `period` elements repeated end to end: the block, then what is
+// there again, doubling (few copies however short the period).
+inline void repeat_into(std::byte* to, const std::byte* block, std::int64_t period, std::int64_t n, std::int64_t es) {
+  std::memcpy(to, block, static_cast<std::size_t>(period * es));
+  for (std::int64_t filled = period; filled < n; filled *= 2)
+    std::memcpy(to + filled * es, to, static_cast<std::size_t>(std::min(filled, n - filled) * es));
+}
 // Rows [0, nr) of a gathered input into `to`, len elements each: a row's one value repeated
 // (`repeat`, a batch at a time: the last batch may write up to 63 bytes past the rows, which
 // the caller leaves room for) or its elements copied; `from` is row 0, the next rows `step`
@@ -392,10 +399,7 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
       from[k] = base[k];
       if (scalar[k] || period[k] == total) continue;
       const std::int64_t es = cp.in_bytes[static_cast<std::size_t>(k)];
-      // One period, then what is there again, doubling: few copies however short the period.
-      std::memcpy(at, base[k], static_cast<std::size_t>(period[k] * es));
-      for (std::int64_t filled = period[k]; filled < span; filled *= 2)
-        std::memcpy(at + filled * es, at, static_cast<std::size_t>(std::min(filled, span - filled) * es));
+      detail::repeat_into(at, base[k], period[k], span, es);
       from[k] = at;
       at += (span * es + 63) / 64 * 64;
     }
@@ -438,14 +442,18 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   // than its elements (about 16 ns a row); copying rows of 128 floats or more cost more than the
   // calls it saved (examples/heat_equation.cpp's five views, 1.2-1.4 times slower), repeating
   // values did up from rows of 400 floats (docs/performance.md).
-  bool gather[detail::max_registers];
+  // An input that repeats within a span (a row vector beside a column) is copied end to end once.
+  const std::int64_t per = std::max<std::int64_t>(1, 2048 / len), span = per * len;
+  bool gather[detail::max_registers], once[detail::max_registers];
+  std::int64_t repeats[detail::max_registers];
   bool copies = false;
   for (int k = 0; k < n_in; ++k) {
-    gather[k] = !scalar[k] && detail::repeat_period(*arr[k], shape) != total;
-    copies |= gather[k] && !row_scalar[k];
+    repeats[k] = scalar[k] ? 0 : detail::repeat_period(*arr[k], shape);
+    gather[k] = !scalar[k] && repeats[k] != total;
+    once[k] = gather[k] && repeats[k] > 0 && span % repeats[k] == 0;
+    copies |= gather[k] && !once[k] && !row_scalar[k];
   }
   if (rows > 1 && (len < 64 || (!copies && len < 256))) {
-    const std::int64_t per = std::max<std::int64_t>(1, 2048 / len), span = per * len;
     std::size_t bytes = 64;
     for (int k = 0; k < n_in; ++k)
       if (gather[k]) bytes += static_cast<std::size_t>((span * cp.in_bytes[static_cast<std::size_t>(k)] + 63) / 64 * 64 + 64);
@@ -457,7 +465,8 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
       for (int k = 0; k < n_in; ++k)
         if (gather[k]) {
           buffer[k] = at;
-          at += (span * cp.in_bytes[static_cast<std::size_t>(k)] + 63) / 64 * 64 + 64;  // fill_bytes' room
+          at += (span * cp.in_bytes[static_cast<std::size_t>(k)] + 63) / 64 * 64 + 64;  // gather_rows' room
+          if (once[k]) detail::repeat_into(buffer[k], base[k], repeats[k], span, cp.in_bytes[static_cast<std::size_t>(k)]);
         }
       const std::byte* in_at[detail::max_registers];
       std::byte* out_at[limits::max_outputs];
@@ -465,8 +474,8 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
         const std::int64_t nr = std::min(per, last - r0);
         for (int k = 0; k < n_in; ++k) {
           const std::int64_t es = cp.in_bytes[static_cast<std::size_t>(k)];
-          if (!gather[k]) {
-            in_at[k] = scalar[k] ? base[k] : base[k] + r0 * len * es;
+          if (!gather[k] || once[k]) {
+            in_at[k] = once[k] ? buffer[k] : scalar[k] ? base[k] : base[k] + r0 * len * es;
             continue;
           }
           // Runs of rows equally spaced (a whole matrix: all of the span's rows) go at once;
