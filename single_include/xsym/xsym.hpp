@@ -11246,8 +11246,8 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   // span of its own: a row's one value repeated (a column against a matrix), or its elements
   // copied (a view with a row stride). Where rows are short a kernel call per row costs more
   // than its elements (about 16 ns a row); copying rows of 128 floats or more cost more than the
-  // calls it saved (examples/heat_equation.cpp's five views, 1.2-1.4 times slower), repeating
-  // values did up from rows of 400 floats (docs/performance.md).
+  // calls it saved (examples/heat_equation.cpp's five views, 1.2-1.4 times slower), and
+  // repeating a value did from rows of 400 floats (docs/performance.md).
   // An input that repeats within a span (a row vector beside a column) is copied end to end once.
   const std::int64_t per = std::max<std::int64_t>(1, 2048 / len), span = per * len;
   bool gather[detail::max_registers], once[detail::max_registers];
