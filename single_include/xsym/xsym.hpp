@@ -11181,11 +11181,12 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   // each is copied end to end into one span's length, the full-shape inputs and the outputs
   // advance, and a span covers many rows. Row by row, a row of 16 floats cost a kernel call
   // (about 16 ns) for 16 elements.
+  // Each input's period (0: one value, or none), for these spans and the gathered ones below.
   std::int64_t period[detail::max_registers];
+  for (int k = 0; k < n_in; ++k) period[k] = scalar[k] ? 0 : detail::repeat_period(*arr[k], shape);
   std::int64_t lcm = 1;
   bool periodic = true, in_cache[detail::max_registers];
   for (int k = 0; k < n_in && periodic; ++k) {
-    period[k] = scalar[k] ? 0 : detail::repeat_period(*arr[k], shape);
     periodic = scalar[k] || period[k] > 0;
     if (periodic && period[k] > 0 && period[k] < total) lcm = std::lcm(lcm, period[k]);
     periodic = periodic && lcm <= detail::max_period;
@@ -11251,12 +11252,10 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   // An input that repeats within a span (a row vector beside a column) is copied end to end once.
   const std::int64_t per = std::max<std::int64_t>(1, 2048 / len), span = per * len;
   bool gather[detail::max_registers], once[detail::max_registers];
-  std::int64_t repeats[detail::max_registers];
   bool copies = false;
   for (int k = 0; k < n_in; ++k) {
-    repeats[k] = scalar[k] ? 0 : detail::repeat_period(*arr[k], shape);
-    gather[k] = !scalar[k] && repeats[k] != total;
-    once[k] = gather[k] && repeats[k] > 0 && span % repeats[k] == 0;
+    gather[k] = !scalar[k] && period[k] != total;
+    once[k] = gather[k] && period[k] > 0 && span % period[k] == 0;
     copies |= gather[k] && !once[k] && !row_scalar[k];
   }
   if (rows > 1 && (len < 64 || (!copies && len < 256))) {
@@ -11272,7 +11271,7 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
         if (gather[k]) {
           buffer[k] = at;
           at += (span * cp.in_bytes[static_cast<std::size_t>(k)] + 63) / 64 * 64 + 64;  // gather_rows' room
-          if (once[k]) detail::repeat_into(buffer[k], base[k], repeats[k], span, cp.in_bytes[static_cast<std::size_t>(k)]);
+          if (once[k]) detail::repeat_into(buffer[k], base[k], period[k], span, cp.in_bytes[static_cast<std::size_t>(k)]);
         }
       const std::byte* in_at[detail::max_registers];
       std::byte* out_at[limits::max_outputs];
