@@ -2131,7 +2131,7 @@ struct op {
   bool accumulate = false;                     // gemv: inputs (y0, A, x), output beta * y0 + alpha * op(A) x
   double alpha = 1.0;
   double beta = 1.0;                           // gemv only; Gemm's is 1
-  std::shared_ptr<const program> fused;        // composite; one_pass_gemv: its Composite
+  std::shared_ptr<const program> fused;        // composite; one_pass_gemv, inc_subtensor (set): its Composite
   int pass_u = 0;                              // one_pass_gemv: the Composite's input that is dot(A, x)
   int pass_g = 0;                              // one_pass_gemv: the Composite's output the product reads
   std::vector<std::pair<int, int>> destroy_map;  // (output, input) pairs written in place
@@ -2140,6 +2140,7 @@ struct op {
   std::shared_ptr<const communicator> comm;    // allreduce: the processes it reduces over
   std::vector<slice_spec> slices;              // subtensor, inc_subtensor: one per leading axis
   bool set_values = false;                     // inc_subtensor: set (else increment)
+  std::uint8_t value_broadcastable = 0;        // inc_subtensor with a fused value: the value's pattern
   std::vector<std::int64_t> dims;              // reshape: the new shape, one -1 at most
   bool extents_from_inputs = false;            // reshape: inputs (x, extent 0, ...), int64 scalars
   std::string message;                         // check: what a false condition means
@@ -2251,7 +2252,9 @@ struct op {
       case op_kind::subtensor: return "Subtensor{" + slices_text() + "}";
       case op_kind::inc_subtensor:
         return std::string("IncSubtensor{") + (destroy_map.empty() ? "" : "Inplace") + (set_values ? "Set;" : "Inc;") +
-               slices_text() + "}";
+               slices_text() +
+               (fused ? ";Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}" : std::string()) +
+               "}";
       case op_kind::reshape: return "Reshape{" + std::to_string(dims.size()) + "}";
       case op_kind::join: return "Join{axis=" + std::to_string(axes[0]) + "}";
       case op_kind::join_part: return "Split{axis=" + std::to_string(axes[0]) + ",part=" + std::to_string(pass_u) + "}";
@@ -2308,7 +2311,7 @@ struct op {
   /// @brief Two ops with the same signature compute the same function (merge uses it).
   std::string signature() const {
     std::string sig = name() + (transpose_a ? "/T" : "") +
-                      (kind == op_kind::composite || kind == op_kind::one_pass_gemv ? "/" + fused->text : std::string());
+                      (fused ? "/" + fused->text : std::string());
     if (kind == op_kind::one_pass_gemv) sig += "/" + std::to_string(pass_u) + "/" + std::to_string(pass_g);
     if (kind == op_kind::reshape) {
       for (auto d : dims) sig += "/" + std::to_string(d);
@@ -9105,7 +9108,16 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
     }
     case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
     case op_kind::inc_rows: return static_cast<double>(ins[1].shape.size());
-    case op_kind::inc_subtensor:  // one addition per element of the region
+    case op_kind::inc_subtensor:  // one addition per element of the region; a fused value's ops
+      if (n.fn->fused) {
+        int per_element = 0;
+        for (const instruction& ins : n.fn->fused->code) per_element += info(ins.op).flops;
+        try {
+          return static_cast<double>(detail::region_size(n.fn->slices, ins[0].shape)) * per_element;
+        } catch (const index_error&) {
+          return 0;
+        }
+      }
       if (n.fn->set_values) return 0;
       try {
         return static_cast<double>(detail::region_size(n.fn->slices, ins[0].shape));
@@ -9248,7 +9260,7 @@ inline constexpr column<apply_row> apply_columns[] = {
     {"", "absorbed", no_cell,
      [](const apply_row& r) {
        const op& o = *r.apply().fn;
-       if (o.kind != op_kind::composite && o.kind != op_kind::one_pass_gemv) return std::string();
+       if (!o.fused) return std::string();
        std::string s = "[";
        for (const auto& a : o.fused->absorbed) s += (s.size() > 1 ? ", " : "") + json_string(a);
        return s + "]";
@@ -9564,7 +9576,7 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
     const auto& ins = f.node_inputs[r.node];
     const auto& outs = f.node_outputs[r.node];
     const apply_node& node = r.apply();
-    if (node.fn->kind == op_kind::composite || node.fn->kind == op_kind::one_pass_gemv) {
+    if (node.fn->fused) {
       // Map a fused node back to the user's code: its full text and the ops it absorbed.
       os << "    composite: " << node.fn->fused->text << "\n    absorbed:";
       std::map<std::string, int> counts;
@@ -9719,7 +9731,7 @@ inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<funct
       const auto i = static_cast<std::size_t>(n.id);
       const bool large = i < f->node_outputs.size() && !f->node_outputs[i].empty() &&
                          f->node_outputs[i][0].shape.size() >= 1000;
-      if (n.fn->kind == op_kind::composite && !n.fn->on_gpu && f->facts->node_implementation(i) == "cpu" &&
+      if ((n.fn->kind == op_kind::composite || (n.fn->kind == op_kind::inc_subtensor && n.fn->fused)) && !n.fn->on_gpu && f->facts->node_implementation(i) == "cpu" &&
           n.fn->fused->code.size() >= 2 && large && thunk_time > 0 && f->node_time(i) >= 0.1 * thunk_time)
         add("A fused Composite runs one precompiled kernel per op and takes " +
             std::to_string(static_cast<int>(100 * f->node_time(i) / thunk_time + 0.5)) +
@@ -9735,7 +9747,7 @@ inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<funct
       };
       if (o.kind == op_kind::elemwise && o.scalar == scalar_op::pow && is_two(n.inputs[1]))
         add("Replace pow(x, 2) by sqr(x) (or x * x): " + g.node_text(n));
-      if (o.kind == op_kind::composite)
+      if (o.fused)
         for (const auto& ins : o.fused->code)
           if (ins.op == scalar_op::pow) add("A Composite computes pow: if the exponent is 2, use sqr(x) instead");
       if (o.kind == op_kind::dot) {
@@ -9787,7 +9799,7 @@ XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stat
         const double t = f->calls ? f->node_time(i) / static_cast<double>(f->calls) : 0.0;
         r.ops[n.op_name()] += t;
         node d{n.op_name(), g.node_text(n), t, {}, false};
-        if (n.fn->kind == op_kind::composite || n.fn->kind == op_kind::one_pass_gemv) d.absorbed = n.fn->fused->absorbed;
+        if (n.fn->fused) d.absorbed = n.fn->fused->absorbed;
         r.nodes.push_back(std::move(d));
         r.total += t;
       }
@@ -11115,7 +11127,8 @@ inline void gather_rows_bytes(std::byte* to, const std::byte* from, std::int64_t
 inline constexpr std::int64_t max_period = 16384;
 }  // namespace detail
 
-/// @brief Runs a fused elementwise program; outputs are C-contiguous with the broadcast shape.
+/// @brief Runs a fused elementwise program; outputs have the broadcast shape, C-contiguous or
+/// with rows of adjacent elements (a region of a larger array: IncSubtensor's fused value).
 inline void run_program(const compiled_program& cp, const ndarray* const* ins, ndarray* const* outs,
                         const parallelism& par = {}) {
   const program& p = *cp.prog;
@@ -11124,6 +11137,14 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   const std::int64_t total = shape.size();
   if (total == 0) return;
   if (cp.reg_types.size() > detail::max_registers) throw std::logic_error("xsym: fused program too large");
+  bool dense = true;  // every output C-contiguous; else the rows' path, each row at its place
+  for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+    const ndarray& out = *outs[o];
+    if (out.is_c_contiguous()) continue;
+    if (out.stride(out.rank() - 1) != 1 && out.shape(out.rank() - 1) != 1)
+      throw std::logic_error("xsym: an elementwise output whose rows are not adjacent elements");
+    dense = false;
+  }
 
   std::size_t n_copies = 0;
   const ndarray* arr[detail::max_registers];
@@ -11146,6 +11167,7 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     scalar[k] = one;
     if (!one && !(a->shape() == shape && a->is_c_contiguous())) flat = false;
   }
+  flat = flat && dense;
   std::byte* out_base[limits::max_outputs];
   for (std::size_t o = 0; o < p.outputs.size(); ++o) out_base[o] = outs[o]->data();
   const int threads = total >= par.elemwise_minsize ? par.threads : 1;
@@ -11192,7 +11214,7 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     periodic = periodic && lcm <= detail::max_period;
     in_cache[k] = scalar[k] || period[k] < total;
   }
-  if (periodic && lcm > 1) {
+  if (periodic && lcm > 1 && dense) {
     // A span: whole periods, at least 2048 elements where the periods allow.
     const std::int64_t span = lcm * std::max<std::int64_t>(1, 2048 / lcm);
     thread_local std::vector<std::byte> repeated;
@@ -11258,7 +11280,7 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     once[k] = gather[k] && period[k] > 0 && span % period[k] == 0;
     copies |= gather[k] && !once[k] && !row_scalar[k];
   }
-  if (rows > 1 && (len < 64 || (!copies && len < 256))) {
+  if (dense && rows > 1 && (len < 64 || (!copies && len < 256))) {
     std::size_t bytes = 64;
     for (int k = 0; k < n_in; ++k)
       if (gather[k]) bytes += static_cast<std::size_t>((span * cp.in_bytes[static_cast<std::size_t>(k)] + 63) / 64 * 64 + 64);
@@ -11319,14 +11341,39 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     });
     return;
   }
-  // Threads take whole rows.
+  // Threads take whole rows; each row's start by an odometer over the leading axes (a division
+  // per input and axis for every row cost more than a short row's elements).
+  std::array<std::int64_t, max_rank> out_strides[limits::max_outputs];
+  for (std::size_t o = 0; o < n_out; ++o)
+    for (std::int64_t d = shape.rank - 1, step = 1; d >= 0; --d) {  // C order where dense
+      out_strides[o][static_cast<std::size_t>(d)] = dense ? step : outs[o]->stride(static_cast<int>(d));
+      step *= shape[static_cast<int>(d)];
+    }
   parallel_chunks(rows, 1, threads, [&](std::int64_t first, std::int64_t last) {
     const std::byte* row_in[detail::max_registers];
     std::byte* row_out[limits::max_outputs];
+    std::int64_t idx[max_rank] = {};
+    for (std::int64_t r = first, d = shape.rank - 2; d >= 0; --d) {
+      idx[d] = r % shape[static_cast<int>(d)];
+      r /= shape[static_cast<int>(d)];
+    }
+    for (int k = 0; k < n_in; ++k) row_in[k] = row_at(k, first);
+    for (std::size_t o = 0; o < n_out; ++o) {
+      row_out[o] = out_base[o];
+      for (int d = 0; d + 1 < shape.rank; ++d) row_out[o] += idx[d] * out_strides[o][static_cast<std::size_t>(d)] * cp.out_bytes[o];
+    }
     for (std::int64_t r = first; r < last; ++r) {
-      for (int k = 0; k < n_in; ++k) row_in[k] = row_at(k, r);
-      for (std::size_t o = 0; o < n_out; ++o) row_out[o] = out_base[o] + r * len * cp.out_bytes[o];
       detail::run_span(cp, row_in, row_scalar, row_out, len);
+      if (r + 1 == last) break;
+      for (int d = shape.rank - 2; d >= 0; --d) {  // the next row
+        const auto du = static_cast<std::size_t>(d);
+        const bool carry = ++idx[d] == shape[d];
+        const std::int64_t by = carry ? 1 - shape[d] : 1;
+        for (int k = 0; k < n_in; ++k) row_in[k] += by * strides[k][du] * cp.in_bytes[static_cast<std::size_t>(k)];
+        for (std::size_t o = 0; o < n_out; ++o) row_out[o] += by * out_strides[o][du] * cp.out_bytes[o];
+        if (!carry) break;
+        idx[d] = 0;
+      }
     }
   });
 }
@@ -12927,30 +12974,65 @@ inline void run_reshape(const thunk& t, ndarray* values) {
   values[n.outputs[0]] = std::move(v);
 }
 
-// IncSubtensor: x with x[slices] set to (or incremented by) y, y broadcast along the region's
-// dimensions where it is statically broadcastable. In x's buffer when the node destroys x and
-// nothing else holds it; the shapes are checked before anything is written.
-inline void run_inc_subtensor(const thunk& t, ndarray* values) {
-  const apply_node& n = *t.node;
-  const op& o = *n.fn;
-  ndarray& x = values[n.inputs[0]];
-  const ndarray& y = values[n.inputs[1]];
-  const ndarray region = subtensor_view(x, o.slices);
+// x's elements outside the region `slices` takes, into out (x's shape). A region of unit steps
+// leaves at most two boxes per axis around it (before and after it along that axis, inside it
+// along the axes before); any other region copies all of x.
+inline void copy_outside(const ndarray& x, const ndarray& out, const std::vector<slice_spec>& slices) {
+  std::int64_t lo[max_rank] = {}, hi[max_rank] = {};
+  for (int d = 0; d < x.rank(); ++d) {
+    lo[d] = 0;
+    hi[d] = x.shape(d);
+    if (d >= static_cast<int>(slices.size())) continue;
+    const axis_range r = resolve_slice(slices[static_cast<std::size_t>(d)], x.shape(d), d);
+    if (r.count == 0 || (r.step != 1 && r.count > 1)) return copy_elements(x, out);
+    lo[d] = r.start;
+    hi[d] = r.start + r.count;
+  }
+  for (int d = 0; d < x.rank(); ++d)
+    for (const auto& [from, to] : {std::pair{std::int64_t{0}, lo[d]}, std::pair{hi[d], x.shape(d)}}) {
+      if (from == to) continue;
+      shape_t s = x.shape();
+      std::int64_t at_x = 0, at_out = 0;
+      for (int e = 0; e < x.rank(); ++e) {
+        const std::int64_t first = e < d ? lo[e] : e == d ? from : 0;
+        s[e] = e < d ? hi[e] - lo[e] : e == d ? to - from : x.shape(e);
+        at_x += first * x.stride(e);
+        at_out += first * out.stride(e);
+      }
+      copy_elements(x.view_at(at_x, s, x.strides()), out.view_at(at_out, s, out.strides()));
+    }
+}
+
+// The array IncSubtensor writes: x's buffer when the node destroys x and nothing else holds it
+// (`keep`: x is also read after the output is made), else a copy of x where the node sets
+// values, only the elements outside the region.
+inline void inc_subtensor_output(const thunk& t, ndarray& x, ndarray& out, bool keep) {
+  const op& o = *t.node->fn;
+  if (o.is_inplace() && !keep && x.is_c_contiguous() && x.owner() && x.owner().use_count() == 1) {
+    out = std::move(x);
+    return;
+  }
+  prepare_output(out, t.out_type, x.shape(), t.pool);
+  if (o.set_values) copy_outside(x, out, o.slices);
+  else copy_elements(x, out);
+}
+
+// x[slices] of out set to (or incremented by) y, y broadcast along the region's dimensions
+// where `y_bcast` says it is statically broadcastable; the shapes are checked before anything
+// is written.
+inline void inc_subtensor_into(const thunk& t, ndarray& x, const ndarray& y, std::uint8_t y_bcast, ndarray& out,
+                               bool keep) {
+  const op& o = *t.node->fn;
+  const shape_t region = subtensor_view(x, o.slices).shape();  // no view kept: x may be taken in place
   std::array<std::int64_t, max_rank> y_strides{};
-  for (int d = 0; d < region.rank(); ++d) {
-    const bool broadcast = y.shape(d) == 1 && ((t.slot_bcast[1] >> d) & 1u);
-    if (y.shape(d) != region.shape(d) && !broadcast)
+  for (int d = 0; d < region.rank; ++d) {
+    const bool broadcast = y.shape(d) == 1 && ((y_bcast >> d) & 1u);
+    if (y.shape(d) != region[d] && !broadcast)
       throw shape_error("the value of shape " + to_string(y.shape()) + " does not fit the region of shape " +
-                        to_string(region.shape()) + " that the slice takes from shape " + to_string(x.shape()));
+                        to_string(region) + " that the slice takes from shape " + to_string(x.shape()));
     y_strides[static_cast<std::size_t>(d)] = broadcast ? 0 : y.stride(d);
   }
-  ndarray& out = values[n.outputs[0]];
-  if (o.is_inplace() && x.is_c_contiguous() && x.owner() && x.owner().use_count() == 1) {
-    out = std::move(x);
-  } else {
-    prepare_output(out, t.out_type, x.shape(), t.pool);
-    copy_elements(x, out);
-  }
+  inc_subtensor_output(t, x, out, keep);
   const ndarray dst = subtensor_view(out, o.slices);
   visit_dtype(out.type(), [&](auto z) {
     using T = decltype(z);
@@ -12979,6 +13061,56 @@ inline void run_inc_subtensor(const thunk& t, ndarray* values) {
     }
   });
 }
+
+// IncSubtensor: x with x[slices] set to (or incremented by) y. In x's buffer when the node
+// destroys x and nothing else holds it.
+inline void run_inc_subtensor(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  ndarray& x = values[n.inputs[0]];
+  inc_subtensor_into(t, x, values[n.inputs[1]], t.slot_bcast[1], values[n.outputs[0]], n.inputs[1] == n.inputs[0]);
+}
+
+// IncSubtensor{Set} whose value is a fused elementwise program of inputs 1, 2, ...
+// (set_subtensor_fusion): the program writes its rows straight into the output's region, and
+// only x's elements outside the region are copied, so the value never goes through memory of
+// its own. Where the value does not fill the region element for element (it broadcasts into
+// it, or the region's rows are strided), and for DebugMode's reference (`direct` false), the
+// value is computed into an array and set, as the two nodes did.
+inline void inc_subtensor_fused_node(const thunk& t, ndarray* values, bool direct) {
+  const apply_node& n = *t.node;
+  const op& o = *n.fn;
+  ndarray& x = values[n.inputs[0]];
+  const int n_in = static_cast<int>(n.inputs.size()) - 1;
+  const ndarray* ins[limits::max_registers] = {};
+  bool reads_x = false;  // the program reads x's slot itself: x must outlive the output
+  for (int k = 0; k < n_in; ++k) {
+    ins[k] = &values[n.inputs[static_cast<std::size_t>(k) + 1]];
+    reads_x |= n.inputs[static_cast<std::size_t>(k) + 1] == n.inputs[0];
+  }
+  const shape_t shape = cpu::broadcast_shape(ins, t.slot_bcast.data() + 1, n_in);
+  bool fits = direct;  // the region takes the value's rows element for element
+  {
+    const ndarray region = subtensor_view(x, o.slices);  // released before x may be taken in place
+    const int last = region.rank() - 1;
+    fits = fits && shape == region.shape() && (last < 0 || region.stride(last) == 1 || region.shape(last) == 1);
+  }
+  if (fits) {
+    ndarray& out = values[n.outputs[0]];
+    inc_subtensor_output(t, x, out, reads_x);
+    ndarray dst = subtensor_view(out, o.slices);
+    ndarray* outs[1] = {&dst};
+    cpu::run_program(t.prog, ins, outs, t.par);
+    return;
+  }
+  ndarray value;
+  prepare_output(value, t.out_type, shape, t.pool);
+  ndarray* outs[1] = {&value};
+  cpu::run_program(t.prog, ins, outs, t.par);
+  inc_subtensor_into(t, x, value, o.value_broadcastable, values[n.outputs[0]], reads_x);
+  if (t.pool) t.pool->give(value);
+}
+inline void run_inc_subtensor_fused(const thunk& t, ndarray* values) { inc_subtensor_fused_node(t, values, true); }
+inline void run_inc_subtensor_steps(const thunk& t, ndarray* values) { inc_subtensor_fused_node(t, values, false); }
 
 // Join: the inputs copied one after the other along the axis into a C-contiguous output.
 inline void run_join(const thunk& t, ndarray* values) {
@@ -14065,6 +14197,66 @@ XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/rewrite/one_pass.hpp ----
+// ---- begin include/xsym/rewrite/subtensor_fusion.hpp ----
+#ifndef XSYM_REWRITE_SUBTENSOR_FUSION_HPP
+#define XSYM_REWRITE_SUBTENSOR_FUSION_HPP
+
+// set_subtensor_fusion: set_subtensor(x[slices], e) with e elementwise (a Composite or one op)
+// read by nothing else becomes one IncSubtensor node that runs e's program into its output's
+// region (exec/cpu_nodes.hpp, inc_subtensor_fused_node): e's result never has an array of its
+// own, and only x's elements outside the region are copied. This is numpy's
+// `u[1:-1, 1:-1] = stencil(u)` at the cost of the stencil alone.
+#include <algorithm>
+#include <unordered_set>
+
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
+
+namespace xsym::detail {
+
+inline void set_subtensor_fusion_pass(function_graph& g, rewrite_record& rec) {
+  std::unordered_set<int> kept(g.outputs.begin(), g.outputs.end());
+  for (auto [target, value] : g.updates) kept.insert(value);
+  const auto clients = g.clients();
+  std::vector<int> absorbed;  // ids of the elementwise nodes taken in
+  for (apply_node& n : g.nodes) {
+    const op& o = *n.fn;
+    if (o.kind != op_kind::inc_subtensor || !o.set_values || o.fused || o.on_gpu || n.inputs.size() != 2) continue;
+    const int v = n.inputs[1];
+    const slot& vs = g.slots[static_cast<std::size_t>(v)];
+    if (vs.owner < 0 || kept.count(v) || v == n.inputs[0]) continue;
+    const apply_node& e = g.nodes[static_cast<std::size_t>(vs.owner)];
+    if ((e.fn->kind != op_kind::elemwise && e.fn->kind != op_kind::composite) || e.outputs.size() != 1 ||
+        !e.fn->destroy_map.empty() || e.fn->on_gpu)
+      continue;
+    if (clients[static_cast<std::size_t>(v)].size() != 1 ||
+        vs.type != g.slots[static_cast<std::size_t>(n.inputs[0])].type)
+      continue;
+    if (e.inputs.size() + 1 > limits::max_registers) continue;
+    op f = o;
+    f.fused = node_program(g, e);
+    f.value_broadcastable = vs.broadcastable;
+    rec.notes.push_back(g.node_text(e) + " runs into the region of " + g.node_text(n));
+    ++rec.applied;
+    n.fn = std::make_shared<const op>(std::move(f));
+    std::vector<int> inputs{n.inputs[0]};
+    inputs.insert(inputs.end(), e.inputs.begin(), e.inputs.end());
+    n.inputs = std::move(inputs);
+    absorbed.push_back(e.id);
+  }
+  if (absorbed.empty()) return;
+  std::vector<apply_node> order;
+  for (apply_node& m : g.nodes)
+    if (std::find(absorbed.begin(), absorbed.end(), m.id) == absorbed.end()) order.push_back(std::move(m));
+  g.nodes = std::move(order);
+  renumber_nodes(g);
+}
+
+}  // namespace xsym::detail
+XSYM_COLD_END
+
+#endif
+// ---- end include/xsym/rewrite/subtensor_fusion.hpp ----
 // ---- begin include/xsym/rewrite/registry.hpp ----
 #ifndef XSYM_REWRITE_REGISTRY_HPP
 #define XSYM_REWRITE_REGISTRY_HPP
@@ -14169,6 +14361,7 @@ namespace detail {
 
 inline constexpr const char* gpu_placement_rewrite = "gpu_placement";
 inline constexpr const char* one_pass_rewrite = "one_pass_gemv";  // CPU only: not with device=cuda
+inline constexpr const char* set_fusion_rewrite = "set_subtensor_fusion";  // IncSubtensor runs on the host
 
 inline std::vector<std::string> split_colon(const std::string& s) {
   std::vector<std::string> out;
@@ -14242,6 +14435,7 @@ inline constexpr builtin_rewrite builtin_rewrite_table[] = {
     {"gemv_scale_fold", "blas:fast_math:fast_run", 12, gemv_scale_fold_pass, nullptr},
     {"elemwise_fusion", "fusion:fast_run", 49, fusion_pass, nullptr},
     {"multi_output_fusion", "fusion:fast_run", 60, nullptr, multi_output_fusion_pass},
+    {set_fusion_rewrite, "fusion:fast_run", 62, nullptr, set_subtensor_fusion_pass},
     {one_pass_rewrite, "fusion:fast_run", 65, nullptr, one_pass_gemv_pass},
     {"inplace_elemwise", "inplace:fast_run", 70, nullptr, inplace_pass},
     {gpu_placement_rewrite, "gpu", 90, nullptr, gpu_placement_pass},
@@ -14573,14 +14767,18 @@ inline resolved_plan resolve_plan(const function_options& o) {
   // Placing nodes on the device is what device=cuda means, whatever the mode's rewrites.
   if (p.gpu) p.rewrites.insert(std::string(gpu_placement_rewrite));
   else p.rewrites.erase(std::string(gpu_placement_rewrite));
-  if (p.gpu) p.rewrites.erase(std::string(one_pass_rewrite));  // a CPU kernel: the products run on the device
+  if (p.gpu) {  // CPU kernels: with device=cuda the products and the Composite run on the device
+    p.rewrites.erase(std::string(one_pass_rewrite));
+    p.rewrites.erase(std::string(set_fusion_rewrite));
+  }
   for (const auto& t : split_colon(o.requiring.value_or(config.optimizer_requiring.value()))) {
     check_known(t, "optimizer_requiring");
     for (const auto& r : rows)
       if (matches(*r, t) && !p.rewrites.count(r->name))
         throw compile_error("xsym: optimizer_requiring names '" + t + "' but rewrite '" + r->name + "' " +
                             (r->name == gpu_placement_rewrite ? std::string("runs only with device=cuda")
-                             : r->name == one_pass_rewrite && p.gpu ? std::string("does not run with device=cuda")
+                             : (r->name == one_pass_rewrite || r->name == set_fusion_rewrite) && p.gpu
+                                 ? std::string("does not run with device=cuda")
                                                               : std::string("is turned off by the mode or optimizer_excluding")));
   }
   return p;
@@ -14779,11 +14977,12 @@ XSYM_COLD_BEGIN
 namespace detail {
 // Bit k: the elementwise node's input k is one value for the whole node (rank 0, or every
 // dimension broadcastable), as run_span takes it for whole arrays.
-inline std::uint64_t one_value_inputs(const function_graph& g, const apply_node& n, const thunk& t) {
+inline std::uint64_t one_value_inputs(const function_graph& g, const apply_node& n, const thunk& t,
+                                      std::size_t first = 0) {
   std::uint64_t bits = 0;
-  for (std::size_t k = 0; k < n.inputs.size() && k < 64; ++k) {
+  for (std::size_t k = first; k < n.inputs.size() && k - first < 64; ++k) {
     const unsigned all = (1u << g.slots[static_cast<std::size_t>(n.inputs[k])].rank) - 1u;
-    if ((t.slot_bcast[k] & all) == all) bits |= std::uint64_t{1} << k;
+    if ((t.slot_bcast[k] & all) == all) bits |= std::uint64_t{1} << (k - first);
   }
   return bits;
 }
@@ -14864,7 +15063,15 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
       case op_kind::arg_reduce: t.run = &detail::run_arg_reduce; break;
       case op_kind::inc_rows: t.run = &detail::run_inc_rows; break;
       case op_kind::subtensor: t.run = &detail::run_subtensor; break;
-      case op_kind::inc_subtensor: t.run = &detail::run_inc_subtensor; break;
+      case op_kind::inc_subtensor:
+        if (n.fn->fused) {  // set_subtensor_fusion: the program's inputs follow x
+          t.prog = reference ? cpu::compile_program<false>(n.fn->fused) : cpu::compile_program<true>(n.fn->fused);
+          if (!reference) cpu::bind_typed_kernel(t.prog, detail::one_value_inputs(g, n, t, 1));
+          t.run = reference ? &detail::run_inc_subtensor_steps : &detail::run_inc_subtensor_fused;
+        } else {
+          t.run = &detail::run_inc_subtensor;
+        }
+        break;
       case op_kind::reshape: t.run = &detail::run_reshape; break;
       case op_kind::join: t.run = &detail::run_join; break;
       case op_kind::join_part: t.run = &detail::run_join_part; break;
@@ -14918,12 +15125,13 @@ inline void function_runtime::compile_kernels(std::vector<detail::thunk>& thunks
     // One instruction is already one pass of a precompiled kernel.
     if (t.prog.prog == nullptr || t.prog.prog->code.size() < 2) continue;
     cpu::jit_request r{&t.prog, {0, 0}};
-    if (t.run == &detail::run_elemwise) {
-      r.scalar_bits[0] = detail::one_value_inputs(g, *t.node, t);
-      for (std::size_t k = 0; k < t.node->inputs.size() && k < 64; ++k) {  // the rows' one values
+    if (t.run == &detail::run_elemwise || t.run == &detail::run_inc_subtensor_fused) {
+      const std::size_t first = t.run == &detail::run_elemwise ? 0 : 1;  // IncSubtensor's x is not the program's
+      r.scalar_bits[0] = detail::one_value_inputs(g, *t.node, t, first);
+      for (std::size_t k = first; k < t.node->inputs.size() && k - first < 64; ++k) {  // the rows' one values
         const slot& in = g.slots[static_cast<std::size_t>(t.node->inputs[k])];
         const unsigned last = in.rank > 0 ? 1u << (in.rank - 1) : 0u;
-        if ((t.slot_bcast[k] & last) == last) r.scalar_bits[1] |= std::uint64_t{1} << k;
+        if ((t.slot_bcast[k] & last) == last) r.scalar_bits[1] |= std::uint64_t{1} << (k - first);
       }
     } else if (t.run == &detail::run_one_pass_gemv) {
       r.scalar_bits[0] = r.scalar_bits[1] = detail::one_pass_one_value_inputs(*t.node, t);

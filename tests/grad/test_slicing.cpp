@@ -205,7 +205,9 @@ TEST_CASE("IncSubtensor writes in place into an intermediate, never into an inpu
                           xsym::updates(xsym::update(u, next)));
   const auto names = xsym_test::op_names(f);
   CHECK(std::count(names.begin(), names.end(), "IncSubtensor{InplaceSet;:2:}") == 1);  // into x * 2's buffer
-  CHECK(std::count(names.begin(), names.end(), "IncSubtensor{Set;1:-1:}") == 1);       // u's value is kept
+  CHECK(std::count_if(names.begin(), names.end(), [](const std::string& n) {  // u's value is kept
+          return n.rfind("IncSubtensor{Set;1:-1:;Composite{", 0) == 0;  // the stencil runs into the region
+        }) == 1);
   const xt::xtensor<double, 1> X = {1, 2, 3};
   auto [a, same] = f(X);
   CHECK((a == xt::xtensor<double, 1>{0, 0, 6}));

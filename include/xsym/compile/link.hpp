@@ -15,11 +15,12 @@ XSYM_COLD_BEGIN
 namespace detail {
 // Bit k: the elementwise node's input k is one value for the whole node (rank 0, or every
 // dimension broadcastable), as run_span takes it for whole arrays.
-inline std::uint64_t one_value_inputs(const function_graph& g, const apply_node& n, const thunk& t) {
+inline std::uint64_t one_value_inputs(const function_graph& g, const apply_node& n, const thunk& t,
+                                      std::size_t first = 0) {
   std::uint64_t bits = 0;
-  for (std::size_t k = 0; k < n.inputs.size() && k < 64; ++k) {
+  for (std::size_t k = first; k < n.inputs.size() && k - first < 64; ++k) {
     const unsigned all = (1u << g.slots[static_cast<std::size_t>(n.inputs[k])].rank) - 1u;
-    if ((t.slot_bcast[k] & all) == all) bits |= std::uint64_t{1} << k;
+    if ((t.slot_bcast[k] & all) == all) bits |= std::uint64_t{1} << (k - first);
   }
   return bits;
 }
@@ -100,7 +101,15 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
       case op_kind::arg_reduce: t.run = &detail::run_arg_reduce; break;
       case op_kind::inc_rows: t.run = &detail::run_inc_rows; break;
       case op_kind::subtensor: t.run = &detail::run_subtensor; break;
-      case op_kind::inc_subtensor: t.run = &detail::run_inc_subtensor; break;
+      case op_kind::inc_subtensor:
+        if (n.fn->fused) {  // set_subtensor_fusion: the program's inputs follow x
+          t.prog = reference ? cpu::compile_program<false>(n.fn->fused) : cpu::compile_program<true>(n.fn->fused);
+          if (!reference) cpu::bind_typed_kernel(t.prog, detail::one_value_inputs(g, n, t, 1));
+          t.run = reference ? &detail::run_inc_subtensor_steps : &detail::run_inc_subtensor_fused;
+        } else {
+          t.run = &detail::run_inc_subtensor;
+        }
+        break;
       case op_kind::reshape: t.run = &detail::run_reshape; break;
       case op_kind::join: t.run = &detail::run_join; break;
       case op_kind::join_part: t.run = &detail::run_join_part; break;
@@ -154,12 +163,13 @@ inline void function_runtime::compile_kernels(std::vector<detail::thunk>& thunks
     // One instruction is already one pass of a precompiled kernel.
     if (t.prog.prog == nullptr || t.prog.prog->code.size() < 2) continue;
     cpu::jit_request r{&t.prog, {0, 0}};
-    if (t.run == &detail::run_elemwise) {
-      r.scalar_bits[0] = detail::one_value_inputs(g, *t.node, t);
-      for (std::size_t k = 0; k < t.node->inputs.size() && k < 64; ++k) {  // the rows' one values
+    if (t.run == &detail::run_elemwise || t.run == &detail::run_inc_subtensor_fused) {
+      const std::size_t first = t.run == &detail::run_elemwise ? 0 : 1;  // IncSubtensor's x is not the program's
+      r.scalar_bits[0] = detail::one_value_inputs(g, *t.node, t, first);
+      for (std::size_t k = first; k < t.node->inputs.size() && k - first < 64; ++k) {  // the rows' one values
         const slot& in = g.slots[static_cast<std::size_t>(t.node->inputs[k])];
         const unsigned last = in.rank > 0 ? 1u << (in.rank - 1) : 0u;
-        if ((t.slot_bcast[k] & last) == last) r.scalar_bits[1] |= std::uint64_t{1} << k;
+        if ((t.slot_bcast[k] & last) == last) r.scalar_bits[1] |= std::uint64_t{1} << (k - first);
       }
     } else if (t.run == &detail::run_one_pass_gemv) {
       r.scalar_bits[0] = r.scalar_bits[1] = detail::one_pass_one_value_inputs(*t.node, t);

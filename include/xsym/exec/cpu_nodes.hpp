@@ -312,30 +312,65 @@ inline void run_reshape(const thunk& t, ndarray* values) {
   values[n.outputs[0]] = std::move(v);
 }
 
-// IncSubtensor: x with x[slices] set to (or incremented by) y, y broadcast along the region's
-// dimensions where it is statically broadcastable. In x's buffer when the node destroys x and
-// nothing else holds it; the shapes are checked before anything is written.
-inline void run_inc_subtensor(const thunk& t, ndarray* values) {
-  const apply_node& n = *t.node;
-  const op& o = *n.fn;
-  ndarray& x = values[n.inputs[0]];
-  const ndarray& y = values[n.inputs[1]];
-  const ndarray region = subtensor_view(x, o.slices);
+// x's elements outside the region `slices` takes, into out (x's shape). A region of unit steps
+// leaves at most two boxes per axis around it (before and after it along that axis, inside it
+// along the axes before); any other region copies all of x.
+inline void copy_outside(const ndarray& x, const ndarray& out, const std::vector<slice_spec>& slices) {
+  std::int64_t lo[max_rank] = {}, hi[max_rank] = {};
+  for (int d = 0; d < x.rank(); ++d) {
+    lo[d] = 0;
+    hi[d] = x.shape(d);
+    if (d >= static_cast<int>(slices.size())) continue;
+    const axis_range r = resolve_slice(slices[static_cast<std::size_t>(d)], x.shape(d), d);
+    if (r.count == 0 || (r.step != 1 && r.count > 1)) return copy_elements(x, out);
+    lo[d] = r.start;
+    hi[d] = r.start + r.count;
+  }
+  for (int d = 0; d < x.rank(); ++d)
+    for (const auto& [from, to] : {std::pair{std::int64_t{0}, lo[d]}, std::pair{hi[d], x.shape(d)}}) {
+      if (from == to) continue;
+      shape_t s = x.shape();
+      std::int64_t at_x = 0, at_out = 0;
+      for (int e = 0; e < x.rank(); ++e) {
+        const std::int64_t first = e < d ? lo[e] : e == d ? from : 0;
+        s[e] = e < d ? hi[e] - lo[e] : e == d ? to - from : x.shape(e);
+        at_x += first * x.stride(e);
+        at_out += first * out.stride(e);
+      }
+      copy_elements(x.view_at(at_x, s, x.strides()), out.view_at(at_out, s, out.strides()));
+    }
+}
+
+// The array IncSubtensor writes: x's buffer when the node destroys x and nothing else holds it
+// (`keep`: x is also read after the output is made), else a copy of x where the node sets
+// values, only the elements outside the region.
+inline void inc_subtensor_output(const thunk& t, ndarray& x, ndarray& out, bool keep) {
+  const op& o = *t.node->fn;
+  if (o.is_inplace() && !keep && x.is_c_contiguous() && x.owner() && x.owner().use_count() == 1) {
+    out = std::move(x);
+    return;
+  }
+  prepare_output(out, t.out_type, x.shape(), t.pool);
+  if (o.set_values) copy_outside(x, out, o.slices);
+  else copy_elements(x, out);
+}
+
+// x[slices] of out set to (or incremented by) y, y broadcast along the region's dimensions
+// where `y_bcast` says it is statically broadcastable; the shapes are checked before anything
+// is written.
+inline void inc_subtensor_into(const thunk& t, ndarray& x, const ndarray& y, std::uint8_t y_bcast, ndarray& out,
+                               bool keep) {
+  const op& o = *t.node->fn;
+  const shape_t region = subtensor_view(x, o.slices).shape();  // no view kept: x may be taken in place
   std::array<std::int64_t, max_rank> y_strides{};
-  for (int d = 0; d < region.rank(); ++d) {
-    const bool broadcast = y.shape(d) == 1 && ((t.slot_bcast[1] >> d) & 1u);
-    if (y.shape(d) != region.shape(d) && !broadcast)
+  for (int d = 0; d < region.rank; ++d) {
+    const bool broadcast = y.shape(d) == 1 && ((y_bcast >> d) & 1u);
+    if (y.shape(d) != region[d] && !broadcast)
       throw shape_error("the value of shape " + to_string(y.shape()) + " does not fit the region of shape " +
-                        to_string(region.shape()) + " that the slice takes from shape " + to_string(x.shape()));
+                        to_string(region) + " that the slice takes from shape " + to_string(x.shape()));
     y_strides[static_cast<std::size_t>(d)] = broadcast ? 0 : y.stride(d);
   }
-  ndarray& out = values[n.outputs[0]];
-  if (o.is_inplace() && x.is_c_contiguous() && x.owner() && x.owner().use_count() == 1) {
-    out = std::move(x);
-  } else {
-    prepare_output(out, t.out_type, x.shape(), t.pool);
-    copy_elements(x, out);
-  }
+  inc_subtensor_output(t, x, out, keep);
   const ndarray dst = subtensor_view(out, o.slices);
   visit_dtype(out.type(), [&](auto z) {
     using T = decltype(z);
@@ -364,6 +399,56 @@ inline void run_inc_subtensor(const thunk& t, ndarray* values) {
     }
   });
 }
+
+// IncSubtensor: x with x[slices] set to (or incremented by) y. In x's buffer when the node
+// destroys x and nothing else holds it.
+inline void run_inc_subtensor(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  ndarray& x = values[n.inputs[0]];
+  inc_subtensor_into(t, x, values[n.inputs[1]], t.slot_bcast[1], values[n.outputs[0]], n.inputs[1] == n.inputs[0]);
+}
+
+// IncSubtensor{Set} whose value is a fused elementwise program of inputs 1, 2, ...
+// (set_subtensor_fusion): the program writes its rows straight into the output's region, and
+// only x's elements outside the region are copied, so the value never goes through memory of
+// its own. Where the value does not fill the region element for element (it broadcasts into
+// it, or the region's rows are strided), and for DebugMode's reference (`direct` false), the
+// value is computed into an array and set, as the two nodes did.
+inline void inc_subtensor_fused_node(const thunk& t, ndarray* values, bool direct) {
+  const apply_node& n = *t.node;
+  const op& o = *n.fn;
+  ndarray& x = values[n.inputs[0]];
+  const int n_in = static_cast<int>(n.inputs.size()) - 1;
+  const ndarray* ins[limits::max_registers] = {};
+  bool reads_x = false;  // the program reads x's slot itself: x must outlive the output
+  for (int k = 0; k < n_in; ++k) {
+    ins[k] = &values[n.inputs[static_cast<std::size_t>(k) + 1]];
+    reads_x |= n.inputs[static_cast<std::size_t>(k) + 1] == n.inputs[0];
+  }
+  const shape_t shape = cpu::broadcast_shape(ins, t.slot_bcast.data() + 1, n_in);
+  bool fits = direct;  // the region takes the value's rows element for element
+  {
+    const ndarray region = subtensor_view(x, o.slices);  // released before x may be taken in place
+    const int last = region.rank() - 1;
+    fits = fits && shape == region.shape() && (last < 0 || region.stride(last) == 1 || region.shape(last) == 1);
+  }
+  if (fits) {
+    ndarray& out = values[n.outputs[0]];
+    inc_subtensor_output(t, x, out, reads_x);
+    ndarray dst = subtensor_view(out, o.slices);
+    ndarray* outs[1] = {&dst};
+    cpu::run_program(t.prog, ins, outs, t.par);
+    return;
+  }
+  ndarray value;
+  prepare_output(value, t.out_type, shape, t.pool);
+  ndarray* outs[1] = {&value};
+  cpu::run_program(t.prog, ins, outs, t.par);
+  inc_subtensor_into(t, x, value, o.value_broadcastable, values[n.outputs[0]], reads_x);
+  if (t.pool) t.pool->give(value);
+}
+inline void run_inc_subtensor_fused(const thunk& t, ndarray* values) { inc_subtensor_fused_node(t, values, true); }
+inline void run_inc_subtensor_steps(const thunk& t, ndarray* values) { inc_subtensor_fused_node(t, values, false); }
 
 // Join: the inputs copied one after the other along the axis into a C-contiguous output.
 inline void run_join(const thunk& t, ndarray* values) {

@@ -254,7 +254,7 @@ struct op {
   bool accumulate = false;                     // gemv: inputs (y0, A, x), output beta * y0 + alpha * op(A) x
   double alpha = 1.0;
   double beta = 1.0;                           // gemv only; Gemm's is 1
-  std::shared_ptr<const program> fused;        // composite; one_pass_gemv: its Composite
+  std::shared_ptr<const program> fused;        // composite; one_pass_gemv, inc_subtensor (set): its Composite
   int pass_u = 0;                              // one_pass_gemv: the Composite's input that is dot(A, x)
   int pass_g = 0;                              // one_pass_gemv: the Composite's output the product reads
   std::vector<std::pair<int, int>> destroy_map;  // (output, input) pairs written in place
@@ -263,6 +263,7 @@ struct op {
   std::shared_ptr<const communicator> comm;    // allreduce: the processes it reduces over
   std::vector<slice_spec> slices;              // subtensor, inc_subtensor: one per leading axis
   bool set_values = false;                     // inc_subtensor: set (else increment)
+  std::uint8_t value_broadcastable = 0;        // inc_subtensor with a fused value: the value's pattern
   std::vector<std::int64_t> dims;              // reshape: the new shape, one -1 at most
   bool extents_from_inputs = false;            // reshape: inputs (x, extent 0, ...), int64 scalars
   std::string message;                         // check: what a false condition means
@@ -374,7 +375,9 @@ struct op {
       case op_kind::subtensor: return "Subtensor{" + slices_text() + "}";
       case op_kind::inc_subtensor:
         return std::string("IncSubtensor{") + (destroy_map.empty() ? "" : "Inplace") + (set_values ? "Set;" : "Inc;") +
-               slices_text() + "}";
+               slices_text() +
+               (fused ? ";Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}" : std::string()) +
+               "}";
       case op_kind::reshape: return "Reshape{" + std::to_string(dims.size()) + "}";
       case op_kind::join: return "Join{axis=" + std::to_string(axes[0]) + "}";
       case op_kind::join_part: return "Split{axis=" + std::to_string(axes[0]) + ",part=" + std::to_string(pass_u) + "}";
@@ -431,7 +434,7 @@ struct op {
   /// @brief Two ops with the same signature compute the same function (merge uses it).
   std::string signature() const {
     std::string sig = name() + (transpose_a ? "/T" : "") +
-                      (kind == op_kind::composite || kind == op_kind::one_pass_gemv ? "/" + fused->text : std::string());
+                      (fused ? "/" + fused->text : std::string());
     if (kind == op_kind::one_pass_gemv) sig += "/" + std::to_string(pass_u) + "/" + std::to_string(pass_g);
     if (kind == op_kind::reshape) {
       for (auto d : dims) sig += "/" + std::to_string(d);

@@ -82,7 +82,16 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
     }
     case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
     case op_kind::inc_rows: return static_cast<double>(ins[1].shape.size());
-    case op_kind::inc_subtensor:  // one addition per element of the region
+    case op_kind::inc_subtensor:  // one addition per element of the region; a fused value's ops
+      if (n.fn->fused) {
+        int per_element = 0;
+        for (const instruction& ins : n.fn->fused->code) per_element += info(ins.op).flops;
+        try {
+          return static_cast<double>(detail::region_size(n.fn->slices, ins[0].shape)) * per_element;
+        } catch (const index_error&) {
+          return 0;
+        }
+      }
       if (n.fn->set_values) return 0;
       try {
         return static_cast<double>(detail::region_size(n.fn->slices, ins[0].shape));
@@ -225,7 +234,7 @@ inline constexpr column<apply_row> apply_columns[] = {
     {"", "absorbed", no_cell,
      [](const apply_row& r) {
        const op& o = *r.apply().fn;
-       if (o.kind != op_kind::composite && o.kind != op_kind::one_pass_gemv) return std::string();
+       if (!o.fused) return std::string();
        std::string s = "[";
        for (const auto& a : o.fused->absorbed) s += (s.size() > 1 ? ", " : "") + json_string(a);
        return s + "]";

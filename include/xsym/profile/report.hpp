@@ -204,7 +204,7 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
     const auto& ins = f.node_inputs[r.node];
     const auto& outs = f.node_outputs[r.node];
     const apply_node& node = r.apply();
-    if (node.fn->kind == op_kind::composite || node.fn->kind == op_kind::one_pass_gemv) {
+    if (node.fn->fused) {
       // Map a fused node back to the user's code: its full text and the ops it absorbed.
       os << "    composite: " << node.fn->fused->text << "\n    absorbed:";
       std::map<std::string, int> counts;
@@ -359,7 +359,7 @@ inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<funct
       const auto i = static_cast<std::size_t>(n.id);
       const bool large = i < f->node_outputs.size() && !f->node_outputs[i].empty() &&
                          f->node_outputs[i][0].shape.size() >= 1000;
-      if (n.fn->kind == op_kind::composite && !n.fn->on_gpu && f->facts->node_implementation(i) == "cpu" &&
+      if ((n.fn->kind == op_kind::composite || (n.fn->kind == op_kind::inc_subtensor && n.fn->fused)) && !n.fn->on_gpu && f->facts->node_implementation(i) == "cpu" &&
           n.fn->fused->code.size() >= 2 && large && thunk_time > 0 && f->node_time(i) >= 0.1 * thunk_time)
         add("A fused Composite runs one precompiled kernel per op and takes " +
             std::to_string(static_cast<int>(100 * f->node_time(i) / thunk_time + 0.5)) +
@@ -375,7 +375,7 @@ inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<funct
       };
       if (o.kind == op_kind::elemwise && o.scalar == scalar_op::pow && is_two(n.inputs[1]))
         add("Replace pow(x, 2) by sqr(x) (or x * x): " + g.node_text(n));
-      if (o.kind == op_kind::composite)
+      if (o.fused)
         for (const auto& ins : o.fused->code)
           if (ins.op == scalar_op::pow) add("A Composite computes pow: if the exponent is 2, use sqr(x) instead");
       if (o.kind == op_kind::dot) {
@@ -427,7 +427,7 @@ XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stat
         const double t = f->calls ? f->node_time(i) / static_cast<double>(f->calls) : 0.0;
         r.ops[n.op_name()] += t;
         node d{n.op_name(), g.node_text(n), t, {}, false};
-        if (n.fn->kind == op_kind::composite || n.fn->kind == op_kind::one_pass_gemv) d.absorbed = n.fn->fused->absorbed;
+        if (n.fn->fused) d.absorbed = n.fn->fused->absorbed;
         r.nodes.push_back(std::move(d));
         r.total += t;
       }

@@ -309,7 +309,8 @@ inline void gather_rows_bytes(std::byte* to, const std::byte* from, std::int64_t
 inline constexpr std::int64_t max_period = 16384;
 }  // namespace detail
 
-/// @brief Runs a fused elementwise program; outputs are C-contiguous with the broadcast shape.
+/// @brief Runs a fused elementwise program; outputs have the broadcast shape, C-contiguous or
+/// with rows of adjacent elements (a region of a larger array: IncSubtensor's fused value).
 inline void run_program(const compiled_program& cp, const ndarray* const* ins, ndarray* const* outs,
                         const parallelism& par = {}) {
   const program& p = *cp.prog;
@@ -318,6 +319,14 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   const std::int64_t total = shape.size();
   if (total == 0) return;
   if (cp.reg_types.size() > detail::max_registers) throw std::logic_error("xsym: fused program too large");
+  bool dense = true;  // every output C-contiguous; else the rows' path, each row at its place
+  for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+    const ndarray& out = *outs[o];
+    if (out.is_c_contiguous()) continue;
+    if (out.stride(out.rank() - 1) != 1 && out.shape(out.rank() - 1) != 1)
+      throw std::logic_error("xsym: an elementwise output whose rows are not adjacent elements");
+    dense = false;
+  }
 
   std::size_t n_copies = 0;
   const ndarray* arr[detail::max_registers];
@@ -340,6 +349,7 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     scalar[k] = one;
     if (!one && !(a->shape() == shape && a->is_c_contiguous())) flat = false;
   }
+  flat = flat && dense;
   std::byte* out_base[limits::max_outputs];
   for (std::size_t o = 0; o < p.outputs.size(); ++o) out_base[o] = outs[o]->data();
   const int threads = total >= par.elemwise_minsize ? par.threads : 1;
@@ -386,7 +396,7 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     periodic = periodic && lcm <= detail::max_period;
     in_cache[k] = scalar[k] || period[k] < total;
   }
-  if (periodic && lcm > 1) {
+  if (periodic && lcm > 1 && dense) {
     // A span: whole periods, at least 2048 elements where the periods allow.
     const std::int64_t span = lcm * std::max<std::int64_t>(1, 2048 / lcm);
     thread_local std::vector<std::byte> repeated;
@@ -452,7 +462,7 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     once[k] = gather[k] && period[k] > 0 && span % period[k] == 0;
     copies |= gather[k] && !once[k] && !row_scalar[k];
   }
-  if (rows > 1 && (len < 64 || (!copies && len < 256))) {
+  if (dense && rows > 1 && (len < 64 || (!copies && len < 256))) {
     std::size_t bytes = 64;
     for (int k = 0; k < n_in; ++k)
       if (gather[k]) bytes += static_cast<std::size_t>((span * cp.in_bytes[static_cast<std::size_t>(k)] + 63) / 64 * 64 + 64);
@@ -513,14 +523,39 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     });
     return;
   }
-  // Threads take whole rows.
+  // Threads take whole rows; each row's start by an odometer over the leading axes (a division
+  // per input and axis for every row cost more than a short row's elements).
+  std::array<std::int64_t, max_rank> out_strides[limits::max_outputs];
+  for (std::size_t o = 0; o < n_out; ++o)
+    for (std::int64_t d = shape.rank - 1, step = 1; d >= 0; --d) {  // C order where dense
+      out_strides[o][static_cast<std::size_t>(d)] = dense ? step : outs[o]->stride(static_cast<int>(d));
+      step *= shape[static_cast<int>(d)];
+    }
   parallel_chunks(rows, 1, threads, [&](std::int64_t first, std::int64_t last) {
     const std::byte* row_in[detail::max_registers];
     std::byte* row_out[limits::max_outputs];
+    std::int64_t idx[max_rank] = {};
+    for (std::int64_t r = first, d = shape.rank - 2; d >= 0; --d) {
+      idx[d] = r % shape[static_cast<int>(d)];
+      r /= shape[static_cast<int>(d)];
+    }
+    for (int k = 0; k < n_in; ++k) row_in[k] = row_at(k, first);
+    for (std::size_t o = 0; o < n_out; ++o) {
+      row_out[o] = out_base[o];
+      for (int d = 0; d + 1 < shape.rank; ++d) row_out[o] += idx[d] * out_strides[o][static_cast<std::size_t>(d)] * cp.out_bytes[o];
+    }
     for (std::int64_t r = first; r < last; ++r) {
-      for (int k = 0; k < n_in; ++k) row_in[k] = row_at(k, r);
-      for (std::size_t o = 0; o < n_out; ++o) row_out[o] = out_base[o] + r * len * cp.out_bytes[o];
       detail::run_span(cp, row_in, row_scalar, row_out, len);
+      if (r + 1 == last) break;
+      for (int d = shape.rank - 2; d >= 0; --d) {  // the next row
+        const auto du = static_cast<std::size_t>(d);
+        const bool carry = ++idx[d] == shape[d];
+        const std::int64_t by = carry ? 1 - shape[d] : 1;
+        for (int k = 0; k < n_in; ++k) row_in[k] += by * strides[k][du] * cp.in_bytes[static_cast<std::size_t>(k)];
+        for (std::size_t o = 0; o < n_out; ++o) row_out[o] += by * out_strides[o][du] * cp.out_bytes[o];
+        if (!carry) break;
+        idx[d] = 0;
+      }
     }
   });
 }
