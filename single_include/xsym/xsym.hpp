@@ -8577,9 +8577,12 @@ class tree_registry {
       for (int j = 0; j < e.leaves; ++j)
         if (map[j] >= p.n_inputs) return std::nullopt;
       if constexpr (requires { e.scalar_leaves; }) {
-        std::uint64_t bits = 0;
-        for (int j = 0; j < e.leaves; ++j) bits |= ((e.scalar_leaves >> j) & 1u) << map[j];
-        if (one_value && bits != *one_value) continue;
+        // Each leaf one value exactly where its input is: a text read twice can map an array
+        // leaf onto the input a number leaf reads (`c * 2 + d` onto `((i0 * i1) + i1)`).
+        bool fits = true;
+        for (int j = 0; j < e.leaves && one_value; ++j)
+          fits &= ((e.scalar_leaves >> j) & 1u) == ((*one_value >> map[j]) & 1u);
+        if (!fits) continue;
       }
       return e;
     }
@@ -9089,6 +9092,13 @@ inline std::string json_value_infos(const std::vector<value_info>& values) {
   return s + "]";
 }
 
+// A fused program's floating-point operations per element, from the op table.
+inline int program_flops(const program& p) {
+  int per_element = 0;
+  for (const instruction& step : p.code) per_element += info(step.op).flops;
+  return per_element;
+}
+
 // Floating-point operations of one call, from the shapes it saw (0 where unknown); an
 // elementwise op's per element come from the op table.
 inline double node_flops(const apply_node& n, const std::vector<value_info>& ins, const std::vector<value_info>& outs) {
@@ -9096,31 +9106,16 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
   const double out = static_cast<double>(outs[0].shape.size());
   switch (n.fn->kind) {
     case op_kind::elemwise: return out * info(n.fn->scalar).flops;
-    case op_kind::composite: {
-      int per_element = 0;
-      for (const instruction& ins : n.fn->fused->code) per_element += info(ins.op).flops;
-      return out * per_element;
-    }
-    case op_kind::one_pass_gemv: {  // two products over A, and the Composite per row
-      int per_element = 0;
-      for (const instruction& ins : n.fn->fused->code) per_element += info(ins.op).flops;
-      return 4.0 * static_cast<double>(ins[0].shape.size()) + out * per_element;
-    }
+    case op_kind::composite: return out * program_flops(*n.fn->fused);
+    case op_kind::one_pass_gemv:  // two products over A, and the Composite per row
+      return 4.0 * static_cast<double>(ins[0].shape.size()) + out * program_flops(*n.fn->fused);
     case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
     case op_kind::inc_rows: return static_cast<double>(ins[1].shape.size());
     case op_kind::inc_subtensor:  // one addition per element of the region; a fused value's ops
-      if (n.fn->fused) {
-        int per_element = 0;
-        for (const instruction& ins : n.fn->fused->code) per_element += info(ins.op).flops;
-        try {
-          return static_cast<double>(detail::region_size(n.fn->slices, ins[0].shape)) * per_element;
-        } catch (const index_error&) {
-          return 0;
-        }
-      }
-      if (n.fn->set_values) return 0;
+      if (!n.fn->fused && n.fn->set_values) return 0;
       try {
-        return static_cast<double>(detail::region_size(n.fn->slices, ins[0].shape));
+        return static_cast<double>(detail::region_size(n.fn->slices, ins[0].shape)) *
+               (n.fn->fused ? program_flops(*n.fn->fused) : 1);
       } catch (const index_error&) {
         return 0;
       }
@@ -9731,8 +9726,10 @@ inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<funct
       const auto i = static_cast<std::size_t>(n.id);
       const bool large = i < f->node_outputs.size() && !f->node_outputs[i].empty() &&
                          f->node_outputs[i][0].shape.size() >= 1000;
-      if ((n.fn->kind == op_kind::composite || (n.fn->kind == op_kind::inc_subtensor && n.fn->fused)) && !n.fn->on_gpu && f->facts->node_implementation(i) == "cpu" &&
-          n.fn->fused->code.size() >= 2 && large && thunk_time > 0 && f->node_time(i) >= 0.1 * thunk_time)
+      const bool composite =
+          n.fn->kind == op_kind::composite || (n.fn->kind == op_kind::inc_subtensor && n.fn->fused);
+      if (composite && !n.fn->on_gpu && f->facts->node_implementation(i) == "cpu" && n.fn->fused->code.size() >= 2 &&
+          large && thunk_time > 0 && f->node_time(i) >= 0.1 * thunk_time)
         add("A fused Composite runs one precompiled kernel per op and takes " +
             std::to_string(static_cast<int>(100 * f->node_time(i) / thunk_time + 0.5)) +
             "% of the time; with cxx=g++ it is compiled into one loop (XSYM_FLAGS=cxx=g++): " + g.node_text(n));

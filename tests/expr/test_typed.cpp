@@ -204,6 +204,29 @@ TEST_CASE("trees of one text whose rank-0 leaves differ each bind their own kern
   CHECK(product.runtime()->has_direct());  // into(...)'s short path takes the typed kernel
 }
 
+TEST_CASE("a tree binds only where each leaf is one value exactly where its input is", "[expr][typed]") {
+  // `c * 2 + d` (d an array) registers ((i# * i#) + i#). A program whose constant 2 is read
+  // twice, ((i0 * i1) + i1), matches that text with d's leaf on the constant: the number leaf
+  // fits the one-value input, the array leaf does not, so the tree must not bind there.
+  std::mt19937 rng(12);
+  const auto c = xsym::matrix<float>("c"), d = xsym::matrix<float>("d"), x = xsym::matrix<float>("x");
+  auto registered = xsym::function("registered", xsym::inputs(c, d), c * 2.0f + d);
+  const xsym::var<float, 2> twice = x * 2.0f;  // a var: its node is built here, the sum's below
+  const auto stats = std::make_shared<xsym::profile_stats>("leaves", false);
+  auto f = xsym::function("f", xsym::inputs(x), twice + 2.0f, xsym::profile(stats));
+  REQUIRE(f.toposort().size() == 1);
+  REQUIRE(f.toposort()[0].op_name() == "Elemwise{Composite{((i0 * i1) + i1)}}");
+  for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{7, 3}, {2, 300}}) {
+    xt::xtensor<float, 2> X = xt::empty<float>({rows, cols});
+    for (auto& v : X) v = std::uniform_real_distribution<float>(-4, 4)(rng);
+    const xt::xtensor<float, 2> got = f(X), also = registered(X, X);
+    for (std::size_t k = 0; k < X.size(); ++k) {
+      REQUIRE(got.data()[k] == X.data()[k] * 2.0f + 2.0f);
+      REQUIRE(also.data()[k] == X.data()[k] * 2.0f + X.data()[k]);
+    }
+  }
+}
+
 TEST_CASE("typed kernels agree with the reference kernels (DebugMode) with repeated leaves, broadcasting and views",
           "[expr][typed]") {
   std::mt19937 rng(11);

@@ -320,9 +320,12 @@ class tree_registry {
       for (int j = 0; j < e.leaves; ++j)
         if (map[j] >= p.n_inputs) return std::nullopt;
       if constexpr (requires { e.scalar_leaves; }) {
-        std::uint64_t bits = 0;
-        for (int j = 0; j < e.leaves; ++j) bits |= ((e.scalar_leaves >> j) & 1u) << map[j];
-        if (one_value && bits != *one_value) continue;
+        // Each leaf one value exactly where its input is: a text read twice can map an array
+        // leaf onto the input a number leaf reads (`c * 2 + d` onto `((i0 * i1) + i1)`).
+        bool fits = true;
+        for (int j = 0; j < e.leaves && one_value; ++j)
+          fits &= ((e.scalar_leaves >> j) & 1u) == ((*one_value >> map[j]) & 1u);
+        if (!fits) continue;
       }
       return e;
     }
