@@ -126,7 +126,7 @@ inline bool is_float(elem t) { return t == elem::float32 || t == elem::float64; 
   X(expm1_tanh, 1, 0, 1) X(log1p_sq, 1, 0, 1) X(times_one, 1, 1, 1) X(select, 3, 1, 1)                \
   X(cast_round, 1, 1, 1) X(t_add, 2, 1, 1) X(t_sqr_sub, 2, 1, 1) X(reduce, 1, 1, 1)                   \
   X(reduce_t, 1, 1, 1) X(dot_mv, 2, 1, 1) X(dot_vm, 2, 1, 1) X(dot_mm, 3, 1, 1) X(dot_vv, 2, 1, 1)         \
-  X(sigmoid_softplus, 1, 0, 1) X(sin, 1, 0, 1) X(arctan, 1, 0, 1)
+  X(sigmoid_softplus, 1, 0, 1) X(sin, 1, 0, 1) X(arctan, 1, 0, 1) X(set_inner, 2, 1, 1)
 
 enum class gop : std::uint8_t {
 #define XSYM_RG_ENUM(name, ...) name,
@@ -150,7 +150,10 @@ inline const op_info& info(gop o) {
 }
 inline bool is_reduction(gop o) { return o == gop::reduce || o == gop::reduce_t; }
 inline bool is_product(gop o) { return o == gop::dot_mv || o == gop::dot_vm || o == gop::dot_mm || o == gop::dot_vv; }
-inline bool is_elementwise(gop o) { return !is_reduction(o) && !is_product(o); }
+// set_inner(a, b): a with its interior a[1:-1, 1:-1] set to itself plus b shifted one row down
+// and one column right, b[2:, :-2] (set_subtensor of an elementwise value: one node that writes
+// the region, its inputs row-strided views).
+inline bool is_elementwise(gop o) { return !is_reduction(o) && !is_product(o) && o != gop::set_inner; }
 // The ops whose kernels take a float64 exp or tanh (xsimd's; see make_graph).
 inline bool takes_exp(gop o) {
   switch (o) {
@@ -248,6 +251,9 @@ inline std::optional<dims_class> result_class(const step& s, const std::vector<d
     case gop::dot_vv:
       if (x.c1 != y.c1) return std::nullopt;
       return dims_class{true, true};
+    case gop::set_inner:  // both of the call's full shape
+      if (x.r1 || x.c1 || y.r1 || y.c1) return std::nullopt;
+      return dims_class{false, false};
     default:
       return dims_class{x.r1 && y.r1 && z.r1, x.c1 && y.c1 && z.c1};
   }
@@ -1061,6 +1067,18 @@ class interpreter {
         const value& z = p[static_cast<std::size_t>(s.c)];
         return s.p == 0 ? matmul(matmul(a, yt), z) : matmul(a, matmul(yt, z));
       }
+      case gop::set_inner: {
+        const value& b = p[static_cast<std::size_t>(s.b)];
+        value r = a;
+        step plus;
+        plus.op = gop::add;
+        for (std::size_t i = 1; i + 1 < a.rows; ++i)
+          for (std::size_t j = 1; j + 1 < a.cols; ++j) {
+            const num &u = a.at(i, j), &w = b.at(i + 1, j - 1);
+            r.x[i * a.cols + j] = m_f.integer ? int_step(plus, u, w, u) : float_step(plus, u, w, u);
+          }
+        return r;
+      }
       default: return elementwise(s, p);
     }
   }
@@ -1235,6 +1253,12 @@ xsym::var<T, 2> build(const step& s, const std::vector<xsym::var<T, 2>>& p) {
     case gop::times_one: return a * lit(1) + lit(0);  // canonicalize may drop both
     case gop::select: return xsym::switch_(compare(), a, c);
     case gop::t_add: return (a.T() + b.T()).T();
+    case gop::set_inner: {
+      using xsym::range;
+      using xsym::placeholders::_;
+      const auto inner = a(range(1, -1), range(1, -1));
+      return xsym::set_subtensor(inner, inner + b(range(2, _), range(_, -2)));
+    }
     case gop::t_sqr_sub: return (xsym::sqr(a.T()) - b.T()).T();
     case gop::reduce: return reduce(a, s.axis);
     case gop::reduce_t: return reduce(a.T(), s.axis).T();

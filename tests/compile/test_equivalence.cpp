@@ -214,12 +214,15 @@ TEST_CASE("kernels compiled by cxx give the interpreted steps' values on random 
         CHECK(rg::differences(expected, r.data(), r.size(), ref.fmt(), counts) == "");
         CHECK(rg::differences(expected, w.data(), w.size(), ref.fmt(), counts) == "");
         // The same expressions: only contraction into fused multiply-adds and the vector width
-        // differ, so the two agree more closely than either has to agree with the reference.
+        // differ. The bound e holds for any order of the graph's roundings, with one skipped
+        // too, so each result is within e of the exact value and the two within 2e of each
+        // other, closer than either has to agree with the reference (differences allows 2e
+        // and the library's smallest normal besides).
         std::size_t apart = 0;
         for (std::size_t j = 0; j < r.size(); ++j) {
           const double a = r.data()[j], b = w.data()[j];
           apart += !(a == b || (std::isnan(a) && std::isnan(b)) ||
-                     std::abs(a - b) <= static_cast<double>(expected.x[j].e) + 1e-300);
+                     std::abs(a - b) <= 2 * static_cast<double>(expected.x[j].e) + 1e-300);
         }
         CHECK(apart == 0);
       };
