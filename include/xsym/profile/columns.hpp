@@ -63,6 +63,13 @@ inline std::string json_value_infos(const std::vector<value_info>& values) {
   return s + "]";
 }
 
+// A fused program's floating-point operations per element, from the op table.
+inline int program_flops(const program& p) {
+  int per_element = 0;
+  for (const instruction& step : p.code) per_element += info(step.op).flops;
+  return per_element;
+}
+
 // Floating-point operations of one call, from the shapes it saw (0 where unknown); an
 // elementwise op's per element come from the op table.
 inline double node_flops(const apply_node& n, const std::vector<value_info>& ins, const std::vector<value_info>& outs) {
@@ -70,31 +77,16 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
   const double out = static_cast<double>(outs[0].shape.size());
   switch (n.fn->kind) {
     case op_kind::elemwise: return out * info(n.fn->scalar).flops;
-    case op_kind::composite: {
-      int per_element = 0;
-      for (const instruction& ins : n.fn->fused->code) per_element += info(ins.op).flops;
-      return out * per_element;
-    }
-    case op_kind::one_pass_gemv: {  // two products over A, and the Composite per row
-      int per_element = 0;
-      for (const instruction& ins : n.fn->fused->code) per_element += info(ins.op).flops;
-      return 4.0 * static_cast<double>(ins[0].shape.size()) + out * per_element;
-    }
+    case op_kind::composite: return out * program_flops(*n.fn->fused);
+    case op_kind::one_pass_gemv:  // two products over A, and the Composite per row
+      return 4.0 * static_cast<double>(ins[0].shape.size()) + out * program_flops(*n.fn->fused);
     case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
     case op_kind::inc_rows: return static_cast<double>(ins[1].shape.size());
     case op_kind::inc_subtensor:  // one addition per element of the region; a fused value's ops
-      if (n.fn->fused) {
-        int per_element = 0;
-        for (const instruction& ins : n.fn->fused->code) per_element += info(ins.op).flops;
-        try {
-          return static_cast<double>(detail::region_size(n.fn->slices, ins[0].shape)) * per_element;
-        } catch (const index_error&) {
-          return 0;
-        }
-      }
-      if (n.fn->set_values) return 0;
+      if (!n.fn->fused && n.fn->set_values) return 0;
       try {
-        return static_cast<double>(detail::region_size(n.fn->slices, ins[0].shape));
+        return static_cast<double>(detail::region_size(n.fn->slices, ins[0].shape)) *
+               (n.fn->fused ? program_flops(*n.fn->fused) : 1);
       } catch (const index_error&) {
         return 0;
       }

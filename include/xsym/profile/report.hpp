@@ -359,8 +359,10 @@ inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<funct
       const auto i = static_cast<std::size_t>(n.id);
       const bool large = i < f->node_outputs.size() && !f->node_outputs[i].empty() &&
                          f->node_outputs[i][0].shape.size() >= 1000;
-      if ((n.fn->kind == op_kind::composite || (n.fn->kind == op_kind::inc_subtensor && n.fn->fused)) && !n.fn->on_gpu && f->facts->node_implementation(i) == "cpu" &&
-          n.fn->fused->code.size() >= 2 && large && thunk_time > 0 && f->node_time(i) >= 0.1 * thunk_time)
+      const bool composite =
+          n.fn->kind == op_kind::composite || (n.fn->kind == op_kind::inc_subtensor && n.fn->fused);
+      if (composite && !n.fn->on_gpu && f->facts->node_implementation(i) == "cpu" && n.fn->fused->code.size() >= 2 &&
+          large && thunk_time > 0 && f->node_time(i) >= 0.1 * thunk_time)
         add("A fused Composite runs one precompiled kernel per op and takes " +
             std::to_string(static_cast<int>(100 * f->node_time(i) / thunk_time + 0.5)) +
             "% of the time; with cxx=g++ it is compiled into one loop (XSYM_FLAGS=cxx=g++): " + g.node_text(n));
