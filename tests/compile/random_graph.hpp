@@ -150,9 +150,9 @@ inline const op_info& info(gop o) {
 }
 inline bool is_reduction(gop o) { return o == gop::reduce || o == gop::reduce_t; }
 inline bool is_product(gop o) { return o == gop::dot_mv || o == gop::dot_vm || o == gop::dot_mm || o == gop::dot_vv; }
-// set_inner(a, b): a with its interior a[1:-1, 1:-1] set to itself plus b shifted one row down
-// and one column right, b[2:, :-2] (set_subtensor of an elementwise value: one node that writes
-// the region, its inputs row-strided views).
+// set_inner(a, b): a with its interior a[1:-1, 1:-1] set to itself plus b[2:, :-2] (element
+// (i, j) adds b's one row below and one column left): set_subtensor of an elementwise value, one
+// node that writes the region, its inputs row-strided views.
 inline bool is_elementwise(gop o) { return !is_reduction(o) && !is_product(o) && o != gop::set_inner; }
 // The ops whose kernels take a float64 exp or tanh (xsimd's; see make_graph).
 inline bool takes_exp(gop o) {
