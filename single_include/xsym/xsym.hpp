@@ -1105,6 +1105,7 @@ _mm512_mask_blend_epi16(__mmask32 u, __m512i a, __m512i w) {
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -1655,6 +1656,29 @@ inline double ndarray::flat_as_double(std::int64_t i) const {
   }
   return detail::visit_dtype(m_dtype, [&](auto t) { return static_cast<double>(data_as<decltype(t)>()[off]); });
 }
+
+namespace detail {
+/// Whether two arrays' memory overlaps.
+struct byte_range {
+  std::intptr_t lo = 0, hi = 0;  // [lo, hi); empty when lo == hi
+  bool overlaps(const byte_range& o) const { return lo < o.hi && o.lo < hi; }
+};
+
+// The bytes an array's elements span (a negative stride extends lo); empty without elements.
+inline byte_range bytes_of(const ndarray& x) {
+  if (!x.has_value()) return {};
+  std::int64_t down = 0, up = 0;
+  for (int d = 0; d < x.rank(); ++d) {
+    const std::int64_t n = x.shape(d);
+    if (n == 0) return {};
+    const std::int64_t span = (n - 1) * x.stride(d);
+    (span < 0 ? down : up) += span;
+  }
+  const auto es = static_cast<std::int64_t>(dtype_size(x.type()));
+  const auto base = reinterpret_cast<std::intptr_t>(x.data());
+  return {base + down * es, base + (up + 1) * es};
+}
+}  // namespace detail
 
 }  // namespace xsym
 
@@ -5893,6 +5917,7 @@ using rewritten_t = canonical_t<stabilized_t<Tree>>;
 // Each op's kernel: the op table's expression over arrays, vectorized with xsimd, with the cases
 // of one-value arguments hoisted out of the loop.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -6631,6 +6656,57 @@ void arith(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
       v = F::apply(a[0], b[0]);
     }
     for (; i < n; ++i) d[i] = v;
+  }
+}
+
+// Rows of a lone binary op (compiled_program::rows, elemwise.hpp's rows path): the argument
+// whose bit of `column` is set (CA or CB) is one value per row (a column along the rows, or
+// one value for the node: step 0), a register for the row; the other walks its row. Each row is
+// computed as arith computes a span: batches, then the last len % w elements as one batch over
+// copies. Two columns (an output one element wide) never reach it: rows are 64 bytes or more.
+template <class F, class T, bool CA, bool CB>
+void arith_rows_of(const std::byte* a0, std::int64_t sa, const std::byte* b0, std::int64_t sb, std::byte* out,
+                   std::int64_t out_step, std::int64_t rows, std::int64_t len) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* a = reinterpret_cast<const T*>(a0 + r * sa);
+    const T* b = reinterpret_cast<const T*>(b0 + r * sb);
+    T* d = reinterpret_cast<T*>(out + r * out_step);
+    const B av(a[0]), bv(b[0]);
+    std::int64_t i = 0;
+    for (; i + w <= len; i += w)
+      F::apply(CA ? av : B::load_unaligned(a + i), CB ? bv : B::load_unaligned(b + i)).store_unaligned(d + i);
+    if (i < len) {
+      alignas(64) T ta[w], tb[w], td[w];
+      const std::int64_t left = len - i;
+      F::apply(CA ? av : tail_batch<B>(a + i, left, ta), CB ? bv : tail_batch<B>(b + i, left, tb)).store_aligned(td);
+      for (std::int64_t j = 0; j < left; ++j) d[i + j] = td[j];
+    }
+  }
+}
+template <class F, class T>
+void arith_rows(const std::byte* const* in, const std::uint8_t* map, const std::int64_t* step, std::uint64_t column,
+                std::byte* out, std::int64_t out_step, std::int64_t rows, std::int64_t len, bool) {
+  const bool ca = (column >> map[0]) & 1u, cb = (column >> map[1]) & 1u;
+  const std::byte *a = in[map[0]], *b = in[map[1]];
+  const std::int64_t sa = step[map[0]], sb = step[map[1]];
+  if (ca) arith_rows_of<F, T, true, false>(a, sa, b, sb, out, out_step, rows, len);
+  else if (cb) arith_rows_of<F, T, false, true>(a, sa, b, sb, out, out_step, rows, len);
+  else arith_rows_of<F, T, false, false>(a, sa, b, sb, out, out_step, rows, len);
+}
+/// The rows kernel of a lone op (see arith_rows): +, -, * and / of float or double, the ops a
+/// column or a row vector meets most (scaling, centring); null for any other.
+using arith_rows_fn = void (*)(const std::byte* const*, const std::uint8_t*, const std::int64_t*, std::uint64_t,
+                               std::byte*, std::int64_t, std::int64_t, std::int64_t, bool);
+template <class T>
+arith_rows_fn rows_kernel_of(scalar_op op) {
+  switch (op) {
+    case scalar_op::add: return &arith_rows<fn<scalar_op::add>, T>;
+    case scalar_op::sub: return &arith_rows<fn<scalar_op::sub>, T>;
+    case scalar_op::mul: return &arith_rows<fn<scalar_op::mul>, T>;
+    case scalar_op::true_div: return &arith_rows<fn<scalar_op::true_div>, T>;
+    default: return nullptr;
   }
 }
 
@@ -7911,6 +7987,15 @@ struct typed_leaves {
 using typed_direct_fn = bool (*)(const typed_leaves& leaves, const std::byte* const* args, std::byte* out,
                                  std::int64_t n);
 
+/// @brief A kernel over rows of equal length (elemwise.hpp's rows path): input k of the program
+/// (arg j reads in[map[j]]) starts its rows step[k] bytes apart; bit k of `column`: input k is
+/// one value per row (a column along the rows). The inputs in the bits the kernel was bound
+/// for are one value for the whole node; the output's rows are out_step bytes apart. `apart`:
+/// the output shares no byte with any array input.
+using rows_fn = void (*)(const std::byte* const* in, const std::uint8_t* map, const std::int64_t* step,
+                         std::uint64_t column, std::byte* out, std::int64_t out_step, std::int64_t rows, std::int64_t len,
+                         bool apart);
+
 /// @brief A program with its kernels looked up once, when the function is built.
 struct compiled_program {
   std::shared_ptr<const program> prog;
@@ -7953,6 +8038,12 @@ struct compiled_program {
   std::array<std::uint8_t, 64> typed_map{};
   std::uint64_t typed_scalar_bits = 0;
   bool typed_faulty = false;
+  // Rows of a broadcast or a strided output in one call (a column along the rows stays in a
+  // register): a typed tree's, which takes one-value inputs exactly where rows_scalar_bits
+  // says, or a lone +, -, * or / of floats (any); rows_map: arg j's input.
+  rows_fn rows = nullptr;
+  std::uint64_t rows_scalar_bits = 0;
+  std::array<std::uint8_t, 64> rows_map{};
 };
 
 namespace detail {
@@ -8229,6 +8320,19 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
     if (all && transcendental) cp.chains = kernels_of(t).chains;
   }
   apply_fault(cp, share);  // test-only (fault.hpp): returns at once when no fault is set
+  // A lone +, -, * or / of floats also runs rows in one call (not under a fault: the wrapped
+  // kernel is what a fault test must see).
+  if (share && cp.direct && cp.steps[0].kernel && cp.steps[0].arity == 2 &&
+      detail::fault_state().kind == testing::fault_kind::none && !testing::broken_simd_kernel()) {
+    const compiled_step& st = cp.steps[0];
+    const dtype t = cp.reg_types[static_cast<std::size_t>(st.dst)];
+    if (cp.reg_types[static_cast<std::size_t>(st.args[0])] == t && cp.reg_types[static_cast<std::size_t>(st.args[1])] == t) {
+      if (t == dtype::float32) cp.rows = rows_kernel_of<float>(st.op);
+      else if (t == dtype::float64) cp.rows = rows_kernel_of<double>(st.op);
+      cp.rows_map[0] = static_cast<std::uint8_t>(st.args[0]);
+      cp.rows_map[1] = static_cast<std::uint8_t>(st.args[1]);
+    }
+  }
   if (!cp.steps.empty() && cp.steps.back().dst >= p->n_inputs) {
     const int r = cp.steps.back().dst;
     bool written_before = false;
@@ -8286,8 +8390,16 @@ namespace detail {
 // Leaf j's array, and its value where the leaf is rank 0 (read once, before the loop).
 template <class T, int L>
 struct typed_args {
+  static constexpr bool rows = false;
   const T* p[L];
   T s[L];
+};
+// A row's leaves (typed_run_rows): leaf j reads p[j] + (i & m[j]), m[j] 0 for a leaf whose one
+// value per row (a column along the rows) is a batch of copies at p[j], all bits set otherwise.
+template <class T, int L>
+struct typed_row_args : typed_args<T, L> {
+  static constexpr bool rows = true;
+  std::int64_t m[L];
 };
 
 // Each op's result is opaque to the compiler, which may then not contract a product and a sum
@@ -8312,32 +8424,33 @@ template <class Tree, int J>
 struct typed_eval;
 template <class T, std::size_t N, int J>
 struct typed_eval<tree::leaf<T, N>, J> {
-  template <class X, int L>
-  static X at(const typed_args<T, L>& a, std::int64_t i) {
+  template <class X, class Args>
+  static X at(const Args& a, std::int64_t i) {
     if constexpr (N == 0) return X(a.s[J]);
+    else if constexpr (Args::rows) return X::load_unaligned(a.p[J] + (i & a.m[J]));
     else if constexpr (std::is_same_v<X, T>) return a.p[J][i];
     else return X::load_unaligned(a.p[J] + i);
   }
 };
 template <class T, int J>
 struct typed_eval<tree::number<T>, J> {
-  template <class X, int L>
-  static X at(const typed_args<T, L>& a, std::int64_t) {
+  template <class X, class Args>
+  static X at(const Args& a, std::int64_t) {
     return X(a.s[J]);
   }
 };
 template <scalar_op S, class A, int J>
 struct typed_eval<tree::apply<S, A>, J> {
-  template <class X, class T, int L>
-  static X at(const typed_args<T, L>& a, std::int64_t i) {
+  template <class X, class Args>
+  static X at(const Args& a, std::int64_t i) {
     const X x = typed_eval<A, J>::template at<X>(a, i);
     return settled(fn<S>::apply(x, x));
   }
 };
 template <scalar_op S, class A, class B, int J>
 struct typed_eval<tree::apply<S, A, B>, J> {
-  template <class X, class T, int L>
-  static X at(const typed_args<T, L>& a, std::int64_t i) {
+  template <class X, class Args>
+  static X at(const Args& a, std::int64_t i) {
     return settled(fn<S>::apply(typed_eval<A, J>::template at<X>(a, i), typed_eval<B, J + A::leaves>::template at<X>(a, i)));
   }
 };
@@ -8450,9 +8563,9 @@ template <class Tree>
 // with AVX-512 floats).
 // Inlined into both callers: `a` then never leaves registers, where a reference to it would
 // make the stores (which may alias anything) reload its pointers at every batch.
-template <class Tree, class T, int L>
-[[gnu::always_inline]] inline std::int64_t typed_loop(const typed_args<T, L>& a, T* const out, std::int64_t n,
-                                                      bool stream, bool apart) {
+template <class Tree, class T, class Args>
+[[gnu::always_inline]] inline std::int64_t typed_loop(const Args& a, T* const out, std::int64_t n, bool stream,
+                                                      bool apart) {
   using B = xsimd::batch<T>;
   std::int64_t i = 0;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
@@ -8516,11 +8629,79 @@ bool typed_direct(const typed_leaves& d, const std::byte* const* args, std::byte
   return true;
 }
 
+// A row's last len - i elements (fewer than a batch), as typed_tail takes them: one batch over
+// copies of each array leaf's last elements; a column's batch already holds its value.
+template <class Tree, class T, int L>
+[[gnu::noinline]] void typed_row_tail(const typed_row_args<T, L>& a, const bool* col, const T (*held)[xsimd::batch<T>::size],
+                                      T* const out, std::int64_t i, std::int64_t len) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  alignas(64) T copies[L][w];
+  alignas(64) T result[w];
+  typed_args<T, L> t;
+  const std::int64_t r = len - i;
+  for (int j = 0; j < L; ++j) {
+    t.s[j] = a.s[j];
+    t.p[j] = held[j];
+    if (!((one_value >> j) & 1u) && !col[j]) {
+      tail_batch<B>(a.p[j] + i, r, copies[j]);
+      t.p[j] = copies[j];
+    }
+  }
+  typed_eval<Tree, 0>::template at<B>(t, 0).store_aligned(result);
+  for (std::int64_t k = 0; k < r; ++k) out[i + k] = result[k];
+}
+
+/// The tree over `rows` rows of `len` elements (elemwise.hpp's rows path): leaf j reads the
+/// program's input in[map[j]], whose rows are step[map[j]] bytes apart; where bit map[j] of
+/// column is set, the input is one value per row (a column along the rows, step apart), held
+/// in a register-width batch for the row. Every element is computed on a batch, the row's
+/// last len % w ones as typed_run computes them: from copies (typed_tail), or with `apart`
+/// (the output shares no byte with an array input) by one batch ending at the row's end.
+template <class Tree>
+void typed_run_rows(const std::byte* const* in, const std::uint8_t* map, const std::int64_t* step, std::uint64_t column,
+                    std::byte* out_bytes, std::int64_t out_step, std::int64_t rows, std::int64_t len, bool apart) {
+  using T = typename Tree::value_type;
+  using B = xsimd::batch<T>;
+  constexpr int L = Tree::leaves;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  apart = apart && lanes_as_scalars<Tree>::value && len >= w;
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  alignas(64) T held[L][w];
+  typed_row_args<T, L> a;
+  const std::byte* at[L];
+  std::int64_t by[L];
+  bool col[L];
+  for (int j = 0; j < L; ++j) {
+    at[j] = in[map[j]];
+    by[j] = step[map[j]];
+    col[j] = !((one_value >> j) & 1u) && ((column >> map[j]) & 1u);
+    a.m[j] = col[j] ? 0 : ~std::int64_t{0};
+    a.p[j] = col[j] ? held[j] : reinterpret_cast<const T*>(at[j]);
+    a.s[j] = (one_value >> j) & 1u ? reinterpret_cast<const T*>(at[j])[0] : T(0);
+  }
+  for (std::int64_t r = 0; r < rows; ++r, out_bytes += out_step) {
+    for (int j = 0; j < L; ++j) {
+      if ((one_value >> j) & 1u) continue;
+      if (col[j]) B(*reinterpret_cast<const T*>(at[j] + r * by[j])).store_aligned(held[j]);
+      else a.p[j] = reinterpret_cast<const T*>(at[j] + r * by[j]);
+    }
+    T* const out = reinterpret_cast<T*>(out_bytes);
+    std::int64_t i = 0;
+    for (; i + w <= len; i += w) typed_eval<Tree, 0>::template at<B>(a, i).store_unaligned(out + i);
+    if (i == len) continue;
+    if (apart) typed_eval<Tree, 0>::template at<B>(a, len - w).store_unaligned(out + len - w);
+    else typed_row_tail<Tree>(a, col, held, out, i, len);
+  }
+}
+
 struct typed_entry {
   std::string pattern;  // the tree's text, each leaf written i#
   dtype type;
   typed_fn run;
   typed_direct_fn direct;
+  rows_fn rows;
   std::uint64_t scalar_leaves;
   int leaves;
 };
@@ -8604,7 +8785,8 @@ template <class Tree>
 struct typed_registration {
   static inline const bool done =
       (tree_registry<typed_entry>::instance().add({tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(),
-                                                  &typed_run<Tree>, &typed_direct<Tree>, scalar_leaves<Tree>(),
+                                                  &typed_run<Tree>, &typed_direct<Tree>, &typed_run_rows<Tree>,
+                                                  scalar_leaves<Tree>(),
                                                   Tree::leaves}),
        true);
 };
@@ -8638,6 +8820,9 @@ inline bool bind_typed_kernel(compiled_program& cp, std::uint64_t one_value_inpu
   std::copy(map.begin(), map.begin() + e->leaves, cp.typed_map.begin());
   cp.typed_scalar_bits = one_value_inputs;  // find matched the tree's rank-0 leaves to them
   cp.typed_faulty = fault == testing::fault_kind::typed;
+  cp.rows = e->rows;
+  cp.rows_scalar_bits = one_value_inputs;
+  cp.rows_map = cp.typed_map;
   return true;
 }
 XSYM_COLD_END
@@ -11122,6 +11307,87 @@ inline void gather_rows_bytes(std::byte* to, const std::byte* from, std::int64_t
 }
 // Most elements whose period an input may have for run_program's spans over whole periods.
 inline constexpr std::int64_t max_period = 16384;
+
+// Whether run_program gives its rows to the program's rows kernel, one call per run of rows
+// (compiled_program::rows): rows of at least 64 bytes, or 256 for a typed tree that reads a
+// column (each row stores the column's value for the tree to load, which waits on the store:
+// rows of one batch ran slower than in gathered spans). Shorter rows go in spans of whole
+// rows, where a repeated value is gathered once per span (docs/performance.md, "Broadcasts
+// and the stencil").
+inline bool rows_in_one_call(const compiled_program& cp, const bool* scalar, const bool* row_scalar, std::int64_t rows,
+                             std::int64_t len) {
+  if (!cp.rows || cp.jit[0] || rows < 2 || len * cp.out_bytes[0] < 64) return false;
+  if (!cp.typed) return true;
+  std::uint64_t bits = 0;
+  bool column = false;
+  for (int r = 0; r < cp.prog->n_inputs; ++r) {
+    bits |= static_cast<std::uint64_t>(scalar[r]) << r;
+    column |= row_scalar[r] && !scalar[r];
+  }
+  return bits == cp.rows_scalar_bits && (!column || len * cp.out_bytes[0] >= 256);
+}
+// The rows path: runs of equally spaced rows (those along the next-to-last axis) each in one
+// call, the next run's start by an odometer over the leading axes; threads take whole rows.
+inline void run_rows(const compiled_program& cp, const std::byte* const* base,
+                     const std::array<std::int64_t, max_rank>* strides, const bool* row_scalar, const bool* scalar,
+                     ndarray& out, bool dense, int threads, bool apart) {
+  const shape_t& shape = out.shape();
+  const int n_in = cp.prog->n_inputs;
+  const int inner = shape.rank - 2;
+  const std::int64_t len = shape[shape.rank - 1], rows = shape.size() / len;
+  const std::int64_t ob = cp.out_bytes[0];
+  std::array<std::int64_t, max_rank> out_strides{};
+  for (std::int64_t d = shape.rank - 1, step = 1; d >= 0; --d) {  // C order where dense
+    out_strides[static_cast<std::size_t>(d)] = dense ? step : out.stride(static_cast<int>(d));
+    step *= shape[static_cast<int>(d)];
+  }
+  std::int64_t step[max_registers];
+  std::uint64_t column = 0;
+  for (int k = 0; k < n_in; ++k) {
+    step[k] = scalar[k] ? 0 : strides[k][static_cast<std::size_t>(inner)] * cp.in_bytes[static_cast<std::size_t>(k)];
+    column |= static_cast<std::uint64_t>(row_scalar[k]) << k;
+  }
+  std::byte* const out_base = out.data();
+  const dtype out_type = cp.reg_types[static_cast<std::size_t>(cp.prog->outputs[0])];
+  parallel_chunks(rows, std::max<std::int64_t>(1, 2048 / len), threads, [&](std::int64_t first, std::int64_t last) {
+    std::int64_t idx[max_rank] = {};
+    for (std::int64_t r = first, d = inner; d >= 0; --d) {
+      idx[d] = r % shape[static_cast<int>(d)];
+      r /= shape[static_cast<int>(d)];
+    }
+    const std::byte* in_at[max_registers];
+    std::byte* out_at = out_base;
+    for (int k = 0; k < n_in; ++k) {
+      in_at[k] = base[k];
+      for (int d = 0; d <= inner; ++d)
+        in_at[k] += idx[d] * strides[k][static_cast<std::size_t>(d)] * cp.in_bytes[static_cast<std::size_t>(k)];
+    }
+    for (int d = 0; d <= inner; ++d) out_at += idx[d] * out_strides[static_cast<std::size_t>(d)] * ob;
+    for (std::int64_t r = first; r < last;) {
+      const std::int64_t run = std::min(last - r, shape[inner] - idx[inner]);
+      cp.rows(in_at, cp.rows_map.data(), step, column, out_at, out_strides[static_cast<std::size_t>(inner)] * ob, run, len,
+              apart);
+      if (cp.typed_faulty) perturb(out_at, out_type, len, perturb_how::middle);
+      r += run;
+      if (r == last) break;
+      idx[inner] += run;
+      for (int k = 0; k < n_in; ++k) in_at[k] += run * step[k];
+      out_at += run * out_strides[static_cast<std::size_t>(inner)] * ob;
+      for (int d = inner; d >= 0 && idx[d] == shape[d]; --d) {  // carry
+        for (int k = 0; k < n_in; ++k)
+          in_at[k] -= idx[d] * strides[k][static_cast<std::size_t>(d)] * cp.in_bytes[static_cast<std::size_t>(k)];
+        out_at -= idx[d] * out_strides[static_cast<std::size_t>(d)] * ob;
+        idx[d] = 0;
+        if (d > 0) {
+          ++idx[d - 1];
+          for (int k = 0; k < n_in; ++k)
+            in_at[k] += strides[k][static_cast<std::size_t>(d - 1)] * cp.in_bytes[static_cast<std::size_t>(k)];
+          out_at += out_strides[static_cast<std::size_t>(d - 1)] * ob;
+        }
+      }
+    }
+  });
+}
 }  // namespace detail
 
 /// @brief Runs a fused elementwise program; outputs have the broadcast shape, C-contiguous or
@@ -11196,6 +11462,21 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     });
     return;
   }
+  std::array<std::int64_t, max_rank> strides[detail::max_registers];
+  for (int k = 0; k < n_in; ++k)
+    for (int d = 0; d < shape.rank; ++d)
+      strides[k][static_cast<std::size_t>(d)] = arr[k]->shape(d) == 1 ? 0 : arr[k]->stride(d);
+  const std::int64_t len = shape[shape.rank - 1];
+  const std::int64_t rows = total / len;
+  bool row_scalar[detail::max_registers];
+  for (int k = 0; k < n_in; ++k) row_scalar[k] = strides[k][static_cast<std::size_t>(shape.rank - 1)] == 0;
+  if (detail::rows_in_one_call(cp, scalar, row_scalar, rows, len)) {
+    const xsym::detail::byte_range out_bytes = xsym::detail::bytes_of(*outs[0]);
+    bool apart = true;
+    for (int k = 0; k < n_in; ++k) apart = apart && (scalar[k] || !xsym::detail::bytes_of(*arr[k]).overlaps(out_bytes));
+    detail::run_rows(cp, base, strides, row_scalar, scalar, *outs[0], dense, threads, apart);
+    return;
+  }
   // Inputs that repeat a block (a row vector against a matrix) become spans of whole periods:
   // each is copied end to end into one span's length, the full-shape inputs and the outputs
   // advance, and a span covers many rows. Row by row, a row of 16 floats cost a kernel call
@@ -11244,15 +11525,7 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     else parallel_chunks(total, span, threads, [&](std::int64_t lo, std::int64_t hi) { run_spans(lo, hi); });  // whole spans
     return;
   }
-  std::array<std::int64_t, max_rank> strides[detail::max_registers];
-  for (int k = 0; k < n_in; ++k)
-    for (int d = 0; d < shape.rank; ++d)
-      strides[k][static_cast<std::size_t>(d)] = arr[k]->shape(d) == 1 ? 0 : arr[k]->stride(d);
   // Row by row over the last axis; an input either walks the row (stride 1) or repeats one value.
-  const std::int64_t len = shape[shape.rank - 1];
-  const std::int64_t rows = total / len;
-  bool row_scalar[detail::max_registers];
-  for (int k = 0; k < n_in; ++k) row_scalar[k] = strides[k][static_cast<std::size_t>(shape.rank - 1)] == 0;
   auto row_at = [&](int k, std::int64_t r) {  // where input k's row r starts
     const std::byte* at = base[k];
     for (int d = shape.rank - 2; d >= 0; --d) {
@@ -12389,27 +12662,6 @@ namespace xsym::detail {
 inline ndarray deep_copy(const ndarray& a) {
   if (!a.has_value()) return a;
   return cast_array(a, a.type());
-}
-
-/// Whether two arrays' memory overlaps.
-struct byte_range {
-  std::intptr_t lo = 0, hi = 0;  // [lo, hi); empty when lo == hi
-  bool overlaps(const byte_range& o) const { return lo < o.hi && o.lo < hi; }
-};
-
-// The bytes an array's elements span (a negative stride extends lo); empty without elements.
-inline byte_range bytes_of(const ndarray& x) {
-  if (!x.has_value()) return {};
-  std::int64_t down = 0, up = 0;
-  for (int d = 0; d < x.rank(); ++d) {
-    const std::int64_t n = x.shape(d);
-    if (n == 0) return {};
-    const std::int64_t span = (n - 1) * x.stride(d);
-    (span < 0 ? down : up) += span;
-  }
-  const auto es = static_cast<std::int64_t>(dtype_size(x.type()));
-  const auto base = reinterpret_cast<std::intptr_t>(x.data());
-  return {base + down * es, base + (up + 1) * es};
 }
 
 // Called per destination and input on every into(...) call: one pass over each shape.

@@ -2,6 +2,8 @@
 // non-contiguous operands) and numpy's dtype promotion, checked against explicit loops.
 #include "expr_util.hpp"
 
+#include <cstring>
+
 #include <xtensor/xview.hpp>
 
 using namespace xsym_test;
@@ -180,6 +182,120 @@ TEST_CASE("columns, middle broadcasts and strided rows run in gathered spans wit
       CHECK(differences(q0, w2) == "");
     }
   });
+}
+
+// Rows of 64 bytes or more go to a rows kernel, one call per run of rows: a lone +, -, * or /
+// of floats, or a typed tree (from 256 bytes where it reads a column), with a column's value in
+// a register or a batch for its row; maximum and minimum keep the other paths. Every element
+// must be the one the same op computes on full contiguous copies, bit for bit (NaN included),
+// and match a float64 loop: rows with a tail, a row stride (a view), a column on either side,
+// a row beside a column, and a stack of matrices (runs end at each matrix, the odometer
+// carries).
+TEST_CASE("rows with a column in a register give the full copies' bits", "[expr][broadcast]") {
+  for_each_type(type_list<float, double>{}, []<class T>() {
+    INFO(type_name<T>());
+    std::mt19937 rng(31);
+    auto m = xsym::matrix<T>("m");
+    auto u = xsym::vector<T>("u");
+    auto v = xsym::vector<T>("v");
+    const auto col = xsym::dimshuffle(u, 0, 'x');
+    auto lone = xsym::function("lone", xsym::inputs(m, u, v),
+                               xsym::outputs(m + col, col - m, m * col, col / m, xsym::maximum(m, col),
+                                             xsym::minimum(col, m), xsym::dimshuffle(v, 'x', 0) - col,
+                                             exp(m - col) * T(0.5) + v));
+    auto mf = xsym::matrix<T>("m"), cf = xsym::matrix<T>("col_full"), vf = xsym::matrix<T>("v_full");
+    auto full = xsym::function("full", xsym::inputs(mf, cf, vf),
+                               xsym::outputs(mf + cf, cf - mf, mf * cf, cf / mf, xsym::maximum(mf, cf),
+                                             xsym::minimum(cf, mf), vf - cf, exp(mf - cf) * T(0.5) + vf));
+    auto same_bits = [](const auto& a, const auto& b) {
+      return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+    };
+    for (auto [r, c] : {std::pair<std::size_t, std::size_t>{2, 16}, {3, 17}, {5, 33}, {4, 64}, {7, 100}, {40, 1000},
+                        {300, 24}, {1, 50}}) {
+      INFO("shape (" << r << ", " << c << ")");
+      // m is a view with a row stride: the middle c of every row of a wider array.
+      auto wide = random_tensor<T, 2>(rng, {r, c + 3}, -4, 4);
+      auto U = random_tensor<T, 1>(rng, {r}, -4, 4);
+      const auto V = random_tensor<T, 1>(rng, {c}, -4, 4);
+      wide(0, c) = std::numeric_limits<T>::quiet_NaN();  // m's last element of row 0: a tail or a batch
+      U(r - 1) = std::numeric_limits<T>::quiet_NaN();    // a whole row against a NaN
+      const auto outs = lone(xt::view(wide, xt::all(), xt::range(1, c + 1)), U, V);
+      const xt::xtensor<T, 2> Mf = xt::view(wide, xt::all(), xt::range(1, c + 1));
+      const xt::xtensor<T, 2> Cf = xt::broadcast(xt::view(U, xt::all(), xt::newaxis()), {r, c});
+      const xt::xtensor<T, 2> Vf = xt::broadcast(V, {r, c});
+      const auto want = full(Mf, Cf, Vf);
+      auto lone_outs = std::apply([](const auto&... a) { return std::vector<xt::xtensor<T, 2>>{a...}; }, outs);
+      auto full_outs = std::apply([](const auto&... a) { return std::vector<xt::xtensor<T, 2>>{a...}; }, want);
+      for (std::size_t k = 0; k < lone_outs.size(); ++k) {
+        INFO("output " << k);
+        CHECK(same_bits(lone_outs[k], full_outs[k]));
+      }
+      std::vector<std::vector<double>> w(8);
+      for (std::size_t i = 0; i < r; ++i)
+        for (std::size_t j = 0; j < c; ++j) {
+          const double x = double(wide(i, j + 1)), uu = double(U(i)), vv = double(V(j));
+          w[0].push_back(x + uu);
+          w[1].push_back(uu - x);
+          w[2].push_back(x * uu);
+          w[3].push_back(uu / x);
+          w[6].push_back(vv - uu);
+          w[7].push_back(std::exp(x - uu) * 0.5 + vv);
+        }
+      for (std::size_t k : {0, 1, 2, 3, 6}) {
+        INFO("output " << k);
+        CHECK(differences(lone_outs[k], w[k]) == "");
+      }
+      CHECK(differences(lone_outs[7], w[7], {}, 8 * tolerance<T>::rtol) == "");
+    }
+  });
+  // In place over a product's result (its buffer dies there): the output is an input, so each
+  // row's tail comes from copies, not from a batch over elements already written.
+  for_each_type(type_list<float, double>{}, []<class T>() {
+    INFO(type_name<T>());
+    std::mt19937 rng(41);
+    auto m = xsym::matrix<T>("m"), k = xsym::matrix<T>("k");
+    auto u = xsym::vector<T>("u"), v = xsym::vector<T>("v");
+    auto f = xsym::function("in_place", xsym::inputs(m, k, u, v),
+                            (xsym::dot(m, k) - xsym::dimshuffle(u, 0, 'x')) * T(2) + v);
+    bool in_place = false;
+    for (const auto& node : f.toposort()) in_place |= node.class_name() == "xsym::Elemwise" && !node.fn->destroy_map.empty();
+    CHECK(in_place);
+    auto mf = xsym::matrix<T>("m"), kf = xsym::matrix<T>("k"), cf = xsym::matrix<T>("c"), vf = xsym::matrix<T>("v");
+    auto full = xsym::function("full", xsym::inputs(mf, kf, cf, vf), (xsym::dot(mf, kf) - cf) * T(2) + vf);
+    for (auto [r, c] : {std::pair<std::size_t, std::size_t>{5, 17}, {9, 63}, {3, 100}}) {
+      INFO("shape (" << r << ", " << c << ")");
+      const auto M = random_tensor<T, 2>(rng, {r, 4}, -2, 2);
+      const auto K = random_tensor<T, 2>(rng, {4, c}, -2, 2);
+      const auto U = random_tensor<T, 1>(rng, {r}, -2, 2);
+      const auto V = random_tensor<T, 1>(rng, {c}, -2, 2);
+      const xt::xtensor<T, 2> got = f(M, K, U, V);
+      const xt::xtensor<T, 2> Cf = xt::broadcast(xt::view(U, xt::all(), xt::newaxis()), {r, c});
+      const xt::xtensor<T, 2> Vf = xt::broadcast(V, {r, c});
+      const xt::xtensor<T, 2> want = full(M, K, Cf, Vf);
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(T)) == 0);
+    }
+  });
+  // A stack: each matrix's rows one run; a column per matrix row, a row per matrix.
+  std::mt19937 rng(37);
+  auto t = xsym::tensor3<float>("t");
+  auto cc = xsym::tensor<float, 3>("c", {false, false, true});
+  auto mid = xsym::tensor<float, 3>("mid", {false, true, false});
+  auto f = xsym::function("stack", xsym::inputs(t, cc, mid), xsym::outputs(t * cc, t - mid, (t - cc) * mid));
+  for (auto [A, B, C] : {std::array<std::size_t, 3>{3, 5, 40}, {2, 1, 20}, {4, 3, 17}, {1, 9, 16}}) {
+    INFO("shape (" << A << ", " << B << ", " << C << ")");
+    const auto X = random_tensor<float, 3>(rng, {A, B, C}, -4, 4);
+    const auto Cv = random_tensor<float, 3>(rng, {A, B, 1}, -4, 4);
+    const auto Mv = random_tensor<float, 3>(rng, {A, 1, C}, -4, 4);
+    auto [a, b, d] = f(X, Cv, Mv);
+    for (std::size_t i = 0; i < A; ++i)
+      for (std::size_t j = 0; j < B; ++j)
+        for (std::size_t k = 0; k < C; ++k) {
+          INFO(i << ", " << j << ", " << k);
+          REQUIRE(a(i, j, k) == X(i, j, k) * Cv(i, j, 0));
+          REQUIRE(b(i, j, k) == X(i, j, k) - Mv(i, 0, k));
+          REQUIRE(d(i, j, k) == (X(i, j, k) - Cv(i, j, 0)) * Mv(i, 0, k));
+        }
+  }
 }
 
 TEST_CASE("a scalar tensor and C++ numbers broadcast against any rank", "[expr][broadcast]") {

@@ -16,27 +16,6 @@ inline ndarray deep_copy(const ndarray& a) {
   return cast_array(a, a.type());
 }
 
-/// Whether two arrays' memory overlaps.
-struct byte_range {
-  std::intptr_t lo = 0, hi = 0;  // [lo, hi); empty when lo == hi
-  bool overlaps(const byte_range& o) const { return lo < o.hi && o.lo < hi; }
-};
-
-// The bytes an array's elements span (a negative stride extends lo); empty without elements.
-inline byte_range bytes_of(const ndarray& x) {
-  if (!x.has_value()) return {};
-  std::int64_t down = 0, up = 0;
-  for (int d = 0; d < x.rank(); ++d) {
-    const std::int64_t n = x.shape(d);
-    if (n == 0) return {};
-    const std::int64_t span = (n - 1) * x.stride(d);
-    (span < 0 ? down : up) += span;
-  }
-  const auto es = static_cast<std::int64_t>(dtype_size(x.type()));
-  const auto base = reinterpret_cast<std::intptr_t>(x.data());
-  return {base + down * es, base + (up + 1) * es};
-}
-
 // Called per destination and input on every into(...) call: one pass over each shape.
 inline bool overlaps(const ndarray& a, const ndarray& b) { return bytes_of(a).overlaps(bytes_of(b)); }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -428,6 +429,29 @@ inline double ndarray::flat_as_double(std::int64_t i) const {
   }
   return detail::visit_dtype(m_dtype, [&](auto t) { return static_cast<double>(data_as<decltype(t)>()[off]); });
 }
+
+namespace detail {
+/// Whether two arrays' memory overlaps.
+struct byte_range {
+  std::intptr_t lo = 0, hi = 0;  // [lo, hi); empty when lo == hi
+  bool overlaps(const byte_range& o) const { return lo < o.hi && o.lo < hi; }
+};
+
+// The bytes an array's elements span (a negative stride extends lo); empty without elements.
+inline byte_range bytes_of(const ndarray& x) {
+  if (!x.has_value()) return {};
+  std::int64_t down = 0, up = 0;
+  for (int d = 0; d < x.rank(); ++d) {
+    const std::int64_t n = x.shape(d);
+    if (n == 0) return {};
+    const std::int64_t span = (n - 1) * x.stride(d);
+    (span < 0 ? down : up) += span;
+  }
+  const auto es = static_cast<std::int64_t>(dtype_size(x.type()));
+  const auto base = reinterpret_cast<std::intptr_t>(x.data());
+  return {base + down * es, base + (up + 1) * es};
+}
+}  // namespace detail
 
 }  // namespace xsym
 

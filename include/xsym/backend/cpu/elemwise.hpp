@@ -307,6 +307,87 @@ inline void gather_rows_bytes(std::byte* to, const std::byte* from, std::int64_t
 }
 // Most elements whose period an input may have for run_program's spans over whole periods.
 inline constexpr std::int64_t max_period = 16384;
+
+// Whether run_program gives its rows to the program's rows kernel, one call per run of rows
+// (compiled_program::rows): rows of at least 64 bytes, or 256 for a typed tree that reads a
+// column (each row stores the column's value for the tree to load, which waits on the store:
+// rows of one batch ran slower than in gathered spans). Shorter rows go in spans of whole
+// rows, where a repeated value is gathered once per span (docs/performance.md, "Broadcasts
+// and the stencil").
+inline bool rows_in_one_call(const compiled_program& cp, const bool* scalar, const bool* row_scalar, std::int64_t rows,
+                             std::int64_t len) {
+  if (!cp.rows || cp.jit[0] || rows < 2 || len * cp.out_bytes[0] < 64) return false;
+  if (!cp.typed) return true;
+  std::uint64_t bits = 0;
+  bool column = false;
+  for (int r = 0; r < cp.prog->n_inputs; ++r) {
+    bits |= static_cast<std::uint64_t>(scalar[r]) << r;
+    column |= row_scalar[r] && !scalar[r];
+  }
+  return bits == cp.rows_scalar_bits && (!column || len * cp.out_bytes[0] >= 256);
+}
+// The rows path: runs of equally spaced rows (those along the next-to-last axis) each in one
+// call, the next run's start by an odometer over the leading axes; threads take whole rows.
+inline void run_rows(const compiled_program& cp, const std::byte* const* base,
+                     const std::array<std::int64_t, max_rank>* strides, const bool* row_scalar, const bool* scalar,
+                     ndarray& out, bool dense, int threads, bool apart) {
+  const shape_t& shape = out.shape();
+  const int n_in = cp.prog->n_inputs;
+  const int inner = shape.rank - 2;
+  const std::int64_t len = shape[shape.rank - 1], rows = shape.size() / len;
+  const std::int64_t ob = cp.out_bytes[0];
+  std::array<std::int64_t, max_rank> out_strides{};
+  for (std::int64_t d = shape.rank - 1, step = 1; d >= 0; --d) {  // C order where dense
+    out_strides[static_cast<std::size_t>(d)] = dense ? step : out.stride(static_cast<int>(d));
+    step *= shape[static_cast<int>(d)];
+  }
+  std::int64_t step[max_registers];
+  std::uint64_t column = 0;
+  for (int k = 0; k < n_in; ++k) {
+    step[k] = scalar[k] ? 0 : strides[k][static_cast<std::size_t>(inner)] * cp.in_bytes[static_cast<std::size_t>(k)];
+    column |= static_cast<std::uint64_t>(row_scalar[k]) << k;
+  }
+  std::byte* const out_base = out.data();
+  const dtype out_type = cp.reg_types[static_cast<std::size_t>(cp.prog->outputs[0])];
+  parallel_chunks(rows, std::max<std::int64_t>(1, 2048 / len), threads, [&](std::int64_t first, std::int64_t last) {
+    std::int64_t idx[max_rank] = {};
+    for (std::int64_t r = first, d = inner; d >= 0; --d) {
+      idx[d] = r % shape[static_cast<int>(d)];
+      r /= shape[static_cast<int>(d)];
+    }
+    const std::byte* in_at[max_registers];
+    std::byte* out_at = out_base;
+    for (int k = 0; k < n_in; ++k) {
+      in_at[k] = base[k];
+      for (int d = 0; d <= inner; ++d)
+        in_at[k] += idx[d] * strides[k][static_cast<std::size_t>(d)] * cp.in_bytes[static_cast<std::size_t>(k)];
+    }
+    for (int d = 0; d <= inner; ++d) out_at += idx[d] * out_strides[static_cast<std::size_t>(d)] * ob;
+    for (std::int64_t r = first; r < last;) {
+      const std::int64_t run = std::min(last - r, shape[inner] - idx[inner]);
+      cp.rows(in_at, cp.rows_map.data(), step, column, out_at, out_strides[static_cast<std::size_t>(inner)] * ob, run, len,
+              apart);
+      if (cp.typed_faulty) perturb(out_at, out_type, len, perturb_how::middle);
+      r += run;
+      if (r == last) break;
+      idx[inner] += run;
+      for (int k = 0; k < n_in; ++k) in_at[k] += run * step[k];
+      out_at += run * out_strides[static_cast<std::size_t>(inner)] * ob;
+      for (int d = inner; d >= 0 && idx[d] == shape[d]; --d) {  // carry
+        for (int k = 0; k < n_in; ++k)
+          in_at[k] -= idx[d] * strides[k][static_cast<std::size_t>(d)] * cp.in_bytes[static_cast<std::size_t>(k)];
+        out_at -= idx[d] * out_strides[static_cast<std::size_t>(d)] * ob;
+        idx[d] = 0;
+        if (d > 0) {
+          ++idx[d - 1];
+          for (int k = 0; k < n_in; ++k)
+            in_at[k] += strides[k][static_cast<std::size_t>(d - 1)] * cp.in_bytes[static_cast<std::size_t>(k)];
+          out_at += out_strides[static_cast<std::size_t>(d - 1)] * ob;
+        }
+      }
+    }
+  });
+}
 }  // namespace detail
 
 /// @brief Runs a fused elementwise program; outputs have the broadcast shape, C-contiguous or
@@ -381,6 +462,21 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     });
     return;
   }
+  std::array<std::int64_t, max_rank> strides[detail::max_registers];
+  for (int k = 0; k < n_in; ++k)
+    for (int d = 0; d < shape.rank; ++d)
+      strides[k][static_cast<std::size_t>(d)] = arr[k]->shape(d) == 1 ? 0 : arr[k]->stride(d);
+  const std::int64_t len = shape[shape.rank - 1];
+  const std::int64_t rows = total / len;
+  bool row_scalar[detail::max_registers];
+  for (int k = 0; k < n_in; ++k) row_scalar[k] = strides[k][static_cast<std::size_t>(shape.rank - 1)] == 0;
+  if (detail::rows_in_one_call(cp, scalar, row_scalar, rows, len)) {
+    const xsym::detail::byte_range out_bytes = xsym::detail::bytes_of(*outs[0]);
+    bool apart = true;
+    for (int k = 0; k < n_in; ++k) apart = apart && (scalar[k] || !xsym::detail::bytes_of(*arr[k]).overlaps(out_bytes));
+    detail::run_rows(cp, base, strides, row_scalar, scalar, *outs[0], dense, threads, apart);
+    return;
+  }
   // Inputs that repeat a block (a row vector against a matrix) become spans of whole periods:
   // each is copied end to end into one span's length, the full-shape inputs and the outputs
   // advance, and a span covers many rows. Row by row, a row of 16 floats cost a kernel call
@@ -429,15 +525,7 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
     else parallel_chunks(total, span, threads, [&](std::int64_t lo, std::int64_t hi) { run_spans(lo, hi); });  // whole spans
     return;
   }
-  std::array<std::int64_t, max_rank> strides[detail::max_registers];
-  for (int k = 0; k < n_in; ++k)
-    for (int d = 0; d < shape.rank; ++d)
-      strides[k][static_cast<std::size_t>(d)] = arr[k]->shape(d) == 1 ? 0 : arr[k]->stride(d);
   // Row by row over the last axis; an input either walks the row (stride 1) or repeats one value.
-  const std::int64_t len = shape[shape.rank - 1];
-  const std::int64_t rows = total / len;
-  bool row_scalar[detail::max_registers];
-  for (int k = 0; k < n_in; ++k) row_scalar[k] = strides[k][static_cast<std::size_t>(shape.rank - 1)] == 0;
   auto row_at = [&](int k, std::int64_t r) {  // where input k's row r starts
     const std::byte* at = base[k];
     for (int d = shape.rank - 2; d >= 0; --d) {

@@ -63,6 +63,15 @@ struct typed_leaves {
 using typed_direct_fn = bool (*)(const typed_leaves& leaves, const std::byte* const* args, std::byte* out,
                                  std::int64_t n);
 
+/// @brief A kernel over rows of equal length (elemwise.hpp's rows path): input k of the program
+/// (arg j reads in[map[j]]) starts its rows step[k] bytes apart; bit k of `column`: input k is
+/// one value per row (a column along the rows). The inputs in the bits the kernel was bound
+/// for are one value for the whole node; the output's rows are out_step bytes apart. `apart`:
+/// the output shares no byte with any array input.
+using rows_fn = void (*)(const std::byte* const* in, const std::uint8_t* map, const std::int64_t* step,
+                         std::uint64_t column, std::byte* out, std::int64_t out_step, std::int64_t rows, std::int64_t len,
+                         bool apart);
+
 /// @brief A program with its kernels looked up once, when the function is built.
 struct compiled_program {
   std::shared_ptr<const program> prog;
@@ -105,6 +114,12 @@ struct compiled_program {
   std::array<std::uint8_t, 64> typed_map{};
   std::uint64_t typed_scalar_bits = 0;
   bool typed_faulty = false;
+  // Rows of a broadcast or a strided output in one call (a column along the rows stays in a
+  // register): a typed tree's, which takes one-value inputs exactly where rows_scalar_bits
+  // says, or a lone +, -, * or / of floats (any); rows_map: arg j's input.
+  rows_fn rows = nullptr;
+  std::uint64_t rows_scalar_bits = 0;
+  std::array<std::uint8_t, 64> rows_map{};
 };
 
 namespace detail {
@@ -381,6 +396,19 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
     if (all && transcendental) cp.chains = kernels_of(t).chains;
   }
   apply_fault(cp, share);  // test-only (fault.hpp): returns at once when no fault is set
+  // A lone +, -, * or / of floats also runs rows in one call (not under a fault: the wrapped
+  // kernel is what a fault test must see).
+  if (share && cp.direct && cp.steps[0].kernel && cp.steps[0].arity == 2 &&
+      detail::fault_state().kind == testing::fault_kind::none && !testing::broken_simd_kernel()) {
+    const compiled_step& st = cp.steps[0];
+    const dtype t = cp.reg_types[static_cast<std::size_t>(st.dst)];
+    if (cp.reg_types[static_cast<std::size_t>(st.args[0])] == t && cp.reg_types[static_cast<std::size_t>(st.args[1])] == t) {
+      if (t == dtype::float32) cp.rows = rows_kernel_of<float>(st.op);
+      else if (t == dtype::float64) cp.rows = rows_kernel_of<double>(st.op);
+      cp.rows_map[0] = static_cast<std::uint8_t>(st.args[0]);
+      cp.rows_map[1] = static_cast<std::uint8_t>(st.args[1]);
+    }
+  }
   if (!cp.steps.empty() && cp.steps.back().dst >= p->n_inputs) {
     const int r = cp.steps.back().dst;
     bool written_before = false;

@@ -4,6 +4,7 @@
 // Each op's kernel: the op table's expression over arrays, vectorized with xsimd, with the cases
 // of one-value arguments hoisted out of the loop.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -124,6 +125,57 @@ void arith(void* dstv, const void* const* args, unsigned mask, std::int64_t n) {
       v = F::apply(a[0], b[0]);
     }
     for (; i < n; ++i) d[i] = v;
+  }
+}
+
+// Rows of a lone binary op (compiled_program::rows, elemwise.hpp's rows path): the argument
+// whose bit of `column` is set (CA or CB) is one value per row (a column along the rows, or
+// one value for the node: step 0), a register for the row; the other walks its row. Each row is
+// computed as arith computes a span: batches, then the last len % w elements as one batch over
+// copies. Two columns (an output one element wide) never reach it: rows are 64 bytes or more.
+template <class F, class T, bool CA, bool CB>
+void arith_rows_of(const std::byte* a0, std::int64_t sa, const std::byte* b0, std::int64_t sb, std::byte* out,
+                   std::int64_t out_step, std::int64_t rows, std::int64_t len) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* a = reinterpret_cast<const T*>(a0 + r * sa);
+    const T* b = reinterpret_cast<const T*>(b0 + r * sb);
+    T* d = reinterpret_cast<T*>(out + r * out_step);
+    const B av(a[0]), bv(b[0]);
+    std::int64_t i = 0;
+    for (; i + w <= len; i += w)
+      F::apply(CA ? av : B::load_unaligned(a + i), CB ? bv : B::load_unaligned(b + i)).store_unaligned(d + i);
+    if (i < len) {
+      alignas(64) T ta[w], tb[w], td[w];
+      const std::int64_t left = len - i;
+      F::apply(CA ? av : tail_batch<B>(a + i, left, ta), CB ? bv : tail_batch<B>(b + i, left, tb)).store_aligned(td);
+      for (std::int64_t j = 0; j < left; ++j) d[i + j] = td[j];
+    }
+  }
+}
+template <class F, class T>
+void arith_rows(const std::byte* const* in, const std::uint8_t* map, const std::int64_t* step, std::uint64_t column,
+                std::byte* out, std::int64_t out_step, std::int64_t rows, std::int64_t len, bool) {
+  const bool ca = (column >> map[0]) & 1u, cb = (column >> map[1]) & 1u;
+  const std::byte *a = in[map[0]], *b = in[map[1]];
+  const std::int64_t sa = step[map[0]], sb = step[map[1]];
+  if (ca) arith_rows_of<F, T, true, false>(a, sa, b, sb, out, out_step, rows, len);
+  else if (cb) arith_rows_of<F, T, false, true>(a, sa, b, sb, out, out_step, rows, len);
+  else arith_rows_of<F, T, false, false>(a, sa, b, sb, out, out_step, rows, len);
+}
+/// The rows kernel of a lone op (see arith_rows): +, -, * and / of float or double, the ops a
+/// column or a row vector meets most (scaling, centring); null for any other.
+using arith_rows_fn = void (*)(const std::byte* const*, const std::uint8_t*, const std::int64_t*, std::uint64_t,
+                               std::byte*, std::int64_t, std::int64_t, std::int64_t, bool);
+template <class T>
+arith_rows_fn rows_kernel_of(scalar_op op) {
+  switch (op) {
+    case scalar_op::add: return &arith_rows<fn<scalar_op::add>, T>;
+    case scalar_op::sub: return &arith_rows<fn<scalar_op::sub>, T>;
+    case scalar_op::mul: return &arith_rows<fn<scalar_op::mul>, T>;
+    case scalar_op::true_div: return &arith_rows<fn<scalar_op::true_div>, T>;
+    default: return nullptr;
   }
 }
 

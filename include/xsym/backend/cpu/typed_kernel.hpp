@@ -29,8 +29,16 @@ namespace detail {
 // Leaf j's array, and its value where the leaf is rank 0 (read once, before the loop).
 template <class T, int L>
 struct typed_args {
+  static constexpr bool rows = false;
   const T* p[L];
   T s[L];
+};
+// A row's leaves (typed_run_rows): leaf j reads p[j] + (i & m[j]), m[j] 0 for a leaf whose one
+// value per row (a column along the rows) is a batch of copies at p[j], all bits set otherwise.
+template <class T, int L>
+struct typed_row_args : typed_args<T, L> {
+  static constexpr bool rows = true;
+  std::int64_t m[L];
 };
 
 // Each op's result is opaque to the compiler, which may then not contract a product and a sum
@@ -55,32 +63,33 @@ template <class Tree, int J>
 struct typed_eval;
 template <class T, std::size_t N, int J>
 struct typed_eval<tree::leaf<T, N>, J> {
-  template <class X, int L>
-  static X at(const typed_args<T, L>& a, std::int64_t i) {
+  template <class X, class Args>
+  static X at(const Args& a, std::int64_t i) {
     if constexpr (N == 0) return X(a.s[J]);
+    else if constexpr (Args::rows) return X::load_unaligned(a.p[J] + (i & a.m[J]));
     else if constexpr (std::is_same_v<X, T>) return a.p[J][i];
     else return X::load_unaligned(a.p[J] + i);
   }
 };
 template <class T, int J>
 struct typed_eval<tree::number<T>, J> {
-  template <class X, int L>
-  static X at(const typed_args<T, L>& a, std::int64_t) {
+  template <class X, class Args>
+  static X at(const Args& a, std::int64_t) {
     return X(a.s[J]);
   }
 };
 template <scalar_op S, class A, int J>
 struct typed_eval<tree::apply<S, A>, J> {
-  template <class X, class T, int L>
-  static X at(const typed_args<T, L>& a, std::int64_t i) {
+  template <class X, class Args>
+  static X at(const Args& a, std::int64_t i) {
     const X x = typed_eval<A, J>::template at<X>(a, i);
     return settled(fn<S>::apply(x, x));
   }
 };
 template <scalar_op S, class A, class B, int J>
 struct typed_eval<tree::apply<S, A, B>, J> {
-  template <class X, class T, int L>
-  static X at(const typed_args<T, L>& a, std::int64_t i) {
+  template <class X, class Args>
+  static X at(const Args& a, std::int64_t i) {
     return settled(fn<S>::apply(typed_eval<A, J>::template at<X>(a, i), typed_eval<B, J + A::leaves>::template at<X>(a, i)));
   }
 };
@@ -193,9 +202,9 @@ template <class Tree>
 // with AVX-512 floats).
 // Inlined into both callers: `a` then never leaves registers, where a reference to it would
 // make the stores (which may alias anything) reload its pointers at every batch.
-template <class Tree, class T, int L>
-[[gnu::always_inline]] inline std::int64_t typed_loop(const typed_args<T, L>& a, T* const out, std::int64_t n,
-                                                      bool stream, bool apart) {
+template <class Tree, class T, class Args>
+[[gnu::always_inline]] inline std::int64_t typed_loop(const Args& a, T* const out, std::int64_t n, bool stream,
+                                                      bool apart) {
   using B = xsimd::batch<T>;
   std::int64_t i = 0;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
@@ -259,11 +268,79 @@ bool typed_direct(const typed_leaves& d, const std::byte* const* args, std::byte
   return true;
 }
 
+// A row's last len - i elements (fewer than a batch), as typed_tail takes them: one batch over
+// copies of each array leaf's last elements; a column's batch already holds its value.
+template <class Tree, class T, int L>
+[[gnu::noinline]] void typed_row_tail(const typed_row_args<T, L>& a, const bool* col, const T (*held)[xsimd::batch<T>::size],
+                                      T* const out, std::int64_t i, std::int64_t len) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  alignas(64) T copies[L][w];
+  alignas(64) T result[w];
+  typed_args<T, L> t;
+  const std::int64_t r = len - i;
+  for (int j = 0; j < L; ++j) {
+    t.s[j] = a.s[j];
+    t.p[j] = held[j];
+    if (!((one_value >> j) & 1u) && !col[j]) {
+      tail_batch<B>(a.p[j] + i, r, copies[j]);
+      t.p[j] = copies[j];
+    }
+  }
+  typed_eval<Tree, 0>::template at<B>(t, 0).store_aligned(result);
+  for (std::int64_t k = 0; k < r; ++k) out[i + k] = result[k];
+}
+
+/// The tree over `rows` rows of `len` elements (elemwise.hpp's rows path): leaf j reads the
+/// program's input in[map[j]], whose rows are step[map[j]] bytes apart; where bit map[j] of
+/// column is set, the input is one value per row (a column along the rows, step apart), held
+/// in a register-width batch for the row. Every element is computed on a batch, the row's
+/// last len % w ones as typed_run computes them: from copies (typed_tail), or with `apart`
+/// (the output shares no byte with an array input) by one batch ending at the row's end.
+template <class Tree>
+void typed_run_rows(const std::byte* const* in, const std::uint8_t* map, const std::int64_t* step, std::uint64_t column,
+                    std::byte* out_bytes, std::int64_t out_step, std::int64_t rows, std::int64_t len, bool apart) {
+  using T = typename Tree::value_type;
+  using B = xsimd::batch<T>;
+  constexpr int L = Tree::leaves;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  apart = apart && lanes_as_scalars<Tree>::value && len >= w;
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  alignas(64) T held[L][w];
+  typed_row_args<T, L> a;
+  const std::byte* at[L];
+  std::int64_t by[L];
+  bool col[L];
+  for (int j = 0; j < L; ++j) {
+    at[j] = in[map[j]];
+    by[j] = step[map[j]];
+    col[j] = !((one_value >> j) & 1u) && ((column >> map[j]) & 1u);
+    a.m[j] = col[j] ? 0 : ~std::int64_t{0};
+    a.p[j] = col[j] ? held[j] : reinterpret_cast<const T*>(at[j]);
+    a.s[j] = (one_value >> j) & 1u ? reinterpret_cast<const T*>(at[j])[0] : T(0);
+  }
+  for (std::int64_t r = 0; r < rows; ++r, out_bytes += out_step) {
+    for (int j = 0; j < L; ++j) {
+      if ((one_value >> j) & 1u) continue;
+      if (col[j]) B(*reinterpret_cast<const T*>(at[j] + r * by[j])).store_aligned(held[j]);
+      else a.p[j] = reinterpret_cast<const T*>(at[j] + r * by[j]);
+    }
+    T* const out = reinterpret_cast<T*>(out_bytes);
+    std::int64_t i = 0;
+    for (; i + w <= len; i += w) typed_eval<Tree, 0>::template at<B>(a, i).store_unaligned(out + i);
+    if (i == len) continue;
+    if (apart) typed_eval<Tree, 0>::template at<B>(a, len - w).store_unaligned(out + len - w);
+    else typed_row_tail<Tree>(a, col, held, out, i, len);
+  }
+}
+
 struct typed_entry {
   std::string pattern;  // the tree's text, each leaf written i#
   dtype type;
   typed_fn run;
   typed_direct_fn direct;
+  rows_fn rows;
   std::uint64_t scalar_leaves;
   int leaves;
 };
@@ -347,7 +424,8 @@ template <class Tree>
 struct typed_registration {
   static inline const bool done =
       (tree_registry<typed_entry>::instance().add({tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(),
-                                                  &typed_run<Tree>, &typed_direct<Tree>, scalar_leaves<Tree>(),
+                                                  &typed_run<Tree>, &typed_direct<Tree>, &typed_run_rows<Tree>,
+                                                  scalar_leaves<Tree>(),
                                                   Tree::leaves}),
        true);
 };
@@ -381,6 +459,9 @@ inline bool bind_typed_kernel(compiled_program& cp, std::uint64_t one_value_inpu
   std::copy(map.begin(), map.begin() + e->leaves, cp.typed_map.begin());
   cp.typed_scalar_bits = one_value_inputs;  // find matched the tree's rank-0 leaves to them
   cp.typed_faulty = fault == testing::fault_kind::typed;
+  cp.rows = e->rows;
+  cp.rows_scalar_bits = one_value_inputs;
+  cp.rows_map = cp.typed_map;
   return true;
 }
 XSYM_COLD_END
