@@ -101,7 +101,7 @@ bench:
 	@python3 -c "import pytensor" 2>/dev/null || python3 -m pip install -q pytensor >/dev/null 2>&1 || \
 	  echo "xsym: pip could not install pytensor; the bench leaves the PyTensor peer out" >&2
 	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DXSYM_BUILD_BENCH=ON -DXSYM_BUILD_TESTS=OFF >/dev/null
-	@cmake --build build-bench -j $(JOBS) --target bench_xsym bench_xsym_noprof bench_calls bench_calls_noprof bench_threads bench_mlp logistic_regression
+	@cmake --build build-bench -j $(JOBS) --target bench_xsym bench_xsym_noprof bench_calls bench_calls_noprof bench_threads bench_mlp bench_broadcast logistic_regression
 	python3 bench/run.py --build build-bench $(BENCH_ARGS)
 
 # The accuracy sweep: every floating op against long double over at least 1e5 points and its

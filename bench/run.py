@@ -160,6 +160,8 @@ def main():
         results += run_bench(build / "bench" / "bench_mlp", env=env)
         if not args.quick:
             results += pytensor_peer("mlp_pytensor.py", env)[0]  # one BLAS thread, as xsym and Eigen
+    if (build / "bench" / "bench_broadcast").exists():
+        results += run_bench(build / "bench" / "bench_broadcast", env=env)
 
     bars = []
 
@@ -259,6 +261,15 @@ def main():
         pm = find(results, "mlp_step", peer)
         if xm and pm:
             reported.append((f"mlp step float32: xsym / {peer}", xm["median_s"] / pm["median_s"]))
+    # Broadcasts against Eigen and the heat equation's step against its loop (bench/broadcast.cpp).
+    for r in results:
+        if r["benchmark"] in ("rowvec", "colvec", "center", "colexp", "heat_step") and r["impl"] == "xsym":
+            peer = "loop" if r["benchmark"] == "heat_step" else "eigen"
+            where = f"{r['rows']} x {r['cols']}" if "rows" in r else f"{r['size']:.0f}^2"
+            p = [q for q in results if q["benchmark"] == r["benchmark"] and q["impl"] == peer and q["size"] == r["size"]
+                 and q.get("rows") == r.get("rows")]
+            if p:
+                reported.append((f"{r['benchmark']} {where} float32: xsym / {peer}", r["median_s"] / p[0]["median_s"]))
     bol = find(results, "build_oneline", "xsym_compiled_lib")
     if bol:
         reported.append(("compile bench/oneline.cpp, XSYM_COMPILED_LIB (s)", bol["median_s"]))
