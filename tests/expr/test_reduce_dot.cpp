@@ -4,9 +4,12 @@
 #include "expr_util.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include <xtensor/xadapt.hpp>
+#include <xtensor/xview.hpp>
 
 using namespace xsym_test;
 
@@ -313,6 +316,138 @@ TEST_CASE("the mean of integers is computed in float64 from the start: no wrappe
   auto [cols, all] = g(M);
   for (double c : cols) CHECK(c == 2147483647.0);
   CHECK(all == 2147483647.0);
+}
+
+namespace {
+// The scalar loop's max or min, as numpy defines it: NaN wins (each NaN replaces the one
+// before: the last), and a value replaces only a greater (smaller) one (of equal zeros, the
+// first).
+template <class T>
+T loop_extreme(bool is_max, const std::vector<T>& v) {
+  T a = is_max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+  for (T b : v) a = (is_max ? b > a : b < a) || b != b ? b : a;
+  return a;
+}
+template <class T>
+bool same_value_bits(T a, T b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+// Values for the vector reductions: random, with zeros of both signs where a row's or column's
+// extreme is zero, and NaNs of two payloads (which one comes out is the loop's choice).
+template <class T>
+void fill_edges(xt::xtensor<T, 2>& w, std::size_t case_id) {
+  const T nan1 = std::numeric_limits<T>::quiet_NaN();
+  const T nan2 = std::is_same_v<T, float> ? static_cast<T>(std::nanf("7")) : static_cast<T>(std::nan("7"));
+  const std::size_t R = w.shape(0), C = w.shape(1);
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t c = 0; c < C; ++c) {
+      const std::size_t kind = (r * 7 + c * 3 + case_id) % 11;
+      if (case_id % 3 == 1 && kind < 6) w(r, c) = kind % 2 ? T(-0.0) : T(0);  // zeros of both signs among negatives
+      else if (case_id % 3 == 1) w(r, c) = -std::abs(w(r, c)) - T(1);
+      else if (case_id % 3 == 2 && (r * C + c) % 13 == case_id % 13) w(r, c) = (r + c) % 2 ? nan1 : nan2;
+    }
+}
+}  // namespace
+
+TEST_CASE("sums, means, max and min in vectors: along columns, along rows, over views and over two axes",
+          "[expr][reduce]") {
+  for_each_type(type_list<float, double>{}, []<class T>() {
+    INFO(type_name<T>());
+    std::mt19937 rng(404);
+    auto m = xsym::matrix<T>("m");
+    auto f = xsym::function("columns_rows", xsym::inputs(m),
+                            xsym::outputs(xsym::sum(m, 0), xsym::mean(m, 0), xsym::max(m, 0), xsym::min(m, 0),
+                                          xsym::sum(m, 1), xsym::max(m, 1), xsym::min(m, 1)));
+    std::size_t case_id = 0;
+    for (std::size_t R : {1, 2, 3, 7, 40}) {
+      for (std::size_t C : {2, 3, 7, 8, 9, 15, 16, 17, 33, 64, 65, 130}) {
+        ++case_id;
+        INFO("shape (" << R << ", " << C << "), values " << case_id % 3);
+        // m is the middle C of every row of a wider array: rows apart by C + 3.
+        auto wide = random_tensor<T, 2>(rng, {R, C + 3}, -4, 4);
+        xt::xtensor<T, 2> mid = xt::view(wide, xt::all(), xt::range(1, C + 1));
+        fill_edges(mid, case_id);
+        xt::view(wide, xt::all(), xt::range(1, C + 1)) = mid;
+        const auto [s0, a0, x0, n0, s1, x1, n1] = f(xt::view(wide, xt::all(), xt::range(1, C + 1)));
+        for (std::size_t c = 0; c < C; ++c) {
+          std::vector<T> col;
+          double sum = 0, scale = 0;
+          for (std::size_t r = 0; r < R; ++r) {
+            col.push_back(mid(r, c));
+            sum += static_cast<double>(mid(r, c));
+            scale += std::abs(static_cast<double>(mid(r, c)));
+          }
+          INFO("column " << c);
+          CHECK(same_value_bits(x0(c), loop_extreme(true, col)));
+          CHECK(same_value_bits(n0(c), loop_extreme(false, col)));
+          const double tol = 4 * std::numeric_limits<T>::epsilon() * scale;
+          if (std::isnan(sum)) {
+            CHECK(std::isnan(s0(c)));
+            CHECK(std::isnan(a0(c)));
+          } else {
+            CHECK(std::abs(static_cast<double>(s0(c)) - sum) <= tol);
+            CHECK(std::abs(static_cast<double>(a0(c)) - sum / static_cast<double>(R)) <= tol / static_cast<double>(R));
+          }
+        }
+        for (std::size_t r = 0; r < R; ++r) {
+          std::vector<T> row(mid.begin() + static_cast<std::ptrdiff_t>(r * C), mid.begin() + static_cast<std::ptrdiff_t>((r + 1) * C));
+          double sum = 0, scale = 0;
+          for (T v : row) {
+            sum += static_cast<double>(v);
+            scale += std::abs(static_cast<double>(v));
+          }
+          INFO("row " << r);
+          CHECK(same_value_bits(x1(r), loop_extreme(true, row)));
+          CHECK(same_value_bits(n1(r), loop_extreme(false, row)));
+          if (std::isnan(sum)) CHECK(std::isnan(s1(r)));
+          else CHECK(std::abs(static_cast<double>(s1(r)) - sum) <= 4 * std::numeric_limits<T>::epsilon() * scale);
+        }
+      }
+    }
+    // Three axes: the last kept and contiguous, the reduced ones one run (a whole array) or not
+    // (a view whose rows are apart by more than a row).
+    auto t = xsym::tensor3<T>("t");
+    auto g = xsym::function("two_axes", xsym::inputs(t),
+                            xsym::outputs(xsym::sum(t, {0, 1}), xsym::max(t, {0, 1}),
+                                          xsym::sum(t, 1), xsym::min(t, 1)));
+    for (auto [A, B, C] : {std::array<std::size_t, 3>{3, 5, 17}, {2, 1, 40}, {4, 6, 3}}) {
+      for (bool view : {false, true}) {
+        INFO("shape (" << A << ", " << B << ", " << C << ")" << (view ? ", a view" : ""));
+        auto wide = random_tensor<T, 3>(rng, {A, B + 2, C + 3}, -4, 4);
+        wide(A - 1, B - 1, C - 1) = std::numeric_limits<T>::quiet_NaN();
+        xt::xtensor<T, 3> full = xt::view(wide, xt::all(), xt::range(0, B), xt::range(0, C));
+        auto run = [&](const auto& arg) { return g(arg); };
+        const auto [s01, x01, s1, n1] = view ? run(xt::view(wide, xt::all(), xt::range(0, B), xt::range(0, C))) : run(full);
+        for (std::size_t c = 0; c < C; ++c) {
+          std::vector<T> all;
+          for (std::size_t a = 0; a < A; ++a)
+            for (std::size_t b = 0; b < B; ++b) all.push_back(full(a, b, c));
+          INFO("column " << c);
+          CHECK(same_value_bits(x01(c), loop_extreme(true, all)));
+          double sum = 0, scale = 0;
+          for (T v : all) {
+            sum += static_cast<double>(v);
+            scale += std::abs(static_cast<double>(v));
+          }
+          if (std::isnan(sum)) CHECK(std::isnan(s01(c)));
+          else CHECK(std::abs(static_cast<double>(s01(c)) - sum) <= 4 * std::numeric_limits<T>::epsilon() * scale);
+          for (std::size_t a = 0; a < A; ++a) {
+            std::vector<T> col;
+            double cs = 0, cscale = 0;
+            for (std::size_t b = 0; b < B; ++b) {
+              col.push_back(full(a, b, c));
+              cs += static_cast<double>(full(a, b, c));
+              cscale += std::abs(static_cast<double>(full(a, b, c)));
+            }
+            CHECK(same_value_bits(n1(a, c), loop_extreme(false, col)));
+            if (std::isnan(cs)) CHECK(std::isnan(s1(a, c)));
+            else CHECK(std::abs(static_cast<double>(s1(a, c)) - cs) <= 4 * std::numeric_limits<T>::epsilon() * cscale);
+          }
+        }
+      }
+    }
+  });
 }
 
 TEST_CASE("reductions of empty arrays, NaN, and names of the reduce ops", "[expr][reduce]") {

@@ -91,7 +91,7 @@ double sum_contiguous(const In* p, std::int64_t n) {
   std::int64_t i = 0;
   double vectors = 0;
 #if defined(__AVX512F__)
-  if (n >= 32) {
+  if (n >= 8) {
     __m512d s[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
     for (; i + 32 <= n; i += 32)
 XSYM_UNROLL(4)
@@ -99,10 +99,14 @@ XSYM_UNROLL(4)
         if constexpr (std::is_same_v<In, float>) s[q] = _mm512_add_pd(s[q], _mm512_cvtps_pd(_mm256_loadu_ps(p + i + 8 * q)));
         else s[q] = _mm512_add_pd(s[q], _mm512_loadu_pd(p + i + 8 * q));
       }
+    for (; i + 8 <= n; i += 8) {  // what is left a vector at a time: rows of 8 to 31 values too
+      if constexpr (std::is_same_v<In, float>) s[0] = _mm512_add_pd(s[0], _mm512_cvtps_pd(_mm256_loadu_ps(p + i)));
+      else s[0] = _mm512_add_pd(s[0], _mm512_loadu_pd(p + i));
+    }
     vectors = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(s[0], s[1]), _mm512_add_pd(s[2], s[3])));
   }
 #elif defined(__AVX__)
-  if (n >= 16) {
+  if (n >= 4) {
     __m256d s[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
     for (; i + 16 <= n; i += 16)
 XSYM_UNROLL(4)
@@ -110,12 +114,235 @@ XSYM_UNROLL(4)
         if constexpr (std::is_same_v<In, float>) s[q] = _mm256_add_pd(s[q], _mm256_cvtps_pd(_mm_loadu_ps(p + i + 4 * q)));
         else s[q] = _mm256_add_pd(s[q], _mm256_loadu_pd(p + i + 4 * q));
       }
+    for (; i + 4 <= n; i += 4) {
+      if constexpr (std::is_same_v<In, float>) s[0] = _mm256_add_pd(s[0], _mm256_cvtps_pd(_mm_loadu_ps(p + i)));
+      else s[0] = _mm256_add_pd(s[0], _mm256_loadu_pd(p + i));
+    }
     alignas(32) double lanes[4];
     _mm256_store_pd(lanes, _mm256_add_pd(_mm256_add_pd(s[0], s[1]), _mm256_add_pd(s[2], s[3])));
     vectors = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
   }
 #endif
   return vectors + sum_chains<double>(p, i, n);
+}
+
+// ---- vector paths for float and double: sums and means, max and min -----------------------
+// One op's combine without a switch per element, on a value or on a batch of lanes (each lane
+// combined exactly as the scalar is: NaN wins, and a later value replaces only a greater one).
+// Lanes test NaN with isnan: xsimd 8's AVX-512 `b != b` is an ordered compare, false for NaN.
+template <reduce_op R, class A>
+A combine_as(A a, A b) {
+  if constexpr (R == reduce_op::max) return b > a || b != b ? b : a;
+  else if constexpr (R == reduce_op::min) return b < a || b != b ? b : a;
+  else return a + b;
+}
+template <reduce_op R, class B>
+B combine_lanes(B a, B b) {
+  if constexpr (R == reduce_op::max) return xsimd::select((b > a) | xsimd::isnan(b), b, a);
+  else if constexpr (R == reduce_op::min) return xsimd::select((b < a) | xsimd::isnan(b), b, a);
+  else return a + b;
+}
+
+// A batch of doubles read from In: floats widened (one conversion instruction where the CPU has
+// one), doubles as they are.
+template <class In>
+xsimd::batch<double> load_wide(const In* p) {
+  using B = xsimd::batch<double>;
+  if constexpr (std::is_same_v<In, double>) {
+    return B::load_unaligned(p);
+  } else {
+#if defined(__AVX512F__)
+    if constexpr (B::size == 8) return B(_mm512_cvtps_pd(_mm256_loadu_ps(p)));
+#elif defined(__AVX__)
+    if constexpr (B::size == 4) return B(_mm256_cvtps_pd(_mm_loadu_ps(p)));
+#endif
+    alignas(64) double t[B::size];
+    for (std::size_t k = 0; k < B::size; ++k) t[k] = static_cast<double>(p[k]);
+    return B::load_aligned(t);
+  }
+}
+
+// Columns: acc[k] (k < K) combined with p[r * rstride + k] for r < rows, in vectors across the
+// columns. Max and min take the rows in order, one chain per column: the scalar loop's bits,
+// which one of two equal zeros and which NaN included. Sums (in double) take even and odd rows
+// in two chains, added at the end: a fixed order, whatever the values.
+template <reduce_op R, class In, class Acc>
+void accumulate_columns(const In* p, std::int64_t rstride, std::int64_t rows, std::int64_t K, Acc* acc) {
+  constexpr bool sum = R != reduce_op::max && R != reduce_op::min;
+  static_assert(!sum || std::is_same_v<Acc, double>, "xsym: floating sums accumulate in double");
+  using B = xsimd::batch<Acc>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  auto load = [](const In* q) {
+    if constexpr (sum) return load_wide(q);
+    else return B::load_unaligned(q);
+  };
+  // nb batches of columns from k: four where they fit, then one at a time.
+  auto block = [&]<int nb>(std::int64_t k) {
+    B a[nb], b[nb];
+XSYM_UNROLL(4)
+    for (int q = 0; q < nb; ++q) {
+      a[q] = B::load_unaligned(acc + k + q * w);
+      b[q] = B(Acc(0));
+    }
+    const In* row = p + k;
+    std::int64_t r = 0;
+    if constexpr (sum) {
+      for (; r + 2 <= rows; r += 2, row += 2 * rstride)
+XSYM_UNROLL(4)
+        for (int q = 0; q < nb; ++q) {
+          a[q] = a[q] + load(row + q * w);
+          b[q] = b[q] + load(row + rstride + q * w);
+        }
+    }
+    for (; r < rows; ++r, row += rstride)
+XSYM_UNROLL(4)
+      for (int q = 0; q < nb; ++q) a[q] = combine_lanes<R>(a[q], load(row + q * w));
+XSYM_UNROLL(4)
+    for (int q = 0; q < nb; ++q) {
+      if constexpr (sum) a[q] = a[q] + b[q];
+      a[q].store_unaligned(acc + k + q * w);
+    }
+  };
+  std::int64_t k = 0;
+  for (; k + 4 * w <= K; k += 4 * w) block.template operator()<4>(k);
+  for (; k + w <= K; k += w) block.template operator()<1>(k);
+  for (; k < K; ++k) {
+    Acc a = acc[k], b = Acc(0);
+    const In* q = p + k;
+    std::int64_t r = 0;
+    if constexpr (sum)
+      for (; r + 2 <= rows; r += 2, q += 2 * rstride) {
+        a += static_cast<Acc>(q[0]);
+        b += static_cast<Acc>(q[rstride]);
+      }
+    for (; r < rows; ++r, q += rstride) a = combine_as<R>(a, static_cast<Acc>(*q));
+    acc[k] = sum ? a + b : a;
+  }
+}
+
+// Max or min of a contiguous run of n >= 1 values, with the scalar loop's bits: the value from
+// lanes, then where lanes could pick another element than the loop would, the loop's own
+// choice: the last NaN (each NaN replaces the one before), or the first zero of either sign (a
+// zero equal to the one held does not replace it).
+template <reduce_op R, class T>
+T extreme_contiguous(const T* p, std::int64_t n) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  // Without NaN, a ternary the compiler makes one max or min instruction (no branch on values).
+  auto pick = [](T m, T v) {
+    if constexpr (R == reduce_op::max) return v > m ? v : m;
+    else return v < m ? v : m;
+  };
+  T m = p[0];
+  bool nan = false;
+  if (n >= w) {
+    B a = B::load_unaligned(p);
+    std::int64_t i = w;
+    if (n >= 2 * w) {
+      B c = B::load_unaligned(p + w);
+      for (i = 2 * w; i + 2 * w <= n; i += 2 * w) {
+        a = combine_lanes<R>(a, B::load_unaligned(p + i));
+        c = combine_lanes<R>(c, B::load_unaligned(p + i + w));
+      }
+      a = combine_lanes<R>(a, c);
+    }
+    for (; i + w <= n; i += w) a = combine_lanes<R>(a, B::load_unaligned(p + i));
+    if (i < n) a = combine_lanes<R>(a, B::load_unaligned(p + n - w));  // the last batch again, overlapped
+    nan = xsimd::any(xsimd::isnan(a));
+    alignas(64) T lanes[w];
+    a.store_aligned(lanes);
+    m = lanes[0];
+    for (std::int64_t k = 1; k < w; ++k) m = pick(m, lanes[k]);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) {
+      nan |= p[i] != p[i];
+      m = pick(m, p[i]);
+    }
+  }
+  if (nan) {
+    for (std::int64_t k = n - 1;; --k)
+      if (p[k] != p[k]) return p[k];
+  }
+  if (m == T(0)) {
+    for (std::int64_t k = 0;; ++k)
+      if (p[k] == T(0)) return p[k];
+  }
+  return m;
+}
+
+// The reduced axes as one run of `count` values `stride` apart; false where they are not one.
+inline bool one_run(const reduce_layout& l, std::int64_t& stride) {
+  stride = 1;
+  int last = -1;
+  for (int d = 0; d < l.red.rank; ++d)
+    if (l.red[d] != 1) {
+      const auto du = static_cast<std::size_t>(d);
+      if (last >= 0 && l.red_st[static_cast<std::size_t>(last)] != l.red_st[du] * l.red[d]) return false;
+      last = d;
+    }
+  if (last >= 0) stride = l.red_st[static_cast<std::size_t>(last)];
+  return true;
+}
+
+// Sums, means, max and min of floats and doubles in vectors; false where the scalar loop runs
+// (products, one column, a last kept axis that is not contiguous, a single value per output).
+template <class In, class Acc, class Out>
+bool reduce_vectors(const op& o, const reduce_layout& l, const In* src, Out* dst) {
+  const reduce_op rop = o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction;
+  if (rop == reduce_op::prod || l.count == 0) return false;
+  auto run = [&]<reduce_op R>() {
+    using A = std::conditional_t<R == reduce_op::sum, double, In>;
+    auto finish = [&](A v) {
+      if (o.reduction == reduce_op::mean) return static_cast<Out>(static_cast<double>(v) / static_cast<double>(l.count));
+      return static_cast<Out>(v);
+    };
+    std::int64_t rstride = 1;
+    const bool run1 = one_run(l, rstride);
+    const int kr = l.kept.rank;
+    if constexpr (R != reduce_op::sum) {
+      // Rows: each output reduces a contiguous run.
+      if (run1 && (rstride == 1 || l.count == 1)) {
+        std::int64_t j = 0;
+        xsym::detail::for_each_offset(kr ? l.kept : shape_t{{1}, 1}, l.kept_st, [&](std::int64_t koff) {
+          dst[j++] = finish(extreme_contiguous<R>(src + koff, l.count));
+        });
+        return true;
+      }
+    }
+    // Columns: the last kept axis is contiguous; its outputs accumulate row after row.
+    if (kr == 0 || l.kept[kr - 1] < 2 || l.kept_st[static_cast<std::size_t>(kr - 1)] != 1) return false;
+    const std::int64_t K = l.kept[kr - 1];
+    shape_t outer = l.kept;
+    outer.rank = kr - 1;
+    thread_local std::vector<A> acc;
+    acc.resize(static_cast<std::size_t>(K));
+    std::int64_t j = 0;
+    // The reduced axes but the last, where they are not one run: their rows in C order.
+    shape_t lead = l.red;
+    std::int64_t last_n = l.count, last_st = rstride;
+    if (!run1) {
+      lead.rank = l.red.rank - 1;
+      last_n = l.red[l.red.rank - 1];
+      last_st = l.red_st[static_cast<std::size_t>(l.red.rank - 1)];
+    }
+    xsym::detail::for_each_offset(outer.rank ? outer : shape_t{{1}, 1}, l.kept_st, [&](std::int64_t koff) {
+      std::fill(acc.begin(), acc.end(), reducer<A>{R}.identity());
+      if (run1) accumulate_columns<R, In, A>(src + koff, last_st, last_n, K, acc.data());
+      else
+        xsym::detail::for_each_offset(lead, l.red_st, [&](std::int64_t roff) {
+          accumulate_columns<R, In, A>(src + koff + roff, last_st, last_n, K, acc.data());
+        });
+      for (std::int64_t k = 0; k < K; ++k) dst[j++] = finish(acc[static_cast<std::size_t>(k)]);
+    });
+    return true;
+  };
+  switch (rop) {
+    case reduce_op::max: return run.template operator()<reduce_op::max>();
+    case reduce_op::min: return run.template operator()<reduce_op::min>();
+    default:
+      if constexpr (std::is_same_v<Acc, double>) return run.template operator()<reduce_op::sum>();
+      else return false;
+  }
 }
 
 // The loop for one (input, accumulator, output) type triple; `dst` is C-contiguous.
@@ -135,6 +362,8 @@ void reduce_loop(const op& o, const reduce_layout& l, const In* src, Out* dst) {
     }
     return true;
   }();
+  if constexpr (std::is_floating_point_v<In>)
+    if (reduce_vectors<In, Acc, Out>(o, l, src, dst)) return;
   std::int64_t j = 0;
   xsym::detail::for_each_offset(kept.rank ? kept : shape_t{{1}, 1}, kept_st, [&](std::int64_t koff) {
     Acc acc = r.identity();
