@@ -1,9 +1,14 @@
-// Programs beyond the seeds, float32, no bar: broadcasts against Eigen and the heat equation's
-// step against its hand loop.
+// Programs beyond the seeds, float32, no bar: broadcasts and reductions against Eigen and the
+// heat equation's step against its hand loop.
 //   rowvec     x + b, b a row repeated over x's rows    (Eigen: X.rowwise() + b)
 //   colvec     x * u[:, None], a column along the rows  (Eigen: X.array().colwise() * u.array())
 //   center     x - mean(x, 1)[:, None], rows centred    (Eigen: X.colwise() - X.rowwise().mean())
 //   colexp     exp(x - u[:, None]), a typed tree        (Eigen: (X.colwise() - u).array().exp())
+//   rowsum     sum(x, 1)                                 (Eigen: X.rowwise().sum())
+//   colsum     sum(x, 0), the bias gradient's shape      (Eigen: X.colwise().sum())
+//   rowmax     max(x, 1)                                 (Eigen: X.rowwise().maxCoeff())
+//   colmax     max(x, 0)                                 (Eigen: X.colwise().maxCoeff())
+//   softmax    xsym::softmax(x, 1)                       (Eigen: the four steps by hand, its exp scalar)
 //   heat_step  set_subtensor(u[1:-1, 1:-1], stencil), examples/heat_equation.cpp's update,
 //              against the hand loop with two buffers ("loop")
 // xsym writes into preallocated results (`into`), Eigen into preallocated matrices. Each
@@ -25,8 +30,8 @@ using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Row = Eigen::Matrix<T, 1, Eigen::Dynamic>;
 using Col = Eigen::Matrix<T, Eigen::Dynamic, 1>;
 
-template <class A>
-double worst_difference(const A& got, const Mat& want) {
+template <class A, class W>
+double worst_difference(const A& got, const W& want) {
   double worst = 0;
   for (Eigen::Index k = 0; k < want.size(); ++k)
     worst = std::max(worst, std::abs(double(got.data()[k]) - double(want.data()[k])));
@@ -55,17 +60,27 @@ void broadcasts(std::size_t rows, std::size_t cols, std::mt19937& rng) {
   auto center = xsym::function("center", xsym::inputs(x), x - xsym::dimshuffle(mean(x, 1), 0, 'x'));
   auto colexp = xsym::function("colexp", xsym::inputs(x, uv), exp(x - xsym::dimshuffle(uv, 0, 'x')));
 
+  auto rowsum = xsym::function("rowsum", xsym::inputs(x), sum(x, 1));
+  auto colsum = xsym::function("colsum", xsym::inputs(x), sum(x, 0));
+  auto rowmax = xsym::function("rowmax", xsym::inputs(x), max(x, 1));
+  auto colmax = xsym::function("colmax", xsym::inputs(x), max(x, 0));
+  auto softmax = xsym::function("softmax", xsym::inputs(x), xsym::softmax(x, 1));
+
   Mat E(r, c);
+  Col Er(r);
+  Row Ec(c);
+  xt::xtensor<T, 1> out_r = xt::empty<T>({rows}), out_c = xt::empty<T>({cols});
   const double size = static_cast<double>(rows * cols);
   const int per = std::max(1, static_cast<int>(2e6 / size));
   const int repeats = 21;
-  auto run = [&](const char* name, auto&& xsym_call, auto&& eigen_call, double bound) {
+  // worst(): the largest difference between xsym's result and the peer's, after one call each.
+  auto run = [&](const char* name, auto&& xsym_call, auto&& eigen_call, auto&& worst, double bound) {
     if (!wanted(name)) return;
     xsym_call();
     eigen_call();
-    const double worst = worst_difference(out, E);
-    if (!(worst <= bound)) {
-      std::fprintf(stderr, "broadcast: %s %zu x %zu: xsym and Eigen differ by %.3g\n", name, rows, cols, worst);
+    const double w = worst();
+    if (!(w <= bound)) {
+      std::fprintf(stderr, "broadcast: %s %zu x %zu: xsym and Eigen differ by %.3g\n", name, rows, cols, w);
       std::exit(1);
     }
     const auto t = bench::measure_round_robin(
@@ -80,12 +95,29 @@ void broadcasts(std::size_t rows, std::size_t cols, std::mt19937& rng) {
     bench::emit(name, "xsym", "float32", size, t[0], extra.c_str());
     bench::emit(name, "eigen", "float32", size, t[1], extra.c_str());
   };
-  run("rowvec", [&] { rowvec.into(out)(xx, xb); }, [&] { E.noalias() = X.rowwise() + b; }, 0.0);
-  run("colvec", [&] { colvec.into(out)(xx, xu); }, [&] { E.array() = X.array().colwise() * u.array(); }, 0.0);
+  auto matrix = [&] { return worst_difference(out, E); };
+  auto per_row = [&] { return worst_difference(out_r, Er); };
+  auto per_col = [&] { return worst_difference(out_c, Ec); };
+  run("rowvec", [&] { rowvec.into(out)(xx, xb); }, [&] { E.noalias() = X.rowwise() + b; }, matrix, 0.0);
+  run("colvec", [&] { colvec.into(out)(xx, xu); }, [&] { E.array() = X.array().colwise() * u.array(); }, matrix, 0.0);
   // The means are sums in another order: a few ulps of the rows' magnitudes.
-  run("center", [&] { center.into(out)(xx); }, [&] { E.noalias() = X.colwise() - X.rowwise().mean(); }, 1e-5);
+  run("center", [&] { center.into(out)(xx); }, [&] { E.noalias() = X.colwise() - X.rowwise().mean(); }, matrix, 1e-5);
   // Two exp implementations: a few ulps of values up to about e^8.
-  run("colexp", [&] { colexp.into(out)(xx, xu); }, [&] { E.array() = (X.colwise() - u).array().exp(); }, 1e-2);
+  run("colexp", [&] { colexp.into(out)(xx, xu); }, [&] { E.array() = (X.colwise() - u).array().exp(); }, matrix, 1e-2);
+  // Sums in another order (xsym's in double): a few ulps of sums up to about 4 sqrt(rows).
+  const double sum_bound = 1e-6 * static_cast<double>(std::max(rows, cols));
+  run("rowsum", [&] { rowsum.into(out_r)(xx); }, [&] { Er.noalias() = X.rowwise().sum(); }, per_row, sum_bound);
+  run("colsum", [&] { colsum.into(out_c)(xx); }, [&] { Ec.noalias() = X.colwise().sum(); }, per_col, sum_bound);
+  run("rowmax", [&] { rowmax.into(out_r)(xx); }, [&] { Er.noalias() = X.rowwise().maxCoeff(); }, per_row, 0.0);
+  run("colmax", [&] { colmax.into(out_c)(xx); }, [&] { Ec.noalias() = X.colwise().maxCoeff(); }, per_col, 0.0);
+  run("softmax", [&] { softmax.into(out)(xx); },
+      [&] {
+        Er.noalias() = X.rowwise().maxCoeff();
+        E.array() = (X.colwise() - Er).array().exp();
+        Er.noalias() = E.rowwise().sum();
+        E.array().colwise() /= Er.array();
+      },
+      matrix, 1e-6);
 }
 
 void heat_step(std::size_t n, int steps) {

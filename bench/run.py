@@ -261,9 +261,11 @@ def main():
         pm = find(results, "mlp_step", peer)
         if xm and pm:
             reported.append((f"mlp step float32: xsym / {peer}", xm["median_s"] / pm["median_s"]))
-    # Broadcasts against Eigen and the heat equation's step against its loop (bench/broadcast.cpp).
+    # Broadcasts and reductions against Eigen, the heat equation's step against its loop
+    # (bench/broadcast.cpp).
+    shapes = ("rowvec", "colvec", "center", "colexp", "rowsum", "colsum", "rowmax", "colmax", "softmax", "heat_step")
     for r in results:
-        if r["benchmark"] in ("rowvec", "colvec", "center", "colexp", "heat_step") and r["impl"] == "xsym":
+        if r["benchmark"] in shapes and r["impl"] == "xsym":
             peer = "loop" if r["benchmark"] == "heat_step" else "eigen"
             where = f"{r['rows']} x {r['cols']}" if "rows" in r else f"{r['size']:.0f}^2"
             p = [q for q in results if q["benchmark"] == r["benchmark"] and q["impl"] == peer and q["size"] == r["size"]
