@@ -6,7 +6,9 @@
 // matrix-vector products: an output's bits do not depend on the rows or columns beside it.
 #include "expr_util.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <random>
 
 #include <xtensor/xview.hpp>
 
@@ -120,5 +122,52 @@ TEMPLATE_TEST_CASE("a matrix-vector product gives an output the same bits wherev
     }
     CHECK(differ == 0);
     CHECK(differ_acc == 0);
+  }
+}
+
+TEST_CASE("a strided array's copy holds its elements in C order: permuted, stepped and reversed axes, every size",
+          "[expr][copy]") {
+  // Layouts of a buffer of random bytes: axes in a random order of strides (transposes), some
+  // stepped by 2, some reversed; the copy against a walk over every element's offset.
+  std::mt19937 rng(77);
+  for (int trial = 0; trial < 1500; ++trial) {
+    const int rank = 1 + trial % 4;
+    xsym::shape_t shape;
+    shape.rank = rank;
+    for (int d = 0; d < rank; ++d) shape[d] = 1 + static_cast<std::int64_t>(rng() % (rank <= 2 ? 40 : 7));
+    int order[4] = {0, 1, 2, 3};
+    std::shuffle(order, order + rank, rng);
+    std::array<std::int64_t, xsym::max_rank> strides{};
+    std::int64_t span = 1;
+    for (int k = rank - 1; k >= 0; --k) {
+      const int d = order[k];
+      const std::int64_t step = 1 + static_cast<std::int64_t>(rng() % 2);
+      strides[static_cast<std::size_t>(d)] = span * step;
+      span *= shape[d] * step;
+    }
+    std::int64_t first = 0;  // where element (0, ..., 0) sits once some axes run backwards
+    for (int d = 0; d < rank; ++d)
+      if (rng() % 3 == 0) {
+        auto& st = strides[static_cast<std::size_t>(d)];
+        first += st * (shape[d] - 1);
+        st = -st;
+      }
+    for (xsym::dtype dt : {xsym::dtype::bool_, xsym::dtype::int32, xsym::dtype::float64}) {
+      const auto es = static_cast<std::int64_t>(xsym::dtype_size(dt));
+      std::vector<unsigned char> buffer(static_cast<std::size_t>(span * es));
+      for (auto& b : buffer) b = static_cast<unsigned char>(rng());
+      const auto view = xsym::ndarray::wrap(dt, shape, strides.data(), buffer.data() + first * es);
+      std::vector<unsigned char> want;
+      xsym::detail::for_each_offset(shape, strides, [&](std::int64_t off) {
+        for (std::int64_t b = 0; b < es; ++b) want.push_back(buffer[static_cast<std::size_t>((first + off) * es + b)]);
+      });
+      INFO("trial " << trial << ", " << xsym::dtype_name(dt) << ", rank " << rank);
+      const xsym::ndarray copy = view.contiguous();
+      REQUIRE(copy.is_c_contiguous());
+      CHECK(std::memcmp(copy.data(), want.data(), want.size()) == 0);
+      xsym::ndarray into = xsym::ndarray::empty(dt, shape);
+      view.copy_contiguous_into(into);
+      CHECK(std::memcmp(into.data(), want.data(), want.size()) == 0);
+    }
   }
 }

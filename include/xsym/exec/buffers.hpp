@@ -66,12 +66,7 @@ inline void copy_into_destination(const ndarray& value, const ndarray& dst) {
     if (src.nbytes()) std::memcpy(dst.data(), src.data(), src.nbytes());
     return;
   }
-  const ndarray c = src.contiguous();
-  const std::byte* p = c.data();
-  for_each_offset(dst.shape(), dst.strides(), [&](std::int64_t off) {
-    std::memcpy(dst.data() + off * static_cast<std::int64_t>(es), p, es);
-    p += es;
-  });
+  copy_strided(dst.data(), dst.strides(), src.data(), src.strides(), dst.shape(), es);
 }
 
 }  // namespace xsym::detail

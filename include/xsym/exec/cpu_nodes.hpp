@@ -269,16 +269,7 @@ inline void copy_elements(const ndarray& src, const ndarray& dst) {
     if (src.nbytes()) std::memcpy(dst.data(), src.data(), src.nbytes());
     return;
   }
-  const auto es = static_cast<std::int64_t>(dtype_size(src.type()));
-  for_each_row2(src.shape(), dst.strides(), src.strides(),
-                [&](std::int64_t od, std::int64_t os, std::int64_t n, std::int64_t sd, std::int64_t ss) {
-                  if (sd == 1 && ss == 1) {
-                    std::memcpy(dst.data() + od * es, src.data() + os * es, static_cast<std::size_t>(n * es));
-                    return;
-                  }
-                  for (std::int64_t i = 0; i < n; ++i)
-                    std::memcpy(dst.data() + (od + i * sd) * es, src.data() + (os + i * ss) * es, static_cast<std::size_t>(es));
-                });
+  copy_strided(dst.data(), dst.strides(), src.data(), src.strides(), src.shape(), dtype_size(src.type()));
 }
 
 inline void run_subtensor(const thunk& t, ndarray* values) {

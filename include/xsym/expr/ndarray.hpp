@@ -390,18 +390,64 @@ void for_each_row2(const shape_t& shape, const std::array<std::int64_t, max_rank
     if (d < 0) return;
   }
 }
+// A plane of R rows and C columns of N-byte elements, each side at its own steps (elements;
+// each element one fixed-size memcpy, which compiles to one load and one store whatever the
+// buffer holds). Where one side's fast axis is the rows' (a transpose), tiles of 16 x 16: the
+// 16 lines a tile reads are used whole before they leave L1, where a walk along a whole row
+// would read one element a line.
+template <std::size_t N>
+void copy_plane(std::byte* d, std::int64_t d0, std::int64_t d1, const std::byte* s, std::int64_t s0, std::int64_t s1,
+                std::int64_t R, std::int64_t C) {
+  constexpr auto n = static_cast<std::int64_t>(N);
+  if (d1 == 1 && s1 == 1) {
+    for (std::int64_t i = 0; i < R; ++i) std::memcpy(d + i * d0 * n, s + i * s0 * n, static_cast<std::size_t>(C) * N);
+    return;
+  }
+  const auto mag = [](std::int64_t v) { return v < 0 ? -v : v; };
+  const std::int64_t tile = R < 2 || (mag(s0) >= mag(s1) && mag(d0) >= mag(d1)) ? std::max(R, C) : 16;
+  for (std::int64_t i0 = 0; i0 < R; i0 += tile)
+    for (std::int64_t j0 = 0; j0 < C; j0 += tile) {
+      const std::int64_t ie = std::min(R, i0 + tile), je = std::min(C, j0 + tile);
+      for (std::int64_t i = i0; i < ie; ++i)
+        for (std::int64_t j = j0; j < je; ++j) std::memcpy(d + (i * d0 + j * d1) * n, s + (i * s0 + j * s1) * n, N);
+    }
+}
+
+// dst[shape at dst's strides] = src[shape at src's strides], elements of es bytes, in planes of
+// the last two axes. dst and src do not overlap.
+inline void copy_strided(std::byte* dst, const std::array<std::int64_t, max_rank>& ds, const std::byte* src,
+                         const std::array<std::int64_t, max_rank>& ss, const shape_t& shape, std::size_t es) {
+  if (shape.size() == 0) return;
+  auto sized = [&]<std::size_t N>() {
+    const int r = shape.rank;
+    if (r <= 1) return copy_plane<N>(dst, 0, r ? ds[0] : 1, src, 0, r ? ss[0] : 1, 1, r ? shape[0] : 1);
+    shape_t lead = shape;
+    lead.rank = r - 1;
+    const auto last = static_cast<std::size_t>(r - 1);
+    constexpr auto n = static_cast<std::int64_t>(N);
+    for_each_row2(lead, ds, ss, [&](std::int64_t od, std::int64_t os, std::int64_t rows, std::int64_t d0, std::int64_t s0) {
+      copy_plane<N>(dst + od * n, d0, ds[last], src + os * n, s0, ss[last], rows, shape[r - 1]);
+    });
+  };
+  switch (es) {
+    case 1: return sized.template operator()<1>();
+    case 2: return sized.template operator()<2>();
+    case 4: return sized.template operator()<4>();
+    case 8: return sized.template operator()<8>();
+    default:
+      for_each_row2(shape, ds, ss, [&](std::int64_t od, std::int64_t os, std::int64_t count, std::int64_t sd, std::int64_t sr) {
+        const auto e = static_cast<std::int64_t>(es);
+        for (std::int64_t i = 0; i < count; ++i) std::memcpy(dst + (od + i * sd) * e, src + (os + i * sr) * e, es);
+      });
+  }
+}
 }  // namespace detail
 
 inline ndarray ndarray::contiguous() const {
   if (is_c_contiguous()) return *this;
   if (m_on_device) return detail::require_device("a device copy").copy_on_device(*this);
   ndarray out = empty(m_dtype, m_shape);
-  const std::size_t es = dtype_size(m_dtype);
-  std::byte* dst = out.data();
-  detail::for_each_offset(m_shape, m_strides, [&](std::int64_t off) {
-    std::memcpy(dst, m_data + off * static_cast<std::int64_t>(es), es);
-    dst += es;
-  });
+  detail::copy_strided(out.data(), out.m_strides, m_data, m_strides, m_shape, dtype_size(m_dtype));
   return out;
 }
 
@@ -412,12 +458,7 @@ inline void ndarray::copy_contiguous_into(ndarray& dst) const {
     dst = in_buffer(m_dtype, m_shape, dst.m_owner, dst.m_capacity);
   else
     dst = empty(m_dtype, m_shape);
-  const std::size_t es = dtype_size(m_dtype);
-  std::byte* out = dst.data();
-  detail::for_each_offset(m_shape, m_strides, [&](std::int64_t off) {
-    std::memcpy(out, m_data + off * static_cast<std::int64_t>(es), es);
-    out += es;
-  });
+  detail::copy_strided(dst.data(), dst.m_strides, m_data, m_strides, m_shape, dtype_size(m_dtype));
 }
 
 inline double ndarray::flat_as_double(std::int64_t i) const {
