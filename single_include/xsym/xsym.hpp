@@ -11802,6 +11802,7 @@ void one_pass_typed(const ndarray& a, const ndarray& x, const one_pass_rows_fn& 
 #ifndef XSYM_BACKEND_CPU_REDUCE_HPP
 #define XSYM_BACKEND_CPU_REDUCE_HPP
 
+#include <bit>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -12064,6 +12065,52 @@ T extreme_contiguous(const T* p, std::int64_t n) {
       if (p[k] == T(0)) return p[k];
   }
   return m;
+}
+
+/// @brief The position of the first maximum (R max) or minimum of p[0, n), n >= 1, a NaN
+/// counting as the extreme (the first NaN's), as numpy's argmax: the value from lanes, then
+/// the first element equal to it (of equal zeros, the first of either sign).
+template <reduce_op R, class T>
+std::int64_t arg_extreme_contiguous(const T* p, std::int64_t n) {
+  if (n < static_cast<std::int64_t>(xsimd::batch<T>::size)) {  // under a batch: one walk, numpy's definition
+    std::int64_t best = 0;
+    for (std::int64_t j = 1; j < n; ++j) {
+      const T v = p[j], b = p[best];
+      if (b != b) break;
+      if (v != v) return j;
+      if (R == reduce_op::max ? b < v : v < b) best = j;
+    }
+    return best;
+  }
+  const T m = extreme_contiguous<R>(p, n);
+  const bool nan = m != m;
+#if defined(__AVX512F__)
+  // A batch at a time: the first lane equal to m (or NaN), without a branch per element.
+  constexpr std::int64_t w = 64 / static_cast<std::int64_t>(sizeof(T));
+  auto match = [&](const T* q) -> unsigned {
+    if constexpr (std::is_same_v<T, float>) {
+      const __m512 x = _mm512_loadu_ps(q);
+      return nan ? _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q) : _mm512_cmp_ps_mask(x, _mm512_set1_ps(m), _CMP_EQ_OQ);
+    } else {
+      const __m512d x = _mm512_loadu_pd(q);
+      return nan ? _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q) : _mm512_cmp_pd_mask(x, _mm512_set1_pd(m), _CMP_EQ_OQ);
+    }
+  };
+  if (n >= w) {
+    std::int64_t k = 0;
+    for (; k + w <= n; k += w)
+      if (const unsigned bits = match(p + k)) return k + std::countr_zero(bits);
+    // The last batch again, overlapped: its lanes before k matched nothing.
+    return n - w + std::countr_zero(match(p + n - w));
+  }
+#endif
+  std::int64_t k = 0;
+  if (nan) {
+    while (p[k] == p[k]) ++k;
+  } else {
+    while (p[k] != m) ++k;
+  }
+  return k;
 }
 
 // The reduced axes as one run of `count` values `stride` apart; false where they are not one.
@@ -13354,6 +13401,14 @@ inline void run_arg_reduce(const thunk& t, ndarray* values) {
   visit_dtype(x.type(), [&](auto z) {
     using T = decltype(z);
     const T* p = x.data_as<T>();
+    if constexpr (std::is_floating_point_v<T>) {
+      if (inner == 1 && len > 0) {  // along the last axis: each line in vectors
+        for (std::int64_t i = 0; i < outer; ++i)
+          r[i] = want_max ? cpu::detail::arg_extreme_contiguous<reduce_op::max>(p + i * len, len)
+                          : cpu::detail::arg_extreme_contiguous<reduce_op::min>(p + i * len, len);
+        return;
+      }
+    }
     for (std::int64_t i = 0; i < outer; ++i)
       for (std::int64_t k = 0; k < inner; ++k) {
         const T* line = p + i * len * inner + k;

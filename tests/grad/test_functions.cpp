@@ -366,6 +366,48 @@ TEST_CASE("take and add_at have their gradients, repeated indices included", "[f
   }
 }
 
+TEST_CASE("argmax and argmin along rows of any length: ties, zeros of both signs and NaN in a batch or the tail",
+          "[functions][argmax]") {
+  auto first = [](const auto& line, bool max) {  // numpy's definition, as below
+    std::size_t best = 0;
+    for (std::size_t j = 0; j < line.size(); ++j) {
+      if (std::isnan(line[j])) return j;
+      if (max ? line[j] > line[best] : line[j] < line[best]) best = j;
+    }
+    return best;
+  };
+  auto run = [&]<class T>() {
+    auto m = xsym::matrix<T>("m");
+    auto f = xsym::function("rows", xsym::inputs(m), xsym::outputs(xsym::argmax(m, 1), xsym::argmin(m, 1)));
+    std::mt19937 rng(12);
+    std::uniform_int_distribution<int> small(-3, 3);
+    for (std::size_t len : {1, 2, 7, 8, 15, 16, 17, 31, 33, 64, 70, 200}) {
+      xt::xtensor<T, 2> X = xt::empty<T>({std::size_t{6}, len});
+      for (auto& v : X) v = static_cast<T>(small(rng));
+      for (std::size_t j = 0; j < len; ++j) {
+        X(1, j) = std::min<T>(X(1, j), T(-1));  // row 1: zeros of both signs are its maximum
+        X(2, j) = std::max<T>(X(2, j), T(1));   // row 2: zeros of both signs are its minimum
+      }
+      X(1, len / 2) = T(-0.0);
+      X(1, len - 1) = T(0);
+      X(2, len / 3) = T(0);
+      X(2, len - 1) = T(-0.0);
+      X(3, len - 1) = std::numeric_limits<T>::quiet_NaN();  // the tail (or a batch's last lane)
+      X(4, len / 2) = std::numeric_limits<T>::quiet_NaN();
+      X(4, len - 1) = std::numeric_limits<T>::quiet_NaN();
+      auto [amax, amin] = f(X);
+      for (std::size_t i = 0; i < 6; ++i) {
+        std::vector<T> line(X.begin() + static_cast<std::ptrdiff_t>(i * len), X.begin() + static_cast<std::ptrdiff_t>((i + 1) * len));
+        INFO(sizeof(T) * 8 << "-bit, length " << len << ", row " << i);
+        CHECK(amax(i) == static_cast<std::int64_t>(first(line, true)));
+        CHECK(amin(i) == static_cast<std::int64_t>(first(line, false)));
+      }
+    }
+  };
+  run.template operator()<float>();
+  run.template operator()<double>();
+}
+
 TEST_CASE("argmax and argmin equal numpy's: first on ties, NaN first, any axis, flat index", "[functions][argmax]") {
   auto x = xsym::tensor3<double>("x");
   auto f = xsym::function("f", xsym::inputs(x),

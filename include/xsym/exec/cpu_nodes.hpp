@@ -178,6 +178,14 @@ inline void run_arg_reduce(const thunk& t, ndarray* values) {
   visit_dtype(x.type(), [&](auto z) {
     using T = decltype(z);
     const T* p = x.data_as<T>();
+    if constexpr (std::is_floating_point_v<T>) {
+      if (inner == 1 && len > 0) {  // along the last axis: each line in vectors
+        for (std::int64_t i = 0; i < outer; ++i)
+          r[i] = want_max ? cpu::detail::arg_extreme_contiguous<reduce_op::max>(p + i * len, len)
+                          : cpu::detail::arg_extreme_contiguous<reduce_op::min>(p + i * len, len);
+        return;
+      }
+    }
     for (std::int64_t i = 0; i < outer; ++i)
       for (std::int64_t k = 0; k < inner; ++k) {
         const T* line = p + i * len * inner + k;
