@@ -9,6 +9,8 @@
 //   rowmax     max(x, 1)                                 (Eigen: X.rowwise().maxCoeff())
 //   colmax     max(x, 0)                                 (Eigen: X.colwise().maxCoeff())
 //   softmax    xsym::softmax(x, 1)                       (Eigen: the four steps by hand, its exp scalar)
+//   argmax     argmax(x, 1), each row's first maximum    (Eigen: maxCoeff(&index) row by row)
+//   tadd       transpose(x) + y, an operand across rows  (Eigen: X.transpose() + Y)
 //   heat_step  set_subtensor(u[1:-1, 1:-1], stencil), examples/heat_equation.cpp's update,
 //              against the hand loop with two buffers ("loop")
 // xsym writes into preallocated results (`into`), Eigen into preallocated matrices. Each
@@ -65,6 +67,9 @@ void broadcasts(std::size_t rows, std::size_t cols, std::mt19937& rng) {
   auto rowmax = xsym::function("rowmax", xsym::inputs(x), max(x, 1));
   auto colmax = xsym::function("colmax", xsym::inputs(x), max(x, 0));
   auto softmax = xsym::function("softmax", xsym::inputs(x), xsym::softmax(x, 1));
+  auto argmax = xsym::function("argmax", xsym::inputs(x), xsym::argmax(x, 1));
+  auto yt = xsym::matrix<T>("y");
+  auto tadd = xsym::function("tadd", xsym::inputs(x, yt), xsym::transpose(x) + yt);
 
   Mat E(r, c);
   Col Er(r);
@@ -118,6 +123,24 @@ void broadcasts(std::size_t rows, std::size_t cols, std::mt19937& rng) {
         E.array().colwise() /= Er.array();
       },
       matrix, 1e-6);
+  xt::xtensor<std::int64_t, 1> out_i = xt::empty<std::int64_t>({rows});
+  Eigen::Matrix<Eigen::Index, Eigen::Dynamic, 1> Ei(r);
+  run("argmax", [&] { argmax.into(out_i)(xx); },
+      [&] {
+        for (Eigen::Index k = 0; k < r; ++k) X.row(k).maxCoeff(&Ei(k));
+      },
+      [&] {
+        double w = 0;
+        for (Eigen::Index k = 0; k < r; ++k) w = std::max(w, std::abs(double(out_i(k)) - double(Ei(k))));
+        return w;
+      },
+      0.0);
+  Mat Y(c, r), Et(c, r);
+  for (Eigen::Index k = 0; k < Y.size(); ++k) Y.data()[k] = n(rng);
+  xt::xtensor<T, 2> yy = xt::empty<T>({cols, rows}), out_t = xt::empty<T>({cols, rows});
+  std::copy(Y.data(), Y.data() + Y.size(), yy.data());
+  run("tadd", [&] { tadd.into(out_t)(xx, yy); }, [&] { Et.noalias() = X.transpose() + Y; },
+      [&] { return worst_difference(out_t, Et); }, 0.0);
 }
 
 void heat_step(std::size_t n, int steps) {

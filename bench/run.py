@@ -263,7 +263,8 @@ def main():
             reported.append((f"mlp step float32: xsym / {peer}", xm["median_s"] / pm["median_s"]))
     # Broadcasts and reductions against Eigen, the heat equation's step against its loop
     # (bench/broadcast.cpp).
-    shapes = ("rowvec", "colvec", "center", "colexp", "rowsum", "colsum", "rowmax", "colmax", "softmax", "heat_step")
+    shapes = ("rowvec", "colvec", "center", "colexp", "rowsum", "colsum", "rowmax", "colmax", "softmax", "argmax",
+              "tadd", "heat_step")
     for r in results:
         if r["benchmark"] in shapes and r["impl"] == "xsym":
             peer = "loop" if r["benchmark"] == "heat_step" else "eigen"
