@@ -12127,8 +12127,9 @@ inline bool one_run(const reduce_layout& l, std::int64_t& stride) {
   return true;
 }
 
-// Sums, means, max and min of floats and doubles in vectors; false where the scalar loop runs
-// (products, one column, a last kept axis that is not contiguous, a single value per output).
+// Sums, means, max and min of floats and doubles in vectors; false where reduce_loop's own
+// paths run: products, sums along contiguous runs or over a whole array (sum_contiguous), and
+// layouts whose last kept axis is not contiguous or has one element.
 template <class In, class Acc, class Out>
 bool reduce_vectors(const op& o, const reduce_layout& l, const In* src, Out* dst) {
   const reduce_op rop = o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction;
