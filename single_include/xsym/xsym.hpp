@@ -12180,9 +12180,15 @@ bool reduce_vectors(const op& o, const reduce_layout& l, const In* src, Out* dst
     });
     return true;
   };
+  // Only the paths this loop's types can take are compiled: max and min where the accumulator
+  // is the input's type, sums where it is double (reduce_typed).
   switch (rop) {
-    case reduce_op::max: return run.template operator()<reduce_op::max>();
-    case reduce_op::min: return run.template operator()<reduce_op::min>();
+    case reduce_op::max:
+      if constexpr (std::is_same_v<Acc, In>) return run.template operator()<reduce_op::max>();
+      else return false;
+    case reduce_op::min:
+      if constexpr (std::is_same_v<Acc, In>) return run.template operator()<reduce_op::min>();
+      else return false;
     default:
       if constexpr (std::is_same_v<Acc, double>) return run.template operator()<reduce_op::sum>();
       else return false;
