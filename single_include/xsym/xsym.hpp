@@ -2277,11 +2277,14 @@ struct op {
         return n + "}";
       }
       case op_kind::reduce: {
+        // A fused input's program follows the axes: Sum{Composite{sqr((i0 - i1))}}, Sum{1;Composite{(i0 * i1)}}.
         std::string n(reduce_name(reduction));
-        if (all_axes) return n;  // Theano prints a full reduction without axes
+        std::string f;
+        if (fused) f = "Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
+        if (all_axes) return f.empty() ? n : n + "{" + f + "}";  // Theano prints a full reduction without axes
         n += "{";
         for (std::size_t i = 0; i < axes.size(); ++i) n += (i ? "," : "") + std::to_string(axes[i]);
-        return n + "}";
+        return n + (f.empty() ? "" : ";" + f) + "}";
       }
       case op_kind::dot: return "dot";
       case op_kind::gemv:
@@ -2580,6 +2583,15 @@ void use_tree_kernels();
 template <class V>
 void use_typed(const V&) {
   if constexpr (is_typed_v<V>) use_tree_kernels<tree_t<V>>();
+}
+/// Compiles the sums of Tree's values, as the default flags rewrite it, into the program: the
+/// operand of sum or mean, reduced as it is computed (careduce_fusion; defined beside
+/// use_tree_kernels).
+template <class Tree>
+void use_sum_kernels();
+template <class V>
+void use_summed(const V&) {
+  if constexpr (is_typed_v<V>) use_sum_kernels<tree_t<V>>();
 }
 }  // namespace detail
 
@@ -4121,18 +4133,20 @@ XSYM_REDUCTION(mean, mean, float_result_t<E>)
 #undef XSYM_REDUCTION
 
 // A typed operand is the root of its elementwise tree: its kernels, then the var's overload.
-#define XSYM_TYPED_REDUCTION(fname)                                                                  \
+// Sums and means also compile the tree's sums, which their fused node runs (careduce_fusion).
+#define XSYM_TYPED_REDUCTION(fname, summed)                                                          \
   template <class Tree, class... Args>                                                               \
   auto fname(const typed<Tree>& a, const Args&... args)                                              \
       -> decltype(fname(static_cast<const var<typename Tree::value_type, Tree::rank>&>(a), args...)) { \
     detail::use_typed(a);                                                                            \
+    if constexpr (summed) detail::use_summed(a);                                                     \
     return fname(static_cast<const var<typename Tree::value_type, Tree::rank>&>(a), args...);        \
   }
-XSYM_TYPED_REDUCTION(sum)
-XSYM_TYPED_REDUCTION(prod)
-XSYM_TYPED_REDUCTION(max)
-XSYM_TYPED_REDUCTION(min)
-XSYM_TYPED_REDUCTION(mean)
+XSYM_TYPED_REDUCTION(sum, true)
+XSYM_TYPED_REDUCTION(prod, false)
+XSYM_TYPED_REDUCTION(max, false)
+XSYM_TYPED_REDUCTION(min, false)
+XSYM_TYPED_REDUCTION(mean, true)
 #undef XSYM_TYPED_REDUCTION
 
 /// @brief The elementwise reduction of a over every process of comm (an `AllReduce{sum}` node):
@@ -7568,6 +7582,7 @@ void parallel_chunks(std::int64_t n, std::int64_t grain, int threads, F&& f) {
 
 namespace xsym::cpu {
 
+struct compiled_program;  // program.hpp
 namespace detail {
 struct reduce_layout;     // reduce.hpp
 struct one_pass_rows_fn;  // one_pass.hpp
@@ -7601,6 +7616,11 @@ struct typed_kernels {
                    double alpha, const ndarray* y0, double beta, ndarray& y, int threads) = nullptr;
   // Reductions of an input of type T (any dtype), into an output of any dtype.
   void (*reduce)(const op& o, const detail::reduce_layout& l, const ndarray& in, ndarray& out) = nullptr;
+  // float32 and float64, a reduction's fused program (reduce_fused.hpp): a block of the
+  // reduction combined into acc, and the sum of the program's values over one long row.
+  void (*reduce_block)(const op& o, const ndarray& block, ndarray& acc, ndarray& part, bool first) = nullptr;
+  double (*sum_program)(const compiled_program& cp, const ndarray* const* ins, int n_in, ndarray& value,
+                        std::int64_t n) = nullptr;
 };
 
 namespace detail {
@@ -8037,6 +8057,13 @@ using rows_fn = void (*)(const std::byte* const* in, const std::uint8_t* map, co
                          std::uint64_t column, std::byte* out, std::int64_t out_step, std::int64_t rows, std::int64_t len,
                          bool apart);
 
+/// @brief A typed tree's sums in double over `rows` rows of `len` elements (typed_kernel.hpp's
+/// typed_sum_rows, a reduction's fused program): input k of the program (arg j reads
+/// in[map[j]]) starts its rows step[k] bytes apart (0: the same row for every row); the inputs
+/// in the bits the kernel was bound for are one value. Row r's sum goes to out[r].
+using sum_rows_fn = void (*)(const std::byte* const* in, const std::uint8_t* map, const std::int64_t* step,
+                             std::int64_t rows, std::int64_t len, double* out);
+
 /// @brief A program with its kernels looked up once, when the function is built.
 struct compiled_program {
   std::shared_ptr<const program> prog;
@@ -8085,6 +8112,9 @@ struct compiled_program {
   rows_fn rows = nullptr;
   std::uint64_t rows_scalar_bits = 0;
   std::array<std::uint8_t, 64> rows_map{};
+  // A reduction's program: a typed tree's sums (bind_typed_sum), arg j reading sum_map[j].
+  sum_rows_fn typed_sum = nullptr;
+  std::array<std::uint8_t, 64> sum_map{};
 };
 
 namespace detail {
@@ -8424,6 +8454,629 @@ compiled_program compile_program(std::shared_ptr<const program> p) {
 
 #endif
 // ---- end include/xsym/backend/cpu/program.hpp ----
+// ---- begin include/xsym/backend/cpu/reduce.hpp ----
+#ifndef XSYM_BACKEND_CPU_REDUCE_HPP
+#define XSYM_BACKEND_CPU_REDUCE_HPP
+
+#include <bit>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+// ---- begin include/xsym/config/unroll.hpp ----
+#ifndef XSYM_CONFIG_UNROLL_HPP
+#define XSYM_CONFIG_UNROLL_HPP
+
+// XSYM_UNROLL(n) before a loop: GCC's `#pragma GCC unroll n`, which keeps a kernel's
+// accumulators in registers. nvcc's front end does not know the pragma and warns at each
+// (20 warnings for a one-function program that includes <xsym/gpu.hpp>); with the warning
+// suppressed for it, nvcc passes it on to the host compiler.
+#define XSYM_PRAGMA(text) _Pragma(#text)
+#if defined(__NVCC__)
+#define XSYM_UNROLL(n) \
+  XSYM_PRAGMA(nv_diagnostic push) XSYM_PRAGMA(nv_diag_suppress 1675) XSYM_PRAGMA(GCC unroll n) XSYM_PRAGMA(nv_diagnostic pop)
+#elif defined(__GNUC__)
+#define XSYM_UNROLL(n) XSYM_PRAGMA(GCC unroll n)
+#else
+#define XSYM_UNROLL(n)
+#endif
+
+#endif
+// ---- end include/xsym/config/unroll.hpp ----
+
+namespace xsym::cpu {
+
+namespace detail {
+// Integer sums and products wrap around on overflow, as numpy's int64 accumulators do (signed
+// overflow is undefined in C++): combined as the elementwise kernels do (wrapping_fn), and
+// summed in the unsigned type of the same width (sum_chains).
+template <class Acc>
+struct wrapping_type {
+  using type = Acc;
+};
+template <class Acc>
+  requires(std::is_integral_v<Acc> && !std::is_same_v<Acc, bool> && sizeof(Acc) >= sizeof(unsigned))
+struct wrapping_type<Acc> {
+  using type = std::make_unsigned_t<Acc>;
+};
+template <class Acc>
+struct reducer {
+  reduce_op op;
+  Acc identity() const {
+    switch (op) {
+      case reduce_op::prod: return Acc(1);
+      case reduce_op::max: return std::numeric_limits<Acc>::has_infinity ? -std::numeric_limits<Acc>::infinity()
+                                                                          : std::numeric_limits<Acc>::lowest();
+      case reduce_op::min: return std::numeric_limits<Acc>::has_infinity ? std::numeric_limits<Acc>::infinity()
+                                                                          : std::numeric_limits<Acc>::max();
+      default: return Acc(0);
+    }
+  }
+  Acc combine(Acc a, Acc b) const {
+    switch (op) {
+      case reduce_op::prod:
+        if constexpr (std::is_same_v<Acc, bool>) return a && b;
+        else if constexpr (std::is_integral_v<Acc>) return wrapping_fn<scalar_op::mul>::apply(a, b);
+        else return a * b;
+      case reduce_op::max: return b > a || b != b ? b : a;  // NaN wins, as in numpy
+      case reduce_op::min: return b < a || b != b ? b : a;
+      default:
+        if constexpr (std::is_integral_v<Acc> && !std::is_same_v<Acc, bool>) return wrapping_fn<scalar_op::add>::apply(a, b);
+        else return a + b;
+    }
+  }
+};
+
+// Accumulate sums and products in double (floats) or int64 (ints); max/min in the input type.
+template <class In>
+using acc_t = std::conditional_t<std::is_floating_point_v<In>, double,
+                                 std::conditional_t<std::is_same_v<In, bool>, std::int64_t, std::int64_t>>;
+
+// Kept axes first, reduced axes last, each with its own strides.
+struct reduce_layout {
+  shape_t kept, red;
+  std::array<std::int64_t, max_rank> kept_st{}, red_st{};
+  std::int64_t count = 0;
+};
+
+// p[i..n) summed in Acc as four partial sums: independent chains the compiler can pipeline.
+// Integers are summed in unsigned partial sums (wrapping, as numpy's do). Not as wrapping_fn
+// on signed ones: GCC 12's loop vectorizer at -O3 (AVX2, AVX-512) miscompiles that pattern,
+// int32 sums of 8 or more elements came out wrong.
+template <class Acc, class In>
+[[gnu::always_inline]] inline Acc sum_chains(const In* p, std::int64_t i, std::int64_t n) {
+  using S = typename wrapping_type<Acc>::type;
+  S s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += static_cast<S>(static_cast<Acc>(p[i]));
+    s1 += static_cast<S>(static_cast<Acc>(p[i + 1]));
+    s2 += static_cast<S>(static_cast<Acc>(p[i + 2]));
+    s3 += static_cast<S>(static_cast<Acc>(p[i + 3]));
+  }
+  for (; i < n; ++i) s0 += static_cast<S>(static_cast<Acc>(p[i]));
+  return static_cast<Acc>((s0 + s1) + (s2 + s3));
+}
+
+// A run of n float or double values summed in double, in vectors where the CPU has them: eight
+// or sixteen partial sums instead of four scalar chains, and a smaller error for it. The order
+// differs from a running sum; so does numpy's (pairwise). The values come from `v`:
+// v.block(i) points at values [i, i + sum_block), v.rest(i, n) at [i, n) (fewer than
+// sum_block), each asked for once and in order, so a reader that computes them (a fused
+// program, a typed tree) sums them in the order, and to the bits, of their array.
+#if defined(__AVX512F__)
+inline constexpr std::int64_t sum_block = 32;
+#elif defined(__AVX__)
+inline constexpr std::int64_t sum_block = 16;
+#else
+inline constexpr std::int64_t sum_block = 4;  // four scalar chains
+#endif
+template <class In, class Values>
+double sum_values(Values& v, std::int64_t n) {
+  std::int64_t i = 0;
+  double vectors = 0;  // added to the chains, as in every path: a sum of -0 values is +0
+#if defined(__AVX512F__)
+  if (n >= 8) {
+    __m512d s[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
+    for (; i + 32 <= n; i += 32) {
+      const In* p = v.block(i);
+XSYM_UNROLL(4)
+      for (int q = 0; q < 4; ++q) {
+        if constexpr (std::is_same_v<In, float>) s[q] = _mm512_add_pd(s[q], _mm512_cvtps_pd(_mm256_loadu_ps(p + 8 * q)));
+        else s[q] = _mm512_add_pd(s[q], _mm512_loadu_pd(p + 8 * q));
+      }
+    }
+    const In* p = v.rest(i, n);
+    std::int64_t k = 0;
+    for (; i + k + 8 <= n; k += 8) {  // what is left a vector at a time: rows of 8 to 31 values too
+      if constexpr (std::is_same_v<In, float>) s[0] = _mm512_add_pd(s[0], _mm512_cvtps_pd(_mm256_loadu_ps(p + k)));
+      else s[0] = _mm512_add_pd(s[0], _mm512_loadu_pd(p + k));
+    }
+    vectors = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(s[0], s[1]), _mm512_add_pd(s[2], s[3])));
+    return vectors + sum_chains<double>(p, k, n - i);
+  }
+  return vectors + sum_chains<double>(v.rest(i, n), 0, n - i);  // fewer than 8 values
+#elif defined(__AVX__)
+  if (n >= 4) {
+    __m256d s[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+    for (; i + 16 <= n; i += 16) {
+      const In* p = v.block(i);
+XSYM_UNROLL(4)
+      for (int q = 0; q < 4; ++q) {
+        if constexpr (std::is_same_v<In, float>) s[q] = _mm256_add_pd(s[q], _mm256_cvtps_pd(_mm_loadu_ps(p + 4 * q)));
+        else s[q] = _mm256_add_pd(s[q], _mm256_loadu_pd(p + 4 * q));
+      }
+    }
+    const In* p = v.rest(i, n);
+    std::int64_t k = 0;
+    for (; i + k + 4 <= n; k += 4) {
+      if constexpr (std::is_same_v<In, float>) s[0] = _mm256_add_pd(s[0], _mm256_cvtps_pd(_mm_loadu_ps(p + k)));
+      else s[0] = _mm256_add_pd(s[0], _mm256_loadu_pd(p + k));
+    }
+    alignas(32) double lanes[4];
+    _mm256_store_pd(lanes, _mm256_add_pd(_mm256_add_pd(s[0], s[1]), _mm256_add_pd(s[2], s[3])));
+    vectors = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    return vectors + sum_chains<double>(p, k, n - i);
+  }
+  return vectors + sum_chains<double>(v.rest(i, n), 0, n - i);  // fewer than 4 values
+#else
+  // sum_chains' four chains, four values at a time.
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (; i + 4 <= n; i += 4) {
+    const In* p = v.block(i);
+    s0 += static_cast<double>(p[0]);
+    s1 += static_cast<double>(p[1]);
+    s2 += static_cast<double>(p[2]);
+    s3 += static_cast<double>(p[3]);
+  }
+  if (i < n) {
+    const In* p = v.rest(i, n);
+    for (std::int64_t k = 0; i + k < n; ++k) s0 += static_cast<double>(p[k]);
+  }
+  return vectors + ((s0 + s1) + (s2 + s3));
+#endif
+}
+// An array's values, where they lie.
+template <class In>
+struct array_values {
+  const In* p;
+  const In* block(std::int64_t i) const { return p + i; }
+  const In* rest(std::int64_t i, std::int64_t) const { return p + i; }
+};
+template <class In>
+double sum_contiguous(const In* p, std::int64_t n) {
+  array_values<In> v{p};
+  return sum_values<In>(v, n);
+}
+
+// ---- vector paths for float and double: sums and means, max and min -----------------------
+// One op's combine without a switch per element, on a value or on a batch of lanes (each lane
+// combined exactly as the scalar is: NaN wins, and a later value replaces only a greater one).
+// Lanes test NaN with isnan: xsimd 8's AVX-512 `b != b` is an ordered compare, false for NaN.
+template <reduce_op R, class A>
+A combine_as(A a, A b) {
+  if constexpr (R == reduce_op::max) return b > a || b != b ? b : a;
+  else if constexpr (R == reduce_op::min) return b < a || b != b ? b : a;
+  else return a + b;
+}
+template <reduce_op R, class B>
+B combine_lanes(B a, B b) {
+  if constexpr (R == reduce_op::max) return xsimd::select((b > a) | xsimd::isnan(b), b, a);
+  else if constexpr (R == reduce_op::min) return xsimd::select((b < a) | xsimd::isnan(b), b, a);
+  else return a + b;
+}
+
+// A batch of doubles read from In: floats widened (one conversion instruction where the CPU has
+// one), doubles as they are.
+template <class In>
+xsimd::batch<double> load_wide(const In* p) {
+  using B = xsimd::batch<double>;
+  if constexpr (std::is_same_v<In, double>) {
+    return B::load_unaligned(p);
+  } else {
+#if defined(__AVX512F__)
+    if constexpr (B::size == 8) return B(_mm512_cvtps_pd(_mm256_loadu_ps(p)));
+#elif defined(__AVX__)
+    if constexpr (B::size == 4) return B(_mm256_cvtps_pd(_mm_loadu_ps(p)));
+#endif
+    alignas(64) double t[B::size];
+    for (std::size_t k = 0; k < B::size; ++k) t[k] = static_cast<double>(p[k]);
+    return B::load_aligned(t);
+  }
+}
+
+// Columns: acc[k] (k < K) combined with p[r * rstride + k] for r < rows, in vectors across the
+// columns. Max and min take the rows in order, one chain per column: the scalar loop's bits,
+// which one of two equal zeros and which NaN included. Sums (in double) take even and odd rows
+// in two chains, added at the end: a fixed order, whatever the values.
+template <reduce_op R, class In, class Acc>
+void accumulate_columns(const In* p, std::int64_t rstride, std::int64_t rows, std::int64_t K, Acc* acc) {
+  constexpr bool sum = R != reduce_op::max && R != reduce_op::min;
+  static_assert(!sum || std::is_same_v<Acc, double>, "xsym: floating sums accumulate in double");
+  using B = xsimd::batch<Acc>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  auto load = [](const In* q) {
+    if constexpr (sum) return load_wide(q);
+    else return B::load_unaligned(q);
+  };
+  // nb batches of columns from k: four where they fit, then one at a time.
+  auto block = [&]<int nb>(std::int64_t k) {
+    B a[nb], b[nb];
+XSYM_UNROLL(4)
+    for (int q = 0; q < nb; ++q) {
+      a[q] = B::load_unaligned(acc + k + q * w);
+      b[q] = B(Acc(0));
+    }
+    const In* row = p + k;
+    std::int64_t r = 0;
+    if constexpr (sum) {
+      for (; r + 2 <= rows; r += 2, row += 2 * rstride)
+XSYM_UNROLL(4)
+        for (int q = 0; q < nb; ++q) {
+          a[q] = a[q] + load(row + q * w);
+          b[q] = b[q] + load(row + rstride + q * w);
+        }
+    }
+    for (; r < rows; ++r, row += rstride)
+XSYM_UNROLL(4)
+      for (int q = 0; q < nb; ++q) a[q] = combine_lanes<R>(a[q], load(row + q * w));
+XSYM_UNROLL(4)
+    for (int q = 0; q < nb; ++q) {
+      if constexpr (sum) a[q] = a[q] + b[q];
+      a[q].store_unaligned(acc + k + q * w);
+    }
+  };
+  std::int64_t k = 0;
+  for (; k + 4 * w <= K; k += 4 * w) block.template operator()<4>(k);
+  for (; k + w <= K; k += w) block.template operator()<1>(k);
+  for (; k < K; ++k) {
+    Acc a = acc[k], b = Acc(0);
+    const In* q = p + k;
+    std::int64_t r = 0;
+    if constexpr (sum)
+      for (; r + 2 <= rows; r += 2, q += 2 * rstride) {
+        a += static_cast<Acc>(q[0]);
+        b += static_cast<Acc>(q[rstride]);
+      }
+    for (; r < rows; ++r, q += rstride) a = combine_as<R>(a, static_cast<Acc>(*q));
+    acc[k] = sum ? a + b : a;
+  }
+}
+
+// Max or min of a contiguous run of n >= 1 values, with the scalar loop's bits: the value from
+// lanes, then where lanes could pick another element than the loop would, the loop's own
+// choice: the last NaN (each NaN replaces the one before), or the first zero of either sign (a
+// zero equal to the one held does not replace it).
+template <reduce_op R, class T>
+T extreme_contiguous(const T* p, std::int64_t n) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  // Without NaN, a ternary the compiler makes one max or min instruction (no branch on values).
+  auto pick = [](T m, T v) {
+    if constexpr (R == reduce_op::max) return v > m ? v : m;
+    else return v < m ? v : m;
+  };
+  T m = p[0];
+  bool nan = false;
+  if (n >= w) {
+    B a = B::load_unaligned(p);
+    std::int64_t i = w;
+    if (n >= 2 * w) {
+      B c = B::load_unaligned(p + w);
+      for (i = 2 * w; i + 2 * w <= n; i += 2 * w) {
+        a = combine_lanes<R>(a, B::load_unaligned(p + i));
+        c = combine_lanes<R>(c, B::load_unaligned(p + i + w));
+      }
+      a = combine_lanes<R>(a, c);
+    }
+    for (; i + w <= n; i += w) a = combine_lanes<R>(a, B::load_unaligned(p + i));
+    if (i < n) a = combine_lanes<R>(a, B::load_unaligned(p + n - w));  // the last batch again, overlapped
+    nan = xsimd::any(xsimd::isnan(a));
+    alignas(64) T lanes[w];
+    a.store_aligned(lanes);
+    m = lanes[0];
+    for (std::int64_t k = 1; k < w; ++k) m = pick(m, lanes[k]);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) {
+      nan |= p[i] != p[i];
+      m = pick(m, p[i]);
+    }
+  }
+  if (nan) {
+    for (std::int64_t k = n - 1;; --k)
+      if (p[k] != p[k]) return p[k];
+  }
+  if (m == T(0)) {
+    for (std::int64_t k = 0;; ++k)
+      if (p[k] == T(0)) return p[k];
+  }
+  return m;
+}
+
+/// @brief The position of the first maximum (R max) or minimum of p[0, n), n >= 1, a NaN
+/// counting as the extreme (the first NaN's), as numpy's argmax: the value from lanes, then
+/// the first element equal to it (of equal zeros, the first of either sign).
+template <reduce_op R, class T>
+std::int64_t arg_extreme_contiguous(const T* p, std::int64_t n) {
+  if (n < static_cast<std::int64_t>(xsimd::batch<T>::size)) {  // under a batch: one walk, numpy's definition
+    std::int64_t best = 0;
+    for (std::int64_t j = 1; j < n; ++j) {
+      const T v = p[j], b = p[best];
+      if (b != b) break;
+      if (v != v) return j;
+      if (R == reduce_op::max ? b < v : v < b) best = j;
+    }
+    return best;
+  }
+  const T m = extreme_contiguous<R>(p, n);
+  const bool nan = m != m;
+#if defined(__AVX512F__)
+  // A batch at a time: the first lane equal to m (or NaN), without a branch per element.
+  constexpr std::int64_t w = 64 / static_cast<std::int64_t>(sizeof(T));
+  auto match = [&](const T* q) -> unsigned {
+    if constexpr (std::is_same_v<T, float>) {
+      const __m512 x = _mm512_loadu_ps(q);
+      return nan ? _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q) : _mm512_cmp_ps_mask(x, _mm512_set1_ps(m), _CMP_EQ_OQ);
+    } else {
+      const __m512d x = _mm512_loadu_pd(q);
+      return nan ? _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q) : _mm512_cmp_pd_mask(x, _mm512_set1_pd(m), _CMP_EQ_OQ);
+    }
+  };
+  if (n >= w) {
+    std::int64_t k = 0;
+    for (; k + w <= n; k += w)
+      if (const unsigned bits = match(p + k)) return k + std::countr_zero(bits);
+    // The last batch again, overlapped: its lanes before k matched nothing.
+    return n - w + std::countr_zero(match(p + n - w));
+  }
+#endif
+  std::int64_t k = 0;
+  if (nan) {
+    while (p[k] == p[k]) ++k;
+  } else {
+    while (p[k] != m) ++k;
+  }
+  return k;
+}
+
+// The reduced axes as one run of `count` values `stride` apart; false where they are not one.
+inline bool one_run(const reduce_layout& l, std::int64_t& stride) {
+  stride = 1;
+  int last = -1;
+  for (int d = 0; d < l.red.rank; ++d)
+    if (l.red[d] != 1) {
+      const auto du = static_cast<std::size_t>(d);
+      if (last >= 0 && l.red_st[static_cast<std::size_t>(last)] != l.red_st[du] * l.red[d]) return false;
+      last = d;
+    }
+  if (last >= 0) stride = l.red_st[static_cast<std::size_t>(last)];
+  return true;
+}
+
+// Sums, means, max and min of floats and doubles in vectors; false where reduce_loop's own
+// paths run: products, sums along contiguous runs or over a whole array (sum_contiguous), and
+// layouts whose last kept axis is not contiguous or has one element.
+template <class In, class Acc, class Out>
+bool reduce_vectors(const op& o, const reduce_layout& l, const In* src, Out* dst) {
+  const reduce_op rop = o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction;
+  if (rop == reduce_op::prod || l.count == 0) return false;
+  auto run = [&]<reduce_op R>() {
+    using A = std::conditional_t<R == reduce_op::sum, double, In>;
+    auto finish = [&](A v) {
+      if (o.reduction == reduce_op::mean) return static_cast<Out>(static_cast<double>(v) / static_cast<double>(l.count));
+      return static_cast<Out>(v);
+    };
+    std::int64_t rstride = 1;
+    const bool run1 = one_run(l, rstride);
+    const int kr = l.kept.rank;
+    if constexpr (R != reduce_op::sum) {
+      // Rows: each output reduces a contiguous run.
+      if (run1 && (rstride == 1 || l.count == 1)) {
+        std::int64_t j = 0;
+        xsym::detail::for_each_offset(kr ? l.kept : shape_t{{1}, 1}, l.kept_st, [&](std::int64_t koff) {
+          dst[j++] = finish(extreme_contiguous<R>(src + koff, l.count));
+        });
+        return true;
+      }
+    }
+    // Columns: the last kept axis is contiguous; its outputs accumulate row after row.
+    if (kr == 0 || l.kept[kr - 1] < 2 || l.kept_st[static_cast<std::size_t>(kr - 1)] != 1) return false;
+    const std::int64_t K = l.kept[kr - 1];
+    shape_t outer = l.kept;
+    outer.rank = kr - 1;
+    thread_local std::vector<A> acc;
+    acc.resize(static_cast<std::size_t>(K));
+    std::int64_t j = 0;
+    // The reduced axes but the last, where they are not one run: their rows in C order.
+    shape_t lead = l.red;
+    std::int64_t last_n = l.count, last_st = rstride;
+    if (!run1) {
+      lead.rank = l.red.rank - 1;
+      last_n = l.red[l.red.rank - 1];
+      last_st = l.red_st[static_cast<std::size_t>(l.red.rank - 1)];
+    }
+    xsym::detail::for_each_offset(outer.rank ? outer : shape_t{{1}, 1}, l.kept_st, [&](std::int64_t koff) {
+      std::fill(acc.begin(), acc.end(), reducer<A>{R}.identity());
+      if (run1) accumulate_columns<R, In, A>(src + koff, last_st, last_n, K, acc.data());
+      else
+        xsym::detail::for_each_offset(lead, l.red_st, [&](std::int64_t roff) {
+          accumulate_columns<R, In, A>(src + koff + roff, last_st, last_n, K, acc.data());
+        });
+      for (std::int64_t k = 0; k < K; ++k) dst[j++] = finish(acc[static_cast<std::size_t>(k)]);
+    });
+    return true;
+  };
+  // Only the paths this loop's types can take are compiled: max and min where the accumulator
+  // is the input's type, sums where it is double (reduce_typed).
+  switch (rop) {
+    case reduce_op::max:
+      if constexpr (std::is_same_v<Acc, In>) return run.template operator()<reduce_op::max>();
+      else return false;
+    case reduce_op::min:
+      if constexpr (std::is_same_v<Acc, In>) return run.template operator()<reduce_op::min>();
+      else return false;
+    default:
+      if constexpr (std::is_same_v<Acc, double>) return run.template operator()<reduce_op::sum>();
+      else return false;
+  }
+}
+
+// The loop for one (input, accumulator, output) type triple; `dst` is C-contiguous.
+template <class In, class Acc, class Out>
+void reduce_loop(const op& o, const reduce_layout& l, const In* src, Out* dst) {
+  const shape_t& kept = l.kept;
+  const shape_t& red = l.red;
+  const auto& kept_st = l.kept_st;
+  const auto& red_st = l.red_st;
+  const std::int64_t count = l.count;
+  detail::reducer<Acc> r{o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction};
+  const bool red_contig = red.rank == 0 || [&] {
+    std::int64_t e = 1;
+    for (int d = red.rank - 1; d >= 0; --d) {
+      if (red[d] != 1 && red_st[static_cast<std::size_t>(d)] != e) return false;
+      e *= red[d];
+    }
+    return true;
+  }();
+  if constexpr (std::is_floating_point_v<In>)
+    if (reduce_vectors<In, Acc, Out>(o, l, src, dst)) return;
+  std::int64_t j = 0;
+  xsym::detail::for_each_offset(kept.rank ? kept : shape_t{{1}, 1}, kept_st, [&](std::int64_t koff) {
+    Acc acc = r.identity();
+    const In* p = count ? src + koff : src;  // an empty input may have no buffer: no offset from null
+    if (red_contig) {
+      if constexpr (std::is_floating_point_v<In> && std::is_same_v<Acc, double>) {
+        if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) acc = sum_contiguous(p, count);
+        else
+          for (std::int64_t i = 0; i < count; ++i) acc = r.combine(acc, static_cast<Acc>(p[i]));
+      } else if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) {
+        acc = sum_chains<Acc>(p, 0, count);
+      } else {
+        for (std::int64_t i = 0; i < count; ++i) acc = r.combine(acc, static_cast<Acc>(p[i]));
+      }
+    } else {
+      xsym::detail::for_each_offset(red, red_st, [&](std::int64_t roff) {
+        acc = r.combine(acc, static_cast<Acc>(p[roff]));
+      });
+    }
+    if (o.reduction == reduce_op::mean) dst[j++] = static_cast<Out>(static_cast<double>(acc) / static_cast<double>(count));
+    else dst[j++] = static_cast<Out>(acc);
+  });
+}
+
+// Into `out`: the loop for the dtype the runtime gives it (Natural) runs straight into it; any
+// other dtype gets Wide (the value before its final cast, so the same result as a direct cast)
+// and then the cast kernel.
+template <class In, class Acc, class Natural, class Wide>
+void reduce_into(const op& o, const reduce_layout& l, const ndarray& in, ndarray& out) {
+  if (out.type() == dtype_of<Natural>()) return reduce_loop<In, Acc, Natural>(o, l, in.data_as<In>(), out.data_as<Natural>());
+  ndarray tmp = ndarray::empty(dtype_of<Wide>(), out.shape());
+  reduce_loop<In, Acc, Wide>(o, l, in.data_as<In>(), tmp.data_as<Wide>());
+  const void* args[1] = {tmp.data()};
+  xsym::detail::visit_dtype(out.type(), [&](auto zo) { convert<Wide, decltype(zo)>(out.data(), args, 0, out.size()); });
+}
+}  // namespace detail
+
+namespace detail {
+// Kept axes first, reduced axes last, with in's strides.
+inline reduce_layout layout_of(const op& o, const ndarray& in) {
+  const int rank = in.rank();
+  std::uint32_t reduced = 0;  // bit d: axis d is reduced (a mask, not a vector: no allocation per call)
+  for (int a : o.axes) reduced |= std::uint32_t{1} << a;
+  detail::reduce_layout l;
+  for (int d = 0; d < rank; ++d) {
+    if ((reduced >> d) & 1u) {
+      l.red_st[static_cast<std::size_t>(l.red.rank)] = in.stride(d);
+      l.red[l.red.rank++] = in.shape(d);
+    } else {
+      l.kept_st[static_cast<std::size_t>(l.kept.rank)] = in.stride(d);
+      l.kept[l.kept.rank++] = in.shape(d);
+    }
+  }
+  l.count = l.red.size();
+  return l;
+}
+}  // namespace detail
+
+/// @brief Reduces `in` over op.axes into `out` (already allocated with the kept dimensions).
+inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
+  const detail::reduce_layout l = detail::layout_of(o, in);
+  if (l.count == 0 && (o.reduction == reduce_op::max || o.reduction == reduce_op::min))
+    throw shape_error("zero-size array to a reduction (" + std::string(reduce_name(o.reduction)) +
+                      ") which has no identity; input shape " + to_string(in.shape()));
+  kernels_of(in.type()).reduce(o, l, in, out);
+}
+
+// ---- a reduction in blocks (careduce_fusion: exec/cpu_nodes.hpp, reduce_fused_node) ---------
+// A block of a larger reduction whose reduced axes include the blocks' axis: sums, means and
+// products accumulate in double as run_reduce's do, max and min in the input's type; each
+// block's result is combined into acc in block order with the loop's own rule (max and min
+// keep the last NaN and the first of equal values, as one loop over all blocks would).
+namespace detail {
+template <class In>
+void reduce_block_typed(const op& s, const ndarray& block, ndarray& acc, ndarray& part, bool first) {
+  const reduce_layout l = layout_of(s, block);
+  auto run = [&]<class Acc>() {
+    Acc* a = acc.data_as<Acc>();
+    reduce_loop<In, Acc, Acc>(s, l, block.data_as<In>(), first ? a : part.data_as<Acc>());
+    if (first) return;
+    const reducer<Acc> r{s.reduction};
+    const Acc* p = part.data_as<Acc>();
+    for (std::int64_t k = 0, n = acc.size(); k < n; ++k) a[k] = r.combine(a[k], p[k]);
+  };
+  if (s.reduction == reduce_op::max || s.reduction == reduce_op::min) run.template operator()<In>();
+  else run.template operator()<double>();
+}
+}  // namespace detail
+
+/// @brief The dtype reduce_block accumulates a float input's blocks in.
+inline dtype block_acc_type(const op& o, dtype in) {
+  return o.reduction == reduce_op::max || o.reduction == reduce_op::min ? in : dtype::float64;
+}
+/// @brief Reduces a C-contiguous float or double block into acc (block_acc_type, the kept
+/// shape), or combines it with what acc holds (`first` false; `part` is scratch of acc's shape).
+/// A mean is o's sum here (reduction sum), divided by finish_blocks.
+inline void reduce_block(const op& o, const ndarray& block, ndarray& acc, ndarray& part, bool first) {
+  if (o.reduction == reduce_op::mean) throw std::logic_error("xsym: reduce_block sums a mean's blocks (reduction sum)");
+  const auto f = kernels_of(block.type()).reduce_block;  // the block's dtype's, compiled where the program has it
+  if (!f) throw std::logic_error("xsym: reduce_block takes float32 or float64 blocks");
+  f(o, block, acc, part, first);
+}
+/// @brief out from the blocks' acc: a mean divided by `count`, the reduced elements of all blocks.
+inline void finish_blocks(const op& o, const ndarray& acc, std::int64_t count, ndarray& out) {
+  auto write = [&]<class Acc, class Out>() {
+    const Acc* a = acc.data_as<Acc>();
+    Out* d = out.data_as<Out>();
+    for (std::int64_t k = 0, n = out.size(); k < n; ++k)
+      d[k] = o.reduction == reduce_op::mean ? static_cast<Out>(static_cast<double>(a[k]) / static_cast<double>(count))
+                                            : static_cast<Out>(a[k]);
+  };
+  auto to = [&]<class Acc>() {
+    if (out.type() == dtype::float32) write.template operator()<Acc, float>();
+    else if (out.type() == dtype::float64) write.template operator()<Acc, double>();
+    else throw std::logic_error("xsym: finish_blocks writes float32 or float64");
+  };
+  if (acc.type() == dtype::float32) to.template operator()<float>();
+  else to.template operator()<double>();
+}
+
+namespace detail {
+// run_reduce for an input of type In. Only the loops for the output dtype the runtime gives
+// (reduce_result_type; the input's for max/min) are compiled, not one per (input, output) pair.
+template <class In>
+void reduce_typed(const op& o, const reduce_layout& l, const ndarray& in, ndarray& out) {
+  using Acc = acc_t<In>;
+  if (o.reduction == reduce_op::max || o.reduction == reduce_op::min) reduce_into<In, In, In, In>(o, l, in, out);
+  // The mean of integers sums in double from the start, as numpy's does: an int64 sum would wrap first.
+  else if (o.reduction == reduce_op::mean)
+    reduce_into<In, std::conditional_t<std::is_floating_point_v<In>, Acc, double>, float_result_t<In>, double>(o, l, in, out);
+  else reduce_into<In, Acc, sum_result_t<In>, Acc>(o, l, in, out);
+}
+}  // namespace detail
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/reduce.hpp ----
 
 namespace xsym::cpu {
 
@@ -8564,8 +9217,9 @@ template <class Tree, class T = typename Tree::value_type, int L = Tree::leaves>
 
 // The last n - i elements (fewer than a batch) as one batch over copies of the leaves' last
 // elements (tail_batch), as the ops' own kernels take theirs.
+// Elements [i, n) into out[0, n - i).
 template <class Tree, class T, int L>
-[[gnu::always_inline]] inline void typed_tail(const typed_args<T, L>& a, T* const out, std::int64_t i, std::int64_t n) {
+[[gnu::always_inline]] inline void typed_tail_at(const typed_args<T, L>& a, T* const out, std::int64_t i, std::int64_t n) {
   using B = xsimd::batch<T>;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
   constexpr std::uint64_t one_value = scalar_leaves<Tree>();
@@ -8579,7 +9233,11 @@ template <class Tree, class T, int L>
       t.p[j] = copies[j];
     }
   typed_eval<Tree, 0>::template at<B>(t, 0).store_aligned(result);
-  for (std::int64_t j = 0; j < r; ++j) out[i + j] = result[j];
+  for (std::int64_t j = 0; j < r; ++j) out[j] = result[j];
+}
+template <class Tree, class T, int L>
+[[gnu::always_inline]] inline void typed_tail(const typed_args<T, L>& a, T* const out, std::int64_t i, std::int64_t n) {
+  typed_tail_at<Tree>(a, out + i, i, n);
 }
 
 // The tails out of line, the leaves found again: with `a` (or the aligned copies) in the loop's
@@ -8737,6 +9395,55 @@ void typed_run_rows(const std::byte* const* in, const std::uint8_t* map, const s
   }
 }
 
+// The tree's values for sum_values (reduce.hpp): a block at a time into a buffer that stays
+// in L1, each element computed as typed_run computes it (the tail from copies, typed_tail).
+template <class Tree, class T, int L>
+struct tree_values {
+  using B = xsimd::batch<T>;
+  static constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  static constexpr std::int64_t size = sum_block > w ? sum_block : w;
+  typed_args<T, L> a;
+  alignas(64) T buf[size];
+  [[gnu::always_inline]] const T* block(std::int64_t i) {
+    for (std::int64_t k = 0; k < sum_block; k += w) typed_eval<Tree, 0>::template at<B>(a, i + k).store_aligned(buf + k);
+    return buf;
+  }
+  const T* rest(std::int64_t i, std::int64_t n) {
+    std::int64_t k = 0;
+    for (; i + k + w <= n; k += w) typed_eval<Tree, 0>::template at<B>(a, i + k).store_aligned(buf + k);
+    if (i + k < n) typed_tail_at<Tree>(a, buf + k, i + k, n);
+    return buf;
+  }
+};
+/// The tree's sum over each of `rows` rows of `len` elements, in double, in sum_contiguous's
+/// order: the bits run_reduce gives on the tree's values (sum_rows_fn).
+template <class Tree>
+void typed_sum_rows(const std::byte* const* in, const std::uint8_t* map, const std::int64_t* step, std::int64_t rows,
+                    std::int64_t len, double* out) {
+  using T = typename Tree::value_type;
+  constexpr int L = Tree::leaves;
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  tree_values<Tree, T, L> v{run_args<Tree>(in, map), {}};
+  const T* first[L];
+  std::int64_t by[L];
+  for (int j = 0; j < L; ++j) {
+    first[j] = v.a.p[j];
+    by[j] = (one_value >> j) & 1u ? 0 : step[map[j]];
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (int j = 0; j < L; ++j) v.a.p[j] = reinterpret_cast<const T*>(reinterpret_cast<const std::byte*>(first[j]) + r * by[j]);
+    out[r] = sum_values<T>(v, len);
+  }
+}
+
+struct typed_sum_entry {
+  std::string pattern;
+  dtype type;
+  sum_rows_fn sum;
+  std::uint64_t scalar_leaves;
+  int leaves;
+};
+
 struct typed_entry {
   std::string pattern;  // the tree's text, each leaf written i#
   dtype type;
@@ -8788,8 +9495,9 @@ class tree_registry {
   /// With one_value (bit r: input r is one value for the whole node), the entry whose rank-0
   /// leaves are those inputs: trees of one text may differ in which leaves are rank 0
   /// (`a * x + 1` with a scalar `a` and with a vector), and only that one's kernel can run.
-  std::optional<Entry> find(const program& p, std::uint8_t* map, std::optional<std::uint64_t> one_value = {}) {
-    if (p.outputs.size() != 1 || p.code.size() < 2 || p.n_inputs > 64 || p.reg_types.empty()) return std::nullopt;
+  std::optional<Entry> find(const program& p, std::uint8_t* map, std::optional<std::uint64_t> one_value = {},
+                            std::size_t min_steps = 2) {
+    if (p.outputs.size() != 1 || p.code.size() < min_steps || p.n_inputs > 64 || p.reg_types.empty()) return std::nullopt;
     const dtype t = p.reg_types[0];
     for (dtype r : p.reg_types)
       if (r != t) return std::nullopt;
@@ -8831,6 +9539,13 @@ struct typed_registration {
                                                   Tree::leaves}),
        true);
 };
+template <class Tree>
+struct typed_sum_registration {
+  static inline const bool done =
+      (tree_registry<typed_sum_entry>::instance().add({tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(),
+                                                      &typed_sum_rows<Tree>, scalar_leaves<Tree>(), Tree::leaves}),
+       true);
+};
 }  // namespace detail
 
 /// @brief Compiles Tree's kernel into the program, registered at its start: function() calls it
@@ -8838,6 +9553,11 @@ struct typed_registration {
 template <class Tree>
 void use_typed_kernel() {
   (void)detail::typed_registration<Tree>::done;
+}
+/// @brief Compiles Tree's sums into the program (sum and mean of a typed expression).
+template <class Tree>
+void use_typed_sum() {
+  (void)detail::typed_sum_registration<Tree>::done;
 }
 
 XSYM_COLD_BEGIN
@@ -8864,6 +9584,19 @@ inline bool bind_typed_kernel(compiled_program& cp, std::uint64_t one_value_inpu
   cp.rows = e->rows;
   cp.rows_scalar_bits = one_value_inputs;
   cp.rows_map = cp.typed_map;
+  return true;
+}
+/// @brief Binds a registered tree's sums (use_typed_sum) to a reduction's fused program of one
+/// step or more whose text is the tree's, as bind_typed_kernel binds its kernel. False where none is.
+inline bool bind_typed_sum(compiled_program& cp, std::uint64_t one_value_inputs) {
+  for (const compiled_step& st : cp.steps)
+    if (st.shared >= 0) return false;
+  if (detail::fault_state().kind != testing::fault_kind::none || testing::broken_simd_kernel()) return false;
+  std::array<std::uint8_t, 64> map{};
+  const auto e = detail::tree_registry<detail::typed_sum_entry>::instance().find(*cp.prog, map.data(), one_value_inputs, 1);
+  if (!e) return false;
+  cp.typed_sum = e->sum;
+  std::copy(map.begin(), map.begin() + e->leaves, cp.sum_map.begin());
   return true;
 }
 XSYM_COLD_END
@@ -9335,7 +10068,16 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
     case op_kind::composite: return out * program_flops(*n.fn->fused);
     case op_kind::one_pass_gemv:  // two products over A, and the Composite per row
       return 4.0 * static_cast<double>(ins[0].shape.size()) + out * program_flops(*n.fn->fused);
-    case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
+    case op_kind::reduce: {  // one combine per element; a fused input's ops on each too
+      if (!n.fn->fused) return static_cast<double>(ins[0].shape.size());
+      double elements = 1;  // the inputs' broadcast shape: each dimension's largest extent
+      for (int d = 0; d < ins[0].shape.rank; ++d) {
+        std::int64_t e = 0;
+        for (const value_info& v : ins) e = std::max(e, d < v.shape.rank ? v.shape[d] : 1);
+        elements *= static_cast<double>(e);
+      }
+      return elements * (1 + program_flops(*n.fn->fused));
+    }
     case op_kind::inc_rows: return static_cast<double>(ins[1].shape.size());
     case op_kind::inc_subtensor:  // one addition per element of the region; a fused value's ops
       if (!n.fn->fused && n.fn->set_values) return 0;
@@ -10407,26 +11149,6 @@ inline profile_scope::~profile_scope() {
 #include <cmath>
 #include <vector>
 
-// ---- begin include/xsym/config/unroll.hpp ----
-#ifndef XSYM_CONFIG_UNROLL_HPP
-#define XSYM_CONFIG_UNROLL_HPP
-
-// XSYM_UNROLL(n) before a loop: GCC's `#pragma GCC unroll n`, which keeps a kernel's
-// accumulators in registers. nvcc's front end does not know the pragma and warns at each
-// (20 warnings for a one-function program that includes <xsym/gpu.hpp>); with the warning
-// suppressed for it, nvcc passes it on to the host compiler.
-#define XSYM_PRAGMA(text) _Pragma(#text)
-#if defined(__NVCC__)
-#define XSYM_UNROLL(n) \
-  XSYM_PRAGMA(nv_diagnostic push) XSYM_PRAGMA(nv_diag_suppress 1675) XSYM_PRAGMA(GCC unroll n) XSYM_PRAGMA(nv_diagnostic pop)
-#elif defined(__GNUC__)
-#define XSYM_UNROLL(n) XSYM_PRAGMA(GCC unroll n)
-#else
-#define XSYM_UNROLL(n)
-#endif
-
-#endif
-// ---- end include/xsym/config/unroll.hpp ----
 #include <xsimd/xsimd.hpp>
 
 // ---- begin include/xsym/backend/cpu/caches.hpp ----
@@ -11798,499 +12520,68 @@ void one_pass_typed(const ndarray& a, const ndarray& x, const one_pass_rows_fn& 
 
 #endif
 // ---- end include/xsym/backend/cpu/one_pass.hpp ----
-// ---- begin include/xsym/backend/cpu/reduce.hpp ----
-#ifndef XSYM_BACKEND_CPU_REDUCE_HPP
-#define XSYM_BACKEND_CPU_REDUCE_HPP
+// ---- begin include/xsym/backend/cpu/reduce_fused.hpp ----
+#ifndef XSYM_BACKEND_CPU_REDUCE_FUSED_HPP
+#define XSYM_BACKEND_CPU_REDUCE_FUSED_HPP
 
-#include <bit>
-#include <limits>
-#include <type_traits>
-#include <vector>
+// A reduction's fused program summed over one long row without its values going through an
+// array of their own (careduce_fusion; exec/cpu_nodes.hpp, reduce_fused_node): the program
+// fills a buffer a block at a time and sum_values reads it, in sum_contiguous's order.
+#include <algorithm>
+#include <array>
+#include <cstdint>
 
 
 namespace xsym::cpu {
-
 namespace detail {
-// Integer sums and products wrap around on overflow, as numpy's int64 accumulators do (signed
-// overflow is undefined in C++): combined as the elementwise kernels do (wrapping_fn), and
-// summed in the unsigned type of the same width (sum_chains).
-template <class Acc>
-struct wrapping_type {
-  using type = Acc;
-};
-template <class Acc>
-  requires(std::is_integral_v<Acc> && !std::is_same_v<Acc, bool> && sizeof(Acc) >= sizeof(unsigned))
-struct wrapping_type<Acc> {
-  using type = std::make_unsigned_t<Acc>;
-};
-template <class Acc>
-struct reducer {
-  reduce_op op;
-  Acc identity() const {
-    switch (op) {
-      case reduce_op::prod: return Acc(1);
-      case reduce_op::max: return std::numeric_limits<Acc>::has_infinity ? -std::numeric_limits<Acc>::infinity()
-                                                                          : std::numeric_limits<Acc>::lowest();
-      case reduce_op::min: return std::numeric_limits<Acc>::has_infinity ? std::numeric_limits<Acc>::infinity()
-                                                                          : std::numeric_limits<Acc>::max();
-      default: return Acc(0);
+
+// The program's values for sum_values, computed `value.size()` elements at a time into
+// `value` from flat views of the inputs (whole C-ordered arrays or one value).
+template <class T>
+struct program_values {
+  const compiled_program& prog;
+  const ndarray* const* ins;
+  int n_in;
+  ndarray& value;
+  std::int64_t n;
+  std::int64_t at = 0, filled = 0;  // value holds elements [at, at + filled)
+  const T* from(std::int64_t i, std::int64_t want) {
+    if (i < at || i + want > at + filled) {
+      const std::int64_t m = std::min(value.size(), n - i);
+      ndarray views[limits::max_registers];
+      const ndarray* vins[limits::max_registers] = {};
+      const std::array<std::int64_t, max_rank> unit{1};
+      for (int k = 0; k < n_in; ++k) {
+        vins[k] = ins[k];
+        if (ins[k]->size() == 1) continue;
+        views[k] = ins[k]->view_at(i, shape_t{{m}, 1}, unit);
+        vins[k] = &views[k];
+      }
+      ndarray v = value.view(shape_t{{m}, 1}, unit);
+      ndarray* outs[1] = {&v};
+      run_program(prog, vins, outs);
+      at = i;
+      filled = m;
     }
+    return value.template data_as<T>() + (i - at);
   }
-  Acc combine(Acc a, Acc b) const {
-    switch (op) {
-      case reduce_op::prod:
-        if constexpr (std::is_same_v<Acc, bool>) return a && b;
-        else if constexpr (std::is_integral_v<Acc>) return wrapping_fn<scalar_op::mul>::apply(a, b);
-        else return a * b;
-      case reduce_op::max: return b > a || b != b ? b : a;  // NaN wins, as in numpy
-      case reduce_op::min: return b < a || b != b ? b : a;
-      default:
-        if constexpr (std::is_integral_v<Acc> && !std::is_same_v<Acc, bool>) return wrapping_fn<scalar_op::add>::apply(a, b);
-        else return a + b;
-    }
-  }
+  const T* block(std::int64_t i) { return from(i, sum_block); }
+  const T* rest(std::int64_t i, std::int64_t end) { return from(i, end - i); }
 };
 
-// Accumulate sums and products in double (floats) or int64 (ints); max/min in the input type.
-template <class In>
-using acc_t = std::conditional_t<std::is_floating_point_v<In>, double,
-                                 std::conditional_t<std::is_same_v<In, bool>, std::int64_t, std::int64_t>>;
-
-// Kept axes first, reduced axes last, each with its own strides.
-struct reduce_layout {
-  shape_t kept, red;
-  std::array<std::int64_t, max_rank> kept_st{}, red_st{};
-  std::int64_t count = 0;
-};
-
-// p[i..n) summed in Acc as four partial sums: independent chains the compiler can pipeline.
-// Integers are summed in unsigned partial sums (wrapping, as numpy's do). Not as wrapping_fn
-// on signed ones: GCC 12's loop vectorizer at -O3 (AVX2, AVX-512) miscompiles that pattern,
-// int32 sums of 8 or more elements came out wrong.
-template <class Acc, class In>
-Acc sum_chains(const In* p, std::int64_t i, std::int64_t n) {
-  using S = typename wrapping_type<Acc>::type;
-  S s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += static_cast<S>(static_cast<Acc>(p[i]));
-    s1 += static_cast<S>(static_cast<Acc>(p[i + 1]));
-    s2 += static_cast<S>(static_cast<Acc>(p[i + 2]));
-    s3 += static_cast<S>(static_cast<Acc>(p[i + 3]));
-  }
-  for (; i < n; ++i) s0 += static_cast<S>(static_cast<Acc>(p[i]));
-  return static_cast<Acc>((s0 + s1) + (s2 + s3));
+/// The sum in double of program cp's values over n elements, `value` (a C-contiguous buffer of
+/// T whose size is a multiple of sum_block) holding a block of them at a time.
+template <class T>
+double sum_program(const compiled_program& cp, const ndarray* const* ins, int n_in, ndarray& value, std::int64_t n) {
+  program_values<T> v{cp, ins, n_in, value, n};
+  return sum_values<T>(v, n);
 }
 
-// A contiguous float or double run summed in double, in vectors where the CPU has them: eight
-// or sixteen partial sums instead of four scalar chains, and a smaller error for it. The order differs from a running sum; so does numpy's (pairwise).
-template <class In>
-double sum_contiguous(const In* p, std::int64_t n) {
-  std::int64_t i = 0;
-  double vectors = 0;
-#if defined(__AVX512F__)
-  if (n >= 8) {
-    __m512d s[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
-    for (; i + 32 <= n; i += 32)
-XSYM_UNROLL(4)
-      for (int q = 0; q < 4; ++q) {
-        if constexpr (std::is_same_v<In, float>) s[q] = _mm512_add_pd(s[q], _mm512_cvtps_pd(_mm256_loadu_ps(p + i + 8 * q)));
-        else s[q] = _mm512_add_pd(s[q], _mm512_loadu_pd(p + i + 8 * q));
-      }
-    for (; i + 8 <= n; i += 8) {  // what is left a vector at a time: rows of 8 to 31 values too
-      if constexpr (std::is_same_v<In, float>) s[0] = _mm512_add_pd(s[0], _mm512_cvtps_pd(_mm256_loadu_ps(p + i)));
-      else s[0] = _mm512_add_pd(s[0], _mm512_loadu_pd(p + i));
-    }
-    vectors = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(s[0], s[1]), _mm512_add_pd(s[2], s[3])));
-  }
-#elif defined(__AVX__)
-  if (n >= 4) {
-    __m256d s[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
-    for (; i + 16 <= n; i += 16)
-XSYM_UNROLL(4)
-      for (int q = 0; q < 4; ++q) {
-        if constexpr (std::is_same_v<In, float>) s[q] = _mm256_add_pd(s[q], _mm256_cvtps_pd(_mm_loadu_ps(p + i + 4 * q)));
-        else s[q] = _mm256_add_pd(s[q], _mm256_loadu_pd(p + i + 4 * q));
-      }
-    for (; i + 4 <= n; i += 4) {
-      if constexpr (std::is_same_v<In, float>) s[0] = _mm256_add_pd(s[0], _mm256_cvtps_pd(_mm_loadu_ps(p + i)));
-      else s[0] = _mm256_add_pd(s[0], _mm256_loadu_pd(p + i));
-    }
-    alignas(32) double lanes[4];
-    _mm256_store_pd(lanes, _mm256_add_pd(_mm256_add_pd(s[0], s[1]), _mm256_add_pd(s[2], s[3])));
-    vectors = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-  }
-#endif
-  return vectors + sum_chains<double>(p, i, n);
-}
-
-// ---- vector paths for float and double: sums and means, max and min -----------------------
-// One op's combine without a switch per element, on a value or on a batch of lanes (each lane
-// combined exactly as the scalar is: NaN wins, and a later value replaces only a greater one).
-// Lanes test NaN with isnan: xsimd 8's AVX-512 `b != b` is an ordered compare, false for NaN.
-template <reduce_op R, class A>
-A combine_as(A a, A b) {
-  if constexpr (R == reduce_op::max) return b > a || b != b ? b : a;
-  else if constexpr (R == reduce_op::min) return b < a || b != b ? b : a;
-  else return a + b;
-}
-template <reduce_op R, class B>
-B combine_lanes(B a, B b) {
-  if constexpr (R == reduce_op::max) return xsimd::select((b > a) | xsimd::isnan(b), b, a);
-  else if constexpr (R == reduce_op::min) return xsimd::select((b < a) | xsimd::isnan(b), b, a);
-  else return a + b;
-}
-
-// A batch of doubles read from In: floats widened (one conversion instruction where the CPU has
-// one), doubles as they are.
-template <class In>
-xsimd::batch<double> load_wide(const In* p) {
-  using B = xsimd::batch<double>;
-  if constexpr (std::is_same_v<In, double>) {
-    return B::load_unaligned(p);
-  } else {
-#if defined(__AVX512F__)
-    if constexpr (B::size == 8) return B(_mm512_cvtps_pd(_mm256_loadu_ps(p)));
-#elif defined(__AVX__)
-    if constexpr (B::size == 4) return B(_mm256_cvtps_pd(_mm_loadu_ps(p)));
-#endif
-    alignas(64) double t[B::size];
-    for (std::size_t k = 0; k < B::size; ++k) t[k] = static_cast<double>(p[k]);
-    return B::load_aligned(t);
-  }
-}
-
-// Columns: acc[k] (k < K) combined with p[r * rstride + k] for r < rows, in vectors across the
-// columns. Max and min take the rows in order, one chain per column: the scalar loop's bits,
-// which one of two equal zeros and which NaN included. Sums (in double) take even and odd rows
-// in two chains, added at the end: a fixed order, whatever the values.
-template <reduce_op R, class In, class Acc>
-void accumulate_columns(const In* p, std::int64_t rstride, std::int64_t rows, std::int64_t K, Acc* acc) {
-  constexpr bool sum = R != reduce_op::max && R != reduce_op::min;
-  static_assert(!sum || std::is_same_v<Acc, double>, "xsym: floating sums accumulate in double");
-  using B = xsimd::batch<Acc>;
-  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-  auto load = [](const In* q) {
-    if constexpr (sum) return load_wide(q);
-    else return B::load_unaligned(q);
-  };
-  // nb batches of columns from k: four where they fit, then one at a time.
-  auto block = [&]<int nb>(std::int64_t k) {
-    B a[nb], b[nb];
-XSYM_UNROLL(4)
-    for (int q = 0; q < nb; ++q) {
-      a[q] = B::load_unaligned(acc + k + q * w);
-      b[q] = B(Acc(0));
-    }
-    const In* row = p + k;
-    std::int64_t r = 0;
-    if constexpr (sum) {
-      for (; r + 2 <= rows; r += 2, row += 2 * rstride)
-XSYM_UNROLL(4)
-        for (int q = 0; q < nb; ++q) {
-          a[q] = a[q] + load(row + q * w);
-          b[q] = b[q] + load(row + rstride + q * w);
-        }
-    }
-    for (; r < rows; ++r, row += rstride)
-XSYM_UNROLL(4)
-      for (int q = 0; q < nb; ++q) a[q] = combine_lanes<R>(a[q], load(row + q * w));
-XSYM_UNROLL(4)
-    for (int q = 0; q < nb; ++q) {
-      if constexpr (sum) a[q] = a[q] + b[q];
-      a[q].store_unaligned(acc + k + q * w);
-    }
-  };
-  std::int64_t k = 0;
-  for (; k + 4 * w <= K; k += 4 * w) block.template operator()<4>(k);
-  for (; k + w <= K; k += w) block.template operator()<1>(k);
-  for (; k < K; ++k) {
-    Acc a = acc[k], b = Acc(0);
-    const In* q = p + k;
-    std::int64_t r = 0;
-    if constexpr (sum)
-      for (; r + 2 <= rows; r += 2, q += 2 * rstride) {
-        a += static_cast<Acc>(q[0]);
-        b += static_cast<Acc>(q[rstride]);
-      }
-    for (; r < rows; ++r, q += rstride) a = combine_as<R>(a, static_cast<Acc>(*q));
-    acc[k] = sum ? a + b : a;
-  }
-}
-
-// Max or min of a contiguous run of n >= 1 values, with the scalar loop's bits: the value from
-// lanes, then where lanes could pick another element than the loop would, the loop's own
-// choice: the last NaN (each NaN replaces the one before), or the first zero of either sign (a
-// zero equal to the one held does not replace it).
-template <reduce_op R, class T>
-T extreme_contiguous(const T* p, std::int64_t n) {
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-  // Without NaN, a ternary the compiler makes one max or min instruction (no branch on values).
-  auto pick = [](T m, T v) {
-    if constexpr (R == reduce_op::max) return v > m ? v : m;
-    else return v < m ? v : m;
-  };
-  T m = p[0];
-  bool nan = false;
-  if (n >= w) {
-    B a = B::load_unaligned(p);
-    std::int64_t i = w;
-    if (n >= 2 * w) {
-      B c = B::load_unaligned(p + w);
-      for (i = 2 * w; i + 2 * w <= n; i += 2 * w) {
-        a = combine_lanes<R>(a, B::load_unaligned(p + i));
-        c = combine_lanes<R>(c, B::load_unaligned(p + i + w));
-      }
-      a = combine_lanes<R>(a, c);
-    }
-    for (; i + w <= n; i += w) a = combine_lanes<R>(a, B::load_unaligned(p + i));
-    if (i < n) a = combine_lanes<R>(a, B::load_unaligned(p + n - w));  // the last batch again, overlapped
-    nan = xsimd::any(xsimd::isnan(a));
-    alignas(64) T lanes[w];
-    a.store_aligned(lanes);
-    m = lanes[0];
-    for (std::int64_t k = 1; k < w; ++k) m = pick(m, lanes[k]);
-  } else {
-    for (std::int64_t i = 0; i < n; ++i) {
-      nan |= p[i] != p[i];
-      m = pick(m, p[i]);
-    }
-  }
-  if (nan) {
-    for (std::int64_t k = n - 1;; --k)
-      if (p[k] != p[k]) return p[k];
-  }
-  if (m == T(0)) {
-    for (std::int64_t k = 0;; ++k)
-      if (p[k] == T(0)) return p[k];
-  }
-  return m;
-}
-
-/// @brief The position of the first maximum (R max) or minimum of p[0, n), n >= 1, a NaN
-/// counting as the extreme (the first NaN's), as numpy's argmax: the value from lanes, then
-/// the first element equal to it (of equal zeros, the first of either sign).
-template <reduce_op R, class T>
-std::int64_t arg_extreme_contiguous(const T* p, std::int64_t n) {
-  if (n < static_cast<std::int64_t>(xsimd::batch<T>::size)) {  // under a batch: one walk, numpy's definition
-    std::int64_t best = 0;
-    for (std::int64_t j = 1; j < n; ++j) {
-      const T v = p[j], b = p[best];
-      if (b != b) break;
-      if (v != v) return j;
-      if (R == reduce_op::max ? b < v : v < b) best = j;
-    }
-    return best;
-  }
-  const T m = extreme_contiguous<R>(p, n);
-  const bool nan = m != m;
-#if defined(__AVX512F__)
-  // A batch at a time: the first lane equal to m (or NaN), without a branch per element.
-  constexpr std::int64_t w = 64 / static_cast<std::int64_t>(sizeof(T));
-  auto match = [&](const T* q) -> unsigned {
-    if constexpr (std::is_same_v<T, float>) {
-      const __m512 x = _mm512_loadu_ps(q);
-      return nan ? _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q) : _mm512_cmp_ps_mask(x, _mm512_set1_ps(m), _CMP_EQ_OQ);
-    } else {
-      const __m512d x = _mm512_loadu_pd(q);
-      return nan ? _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q) : _mm512_cmp_pd_mask(x, _mm512_set1_pd(m), _CMP_EQ_OQ);
-    }
-  };
-  if (n >= w) {
-    std::int64_t k = 0;
-    for (; k + w <= n; k += w)
-      if (const unsigned bits = match(p + k)) return k + std::countr_zero(bits);
-    // The last batch again, overlapped: its lanes before k matched nothing.
-    return n - w + std::countr_zero(match(p + n - w));
-  }
-#endif
-  std::int64_t k = 0;
-  if (nan) {
-    while (p[k] == p[k]) ++k;
-  } else {
-    while (p[k] != m) ++k;
-  }
-  return k;
-}
-
-// The reduced axes as one run of `count` values `stride` apart; false where they are not one.
-inline bool one_run(const reduce_layout& l, std::int64_t& stride) {
-  stride = 1;
-  int last = -1;
-  for (int d = 0; d < l.red.rank; ++d)
-    if (l.red[d] != 1) {
-      const auto du = static_cast<std::size_t>(d);
-      if (last >= 0 && l.red_st[static_cast<std::size_t>(last)] != l.red_st[du] * l.red[d]) return false;
-      last = d;
-    }
-  if (last >= 0) stride = l.red_st[static_cast<std::size_t>(last)];
-  return true;
-}
-
-// Sums, means, max and min of floats and doubles in vectors; false where reduce_loop's own
-// paths run: products, sums along contiguous runs or over a whole array (sum_contiguous), and
-// layouts whose last kept axis is not contiguous or has one element.
-template <class In, class Acc, class Out>
-bool reduce_vectors(const op& o, const reduce_layout& l, const In* src, Out* dst) {
-  const reduce_op rop = o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction;
-  if (rop == reduce_op::prod || l.count == 0) return false;
-  auto run = [&]<reduce_op R>() {
-    using A = std::conditional_t<R == reduce_op::sum, double, In>;
-    auto finish = [&](A v) {
-      if (o.reduction == reduce_op::mean) return static_cast<Out>(static_cast<double>(v) / static_cast<double>(l.count));
-      return static_cast<Out>(v);
-    };
-    std::int64_t rstride = 1;
-    const bool run1 = one_run(l, rstride);
-    const int kr = l.kept.rank;
-    if constexpr (R != reduce_op::sum) {
-      // Rows: each output reduces a contiguous run.
-      if (run1 && (rstride == 1 || l.count == 1)) {
-        std::int64_t j = 0;
-        xsym::detail::for_each_offset(kr ? l.kept : shape_t{{1}, 1}, l.kept_st, [&](std::int64_t koff) {
-          dst[j++] = finish(extreme_contiguous<R>(src + koff, l.count));
-        });
-        return true;
-      }
-    }
-    // Columns: the last kept axis is contiguous; its outputs accumulate row after row.
-    if (kr == 0 || l.kept[kr - 1] < 2 || l.kept_st[static_cast<std::size_t>(kr - 1)] != 1) return false;
-    const std::int64_t K = l.kept[kr - 1];
-    shape_t outer = l.kept;
-    outer.rank = kr - 1;
-    thread_local std::vector<A> acc;
-    acc.resize(static_cast<std::size_t>(K));
-    std::int64_t j = 0;
-    // The reduced axes but the last, where they are not one run: their rows in C order.
-    shape_t lead = l.red;
-    std::int64_t last_n = l.count, last_st = rstride;
-    if (!run1) {
-      lead.rank = l.red.rank - 1;
-      last_n = l.red[l.red.rank - 1];
-      last_st = l.red_st[static_cast<std::size_t>(l.red.rank - 1)];
-    }
-    xsym::detail::for_each_offset(outer.rank ? outer : shape_t{{1}, 1}, l.kept_st, [&](std::int64_t koff) {
-      std::fill(acc.begin(), acc.end(), reducer<A>{R}.identity());
-      if (run1) accumulate_columns<R, In, A>(src + koff, last_st, last_n, K, acc.data());
-      else
-        xsym::detail::for_each_offset(lead, l.red_st, [&](std::int64_t roff) {
-          accumulate_columns<R, In, A>(src + koff + roff, last_st, last_n, K, acc.data());
-        });
-      for (std::int64_t k = 0; k < K; ++k) dst[j++] = finish(acc[static_cast<std::size_t>(k)]);
-    });
-    return true;
-  };
-  // Only the paths this loop's types can take are compiled: max and min where the accumulator
-  // is the input's type, sums where it is double (reduce_typed).
-  switch (rop) {
-    case reduce_op::max:
-      if constexpr (std::is_same_v<Acc, In>) return run.template operator()<reduce_op::max>();
-      else return false;
-    case reduce_op::min:
-      if constexpr (std::is_same_v<Acc, In>) return run.template operator()<reduce_op::min>();
-      else return false;
-    default:
-      if constexpr (std::is_same_v<Acc, double>) return run.template operator()<reduce_op::sum>();
-      else return false;
-  }
-}
-
-// The loop for one (input, accumulator, output) type triple; `dst` is C-contiguous.
-template <class In, class Acc, class Out>
-void reduce_loop(const op& o, const reduce_layout& l, const In* src, Out* dst) {
-  const shape_t& kept = l.kept;
-  const shape_t& red = l.red;
-  const auto& kept_st = l.kept_st;
-  const auto& red_st = l.red_st;
-  const std::int64_t count = l.count;
-  detail::reducer<Acc> r{o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction};
-  const bool red_contig = red.rank == 0 || [&] {
-    std::int64_t e = 1;
-    for (int d = red.rank - 1; d >= 0; --d) {
-      if (red[d] != 1 && red_st[static_cast<std::size_t>(d)] != e) return false;
-      e *= red[d];
-    }
-    return true;
-  }();
-  if constexpr (std::is_floating_point_v<In>)
-    if (reduce_vectors<In, Acc, Out>(o, l, src, dst)) return;
-  std::int64_t j = 0;
-  xsym::detail::for_each_offset(kept.rank ? kept : shape_t{{1}, 1}, kept_st, [&](std::int64_t koff) {
-    Acc acc = r.identity();
-    const In* p = count ? src + koff : src;  // an empty input may have no buffer: no offset from null
-    if (red_contig) {
-      if constexpr (std::is_floating_point_v<In> && std::is_same_v<Acc, double>) {
-        if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) acc = sum_contiguous(p, count);
-        else
-          for (std::int64_t i = 0; i < count; ++i) acc = r.combine(acc, static_cast<Acc>(p[i]));
-      } else if (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) {
-        acc = sum_chains<Acc>(p, 0, count);
-      } else {
-        for (std::int64_t i = 0; i < count; ++i) acc = r.combine(acc, static_cast<Acc>(p[i]));
-      }
-    } else {
-      xsym::detail::for_each_offset(red, red_st, [&](std::int64_t roff) {
-        acc = r.combine(acc, static_cast<Acc>(p[roff]));
-      });
-    }
-    if (o.reduction == reduce_op::mean) dst[j++] = static_cast<Out>(static_cast<double>(acc) / static_cast<double>(count));
-    else dst[j++] = static_cast<Out>(acc);
-  });
-}
-
-// Into `out`: the loop for the dtype the runtime gives it (Natural) runs straight into it; any
-// other dtype gets Wide (the value before its final cast, so the same result as a direct cast)
-// and then the cast kernel.
-template <class In, class Acc, class Natural, class Wide>
-void reduce_into(const op& o, const reduce_layout& l, const ndarray& in, ndarray& out) {
-  if (out.type() == dtype_of<Natural>()) return reduce_loop<In, Acc, Natural>(o, l, in.data_as<In>(), out.data_as<Natural>());
-  ndarray tmp = ndarray::empty(dtype_of<Wide>(), out.shape());
-  reduce_loop<In, Acc, Wide>(o, l, in.data_as<In>(), tmp.data_as<Wide>());
-  const void* args[1] = {tmp.data()};
-  xsym::detail::visit_dtype(out.type(), [&](auto zo) { convert<Wide, decltype(zo)>(out.data(), args, 0, out.size()); });
-}
 }  // namespace detail
-
-/// @brief Reduces `in` over op.axes into `out` (already allocated with the kept dimensions).
-inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
-  const int rank = in.rank();
-  std::uint32_t reduced = 0;  // bit d: axis d is reduced (a mask, not a vector: no allocation per call)
-  for (int a : o.axes) reduced |= std::uint32_t{1} << a;
-  detail::reduce_layout l;
-  for (int d = 0; d < rank; ++d) {
-    if ((reduced >> d) & 1u) {
-      l.red_st[static_cast<std::size_t>(l.red.rank)] = in.stride(d);
-      l.red[l.red.rank++] = in.shape(d);
-    } else {
-      l.kept_st[static_cast<std::size_t>(l.kept.rank)] = in.stride(d);
-      l.kept[l.kept.rank++] = in.shape(d);
-    }
-  }
-  l.count = l.red.size();
-  if (l.count == 0 && (o.reduction == reduce_op::max || o.reduction == reduce_op::min))
-    throw shape_error("zero-size array to a reduction (" + std::string(reduce_name(o.reduction)) +
-                      ") which has no identity; input shape " + to_string(in.shape()));
-  kernels_of(in.type()).reduce(o, l, in, out);
-}
-
-namespace detail {
-// run_reduce for an input of type In. Only the loops for the output dtype the runtime gives
-// (reduce_result_type; the input's for max/min) are compiled, not one per (input, output) pair.
-template <class In>
-void reduce_typed(const op& o, const reduce_layout& l, const ndarray& in, ndarray& out) {
-  using Acc = acc_t<In>;
-  if (o.reduction == reduce_op::max || o.reduction == reduce_op::min) reduce_into<In, In, In, In>(o, l, in, out);
-  // The mean of integers sums in double from the start, as numpy's does: an int64 sum would wrap first.
-  else if (o.reduction == reduce_op::mean)
-    reduce_into<In, std::conditional_t<std::is_floating_point_v<In>, Acc, double>, float_result_t<In>, double>(o, l, in, out);
-  else reduce_into<In, Acc, sum_result_t<In>, Acc>(o, l, in, out);
-}
-}  // namespace detail
-
 }  // namespace xsym::cpu
 
 #endif
-// ---- end include/xsym/backend/cpu/reduce.hpp ----
+// ---- end include/xsym/backend/cpu/reduce_fused.hpp ----
 
 namespace xsym::cpu {
 
@@ -12314,6 +12605,8 @@ const typed_kernels& make_typed_kernels() {
       k.chain_one = &chain_one<T>;
       k.shared_exp = &shared_exp_kernel_for<T>;
       k.one_pass = &one_pass_typed<T>;
+      k.reduce_block = &reduce_block_typed<T>;
+      k.sum_program = &sum_program<T>;
     }
     if constexpr (!std::is_same_v<T, bool>) {
       k.gemv = &gemv_typed<T>;
@@ -13128,12 +13421,13 @@ inline shape_t reshape_shape(const std::vector<std::int64_t>& dims, const ndarra
 }
 
 // A reduction keeps the dimensions not in `axes`.
-inline shape_t reduce_shape(const ndarray& in, const std::vector<int>& axes) {
+inline shape_t reduce_shape(const shape_t& in, const std::vector<int>& axes) {
   shape_t s;
-  for (int d = 0; d < in.rank(); ++d)
-    if (std::find(axes.begin(), axes.end(), d) == axes.end()) s[s.rank++] = in.shape(d);
+  for (int d = 0; d < in.rank; ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) s[s.rank++] = in[d];
   return s;
 }
+inline shape_t reduce_shape(const ndarray& in, const std::vector<int>& axes) { return reduce_shape(in.shape(), axes); }
 
 // Dot, Gemv and Dot22 without accumulation: vector . vector is a scalar, matrix . vector and
 // vector . matrix a vector, matrix . matrix a matrix.
@@ -13310,6 +13604,156 @@ inline void run_reduce(const thunk& t, ndarray* values) {
   if (!take_destination(t, n.outputs[0], out, t.out_type, s)) prepare_output(out, t.out_type, s, t.pool);
   cpu::run_reduce(*n.fn, in, out);
 }
+
+// A reduction whose input is an elementwise program of the node's inputs (careduce_fusion),
+// reduced as it is computed, so the elementwise value never goes through memory:
+// - sums and means over trailing axes (all axes included) of inputs that are whole C-ordered
+//   arrays, one value, or one row of the reduced axes: a typed tree's sums (bind_typed_sum),
+//   or for one long row the program's values a block at a time; both in sum_contiguous's
+//   order, so the result has the bits of the two nodes;
+// - otherwise blocks of about reduce_block_bytes along axis 0: where the reduction keeps axis
+//   0, each block's rows are reduced into their place by the loop run_reduce runs (the two
+//   nodes' bits); where it reduces it, the blocks' results are combined in order
+//   (cpu::reduce_block: max and min keep their bits, sums are within float64 rounding).
+// DebugMode's reference (`fused` false), small values and a threaded program (openmp) compute
+// the value, then reduce it, as the two nodes did.
+inline constexpr std::int64_t reduce_block_bytes = 16384;
+
+// The trailing reduced axes as rows x len, and each input's step from row to row in bytes (0:
+// one value, or the same row for every row); false where the layout is another.
+inline bool reduced_rows(const op& o, const shape_t& shape, const ndarray* const* ins, int n_in, std::int64_t& rows,
+                         std::int64_t& len, std::int64_t* step) {
+  const int k = o.axes.empty() ? shape.rank : o.axes.front();
+  for (std::size_t a = 0; a < o.axes.size(); ++a)
+    if (o.axes[a] != k + static_cast<int>(a)) return false;
+  if (k + static_cast<int>(o.axes.size()) != shape.rank || o.axes.empty()) return false;
+  rows = 1;
+  len = 1;
+  for (int d = 0; d < shape.rank; ++d) (d < k ? rows : len) *= shape[d];
+  for (int j = 0; j < n_in; ++j) {
+    const ndarray& a = *ins[j];
+    if (!a.is_c_contiguous()) return false;
+    bool whole = a.shape() == shape, one_row = a.rank() == shape.rank;
+    for (int d = 0; one_row && d < shape.rank; ++d) one_row = d < k ? a.shape(d) == 1 : a.shape(d) == shape[d];
+    if (a.size() == 1 && !whole) step[j] = 0;
+    else if (whole) step[j] = len * static_cast<std::int64_t>(dtype_size(a.type()));
+    else if (one_row) step[j] = 0;
+    else return false;
+  }
+  return true;
+}
+
+inline void reduce_fused_node(const thunk& t, ndarray* values, bool fused) {
+  const apply_node& n = *t.node;
+  const op& o = *n.fn;
+  const int n_in = static_cast<int>(n.inputs.size());
+  const ndarray* ins[limits::max_registers] = {};
+  for (int k = 0; k < n_in; ++k) ins[k] = &values[n.inputs[static_cast<std::size_t>(k)]];
+  const shape_t shape = cpu::broadcast_shape(ins, t.slot_bcast.data(), n_in);
+  const dtype vt = t.prog.prog->reg_types[static_cast<std::size_t>(t.prog.prog->outputs[0])];
+  ndarray& out = values[n.outputs[0]];
+  const shape_t kept = reduce_shape(shape, o.axes);
+  if (!take_destination(t, n.outputs[0], out, t.out_type, kept)) prepare_output(out, t.out_type, kept, t.pool);
+  const std::int64_t total = shape.size();
+  const std::int64_t per_block = reduce_block_bytes / static_cast<std::int64_t>(dtype_size(vt));
+  fused = fused && total > 0 && !(t.par.threads > 1 && total >= t.par.elemwise_minsize);
+  std::int64_t rows = 0, len = 0, step[limits::max_registers] = {};
+  if (fused && (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) && reduced_rows(o, shape, ins, n_in, rows, len, step)) {
+    // Short rows cost more one at a time than a block of them does where a row ends in part
+    // of a vector (its values computed from copies): those of less than 256 bytes take blocks.
+    const std::int64_t row_bytes = len * static_cast<std::int64_t>(dtype_size(vt));
+    if (t.prog.typed_sum && (rows == 1 || row_bytes % 64 == 0 || row_bytes >= 256)) {
+      ndarray acc;
+      prepare_output(acc, dtype::float64, kept, t.pool);
+      const std::byte* in_bytes[limits::max_registers] = {};
+      for (int k = 0; k < n_in; ++k) in_bytes[k] = ins[k]->data();
+      t.prog.typed_sum(in_bytes, t.prog.sum_map.data(), step, rows, len, acc.data_as<double>());
+      cpu::finish_blocks(o, acc, len, out);
+      if (t.pool) t.pool->give(acc);
+      return;
+    }
+    if (rows == 1 && len > per_block) {
+      ndarray value;
+      prepare_output(value, vt, shape_t{{per_block}, 1}, t.pool);
+      double s = cpu::kernels_of(vt).sum_program(t.prog, ins, n_in, value, len);
+      ndarray acc = ndarray::wrap(dtype::float64, shape_t{}, nullptr, &s);
+      cpu::finish_blocks(o, acc, len, out);
+      if (t.pool) t.pool->give(value);
+      return;
+    }
+  }
+  const std::int64_t inner = shape[0] ? total / shape[0] : 0;
+  const bool keeps_rows = o.axes.empty() || o.axes.front() != 0;
+  // Where axis 0 is reduced, a block's result is combined once per block: 16 rows a block or
+  // more, and a value of four blocks or less in one piece (measured faster: it stays in L2).
+  const std::int64_t per = std::max<std::int64_t>(keeps_rows ? 1 : 16, per_block / std::max<std::int64_t>(inner, 1));
+  if (!fused || shape[0] <= per || (!keeps_rows && total <= 4 * per_block)) {
+    ndarray value;
+    prepare_output(value, vt, shape, t.pool);
+    ndarray* outs[1] = {&value};
+    cpu::run_program(t.prog, ins, outs, t.par);
+    cpu::run_reduce(o, value, out);
+    if (t.pool) t.pool->give(value);
+    return;
+  }
+  // Each block's views: rows [r, r + m) of each input; one values and inputs broadcast along
+  // axis 0 as they are.
+  shape_t bshape = shape;
+  bshape[0] = per;
+  ndarray value;
+  prepare_output(value, vt, bshape, t.pool);
+  ndarray views[limits::max_registers];
+  const ndarray* vins[limits::max_registers] = {};
+  ndarray acc, part;
+  op bo;  // a mean's blocks are summed, and divided by finish_blocks
+  if (!keeps_rows) {
+    bo.kind = op_kind::reduce;
+    bo.reduction = o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction;
+    bo.axes = o.axes;
+    prepare_output(acc, cpu::block_acc_type(o, vt), kept, t.pool);
+    prepare_output(part, cpu::block_acc_type(o, vt), kept, t.pool);
+  }
+  const std::int64_t out_row = keeps_rows && kept.rank ? out.size() / std::max<std::int64_t>(kept[0], 1) : 0;
+  for (std::int64_t r = 0; r < shape[0]; r += per) {
+    const std::int64_t m = std::min(per, shape[0] - r);
+    for (int k = 0; k < n_in; ++k) {
+      const ndarray& a = *ins[k];
+      if (a.size() == 1 || a.shape(0) == 1) {
+        vins[k] = &a;
+        continue;
+      }
+      shape_t s = a.shape();
+      s[0] = m;
+      views[k] = a.view_at(r * a.stride(0), s, a.strides());
+      vins[k] = &views[k];
+    }
+    shape_t vs = bshape;
+    vs[0] = m;
+    ndarray v = value.view(vs, value.strides());
+    ndarray* outs[1] = {&v};
+    cpu::run_program(t.prog, vins, outs);
+    if (keeps_rows) {
+      shape_t os = kept;
+      os[0] = m;
+      ndarray rows_out = out.view_at(r * out_row, os, out.strides());
+      cpu::run_reduce(o, v, rows_out);
+    } else {
+      cpu::reduce_block(bo, v, acc, part, r == 0);
+    }
+  }
+  if (!keeps_rows) {
+    std::int64_t count = 1;
+    for (int a : o.axes) count *= shape[a];
+    cpu::finish_blocks(o, acc, count, out);
+    if (t.pool) {
+      t.pool->give(acc);
+      t.pool->give(part);
+    }
+  }
+  if (t.pool) t.pool->give(value);
+}
+inline void run_reduce_fused(const thunk& t, ndarray* values) { reduce_fused_node(t, values, true); }
+inline void run_reduce_steps(const thunk& t, ndarray* values) { reduce_fused_node(t, values, false); }
 
 // out = beta y0 + alpha op(A) x in a buffer of out's own, y0 read where it is.
 inline void gemv_beside(const thunk& t, ndarray& out, const ndarray& y0, const ndarray& a, bool transpose,
@@ -14764,6 +15208,67 @@ XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/rewrite/one_pass.hpp ----
+// ---- begin include/xsym/rewrite/reduce_fusion.hpp ----
+#ifndef XSYM_REWRITE_REDUCE_FUSION_HPP
+#define XSYM_REWRITE_REDUCE_FUSION_HPP
+
+// careduce_fusion: a reduction (sum, mean, prod, max, min) whose input is a float elementwise
+// node's one output, read by nothing else, becomes one CAReduce node that runs the elementwise
+// program a block of rows at a time and reduces each block while it is in the cache
+// (exec/cpu_nodes.hpp, reduce_fused_node): mean((x - y)**2) or sum(x * y, 1) read their
+// operands once and never write the elementwise result to memory (PyTensor's CAReduce fusion).
+#include <algorithm>
+#include <unordered_set>
+
+
+XSYM_COLD_BEGIN  // rewrites run when a function is built
+
+namespace xsym::detail {
+
+inline void careduce_fusion_pass(function_graph& g, rewrite_record& rec) {
+  std::unordered_set<int> kept(g.outputs.begin(), g.outputs.end());
+  for (auto [target, value] : g.updates) kept.insert(value);
+  const auto clients = g.clients();
+  std::vector<int> absorbed;  // ids of the elementwise nodes taken in
+  for (apply_node& n : g.nodes) {
+    const op& o = *n.fn;
+    if (o.kind != op_kind::reduce || o.fused || o.on_gpu || n.inputs.size() != 1) continue;
+    const int v = n.inputs[0];
+    const slot& vs = g.slots[static_cast<std::size_t>(v)];
+    if (vs.owner < 0 || kept.count(v) || vs.rank == 0 || clients[static_cast<std::size_t>(v)].size() != 1) continue;
+    // Floats only: their sums already accumulate in double, so a block's partial sum loses nothing.
+    if (vs.type != dtype::float32 && vs.type != dtype::float64) continue;
+    const apply_node& e = g.nodes[static_cast<std::size_t>(vs.owner)];
+    if ((e.fn->kind != op_kind::elemwise && e.fn->kind != op_kind::composite) || e.outputs.size() != 1 ||
+        !e.fn->destroy_map.empty() || e.fn->on_gpu || e.inputs.empty() || e.inputs.size() > limits::max_registers)
+      continue;
+    op f = o;
+    auto prog = std::make_shared<program>(*node_program(g, e));
+    if (e.fn->kind == op_kind::elemwise) {  // a lone op's text as a Composite's: the typed sums' pattern
+      std::vector<std::string> args;
+      for (std::size_t j = 0; j < e.inputs.size(); ++j) args.push_back("i" + std::to_string(j));
+      prog->text = composite_term(e.fn->scalar, vs.type, args, scalar_op::identity);
+    }
+    f.fused = std::move(prog);
+    rec.notes.push_back(g.node_text(e) + " is reduced as it is computed by " + g.node_text(n));
+    ++rec.applied;
+    n.fn = std::make_shared<const op>(std::move(f));
+    n.inputs = e.inputs;
+    absorbed.push_back(e.id);
+  }
+  if (absorbed.empty()) return;
+  std::vector<apply_node> order;
+  for (apply_node& m : g.nodes)
+    if (std::find(absorbed.begin(), absorbed.end(), m.id) == absorbed.end()) order.push_back(std::move(m));
+  g.nodes = std::move(order);
+  renumber_nodes(g);
+}
+
+}  // namespace xsym::detail
+XSYM_COLD_END
+
+#endif
+// ---- end include/xsym/rewrite/reduce_fusion.hpp ----
 // ---- begin include/xsym/rewrite/subtensor_fusion.hpp ----
 #ifndef XSYM_REWRITE_SUBTENSOR_FUSION_HPP
 #define XSYM_REWRITE_SUBTENSOR_FUSION_HPP
@@ -14929,6 +15434,7 @@ namespace detail {
 inline constexpr const char* gpu_placement_rewrite = "gpu_placement";
 inline constexpr const char* one_pass_rewrite = "one_pass_gemv";  // CPU only: not with device=cuda
 inline constexpr const char* set_fusion_rewrite = "set_subtensor_fusion";  // IncSubtensor runs on the host
+inline constexpr const char* reduce_fusion_rewrite = "careduce_fusion";     // CPU only, as the two above
 
 inline std::vector<std::string> split_colon(const std::string& s) {
   std::vector<std::string> out;
@@ -15004,6 +15510,7 @@ inline constexpr builtin_rewrite builtin_rewrite_table[] = {
     {"multi_output_fusion", "fusion:fast_run", 60, nullptr, multi_output_fusion_pass},
     {set_fusion_rewrite, "fusion:fast_run", 62, nullptr, set_subtensor_fusion_pass},
     {one_pass_rewrite, "fusion:fast_run", 65, nullptr, one_pass_gemv_pass},
+    {reduce_fusion_rewrite, "fusion:fast_run", 66, nullptr, careduce_fusion_pass},
     {"inplace_elemwise", "inplace:fast_run", 70, nullptr, inplace_pass},
     {gpu_placement_rewrite, "gpu", 90, nullptr, gpu_placement_pass},
 };
@@ -15337,6 +15844,7 @@ inline resolved_plan resolve_plan(const function_options& o) {
   if (p.gpu) {  // CPU kernels: with device=cuda the products and the Composite run on the device
     p.rewrites.erase(std::string(one_pass_rewrite));
     p.rewrites.erase(std::string(set_fusion_rewrite));
+    p.rewrites.erase(std::string(reduce_fusion_rewrite));
   }
   for (const auto& t : split_colon(o.requiring.value_or(config.optimizer_requiring.value()))) {
     check_known(t, "optimizer_requiring");
@@ -15344,7 +15852,7 @@ inline resolved_plan resolve_plan(const function_options& o) {
       if (matches(*r, t) && !p.rewrites.count(r->name))
         throw compile_error("xsym: optimizer_requiring names '" + t + "' but rewrite '" + r->name + "' " +
                             (r->name == gpu_placement_rewrite ? std::string("runs only with device=cuda")
-                             : (r->name == one_pass_rewrite || r->name == set_fusion_rewrite) && p.gpu
+                             : (r->name == one_pass_rewrite || r->name == set_fusion_rewrite || r->name == reduce_fusion_rewrite) && p.gpu
                                  ? std::string("does not run with device=cuda")
                                                               : std::string("is turned off by the mode or optimizer_excluding")));
   }
@@ -15620,7 +16128,18 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
         t.run = reference ? &detail::run_one_pass_steps : &detail::run_one_pass_gemv;
         break;
       case op_kind::dimshuffle: t.run = &detail::run_dimshuffle; break;
-      case op_kind::reduce: t.run = &detail::run_reduce; break;
+      case op_kind::reduce:
+        if (n.fn->fused) {  // careduce_fusion: the inputs are the program's
+          t.prog = reference ? cpu::compile_program<false>(n.fn->fused) : cpu::compile_program<true>(n.fn->fused);
+          if (!reference) {
+            cpu::bind_typed_kernel(t.prog, detail::one_value_inputs(g, n, t));
+            cpu::bind_typed_sum(t.prog, detail::one_value_inputs(g, n, t));
+          }
+          t.run = reference ? &detail::run_reduce_steps : &detail::run_reduce_fused;
+        } else {
+          t.run = &detail::run_reduce;
+        }
+        break;
       case op_kind::dot:
       case op_kind::gemv:
       case op_kind::dot22: t.run = &detail::run_dot_family; break;
@@ -15692,7 +16211,7 @@ inline void function_runtime::compile_kernels(std::vector<detail::thunk>& thunks
     // One instruction is already one pass of a precompiled kernel.
     if (t.prog.prog == nullptr || t.prog.prog->code.size() < 2) continue;
     cpu::jit_request r{&t.prog, {0, 0}};
-    if (t.run == &detail::run_elemwise || t.run == &detail::run_inc_subtensor_fused) {
+    if (t.run == &detail::run_elemwise || t.run == &detail::run_inc_subtensor_fused || t.run == &detail::run_reduce_fused) {
       const std::size_t first = t.run == &detail::run_elemwise ? 0 : 1;  // IncSubtensor's x is not the program's
       r.scalar_bits[0] = detail::one_value_inputs(g, *t.node, t, first);
       for (std::size_t k = first; k < t.node->inputs.size() && k - first < 64; ++k) {  // the rows' one values
@@ -16722,6 +17241,24 @@ void use_tree_kernels() {
   use_tree_kernel<stabilized_t<Tree>>();
   use_tree_kernel<canonical_t<Tree>>();
   use_tree_kernel<rewritten_t<Tree>>();
+}
+// A sum's kernel only for the tree the default flags leave: under other flags the reduction
+// runs the program a block at a time, to the same bits (a compile cost saved per variant). Not
+// for a tree with a sigmoid or softplus, whose program shares one exp among them (share_work)
+// and so never binds a tree's kernel.
+template <class Tree>
+constexpr bool has_shared_work() {
+  std::array<scalar_op, static_cast<std::size_t>(Tree::ops)> ops{};
+  scalar_op* p = ops.data();
+  tree_ops<Tree>::into(p);
+  for (scalar_op s : ops)
+    if (s == scalar_op::sigmoid || s == scalar_op::softplus) return true;
+  return false;
+}
+template <class Tree>
+void use_sum_kernels() {
+  using R = rewritten_t<Tree>;
+  if constexpr (!has_shared_work<R>()) cpu::use_typed_sum<R>();
 }
 }  // namespace detail
 

@@ -54,6 +54,24 @@ void use_tree_kernels() {
   use_tree_kernel<canonical_t<Tree>>();
   use_tree_kernel<rewritten_t<Tree>>();
 }
+// A sum's kernel only for the tree the default flags leave: under other flags the reduction
+// runs the program a block at a time, to the same bits (a compile cost saved per variant). Not
+// for a tree with a sigmoid or softplus, whose program shares one exp among them (share_work)
+// and so never binds a tree's kernel.
+template <class Tree>
+constexpr bool has_shared_work() {
+  std::array<scalar_op, static_cast<std::size_t>(Tree::ops)> ops{};
+  scalar_op* p = ops.data();
+  tree_ops<Tree>::into(p);
+  for (scalar_op s : ops)
+    if (s == scalar_op::sigmoid || s == scalar_op::softplus) return true;
+  return false;
+}
+template <class Tree>
+void use_sum_kernels() {
+  using R = rewritten_t<Tree>;
+  if constexpr (!has_shared_work<R>()) cpu::use_typed_sum<R>();
+}
 }  // namespace detail
 
 template <class... V>

@@ -91,7 +91,18 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
         t.run = reference ? &detail::run_one_pass_steps : &detail::run_one_pass_gemv;
         break;
       case op_kind::dimshuffle: t.run = &detail::run_dimshuffle; break;
-      case op_kind::reduce: t.run = &detail::run_reduce; break;
+      case op_kind::reduce:
+        if (n.fn->fused) {  // careduce_fusion: the inputs are the program's
+          t.prog = reference ? cpu::compile_program<false>(n.fn->fused) : cpu::compile_program<true>(n.fn->fused);
+          if (!reference) {
+            cpu::bind_typed_kernel(t.prog, detail::one_value_inputs(g, n, t));
+            cpu::bind_typed_sum(t.prog, detail::one_value_inputs(g, n, t));
+          }
+          t.run = reference ? &detail::run_reduce_steps : &detail::run_reduce_fused;
+        } else {
+          t.run = &detail::run_reduce;
+        }
+        break;
       case op_kind::dot:
       case op_kind::gemv:
       case op_kind::dot22: t.run = &detail::run_dot_family; break;
@@ -163,7 +174,7 @@ inline void function_runtime::compile_kernels(std::vector<detail::thunk>& thunks
     // One instruction is already one pass of a precompiled kernel.
     if (t.prog.prog == nullptr || t.prog.prog->code.size() < 2) continue;
     cpu::jit_request r{&t.prog, {0, 0}};
-    if (t.run == &detail::run_elemwise || t.run == &detail::run_inc_subtensor_fused) {
+    if (t.run == &detail::run_elemwise || t.run == &detail::run_inc_subtensor_fused || t.run == &detail::run_reduce_fused) {
       const std::size_t first = t.run == &detail::run_elemwise ? 0 : 1;  // IncSubtensor's x is not the program's
       r.scalar_bits[0] = detail::one_value_inputs(g, *t.node, t, first);
       for (std::size_t k = first; k < t.node->inputs.size() && k - first < 64; ++k) {  // the rows' one values

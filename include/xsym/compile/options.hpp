@@ -253,6 +253,7 @@ inline resolved_plan resolve_plan(const function_options& o) {
   if (p.gpu) {  // CPU kernels: with device=cuda the products and the Composite run on the device
     p.rewrites.erase(std::string(one_pass_rewrite));
     p.rewrites.erase(std::string(set_fusion_rewrite));
+    p.rewrites.erase(std::string(reduce_fusion_rewrite));
   }
   for (const auto& t : split_colon(o.requiring.value_or(config.optimizer_requiring.value()))) {
     check_known(t, "optimizer_requiring");
@@ -260,7 +261,7 @@ inline resolved_plan resolve_plan(const function_options& o) {
       if (matches(*r, t) && !p.rewrites.count(r->name))
         throw compile_error("xsym: optimizer_requiring names '" + t + "' but rewrite '" + r->name + "' " +
                             (r->name == gpu_placement_rewrite ? std::string("runs only with device=cuda")
-                             : (r->name == one_pass_rewrite || r->name == set_fusion_rewrite) && p.gpu
+                             : (r->name == one_pass_rewrite || r->name == set_fusion_rewrite || r->name == reduce_fusion_rewrite) && p.gpu
                                  ? std::string("does not run with device=cuda")
                                                               : std::string("is turned off by the mode or optimizer_excluding")));
   }

@@ -19,6 +19,7 @@
 #include "../rewrite/inplace.hpp"
 #include "../rewrite/multi_fusion.hpp"
 #include "../rewrite/one_pass.hpp"
+#include "../rewrite/reduce_fusion.hpp"
 #include "../rewrite/subtensor_fusion.hpp"
 #include "../rewrite/registry.hpp"
 #include "../rewrite/rewrites.hpp"
@@ -32,6 +33,7 @@ namespace detail {
 inline constexpr const char* gpu_placement_rewrite = "gpu_placement";
 inline constexpr const char* one_pass_rewrite = "one_pass_gemv";  // CPU only: not with device=cuda
 inline constexpr const char* set_fusion_rewrite = "set_subtensor_fusion";  // IncSubtensor runs on the host
+inline constexpr const char* reduce_fusion_rewrite = "careduce_fusion";     // CPU only, as the two above
 
 inline std::vector<std::string> split_colon(const std::string& s) {
   std::vector<std::string> out;
@@ -107,6 +109,7 @@ inline constexpr builtin_rewrite builtin_rewrite_table[] = {
     {"multi_output_fusion", "fusion:fast_run", 60, nullptr, multi_output_fusion_pass},
     {set_fusion_rewrite, "fusion:fast_run", 62, nullptr, set_subtensor_fusion_pass},
     {one_pass_rewrite, "fusion:fast_run", 65, nullptr, one_pass_gemv_pass},
+    {reduce_fusion_rewrite, "fusion:fast_run", 66, nullptr, careduce_fusion_pass},
     {"inplace_elemwise", "inplace:fast_run", 70, nullptr, inplace_pass},
     {gpu_placement_rewrite, "gpu", 90, nullptr, gpu_placement_pass},
 };

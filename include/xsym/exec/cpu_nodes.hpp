@@ -81,6 +81,156 @@ inline void run_reduce(const thunk& t, ndarray* values) {
   cpu::run_reduce(*n.fn, in, out);
 }
 
+// A reduction whose input is an elementwise program of the node's inputs (careduce_fusion),
+// reduced as it is computed, so the elementwise value never goes through memory:
+// - sums and means over trailing axes (all axes included) of inputs that are whole C-ordered
+//   arrays, one value, or one row of the reduced axes: a typed tree's sums (bind_typed_sum),
+//   or for one long row the program's values a block at a time; both in sum_contiguous's
+//   order, so the result has the bits of the two nodes;
+// - otherwise blocks of about reduce_block_bytes along axis 0: where the reduction keeps axis
+//   0, each block's rows are reduced into their place by the loop run_reduce runs (the two
+//   nodes' bits); where it reduces it, the blocks' results are combined in order
+//   (cpu::reduce_block: max and min keep their bits, sums are within float64 rounding).
+// DebugMode's reference (`fused` false), small values and a threaded program (openmp) compute
+// the value, then reduce it, as the two nodes did.
+inline constexpr std::int64_t reduce_block_bytes = 16384;
+
+// The trailing reduced axes as rows x len, and each input's step from row to row in bytes (0:
+// one value, or the same row for every row); false where the layout is another.
+inline bool reduced_rows(const op& o, const shape_t& shape, const ndarray* const* ins, int n_in, std::int64_t& rows,
+                         std::int64_t& len, std::int64_t* step) {
+  const int k = o.axes.empty() ? shape.rank : o.axes.front();
+  for (std::size_t a = 0; a < o.axes.size(); ++a)
+    if (o.axes[a] != k + static_cast<int>(a)) return false;
+  if (k + static_cast<int>(o.axes.size()) != shape.rank || o.axes.empty()) return false;
+  rows = 1;
+  len = 1;
+  for (int d = 0; d < shape.rank; ++d) (d < k ? rows : len) *= shape[d];
+  for (int j = 0; j < n_in; ++j) {
+    const ndarray& a = *ins[j];
+    if (!a.is_c_contiguous()) return false;
+    bool whole = a.shape() == shape, one_row = a.rank() == shape.rank;
+    for (int d = 0; one_row && d < shape.rank; ++d) one_row = d < k ? a.shape(d) == 1 : a.shape(d) == shape[d];
+    if (a.size() == 1 && !whole) step[j] = 0;
+    else if (whole) step[j] = len * static_cast<std::int64_t>(dtype_size(a.type()));
+    else if (one_row) step[j] = 0;
+    else return false;
+  }
+  return true;
+}
+
+inline void reduce_fused_node(const thunk& t, ndarray* values, bool fused) {
+  const apply_node& n = *t.node;
+  const op& o = *n.fn;
+  const int n_in = static_cast<int>(n.inputs.size());
+  const ndarray* ins[limits::max_registers] = {};
+  for (int k = 0; k < n_in; ++k) ins[k] = &values[n.inputs[static_cast<std::size_t>(k)]];
+  const shape_t shape = cpu::broadcast_shape(ins, t.slot_bcast.data(), n_in);
+  const dtype vt = t.prog.prog->reg_types[static_cast<std::size_t>(t.prog.prog->outputs[0])];
+  ndarray& out = values[n.outputs[0]];
+  const shape_t kept = reduce_shape(shape, o.axes);
+  if (!take_destination(t, n.outputs[0], out, t.out_type, kept)) prepare_output(out, t.out_type, kept, t.pool);
+  const std::int64_t total = shape.size();
+  const std::int64_t per_block = reduce_block_bytes / static_cast<std::int64_t>(dtype_size(vt));
+  fused = fused && total > 0 && !(t.par.threads > 1 && total >= t.par.elemwise_minsize);
+  std::int64_t rows = 0, len = 0, step[limits::max_registers] = {};
+  if (fused && (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) && reduced_rows(o, shape, ins, n_in, rows, len, step)) {
+    // Short rows cost more one at a time than a block of them does where a row ends in part
+    // of a vector (its values computed from copies): those of less than 256 bytes take blocks.
+    const std::int64_t row_bytes = len * static_cast<std::int64_t>(dtype_size(vt));
+    if (t.prog.typed_sum && (rows == 1 || row_bytes % 64 == 0 || row_bytes >= 256)) {
+      ndarray acc;
+      prepare_output(acc, dtype::float64, kept, t.pool);
+      const std::byte* in_bytes[limits::max_registers] = {};
+      for (int k = 0; k < n_in; ++k) in_bytes[k] = ins[k]->data();
+      t.prog.typed_sum(in_bytes, t.prog.sum_map.data(), step, rows, len, acc.data_as<double>());
+      cpu::finish_blocks(o, acc, len, out);
+      if (t.pool) t.pool->give(acc);
+      return;
+    }
+    if (rows == 1 && len > per_block) {
+      ndarray value;
+      prepare_output(value, vt, shape_t{{per_block}, 1}, t.pool);
+      double s = cpu::kernels_of(vt).sum_program(t.prog, ins, n_in, value, len);
+      ndarray acc = ndarray::wrap(dtype::float64, shape_t{}, nullptr, &s);
+      cpu::finish_blocks(o, acc, len, out);
+      if (t.pool) t.pool->give(value);
+      return;
+    }
+  }
+  const std::int64_t inner = shape[0] ? total / shape[0] : 0;
+  const bool keeps_rows = o.axes.empty() || o.axes.front() != 0;
+  // Where axis 0 is reduced, a block's result is combined once per block: 16 rows a block or
+  // more, and a value of four blocks or less in one piece (measured faster: it stays in L2).
+  const std::int64_t per = std::max<std::int64_t>(keeps_rows ? 1 : 16, per_block / std::max<std::int64_t>(inner, 1));
+  if (!fused || shape[0] <= per || (!keeps_rows && total <= 4 * per_block)) {
+    ndarray value;
+    prepare_output(value, vt, shape, t.pool);
+    ndarray* outs[1] = {&value};
+    cpu::run_program(t.prog, ins, outs, t.par);
+    cpu::run_reduce(o, value, out);
+    if (t.pool) t.pool->give(value);
+    return;
+  }
+  // Each block's views: rows [r, r + m) of each input; one values and inputs broadcast along
+  // axis 0 as they are.
+  shape_t bshape = shape;
+  bshape[0] = per;
+  ndarray value;
+  prepare_output(value, vt, bshape, t.pool);
+  ndarray views[limits::max_registers];
+  const ndarray* vins[limits::max_registers] = {};
+  ndarray acc, part;
+  op bo;  // a mean's blocks are summed, and divided by finish_blocks
+  if (!keeps_rows) {
+    bo.kind = op_kind::reduce;
+    bo.reduction = o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction;
+    bo.axes = o.axes;
+    prepare_output(acc, cpu::block_acc_type(o, vt), kept, t.pool);
+    prepare_output(part, cpu::block_acc_type(o, vt), kept, t.pool);
+  }
+  const std::int64_t out_row = keeps_rows && kept.rank ? out.size() / std::max<std::int64_t>(kept[0], 1) : 0;
+  for (std::int64_t r = 0; r < shape[0]; r += per) {
+    const std::int64_t m = std::min(per, shape[0] - r);
+    for (int k = 0; k < n_in; ++k) {
+      const ndarray& a = *ins[k];
+      if (a.size() == 1 || a.shape(0) == 1) {
+        vins[k] = &a;
+        continue;
+      }
+      shape_t s = a.shape();
+      s[0] = m;
+      views[k] = a.view_at(r * a.stride(0), s, a.strides());
+      vins[k] = &views[k];
+    }
+    shape_t vs = bshape;
+    vs[0] = m;
+    ndarray v = value.view(vs, value.strides());
+    ndarray* outs[1] = {&v};
+    cpu::run_program(t.prog, vins, outs);
+    if (keeps_rows) {
+      shape_t os = kept;
+      os[0] = m;
+      ndarray rows_out = out.view_at(r * out_row, os, out.strides());
+      cpu::run_reduce(o, v, rows_out);
+    } else {
+      cpu::reduce_block(bo, v, acc, part, r == 0);
+    }
+  }
+  if (!keeps_rows) {
+    std::int64_t count = 1;
+    for (int a : o.axes) count *= shape[a];
+    cpu::finish_blocks(o, acc, count, out);
+    if (t.pool) {
+      t.pool->give(acc);
+      t.pool->give(part);
+    }
+  }
+  if (t.pool) t.pool->give(value);
+}
+inline void run_reduce_fused(const thunk& t, ndarray* values) { reduce_fused_node(t, values, true); }
+inline void run_reduce_steps(const thunk& t, ndarray* values) { reduce_fused_node(t, values, false); }
+
 // out = beta y0 + alpha op(A) x in a buffer of out's own, y0 read where it is.
 inline void gemv_beside(const thunk& t, ndarray& out, const ndarray& y0, const ndarray& a, bool transpose,
                         const ndarray& x, double alpha, double beta) {

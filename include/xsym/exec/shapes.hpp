@@ -69,12 +69,13 @@ inline shape_t reshape_shape(const std::vector<std::int64_t>& dims, const ndarra
 }
 
 // A reduction keeps the dimensions not in `axes`.
-inline shape_t reduce_shape(const ndarray& in, const std::vector<int>& axes) {
+inline shape_t reduce_shape(const shape_t& in, const std::vector<int>& axes) {
   shape_t s;
-  for (int d = 0; d < in.rank(); ++d)
-    if (std::find(axes.begin(), axes.end(), d) == axes.end()) s[s.rank++] = in.shape(d);
+  for (int d = 0; d < in.rank; ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) s[s.rank++] = in[d];
   return s;
 }
+inline shape_t reduce_shape(const ndarray& in, const std::vector<int>& axes) { return reduce_shape(in.shape(), axes); }
 
 // Dot, Gemv and Dot22 without accumulation: vector . vector is a scalar, matrix . vector and
 // vector . matrix a vector, matrix . matrix a matrix.

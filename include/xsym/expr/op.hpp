@@ -335,11 +335,14 @@ struct op {
         return n + "}";
       }
       case op_kind::reduce: {
+        // A fused input's program follows the axes: Sum{Composite{sqr((i0 - i1))}}, Sum{1;Composite{(i0 * i1)}}.
         std::string n(reduce_name(reduction));
-        if (all_axes) return n;  // Theano prints a full reduction without axes
+        std::string f;
+        if (fused) f = "Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
+        if (all_axes) return f.empty() ? n : n + "{" + f + "}";  // Theano prints a full reduction without axes
         n += "{";
         for (std::size_t i = 0; i < axes.size(); ++i) n += (i ? "," : "") + std::to_string(axes[i]);
-        return n + "}";
+        return n + (f.empty() ? "" : ";" + f) + "}";
       }
       case op_kind::dot: return "dot";
       case op_kind::gemv:

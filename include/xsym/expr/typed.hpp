@@ -142,6 +142,15 @@ template <class V>
 void use_typed(const V&) {
   if constexpr (is_typed_v<V>) use_tree_kernels<tree_t<V>>();
 }
+/// Compiles the sums of Tree's values, as the default flags rewrite it, into the program: the
+/// operand of sum or mean, reduced as it is computed (careduce_fusion; defined beside
+/// use_tree_kernels).
+template <class Tree>
+void use_sum_kernels();
+template <class V>
+void use_summed(const V&) {
+  if constexpr (is_typed_v<V>) use_sum_kernels<tree_t<V>>();
+}
 }  // namespace detail
 
 /// @brief The text of the Composite that fuses expression X's tree: "((i0 + i1 + i2) * i3)".

@@ -736,18 +736,20 @@ XSYM_REDUCTION(mean, mean, float_result_t<E>)
 #undef XSYM_REDUCTION
 
 // A typed operand is the root of its elementwise tree: its kernels, then the var's overload.
-#define XSYM_TYPED_REDUCTION(fname)                                                                  \
+// Sums and means also compile the tree's sums, which their fused node runs (careduce_fusion).
+#define XSYM_TYPED_REDUCTION(fname, summed)                                                          \
   template <class Tree, class... Args>                                                               \
   auto fname(const typed<Tree>& a, const Args&... args)                                              \
       -> decltype(fname(static_cast<const var<typename Tree::value_type, Tree::rank>&>(a), args...)) { \
     detail::use_typed(a);                                                                            \
+    if constexpr (summed) detail::use_summed(a);                                                     \
     return fname(static_cast<const var<typename Tree::value_type, Tree::rank>&>(a), args...);        \
   }
-XSYM_TYPED_REDUCTION(sum)
-XSYM_TYPED_REDUCTION(prod)
-XSYM_TYPED_REDUCTION(max)
-XSYM_TYPED_REDUCTION(min)
-XSYM_TYPED_REDUCTION(mean)
+XSYM_TYPED_REDUCTION(sum, true)
+XSYM_TYPED_REDUCTION(prod, false)
+XSYM_TYPED_REDUCTION(max, false)
+XSYM_TYPED_REDUCTION(min, false)
+XSYM_TYPED_REDUCTION(mean, true)
 #undef XSYM_TYPED_REDUCTION
 
 /// @brief The elementwise reduction of a over every process of comm (an `AllReduce{sum}` node):

@@ -80,7 +80,16 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
     case op_kind::composite: return out * program_flops(*n.fn->fused);
     case op_kind::one_pass_gemv:  // two products over A, and the Composite per row
       return 4.0 * static_cast<double>(ins[0].shape.size()) + out * program_flops(*n.fn->fused);
-    case op_kind::reduce: return static_cast<double>(ins[0].shape.size());
+    case op_kind::reduce: {  // one combine per element; a fused input's ops on each too
+      if (!n.fn->fused) return static_cast<double>(ins[0].shape.size());
+      double elements = 1;  // the inputs' broadcast shape: each dimension's largest extent
+      for (int d = 0; d < ins[0].shape.rank; ++d) {
+        std::int64_t e = 0;
+        for (const value_info& v : ins) e = std::max(e, d < v.shape.rank ? v.shape[d] : 1);
+        elements *= static_cast<double>(e);
+      }
+      return elements * (1 + program_flops(*n.fn->fused));
+    }
     case op_kind::inc_rows: return static_cast<double>(ins[1].shape.size());
     case op_kind::inc_subtensor:  // one addition per element of the region; a fused value's ops
       if (!n.fn->fused && n.fn->set_values) return 0;

@@ -13,6 +13,7 @@
 
 namespace xsym::cpu {
 
+struct compiled_program;  // program.hpp
 namespace detail {
 struct reduce_layout;     // reduce.hpp
 struct one_pass_rows_fn;  // one_pass.hpp
@@ -46,6 +47,11 @@ struct typed_kernels {
                    double alpha, const ndarray* y0, double beta, ndarray& y, int threads) = nullptr;
   // Reductions of an input of type T (any dtype), into an output of any dtype.
   void (*reduce)(const op& o, const detail::reduce_layout& l, const ndarray& in, ndarray& out) = nullptr;
+  // float32 and float64, a reduction's fused program (reduce_fused.hpp): a block of the
+  // reduction combined into acc, and the sum of the program's values over one long row.
+  void (*reduce_block)(const op& o, const ndarray& block, ndarray& acc, ndarray& part, bool first) = nullptr;
+  double (*sum_program)(const compiled_program& cp, const ndarray* const* ins, int n_in, ndarray& value,
+                        std::int64_t n) = nullptr;
 };
 
 namespace detail {

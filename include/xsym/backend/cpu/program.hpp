@@ -72,6 +72,13 @@ using rows_fn = void (*)(const std::byte* const* in, const std::uint8_t* map, co
                          std::uint64_t column, std::byte* out, std::int64_t out_step, std::int64_t rows, std::int64_t len,
                          bool apart);
 
+/// @brief A typed tree's sums in double over `rows` rows of `len` elements (typed_kernel.hpp's
+/// typed_sum_rows, a reduction's fused program): input k of the program (arg j reads
+/// in[map[j]]) starts its rows step[k] bytes apart (0: the same row for every row); the inputs
+/// in the bits the kernel was bound for are one value. Row r's sum goes to out[r].
+using sum_rows_fn = void (*)(const std::byte* const* in, const std::uint8_t* map, const std::int64_t* step,
+                             std::int64_t rows, std::int64_t len, double* out);
+
 /// @brief A program with its kernels looked up once, when the function is built.
 struct compiled_program {
   std::shared_ptr<const program> prog;
@@ -120,6 +127,9 @@ struct compiled_program {
   rows_fn rows = nullptr;
   std::uint64_t rows_scalar_bits = 0;
   std::array<std::uint8_t, 64> rows_map{};
+  // A reduction's program: a typed tree's sums (bind_typed_sum), arg j reading sum_map[j].
+  sum_rows_fn typed_sum = nullptr;
+  std::array<std::uint8_t, 64> sum_map{};
 };
 
 namespace detail {

@@ -72,7 +72,7 @@ struct reduce_layout {
 // on signed ones: GCC 12's loop vectorizer at -O3 (AVX2, AVX-512) miscompiles that pattern,
 // int32 sums of 8 or more elements came out wrong.
 template <class Acc, class In>
-Acc sum_chains(const In* p, std::int64_t i, std::int64_t n) {
+[[gnu::always_inline]] inline Acc sum_chains(const In* p, std::int64_t i, std::int64_t n) {
   using S = typename wrapping_type<Acc>::type;
   S s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   for (; i + 4 <= n; i += 4) {
@@ -85,46 +85,95 @@ Acc sum_chains(const In* p, std::int64_t i, std::int64_t n) {
   return static_cast<Acc>((s0 + s1) + (s2 + s3));
 }
 
-// A contiguous float or double run summed in double, in vectors where the CPU has them: eight
-// or sixteen partial sums instead of four scalar chains, and a smaller error for it. The order differs from a running sum; so does numpy's (pairwise).
-template <class In>
-double sum_contiguous(const In* p, std::int64_t n) {
+// A run of n float or double values summed in double, in vectors where the CPU has them: eight
+// or sixteen partial sums instead of four scalar chains, and a smaller error for it. The order
+// differs from a running sum; so does numpy's (pairwise). The values come from `v`:
+// v.block(i) points at values [i, i + sum_block), v.rest(i, n) at [i, n) (fewer than
+// sum_block), each asked for once and in order, so a reader that computes them (a fused
+// program, a typed tree) sums them in the order, and to the bits, of their array.
+#if defined(__AVX512F__)
+inline constexpr std::int64_t sum_block = 32;
+#elif defined(__AVX__)
+inline constexpr std::int64_t sum_block = 16;
+#else
+inline constexpr std::int64_t sum_block = 4;  // four scalar chains
+#endif
+template <class In, class Values>
+double sum_values(Values& v, std::int64_t n) {
   std::int64_t i = 0;
-  double vectors = 0;
+  double vectors = 0;  // added to the chains, as in every path: a sum of -0 values is +0
 #if defined(__AVX512F__)
   if (n >= 8) {
     __m512d s[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
-    for (; i + 32 <= n; i += 32)
+    for (; i + 32 <= n; i += 32) {
+      const In* p = v.block(i);
 XSYM_UNROLL(4)
       for (int q = 0; q < 4; ++q) {
-        if constexpr (std::is_same_v<In, float>) s[q] = _mm512_add_pd(s[q], _mm512_cvtps_pd(_mm256_loadu_ps(p + i + 8 * q)));
-        else s[q] = _mm512_add_pd(s[q], _mm512_loadu_pd(p + i + 8 * q));
+        if constexpr (std::is_same_v<In, float>) s[q] = _mm512_add_pd(s[q], _mm512_cvtps_pd(_mm256_loadu_ps(p + 8 * q)));
+        else s[q] = _mm512_add_pd(s[q], _mm512_loadu_pd(p + 8 * q));
       }
-    for (; i + 8 <= n; i += 8) {  // what is left a vector at a time: rows of 8 to 31 values too
-      if constexpr (std::is_same_v<In, float>) s[0] = _mm512_add_pd(s[0], _mm512_cvtps_pd(_mm256_loadu_ps(p + i)));
-      else s[0] = _mm512_add_pd(s[0], _mm512_loadu_pd(p + i));
+    }
+    const In* p = v.rest(i, n);
+    std::int64_t k = 0;
+    for (; i + k + 8 <= n; k += 8) {  // what is left a vector at a time: rows of 8 to 31 values too
+      if constexpr (std::is_same_v<In, float>) s[0] = _mm512_add_pd(s[0], _mm512_cvtps_pd(_mm256_loadu_ps(p + k)));
+      else s[0] = _mm512_add_pd(s[0], _mm512_loadu_pd(p + k));
     }
     vectors = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(s[0], s[1]), _mm512_add_pd(s[2], s[3])));
+    return vectors + sum_chains<double>(p, k, n - i);
   }
+  return vectors + sum_chains<double>(v.rest(i, n), 0, n - i);  // fewer than 8 values
 #elif defined(__AVX__)
   if (n >= 4) {
     __m256d s[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
-    for (; i + 16 <= n; i += 16)
+    for (; i + 16 <= n; i += 16) {
+      const In* p = v.block(i);
 XSYM_UNROLL(4)
       for (int q = 0; q < 4; ++q) {
-        if constexpr (std::is_same_v<In, float>) s[q] = _mm256_add_pd(s[q], _mm256_cvtps_pd(_mm_loadu_ps(p + i + 4 * q)));
-        else s[q] = _mm256_add_pd(s[q], _mm256_loadu_pd(p + i + 4 * q));
+        if constexpr (std::is_same_v<In, float>) s[q] = _mm256_add_pd(s[q], _mm256_cvtps_pd(_mm_loadu_ps(p + 4 * q)));
+        else s[q] = _mm256_add_pd(s[q], _mm256_loadu_pd(p + 4 * q));
       }
-    for (; i + 4 <= n; i += 4) {
-      if constexpr (std::is_same_v<In, float>) s[0] = _mm256_add_pd(s[0], _mm256_cvtps_pd(_mm_loadu_ps(p + i)));
-      else s[0] = _mm256_add_pd(s[0], _mm256_loadu_pd(p + i));
+    }
+    const In* p = v.rest(i, n);
+    std::int64_t k = 0;
+    for (; i + k + 4 <= n; k += 4) {
+      if constexpr (std::is_same_v<In, float>) s[0] = _mm256_add_pd(s[0], _mm256_cvtps_pd(_mm_loadu_ps(p + k)));
+      else s[0] = _mm256_add_pd(s[0], _mm256_loadu_pd(p + k));
     }
     alignas(32) double lanes[4];
     _mm256_store_pd(lanes, _mm256_add_pd(_mm256_add_pd(s[0], s[1]), _mm256_add_pd(s[2], s[3])));
     vectors = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    return vectors + sum_chains<double>(p, k, n - i);
   }
+  return vectors + sum_chains<double>(v.rest(i, n), 0, n - i);  // fewer than 4 values
+#else
+  // sum_chains' four chains, four values at a time.
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (; i + 4 <= n; i += 4) {
+    const In* p = v.block(i);
+    s0 += static_cast<double>(p[0]);
+    s1 += static_cast<double>(p[1]);
+    s2 += static_cast<double>(p[2]);
+    s3 += static_cast<double>(p[3]);
+  }
+  if (i < n) {
+    const In* p = v.rest(i, n);
+    for (std::int64_t k = 0; i + k < n; ++k) s0 += static_cast<double>(p[k]);
+  }
+  return vectors + ((s0 + s1) + (s2 + s3));
 #endif
-  return vectors + sum_chains<double>(p, i, n);
+}
+// An array's values, where they lie.
+template <class In>
+struct array_values {
+  const In* p;
+  const In* block(std::int64_t i) const { return p + i; }
+  const In* rest(std::int64_t i, std::int64_t) const { return p + i; }
+};
+template <class In>
+double sum_contiguous(const In* p, std::int64_t n) {
+  array_values<In> v{p};
+  return sum_values<In>(v, n);
 }
 
 // ---- vector paths for float and double: sums and means, max and min -----------------------
@@ -455,8 +504,9 @@ void reduce_into(const op& o, const reduce_layout& l, const ndarray& in, ndarray
 }
 }  // namespace detail
 
-/// @brief Reduces `in` over op.axes into `out` (already allocated with the kept dimensions).
-inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
+namespace detail {
+// Kept axes first, reduced axes last, with in's strides.
+inline reduce_layout layout_of(const op& o, const ndarray& in) {
   const int rank = in.rank();
   std::uint32_t reduced = 0;  // bit d: axis d is reduced (a mask, not a vector: no allocation per call)
   for (int a : o.axes) reduced |= std::uint32_t{1} << a;
@@ -471,10 +521,70 @@ inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
     }
   }
   l.count = l.red.size();
+  return l;
+}
+}  // namespace detail
+
+/// @brief Reduces `in` over op.axes into `out` (already allocated with the kept dimensions).
+inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
+  const detail::reduce_layout l = detail::layout_of(o, in);
   if (l.count == 0 && (o.reduction == reduce_op::max || o.reduction == reduce_op::min))
     throw shape_error("zero-size array to a reduction (" + std::string(reduce_name(o.reduction)) +
                       ") which has no identity; input shape " + to_string(in.shape()));
   kernels_of(in.type()).reduce(o, l, in, out);
+}
+
+// ---- a reduction in blocks (careduce_fusion: exec/cpu_nodes.hpp, reduce_fused_node) ---------
+// A block of a larger reduction whose reduced axes include the blocks' axis: sums, means and
+// products accumulate in double as run_reduce's do, max and min in the input's type; each
+// block's result is combined into acc in block order with the loop's own rule (max and min
+// keep the last NaN and the first of equal values, as one loop over all blocks would).
+namespace detail {
+template <class In>
+void reduce_block_typed(const op& s, const ndarray& block, ndarray& acc, ndarray& part, bool first) {
+  const reduce_layout l = layout_of(s, block);
+  auto run = [&]<class Acc>() {
+    Acc* a = acc.data_as<Acc>();
+    reduce_loop<In, Acc, Acc>(s, l, block.data_as<In>(), first ? a : part.data_as<Acc>());
+    if (first) return;
+    const reducer<Acc> r{s.reduction};
+    const Acc* p = part.data_as<Acc>();
+    for (std::int64_t k = 0, n = acc.size(); k < n; ++k) a[k] = r.combine(a[k], p[k]);
+  };
+  if (s.reduction == reduce_op::max || s.reduction == reduce_op::min) run.template operator()<In>();
+  else run.template operator()<double>();
+}
+}  // namespace detail
+
+/// @brief The dtype reduce_block accumulates a float input's blocks in.
+inline dtype block_acc_type(const op& o, dtype in) {
+  return o.reduction == reduce_op::max || o.reduction == reduce_op::min ? in : dtype::float64;
+}
+/// @brief Reduces a C-contiguous float or double block into acc (block_acc_type, the kept
+/// shape), or combines it with what acc holds (`first` false; `part` is scratch of acc's shape).
+/// A mean is o's sum here (reduction sum), divided by finish_blocks.
+inline void reduce_block(const op& o, const ndarray& block, ndarray& acc, ndarray& part, bool first) {
+  if (o.reduction == reduce_op::mean) throw std::logic_error("xsym: reduce_block sums a mean's blocks (reduction sum)");
+  const auto f = kernels_of(block.type()).reduce_block;  // the block's dtype's, compiled where the program has it
+  if (!f) throw std::logic_error("xsym: reduce_block takes float32 or float64 blocks");
+  f(o, block, acc, part, first);
+}
+/// @brief out from the blocks' acc: a mean divided by `count`, the reduced elements of all blocks.
+inline void finish_blocks(const op& o, const ndarray& acc, std::int64_t count, ndarray& out) {
+  auto write = [&]<class Acc, class Out>() {
+    const Acc* a = acc.data_as<Acc>();
+    Out* d = out.data_as<Out>();
+    for (std::int64_t k = 0, n = out.size(); k < n; ++k)
+      d[k] = o.reduction == reduce_op::mean ? static_cast<Out>(static_cast<double>(a[k]) / static_cast<double>(count))
+                                            : static_cast<Out>(a[k]);
+  };
+  auto to = [&]<class Acc>() {
+    if (out.type() == dtype::float32) write.template operator()<Acc, float>();
+    else if (out.type() == dtype::float64) write.template operator()<Acc, double>();
+    else throw std::logic_error("xsym: finish_blocks writes float32 or float64");
+  };
+  if (acc.type() == dtype::float32) to.template operator()<float>();
+  else to.template operator()<double>();
 }
 
 namespace detail {

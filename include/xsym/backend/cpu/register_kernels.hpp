@@ -12,6 +12,7 @@
 #include "kernel_table.hpp"
 #include "one_pass.hpp"
 #include "reduce.hpp"
+#include "reduce_fused.hpp"
 
 namespace xsym::cpu {
 
@@ -35,6 +36,8 @@ const typed_kernels& make_typed_kernels() {
       k.chain_one = &chain_one<T>;
       k.shared_exp = &shared_exp_kernel_for<T>;
       k.one_pass = &one_pass_typed<T>;
+      k.reduce_block = &reduce_block_typed<T>;
+      k.sum_program = &sum_program<T>;
     }
     if constexpr (!std::is_same_v<T, bool>) {
       k.gemv = &gemv_typed<T>;

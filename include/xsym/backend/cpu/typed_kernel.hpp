@@ -22,6 +22,7 @@
 #include "chain_kernels.hpp"
 #include "fault.hpp"
 #include "program.hpp"
+#include "reduce.hpp"
 
 namespace xsym::cpu {
 
@@ -162,8 +163,9 @@ template <class Tree, class T = typename Tree::value_type, int L = Tree::leaves>
 
 // The last n - i elements (fewer than a batch) as one batch over copies of the leaves' last
 // elements (tail_batch), as the ops' own kernels take theirs.
+// Elements [i, n) into out[0, n - i).
 template <class Tree, class T, int L>
-[[gnu::always_inline]] inline void typed_tail(const typed_args<T, L>& a, T* const out, std::int64_t i, std::int64_t n) {
+[[gnu::always_inline]] inline void typed_tail_at(const typed_args<T, L>& a, T* const out, std::int64_t i, std::int64_t n) {
   using B = xsimd::batch<T>;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
   constexpr std::uint64_t one_value = scalar_leaves<Tree>();
@@ -177,7 +179,11 @@ template <class Tree, class T, int L>
       t.p[j] = copies[j];
     }
   typed_eval<Tree, 0>::template at<B>(t, 0).store_aligned(result);
-  for (std::int64_t j = 0; j < r; ++j) out[i + j] = result[j];
+  for (std::int64_t j = 0; j < r; ++j) out[j] = result[j];
+}
+template <class Tree, class T, int L>
+[[gnu::always_inline]] inline void typed_tail(const typed_args<T, L>& a, T* const out, std::int64_t i, std::int64_t n) {
+  typed_tail_at<Tree>(a, out + i, i, n);
 }
 
 // The tails out of line, the leaves found again: with `a` (or the aligned copies) in the loop's
@@ -335,6 +341,55 @@ void typed_run_rows(const std::byte* const* in, const std::uint8_t* map, const s
   }
 }
 
+// The tree's values for sum_values (reduce.hpp): a block at a time into a buffer that stays
+// in L1, each element computed as typed_run computes it (the tail from copies, typed_tail).
+template <class Tree, class T, int L>
+struct tree_values {
+  using B = xsimd::batch<T>;
+  static constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  static constexpr std::int64_t size = sum_block > w ? sum_block : w;
+  typed_args<T, L> a;
+  alignas(64) T buf[size];
+  [[gnu::always_inline]] const T* block(std::int64_t i) {
+    for (std::int64_t k = 0; k < sum_block; k += w) typed_eval<Tree, 0>::template at<B>(a, i + k).store_aligned(buf + k);
+    return buf;
+  }
+  const T* rest(std::int64_t i, std::int64_t n) {
+    std::int64_t k = 0;
+    for (; i + k + w <= n; k += w) typed_eval<Tree, 0>::template at<B>(a, i + k).store_aligned(buf + k);
+    if (i + k < n) typed_tail_at<Tree>(a, buf + k, i + k, n);
+    return buf;
+  }
+};
+/// The tree's sum over each of `rows` rows of `len` elements, in double, in sum_contiguous's
+/// order: the bits run_reduce gives on the tree's values (sum_rows_fn).
+template <class Tree>
+void typed_sum_rows(const std::byte* const* in, const std::uint8_t* map, const std::int64_t* step, std::int64_t rows,
+                    std::int64_t len, double* out) {
+  using T = typename Tree::value_type;
+  constexpr int L = Tree::leaves;
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  tree_values<Tree, T, L> v{run_args<Tree>(in, map), {}};
+  const T* first[L];
+  std::int64_t by[L];
+  for (int j = 0; j < L; ++j) {
+    first[j] = v.a.p[j];
+    by[j] = (one_value >> j) & 1u ? 0 : step[map[j]];
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (int j = 0; j < L; ++j) v.a.p[j] = reinterpret_cast<const T*>(reinterpret_cast<const std::byte*>(first[j]) + r * by[j]);
+    out[r] = sum_values<T>(v, len);
+  }
+}
+
+struct typed_sum_entry {
+  std::string pattern;
+  dtype type;
+  sum_rows_fn sum;
+  std::uint64_t scalar_leaves;
+  int leaves;
+};
+
 struct typed_entry {
   std::string pattern;  // the tree's text, each leaf written i#
   dtype type;
@@ -386,8 +441,9 @@ class tree_registry {
   /// With one_value (bit r: input r is one value for the whole node), the entry whose rank-0
   /// leaves are those inputs: trees of one text may differ in which leaves are rank 0
   /// (`a * x + 1` with a scalar `a` and with a vector), and only that one's kernel can run.
-  std::optional<Entry> find(const program& p, std::uint8_t* map, std::optional<std::uint64_t> one_value = {}) {
-    if (p.outputs.size() != 1 || p.code.size() < 2 || p.n_inputs > 64 || p.reg_types.empty()) return std::nullopt;
+  std::optional<Entry> find(const program& p, std::uint8_t* map, std::optional<std::uint64_t> one_value = {},
+                            std::size_t min_steps = 2) {
+    if (p.outputs.size() != 1 || p.code.size() < min_steps || p.n_inputs > 64 || p.reg_types.empty()) return std::nullopt;
     const dtype t = p.reg_types[0];
     for (dtype r : p.reg_types)
       if (r != t) return std::nullopt;
@@ -429,6 +485,13 @@ struct typed_registration {
                                                   Tree::leaves}),
        true);
 };
+template <class Tree>
+struct typed_sum_registration {
+  static inline const bool done =
+      (tree_registry<typed_sum_entry>::instance().add({tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(),
+                                                      &typed_sum_rows<Tree>, scalar_leaves<Tree>(), Tree::leaves}),
+       true);
+};
 }  // namespace detail
 
 /// @brief Compiles Tree's kernel into the program, registered at its start: function() calls it
@@ -436,6 +499,11 @@ struct typed_registration {
 template <class Tree>
 void use_typed_kernel() {
   (void)detail::typed_registration<Tree>::done;
+}
+/// @brief Compiles Tree's sums into the program (sum and mean of a typed expression).
+template <class Tree>
+void use_typed_sum() {
+  (void)detail::typed_sum_registration<Tree>::done;
 }
 
 XSYM_COLD_BEGIN
@@ -462,6 +530,19 @@ inline bool bind_typed_kernel(compiled_program& cp, std::uint64_t one_value_inpu
   cp.rows = e->rows;
   cp.rows_scalar_bits = one_value_inputs;
   cp.rows_map = cp.typed_map;
+  return true;
+}
+/// @brief Binds a registered tree's sums (use_typed_sum) to a reduction's fused program of one
+/// step or more whose text is the tree's, as bind_typed_kernel binds its kernel. False where none is.
+inline bool bind_typed_sum(compiled_program& cp, std::uint64_t one_value_inputs) {
+  for (const compiled_step& st : cp.steps)
+    if (st.shared >= 0) return false;
+  if (detail::fault_state().kind != testing::fault_kind::none || testing::broken_simd_kernel()) return false;
+  std::array<std::uint8_t, 64> map{};
+  const auto e = detail::tree_registry<detail::typed_sum_entry>::instance().find(*cp.prog, map.data(), one_value_inputs, 1);
+  if (!e) return false;
+  cp.typed_sum = e->sum;
+  std::copy(map.begin(), map.begin() + e->leaves, cp.sum_map.begin());
   return true;
 }
 XSYM_COLD_END
