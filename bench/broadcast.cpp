@@ -11,6 +11,9 @@
 //   softmax    xsym::softmax(x, 1)                       (Eigen: the four steps by hand, its exp scalar)
 //   argmax     argmax(x, 1), each row's first maximum    (Eigen: maxCoeff(&index) row by row)
 //   tadd       transpose(x) + y, an operand across rows  (Eigen: X.transpose() + Y)
+//   mse        mean(sqr(x - z)), reduced as computed     (Eigen: (X - Z).squaredNorm() / size)
+//   rowdot     sum(x * z, 1), each row's dot product     (Eigen: (X.array() * Z.array()).rowwise().sum())
+//   colsq      sum(sqr(x), 0), each column's squares     (Eigen: X.array().square().colwise().sum())
 //   heat_step  set_subtensor(u[1:-1, 1:-1], stencil), examples/heat_equation.cpp's update,
 //              against the hand loop with two buffers ("loop")
 // xsym writes into preallocated results (`into`), Eigen into preallocated matrices. Each
@@ -70,6 +73,10 @@ void broadcasts(std::size_t rows, std::size_t cols, std::mt19937& rng) {
   auto argmax = xsym::function("argmax", xsym::inputs(x), xsym::argmax(x, 1));
   auto yt = xsym::matrix<T>("y");
   auto tadd = xsym::function("tadd", xsym::inputs(x, yt), xsym::transpose(x) + yt);
+  auto zv = xsym::matrix<T>("z");
+  auto mse = xsym::function("mse", xsym::inputs(x, zv), mean(sqr(x - zv)));
+  auto rowdot = xsym::function("rowdot", xsym::inputs(x, zv), sum(x * zv, 1));
+  auto colsq = xsym::function("colsq", xsym::inputs(x), sum(sqr(x), 0));
 
   Mat E(r, c);
   Col Er(r);
@@ -141,6 +148,19 @@ void broadcasts(std::size_t rows, std::size_t cols, std::mt19937& rng) {
   std::copy(Y.data(), Y.data() + Y.size(), yy.data());
   run("tadd", [&] { tadd.into(out_t)(xx, yy); }, [&] { Et.noalias() = X.transpose() + Y; },
       [&] { return worst_difference(out_t, Et); }, 0.0);
+  Mat Z(r, c);
+  for (Eigen::Index k = 0; k < Z.size(); ++k) Z.data()[k] = n(rng);
+  xt::xtensor<T, 2> zz = xt::empty<T>({rows, cols});
+  std::copy(Z.data(), Z.data() + Z.size(), zz.data());
+  xt::xtensor<T, 0> out_s = xt::xtensor<T, 0>(T(0));
+  T Es = 0;
+  // Eigen sums in float: its error, a few ulps of the mean square (about 2).
+  run("mse", [&] { mse.into(out_s)(xx, zz); }, [&] { Es = (X - Z).squaredNorm() / T(size); },
+      [&] { return std::abs(double(out_s()) - double(Es)); }, 1e-4);
+  run("rowdot", [&] { rowdot.into(out_r)(xx, zz); }, [&] { Er.noalias() = (X.array() * Z.array()).rowwise().sum().matrix(); },
+      per_row, sum_bound);
+  run("colsq", [&] { colsq.into(out_c)(xx); }, [&] { Ec.noalias() = X.array().square().colwise().sum().matrix(); }, per_col,
+      4 * sum_bound);
 }
 
 void heat_step(std::size_t n, int steps) {

@@ -264,7 +264,7 @@ def main():
     # Broadcasts and reductions against Eigen, the heat equation's step against its loop
     # (bench/broadcast.cpp).
     shapes = ("rowvec", "colvec", "center", "colexp", "rowsum", "colsum", "rowmax", "colmax", "softmax", "argmax",
-              "tadd", "heat_step")
+              "tadd", "mse", "rowdot", "colsq", "heat_step")
     for r in results:
         if r["benchmark"] in shapes and r["impl"] == "xsym":
             peer = "loop" if r["benchmark"] == "heat_step" else "eigen"
