@@ -4752,7 +4752,9 @@ XSYM_COLD_END
 
 #include <memory>
 #include <sstream>
+#include <algorithm>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 
@@ -4852,6 +4854,24 @@ inline void renumber_nodes(function_graph& g) {
       g.slots[static_cast<std::size_t>(g.nodes[i].outputs[o])].owner_output = static_cast<int>(o);
     }
   }
+}
+
+/// @brief The slots a function hands back, its outputs and its updates' new values: a rewrite
+/// may not fold them into a node that no longer writes them.
+inline std::unordered_set<int> kept_slots(const function_graph& g) {
+  std::unordered_set<int> kept(g.outputs.begin(), g.outputs.end());
+  for (auto [target, value] : g.updates) kept.insert(value);
+  return kept;
+}
+
+/// @brief Drops the nodes with these ids (a rewrite absorbed them into others) and renumbers.
+inline void remove_nodes(function_graph& g, const std::vector<int>& ids) {
+  if (ids.empty()) return;
+  std::vector<apply_node> order;
+  for (apply_node& m : g.nodes)
+    if (std::find(ids.begin(), ids.end(), m.id) == ids.end()) order.push_back(std::move(m));
+  g.nodes = std::move(order);
+  renumber_nodes(g);
 }
 
 /// @brief Prints the graph from its outputs down, one line per node, as Theano's debugprint does.
@@ -14794,8 +14814,7 @@ namespace xsym::detail {
 /// Never a function input, a shared variable, a constant, a view, or a value read later.
 inline void inplace_pass(function_graph& g, rewrite_record& rec) {
   const auto clients = g.clients();
-  std::unordered_set<int> kept(g.outputs.begin(), g.outputs.end());
-  for (auto [target, value] : g.updates) kept.insert(value);
+  const std::unordered_set<int> kept = kept_slots(g);
   for (apply_node& n : g.nodes) {
     // Accumulating products and IncSubtensor write into their first input only.
     const bool first_only = ((n.fn->kind == op_kind::gemv || n.fn->kind == op_kind::dot22) && n.fn->accumulate) ||
@@ -15119,8 +15138,7 @@ inline int transposed_matrix(const function_graph& g, const apply_node& b) {
 }
 
 inline void one_pass_gemv_pass(function_graph& g, rewrite_record& rec) {
-  std::unordered_set<int> kept(g.outputs.begin(), g.outputs.end());
-  for (auto [target, value] : g.updates) kept.insert(value);
+  const std::unordered_set<int> kept = kept_slots(g);
   bool changed = true;
   while (changed) {
     changed = false;
@@ -15226,8 +15244,7 @@ XSYM_COLD_BEGIN  // rewrites run when a function is built
 namespace xsym::detail {
 
 inline void careduce_fusion_pass(function_graph& g, rewrite_record& rec) {
-  std::unordered_set<int> kept(g.outputs.begin(), g.outputs.end());
-  for (auto [target, value] : g.updates) kept.insert(value);
+  const std::unordered_set<int> kept = kept_slots(g);
   const auto clients = g.clients();
   std::vector<int> absorbed;  // ids of the elementwise nodes taken in
   for (apply_node& n : g.nodes) {
@@ -15256,12 +15273,7 @@ inline void careduce_fusion_pass(function_graph& g, rewrite_record& rec) {
     n.inputs = e.inputs;
     absorbed.push_back(e.id);
   }
-  if (absorbed.empty()) return;
-  std::vector<apply_node> order;
-  for (apply_node& m : g.nodes)
-    if (std::find(absorbed.begin(), absorbed.end(), m.id) == absorbed.end()) order.push_back(std::move(m));
-  g.nodes = std::move(order);
-  renumber_nodes(g);
+  remove_nodes(g, absorbed);
 }
 
 }  // namespace xsym::detail
@@ -15287,8 +15299,7 @@ XSYM_COLD_BEGIN  // rewrites run when a function is built
 namespace xsym::detail {
 
 inline void set_subtensor_fusion_pass(function_graph& g, rewrite_record& rec) {
-  std::unordered_set<int> kept(g.outputs.begin(), g.outputs.end());
-  for (auto [target, value] : g.updates) kept.insert(value);
+  const std::unordered_set<int> kept = kept_slots(g);
   const auto clients = g.clients();
   std::vector<int> absorbed;  // ids of the elementwise nodes taken in
   for (apply_node& n : g.nodes) {
@@ -15316,12 +15327,7 @@ inline void set_subtensor_fusion_pass(function_graph& g, rewrite_record& rec) {
     n.inputs = std::move(inputs);
     absorbed.push_back(e.id);
   }
-  if (absorbed.empty()) return;
-  std::vector<apply_node> order;
-  for (apply_node& m : g.nodes)
-    if (std::find(absorbed.begin(), absorbed.end(), m.id) == absorbed.end()) order.push_back(std::move(m));
-  g.nodes = std::move(order);
-  renumber_nodes(g);
+  remove_nodes(g, absorbed);
 }
 
 }  // namespace xsym::detail

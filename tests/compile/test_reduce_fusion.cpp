@@ -30,13 +30,6 @@ xt::xtensor<T, N> random_array(const std::array<std::size_t, N>& shape, std::mt1
   return a;
 }
 
-template <class F>
-std::vector<std::string> names(const F& f) {
-  std::vector<std::string> n;
-  for (const auto& node : f.toposort()) n.push_back(node.op_name());
-  return n;
-}
-
 template <class A, class B>
 bool same_bits(const A& a, const B& b) {
   if constexpr (std::is_arithmetic_v<A>) return std::memcmp(&a, &b, sizeof(A)) == 0;  // a rank-0 output
@@ -65,7 +58,7 @@ void check_full_sums() {
   auto outs = [&] { return xsym::outputs(mean(sqr(x - y)), sum(d * d + T(1)), sum(exp(x) * T(0.5))); };
   auto fused = xsym::function("f", xsym::inputs(x, y), outs());
   auto two = xsym::function("f", xsym::inputs(x, y), outs(), xsym::optimizer_excluding("careduce_fusion"));
-  const auto fn = names(fused), tn = names(two);
+  const auto fn = xsym_test::op_names(fused), tn = xsym_test::op_names(two);
   CHECK(std::count(fn.begin(), fn.end(), "Mean{Composite{sqr((i0 - i1))}}") == 1);
   CHECK(std::count_if(fn.begin(), fn.end(), [](const std::string& s) { return s.rfind("Sum{Composite{", 0) == 0; }) == 2);
   CHECK(std::count_if(fn.begin(), fn.end(), [](const std::string& s) { return s.rfind("Elemwise", 0) == 0; }) == 0);
@@ -121,7 +114,7 @@ void check_axes() {
   };
   auto fused = xsym::function("f", xsym::inputs(x, z, b, u, c, e), outs());
   auto two = xsym::function("f", xsym::inputs(x, z, b, u, c, e), outs(), xsym::optimizer_excluding("careduce_fusion"));
-  const auto fn = names(fused);
+  const auto fn = xsym_test::op_names(fused);
   CHECK(std::count_if(fn.begin(), fn.end(), [](const std::string& s) { return s.find("Composite{") != std::string::npos; }) == 13);
   CHECK(std::count(fn.begin(), fn.end(), "Sum{1;Composite{(i0 * i1)}}") == 3);  // x * z, x * u, transpose(x) * 2
   // Rows of one element, shorter than a batch, with a tail, and many rows of a block each.
@@ -219,7 +212,7 @@ TEST_CASE("careduce_fusion: excluded by name or tag, under DebugMode, openmp, in
   auto cost = mean(sqr(x - y));
   for (const char* excluded : {"careduce_fusion", "fusion"}) {
     auto f = xsym::function("f", xsym::inputs(x, y), cost, xsym::optimizer_excluding(excluded));
-    const auto fn = names(f);
+    const auto fn = xsym_test::op_names(f);
     CHECK(std::count(fn.begin(), fn.end(), "Mean") == 1);
   }
   const auto X = random_array<double, 1>({30011}, rng), Y = random_array<double, 1>({30011}, rng);

@@ -3,7 +3,9 @@
 
 #include <memory>
 #include <sstream>
+#include <algorithm>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "../config/cold.hpp"
@@ -106,6 +108,24 @@ inline void renumber_nodes(function_graph& g) {
       g.slots[static_cast<std::size_t>(g.nodes[i].outputs[o])].owner_output = static_cast<int>(o);
     }
   }
+}
+
+/// @brief The slots a function hands back, its outputs and its updates' new values: a rewrite
+/// may not fold them into a node that no longer writes them.
+inline std::unordered_set<int> kept_slots(const function_graph& g) {
+  std::unordered_set<int> kept(g.outputs.begin(), g.outputs.end());
+  for (auto [target, value] : g.updates) kept.insert(value);
+  return kept;
+}
+
+/// @brief Drops the nodes with these ids (a rewrite absorbed them into others) and renumbers.
+inline void remove_nodes(function_graph& g, const std::vector<int>& ids) {
+  if (ids.empty()) return;
+  std::vector<apply_node> order;
+  for (apply_node& m : g.nodes)
+    if (std::find(ids.begin(), ids.end(), m.id) == ids.end()) order.push_back(std::move(m));
+  g.nodes = std::move(order);
+  renumber_nodes(g);
 }
 
 /// @brief Prints the graph from its outputs down, one line per node, as Theano's debugprint does.

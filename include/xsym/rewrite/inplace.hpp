@@ -15,8 +15,7 @@ namespace xsym::detail {
 /// Never a function input, a shared variable, a constant, a view, or a value read later.
 inline void inplace_pass(function_graph& g, rewrite_record& rec) {
   const auto clients = g.clients();
-  std::unordered_set<int> kept(g.outputs.begin(), g.outputs.end());
-  for (auto [target, value] : g.updates) kept.insert(value);
+  const std::unordered_set<int> kept = kept_slots(g);
   for (apply_node& n : g.nodes) {
     // Accumulating products and IncSubtensor write into their first input only.
     const bool first_only = ((n.fn->kind == op_kind::gemv || n.fn->kind == op_kind::dot22) && n.fn->accumulate) ||

@@ -29,8 +29,7 @@ inline int transposed_matrix(const function_graph& g, const apply_node& b) {
 }
 
 inline void one_pass_gemv_pass(function_graph& g, rewrite_record& rec) {
-  std::unordered_set<int> kept(g.outputs.begin(), g.outputs.end());
-  for (auto [target, value] : g.updates) kept.insert(value);
+  const std::unordered_set<int> kept = kept_slots(g);
   bool changed = true;
   while (changed) {
     changed = false;

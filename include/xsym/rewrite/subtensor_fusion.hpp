@@ -18,8 +18,7 @@ XSYM_COLD_BEGIN  // rewrites run when a function is built
 namespace xsym::detail {
 
 inline void set_subtensor_fusion_pass(function_graph& g, rewrite_record& rec) {
-  std::unordered_set<int> kept(g.outputs.begin(), g.outputs.end());
-  for (auto [target, value] : g.updates) kept.insert(value);
+  const std::unordered_set<int> kept = kept_slots(g);
   const auto clients = g.clients();
   std::vector<int> absorbed;  // ids of the elementwise nodes taken in
   for (apply_node& n : g.nodes) {
@@ -47,12 +46,7 @@ inline void set_subtensor_fusion_pass(function_graph& g, rewrite_record& rec) {
     n.inputs = std::move(inputs);
     absorbed.push_back(e.id);
   }
-  if (absorbed.empty()) return;
-  std::vector<apply_node> order;
-  for (apply_node& m : g.nodes)
-    if (std::find(absorbed.begin(), absorbed.end(), m.id) == absorbed.end()) order.push_back(std::move(m));
-  g.nodes = std::move(order);
-  renumber_nodes(g);
+  remove_nodes(g, absorbed);
 }
 
 }  // namespace xsym::detail
