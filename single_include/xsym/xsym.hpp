@@ -2257,6 +2257,11 @@ struct op {
     return "Gpu" + n;
   }
 
+  // The fused program as a name prints it: Composite{text}, a long text as Theano's "...".
+  std::string composite_part() const {
+    return "Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
+  }
+
   std::string cpu_name() const {
     const std::string inplace = destroy_map.empty() ? "no_inplace" : "inplace";
     switch (kind) {
@@ -2268,7 +2273,7 @@ struct op {
         return "Elemwise{" + std::string(info(scalar).name) + "," + inplace + "}";
       case op_kind::composite:
         // Long composites print as Theano's do; the profile lists their full text and parts.
-        return "Elemwise{Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}}" +
+        return "Elemwise{" + composite_part() + "}" +
                destroy_suffix();
       case op_kind::dimshuffle: {
         std::string n = "InplaceDimShuffle{";
@@ -2280,7 +2285,7 @@ struct op {
         // A fused input's program follows the axes: Sum{Composite{sqr((i0 - i1))}}, Sum{1;Composite{(i0 * i1)}}.
         std::string n(reduce_name(reduction));
         std::string f;
-        if (fused) f = "Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
+        if (fused) f = composite_part();
         if (all_axes) return f.empty() ? n : n + "{" + f + "}";  // Theano prints a full reduction without axes
         n += "{";
         for (std::size_t i = 0; i < axes.size(); ++i) n += (i ? "," : "") + std::to_string(axes[i]);
@@ -2321,7 +2326,7 @@ struct op {
       case op_kind::inc_subtensor:
         return std::string("IncSubtensor{") + (destroy_map.empty() ? "" : "Inplace") + (set_values ? "Set;" : "Inc;") +
                slices_text() +
-               (fused ? ";Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}" : std::string()) +
+               (fused ? ";" + composite_part() : std::string()) +
                "}";
       case op_kind::reshape: return "Reshape{" + std::to_string(dims.size()) + "}";
       case op_kind::join: return "Join{axis=" + std::to_string(axes[0]) + "}";
@@ -2334,7 +2339,7 @@ struct op {
         return "CumOp{" + std::to_string(axes[0]) + (reduction == reduce_op::sum ? ", add}" : ", mul}");
       case op_kind::inc_rows: return "AdvancedIncSubtensor1{" + inplace + ",inc}";
       case op_kind::one_pass_gemv: {
-        std::string n = "OnePassGemv{Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
+        std::string n = "OnePassGemv{" + composite_part();
         char buf[64];
         if (!accumulate) buf[0] = 0;
         else if (beta == 1.0) std::snprintf(buf, sizeof buf, ",alpha=%g", alpha);
@@ -16138,8 +16143,9 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
         if (n.fn->fused) {  // careduce_fusion: the inputs are the program's
           t.prog = reference ? cpu::compile_program<false>(n.fn->fused) : cpu::compile_program<true>(n.fn->fused);
           if (!reference) {
-            cpu::bind_typed_kernel(t.prog, detail::one_value_inputs(g, n, t));
-            cpu::bind_typed_sum(t.prog, detail::one_value_inputs(g, n, t));
+            const std::uint64_t one_value = detail::one_value_inputs(g, n, t);
+            cpu::bind_typed_kernel(t.prog, one_value);
+            cpu::bind_typed_sum(t.prog, one_value);
           }
           t.run = reference ? &detail::run_reduce_steps : &detail::run_reduce_fused;
         } else {

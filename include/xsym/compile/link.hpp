@@ -95,8 +95,9 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
         if (n.fn->fused) {  // careduce_fusion: the inputs are the program's
           t.prog = reference ? cpu::compile_program<false>(n.fn->fused) : cpu::compile_program<true>(n.fn->fused);
           if (!reference) {
-            cpu::bind_typed_kernel(t.prog, detail::one_value_inputs(g, n, t));
-            cpu::bind_typed_sum(t.prog, detail::one_value_inputs(g, n, t));
+            const std::uint64_t one_value = detail::one_value_inputs(g, n, t);
+            cpu::bind_typed_kernel(t.prog, one_value);
+            cpu::bind_typed_sum(t.prog, one_value);
           }
           t.run = reference ? &detail::run_reduce_steps : &detail::run_reduce_fused;
         } else {

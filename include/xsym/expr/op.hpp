@@ -315,6 +315,11 @@ struct op {
     return "Gpu" + n;
   }
 
+  // The fused program as a name prints it: Composite{text}, a long text as Theano's "...".
+  std::string composite_part() const {
+    return "Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
+  }
+
   std::string cpu_name() const {
     const std::string inplace = destroy_map.empty() ? "no_inplace" : "inplace";
     switch (kind) {
@@ -326,7 +331,7 @@ struct op {
         return "Elemwise{" + std::string(info(scalar).name) + "," + inplace + "}";
       case op_kind::composite:
         // Long composites print as Theano's do; the profile lists their full text and parts.
-        return "Elemwise{Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}}" +
+        return "Elemwise{" + composite_part() + "}" +
                destroy_suffix();
       case op_kind::dimshuffle: {
         std::string n = "InplaceDimShuffle{";
@@ -338,7 +343,7 @@ struct op {
         // A fused input's program follows the axes: Sum{Composite{sqr((i0 - i1))}}, Sum{1;Composite{(i0 * i1)}}.
         std::string n(reduce_name(reduction));
         std::string f;
-        if (fused) f = "Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
+        if (fused) f = composite_part();
         if (all_axes) return f.empty() ? n : n + "{" + f + "}";  // Theano prints a full reduction without axes
         n += "{";
         for (std::size_t i = 0; i < axes.size(); ++i) n += (i ? "," : "") + std::to_string(axes[i]);
@@ -379,7 +384,7 @@ struct op {
       case op_kind::inc_subtensor:
         return std::string("IncSubtensor{") + (destroy_map.empty() ? "" : "Inplace") + (set_values ? "Set;" : "Inc;") +
                slices_text() +
-               (fused ? ";Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}" : std::string()) +
+               (fused ? ";" + composite_part() : std::string()) +
                "}";
       case op_kind::reshape: return "Reshape{" + std::to_string(dims.size()) + "}";
       case op_kind::join: return "Join{axis=" + std::to_string(axes[0]) + "}";
@@ -392,7 +397,7 @@ struct op {
         return "CumOp{" + std::to_string(axes[0]) + (reduction == reduce_op::sum ? ", add}" : ", mul}");
       case op_kind::inc_rows: return "AdvancedIncSubtensor1{" + inplace + ",inc}";
       case op_kind::one_pass_gemv: {
-        std::string n = "OnePassGemv{Composite{" + (fused->text.size() > 80 ? std::string("...") : fused->text) + "}";
+        std::string n = "OnePassGemv{" + composite_part();
         char buf[64];
         if (!accumulate) buf[0] = 0;
         else if (beta == 1.0) std::snprintf(buf, sizeof buf, ",alpha=%g", alpha);
