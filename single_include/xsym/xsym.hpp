@@ -8703,6 +8703,46 @@ double sum_contiguous(const In* p, std::int64_t n) {
   return sum_values<In>(v, n);
 }
 
+#if defined(__AVX512F__)
+// Eight rows of 8, 16 or 24 values (whole vectors, fewer than a block) summed at once, each to
+// sum_contiguous' bits: a row's vector sum as sum_values forms it, then the eight vectors
+// reduced together, pairing lanes as _mm512_reduce_add_pd does for one (the upper half plus the
+// lower, three times), then the empty chains' +0. One row at a time, the reduction's shuffles
+// and the call were most of a short row's cost.
+template <class In>
+[[gnu::always_inline]] inline __m512d row_vectors(const In* p, std::int64_t n) {
+  const __m512d z = _mm512_setzero_pd();
+  __m512d s = z;
+  for (std::int64_t k = 0; k < n; k += 8) {
+    if constexpr (std::is_same_v<In, float>) s = _mm512_add_pd(s, _mm512_cvtps_pd(_mm256_loadu_ps(p + k)));
+    else s = _mm512_add_pd(s, _mm512_loadu_pd(p + k));
+  }
+  return _mm512_add_pd(_mm512_add_pd(s, z), _mm512_add_pd(z, z));  // (s0 + s1) + (s2 + s3)
+}
+template <class In>
+void sum_rows8(const In* const* rows, std::int64_t n, double* out) {
+  // In 256-bit halves (no 512-bit lane crossing, which some cores split in two).
+  __m256d t3[8];
+XSYM_UNROLL(8)
+  for (int r = 0; r < 8; ++r) {  // each row's upper 256 bits plus its lower
+    const __m512d v = row_vectors(rows[r], n);
+    t3[r] = _mm256_add_pd(_mm512_extractf64x4_pd(v, 1), _mm512_castpd512_pd256(v));
+  }
+  __m256d t6[4];
+XSYM_UNROLL(4)
+  for (int q = 0; q < 4; ++q)  // rows 2q, 2q + 1: upper 128 bits plus lower
+    t6[q] = _mm256_add_pd(_mm256_permute2f128_pd(t3[2 * q], t3[2 * q + 1], 0x31),
+                          _mm256_permute2f128_pd(t3[2 * q], t3[2 * q + 1], 0x20));
+XSYM_UNROLL(2)
+  for (int q = 0; q < 2; ++q) {  // lane 0 plus lane 1, rows in the order 0 2 1 3, put back in order
+    const __m256d sums = _mm256_add_pd(_mm256_add_pd(_mm256_unpacklo_pd(t6[2 * q], t6[2 * q + 1]),
+                                                     _mm256_unpackhi_pd(t6[2 * q], t6[2 * q + 1])),
+                                       _mm256_setzero_pd());
+    _mm256_storeu_pd(out + 4 * q, _mm256_permute4x64_pd(sums, 0xD8));
+  }
+}
+#endif
+
 // ---- vector paths for float and double: sums and means, max and min -----------------------
 // One op's combine without a switch per element, on a value or on a batch of lanes (each lane
 // combined exactly as the scalar is: NaN wins, and a later value replaces only a greater one).
@@ -8994,6 +9034,30 @@ void reduce_loop(const op& o, const reduce_layout& l, const In* src, Out* dst) {
   }();
   if constexpr (std::is_floating_point_v<In>)
     if (reduce_vectors<In, Acc, Out>(o, l, src, dst)) return;
+  auto finish = [&](Acc acc) {
+    return o.reduction == reduce_op::mean ? static_cast<Out>(static_cast<double>(acc) / static_cast<double>(count))
+                                          : static_cast<Out>(acc);
+  };
+#if defined(__AVX512F__)
+  if constexpr (std::is_floating_point_v<In> && std::is_same_v<Acc, double>) {
+    if (red_contig && count % 8 == 0 && count > 0 && count < sum_block &&
+        (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean)) {
+      const In* rows[8];
+      double sums[8];
+      int k = 0;
+      std::int64_t j = 0;
+      xsym::detail::for_each_offset(kept.rank ? kept : shape_t{{1}, 1}, kept_st, [&](std::int64_t koff) {
+        rows[k++] = src + koff;
+        if (k < 8) return;
+        sum_rows8(rows, count, sums);
+        for (int q = 0; q < 8; ++q) dst[j++] = finish(sums[q]);
+        k = 0;
+      });
+      for (int q = 0; q < k; ++q) dst[j++] = finish(sum_contiguous(rows[q], count));
+      return;
+    }
+  }
+#endif
   std::int64_t j = 0;
   xsym::detail::for_each_offset(kept.rank ? kept : shape_t{{1}, 1}, kept_st, [&](std::int64_t koff) {
     Acc acc = r.identity();
@@ -9013,8 +9077,7 @@ void reduce_loop(const op& o, const reduce_layout& l, const In* src, Out* dst) {
         acc = r.combine(acc, static_cast<Acc>(p[roff]));
       });
     }
-    if (o.reduction == reduce_op::mean) dst[j++] = static_cast<Out>(static_cast<double>(acc) / static_cast<double>(count));
-    else dst[j++] = static_cast<Out>(acc);
+    dst[j++] = finish(acc);
   });
 }
 

@@ -450,6 +450,65 @@ TEST_CASE("sums, means, max and min in vectors: along columns, along rows, over 
   });
 }
 
+TEST_CASE("row sums of whole vectors, eight rows at a time, keep each row's own bits", "[expr][reduce]") {
+  // Rows of 8, 16 and 24 values (and their neighbours 7, 9, 32, which take the one-row path)
+  // summed and averaged: against a double loop, and bit for bit against sum_contiguous on the
+  // row alone, the order the fused reductions (careduce_fusion) reproduce. Row counts around
+  // the batches of eight; rows apart by more than a row; two kept axes (a 3-D view).
+  for_each_type(type_list<float, double>{}, []<class T>() {
+    INFO(type_name<T>());
+    std::mt19937 rng(808);
+    auto m = xsym::matrix<T>("m");
+    auto f = xsym::function("row_sums", xsym::inputs(m), xsym::outputs(xsym::sum(m, 1), xsym::mean(m, 1)));
+    auto t = xsym::tensor3<T>("t");
+    auto g = xsym::function("row_sums3", xsym::inputs(t), xsym::outputs(xsym::sum(t, 2)));
+    // Bits where the row has no NaN (which NaN comes out of an add of two is the compiler's
+    // choice of operand order); the mean only where the node computed one.
+    auto check_row = [](const T* row, std::size_t C, T got_sum, const T* got_mean) {
+      double sum = 0, scale = 0;
+      for (std::size_t c = 0; c < C; ++c) {
+        sum += static_cast<double>(row[c]);
+        scale += std::abs(static_cast<double>(row[c]));
+      }
+      const double own = xsym::cpu::detail::sum_contiguous(row, static_cast<std::int64_t>(C));
+      if (std::isnan(sum)) {
+        CHECK(std::isnan(got_sum));
+        if (got_mean) CHECK(std::isnan(*got_mean));
+        return;
+      }
+      CHECK(same_value_bits(got_sum, static_cast<T>(own)));
+      if (got_mean) CHECK(same_value_bits(*got_mean, static_cast<T>(own / static_cast<double>(C))));
+      CHECK(std::abs(static_cast<double>(got_sum) - sum) <= 4 * std::numeric_limits<T>::epsilon() * scale);
+    };
+    std::size_t case_id = 0;
+    for (std::size_t R : {1, 7, 8, 9, 16, 17, 40}) {
+      for (std::size_t C : {7, 8, 9, 16, 24, 32}) {
+        ++case_id;
+        INFO("shape (" << R << ", " << C << ")");
+        auto wide = random_tensor<T, 2>(rng, {R, C + 3}, -4, 4);
+        xt::xtensor<T, 2> mid = xt::view(wide, xt::all(), xt::range(1, C + 1));
+        fill_edges(mid, case_id);
+        for (std::size_t c = 0; c < C; ++c) mid(R / 2, c) = T(-0.0);  // a row of -0: its sum is +0
+        xt::view(wide, xt::all(), xt::range(1, C + 1)) = mid;
+        const auto [s, a] = f(xt::view(wide, xt::all(), xt::range(1, C + 1)));
+        for (std::size_t r = 0; r < R; ++r) {
+          INFO("row " << r);
+          const T mean = a(r);
+          check_row(&mid(r, 0), C, s(r), &mean);
+        }
+        // Kept axes (R, 2) of a (R, 3, C + 1) array: rows apart by C + 1 within a block, more between.
+        auto big = random_tensor<T, 3>(rng, {R, 3, C + 1}, -4, 4);
+        const auto [s3] = g(xt::view(big, xt::all(), xt::range(0, 2), xt::range(1, C + 1)));
+        for (std::size_t r = 0; r < R; ++r)
+          for (std::size_t b = 0; b < 2; ++b) {
+            INFO("3-D row " << r << ", " << b);
+            check_row(&big(r, b, 1), C, s3(r, b), nullptr);
+          }
+      }
+    }
+  });
+}
+
 TEST_CASE("reductions of empty arrays, NaN, and names of the reduce ops", "[expr][reduce]") {
   auto x = xsym::vector<double>("x");
   auto f = xsym::function("empty", xsym::inputs(x), xsym::outputs(xsym::sum(x), xsym::prod(x)));
