@@ -117,8 +117,10 @@ void check_axes() {
   const auto fn = xsym_test::op_names(fused);
   CHECK(std::count_if(fn.begin(), fn.end(), [](const std::string& s) { return s.find("Composite{") != std::string::npos; }) == 13);
   CHECK(std::count(fn.begin(), fn.end(), "Sum{1;Composite{(i0 * i1)}}") == 3);  // x * z, x * u, transpose(x) * 2
-  // Rows of one element, shorter than a batch, with a tail, and many rows of a block each.
-  for (auto [m, n] : {std::pair<std::size_t, std::size_t>{1, 1}, {5, 3}, {300, 17}, {64, 100}, {3, 5000}, {5000, 2}, {2000, 40}}) {
+  // Rows of one element, shorter than a batch, with a tail, many rows of a block each, and
+  // rows of whole vectors summed eight at a time (around the batches of eight rows).
+  for (auto [m, n] : {std::pair<std::size_t, std::size_t>{1, 1}, {5, 3}, {300, 17}, {64, 100}, {3, 5000}, {5000, 2}, {2000, 40},
+                      {17, 8}, {40, 16}, {9, 24}}) {
     INFO(m << " x " << n);
     const auto X = random_array<T, 2>({m, n}, rng), Z = random_array<T, 2>({m, n}, rng);
     const auto B = random_array<T, 2>({1, n}, rng);
