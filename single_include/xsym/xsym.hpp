@@ -8578,8 +8578,8 @@ template <class Acc, class In>
     s2 += static_cast<S>(static_cast<Acc>(p[i + 2]));
     s3 += static_cast<S>(static_cast<Acc>(p[i + 3]));
   }
-  // At most 3 left, written out: as a loop of unknown count they were a chain of compares and
-  // jumps around the adds (rows of 3 floats took 1.5 times as long).
+  // At most 3 left, written out: GCC made a loop of unknown count a chain of compares and jumps
+  // around the adds (short rows, docs/performance.md).
   if (i < n) {
     s0 += static_cast<S>(static_cast<Acc>(p[i]));
     if (i + 1 < n) {
@@ -8604,8 +8604,8 @@ inline constexpr std::int64_t sum_block = 16;
 inline constexpr std::int64_t sum_block = 4;  // four scalar chains
 #endif
 // Where the values after the whole blocks are: an array's at p[i, n) (its own pointer, so
-// that the array's sum compiles to one loop over one index, as a plain loop over p would:
-// a second index into a second pointer cost rows of 16 to 48 floats 10-35%), a computed
+// that the array's sum compiles to one loop over one index, as a plain loop over p would; a
+// second index into a second pointer slowed short rows, docs/performance.md), a computed
 // reader's at rest(i, n)[0, n - i).
 template <class Values>
 inline constexpr bool in_place_v = requires { Values::in_place; };
@@ -8626,8 +8626,8 @@ double sum_values(Values& v, std::int64_t n) {
       end = n - i;
     }
   };
-  const In* p;
-  std::int64_t k, end;
+  const In* p = nullptr;
+  std::int64_t k = 0, end = 0;
 #if defined(__AVX512F__)
   if (n >= 8) {
     __m512d s[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
