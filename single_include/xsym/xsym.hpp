@@ -8709,25 +8709,27 @@ double sum_contiguous(const In* p, std::int64_t n) {
 // reduced together, pairing lanes as _mm512_reduce_add_pd does for one (the upper half plus the
 // lower, three times), then the empty chains' +0. One row at a time, the reduction's shuffles
 // and the call were most of a short row's cost.
+// s[0] of sum_values' four vectors as it reduces them: (s0 + s1) + (s2 + s3), the others zero.
+[[gnu::always_inline]] inline __m512d row_total(__m512d s) {
+  const __m512d z = _mm512_setzero_pd();
+  return _mm512_add_pd(_mm512_add_pd(s, z), _mm512_add_pd(z, z));
+}
 template <class In>
 [[gnu::always_inline]] inline __m512d row_vectors(const In* p, std::int64_t n) {
-  const __m512d z = _mm512_setzero_pd();
-  __m512d s = z;
+  __m512d s = _mm512_setzero_pd();
   for (std::int64_t k = 0; k < n; k += 8) {
     if constexpr (std::is_same_v<In, float>) s = _mm512_add_pd(s, _mm512_cvtps_pd(_mm256_loadu_ps(p + k)));
     else s = _mm512_add_pd(s, _mm512_loadu_pd(p + k));
   }
-  return _mm512_add_pd(_mm512_add_pd(s, z), _mm512_add_pd(z, z));  // (s0 + s1) + (s2 + s3)
+  return row_total(s);
 }
-template <class In>
-void sum_rows8(const In* const* rows, std::int64_t n, double* out) {
-  // In 256-bit halves (no 512-bit lane crossing, which some cores split in two).
+// Eight rows' vectors (row_total) to their sums, in 256-bit halves (no 512-bit lane crossing,
+// which some cores split in two).
+inline void reduce_rows8(const __m512d* v, double* out) {
   __m256d t3[8];
 XSYM_UNROLL(8)
-  for (int r = 0; r < 8; ++r) {  // each row's upper 256 bits plus its lower
-    const __m512d v = row_vectors(rows[r], n);
-    t3[r] = _mm256_add_pd(_mm512_extractf64x4_pd(v, 1), _mm512_castpd512_pd256(v));
-  }
+  for (int r = 0; r < 8; ++r)  // each row's upper 256 bits plus its lower
+    t3[r] = _mm256_add_pd(_mm512_extractf64x4_pd(v[r], 1), _mm512_castpd512_pd256(v[r]));
   __m256d t6[4];
 XSYM_UNROLL(4)
   for (int q = 0; q < 4; ++q)  // rows 2q, 2q + 1: upper 128 bits plus lower
@@ -8740,6 +8742,13 @@ XSYM_UNROLL(2)
                                        _mm256_setzero_pd());
     _mm256_storeu_pd(out + 4 * q, _mm256_permute4x64_pd(sums, 0xD8));
   }
+}
+template <class In>
+void sum_rows8(const In* const* rows, std::int64_t n, double* out) {
+  __m512d v[8];
+XSYM_UNROLL(8)
+  for (int r = 0; r < 8; ++r) v[r] = row_vectors(rows[r], n);
+  reduce_rows8(v, out);
 }
 #endif
 
@@ -9548,8 +9557,41 @@ void typed_sum_rows(const std::byte* const* in, const std::uint8_t* map, const s
     first[j] = v.a.p[j];
     by[j] = (one_value >> j) & 1u ? 0 : step[map[j]];
   }
-  for (std::int64_t r = 0; r < rows; ++r) {
+  auto at_row = [&](std::int64_t r) {
     for (int j = 0; j < L; ++j) v.a.p[j] = reinterpret_cast<const T*>(reinterpret_cast<const std::byte*>(first[j]) + r * by[j]);
+  };
+  std::int64_t r = 0;
+#if defined(__AVX512F__)
+  // Rows of whole batches under a block: eight rows' vectors straight from the tree's batches,
+  // then their sums at once, each to the bits sum_values gives it (as the plain row sums).
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  if constexpr (sizeof(B) == 64) {
+    if (len % w == 0 && len > 0 && len < sum_block) {
+      __m512d rv[8];
+      for (; r + 8 <= rows; r += 8) {
+        for (int q = 0; q < 8; ++q) {
+          at_row(r + q);
+          __m512d s = _mm512_setzero_pd();
+          for (std::int64_t k = 0; k < len; k += w) {
+            const B b = typed_eval<Tree, 0>::template at<B>(v.a, k);
+            if constexpr (std::is_same_v<T, float>) {
+              const __m512 f = b;
+              s = _mm512_add_pd(s, _mm512_cvtps_pd(_mm512_castps512_ps256(f)));
+              s = _mm512_add_pd(s, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1))));
+            } else {
+              s = _mm512_add_pd(s, static_cast<__m512d>(b));
+            }
+          }
+          rv[q] = row_total(s);
+        }
+        reduce_rows8(rv, out + r);
+      }
+    }
+  }
+#endif
+  for (; r < rows; ++r) {
+    at_row(r);
     out[r] = sum_values<T>(v, len);
   }
 }

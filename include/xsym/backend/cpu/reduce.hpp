@@ -212,25 +212,27 @@ double sum_contiguous(const In* p, std::int64_t n) {
 // reduced together, pairing lanes as _mm512_reduce_add_pd does for one (the upper half plus the
 // lower, three times), then the empty chains' +0. One row at a time, the reduction's shuffles
 // and the call were most of a short row's cost.
+// s[0] of sum_values' four vectors as it reduces them: (s0 + s1) + (s2 + s3), the others zero.
+[[gnu::always_inline]] inline __m512d row_total(__m512d s) {
+  const __m512d z = _mm512_setzero_pd();
+  return _mm512_add_pd(_mm512_add_pd(s, z), _mm512_add_pd(z, z));
+}
 template <class In>
 [[gnu::always_inline]] inline __m512d row_vectors(const In* p, std::int64_t n) {
-  const __m512d z = _mm512_setzero_pd();
-  __m512d s = z;
+  __m512d s = _mm512_setzero_pd();
   for (std::int64_t k = 0; k < n; k += 8) {
     if constexpr (std::is_same_v<In, float>) s = _mm512_add_pd(s, _mm512_cvtps_pd(_mm256_loadu_ps(p + k)));
     else s = _mm512_add_pd(s, _mm512_loadu_pd(p + k));
   }
-  return _mm512_add_pd(_mm512_add_pd(s, z), _mm512_add_pd(z, z));  // (s0 + s1) + (s2 + s3)
+  return row_total(s);
 }
-template <class In>
-void sum_rows8(const In* const* rows, std::int64_t n, double* out) {
-  // In 256-bit halves (no 512-bit lane crossing, which some cores split in two).
+// Eight rows' vectors (row_total) to their sums, in 256-bit halves (no 512-bit lane crossing,
+// which some cores split in two).
+inline void reduce_rows8(const __m512d* v, double* out) {
   __m256d t3[8];
 XSYM_UNROLL(8)
-  for (int r = 0; r < 8; ++r) {  // each row's upper 256 bits plus its lower
-    const __m512d v = row_vectors(rows[r], n);
-    t3[r] = _mm256_add_pd(_mm512_extractf64x4_pd(v, 1), _mm512_castpd512_pd256(v));
-  }
+  for (int r = 0; r < 8; ++r)  // each row's upper 256 bits plus its lower
+    t3[r] = _mm256_add_pd(_mm512_extractf64x4_pd(v[r], 1), _mm512_castpd512_pd256(v[r]));
   __m256d t6[4];
 XSYM_UNROLL(4)
   for (int q = 0; q < 4; ++q)  // rows 2q, 2q + 1: upper 128 bits plus lower
@@ -243,6 +245,13 @@ XSYM_UNROLL(2)
                                        _mm256_setzero_pd());
     _mm256_storeu_pd(out + 4 * q, _mm256_permute4x64_pd(sums, 0xD8));
   }
+}
+template <class In>
+void sum_rows8(const In* const* rows, std::int64_t n, double* out) {
+  __m512d v[8];
+XSYM_UNROLL(8)
+  for (int r = 0; r < 8; ++r) v[r] = row_vectors(rows[r], n);
+  reduce_rows8(v, out);
 }
 #endif
 

@@ -376,8 +376,41 @@ void typed_sum_rows(const std::byte* const* in, const std::uint8_t* map, const s
     first[j] = v.a.p[j];
     by[j] = (one_value >> j) & 1u ? 0 : step[map[j]];
   }
-  for (std::int64_t r = 0; r < rows; ++r) {
+  auto at_row = [&](std::int64_t r) {
     for (int j = 0; j < L; ++j) v.a.p[j] = reinterpret_cast<const T*>(reinterpret_cast<const std::byte*>(first[j]) + r * by[j]);
+  };
+  std::int64_t r = 0;
+#if defined(__AVX512F__)
+  // Rows of whole batches under a block: eight rows' vectors straight from the tree's batches,
+  // then their sums at once, each to the bits sum_values gives it (as the plain row sums).
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  if constexpr (sizeof(B) == 64) {
+    if (len % w == 0 && len > 0 && len < sum_block) {
+      __m512d rv[8];
+      for (; r + 8 <= rows; r += 8) {
+        for (int q = 0; q < 8; ++q) {
+          at_row(r + q);
+          __m512d s = _mm512_setzero_pd();
+          for (std::int64_t k = 0; k < len; k += w) {
+            const B b = typed_eval<Tree, 0>::template at<B>(v.a, k);
+            if constexpr (std::is_same_v<T, float>) {
+              const __m512 f = b;
+              s = _mm512_add_pd(s, _mm512_cvtps_pd(_mm512_castps512_ps256(f)));
+              s = _mm512_add_pd(s, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1))));
+            } else {
+              s = _mm512_add_pd(s, static_cast<__m512d>(b));
+            }
+          }
+          rv[q] = row_total(s);
+        }
+        reduce_rows8(rv, out + r);
+      }
+    }
+  }
+#endif
+  for (; r < rows; ++r) {
+    at_row(r);
     out[r] = sum_values<T>(v, len);
   }
 }
