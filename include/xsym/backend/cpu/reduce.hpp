@@ -111,7 +111,7 @@ inline constexpr std::int64_t sum_block = 4;  // four scalar chains
 // second index into a second pointer slowed short rows, docs/performance.md), a computed
 // reader's at rest(i, n)[0, n - i).
 template <class Values>
-inline constexpr bool in_place_v = requires { Values::in_place; };
+inline constexpr bool in_place_v = requires { requires Values::in_place; };
 
 template <class In, class Values>
 double sum_values(Values& v, std::int64_t n) {
