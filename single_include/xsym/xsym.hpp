@@ -6197,9 +6197,12 @@ XSYM_VLANES
   X vlog1p_batch(const X& a) {                                                                      \
     using T = typename X::value_type;                                                               \
     const auto in = a > X(-1) && a <= X(std::numeric_limits<T>::max());                            \
-    if (xsimd::all(in)) return xsimd::log1p(a);                                                     \
-    return vlanes_where(!in, xsimd::log1p(xsimd::select(in, a, X(0))), a,                           \
-                        [](T x) { return std::log1p(x); });                                         \
+    /* log1p(x) is x for a subnormal x; arithmetic on one costs an assist on Intel cores */        \
+    const auto tiny = xsimd::abs(a) < X(std::numeric_limits<T>::min()) && a != X(0);                \
+    if (xsimd::all(in) && !xsimd::any(tiny)) return xsimd::log1p(a);                                \
+    const auto plain = in && !tiny;                                                                 \
+    return xsimd::select(tiny, a, vlanes_where(!in, xsimd::log1p(xsimd::select(plain, a, X(0))), a,  \
+                                               [](T x) { return std::log1p(x); }));                 \
   }
 #define XSYM_VLOG_AVX512                                                                                             \
   template <class A>                                                                                                 \
@@ -6294,10 +6297,15 @@ XSYM_VLANES
     requires(sizeof(typename xsimd::batch<float, A>::register_type) == 64)                                           \
   inline xsimd::batch<float, A> vlog1p_batch(const xsimd::batch<float, A>& a) {                                      \
     const __mmask16 special = _mm512_fpclass_ps_mask(a, 0x99) | _mm512_cmp_ps_mask(a, _mm512_set1_ps(-1.0f), _CMP_LE_OQ); \
-    if (special == 0) return vlog1p_common(a);                                                                       \
-    const xsimd::batch_bool<float, A> m(special);                                                                    \
-    return vlanes_where(m, vlog1p_common(xsimd::select(m, xsimd::batch<float, A>(0.5f), a)), a,                       \
-                        [](float x) { return std::log1p(x); });                                                      \
+    /* |x| < 2^-25: log1p(x) is x (every such float checked); the polynomial's terms would be */                     \
+    /* subnormal, and arithmetic on those costs an assist on Intel cores */                                          \
+    const __mmask16 tiny = _mm512_cmplt_epu32_mask(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff)), \
+                                                   _mm512_set1_epi32(0x33000000));                                   \
+    if ((special | tiny) == 0) return vlog1p_common(a);                                                              \
+    const xsimd::batch_bool<float, A> m(special), t(tiny);                                                           \
+    const xsimd::batch_bool<float, A> aside(static_cast<__mmask16>(special | tiny));                                 \
+    return xsimd::select(t, a, vlanes_where(m, vlog1p_common(xsimd::select(aside, xsimd::batch<float, A>(0.5f), a)), a, \
+                                            [](float x) { return std::log1p(x); }));                                 \
   }
 
 XSYM_VEXP_GENERIC
@@ -11307,6 +11315,9 @@ inline profile_scope::~profile_scope() {
 #include <cblas.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include <xsimd/xsimd.hpp>
@@ -11698,12 +11709,99 @@ XSYM_UNROLL(8)
   for (int q = 0; q < Q; ++q) s[q].store_unaligned(y + i + q * w);
 }
 
+// A subnormal coefficient makes every FMA that takes it a microcode assist on Intel cores
+// (docs/performance.md, "Subnormal numbers"). A gradient step makes some: a saturated sigmoid's
+// gradient times the learning rate.
+template <class T>
+bool is_subnormal(T v) {  // by its bits: a compare of a subnormal number takes an assist too
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  constexpr int p = std::numeric_limits<T>::digits;
+  U u;
+  std::memcpy(&u, &v, sizeof u);
+  u &= ~(U(1) << (8 * sizeof(T) - 1));
+  return u != 0 && u < (U(1) << (p - 1));
+}
+template <class T>
+bool any_subnormal(const T* xs, std::int64_t cols) {
+  bool any = false;
+  for (std::int64_t j = 0; j < cols; ++j) any |= is_subnormal(xs[j]);
+  return any;
+}
+
+// gemv_column_strip where some coefficients are subnormal: a term A xs[j] that cannot change
+// y[i] is left out, the others take the same FMA, so y gets the same bits. A term is left out
+// where |A| |xs[j] 2^64| < |y| 2^(64 - p - 3) (p: the mantissa's bits): under half of the
+// smaller half ulp next to y, whatever the rounding of the test. Both sides are normal numbers,
+// so the test takes no assist. Where y is 0, or a lane is NaN, the FMA runs.
+template <int Q, bool Full, class T>
+void gemv_column_strip_subnormal(const T* a, std::int64_t lda, const T* xs, T* y, std::int64_t i, std::int64_t cols,
+                                 std::int64_t lanes) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  constexpr int p = std::numeric_limits<T>::digits;
+  const T margin = std::ldexp(T(1), 64 - p - 3);
+  // Lanes at or past `lanes` (the last partial vector) take no part: they count as left out.
+  B idx;
+  {
+    alignas(64) T at[w];
+    for (std::int64_t l = 0; l < w; ++l) at[l] = static_cast<T>(l);
+    idx = B::load_aligned(at);
+  }
+  auto load_y = [&](int q) {
+    return Full || q * w + w <= lanes ? B::load_unaligned(y + i + q * w)
+                                      : partial_load<B>(y + i + q * w, 0, lanes - q * w, T(0));
+  };
+  auto load_a = [&](const T* col, int q) {
+    return Full || q * w + w <= lanes ? B::load_unaligned(col + q * w)
+                                      : partial_load<B>(col + q * w, 0, lanes - q * w, T(0));
+  };
+  B s[Q];
+XSYM_UNROLL(8)
+  for (int q = 0; q < Q; ++q) s[q] = load_y(q);
+  for (std::int64_t j = 0; j < cols; ++j) {
+    const B xc(xs[j]);
+    const T* col = a + j * lda + i;
+    if (!is_subnormal(xs[j])) {
+XSYM_UNROLL(8)
+      for (int q = 0; q < Q; ++q) s[q] = fmadd(load_a(col, q), xc, s[q]);
+      continue;
+    }
+    // |xs[j]| 2^64 from its bits: the mantissa times 2^(64 - the subnormals' exponent), exact.
+    using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    U bits;
+    std::memcpy(&bits, &xs[j], sizeof bits);
+    bits &= ~(U(1) << (8 * sizeof(T) - 1));
+    const B scaled(static_cast<T>(bits) * std::ldexp(T(1), 64 + std::numeric_limits<T>::min_exponent - p));
+XSYM_UNROLL(8)
+    for (int q = 0; q < Q; ++q) {
+      const B av = load_a(col, q);
+      auto left_out = xsimd::abs(av) * scaled < xsimd::abs(s[q]) * B(margin);
+      if (!Full) left_out = left_out || idx >= B(static_cast<T>(lanes - q * w));
+      if (!xsimd::all(left_out)) s[q] = fmadd(av, xc, s[q]);
+    }
+  }
+XSYM_UNROLL(8)
+  for (int q = 0; q < Q; ++q) {
+    if (Full || q * w + w <= lanes) s[q].store_unaligned(y + i + q * w);
+    else partial_store(s[q], y + i + q * w, lanes - q * w);
+  }
+}
+
 // y += sum_c x[c] * A[:, c] when A's columns are contiguous (a transposed row-major matrix).
 // Columns go in blocks of 16: for each strip of 8 vectors of y, the block's 16 columns are
 // summed in registers and y is loaded and stored once per block, not once per column.
 template <class T>
 void gemv_column_block(const T* a, std::int64_t lda, const T* xs, T* y, std::int64_t m, std::int64_t cols) {
   std::int64_t i = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    if (any_subnormal(xs, cols)) {
+      using B = xsimd::batch<T>;
+      constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+      for (; i + 8 * w <= m; i += 8 * w) gemv_column_strip_subnormal<8, true>(a, lda, xs, y, i, cols, 8 * w);
+      for (; i < m; i += w) gemv_column_strip_subnormal<1, false>(a, lda, xs, y, i, cols, std::min(w, m - i));
+      return;
+    }
+  }
   if constexpr (std::is_floating_point_v<T>) {
     using B = xsimd::batch<T>;
     constexpr std::int64_t w = static_cast<std::int64_t>(B::size);

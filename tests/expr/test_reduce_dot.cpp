@@ -834,3 +834,72 @@ TEST_CASE("the column product sums in its output, in a buffer of its own, or in 
     CHECK(apart[c] == in_place[c]);
   }
 }
+
+namespace {
+// y[i] = fma(A[j, i], xs[j], y[i]) for j in order, by std::fma: the column block's contract.
+template <class T>
+void check_subnormal_coefficients(std::mt19937& rng) {
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  constexpr U mantissa = (U(1) << (std::numeric_limits<T>::digits - 1)) - 1;
+  std::normal_distribution<double> normal;
+  auto subnormal = [&] {  // any subnormal, either sign
+    U bits = (static_cast<U>(rng()) << 16 ^ static_cast<U>(rng())) & mantissa;
+    if (bits == 0) bits = 1;
+    if (rng() % 2) bits |= U(1) << (8 * sizeof(T) - 1);
+    T v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+  };
+  const T tiny = std::numeric_limits<T>::min();
+  std::size_t compared = 0, moved = 0;
+  for (std::int64_t m : {1, 7, 15, 16, 17, 100, 128, 131, 300}) {
+    for (std::int64_t cols : {1, 5, 16}) {
+      const std::int64_t lda = m + 3;
+      std::vector<T> a(static_cast<std::size_t>(cols * lda)), xs(static_cast<std::size_t>(cols));
+      for (auto& e : a) e = static_cast<T>(normal(rng));
+      a[0] = T(0);
+      a[static_cast<std::size_t>(lda / 2)] = -T(0);
+      if (m > 3) a[2] = std::numeric_limits<T>::infinity();
+      for (std::size_t j = 0; j < xs.size(); ++j) xs[j] = j % 3 == 1 ? static_cast<T>(normal(rng)) : subnormal();
+      if (cols == 1) xs[0] = subnormal();
+      // y: values the terms cannot move (1, 1e6), values they move (0, -0, subnormal, a few
+      // smallest normals), values a subnormal term moves by an ulp or leaves (a term near a
+      // subnormal's size against y's ulp), and NaN.
+      std::vector<T> y(static_cast<std::size_t>(m));
+      const int edge = std::numeric_limits<T>::min_exponent + std::numeric_limits<T>::digits;
+      const T starts[] = {T(1),         T(-1e6), T(0), -T(0), tiny, -tiny * T(3), T(0.5) * tiny, T(1e-3),
+                          std::ldexp(T(1), edge - 4), std::ldexp(T(-1.5), edge - 6), std::ldexp(T(1.25), edge - 2)};
+      constexpr std::size_t n_starts = sizeof(starts) / sizeof(starts[0]);
+      for (std::size_t i = 0; i < y.size(); ++i) y[i] = starts[(i + static_cast<std::size_t>(cols)) % n_starts];
+      if (m > 5) y[5] = std::numeric_limits<T>::quiet_NaN();
+      std::vector<T> want = y;
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < cols; ++j) want[static_cast<std::size_t>(i)] = std::fma(a[static_cast<std::size_t>(j * lda + i)], xs[static_cast<std::size_t>(j)], want[static_cast<std::size_t>(i)]);
+      std::vector<T> got = y;
+      xsym::cpu::detail::gemv_column_block(a.data(), lda, xs.data(), got.data(), m, cols);
+      for (std::int64_t i = 0; i < m; ++i) {
+        const auto k = static_cast<std::size_t>(i);
+        INFO(m << " outputs, " << cols << " coefficients, output " << i << ": " << got[k] << " against " << want[k]);
+        if (std::isnan(want[k])) {
+          CHECK(std::isnan(got[k]));
+          continue;
+        }
+        CHECK(std::memcmp(&got[k], &want[k], sizeof(T)) == 0);
+        ++compared;
+        moved += std::memcmp(&want[k], &y[k], sizeof(T)) != 0;
+      }
+    }
+  }
+  // Both kinds of term occur: ones that leave y as it was and ones that change it.
+  CHECK(moved > compared / 4);
+  CHECK(moved < compared);
+}
+}  // namespace
+
+TEST_CASE("a column product with subnormal coefficients gives the bits of the FMA chain", "[expr][dot]") {
+  // A gradient's coefficients can be subnormal (a saturated sigmoid times the learning rate);
+  // the column block leaves out only the terms that cannot change y, with the same bits.
+  std::mt19937 rng(17);
+  check_subnormal_coefficients<float>(rng);
+  check_subnormal_coefficients<double>(rng);
+}
