@@ -43,7 +43,7 @@ struct logreg_data {
   matrix_view X;
   xt::xtensor<T, 1> Y;
   xt::xtensor<T, 1> w0 = xt::empty<T>({feats});
-  explicit logreg_data(std::size_t offset, int rows = 400)
+  explicit logreg_data(std::size_t offset, int rows = 400, double w_scale = 1)
       : n(rows),
         storage(std::size_t(n) * feats + 16),
         X(xt::adapt(storage.data() + offset, std::size_t(n) * feats, xt::no_ownership(),
@@ -54,16 +54,18 @@ struct logreg_data {
     std::bernoulli_distribution coin(0.5);
     for (auto& v : X) v = static_cast<T>(normal(rng));
     for (auto& v : Y) v = coin(rng) ? T(1) : T(0);
-    for (auto& v : w0) v = static_cast<T>(normal(rng));
+    for (auto& v : w0) v = static_cast<T>(w_scale * normal(rng));
   }
 };
 
+// `saturated`: weights 4 times larger, so that most rows' sigmoids saturate and their gradients
+// (times the learning rate) are subnormal numbers, as in training from a large initialisation.
 template <class T>
-void bench_logreg(const char* dtype, int steps, std::size_t offset = 0) {
-  // The misaligned case compares xsym and Eigen only.
-  const bool full = offset == 0;
-  const char* name = full ? "logreg" : "logreg_offset16";
-  logreg_data<T> d(offset);
+void bench_logreg(const char* dtype, int steps, std::size_t offset = 0, bool saturated = false) {
+  // The misaligned and the saturated cases compare xsym and Eigen only.
+  const bool full = offset == 0 && !saturated;
+  const char* name = saturated ? "logreg_saturated" : full ? "logreg" : "logreg_offset16";
+  logreg_data<T> d(offset, 400, saturated ? 4.0 : 1.0);
   const int n = d.n, feats = logreg_data<T>::feats;
   std::vector<T> final_w;  // every implementation must end at the same weights
   auto compare = [&](const T* w, const char* who) {
@@ -466,6 +468,7 @@ int main(int argc, char** argv) try {
     bench_logreg<float>("float32", steps);
     bench_logreg<double>("float64", steps);
     bench_logreg<float>("float32", steps, 4);
+    bench_logreg<float>("float32", steps, 0, true);
   }
   if ((only.empty() || only == "logreg_rows") && !noprof_build())
     for (int rows : {20000, 100000}) {
