@@ -6598,8 +6598,13 @@ XSYM_VLOG_AVX512
   struct sigmoid_from_recip_fn {                                                  \
     template <class X>                                                            \
     static X apply(X a, X e, X r) {                                               \
-      if constexpr (std::is_arithmetic_v<X>) return a >= X(0) ? r : e * r;        \
-      else return xsimd::select(a >= X(0), r, e * r);                             \
+      /* where r is 1 (e below half an ulp of 1), e r is e: a subnormal e is not   \
+         multiplied (an assist on Intel cores) */                                 \
+      if constexpr (std::is_arithmetic_v<X>) return a >= X(0) ? r : r == X(1) ? e : e * r; \
+      else {                                                                      \
+        const auto one = r == X(1);                                               \
+        return xsimd::select(a >= X(0), r, xsimd::select(one, e, xsimd::select(one, X(0), e) * r)); \
+      }                                                                           \
     }                                                                             \
   };                                                                              \
   struct softplus_from_log1p_fn {                                                 \

@@ -1174,3 +1174,40 @@ TEST_CASE("log1p of a number below 2^-25 in magnitude is the number itself, in a
   }
   CHECK(small > n / 2);
 }
+
+TEST_CASE("sigmoid(x) and sigmoid(-x) computed together are within two ulps of float64, subnormal results included",
+          "[expr][elemwise]") {
+  // Both sigmoids in one Composite share exp(-|x|) and 1 / (1 + e): the negative side is e r
+  // (two roundings after e's), or e itself where r is 1 (no multiply of a subnormal e). The
+  // expression p sigmoid(x) + q sigmoid(-x) with (p, q) = (1, 0) or (0, 1) gives one of the two
+  // exactly. Uniform inputs over the whole range, saturated ones among them, whose results are
+  // subnormal, and the tail.
+  auto x = xsym::vector<float>("x");
+  auto p = xsym::vector<float>("p");
+  auto q = xsym::vector<float>("q");
+  auto f = xsym::function("sigmoid_pair", xsym::inputs(x, p, q), p * xsym::sigmoid(x) + q * xsym::sigmoid(-x));
+  std::size_t composites = 0;
+  for (const auto& node : f.toposort()) composites += node.op_name().find("scalar_sigmoid((-i") != std::string::npos;
+  REQUIRE(composites == 1);  // one Composite with both sigmoids
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<float> over(-110.0f, 110.0f);
+  const std::size_t n = 4103;
+  xt::xtensor<float, 1> a = xt::empty<float>({n}), pa = xt::empty<float>({n}), qa = xt::empty<float>({n});
+  for (std::size_t i = 0; i < n; ++i) {
+    a(i) = i % 7 == 0 ? -std::abs(over(rng)) * 0.9f - 8.0f : over(rng);  // more saturated ones
+    pa(i) = static_cast<float>(i / 2 % 2);
+    qa(i) = 1 - pa(i);
+  }
+  const xt::xtensor<float, 1> got = f(a, pa, qa);
+  std::size_t subnormal = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const long double v = pa(i) == 1 ? a(i) : -static_cast<long double>(a(i));
+    const long double exact = 1 / (1 + std::exp(-v));
+    const float e = static_cast<float>(exact);
+    const long double ulp = std::nextafter(std::abs(e), INFINITY) - std::abs(e);
+    INFO("x = " << a(i) << ": sigmoid(" << (pa(i) == 1 ? "x" : "-x") << ") = " << got(i) << ", exact " << double(exact));
+    CHECK(std::abs(static_cast<long double>(got(i)) - exact) <= 2 * ulp);
+    subnormal += std::fpclassify(got(i)) == FP_SUBNORMAL;
+  }
+  CHECK(subnormal > 20);
+}
