@@ -11717,14 +11717,18 @@ XSYM_UNROLL(8)
 // A subnormal coefficient makes every FMA that takes it a microcode assist on Intel cores
 // (docs/performance.md, "Subnormal numbers"). A gradient step makes some: a saturated sigmoid's
 // gradient times the learning rate.
+// |v|'s bits: tests by them touch no subnormal number (a compare of one takes an assist too).
 template <class T>
-bool is_subnormal(T v) {  // by its bits: a compare of a subnormal number takes an assist too
+auto magnitude_bits(T v) {
   using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-  constexpr int p = std::numeric_limits<T>::digits;
   U u;
   std::memcpy(&u, &v, sizeof u);
-  u &= ~(U(1) << (8 * sizeof(T) - 1));
-  return u != 0 && u < (U(1) << (p - 1));
+  return static_cast<U>(u & ~(U(1) << (8 * sizeof(T) - 1)));
+}
+template <class T>
+bool is_subnormal(T v) {
+  const auto u = magnitude_bits(v);
+  return u != 0 && u < (decltype(u){1} << (std::numeric_limits<T>::digits - 1));
 }
 template <class T>
 bool any_subnormal(const T* xs, std::int64_t cols) {
@@ -11745,6 +11749,8 @@ void gemv_column_strip_subnormal(const T* a, std::int64_t lda, const T* xs, T* y
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
   constexpr int p = std::numeric_limits<T>::digits;
   const T margin = std::ldexp(T(1), 64 - p - 3);
+  // A subnormal's bits times this are its value times 2^64, exactly.
+  const T up = std::ldexp(T(1), 64 + std::numeric_limits<T>::min_exponent - p);
   // Lanes at or past `lanes` (the last partial vector) take no part: they count as left out.
   B idx;
   {
@@ -11771,12 +11777,7 @@ XSYM_UNROLL(8)
       for (int q = 0; q < Q; ++q) s[q] = fmadd(load_a(col, q), xc, s[q]);
       continue;
     }
-    // |xs[j]| 2^64 from its bits: the mantissa times 2^(64 - the subnormals' exponent), exact.
-    using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-    U bits;
-    std::memcpy(&bits, &xs[j], sizeof bits);
-    bits &= ~(U(1) << (8 * sizeof(T) - 1));
-    const B scaled(static_cast<T>(bits) * std::ldexp(T(1), 64 + std::numeric_limits<T>::min_exponent - p));
+    const B scaled(static_cast<T>(magnitude_bits(xs[j])) * up);  // |xs[j]| 2^64
 XSYM_UNROLL(8)
     for (int q = 0; q < Q; ++q) {
       const B av = load_a(col, q);
