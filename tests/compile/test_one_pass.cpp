@@ -225,6 +225,94 @@ TEST_CASE("row products from memory (the next rows' first lines asked for) give 
       }
 }
 
+TEST_CASE("one_pass_gemv on rows that start and end off a vector's boundary gives a contiguous copy's bits", "[compile][one_pass]") {
+  xsym_test::clean_config guard;
+  one_pass_everywhere everywhere;
+  // Rows whose stride is whole vectors but whose first element is not on one (the loads start
+  // after a peel of scalar elements), and a last partial vector: the row sums and the column
+  // product's FMA chains are the same element by element, so the bits are a copy's. Several
+  // groups of rows, so that most column products run inside the next group's row product.
+  auto check = [](auto tag, std::size_t feats, std::size_t cols, std::size_t offset) {
+    using T = decltype(tag);
+    std::mt19937 rng(static_cast<unsigned>(feats * 7 + offset));
+    const std::size_t rows = 4100;
+    const step_data<T> d(rows, cols, rng, 0.1, 0.2);
+    const xt::xtensor<T, 1> w0 = xt::view(d.w0, xt::range(0, feats));
+    auto Xv = xt::view(d.X, xt::all(), xt::range(offset, offset + feats));
+    const xt::xtensor<T, 2> Xc = Xv;
+    step<T> on_view(w0, ""), on_copy(w0, "");
+    REQUIRE(count_class(on_view.f(), "xsym::OnePassGemv") == 1);
+    for (int it = 0; it < 2; ++it) {
+      auto [p1, e1] = on_view.f()(Xv, d.Y, d.C);
+      auto [p2, e2] = on_copy.f()(Xc, d.Y, d.C);
+      INFO(feats << " of " << cols << " columns from " << offset << ", step " << it);
+      CHECK(bool(p1 == p2));
+      CHECK(bool(e1 == e2));
+      CHECK(bool(on_view.w().get_value() == on_copy.w().get_value()));
+    }
+  };
+  check(float{}, 300, 320, 1);
+  check(float{}, 45, 64, 3);
+  check(double{}, 150, 160, 1);
+  check(double{}, 150, 160, 0);
+}
+
+TEST_CASE("one_pass_gemv's kernel with subnormal coefficients matches float64 sums", "[compile][one_pass]") {
+  // The coefficients alpha g of a saturated gradient are subnormal: blocks of rows that have
+  // any take the column product's own path, apart from the row product. Some blocks here have
+  // all, some one, most none.
+  auto check = [](auto tag) {
+    using T = decltype(tag);
+    std::mt19937 rng(17);
+    std::normal_distribution<double> normal;
+    const std::int64_t k = 100, lda = 112;
+    const std::int64_t group = xsym::cpu::detail::one_pass_group_rows(k * static_cast<std::int64_t>(sizeof(T)));
+    const std::int64_t m = 3 * group + 37;
+    std::vector<T, xsimd::aligned_allocator<T, 64>> A(static_cast<std::size_t>(m * lda)), x(k), y0(k), y(k);
+    for (auto& v : A) v = static_cast<T>(normal(rng));
+    for (auto& v : x) v = static_cast<T>(0.1 * normal(rng));
+    for (auto& v : y0) v = static_cast<T>(normal(rng));
+    std::vector<T> g(static_cast<std::size_t>(m)), u(static_cast<std::size_t>(m));
+    struct ctx_t {
+      std::vector<T>* g;
+      std::vector<T>* u;
+    } ctx{&g, &u};
+    const xsym::cpu::detail::one_pass_rows_fn fn{[](void* c, std::int64_t r0, std::int64_t n, const void* uv) {
+      auto& [gp, up] = *static_cast<ctx_t*>(c);
+      for (std::int64_t r = r0; r < r0 + n; ++r) {
+        const T ur = static_cast<const T*>(uv)[r - r0];
+        (*up)[static_cast<std::size_t>(r)] = ur;
+        const bool all = (r / 8) % 5 == 2, one = r % 8 == 3 && (r / 8) % 3 == 0;
+        (*gp)[static_cast<std::size_t>(r)] = all || one ? static_cast<T>((r % 7 + 1)) * std::numeric_limits<T>::denorm_min() : ur / 100;
+      }
+    }, &ctx};
+    const T alpha = T(-0.01), beta = T(0.9998);
+    xsym::cpu::detail::one_pass_gemv<T>(A.data(), lda, m, k, x.data(), fn, g.data(), alpha, y0.data(), beta, y.data(), 1);
+    const double eps = std::numeric_limits<T>::epsilon();
+    for (std::int64_t r = 0; r < m; ++r) {
+      double want = 0, size = 0;
+      for (std::int64_t j = 0; j < k; ++j) {
+        want += double(A[std::size_t(r * lda + j)]) * double(x[std::size_t(j)]);
+        size += std::abs(double(A[std::size_t(r * lda + j)]) * double(x[std::size_t(j)]));
+      }
+      INFO("row " << r);
+      REQUIRE(std::abs(double(u[std::size_t(r)]) - want) <= 4 * k * eps * size);
+    }
+    for (std::int64_t j = 0; j < k; ++j) {
+      double want = double(beta) * double(y0[std::size_t(j)]), size = std::abs(want);
+      for (std::int64_t r = 0; r < m; ++r) {
+        const double term = double(T(alpha * g[std::size_t(r)])) * double(A[std::size_t(r * lda + j)]);
+        want += term;
+        size += std::abs(term);
+      }
+      INFO("column " << j);
+      REQUIRE(std::abs(double(y[std::size_t(j)]) - want) <= 4 * m * eps * size);
+    }
+  };
+  check(float{});
+  check(double{});
+}
+
 TEST_CASE("one_pass_gemv takes views, strided and offset arguments, and names bad shapes", "[compile][one_pass]") {
   xsym_test::clean_config guard;
   one_pass_everywhere everywhere;

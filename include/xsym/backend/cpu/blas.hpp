@@ -204,9 +204,18 @@ template <class B>
 // as partial vectors (the other lanes add -0: x is -0 there, A +0), and the lanes are put
 // back in class order before the reduction. The last rows of A (n < R) take a block too, its
 // other rows repeating the last one (the lanes' reduction differs between block sizes).
-template <int R, bool Aligned, class T>
+// `side` does other work at each step of the loop over k, on the same elements: peel(p) for
+// [0, p), step(i, row) for [i, i + w) (row: the block's R row pointers), tail(i) for [i, k)
+// (one pass: another block's column product).
+struct no_side_work {
+  void peel(std::int64_t) const {}
+  template <class T>
+  void step(std::int64_t, const T* const*) const {}
+  void tail(std::int64_t) const {}
+};
+template <int R, bool Aligned, class T, class Side = no_side_work>
 void gemv_row_block(const T* a, std::int64_t lda, std::int64_t n, const T* x, T* y, std::int64_t k, std::int64_t peel,
-                    T alpha, const T* y0, T beta) {
+                    T alpha, const T* y0, T beta, const Side& side = {}) {
   using B = xsimd::batch<T>;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
   const T* row[R];
@@ -221,17 +230,20 @@ XSYM_UNROLL(8)
     const B xv = partial_load<B>(x, w - peel, w, T(-0.0));
 XSYM_UNROLL(8)
     for (int j = 0; j < R; ++j) s[j] = fmadd(partial_load<B>(row[j], w - peel, w, T(0)), xv, s[j]);
+    side.peel(peel);
   }
   std::int64_t i = peel;
   for (; i + w <= k; i += w) {
     const B xv = B::load_unaligned(x + i);
 XSYM_UNROLL(8)
     for (int j = 0; j < R; ++j) s[j] = fmadd(load<Aligned, B>(row[j] + i), xv, s[j]);
+    side.step(i, row);
   }
   if (i < k) {  // elements [i, k), in lanes [0, k - i)
     const B xv = partial_load<B>(x + i, 0, k - i, T(-0.0));
 XSYM_UNROLL(8)
     for (int j = 0; j < R; ++j) s[j] = fmadd(partial_load<B>(row[j] + i, 0, k - i, T(0)), xv, s[j]);
+    side.tail(i);
   }
   if (peel > 0) {
 XSYM_UNROLL(8)

@@ -3,7 +3,8 @@
 
 // y = beta y0 + alpha Aᵀ g, where g is computed row by row from u = A x (a training step's
 // two products and the elementwise work between them), reading A once from memory: group by
-// group of rows, u for the group, g for the group, then the group's rows again from L2.
+// group of rows, u for the group (with the previous group's rows read again from L2 for the
+// column product, in the same loop), then g for the group.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -28,9 +29,9 @@ inline std::int64_t& one_pass_min_bytes() {
 
 namespace detail {
 
-// Rows of A per group: a group is read a second time from L2, so it takes a quarter of it
-// (the rest holds x, the accumulated product and the next group's first lines). A whole
-// number of the column product's 16-row blocks.
+// Rows of A per group: a group is read a second time from L2 while the next one comes in, so
+// it takes a quarter of it (half of L2 measured slower). A whole number of the column
+// product's 16-row blocks.
 inline std::int64_t one_pass_group_rows(std::int64_t row_bytes) {
   const std::int64_t rows = l2_cache_bytes() / 4 / std::max<std::int64_t>(row_bytes, 1);
   return std::clamp<std::int64_t>(rows / 16 * 16, 16, 4096);
@@ -47,46 +48,120 @@ struct one_pass_rows_fn {
   void* ctx;
 };
 
+// The column product of 8 rows of the previous group, y[e] += sum_j xs[j] A[j, e], done inside
+// the next group's row product (gemv_row_block's side work) on the same elements e: the FMAs
+// and the loads from L2 overlap the rows coming from memory, where one phase after the other
+// leaves memory idle during the column product. Each y[e] takes the rows' terms in order, one
+// FMA each, as gemv_column_block does: the same bits. The side work also asks L2 for the next
+// row block, element by element as the loop goes: from memory, the hardware prefetcher alone
+// left the row loads waiting (docs/performance.md, "One pass over X").
+template <bool Aligned, class T>
+struct column_side_work {
+  using B = xsimd::batch<T>;
+  const T* a;        // the 8 rows, lda apart
+  std::int64_t lda;
+  std::int64_t off;  // a minus the row block's first row: the row pointers serve both loads
+  const T* xs;       // 8 coefficients
+  T* y;              // y + i is on a vector's boundary where the row loads are (Aligned)
+  std::int64_t k;
+  const T* ahead;    // the next row block's first row, or null
+
+  void elements(std::int64_t lo, std::int64_t hi) const {
+    for (std::int64_t e = lo; e < hi; ++e) {
+      T v = y[e];
+      for (int j = 0; j < 8; ++j) v = fmadd(a[j * lda + e], xs[j], v);
+      y[e] = v;
+    }
+  }
+  void peel(std::int64_t p) const { elements(0, p); }
+  [[gnu::always_inline]] void step(std::int64_t i, const T* const* row) const {
+    B v = load<Aligned, B>(y + i);
+XSYM_UNROLL(8)
+    for (int j = 0; j < 8; ++j) v = fmadd(load<Aligned, B>(row[j] + off + i), B(xs[j]), v);
+    if constexpr (Aligned) v.store_aligned(y + i);
+    else v.store_unaligned(y + i);
+    if (ahead)  // into L2 (locality 2: prefetcht1 on x86)
+XSYM_UNROLL(8)
+      for (int j = 0; j < 8; ++j) __builtin_prefetch(ahead + j * lda + i, 0, 2);
+  }
+  void tail(std::int64_t i) const { elements(i, k); }
+};
+
 template <class T>
 void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k, const T* x,
                    const one_pass_rows_fn& rows, const T* g, T alpha, const T* y0, T beta, T* y, int threads) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
   const std::int64_t group = one_pass_group_rows(k * static_cast<std::int64_t>(sizeof(T)));
   const std::int64_t groups = (m + group - 1) / group;
-  const std::int64_t kp = (k + 15) / 16 * 16;  // each part's sum on its own cache lines
+  // Rows are aligned alike or not at all (peel_for): where they are, each part's sum starts
+  // `shift` elements into its lines, so that y + i is aligned where the row loads are.
+  const std::int64_t peel = peel_for(a, lda, k);
+  const std::int64_t shift = peel > 0 ? w - peel : 0;
+  const std::int64_t kp = (k + shift + 15) / 16 * 16;  // each part's sum on its own cache lines
   std::int64_t parts = std::min(groups, one_pass_max_parts);
   parts = std::max<std::int64_t>(1, std::min<std::int64_t>(parts, (std::int64_t{32} << 20) / (kp * static_cast<std::int64_t>(sizeof(T)))));
   const bool from_memory = rows_from_memory<T>(m, k);
   thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> partial;
   partial.resize(static_cast<std::size_t>(parts * kp));
-  T* const sums = partial.data();
-  auto run_part = [&](std::int64_t p) {
+  T* const sums = partial.data() + shift;
+  auto first_group = [&](std::int64_t p) { return groups * p / parts; };
+  // Parts [lo, hi) on one thread: group by group, u for the group's rows with the previous
+  // group's column product inside (into its own part's sum), then g for the group.
+  auto run_parts = [&](std::int64_t lo, std::int64_t hi) {
     thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> u;
     u.resize(static_cast<std::size_t>(group));
-    T* acc = sums + p * kp;
-    std::fill(acc, acc + k, T(0));
-    for (std::int64_t grp = groups * p / parts; grp < groups * (p + 1) / parts; ++grp) {
-      const std::int64_t r0 = grp * group, n = std::min(group, m - r0);
-      gemv_rows_serial(a + r0 * lda, lda, x, u.data(), n, k, T(1), static_cast<const T*>(nullptr), T(0), from_memory);
-      rows.run(rows.ctx, r0, n, u.data());
-      for (std::int64_t c = 0; c < n; c += 16) {
-        const std::int64_t cols = std::min<std::int64_t>(16, n - c);
-        T xs[16];  // alpha folds into the coefficients, as in gemv_columns
-        for (std::int64_t j = 0; j < cols; ++j) xs[j] = mul(alpha, g[r0 + c + j]);
-        gemv_column_block(a + (r0 + c) * lda, lda, xs, acc, k, cols);
+    for (std::int64_t p = lo; p < hi; ++p) std::fill(sums + p * kp, sums + p * kp + k, T(0));
+    auto run = [&](auto aligned) {
+      constexpr bool al = decltype(aligned)::value;
+      const std::int64_t pl = al ? peel : 0;
+      const std::int64_t row_end = std::min(m, first_group(hi) * group);  // this thread's rows end
+      std::int64_t p = lo, prev0 = 0, prevn = 0;
+      T* prev_acc = nullptr;
+      for (std::int64_t grp = first_group(lo); grp <= first_group(hi); ++grp) {
+        const std::int64_t r0 = grp * group, n = grp < first_group(hi) ? std::min(group, m - r0) : 0;
+        while (n > 0 && grp >= first_group(p + 1)) ++p;
+        const T* ar = a + r0 * lda;
+        const T* ac = a + prev0 * lda;
+        std::int64_t c = 0;
+        for (; c + 8 <= std::min(n, prevn); c += 8) {
+          T xs[8];  // alpha folds into the coefficients, as in gemv_columns
+          for (int j = 0; j < 8; ++j) xs[j] = mul(alpha, g[prev0 + c + j]);
+          if (from_memory)  // the next block's first lines, as gemv_rows_serial asks for them
+            for (std::int64_t j = c + 8; j < std::min<std::int64_t>(c + 16, n); ++j) __builtin_prefetch(ar + j * lda);
+          if (any_subnormal(xs, 8)) {  // the column product's own path (no assists), apart
+            gemv_row_block<8, al>(ar + c * lda, lda, 8, x, u.data() + c, k, pl, T(1), static_cast<const T*>(nullptr), T(0));
+            gemv_column_block(ac + c * lda, lda, xs, prev_acc, k, 8);
+          } else {
+            const T* ahead = r0 + c + 16 <= row_end ? ar + (c + 8) * lda : nullptr;
+            const column_side_work<al, T> side{ac + c * lda, lda, ac - ar, xs, prev_acc, k, ahead};
+            gemv_row_block<8, al>(ar + c * lda, lda, 8, x, u.data() + c, k, pl, T(1), static_cast<const T*>(nullptr), T(0), side);
+          }
+        }
+        if (c < n)
+          gemv_rows_serial(ar + c * lda, lda, x, u.data() + c, n - c, k, T(1), static_cast<const T*>(nullptr), T(0), from_memory);
+        for (; c < prevn; c += 16) {
+          const std::int64_t cols = std::min<std::int64_t>(16, prevn - c);
+          T xs[16];
+          for (std::int64_t j = 0; j < cols; ++j) xs[j] = mul(alpha, g[prev0 + c + j]);
+          gemv_column_block(ac + c * lda, lda, xs, prev_acc, k, cols);
+        }
+        if (n > 0) rows.run(rows.ctx, r0, n, u.data());
+        prev0 = r0;
+        prevn = n;
+        prev_acc = sums + p * kp;
       }
-    }
+    };
+    if (peel >= 0) run(std::true_type{});
+    else run(std::false_type{});
   };
-  parallel_chunks(parts, 1, threads, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t p = lo; p < hi; ++p) run_part(p);
-  });
+  parallel_chunks(parts, 1, threads, [&](std::int64_t lo, std::int64_t hi) { run_parts(lo, hi); });
   // The parts in order into part 0's sums, a whole part at a time (vectorised: per column, a
   // strided walk over the parts cost a tenth of the seeds' step).
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
   for (std::int64_t p = 1; p < parts; ++p) {
     const T* part = sums + p * kp;
     std::int64_t j = 0;
-    for (; j + w <= k; j += w) (B::load_aligned(sums + j) + B::load_aligned(part + j)).store_aligned(sums + j);
+    for (; j + w <= k; j += w) (B::load_unaligned(sums + j) + B::load_unaligned(part + j)).store_unaligned(sums + j);
     for (; j < k; ++j) sums[j] = add(sums[j], part[j]);
   }
   for (std::int64_t j = 0; j < k; ++j) y[j] = y0 ? add(mul(beta, y0[j]), sums[j]) : sums[j];
