@@ -11754,15 +11754,26 @@ bool any_subnormal(const T* xs, std::int64_t cols) {
 // where |A| |xs[j] 2^64| < |y| 2^(64 - p - 3) (p: the mantissa's bits): under half of the
 // smaller half ulp next to y, whatever the rounding of the test. Both sides are normal numbers,
 // so the test takes no assist. Where y is 0, or a lane is NaN, the FMA runs.
+template <class T>
+struct subnormal_terms {
+  static constexpr int p = std::numeric_limits<T>::digits;
+  T margin = std::ldexp(T(1), 64 - p - 3);
+  // A subnormal's bits times this are its value times 2^64, exactly.
+  T up = std::ldexp(T(1), 64 + std::numeric_limits<T>::min_exponent - p);
+  T scaled(T c) const { return static_cast<T>(magnitude_bits(c)) * up; }  // |c| 2^64
+  // The lanes where the term a c (scaled_c: |c| 2^64) cannot change s.
+  template <class B>
+  [[gnu::always_inline]] auto left_out(const B& a, const B& scaled_c, const B& s) const {
+    return xsimd::abs(a) * scaled_c < xsimd::abs(s) * B(margin);
+  }
+};
+
 template <int Q, bool Full, class T>
 void gemv_column_strip_subnormal(const T* a, std::int64_t lda, const T* xs, T* y, std::int64_t i, std::int64_t cols,
                                  std::int64_t lanes) {
   using B = xsimd::batch<T>;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-  constexpr int p = std::numeric_limits<T>::digits;
-  const T margin = std::ldexp(T(1), 64 - p - 3);
-  // A subnormal's bits times this are its value times 2^64, exactly.
-  const T up = std::ldexp(T(1), 64 + std::numeric_limits<T>::min_exponent - p);
+  const subnormal_terms<T> terms;
   // Lanes at or past `lanes` (the last partial vector) take no part: they count as left out.
   B idx;
   {
@@ -11789,11 +11800,11 @@ XSYM_UNROLL(8)
       for (int q = 0; q < Q; ++q) s[q] = fmadd(load_a(col, q), xc, s[q]);
       continue;
     }
-    const B scaled(static_cast<T>(magnitude_bits(xs[j])) * up);  // |xs[j]| 2^64
+    const B scaled(terms.scaled(xs[j]));
 XSYM_UNROLL(8)
     for (int q = 0; q < Q; ++q) {
       const B av = load_a(col, q);
-      auto left_out = xsimd::abs(av) * scaled < xsimd::abs(s[q]) * B(margin);
+      auto left_out = terms.left_out(av, scaled, s[q]);
       if (!Full) left_out = left_out || idx >= B(static_cast<T>(lanes - q * w));
       if (!xsimd::all(left_out)) s[q] = fmadd(av, xc, s[q]);
     }
@@ -12747,7 +12758,9 @@ struct one_pass_rows_fn {
 // FMA each, as gemv_column_block does: the same bits. The side work also asks L2 for the next
 // row block, element by element as the loop goes: from memory, the hardware prefetcher alone
 // left the row loads waiting (docs/performance.md, "One pass over X").
-template <bool Aligned, class T>
+// Where a coefficient is subnormal (Subnormal), its terms go as in gemv_column_strip_subnormal:
+// left out where they cannot change y, so that no FMA takes an assist for nothing.
+template <bool Aligned, bool Subnormal, class T>
 struct column_side_work {
   using B = xsimd::batch<T>;
   const T* a;        // the 8 rows, lda apart
@@ -12757,6 +12770,7 @@ struct column_side_work {
   T* y;              // y + i is on a vector's boundary where the row loads are (Aligned)
   std::int64_t k;
   const T* ahead;    // the next row block's first row, or null
+  subnormal_terms<T> terms{};
 
   void elements(std::int64_t lo, std::int64_t hi) const {
     for (std::int64_t e = lo; e < hi; ++e) {
@@ -12769,7 +12783,13 @@ struct column_side_work {
   [[gnu::always_inline]] void step(std::int64_t i, const T* const* row) const {
     B v = load<Aligned, B>(y + i);
 XSYM_UNROLL(8)
-    for (int j = 0; j < 8; ++j) v = fmadd(load<Aligned, B>(row[j] + off + i), B(xs[j]), v);
+    for (int j = 0; j < 8; ++j) {
+      const B av = load<Aligned, B>(row[j] + off + i);
+      if constexpr (Subnormal) {
+        if (is_subnormal(xs[j]) && xsimd::all(terms.left_out(av, B(terms.scaled(xs[j])), v))) continue;
+      }
+      v = fmadd(av, B(xs[j]), v);
+    }
     if constexpr (Aligned) v.store_aligned(y + i);
     else v.store_unaligned(y + i);
     if (ahead)  // into L2 (locality 2: prefetcht1 on x86)
@@ -12821,14 +12841,13 @@ void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k,
           for (int j = 0; j < 8; ++j) xs[j] = mul(alpha, g[prev0 + c + j]);
           if (from_memory)  // the next block's first lines, as gemv_rows_serial asks for them
             for (std::int64_t j = c + 8; j < std::min<std::int64_t>(c + 16, n); ++j) __builtin_prefetch(ar + j * lda);
-          if (any_subnormal(xs, 8)) {  // the column product's own path (no assists), apart
-            gemv_row_block<8, al>(ar + c * lda, lda, 8, x, u.data() + c, k, pl, T(1), static_cast<const T*>(nullptr), T(0));
-            gemv_column_block(ac + c * lda, lda, xs, prev_acc, k, 8);
-          } else {
-            const T* ahead = r0 + c + 16 <= row_end ? ar + (c + 8) * lda : nullptr;
-            const column_side_work<al, T> side{ac + c * lda, lda, ac - ar, xs, prev_acc, k, ahead};
+          const T* ahead = r0 + c + 16 <= row_end ? ar + (c + 8) * lda : nullptr;
+          auto fused = [&](auto subnormal) {
+            const column_side_work<al, decltype(subnormal)::value, T> side{ac + c * lda, lda, ac - ar, xs, prev_acc, k, ahead};
             gemv_row_block<8, al>(ar + c * lda, lda, 8, x, u.data() + c, k, pl, T(1), static_cast<const T*>(nullptr), T(0), side);
-          }
+          };
+          if (any_subnormal(xs, 8)) fused(std::true_type{});
+          else fused(std::false_type{});
         }
         if (c < n)
           gemv_rows_serial(ar + c * lda, lda, x, u.data() + c, n - c, k, T(1), static_cast<const T*>(nullptr), T(0), from_memory);

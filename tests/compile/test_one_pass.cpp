@@ -257,62 +257,6 @@ TEST_CASE("one_pass_gemv on rows that start and end off a vector's boundary give
   check(double{}, 150, 160, 0);
 }
 
-TEST_CASE("one_pass_gemv's kernel with subnormal coefficients matches float64 sums", "[compile][one_pass]") {
-  // The coefficients alpha g of a saturated gradient are subnormal: blocks of rows that have
-  // any take the column product's own path, apart from the row product. Some blocks here have
-  // all, some one, most none.
-  auto check = [](auto tag) {
-    using T = decltype(tag);
-    std::mt19937 rng(17);
-    std::normal_distribution<double> normal;
-    const std::int64_t k = 100, lda = 112;
-    const std::int64_t group = xsym::cpu::detail::one_pass_group_rows(k * static_cast<std::int64_t>(sizeof(T)));
-    const std::int64_t m = 3 * group + 37;
-    std::vector<T, xsimd::aligned_allocator<T, 64>> A(static_cast<std::size_t>(m * lda)), x(k), y0(k), y(k);
-    for (auto& v : A) v = static_cast<T>(normal(rng));
-    for (auto& v : x) v = static_cast<T>(0.1 * normal(rng));
-    for (auto& v : y0) v = static_cast<T>(normal(rng));
-    std::vector<T> g(static_cast<std::size_t>(m)), u(static_cast<std::size_t>(m));
-    struct ctx_t {
-      std::vector<T>* g;
-      std::vector<T>* u;
-    } ctx{&g, &u};
-    const xsym::cpu::detail::one_pass_rows_fn fn{[](void* c, std::int64_t r0, std::int64_t n, const void* uv) {
-      auto& [gp, up] = *static_cast<ctx_t*>(c);
-      for (std::int64_t r = r0; r < r0 + n; ++r) {
-        const T ur = static_cast<const T*>(uv)[r - r0];
-        (*up)[static_cast<std::size_t>(r)] = ur;
-        const bool all = (r / 8) % 5 == 2, one = r % 8 == 3 && (r / 8) % 3 == 0;
-        (*gp)[static_cast<std::size_t>(r)] = all || one ? static_cast<T>((r % 7 + 1)) * std::numeric_limits<T>::denorm_min() : ur / 100;
-      }
-    }, &ctx};
-    const T alpha = T(-0.01), beta = T(0.9998);
-    xsym::cpu::detail::one_pass_gemv<T>(A.data(), lda, m, k, x.data(), fn, g.data(), alpha, y0.data(), beta, y.data(), 1);
-    const double eps = std::numeric_limits<T>::epsilon();
-    for (std::int64_t r = 0; r < m; ++r) {
-      double want = 0, size = 0;
-      for (std::int64_t j = 0; j < k; ++j) {
-        want += double(A[std::size_t(r * lda + j)]) * double(x[std::size_t(j)]);
-        size += std::abs(double(A[std::size_t(r * lda + j)]) * double(x[std::size_t(j)]));
-      }
-      INFO("row " << r);
-      REQUIRE(std::abs(double(u[std::size_t(r)]) - want) <= 4 * k * eps * size);
-    }
-    for (std::int64_t j = 0; j < k; ++j) {
-      double want = double(beta) * double(y0[std::size_t(j)]), size = std::abs(want);
-      for (std::int64_t r = 0; r < m; ++r) {
-        const double term = double(T(alpha * g[std::size_t(r)])) * double(A[std::size_t(r * lda + j)]);
-        want += term;
-        size += std::abs(term);
-      }
-      INFO("column " << j);
-      REQUIRE(std::abs(double(y[std::size_t(j)]) - want) <= 4 * m * eps * size);
-    }
-  };
-  check(float{});
-  check(double{});
-}
-
 TEST_CASE("one_pass_gemv takes views, strided and offset arguments, and names bad shapes", "[compile][one_pass]") {
   xsym_test::clean_config guard;
   one_pass_everywhere everywhere;

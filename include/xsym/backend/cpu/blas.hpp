@@ -346,15 +346,26 @@ bool any_subnormal(const T* xs, std::int64_t cols) {
 // where |A| |xs[j] 2^64| < |y| 2^(64 - p - 3) (p: the mantissa's bits): under half of the
 // smaller half ulp next to y, whatever the rounding of the test. Both sides are normal numbers,
 // so the test takes no assist. Where y is 0, or a lane is NaN, the FMA runs.
+template <class T>
+struct subnormal_terms {
+  static constexpr int p = std::numeric_limits<T>::digits;
+  T margin = std::ldexp(T(1), 64 - p - 3);
+  // A subnormal's bits times this are its value times 2^64, exactly.
+  T up = std::ldexp(T(1), 64 + std::numeric_limits<T>::min_exponent - p);
+  T scaled(T c) const { return static_cast<T>(magnitude_bits(c)) * up; }  // |c| 2^64
+  // The lanes where the term a c (scaled_c: |c| 2^64) cannot change s.
+  template <class B>
+  [[gnu::always_inline]] auto left_out(const B& a, const B& scaled_c, const B& s) const {
+    return xsimd::abs(a) * scaled_c < xsimd::abs(s) * B(margin);
+  }
+};
+
 template <int Q, bool Full, class T>
 void gemv_column_strip_subnormal(const T* a, std::int64_t lda, const T* xs, T* y, std::int64_t i, std::int64_t cols,
                                  std::int64_t lanes) {
   using B = xsimd::batch<T>;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-  constexpr int p = std::numeric_limits<T>::digits;
-  const T margin = std::ldexp(T(1), 64 - p - 3);
-  // A subnormal's bits times this are its value times 2^64, exactly.
-  const T up = std::ldexp(T(1), 64 + std::numeric_limits<T>::min_exponent - p);
+  const subnormal_terms<T> terms;
   // Lanes at or past `lanes` (the last partial vector) take no part: they count as left out.
   B idx;
   {
@@ -381,11 +392,11 @@ XSYM_UNROLL(8)
       for (int q = 0; q < Q; ++q) s[q] = fmadd(load_a(col, q), xc, s[q]);
       continue;
     }
-    const B scaled(static_cast<T>(magnitude_bits(xs[j])) * up);  // |xs[j]| 2^64
+    const B scaled(terms.scaled(xs[j]));
 XSYM_UNROLL(8)
     for (int q = 0; q < Q; ++q) {
       const B av = load_a(col, q);
-      auto left_out = xsimd::abs(av) * scaled < xsimd::abs(s[q]) * B(margin);
+      auto left_out = terms.left_out(av, scaled, s[q]);
       if (!Full) left_out = left_out || idx >= B(static_cast<T>(lanes - q * w));
       if (!xsimd::all(left_out)) s[q] = fmadd(av, xc, s[q]);
     }

@@ -1,0 +1,114 @@
+// one_pass_gemv's kernel with this CPU's vector instructions (the oracle area builds with
+// -march=native, and CI runs it sanitized): the row sums it hands to the elementwise work are
+// the row product's bits, and the column product's are an FMA chain over the rows in order
+// per part, the parts added in order. Rows on a vector's boundary, rows whose stride is whole
+// vectors but whose first element is not (the loads start after a peel), and rows of no
+// aligned stride; coefficients normal, subnormal in whole blocks of 8 rows, or in one row of a
+// block (the blocks with any take the column product's own path).
+#include <catch2/catch.hpp>
+
+#include <xsym/xsym.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace {
+
+template <class T>
+using aligned_vector = std::vector<T, xsimd::aligned_allocator<T, 64>>;
+
+template <class T>
+struct kernel_case {
+  std::int64_t m, k, lda, offset;
+  aligned_vector<T> storage;
+  std::vector<T> u, g;  // what the kernel handed to the elementwise work, and what it got back
+  const T* a() const { return storage.data() + offset; }
+};
+
+// subnormal: 0 none, 1 in some blocks and rows, 2 every coefficient (the sums stay subnormal, so
+// a term left out that should not be shows).
+template <class T>
+void check_kernel(std::int64_t k, std::int64_t lda, std::int64_t offset, int subnormal, int threads) {
+  namespace cd = xsym::cpu::detail;
+  std::mt19937 rng(static_cast<unsigned>(k * 131 + lda * 7 + offset));
+  std::normal_distribution<double> normal;
+  const std::int64_t group = cd::one_pass_group_rows(k * static_cast<std::int64_t>(sizeof(T)));
+  const std::int64_t m = 3 * group + 37;  // four groups, the last not whole
+  kernel_case<T> c{m, k, lda, offset, aligned_vector<T>(static_cast<std::size_t>(m * lda + offset)), {}, {}};
+  for (auto& v : c.storage) v = static_cast<T>(normal(rng));
+  aligned_vector<T> x(static_cast<std::size_t>(k)), y(static_cast<std::size_t>(k));
+  for (auto& v : x) v = static_cast<T>(0.1 * normal(rng));
+  c.u.assign(static_cast<std::size_t>(m), T(0));
+  c.g.assign(static_cast<std::size_t>(m), T(0));
+  struct ctx_t {
+    kernel_case<T>* c;
+    int subnormal;
+    std::int64_t group;
+  } ctx{&c, subnormal, group};
+  const cd::one_pass_rows_fn fn{[](void* p, std::int64_t r0, std::int64_t n, const void* uv) {
+                                  auto& [cs, sub, grp] = *static_cast<ctx_t*>(p);
+                                  for (std::int64_t r = r0; r < r0 + n; ++r) {
+                                    const T ur = static_cast<const T*>(uv)[r - r0];
+                                    cs->u[static_cast<std::size_t>(r)] = ur;
+                                    // Each group's first 16 rows too: a part's sum starts from
+                                    // subnormal terms, which then change it.
+                                    const bool block = (r / 8) % 5 == 2 || r % grp < 16;
+                                    const bool one = r % 8 == 3 && (r / 8) % 3 == 0;
+                                    cs->g[static_cast<std::size_t>(r)] =
+                                        sub == 2 || (sub == 1 && (block || one)) ? std::ldexp(T(r % 7 + 1), std::numeric_limits<T>::min_exponent - 3)
+                                                              : ur / 100;
+                                  }
+                                },
+                                &ctx};
+  const T alpha = T(-0.01);  // alpha g is subnormal where g is 2^(min_exponent - 3) times 1 to 7
+  cd::one_pass_gemv<T>(c.a(), lda, m, k, x.data(), fn, c.g.data(), alpha, nullptr, T(0), y.data(), threads);
+
+  // The row sums: the row product's bits.
+  std::vector<T> want_u(static_cast<std::size_t>(m));
+  cd::gemv_rows(c.a(), lda, x.data(), want_u.data(), m, k, T(1), static_cast<const T*>(nullptr), T(0));
+  for (std::int64_t r = 0; r < m; ++r) {
+    INFO("row " << r);
+    REQUIRE(c.u[static_cast<std::size_t>(r)] == want_u[static_cast<std::size_t>(r)]);
+  }
+  // The column product: with at most 16 groups, each group is a part of its own.
+  const std::int64_t groups = (m + group - 1) / group;
+  REQUIRE(groups <= cd::one_pass_max_parts);
+  std::vector<T> sums(static_cast<std::size_t>(k), T(0));
+  for (std::int64_t p = 0; p < groups; ++p) {
+    std::vector<T> part(static_cast<std::size_t>(k), T(0));
+    for (std::int64_t r = p * group; r < std::min(m, (p + 1) * group); ++r) {
+      const T coef = alpha * c.g[static_cast<std::size_t>(r)];
+      for (std::int64_t e = 0; e < k; ++e)
+        part[static_cast<std::size_t>(e)] = cd::fmadd(c.a()[r * lda + e], coef, part[static_cast<std::size_t>(e)]);
+    }
+    for (std::int64_t e = 0; e < k; ++e)
+      sums[static_cast<std::size_t>(e)] = p == 0 ? part[static_cast<std::size_t>(e)] : sums[static_cast<std::size_t>(e)] + part[static_cast<std::size_t>(e)];
+  }
+  for (std::int64_t e = 0; e < k; ++e) {
+    INFO("column " << e);
+    REQUIRE(y[static_cast<std::size_t>(e)] == sums[static_cast<std::size_t>(e)]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("one_pass_gemv: row sums are the row product's bits, the column product an FMA chain per part",
+          "[oracle][one_pass]") {
+  for (int subnormal : {0, 1, 2}) {
+    for (int threads : {1, 2}) {
+      INFO("subnormal coefficients: " << (subnormal == 0 ? "none" : subnormal == 1 ? "some" : "all") << ", " << threads
+                                      << " threads");
+      // float32: 100 columns; rows 112 apart (whole vectors at any width up to 16 lanes),
+      // starting on a line or one element past it; rows 101 apart (no aligned stride).
+      check_kernel<float>(100, 112, 0, subnormal, threads);
+      check_kernel<float>(100, 112, 1, subnormal, threads);
+      check_kernel<float>(100, 101, 3, subnormal, threads);
+      check_kernel<double>(61, 64, 0, subnormal, threads);
+      check_kernel<double>(61, 64, 5, subnormal, threads);
+      check_kernel<double>(61, 63, 0, subnormal, threads);
+    }
+  }
+}
