@@ -12771,6 +12771,7 @@ struct column_side_work {
   std::int64_t k;
   const T* ahead;    // the next row block's first row, or null
   subnormal_terms<T> terms{};
+  T scaled[8]{};     // Subnormal: |xs[j]| 2^64 where xs[j] is subnormal, else 0 (once a block)
 
   void elements(std::int64_t lo, std::int64_t hi) const {
     for (std::int64_t e = lo; e < hi; ++e) {
@@ -12786,7 +12787,7 @@ XSYM_UNROLL(8)
     for (int j = 0; j < 8; ++j) {
       const B av = load<Aligned, B>(row[j] + off + i);
       if constexpr (Subnormal) {
-        if (is_subnormal(xs[j]) && xsimd::all(terms.left_out(av, B(terms.scaled(xs[j])), v))) continue;
+        if (scaled[j] != T(0) && xsimd::all(terms.left_out(av, B(scaled[j]), v))) continue;
       }
       v = fmadd(av, B(xs[j]), v);
     }
@@ -12843,7 +12844,9 @@ void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k,
             for (std::int64_t j = c + 8; j < std::min<std::int64_t>(c + 16, n); ++j) __builtin_prefetch(ar + j * lda);
           const T* ahead = r0 + c + 16 <= row_end ? ar + (c + 8) * lda : nullptr;
           auto fused = [&](auto subnormal) {
-            const column_side_work<al, decltype(subnormal)::value, T> side{ac + c * lda, lda, ac - ar, xs, prev_acc, k, ahead};
+            column_side_work<al, decltype(subnormal)::value, T> side{ac + c * lda, lda, ac - ar, xs, prev_acc, k, ahead};
+            if constexpr (decltype(subnormal)::value)
+              for (int j = 0; j < 8; ++j) side.scaled[j] = is_subnormal(xs[j]) ? side.terms.scaled(xs[j]) : T(0);
             gemv_row_block<8, al>(ar + c * lda, lda, 8, x, u.data() + c, k, pl, T(1), static_cast<const T*>(nullptr), T(0), side);
           };
           if (any_subnormal(xs, 8)) fused(std::true_type{});
