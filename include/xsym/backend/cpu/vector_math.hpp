@@ -193,9 +193,11 @@ XSYM_VLANES
     /* log1p(x) is x for a subnormal x; arithmetic on one costs an assist on Intel cores */        \
     const auto tiny = xsimd::abs(a) < X(std::numeric_limits<T>::min()) && a != X(0);                \
     if (xsimd::all(in) && !xsimd::any(tiny)) return xsimd::log1p(a);                                \
+    if (xsimd::all(tiny)) return a;                                                                 \
     const auto plain = in && !tiny;                                                                 \
-    return xsimd::select(tiny, a, vlanes_where(!in, xsimd::log1p(xsimd::select(plain, a, X(0))), a,  \
-                                               [](T x) { return std::log1p(x); }));                 \
+    const X r = xsimd::log1p(xsimd::select(plain, a, X(0)));                                        \
+    if (xsimd::all(in)) return xsimd::select(tiny, a, r); /* no lane for the C library */           \
+    return xsimd::select(tiny, a, vlanes_where(!in, r, a, [](T x) { return std::log1p(x); }));      \
   }
 #define XSYM_VLOG_AVX512                                                                                             \
   template <class A>                                                                                                 \
@@ -295,10 +297,12 @@ XSYM_VLANES
     const __mmask16 tiny = _mm512_cmplt_epu32_mask(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff)), \
                                                    _mm512_set1_epi32(0x33000000));                                   \
     if ((special | tiny) == 0) return vlog1p_common(a);                                                              \
+    if (tiny == 0xFFFF) return a; /* exp(-|x|) of large |x|: a softplus's every lane */                              \
     const xsimd::batch_bool<float, A> m(special), t(tiny);                                                           \
     const xsimd::batch_bool<float, A> aside(static_cast<__mmask16>(special | tiny));                                 \
-    return xsimd::select(t, a, vlanes_where(m, vlog1p_common(xsimd::select(aside, xsimd::batch<float, A>(0.5f), a)), a, \
-                                            [](float x) { return std::log1p(x); }));                                 \
+    const xsimd::batch<float, A> r = vlog1p_common(xsimd::select(aside, xsimd::batch<float, A>(0.5f), a));           \
+    if (special == 0) return xsimd::select(t, a, r); /* the call out of line only for the C library's lanes */       \
+    return xsimd::select(t, a, vlanes_where(m, r, a, [](float x) { return std::log1p(x); }));                        \
   }
 
 XSYM_VEXP_GENERIC
