@@ -6199,11 +6199,12 @@ XSYM_VLANES
     const auto in = a > X(-1) && a <= X(std::numeric_limits<T>::max());                            \
     /* log1p(x) is x for a subnormal x; arithmetic on one costs an assist on Intel cores */        \
     const auto tiny = xsimd::abs(a) < X(std::numeric_limits<T>::min()) && a != X(0);                \
-    if (xsimd::all(in) && !xsimd::any(tiny)) return xsimd::log1p(a);                                \
+    const bool all_in = xsimd::all(in);                                                             \
+    if (all_in && !xsimd::any(tiny)) return xsimd::log1p(a);                                        \
     if (xsimd::all(tiny)) return a;                                                                 \
     const auto plain = in && !tiny;                                                                 \
     const X r = xsimd::log1p(xsimd::select(plain, a, X(0)));                                        \
-    if (xsimd::all(in)) return xsimd::select(tiny, a, r); /* no lane for the C library */           \
+    if (all_in) return xsimd::select(tiny, a, r); /* no lane for the C library */                   \
     return xsimd::select(tiny, a, vlanes_where(!in, r, a, [](T x) { return std::log1p(x); }));      \
   }
 #define XSYM_VLOG_AVX512                                                                                             \
