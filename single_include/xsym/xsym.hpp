@@ -1055,6 +1055,7 @@ XSYM_COLD_END
 #ifndef XSYM_EXPR_CONVERT_HPP
 #define XSYM_EXPR_CONVERT_HPP
 
+#include <concepts>
 #include <cstring>
 #include <type_traits>
 
@@ -1113,6 +1114,8 @@ _mm512_mask_blend_epi16(__mmask32 u, __m512i a, __m512i w) {
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 // ---- begin include/xsym/expr/dtype.hpp ----
 #ifndef XSYM_EXPR_DTYPE_HPP
@@ -1719,6 +1722,43 @@ inline byte_range bytes_of(const ndarray& x) {
   const auto base = reinterpret_cast<std::intptr_t>(x.data());
   return {base + down * es, base + (up + 1) * es};
 }
+
+// Whether two of the array's elements may be the same memory (a stride 0 over an extent above
+// 1, strides that interleave). By increasing |stride|, each dimension steps past the span of
+// the ones before unless they meet; the rare layouts that fail that test are checked offset by
+// offset up to 2^22 elements (beyond, they count as overlapping).
+inline bool overlaps_itself(const ndarray& x) {
+  if (!x.has_value()) return false;
+  std::int64_t stride[max_rank], extent[max_rank];
+  int r = 0;
+  for (int d = 0; d < x.rank(); ++d) {
+    if (x.shape(d) == 0) return false;
+    if (x.shape(d) == 1) continue;
+    stride[r] = x.stride(d) < 0 ? -x.stride(d) : x.stride(d);
+    extent[r++] = x.shape(d);
+  }
+  for (int i = 1; i < r; ++i)  // insertion sort by stride
+    for (int j = i; j > 0 && stride[j] < stride[j - 1]; --j) {
+      std::swap(stride[j], stride[j - 1]);
+      std::swap(extent[j], extent[j - 1]);
+    }
+  std::int64_t span = 0;
+  bool apart = true;
+  for (int i = 0; i < r && apart; ++i) {
+    apart = stride[i] > span;
+    span += stride[i] * (extent[i] - 1);
+  }
+  if (apart) return false;
+  if (stride[0] == 0 || x.size() > (std::int64_t{1} << 22)) return true;
+  std::vector<std::int64_t> offsets{0};
+  for (int i = 0; i < r; ++i) {
+    const std::size_t n = offsets.size();
+    for (std::int64_t k = 1; k < extent[i]; ++k)
+      for (std::size_t j = 0; j < n; ++j) offsets.push_back(offsets[j] + k * stride[i]);
+  }
+  std::sort(offsets.begin(), offsets.end());
+  return std::adjacent_find(offsets.begin(), offsets.end()) != offsets.end();
+}
 }  // namespace detail
 
 }  // namespace xsym
@@ -1729,12 +1769,16 @@ inline byte_range bytes_of(const ndarray& x) {
 namespace xsym::detail {
 
 // xtensor containers and adaptors: memory we can read in place through data() and strides().
+// Some views declare data() over storage that is an iterator, not memory (xt::flatten of a
+// transpose): their data() does not compile, so the storage's own data() must be a pointer.
 template <class E>
 concept strided_memory = requires(const E& e) {
   e.data();
   e.strides();
   e.shape();
-};
+} && (!requires(const E& e) { e.storage(); } || requires(const E& e) {
+  { e.storage().data() } -> std::convertible_to<const typename E::value_type*>;
+});
 
 // The address of a strided expression's first element: a view's data() is its underlying
 // container's buffer, and data_offset() says where the view starts in it.
@@ -5788,7 +5832,10 @@ XSYM_COLD_END
 #ifndef XSYM_COMPILE_FUNCTION_HPP
 #define XSYM_COMPILE_FUNCTION_HPP
 
+#include <cmath>
+#include <cstdio>
 #include <memory>
+#include <stdexcept>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -17450,6 +17497,14 @@ inline void function_runtime::bind_destinations(const ndarray* dests) {
   const auto& outs = m_graph->outputs;
   for (std::size_t o = 0; o < outs.size(); ++o) {
     const ndarray& d = dests[o];
+    if (detail::overlaps_itself(d)) {  // one element's value would overwrite another's
+      std::string strides;
+      for (int k = 0; k < d.rank(); ++k)
+        strides += (k ? ", " : "") + std::to_string(d.stride(k) * static_cast<std::int64_t>(dtype_size(d.type())));
+      throw std::invalid_argument("xsym: function '" + m_name + "': into(...): the destination of output " +
+                                  std::to_string(o) + " (shape " + to_string(d.shape()) + ", strides (" + strides +
+                                  ") in bytes) has elements that share memory: give it one element per value");
+    }
     const detail::byte_range range = detail::bytes_of(d);
     for (std::size_t p = 0; p < o; ++p)
       if (range.overlaps(detail::bytes_of(dests[p])))
@@ -17697,6 +17752,15 @@ XSYM_COLD_BEGIN  // error paths, out of line: not copied into every argument typ
                     std::to_string(rank) + ", got an argument of rank " + std::to_string(got));
 }
 
+[[noreturn]] inline void throw_argument_overflows(const std::string& fname, std::size_t index, const std::string& iname,
+                                                 double value, dtype t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", value);
+  throw std::invalid_argument("xsym: function '" + fname + "': input " + std::to_string(index) + " ('" + iname +
+                              "') is " + std::string(dtype_name(t)) + ", and the number " + buf +
+                              " passed for it is beyond that type's range (it would become infinity)");
+}
+
 [[noreturn]] inline void throw_destination_rank(const std::string& fname, std::size_t index, std::size_t rank,
                                                 std::size_t got) {
   throw shape_error("xsym: function '" + fname + "': into(...): output " + std::to_string(index) + " has rank " +
@@ -17714,6 +17778,11 @@ void bind_argument(ndarray& dst, const Arg& arg, const std::string& fname, const
     static_assert(N == 0, "xsym: a plain number can only be passed for a rank-0 (scalar) input");
     static_assert(lossless_v<E, A> || std::is_floating_point_v<E>,
                   "xsym: this number's type cannot be converted to the input's element type without loss");
+    // A finite double beyond float's range would become infinity (a conversion C++ leaves
+    // undefined), as a constant in an expression would (expr/var.hpp's lift).
+    if constexpr (std::is_same_v<E, float> && std::is_floating_point_v<A> && sizeof(A) > sizeof(float))
+      if (std::isfinite(arg) && std::fabs(arg) >= 0x1.ffffffp+127)
+        throw_argument_overflows(fname, index, iname, static_cast<double>(arg), dtype_of<E>());
     dst = scalar_array(static_cast<E>(arg));
   } else {
     static_assert(std::is_base_of_v<xt::xexpression<A>, A>,
@@ -17823,8 +17892,9 @@ void bind_destination(ndarray& dst, D& d, const std::string& fname, std::size_t 
     dst = ndarray::wrap(dtype_of<E>(), shape_t{}, nullptr, &d);
   } else {
     static_assert(std::is_base_of_v<xt::xexpression<D>, D> && strided_memory<D>,
-                  "xsym: into(...) writes into xtensor containers (xt::xtensor, xt::xarray, xt::adapt) or a plain "
-                  "number for a scalar output");
+                  "xsym: into(...) writes into memory with strides: xtensor containers (xt::xtensor, xt::xarray, "
+                  "xt::adapt), views of them, or a plain number for a scalar output; not a lazy expression or a "
+                  "view without strides of its own (xt::flatten of a transpose): write into a container, then copy");
     static_assert(std::is_same_v<typename D::value_type, E>,
                   "xsym: into(...): a destination's element type must equal its output's (no conversion is made)");
     constexpr int sr = static_rank<D>::value;

@@ -1,7 +1,10 @@
 #ifndef XSYM_COMPILE_FUNCTION_HPP
 #define XSYM_COMPILE_FUNCTION_HPP
 
+#include <cmath>
+#include <cstdio>
 #include <memory>
+#include <stdexcept>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -144,6 +147,15 @@ XSYM_COLD_BEGIN  // error paths, out of line: not copied into every argument typ
                     std::to_string(rank) + ", got an argument of rank " + std::to_string(got));
 }
 
+[[noreturn]] inline void throw_argument_overflows(const std::string& fname, std::size_t index, const std::string& iname,
+                                                 double value, dtype t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", value);
+  throw std::invalid_argument("xsym: function '" + fname + "': input " + std::to_string(index) + " ('" + iname +
+                              "') is " + std::string(dtype_name(t)) + ", and the number " + buf +
+                              " passed for it is beyond that type's range (it would become infinity)");
+}
+
 [[noreturn]] inline void throw_destination_rank(const std::string& fname, std::size_t index, std::size_t rank,
                                                 std::size_t got) {
   throw shape_error("xsym: function '" + fname + "': into(...): output " + std::to_string(index) + " has rank " +
@@ -161,6 +173,11 @@ void bind_argument(ndarray& dst, const Arg& arg, const std::string& fname, const
     static_assert(N == 0, "xsym: a plain number can only be passed for a rank-0 (scalar) input");
     static_assert(lossless_v<E, A> || std::is_floating_point_v<E>,
                   "xsym: this number's type cannot be converted to the input's element type without loss");
+    // A finite double beyond float's range would become infinity (a conversion C++ leaves
+    // undefined), as a constant in an expression would (expr/var.hpp's lift).
+    if constexpr (std::is_same_v<E, float> && std::is_floating_point_v<A> && sizeof(A) > sizeof(float))
+      if (std::isfinite(arg) && std::fabs(arg) >= 0x1.ffffffp+127)
+        throw_argument_overflows(fname, index, iname, static_cast<double>(arg), dtype_of<E>());
     dst = scalar_array(static_cast<E>(arg));
   } else {
     static_assert(std::is_base_of_v<xt::xexpression<A>, A>,
@@ -270,8 +287,9 @@ void bind_destination(ndarray& dst, D& d, const std::string& fname, std::size_t 
     dst = ndarray::wrap(dtype_of<E>(), shape_t{}, nullptr, &d);
   } else {
     static_assert(std::is_base_of_v<xt::xexpression<D>, D> && strided_memory<D>,
-                  "xsym: into(...) writes into xtensor containers (xt::xtensor, xt::xarray, xt::adapt) or a plain "
-                  "number for a scalar output");
+                  "xsym: into(...) writes into memory with strides: xtensor containers (xt::xtensor, xt::xarray, "
+                  "xt::adapt), views of them, or a plain number for a scalar output; not a lazy expression or a "
+                  "view without strides of its own (xt::flatten of a transpose): write into a container, then copy");
     static_assert(std::is_same_v<typename D::value_type, E>,
                   "xsym: into(...): a destination's element type must equal its output's (no conversion is made)");
     constexpr int sr = static_rank<D>::value;

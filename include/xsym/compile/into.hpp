@@ -21,6 +21,14 @@ inline void function_runtime::bind_destinations(const ndarray* dests) {
   const auto& outs = m_graph->outputs;
   for (std::size_t o = 0; o < outs.size(); ++o) {
     const ndarray& d = dests[o];
+    if (detail::overlaps_itself(d)) {  // one element's value would overwrite another's
+      std::string strides;
+      for (int k = 0; k < d.rank(); ++k)
+        strides += (k ? ", " : "") + std::to_string(d.stride(k) * static_cast<std::int64_t>(dtype_size(d.type())));
+      throw std::invalid_argument("xsym: function '" + m_name + "': into(...): the destination of output " +
+                                  std::to_string(o) + " (shape " + to_string(d.shape()) + ", strides (" + strides +
+                                  ") in bytes) has elements that share memory: give it one element per value");
+    }
     const detail::byte_range range = detail::bytes_of(d);
     for (std::size_t p = 0; p < o; ++p)
       if (range.overlaps(detail::bytes_of(dests[p])))

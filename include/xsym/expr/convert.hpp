@@ -1,6 +1,7 @@
 #ifndef XSYM_EXPR_CONVERT_HPP
 #define XSYM_EXPR_CONVERT_HPP
 
+#include <concepts>
 #include <cstring>
 #include <type_traits>
 
@@ -14,12 +15,16 @@
 namespace xsym::detail {
 
 // xtensor containers and adaptors: memory we can read in place through data() and strides().
+// Some views declare data() over storage that is an iterator, not memory (xt::flatten of a
+// transpose): their data() does not compile, so the storage's own data() must be a pointer.
 template <class E>
 concept strided_memory = requires(const E& e) {
   e.data();
   e.strides();
   e.shape();
-};
+} && (!requires(const E& e) { e.storage(); } || requires(const E& e) {
+  { e.storage().data() } -> std::convertible_to<const typename E::value_type*>;
+});
 
 // The address of a strided expression's first element: a view's data() is its underlying
 // container's buffer, and data_offset() says where the view starts in it.

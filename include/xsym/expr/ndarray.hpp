@@ -12,6 +12,8 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dtype.hpp"
 
@@ -491,6 +493,43 @@ inline byte_range bytes_of(const ndarray& x) {
   const auto es = static_cast<std::int64_t>(dtype_size(x.type()));
   const auto base = reinterpret_cast<std::intptr_t>(x.data());
   return {base + down * es, base + (up + 1) * es};
+}
+
+// Whether two of the array's elements may be the same memory (a stride 0 over an extent above
+// 1, strides that interleave). By increasing |stride|, each dimension steps past the span of
+// the ones before unless they meet; the rare layouts that fail that test are checked offset by
+// offset up to 2^22 elements (beyond, they count as overlapping).
+inline bool overlaps_itself(const ndarray& x) {
+  if (!x.has_value()) return false;
+  std::int64_t stride[max_rank], extent[max_rank];
+  int r = 0;
+  for (int d = 0; d < x.rank(); ++d) {
+    if (x.shape(d) == 0) return false;
+    if (x.shape(d) == 1) continue;
+    stride[r] = x.stride(d) < 0 ? -x.stride(d) : x.stride(d);
+    extent[r++] = x.shape(d);
+  }
+  for (int i = 1; i < r; ++i)  // insertion sort by stride
+    for (int j = i; j > 0 && stride[j] < stride[j - 1]; --j) {
+      std::swap(stride[j], stride[j - 1]);
+      std::swap(extent[j], extent[j - 1]);
+    }
+  std::int64_t span = 0;
+  bool apart = true;
+  for (int i = 0; i < r && apart; ++i) {
+    apart = stride[i] > span;
+    span += stride[i] * (extent[i] - 1);
+  }
+  if (apart) return false;
+  if (stride[0] == 0 || x.size() > (std::int64_t{1} << 22)) return true;
+  std::vector<std::int64_t> offsets{0};
+  for (int i = 0; i < r; ++i) {
+    const std::size_t n = offsets.size();
+    for (std::int64_t k = 1; k < extent[i]; ++k)
+      for (std::size_t j = 0; j < n; ++j) offsets.push_back(offsets[j] + k * stride[i]);
+  }
+  std::sort(offsets.begin(), offsets.end());
+  return std::adjacent_find(offsets.begin(), offsets.end()) != offsets.end();
 }
 }  // namespace detail
 
