@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <xsym/xsym.hpp>
+#include <xtensor/xview.hpp>
 
 #include <sstream>
 
@@ -53,4 +54,31 @@ TEST_CASE("single header: a profiled function reports in Theano's format", "[sin
   stats->print_summary(os);
   CHECK(os.str().find("Message: single header") != std::string::npos);
   if (xsym::profiling_compiled_in) CHECK(os.str().find("Time in 3 calls to Function.__call__") != std::string::npos);
+}
+
+// With XTENSOR_USE_XSIMD, xtensor 0.24's own assignment of a view of a view with a newaxis reads
+// from its container's first element. set_value and the conversions of arguments read such a
+// view, alone or inside an expression, from the view's first element.
+TEST_CASE("single header: a view of a view with a newaxis is read from its own start", "[single_include]") {
+  xt::xtensor<float, 3> a3 = xt::empty<float>({2, 3, 4});
+  for (std::size_t i = 0; i < a3.size(); ++i) a3.data()[i] = static_cast<float>(i) + 0.5f;
+  auto v = xt::view(xt::view(a3, 1, 2), xt::newaxis(), xt::all());  // shape (1, 4): a3(1, 2, :)
+  const auto expect = [&](const auto& got, float scale, const char* what) {
+    INFO(what);
+    REQUIRE(got.shape()[0] == 1);
+    REQUIRE(got.shape()[1] == 4);
+    for (std::size_t j = 0; j < 4; ++j) CHECK(static_cast<double>(got(0, j)) == static_cast<double>(a3(1, 2, j) * scale));
+  };
+  auto w = xsym::shared(xt::xtensor<float, 2>(xt::zeros<float>({1, 4})), "w");
+  w.set_value(v);
+  expect(w.get_value(), 1, "set_value(view)");
+  w.set_value(v * 1.0f);
+  expect(w.get_value(), 1, "set_value(view * 1)");
+  auto m = xsym::matrix<float>("m");
+  auto md = xsym::matrix<double>("md");
+  auto f = xsym::function("twice", xsym::inputs(m), m * 2);
+  auto fd = xsym::function("twice_d", xsym::inputs(md), md * 2);
+  expect(f(v), 2, "argument: the view");
+  expect(f(v * 1.0f), 2, "argument: view * 1");
+  expect(fd(v), 2, "argument: the view, converted to float64");
 }

@@ -59,7 +59,21 @@ shape_t to_shape(const Shape& s) {
 /// An owning copy of an xtensor expression, C-contiguous.
 template <class T, class E>
 ndarray copy_to_ndarray(const xt::xexpression<E>& expr) {
-  const xt::xarray<T> ev = expr.derived_cast();  // evaluates views and expressions in row-major order
+  if constexpr (std::is_same_v<typename E::value_type, T> && strided_memory<E>) {
+    // Memory is read from its first element with its strides, as a call's argument is.
+    const E& e = expr.derived_cast();
+    if (e.shape().size() > static_cast<std::size_t>(max_rank)) throw_rank_exceeds(e.shape().size());
+    ndarray view, out;
+    view.rewrap(dtype_of<T>(), e.shape(), e.strides(), const_cast<T*>(first_element(e)));
+    view.copy_contiguous_into(out);
+    return out;
+  }
+  // Evaluated in row-major order by xtensor's steppers: its linear assignment of a view of a
+  // view with a newaxis (alone or inside an expression) starts at the container's first
+  // element, not the view's (xtensor 0.24).
+  xt::xarray<T> ev;
+  ev.resize(expr.derived_cast().shape());
+  xt::assign_data(ev, expr, false);
   ndarray a = ndarray::empty(dtype_of<T>(), to_shape(ev.shape()));
   if (a.size()) std::memcpy(a.data(), ev.data(), a.nbytes());
   return a;
