@@ -131,6 +131,18 @@ def find(results, bench, impl, dtype=None, size=None):
     return None
 
 
+def cpu_seconds():
+    """All CPUs' busy seconds (/proc/stat), and this process's and its children's."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        busy = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        busy = float("nan")
+    t = os.times()
+    return busy, t.user + t.system + t.children_user + t.children_system
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build-bench")
@@ -145,10 +157,15 @@ def main():
     # No benchmark calls BLAS (xsym's products are its own kernels), but OpenBLAS starts its
     # threads when it loads and they spin for a while on the other core: not in the timed runs.
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # Another process on the other vCPU slows timings of data in L2 by up to 15% here (it
+    # shares the core's caches: docs/performance.md): its share of a CPU is recorded.
+    busy0, own0, wall0 = *cpu_seconds(), time.monotonic()
     results = run_bench(build / "bench" / "bench_xsym", env=env)
     results += run_bench(build / "bench" / "bench_xsym_noprof", env=env)
     results += run_bench(build / "bench" / "bench_calls", env=env)
     results += run_bench(build / "bench" / "bench_calls_noprof", env=env)
+    busy1, own1 = cpu_seconds()
+    others = max(0.0, (busy1 - busy0) - (own1 - own0)) / max(time.monotonic() - wall0, 1e-9)
     if (build / "bench" / "bench_threads").exists():  # built where OpenMP is found
         results += run_bench(build / "bench" / "bench_threads", ["4" if args.quick else "12", "400"], env=env)
     results += build_cost()
@@ -292,9 +309,12 @@ def main():
         print(f"{name:<52} {value:>10.3f} {'-':>8}  no bar")
     if peer_note:
         print(f"\nPyTensor peer: {peer_note}")
+    print(f"\nother processes during the timings: {others:.0%} of a CPU"
+          + (" (ratios of data in L2 may be off: keep the other CPUs idle)" if others > 0.05 else ""))
     out = {"machine": machine(), "results": results,
            "bars": [{"bar": n, "value": v, "limit": l, "status": s} for n, v, l, s, _ in bars]}
     out["machine"]["loadavg_end"] = os.getloadavg()[0]
+    out["machine"]["others_cpu_share"] = round(others, 3)
     dest = ROOT / "bench" / "results" / "latest.json"
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(out, indent=1) + "\n")
