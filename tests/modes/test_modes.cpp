@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <random>
+#include <sstream>
 #include <tuple>
 #include <vector>
 
@@ -249,6 +250,35 @@ TEST_CASE("MonitorMode calls back before and after every node with its values", 
   CHECK(log[0] == "pre Elemwise{exp,no_inplace}(x)");
   CHECK(log[1] == "post Elemwise{exp,no_inplace} = 1.000000");
   CHECK(log[3] == "post Elemwise{add,no_inplace} = 2.000000");
+}
+
+// A profiled call, or any call while a profile_scope is open, times its nodes; the checks of
+// DebugMode, NanGuardMode and MonitorMode run with them.
+TEST_CASE("profiled functions, and calls inside a profile_scope, keep their mode's checks", "[modes]") {
+  hooks_guard guard;
+  auto x = xsym::vector<double>("x");
+  auto stats = std::make_shared<xsym::profile_stats>("checked", false);
+  const xt::xtensor<double, 1> bad{1, -1};
+  auto guarded = xsym::function("guarded", xsym::inputs(x), log(x) * 2, xsym::nan_guard_mode{}, xsym::profile(stats));
+  CHECK_THROWS_AS(guarded(bad), xsym::nan_guard_error);
+  auto debug = xsym::function("debug", xsym::inputs(x), sqrt(x), xsym::mode("DebugMode"), xsym::profile(stats));
+  CHECK_THROWS_AS(debug(bad), xsym::debug_mode_error);
+  int posts = 0;
+  auto monitored = xsym::function("monitored", xsym::inputs(x), exp(x) + 1,
+                                  xsym::monitor_mode{nullptr, [&](const xsym::node_event&) { ++posts; }},
+                                  xsym::optimizer_excluding("fusion:inplace"), xsym::profile(stats));
+  CHECK(monitored(xt::xtensor<double, 1>{0})(0) == 2.0);
+  CHECK(posts == 2);
+  auto unprofiled = xsym::function("unprofiled", xsym::inputs(x), log(x) * 2, xsym::nan_guard_mode{});
+  {
+    xsym::profile_scope scope("scope", false);
+    CHECK_THROWS_AS(unprofiled(bad), xsym::nan_guard_error);
+  }
+  if (xsym::profiling_compiled_in) {  // the checked calls that succeeded were timed
+    std::ostringstream os;
+    stats->print_summary(os);
+    CHECK(os.str().find("monitored") != std::string::npos);
+  }
 }
 
 TEST_CASE("modes are chosen by flag too, and an unknown mode is a clear error", "[modes]") {

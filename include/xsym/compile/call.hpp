@@ -45,13 +45,20 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   std::size_t i = 0;
   try {
     if (timed) {
+      // The checks of DebugMode, NanGuardMode and MonitorMode run profiled too (timed with
+      // their nodes).
+      std::vector<ndarray> args;  // DebugMode runs the unoptimised twin on the same arguments
+      if (m_checked && m_plan.debug)
+        for (int s : m_graph->inputs) args.push_back(values[s]);
+      if (m_checked && m_plan.nan_guard) guard_inputs(values);
       const std::uint64_t f0 = detail::ticks();
       m_fn_start = f0;
       std::uint64_t t = f0;
       for (; i < m_thunks.size(); ++i) {
         if (sample) record_shapes(i, values, true);  // before: an in-place node consumes its input
         if (m_device_timer) m_device_timer->node_begin(i);
-        m_thunks[i].run(m_thunks[i], values);
+        if (m_checked) run_checked(i, values);
+        else m_thunks[i].run(m_thunks[i], values);
         if (m_device_timer) m_device_timer->node_end(i);
         const std::uint64_t t1 = detail::ticks();
         m_scratch_ticks[i] = t1 - t;
@@ -61,8 +68,9 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
       }
       if (m_device_timer) m_device_timer->collect(m_scratch_ticks.data());
       m_fn_ticks_last = t - f0;
+      if (m_checked && m_plan.debug) check_against_reference(args.data(), values);
     } else if (m_checked) {
-      std::vector<ndarray> args;  // DebugMode runs the unoptimised twin on the same arguments
+      std::vector<ndarray> args;
       if (m_plan.debug)
         for (int s : m_graph->inputs) args.push_back(values[s]);
       if (m_plan.nan_guard) guard_inputs(values);
