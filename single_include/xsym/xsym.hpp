@@ -15230,7 +15230,8 @@ XSYM_COLD_BEGIN  // rewrites run when a function is built
 namespace xsym::detail {
 
 /// inplace: an elementwise node writes its output into an input buffer that dies there.
-/// Never a function input, a shared variable, a constant, a view, or a value read later.
+/// Never a function input, a shared variable, a constant, a view, a value read later, or an
+/// input broadcast along a dimension of the output.
 inline void inplace_pass(function_graph& g, rewrite_record& rec) {
   const auto clients = g.clients();
   const std::unordered_set<int> kept = kept_slots(g);
@@ -15244,6 +15245,9 @@ inline void inplace_pass(function_graph& g, rewrite_record& rec) {
       const int s = n.inputs[k];
       const slot& in = g.slots[static_cast<std::size_t>(s)];
       if (in.kind != var_kind::apply || kept.count(s) || in.type != out.type || in.rank != out.rank) continue;
+      // An input of extent 1 where the output has more (keepdims' row against a matrix)
+      // cannot hold the output: Theano's same broadcastable pattern.
+      if ((in.broadcastable & ~out.broadcastable) != 0) continue;
       const apply_node& producer = g.nodes[static_cast<std::size_t>(in.owner)];
       if (producer.fn->is_view()) continue;
       const auto& c = clients[static_cast<std::size_t>(s)];

@@ -147,4 +147,16 @@ TEST_CASE("inplace: a dying intermediate is overwritten and the node says so", "
   CHECK(in(1) == 1.0);  // never a function input
   auto t = xsym::function("view", xsym::inputs(x), xsym::dimshuffle(x, 'x', 0), xsym::optimizer_excluding("fusion"));
   CHECK(t.toposort()[0].get_op().view_map() == std::vector<std::pair<int, int>>{{0, 0}});
+  // A row broadcast over the output's rows cannot hold it: the sum goes into X's place instead.
+  auto m = xsym::matrix<double>("m");
+  auto b = xsym::function("broadcast", xsym::inputs(m), exp(xsym::sum(m, 0, xsym::keepdims)) + exp(m),
+                          xsym::optimizer_excluding("fusion"));
+  for (const auto& node : b.toposort())
+    if (node.op_name().rfind("Elemwise{add", 0) == 0) CHECK(node.get_op().destroy_map == std::vector<std::pair<int, int>>{{0, 1}});
+  const xt::xtensor<double, 2> mv{{0, 1, 2}, {3, 4, 5}};
+  const xt::xtensor<double, 2> r = b(mv);
+  REQUIRE(r.shape()[0] == 2);
+  for (std::size_t i = 0; i < 2; ++i)
+    for (std::size_t j = 0; j < 3; ++j)
+      CHECK(r(i, j) == Approx(std::exp(mv(0, j) + mv(1, j)) + std::exp(mv(i, j))).epsilon(1e-12));
 }
