@@ -128,6 +128,44 @@ TEST_CASE("memory profile equals hand-computed bytes and min_memory_size cuts it
   CHECK(cut.find("remaining 1 Apply account for      8B/8008B") != std::string::npos);
 }
 
+// The simulated peak (outputs alive at once, replayed node by node) against the allocator's
+// measured peak of the same call: in-place outputs take over the bytes of the input they
+// overwrite, which stay alive with them.
+TEST_CASE("memory profile: the simulated peak is the measured one, in-place nodes included", "[profile]") {
+  config_guard guard;
+  xsym::config.profile_memory = true;
+  const auto peaks = [](const xsym::profile_stats& stats) {
+    std::ostringstream os;
+    xsym::write_json(stats, os);
+    const auto j = nlohmann::json::parse(os.str());
+    const auto& m = j["functions"][0]["memory"];
+    return std::pair{m["peak_current_bytes"].get<double>(), m["measured_peak_bytes"].get<double>()};
+  };
+  const std::size_t n = 100000;  // 800 KB a vector: the scalars and small buffers are noise
+  auto x = xsym::vector<double>("x"), y = xsym::vector<double>("y");
+  {
+    auto stats = quiet_stats("chain");
+    // exp writes into x * 2's buffer; y * 3 needs another while it is alive: two vectors.
+    auto f = xsym::function("chain", xsym::inputs(x, y), exp(x * 2) + y * 3, xsym::profile(stats),
+                            xsym::optimizer_excluding("fusion"));
+    f(xt::xtensor<double, 1>(xt::ones<double>({n})), xt::xtensor<double, 1>(xt::ones<double>({n})));
+    const auto [simulated, measured] = peaks(*stats);
+    CHECK(simulated == 2.0 * 8 * n);
+    CHECK(measured == Approx(simulated).epsilon(0.01));
+  }
+  {
+    auto stats = quiet_stats("pair");
+    auto a = xsym::matrix<double>("a"), b = xsym::matrix<double>("b");
+    const auto p = exp(xsym::dot(a, b));
+    // One Composite writes exp into the product's buffer and log1p(exp) into a new one.
+    auto f = xsym::function("pair", xsym::inputs(a, b), xsym::outputs(p, log(p + 1)), xsym::profile(stats));
+    f(xt::xtensor<double, 2>(xt::ones<double>({300, 10}) * 0.01), xt::xtensor<double, 2>(xt::ones<double>({10, 300}) * 0.01));
+    const auto [simulated, measured] = peaks(*stats);
+    CHECK(simulated == 2.0 * 8 * 300 * 300);
+    CHECK(measured == Approx(simulated).epsilon(0.01));
+  }
+}
+
 TEST_CASE("JSON export parses and agrees with the profile", "[profile]") {
   config_guard guard;
   auto stats = quiet_stats("json");

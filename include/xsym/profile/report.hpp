@@ -91,8 +91,16 @@ inline std::pair<double, double> simulate_peak(const function_profile& f, bool i
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const apply_node& n = g.nodes[i];
     for (std::size_t o = 0; o < n.outputs.size(); ++o) {
-      if (f.node_outputs[i].size() <= o || n.fn->is_view() || (inplace && n.fn->is_inplace())) continue;
+      if (f.node_outputs[i].size() <= o || n.fn->is_view()) continue;
       const auto s = static_cast<std::size_t>(n.outputs[o]);
+      // An output written into a destroyed input takes over its bytes, which stay alive with it.
+      const auto into = std::find_if(n.fn->destroy_map.begin(), n.fn->destroy_map.end(),
+                                     [&](const std::pair<int, int>& d) { return d.first == static_cast<int>(o); });
+      if (inplace && into != n.fn->destroy_map.end()) {
+        const auto in = static_cast<std::size_t>(n.inputs[static_cast<std::size_t>(into->second)]);
+        std::swap(created[s], created[in]);
+        continue;
+      }
       created[s] = static_cast<double>(f.node_outputs[i][o].nbytes());
       cur[g.slots[s].on_device] += created[s];
     }
