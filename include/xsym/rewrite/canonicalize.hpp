@@ -49,26 +49,26 @@ inline var_ptr canonical_node(const var_ptr& v) {
         return elemwise(scalar_op::mul, {in[0]->inputs[0], in[0]->inputs[1]->inputs[0]});
       break;
     case scalar_op::mul:
-      if (is_constant_value(in[1], 1) && same_kind(in[0])) return in[0];
-      if (is_constant_value(in[0], 1) && same_kind(in[1])) return in[1];
+      if (is_single_value(in[1], 1) && same_kind(in[0])) return in[0];
+      if (is_single_value(in[0], 1) && same_kind(in[1])) return in[1];
       if (is_op(in[0], scalar_op::neg) && is_op(in[1], scalar_op::neg))
         return elemwise(scalar_op::mul, {in[0]->inputs[0], in[1]->inputs[0]});
       break;
     case scalar_op::add:
-      if (is_constant_value(in[1], 0) && same_kind(in[0])) return in[0];
-      if (is_constant_value(in[0], 0) && same_kind(in[1])) return in[1];
+      if (is_single_value(in[1], 0) && same_kind(in[0])) return in[0];
+      if (is_single_value(in[0], 0) && same_kind(in[1])) return in[1];
       break;
     case scalar_op::sub:
-      if (is_constant_value(in[1], 0) && same_kind(in[0])) return in[0];
+      if (is_single_value(in[1], 0) && same_kind(in[0])) return in[0];
       if (is_op(in[1], scalar_op::neg)) return elemwise(scalar_op::add, {in[0], in[1]->inputs[0]});
       break;
     case scalar_op::true_div:
-      if (is_constant_value(in[1], 1) && same_kind(in[0])) return in[0];
+      if (is_single_value(in[1], 1) && same_kind(in[0])) return in[0];
       break;
     case scalar_op::pow:
       // x * x is pow(x, 2) correctly rounded, special values too, and far cheaper than pow
-      if (is_constant_value(in[1], 2) && same_kind(in[0])) return elemwise(scalar_op::sqr, {in[0]});
-      if (is_constant_value(in[1], 1) && same_kind(in[0])) return in[0];
+      if (is_single_value(in[1], 2) && same_kind(in[0])) return elemwise(scalar_op::sqr, {in[0]});
+      if (is_single_value(in[1], 1) && same_kind(in[0])) return in[0];
       break;
     default: break;
   }

@@ -33,18 +33,26 @@ inline var_ptr negated(const var_ptr& v) {
   return nullptr;
 }
 
+// A constant of one element equal to value. A rewrite that drops a constant keeps the result's
+// shape only where the constant broadcasts: an array of ones larger than x repeats x's values
+// (sum(log(ones + x)) is not sum(log1p(x))), and x's own extents may broadcast at run time.
+inline bool is_single_value(const var_ptr& v, double value) {
+  return is_constant_value(v, value) && v->constant.size() == 1;
+}
+inline bool is_one(const var_ptr& v) { return is_single_value(v, 1); }
+
 // The x of 1 + x or x + 1; null otherwise.
 inline var_ptr one_plus(const var_ptr& v) {
   if (!is_op(v, scalar_op::add)) return nullptr;
-  if (is_constant_value(v->inputs[0], 1)) return v->inputs[1];
-  if (is_constant_value(v->inputs[1], 1)) return v->inputs[0];
+  if (is_one(v->inputs[0])) return v->inputs[1];
+  if (is_one(v->inputs[1])) return v->inputs[0];
   return nullptr;
 }
 
 inline var_ptr stabilize_node(const var_ptr& v) {
   if (v->kind != var_kind::apply || v->fn->kind != op_kind::elemwise) return nullptr;
   const auto& in = v->inputs;
-  if (is_op(v, scalar_op::true_div) && is_constant_value(in[0], 1)) {
+  if (is_op(v, scalar_op::true_div) && is_one(in[0])) {
     if (var_ptr e = one_plus(in[1]); e && is_op(e, scalar_op::exp))
       if (var_ptr z = negated(e->inputs[0]); z && z->rank <= v->rank) {
         var_ptr s = elemwise(scalar_op::sigmoid, {z});
@@ -55,7 +63,7 @@ inline var_ptr stabilize_node(const var_ptr& v) {
     const var_ptr& x = in[0];
     if (is_op(x, scalar_op::sigmoid))
       return elemwise(scalar_op::neg, {elemwise(scalar_op::softplus, {elemwise(scalar_op::neg, {x->inputs[0]})})});
-    if (is_op(x, scalar_op::sub) && is_constant_value(x->inputs[0], 1) && is_op(x->inputs[1], scalar_op::sigmoid)) {
+    if (is_op(x, scalar_op::sub) && is_one(x->inputs[0]) && is_op(x->inputs[1], scalar_op::sigmoid)) {
       var_ptr r = elemwise(scalar_op::neg, {elemwise(scalar_op::softplus, {x->inputs[1]->inputs[0]})});
       if (r->rank == v->rank) return r;
     }
@@ -64,9 +72,12 @@ inline var_ptr stabilize_node(const var_ptr& v) {
   return nullptr;
 }
 
-/// stabilize: rewrites the forms above wherever they appear.
-inline std::vector<var_ptr> stabilize_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {
+/// stabilize: rewrites the forms above wherever they appear; the nodes in `keep` (grad's wrt)
+/// stay themselves, with their inputs.
+inline std::vector<var_ptr> stabilize_pass(const std::vector<var_ptr>& roots, rewrite_record& rec,
+                                           const std::vector<var_ptr>& keep) {
   return rebuild(roots, [&](const var_ptr& v, std::vector<var_ptr>& ins, bool changed) -> var_ptr {
+    if (std::find(keep.begin(), keep.end(), v) != keep.end()) return v;
     var_ptr nv = with_inputs(v, std::move(ins), changed);
     if (var_ptr r = stabilize_node(nv); r && r->type == nv->type && r->rank == nv->rank) {
       ++rec.applied;
@@ -75,6 +86,9 @@ inline std::vector<var_ptr> stabilize_pass(const std::vector<var_ptr>& roots, re
     }
     return nv;
   });
+}
+inline std::vector<var_ptr> stabilize_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {
+  return stabilize_pass(roots, rec, {});
 }
 
 }  // namespace xsym::detail
