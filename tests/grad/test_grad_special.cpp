@@ -204,3 +204,71 @@ TEST_CASE("grad of abs at 0 is 0 and of sqrt at 0 is inf", "[grad][special][abs]
     require_equal<1>(f(Y), want, std::string(mode) + ", sqrt");
   });
 }
+
+// pow(x, y)'s gradient in y is z log(x): at x = 0 it is 0 (PyTensor's switch), not 0 * -inf.
+TEST_CASE("grad of pow in its exponent is 0 where the base is 0", "[grad][special][pow]") {
+  xsym_test::clean_config guard;
+  auto x = xsym::vector<double>("x"), y = xsym::vector<double>("y");
+  auto [gy] = xsym::grad(xsym::sum(xsym::pow(x, y)), y);
+  const xt::xtensor<double, 1> X{0, 2, 0, 0.5}, Y{2, 2, 0.5, 3};
+  xt::xtensor<double, 1> want = xt::empty<double>({4});
+  for (std::size_t i = 0; i < 4; ++i) want(i) = X(i) == 0 ? 0 : std::pow(X(i), Y(i)) * std::log(X(i));
+  each_mode([&](const char* mode, auto... opts) {
+    auto f = xsym::function("pow_grad", xsym::inputs(x, y), gy, opts...);
+    require_equal<1>(f(X, Y), want, std::string(mode) + ", d pow / d y");
+  });
+}
+
+// The stable forms drop a constant 1 only where it is one element: an array of ones larger than
+// the other operand repeats its values, which log1p(x) alone would not.
+TEST_CASE("stabilize keeps a larger array of ones: the cost and its gradient count every repetition", "[grad][special][stabilize]") {
+  xsym_test::clean_config guard;
+  auto r = xsym::row<double>("r");
+  const auto ones = xsym::constant(xt::xtensor<double, 2>(xt::ones<double>({3, 4})));
+  const xt::xtensor<double, 2> R{{0.5, 1.0, 2.0, 0.25}};
+  const xsym::var<double, 0> costs[] = {xsym::sum(log(ones + r)), xsym::sum(log(ones - xsym::sigmoid(r))),
+                                         xsym::sum(ones / (ones + exp(-r)))};
+  const auto value = [&](int k, double v) {
+    return k == 0 ? std::log(1 + v) : k == 1 ? std::log(1 - 1 / (1 + std::exp(-v))) : 1 / (1 + std::exp(-v));
+  };
+  for (int k = 0; k < 3; ++k) {
+    auto [g] = xsym::grad(costs[k], r);
+    each_mode([&](const char* mode, auto... opts) {
+      auto f = xsym::function("ones", xsym::inputs(r), xsym::outputs(costs[k], g), opts...);
+      const auto [c, gr] = f(R);
+      INFO(mode << ", cost " << k);
+      double want = 0;
+      for (std::size_t j = 0; j < 4; ++j) {
+        want += 3 * value(k, R(0, j));
+        const double h = 1e-6, fd = 3 * (value(k, R(0, j) + h) - value(k, R(0, j) - h)) / (2 * h);
+        CHECK(gr(0, j) == Approx(fd).epsilon(1e-6));
+      }
+      CHECK(c == Approx(want).epsilon(1e-12));
+    });
+  }
+}
+
+// An intermediate as wrt: its adjoint has its shape (mean's is one value repeated), and it stays
+// in the graph grad differentiates (the stable form of log(1 + exp(x)) is not a new node).
+TEST_CASE("grad with respect to an intermediate has its shape and survives stabilize", "[grad][special][wrt]") {
+  xsym_test::clean_config guard;
+  auto x = xsym::vector<double>("x");
+  const xt::xtensor<double, 1> X{1, -2, 3, 0.5};
+  const xsym::var<double, 1> h = x * 3.0;
+  auto [gh] = xsym::grad(xsym::mean(h), h);
+  const xsym::var<double, 1> s = log(1.0 + exp(x));
+  auto [gs] = xsym::grad(xsym::sum(s * s), s);
+  each_mode([&](const char* mode, auto... opts) {
+    auto f = xsym::function("wrt", xsym::inputs(x), xsym::outputs(gh, gs), opts...);
+    const auto [a, b] = f(X);
+    xt::xtensor<double, 1> want_a = xt::empty<double>({4}), want_b = want_a;
+    for (std::size_t i = 0; i < 4; ++i) {
+      want_a(i) = 0.25;
+      want_b(i) = 2 * std::log1p(std::exp(X(i)));
+    }
+    require_equal<1>(a, want_a, std::string(mode) + ", d mean(h) / d h");
+    INFO(mode);
+    REQUIRE(b.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i) CHECK(b(i) == Approx(want_b(i)).epsilon(1e-12));
+  });
+}

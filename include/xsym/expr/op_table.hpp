@@ -34,7 +34,8 @@
   OP(true_div, "true_div", 2, "/", floating, 1, (divide(g, b), neg(divide(mul(g, z), b))), a / b)    \
   OP(neg, "neg", 1, "", wrapping, 1, (neg(g)), vneg(a))                                              \
   OP(pow, "pow", 2, "", floating, 1,                                                                 \
-     (mul(mul(g, b), ew(scalar_op::pow, a, sub(b, c(1)))), mul(mul(g, z), ew(scalar_op::log, a))),   \
+     (mul(mul(g, b), ew(scalar_op::pow, a, sub(b, c(1)))),                                           \
+      sw(ew(scalar_op::eq, a, c(0)), c(0), mul(mul(g, z), ew(scalar_op::log, a)))), /* 0 at a = 0 */ \
      vpow(a, b))                                                                                     \
   OP(sqr, "sqr", 1, "", wrapping, 1, (mul(mul(g, c(2)), a)), a * a)                                  \
   OP(sqrt, "sqrt", 1, "", floating, 1, (divide(mul(g, c(0.5)), z)), vsqrt(a))                        \

@@ -263,7 +263,7 @@ XSYM_RUNTIME_INLINE std::vector<var_ptr> grad(const var_ptr& cost, const std::ve
   // Differentiate the stable form: the gradient of log(1 - sigmoid(z)) is finite, that of
   // log(1 - 1/(1 + exp(-z))) is not once the sigmoid rounds to 1.
   rewrite_record ignored;
-  const var_ptr stable_cost = stabilize_pass({cost}, ignored)[0];
+  const var_ptr stable_cost = stabilize_pass({cost}, ignored, wrt)[0];  // a wrt stays in the graph
   const auto order = topo_order({stable_cost});
   // Only nodes on a path to some wrt need adjoints.
   std::unordered_map<std::uint64_t, bool> reaches;
@@ -290,8 +290,8 @@ XSYM_RUNTIME_INLINE std::vector<var_ptr> grad(const var_ptr& cost, const std::ve
   std::vector<var_ptr> out;
   for (const auto& w : wrt) {
     auto a = adjoint.find(w->id);
-    if (a != adjoint.end()) {
-      out.push_back(a->second);
+    if (a != adjoint.end()) {  // an elementwise wrt's adjoint may stand for one value repeated
+      out.push_back(fill_like(a->second, w));
       continue;
     }
     // In the graph but reached only through comparisons or integer casts: a true zero.
