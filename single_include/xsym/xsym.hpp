@@ -1925,7 +1925,8 @@ xt::xtensor<T, N> to_xtensor(const ndarray& value) {
   OP(true_div, "true_div", 2, "/", floating, 1, (divide(g, b), neg(divide(mul(g, z), b))), a / b)    \
   OP(neg, "neg", 1, "", wrapping, 1, (neg(g)), vneg(a))                                              \
   OP(pow, "pow", 2, "", floating, 1,                                                                 \
-     (mul(mul(g, b), ew(scalar_op::pow, a, sub(b, c(1)))), mul(mul(g, z), ew(scalar_op::log, a))),   \
+     (mul(mul(g, b), ew(scalar_op::pow, a, sub(b, c(1)))),                                           \
+      sw(ew(scalar_op::eq, a, c(0)), c(0), mul(mul(g, z), ew(scalar_op::log, a)))), /* 0 at a = 0 */ \
      vpow(a, b))                                                                                     \
   OP(sqr, "sqr", 1, "", wrapping, 1, (mul(mul(g, c(2)), a)), a * a)                                  \
   OP(sqrt, "sqrt", 1, "", floating, 1, (divide(mul(g, c(0.5)), z)), vsqrt(a))                        \
@@ -5463,18 +5464,26 @@ inline var_ptr negated(const var_ptr& v) {
   return nullptr;
 }
 
+// A constant of one element equal to value. A rewrite that drops a constant keeps the result's
+// shape only where the constant broadcasts: an array of ones larger than x repeats x's values
+// (sum(log(ones + x)) is not sum(log1p(x))), and x's own extents may broadcast at run time.
+inline bool is_single_value(const var_ptr& v, double value) {
+  return is_constant_value(v, value) && v->constant.size() == 1;
+}
+inline bool is_one(const var_ptr& v) { return is_single_value(v, 1); }
+
 // The x of 1 + x or x + 1; null otherwise.
 inline var_ptr one_plus(const var_ptr& v) {
   if (!is_op(v, scalar_op::add)) return nullptr;
-  if (is_constant_value(v->inputs[0], 1)) return v->inputs[1];
-  if (is_constant_value(v->inputs[1], 1)) return v->inputs[0];
+  if (is_one(v->inputs[0])) return v->inputs[1];
+  if (is_one(v->inputs[1])) return v->inputs[0];
   return nullptr;
 }
 
 inline var_ptr stabilize_node(const var_ptr& v) {
   if (v->kind != var_kind::apply || v->fn->kind != op_kind::elemwise) return nullptr;
   const auto& in = v->inputs;
-  if (is_op(v, scalar_op::true_div) && is_constant_value(in[0], 1)) {
+  if (is_op(v, scalar_op::true_div) && is_one(in[0])) {
     if (var_ptr e = one_plus(in[1]); e && is_op(e, scalar_op::exp))
       if (var_ptr z = negated(e->inputs[0]); z && z->rank <= v->rank) {
         var_ptr s = elemwise(scalar_op::sigmoid, {z});
@@ -5485,7 +5494,7 @@ inline var_ptr stabilize_node(const var_ptr& v) {
     const var_ptr& x = in[0];
     if (is_op(x, scalar_op::sigmoid))
       return elemwise(scalar_op::neg, {elemwise(scalar_op::softplus, {elemwise(scalar_op::neg, {x->inputs[0]})})});
-    if (is_op(x, scalar_op::sub) && is_constant_value(x->inputs[0], 1) && is_op(x->inputs[1], scalar_op::sigmoid)) {
+    if (is_op(x, scalar_op::sub) && is_one(x->inputs[0]) && is_op(x->inputs[1], scalar_op::sigmoid)) {
       var_ptr r = elemwise(scalar_op::neg, {elemwise(scalar_op::softplus, {x->inputs[1]->inputs[0]})});
       if (r->rank == v->rank) return r;
     }
@@ -5494,9 +5503,12 @@ inline var_ptr stabilize_node(const var_ptr& v) {
   return nullptr;
 }
 
-/// stabilize: rewrites the forms above wherever they appear.
-inline std::vector<var_ptr> stabilize_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {
+/// stabilize: rewrites the forms above wherever they appear; the nodes in `keep` (grad's wrt)
+/// stay themselves, with their inputs.
+inline std::vector<var_ptr> stabilize_pass(const std::vector<var_ptr>& roots, rewrite_record& rec,
+                                           const std::vector<var_ptr>& keep) {
   return rebuild(roots, [&](const var_ptr& v, std::vector<var_ptr>& ins, bool changed) -> var_ptr {
+    if (std::find(keep.begin(), keep.end(), v) != keep.end()) return v;
     var_ptr nv = with_inputs(v, std::move(ins), changed);
     if (var_ptr r = stabilize_node(nv); r && r->type == nv->type && r->rank == nv->rank) {
       ++rec.applied;
@@ -5505,6 +5517,9 @@ inline std::vector<var_ptr> stabilize_pass(const std::vector<var_ptr>& roots, re
     }
     return nv;
   });
+}
+inline std::vector<var_ptr> stabilize_pass(const std::vector<var_ptr>& roots, rewrite_record& rec) {
+  return stabilize_pass(roots, rec, {});
 }
 
 }  // namespace xsym::detail
@@ -5764,7 +5779,7 @@ XSYM_RUNTIME_INLINE std::vector<var_ptr> grad(const var_ptr& cost, const std::ve
   // Differentiate the stable form: the gradient of log(1 - sigmoid(z)) is finite, that of
   // log(1 - 1/(1 + exp(-z))) is not once the sigmoid rounds to 1.
   rewrite_record ignored;
-  const var_ptr stable_cost = stabilize_pass({cost}, ignored)[0];
+  const var_ptr stable_cost = stabilize_pass({cost}, ignored, wrt)[0];  // a wrt stays in the graph
   const auto order = topo_order({stable_cost});
   // Only nodes on a path to some wrt need adjoints.
   std::unordered_map<std::uint64_t, bool> reaches;
@@ -5791,8 +5806,8 @@ XSYM_RUNTIME_INLINE std::vector<var_ptr> grad(const var_ptr& cost, const std::ve
   std::vector<var_ptr> out;
   for (const auto& w : wrt) {
     auto a = adjoint.find(w->id);
-    if (a != adjoint.end()) {
-      out.push_back(a->second);
+    if (a != adjoint.end()) {  // an elementwise wrt's adjoint may stand for one value repeated
+      out.push_back(fill_like(a->second, w));
       continue;
     }
     // In the graph but reached only through comparisons or integer casts: a true zero.
@@ -9854,6 +9869,16 @@ XSYM_COLD_END
 #include <mutex>
 #include <vector>
 
+// ---- begin include/xsym/profile/export.hpp ----
+#ifndef XSYM_PROFILE_EXPORT_HPP
+#define XSYM_PROFILE_EXPORT_HPP
+
+// Machine-readable forms of a profile: JSON (every number of the text report), Chrome
+// trace events (loads in Perfetto and chrome://tracing) and Graphviz DOT of the graph.
+#include <fstream>
+#include <ostream>
+#include <string>
+
 // ---- begin include/xsym/profile/report.hpp ----
 #ifndef XSYM_PROFILE_REPORT_HPP
 #define XSYM_PROFILE_REPORT_HPP
@@ -11132,6 +11157,168 @@ XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/profile/report.hpp ----
+
+XSYM_COLD_BEGIN  // exports run once, after profiling
+
+namespace xsym {
+
+namespace detail {
+// Hex colour from white (no time) to red (all of it).
+inline std::string heat(double share) {
+  const int g = static_cast<int>(255 * (1.0 - std::clamp(share, 0.0, 1.0)));
+  return fmt("#ff%02x%02x", g, g);
+}
+
+inline std::string dot_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\' || c == '{' || c == '}' || c == '<' || c == '>' || c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+}  // namespace detail
+
+namespace detail {
+inline void write_json(const std::string& message, const std::vector<std::shared_ptr<function_profile>>& fns,
+                       const region_list& regions, std::ostream& os) {
+  using detail::json_number;
+  using detail::json_string;
+  os << "{\n  \"message\": " << json_string(message) << ",\n  \"functions\": [";
+  for (std::size_t fi = 0; fi < fns.size(); ++fi) {
+    const function_profile& f = *fns[fi];
+    os << (fi ? "," : "") << "\n    {\n      \"name\": " << json_string(f.name()) << ",\n";
+    os << "      \"calls\": " << f.calls << ",\n";
+    os << "      \"call_time_s\": " << json_number(f.call_time()) << ",\n";
+    os << "      \"fn_time_s\": " << json_number(f.fn_time()) << ",\n";
+    os << "      \"thunk_time_s\": " << json_number(f.thunk_time()) << ",\n";
+    os << "      \"compile\": {\"rewrite_s\": " << json_number(f.facts->rewrite_seconds)
+       << ", \"validate_s\": " << json_number(f.facts->validate_seconds) << ", \"linker_s\": " << json_number(f.facts->linker_seconds)
+       << "},\n";
+    os << "      \"implementation\": " << json_string(f.facts->implementation) << ",\n";
+    os << "      \"device_implementation\": " << json_string(f.facts->device_implementation) << ",\n";
+    os << "      \"compiled_library\": " << json_string(f.facts->compiled_library) << ",\n";
+    const auto peak = detail::simulate_peak(f, true, f.facts->gc);
+    os << "      \"memory\": {\"peak_current_bytes\": " << json_number(peak.first)
+       << ", \"peak_no_inplace_bytes\": " << json_number(detail::simulate_peak(f, false, f.facts->gc).first)
+       << ", \"peak_no_gc_bytes\": " << json_number(detail::simulate_peak(f, true, false).first)
+       << ", \"device_peak_current_bytes\": " << json_number(peak.second)
+       << ", \"measured_device_peak_bytes\": " << f.measured_device_peak_bytes
+       << ", \"measured_peak_bytes\": " << f.measured_peak_bytes << "},\n";
+    os << "      \"nodes\": [";
+    const auto rows = detail::apply_rows(f, false, nullptr);
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      os << (i ? "," : "") << "\n        " << detail::json_object(detail::apply_columns, rows[i]);
+    os << "\n      ],\n      \"rewrites\": [";
+    for (std::size_t r = 0; r < f.facts->rewrites.size(); ++r) {
+      const auto& rw = f.facts->rewrites[r];
+      os << (r ? "," : "") << "\n        {\"name\": " << json_string(rw.name) << ", \"time_s\": " << json_number(rw.seconds)
+         << ", \"applied\": " << rw.applied << ", \"nodes_before\": " << rw.nodes_before
+         << ", \"nodes_after\": " << rw.nodes_after << "}";
+    }
+    os << "\n      ]\n    }";
+  }
+  os << "\n  ],";
+  // The Class and Ops sections, with user regions, as the text report sums them.
+  const auto [classes, ops] = detail::summary_rows(fns, regions);
+  for (const auto* section : {&classes, &ops}) {
+    os << "\n  \"" << (section == &classes ? "classes" : "ops") << "\": [";
+    for (std::size_t i = 0; i < section->size(); ++i)
+      os << (i ? "," : "") << "\n    " << detail::json_object(detail::summary_columns, (*section)[i]);
+    os << "\n  ],";
+  }
+  os << "\n  \"regions\": [";
+  for (std::size_t r = 0; r < regions.size(); ++r)
+    os << (r ? ", " : "") << "{\"name\": " << json_string(regions[r].first)
+       << ", \"time_s\": " << json_number(static_cast<double>(regions[r].second.ticks) * detail::seconds_per_tick())
+       << ", \"calls\": " << regions[r].second.calls << "}";
+  os << "]\n}\n";
+}
+}  // namespace detail
+
+/// @brief Writes every number of the report as JSON: functions, nodes, memory, rewrites, regions.
+inline void write_json(const profile_stats& stats, std::ostream& os) {
+  detail::write_json(stats.message(), stats.functions(), stats.regions(), os);
+}
+
+/// @brief Chrome trace events, one per recorded node run (stats.enable_trace() first).
+inline void write_chrome_trace(const profile_stats& stats, std::ostream& os) {
+  const double us = detail::seconds_per_tick() * 1e6;
+  std::uint64_t origin = ~std::uint64_t{0};
+  const auto fns = stats.functions();
+  for (const auto& f : fns)
+    for (const auto& e : f->events) origin = std::min(origin, e.start);
+  os << "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [";
+  bool first = true;
+  for (std::size_t fi = 0; fi < fns.size(); ++fi) {
+    const function_profile& f = *fns[fi];
+    for (const auto& e : f.events) {
+      os << (first ? "\n" : ",\n") << "{\"name\": " << detail::json_string(f.facts->graph->nodes[e.node].op_name())
+         << ", \"cat\": " << detail::json_string(f.name()) << ", \"ph\": \"X\", \"pid\": 1, \"tid\": " << e.thread
+         << ", \"ts\": " << detail::json_number(static_cast<double>(e.start - origin) * us)
+         << ", \"dur\": " << detail::json_number(static_cast<double>(e.duration) * us)
+         << ", \"args\": {\"apply\": " << detail::json_string(f.facts->graph->node_text(static_cast<int>(e.node)))
+         << ", \"id\": " << e.node << "}}";
+      first = false;
+    }
+  }
+  os << "\n]}\n";
+}
+
+/// @brief Graphviz DOT of a function's graph; with a profile, nodes are shaded by share of time.
+inline void write_dot(const function_graph& g, std::ostream& os, const function_profile* prof = nullptr) {
+  os << "digraph xsym {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n";
+  const double total = prof ? prof->thunk_time() : 0;
+  for (std::size_t s = 0; s < g.slots.size(); ++s) {
+    const slot& v = g.slots[s];
+    if (v.owner >= 0 || v.kind == var_kind::apply) continue;  // computed values are nodes; fused-away ones are gone
+    os << "  s" << s << " [shape=ellipse, label=\"" << detail::dot_escape(g.slot_text(static_cast<int>(s))) << "\\n"
+       << dtype_name(v.type) << "\"];\n";
+  }
+  for (const auto& n : g.nodes) {
+    const double t = prof ? prof->node_time(static_cast<std::size_t>(n.id)) : 0;
+    const double share = total > 0 ? t / total : 0;
+    os << "  n" << n.id << " [shape=box, style=filled, fillcolor=\"" << detail::heat(share) << "\", label=\""
+       << detail::dot_escape(n.op_name());
+    if (prof) os << "\\n" << detail::fmt("%.1f%% (%.2es)", 100 * share, t);
+    os << "\"];\n";
+  }
+  auto source = [&](int s) {
+    const slot& v = g.slots[static_cast<std::size_t>(s)];
+    return v.owner >= 0 ? "n" + std::to_string(v.owner) : "s" + std::to_string(s);
+  };
+  for (const auto& n : g.nodes)
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      const slot& v = g.slots[static_cast<std::size_t>(n.inputs[k])];
+      const bool multi = v.owner >= 0 && g.nodes[static_cast<std::size_t>(v.owner)].outputs.size() > 1;
+      os << "  " << source(n.inputs[k]) << " -> n" << n.id << " [label=\""
+         << (multi ? "out " + std::to_string(v.owner_output) + " -> " : std::string()) << k << "\"];\n";
+    }
+  for (std::size_t o = 0; o < g.outputs.size(); ++o)
+    os << "  out" << o << " [shape=plaintext, label=\"output " << o << "\"];\n  " << source(g.outputs[o]) << " -> out" << o
+       << ";\n";
+  for (std::size_t u = 0; u < g.updates.size(); ++u)
+    os << "  upd" << u << " [shape=plaintext, label=\"update " << detail::dot_escape(g.slot_text(g.updates[u].first))
+       << "\"];\n  " << source(g.updates[u].second) << " -> upd" << u << " [style=dashed];\n";
+  os << "}\n";
+}
+
+/// @brief Graphviz DOT of a compiled function, shaded by its profile when it has one.
+template <class F>
+  requires requires(const F& f) { f.runtime(); }
+void write_dot(const F& f, std::ostream& os) {
+  const function_profile* prof = nullptr;
+  if (const auto& stats = f.runtime()->stats())
+    for (const auto& p : stats->functions())
+      if (p->graph.get() == &f.facts->graph()) prof = p.get();
+  write_dot(f.facts->graph(), os, prof);
+}
+
+}  // namespace xsym
+XSYM_COLD_END
+
+#endif
+// ---- end include/xsym/profile/export.hpp ----
 // ---- begin include/xsym/profile/scope.hpp ----
 #ifndef XSYM_PROFILE_SCOPE_HPP
 #define XSYM_PROFILE_SCOPE_HPP
@@ -11260,6 +11447,7 @@ namespace xsym {
 
 namespace detail {
 inline std::ostream& report_stream(std::ofstream& file);
+inline bool json_destination();
 
 struct exit_registry {
   std::mutex mutex;
@@ -11283,6 +11471,13 @@ inline void print_exit_reports() {
   if (all.empty() && regions.empty()) return;
   std::ofstream file;
   std::ostream* os = &report_stream(file);
+  if (os == &file && json_destination()) {  // one document: every function and region
+    const std::string message = r.stats.size() == 1 ? r.stats[0]->message()
+                                                    : "Sum of all(" + std::to_string(r.stats.size()) + ") printed profiles at exit.";
+    write_json(message, all, regions, *os);
+    os->flush();
+    return;
+  }
   for (const auto& s : r.stats) s->print_summary(*os);
   if (r.stats.size() > 1)
     print_profile(*os, "Sum of all(" + std::to_string(r.stats.size()) + ") printed profiles at exit.", all,
@@ -11301,15 +11496,26 @@ inline void register_for_exit_report(const std::shared_ptr<profile_stats>& s) {
 }
 
 namespace detail {
-inline std::ostream& report_stream(std::ofstream& file) {
-  std::string dest = "stderr";
+inline std::string report_destination() {
   try {
-    dest = config.profiling.destination.value();
+    return config.profiling.destination.value();
   } catch (const std::exception&) {
+    return "stderr";
   }
+}
+
+// A destination named *.json gets the JSON export (write_json), written anew by each report:
+// the file holds the last one (at exit, every function's).
+inline bool json_destination() {
+  const std::string dest = report_destination();
+  return dest.size() > 5 && dest.compare(dest.size() - 5, 5, ".json") == 0;
+}
+
+inline std::ostream& report_stream(std::ofstream& file) {
+  const std::string dest = report_destination();
   if (dest == "stdout") return std::cout;
   if (dest == "stderr") return std::cerr;
-  file.open(dest, std::ios::app);
+  file.open(dest, json_destination() ? std::ios::trunc : std::ios::app);
   if (file) return file;
   std::cerr << "xsym: cannot open profiling.destination '" << dest << "'; printing the profile to stderr\n";
   return std::cerr;
@@ -11356,7 +11562,8 @@ inline profile_scope::~profile_scope() {
     if (m_print) {
       std::ofstream file;
       std::ostream& os = detail::report_stream(file);
-      m_stats->print_summary(os);
+      if (&os == &file && detail::json_destination()) write_json(*m_stats, os);
+      else m_stats->print_summary(os);
     }
   }
 }
@@ -15060,26 +15267,26 @@ inline var_ptr canonical_node(const var_ptr& v) {
         return elemwise(scalar_op::mul, {in[0]->inputs[0], in[0]->inputs[1]->inputs[0]});
       break;
     case scalar_op::mul:
-      if (is_constant_value(in[1], 1) && same_kind(in[0])) return in[0];
-      if (is_constant_value(in[0], 1) && same_kind(in[1])) return in[1];
+      if (is_single_value(in[1], 1) && same_kind(in[0])) return in[0];
+      if (is_single_value(in[0], 1) && same_kind(in[1])) return in[1];
       if (is_op(in[0], scalar_op::neg) && is_op(in[1], scalar_op::neg))
         return elemwise(scalar_op::mul, {in[0]->inputs[0], in[1]->inputs[0]});
       break;
     case scalar_op::add:
-      if (is_constant_value(in[1], 0) && same_kind(in[0])) return in[0];
-      if (is_constant_value(in[0], 0) && same_kind(in[1])) return in[1];
+      if (is_single_value(in[1], 0) && same_kind(in[0])) return in[0];
+      if (is_single_value(in[0], 0) && same_kind(in[1])) return in[1];
       break;
     case scalar_op::sub:
-      if (is_constant_value(in[1], 0) && same_kind(in[0])) return in[0];
+      if (is_single_value(in[1], 0) && same_kind(in[0])) return in[0];
       if (is_op(in[1], scalar_op::neg)) return elemwise(scalar_op::add, {in[0], in[1]->inputs[0]});
       break;
     case scalar_op::true_div:
-      if (is_constant_value(in[1], 1) && same_kind(in[0])) return in[0];
+      if (is_single_value(in[1], 1) && same_kind(in[0])) return in[0];
       break;
     case scalar_op::pow:
       // x * x is pow(x, 2) correctly rounded, special values too, and far cheaper than pow
-      if (is_constant_value(in[1], 2) && same_kind(in[0])) return elemwise(scalar_op::sqr, {in[0]});
-      if (is_constant_value(in[1], 1) && same_kind(in[0])) return in[0];
+      if (is_single_value(in[1], 2) && same_kind(in[0])) return elemwise(scalar_op::sqr, {in[0]});
+      if (is_single_value(in[1], 1) && same_kind(in[0])) return in[0];
       break;
     default: break;
   }
@@ -18164,173 +18371,6 @@ std::string toposort_text(const F& f) {
 
 #endif
 // ---- end include/xsym/compile/function.hpp ----
-// ---- begin include/xsym/profile/export.hpp ----
-#ifndef XSYM_PROFILE_EXPORT_HPP
-#define XSYM_PROFILE_EXPORT_HPP
-
-// Machine-readable forms of a profile: JSON (every number of the text report), Chrome
-// trace events (loads in Perfetto and chrome://tracing) and Graphviz DOT of the graph.
-#include <fstream>
-#include <ostream>
-#include <string>
-
-
-XSYM_COLD_BEGIN  // exports run once, after profiling
-
-namespace xsym {
-
-namespace detail {
-// Hex colour from white (no time) to red (all of it).
-inline std::string heat(double share) {
-  const int g = static_cast<int>(255 * (1.0 - std::clamp(share, 0.0, 1.0)));
-  return fmt("#ff%02x%02x", g, g);
-}
-
-inline std::string dot_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\' || c == '{' || c == '}' || c == '<' || c == '>' || c == '|') out += '\\';
-    out += c;
-  }
-  return out;
-}
-}  // namespace detail
-
-/// @brief Writes every number of the report as JSON: functions, nodes, memory, rewrites, regions.
-inline void write_json(const profile_stats& stats, std::ostream& os) {
-  using detail::json_number;
-  using detail::json_string;
-  os << "{\n  \"message\": " << json_string(stats.message()) << ",\n  \"functions\": [";
-  const auto fns = stats.functions();
-  for (std::size_t fi = 0; fi < fns.size(); ++fi) {
-    const function_profile& f = *fns[fi];
-    os << (fi ? "," : "") << "\n    {\n      \"name\": " << json_string(f.name()) << ",\n";
-    os << "      \"calls\": " << f.calls << ",\n";
-    os << "      \"call_time_s\": " << json_number(f.call_time()) << ",\n";
-    os << "      \"fn_time_s\": " << json_number(f.fn_time()) << ",\n";
-    os << "      \"thunk_time_s\": " << json_number(f.thunk_time()) << ",\n";
-    os << "      \"compile\": {\"rewrite_s\": " << json_number(f.facts->rewrite_seconds)
-       << ", \"validate_s\": " << json_number(f.facts->validate_seconds) << ", \"linker_s\": " << json_number(f.facts->linker_seconds)
-       << "},\n";
-    os << "      \"implementation\": " << json_string(f.facts->implementation) << ",\n";
-    os << "      \"device_implementation\": " << json_string(f.facts->device_implementation) << ",\n";
-    os << "      \"compiled_library\": " << json_string(f.facts->compiled_library) << ",\n";
-    const auto peak = detail::simulate_peak(f, true, f.facts->gc);
-    os << "      \"memory\": {\"peak_current_bytes\": " << json_number(peak.first)
-       << ", \"peak_no_inplace_bytes\": " << json_number(detail::simulate_peak(f, false, f.facts->gc).first)
-       << ", \"peak_no_gc_bytes\": " << json_number(detail::simulate_peak(f, true, false).first)
-       << ", \"device_peak_current_bytes\": " << json_number(peak.second)
-       << ", \"measured_device_peak_bytes\": " << f.measured_device_peak_bytes
-       << ", \"measured_peak_bytes\": " << f.measured_peak_bytes << "},\n";
-    os << "      \"nodes\": [";
-    const auto rows = detail::apply_rows(f, false, nullptr);
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      os << (i ? "," : "") << "\n        " << detail::json_object(detail::apply_columns, rows[i]);
-    os << "\n      ],\n      \"rewrites\": [";
-    for (std::size_t r = 0; r < f.facts->rewrites.size(); ++r) {
-      const auto& rw = f.facts->rewrites[r];
-      os << (r ? "," : "") << "\n        {\"name\": " << json_string(rw.name) << ", \"time_s\": " << json_number(rw.seconds)
-         << ", \"applied\": " << rw.applied << ", \"nodes_before\": " << rw.nodes_before
-         << ", \"nodes_after\": " << rw.nodes_after << "}";
-    }
-    os << "\n      ]\n    }";
-  }
-  os << "\n  ],";
-  // The Class and Ops sections, with user regions, as the text report sums them.
-  const auto regions = stats.regions();
-  const auto [classes, ops] = detail::summary_rows(fns, regions);
-  for (const auto* section : {&classes, &ops}) {
-    os << "\n  \"" << (section == &classes ? "classes" : "ops") << "\": [";
-    for (std::size_t i = 0; i < section->size(); ++i)
-      os << (i ? "," : "") << "\n    " << detail::json_object(detail::summary_columns, (*section)[i]);
-    os << "\n  ],";
-  }
-  os << "\n  \"regions\": [";
-  for (std::size_t r = 0; r < regions.size(); ++r)
-    os << (r ? ", " : "") << "{\"name\": " << json_string(regions[r].first)
-       << ", \"time_s\": " << json_number(static_cast<double>(regions[r].second.ticks) * detail::seconds_per_tick())
-       << ", \"calls\": " << regions[r].second.calls << "}";
-  os << "]\n}\n";
-}
-
-/// @brief Chrome trace events, one per recorded node run (stats.enable_trace() first).
-inline void write_chrome_trace(const profile_stats& stats, std::ostream& os) {
-  const double us = detail::seconds_per_tick() * 1e6;
-  std::uint64_t origin = ~std::uint64_t{0};
-  const auto fns = stats.functions();
-  for (const auto& f : fns)
-    for (const auto& e : f->events) origin = std::min(origin, e.start);
-  os << "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [";
-  bool first = true;
-  for (std::size_t fi = 0; fi < fns.size(); ++fi) {
-    const function_profile& f = *fns[fi];
-    for (const auto& e : f.events) {
-      os << (first ? "\n" : ",\n") << "{\"name\": " << detail::json_string(f.facts->graph->nodes[e.node].op_name())
-         << ", \"cat\": " << detail::json_string(f.name()) << ", \"ph\": \"X\", \"pid\": 1, \"tid\": " << e.thread
-         << ", \"ts\": " << detail::json_number(static_cast<double>(e.start - origin) * us)
-         << ", \"dur\": " << detail::json_number(static_cast<double>(e.duration) * us)
-         << ", \"args\": {\"apply\": " << detail::json_string(f.facts->graph->node_text(static_cast<int>(e.node)))
-         << ", \"id\": " << e.node << "}}";
-      first = false;
-    }
-  }
-  os << "\n]}\n";
-}
-
-/// @brief Graphviz DOT of a function's graph; with a profile, nodes are shaded by share of time.
-inline void write_dot(const function_graph& g, std::ostream& os, const function_profile* prof = nullptr) {
-  os << "digraph xsym {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n";
-  const double total = prof ? prof->thunk_time() : 0;
-  for (std::size_t s = 0; s < g.slots.size(); ++s) {
-    const slot& v = g.slots[s];
-    if (v.owner >= 0 || v.kind == var_kind::apply) continue;  // computed values are nodes; fused-away ones are gone
-    os << "  s" << s << " [shape=ellipse, label=\"" << detail::dot_escape(g.slot_text(static_cast<int>(s))) << "\\n"
-       << dtype_name(v.type) << "\"];\n";
-  }
-  for (const auto& n : g.nodes) {
-    const double t = prof ? prof->node_time(static_cast<std::size_t>(n.id)) : 0;
-    const double share = total > 0 ? t / total : 0;
-    os << "  n" << n.id << " [shape=box, style=filled, fillcolor=\"" << detail::heat(share) << "\", label=\""
-       << detail::dot_escape(n.op_name());
-    if (prof) os << "\\n" << detail::fmt("%.1f%% (%.2es)", 100 * share, t);
-    os << "\"];\n";
-  }
-  auto source = [&](int s) {
-    const slot& v = g.slots[static_cast<std::size_t>(s)];
-    return v.owner >= 0 ? "n" + std::to_string(v.owner) : "s" + std::to_string(s);
-  };
-  for (const auto& n : g.nodes)
-    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-      const slot& v = g.slots[static_cast<std::size_t>(n.inputs[k])];
-      const bool multi = v.owner >= 0 && g.nodes[static_cast<std::size_t>(v.owner)].outputs.size() > 1;
-      os << "  " << source(n.inputs[k]) << " -> n" << n.id << " [label=\""
-         << (multi ? "out " + std::to_string(v.owner_output) + " -> " : std::string()) << k << "\"];\n";
-    }
-  for (std::size_t o = 0; o < g.outputs.size(); ++o)
-    os << "  out" << o << " [shape=plaintext, label=\"output " << o << "\"];\n  " << source(g.outputs[o]) << " -> out" << o
-       << ";\n";
-  for (std::size_t u = 0; u < g.updates.size(); ++u)
-    os << "  upd" << u << " [shape=plaintext, label=\"update " << detail::dot_escape(g.slot_text(g.updates[u].first))
-       << "\"];\n  " << source(g.updates[u].second) << " -> upd" << u << " [style=dashed];\n";
-  os << "}\n";
-}
-
-/// @brief Graphviz DOT of a compiled function, shaded by its profile when it has one.
-template <class F>
-  requires requires(const F& f) { f.runtime(); }
-void write_dot(const F& f, std::ostream& os) {
-  const function_profile* prof = nullptr;
-  if (const auto& stats = f.runtime()->stats())
-    for (const auto& p : stats->functions())
-      if (p->graph.get() == &f.facts->graph()) prof = p.get();
-  write_dot(f.facts->graph(), os, prof);
-}
-
-}  // namespace xsym
-XSYM_COLD_END
-
-#endif
-// ---- end include/xsym/profile/export.hpp ----
 
 #endif
 // ---- end include/xsym/xsym.hpp ----

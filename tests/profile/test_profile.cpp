@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -446,4 +448,26 @@ TEST_CASE("a OnePassGemv node lists what it absorbed, with the flops of its part
   const std::string text = report(*one);
   CHECK(text.find("xsym::OnePassGemv") != std::string::npos);
   CHECK(text.find("absorbed: Elemwise") != std::string::npos);
+}
+
+// profiling.destination=*.json: the report is the JSON export (what scripts/xsym-prof reads),
+// and each report writes the file anew.
+TEST_CASE("a destination named *.json gets the report as JSON", "[profile]") {
+  config_guard guard;
+  const std::string path = (std::filesystem::temp_directory_path() / "xsym_profile_destination.json").string();
+  xsym::config.profiling.destination = path;
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("exported", xsym::inputs(x), exp(x) * 2);
+  for (int round = 1; round <= 2; ++round) {
+    {
+      xsym::profile_scope scope("json scope", true);
+      for (int i = 0; i < round; ++i) f(xt::xtensor<double, 1>{1, 2});
+    }
+    std::ifstream in(path);
+    const auto j = nlohmann::json::parse(in);
+    CHECK(j["message"] == "json scope");
+    REQUIRE(j["functions"].size() == 1);
+    CHECK(j["functions"][0]["calls"] == round);
+  }
+  std::filesystem::remove(path);
 }

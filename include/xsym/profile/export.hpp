@@ -31,12 +31,12 @@ inline std::string dot_escape(const std::string& s) {
 }
 }  // namespace detail
 
-/// @brief Writes every number of the report as JSON: functions, nodes, memory, rewrites, regions.
-inline void write_json(const profile_stats& stats, std::ostream& os) {
+namespace detail {
+inline void write_json(const std::string& message, const std::vector<std::shared_ptr<function_profile>>& fns,
+                       const region_list& regions, std::ostream& os) {
   using detail::json_number;
   using detail::json_string;
-  os << "{\n  \"message\": " << json_string(stats.message()) << ",\n  \"functions\": [";
-  const auto fns = stats.functions();
+  os << "{\n  \"message\": " << json_string(message) << ",\n  \"functions\": [";
   for (std::size_t fi = 0; fi < fns.size(); ++fi) {
     const function_profile& f = *fns[fi];
     os << (fi ? "," : "") << "\n    {\n      \"name\": " << json_string(f.name()) << ",\n";
@@ -72,7 +72,6 @@ inline void write_json(const profile_stats& stats, std::ostream& os) {
   }
   os << "\n  ],";
   // The Class and Ops sections, with user regions, as the text report sums them.
-  const auto regions = stats.regions();
   const auto [classes, ops] = detail::summary_rows(fns, regions);
   for (const auto* section : {&classes, &ops}) {
     os << "\n  \"" << (section == &classes ? "classes" : "ops") << "\": [";
@@ -86,6 +85,12 @@ inline void write_json(const profile_stats& stats, std::ostream& os) {
        << ", \"time_s\": " << json_number(static_cast<double>(regions[r].second.ticks) * detail::seconds_per_tick())
        << ", \"calls\": " << regions[r].second.calls << "}";
   os << "]\n}\n";
+}
+}  // namespace detail
+
+/// @brief Writes every number of the report as JSON: functions, nodes, memory, rewrites, regions.
+inline void write_json(const profile_stats& stats, std::ostream& os) {
+  detail::write_json(stats.message(), stats.functions(), stats.regions(), os);
 }
 
 /// @brief Chrome trace events, one per recorded node run (stats.enable_trace() first).

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "export.hpp"
 #include "report.hpp"
 #include "scope.hpp"
 #include "../config/cold.hpp"
@@ -17,6 +18,7 @@ namespace xsym {
 
 namespace detail {
 inline std::ostream& report_stream(std::ofstream& file);
+inline bool json_destination();
 
 struct exit_registry {
   std::mutex mutex;
@@ -40,6 +42,13 @@ inline void print_exit_reports() {
   if (all.empty() && regions.empty()) return;
   std::ofstream file;
   std::ostream* os = &report_stream(file);
+  if (os == &file && json_destination()) {  // one document: every function and region
+    const std::string message = r.stats.size() == 1 ? r.stats[0]->message()
+                                                    : "Sum of all(" + std::to_string(r.stats.size()) + ") printed profiles at exit.";
+    write_json(message, all, regions, *os);
+    os->flush();
+    return;
+  }
   for (const auto& s : r.stats) s->print_summary(*os);
   if (r.stats.size() > 1)
     print_profile(*os, "Sum of all(" + std::to_string(r.stats.size()) + ") printed profiles at exit.", all,
@@ -58,15 +67,26 @@ inline void register_for_exit_report(const std::shared_ptr<profile_stats>& s) {
 }
 
 namespace detail {
-inline std::ostream& report_stream(std::ofstream& file) {
-  std::string dest = "stderr";
+inline std::string report_destination() {
   try {
-    dest = config.profiling.destination.value();
+    return config.profiling.destination.value();
   } catch (const std::exception&) {
+    return "stderr";
   }
+}
+
+// A destination named *.json gets the JSON export (write_json), written anew by each report:
+// the file holds the last one (at exit, every function's).
+inline bool json_destination() {
+  const std::string dest = report_destination();
+  return dest.size() > 5 && dest.compare(dest.size() - 5, 5, ".json") == 0;
+}
+
+inline std::ostream& report_stream(std::ofstream& file) {
+  const std::string dest = report_destination();
   if (dest == "stdout") return std::cout;
   if (dest == "stderr") return std::cerr;
-  file.open(dest, std::ios::app);
+  file.open(dest, json_destination() ? std::ios::trunc : std::ios::app);
   if (file) return file;
   std::cerr << "xsym: cannot open profiling.destination '" << dest << "'; printing the profile to stderr\n";
   return std::cerr;
@@ -113,7 +133,8 @@ inline profile_scope::~profile_scope() {
     if (m_print) {
       std::ofstream file;
       std::ostream& os = detail::report_stream(file);
-      m_stats->print_summary(os);
+      if (&os == &file && detail::json_destination()) write_json(*m_stats, os);
+      else m_stats->print_summary(os);
     }
   }
 }
