@@ -272,3 +272,60 @@ TEST_CASE("grad with respect to an intermediate has its shape and survives stabi
     for (std::size_t i = 0; i < 4; ++i) CHECK(b(i) == Approx(want_b(i)).epsilon(1e-12));
   });
 }
+
+// A typed expression lowers once per use: the cost holds its own copies of h, which grad
+// identifies with h (merged), as it does when h is a plain var.
+TEST_CASE("grad with respect to a typed intermediate used several times", "[grad][special][wrt]") {
+  xsym_test::clean_config guard;
+  auto x = xsym::vector<double>("x");
+  const xt::xtensor<double, 1> X{1, -2, 3, 0.5};
+  auto h = x * 2.0;
+  auto [gh] = xsym::grad(xsym::sum(h * h + h), h);  // 2h + 1
+  auto [gx] = xsym::grad(xsym::sum(h * h + h), x);  // 2 (2h + 1)
+  each_mode([&](const char* mode, auto... opts) {
+    auto f = xsym::function("typed_wrt", xsym::inputs(x), xsym::outputs(gh, gx), opts...);
+    const auto [a, b] = f(X);
+    xt::xtensor<double, 1> want_a = xt::empty<double>({4}), want_b = want_a;
+    for (std::size_t i = 0; i < 4; ++i) {
+      want_a(i) = 4 * X(i) + 1;
+      want_b(i) = 2 * (4 * X(i) + 1);
+    }
+    require_equal<1>(a, want_a, std::string(mode) + ", d cost / d h");
+    require_equal<1>(b, want_b, std::string(mode) + ", d cost / d x");
+  });
+  // A wrt the cost does not reach, unnamed: the error says which.
+  auto y = xsym::vector<double>("y");
+  const xsym::var<double, 1> unnamed = exp(y);
+  try {
+    (void)xsym::grad(xsym::sum(h), unnamed);
+    FAIL("no error");
+  } catch (const xsym::graph_error& e) {
+    CHECK(std::string(e.what()).find("the unnamed Elemwise{exp") != std::string::npos);
+    CHECK(std::string(e.what()).find("wrt 0") != std::string::npos);
+  }
+}
+
+// A float arange's elements are start + i step: d/dstart sums g, d/dstep sums g_i i (Theano's
+// ARange); stop moves no element.
+TEST_CASE("grad of a float arange in its start and step agrees with finite differences", "[grad][special][arange]") {
+  xsym_test::clean_config guard;
+  auto s = xsym::scalar<double>("s"), t = xsym::scalar<double>("t"), e = xsym::scalar<double>("e");
+  const auto r = xsym::arange<double>(s, e, t);
+  const xsym::var<double, 0> cost = xsym::sum(r * r * 0.5 + r);
+  auto [gs, gt, ge] = xsym::grad(cost, s, t, e);
+  const double S = 0.3, T = 0.7, E = 6.0;
+  const auto value = [](double a, double step, double stop) {
+    double c = 0;
+    for (double v = a; v < stop; v += step) c += v * v * 0.5 + v;
+    return c;
+  };
+  each_mode([&](const char* mode, auto... opts) {
+    auto f = xsym::function("arange_grad", xsym::inputs(s, t, e), xsym::outputs(gs, gt, ge), opts...);
+    const auto [a, b, c] = f(S, T, E);
+    INFO(mode);
+    const double h = 1e-6;
+    CHECK(static_cast<double>(a) == Approx((value(S + h, T, E) - value(S - h, T, E)) / (2 * h)).epsilon(1e-6));
+    CHECK(static_cast<double>(b) == Approx((value(S, T + h, E) - value(S, T - h, E)) / (2 * h)).epsilon(1e-6));
+    CHECK(static_cast<double>(c) == 0.0);
+  });
+}

@@ -214,7 +214,13 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
     case op_kind::alloc:  // the value's adjoint sums g over the dimensions it was broadcast along
       r[0] = sum_to_pattern(g, in[0], z);
       return r;
-    case op_kind::arange: return r;  // no gradient, as numpy's integers and Theano's ARange
+    case op_kind::arange: {  // Theano's ARange, floats: z_i = start + i step
+      if (!is_float(t)) return r;
+      const var_ptr whole = reduce(g, reduce_op::sum, {0}, false);
+      r[0] = whole;  // stop moves no element: no gradient
+      r[2] = divide(reduce(mul(g, sub(z, in[0])), reduce_op::sum, {0}, false), in[2]);  // sum g_i i
+      return r;
+    }
     case op_kind::cumulative: {
       if (!is_float(t)) return r;
       const int axis = o.axes[0];
@@ -262,12 +268,19 @@ XSYM_RUNTIME_INLINE std::vector<var_ptr> grad(const var_ptr& cost, const std::ve
   if (!is_float(cost->type)) throw graph_error("xsym::grad: the cost must be float32 or float64");
   // Differentiate the stable form: the gradient of log(1 - sigmoid(z)) is finite, that of
   // log(1 - 1/(1 + exp(-z))) is not once the sigmoid rounds to 1.
+  // A wrt built apart from the cost is the cost's equal subexpression: a typed expression
+  // lowers once per use (`auto h = x * 2.0; sum(h * h)` holds copies of x * 2), so the two are
+  // merged first. The stable forms then leave each wrt as it is, in the graph.
   rewrite_record ignored;
-  const var_ptr stable_cost = stabilize_pass({cost}, ignored, wrt)[0];  // a wrt stays in the graph
+  std::vector<var_ptr> roots{cost};
+  roots.insert(roots.end(), wrt.begin(), wrt.end());
+  const std::vector<var_ptr> merged = merge_pass(roots, ignored);
+  const std::vector<var_ptr> targets(merged.begin() + 1, merged.end());
+  const var_ptr stable_cost = stabilize_pass({merged[0]}, ignored, targets)[0];
   const auto order = topo_order({stable_cost});
   // Only nodes on a path to some wrt need adjoints.
   std::unordered_map<std::uint64_t, bool> reaches;
-  for (const auto& w : wrt) reaches[w->id] = true;
+  for (const auto& w : targets) reaches[w->id] = true;
   for (const auto& v : order)
     for (const auto& in : v->inputs)
       if (reaches[in->id]) reaches[v->id] = true;
@@ -288,7 +301,8 @@ XSYM_RUNTIME_INLINE std::vector<var_ptr> grad(const var_ptr& cost, const std::ve
         contributions[v->inputs[i]->id].push_back(cast(gs[i], v->inputs[i]->type));
   }
   std::vector<var_ptr> out;
-  for (const auto& w : wrt) {
+  for (std::size_t k = 0; k < wrt.size(); ++k) {
+    const var_ptr& w = targets[k];
     auto a = adjoint.find(w->id);
     if (a != adjoint.end()) {  // an elementwise wrt's adjoint may stand for one value repeated
       out.push_back(fill_like(a->second, w));
@@ -296,9 +310,14 @@ XSYM_RUNTIME_INLINE std::vector<var_ptr> grad(const var_ptr& cost, const std::ve
     }
     // In the graph but reached only through comparisons or integer casts: a true zero.
     const bool in_graph = std::any_of(order.begin(), order.end(), [&](const var_ptr& v) { return v->id == w->id; });
-    if (policy == disconnected::raise && !in_graph)
-      throw graph_error("xsym::grad: the cost does not depend on '" + w->name +
-                        "' (pass xsym::disconnected::zeros to get a zero gradient instead)");
+    if (policy == disconnected::raise && !in_graph) {
+      const var_ptr& named = wrt[k];
+      const std::string what = !named->name.empty()           ? "'" + named->name + "'"
+                               : named->kind == var_kind::apply ? "the unnamed " + named->fn->name() + " node"
+                                                                : "an unnamed variable";
+      throw graph_error("xsym::grad: the cost does not depend on " + what + " (wrt " + std::to_string(k) +
+                        "; pass xsym::disconnected::zeros to get a zero gradient instead)");
+    }
     out.push_back(ew(scalar_op::switch_, constant_like(dtype::bool_, 0), w, constant_like(w->type, 0)));
   }
   return out;
