@@ -5730,7 +5730,13 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
     case op_kind::alloc:  // the value's adjoint sums g over the dimensions it was broadcast along
       r[0] = sum_to_pattern(g, in[0], z);
       return r;
-    case op_kind::arange: return r;  // no gradient, as numpy's integers and Theano's ARange
+    case op_kind::arange: {  // Theano's ARange, floats: z_i = start + i step
+      if (!is_float(t)) return r;
+      const var_ptr whole = reduce(g, reduce_op::sum, {0}, false);
+      r[0] = whole;  // stop moves no element: no gradient
+      r[2] = divide(reduce(mul(g, sub(z, in[0])), reduce_op::sum, {0}, false), in[2]);  // sum g_i i
+      return r;
+    }
     case op_kind::cumulative: {
       if (!is_float(t)) return r;
       const int axis = o.axes[0];
@@ -5778,12 +5784,19 @@ XSYM_RUNTIME_INLINE std::vector<var_ptr> grad(const var_ptr& cost, const std::ve
   if (!is_float(cost->type)) throw graph_error("xsym::grad: the cost must be float32 or float64");
   // Differentiate the stable form: the gradient of log(1 - sigmoid(z)) is finite, that of
   // log(1 - 1/(1 + exp(-z))) is not once the sigmoid rounds to 1.
+  // A wrt built apart from the cost is the cost's equal subexpression: a typed expression
+  // lowers once per use (`auto h = x * 2.0; sum(h * h)` holds copies of x * 2), so the two are
+  // merged first. The stable forms then leave each wrt as it is, in the graph.
   rewrite_record ignored;
-  const var_ptr stable_cost = stabilize_pass({cost}, ignored, wrt)[0];  // a wrt stays in the graph
+  std::vector<var_ptr> roots{cost};
+  roots.insert(roots.end(), wrt.begin(), wrt.end());
+  const std::vector<var_ptr> merged = merge_pass(roots, ignored);
+  const std::vector<var_ptr> targets(merged.begin() + 1, merged.end());
+  const var_ptr stable_cost = stabilize_pass({merged[0]}, ignored, targets)[0];
   const auto order = topo_order({stable_cost});
   // Only nodes on a path to some wrt need adjoints.
   std::unordered_map<std::uint64_t, bool> reaches;
-  for (const auto& w : wrt) reaches[w->id] = true;
+  for (const auto& w : targets) reaches[w->id] = true;
   for (const auto& v : order)
     for (const auto& in : v->inputs)
       if (reaches[in->id]) reaches[v->id] = true;
@@ -5804,7 +5817,8 @@ XSYM_RUNTIME_INLINE std::vector<var_ptr> grad(const var_ptr& cost, const std::ve
         contributions[v->inputs[i]->id].push_back(cast(gs[i], v->inputs[i]->type));
   }
   std::vector<var_ptr> out;
-  for (const auto& w : wrt) {
+  for (std::size_t k = 0; k < wrt.size(); ++k) {
+    const var_ptr& w = targets[k];
     auto a = adjoint.find(w->id);
     if (a != adjoint.end()) {  // an elementwise wrt's adjoint may stand for one value repeated
       out.push_back(fill_like(a->second, w));
@@ -5812,9 +5826,14 @@ XSYM_RUNTIME_INLINE std::vector<var_ptr> grad(const var_ptr& cost, const std::ve
     }
     // In the graph but reached only through comparisons or integer casts: a true zero.
     const bool in_graph = std::any_of(order.begin(), order.end(), [&](const var_ptr& v) { return v->id == w->id; });
-    if (policy == disconnected::raise && !in_graph)
-      throw graph_error("xsym::grad: the cost does not depend on '" + w->name +
-                        "' (pass xsym::disconnected::zeros to get a zero gradient instead)");
+    if (policy == disconnected::raise && !in_graph) {
+      const var_ptr& named = wrt[k];
+      const std::string what = !named->name.empty()           ? "'" + named->name + "'"
+                               : named->kind == var_kind::apply ? "the unnamed " + named->fn->name() + " node"
+                                                                : "an unnamed variable";
+      throw graph_error("xsym::grad: the cost does not depend on " + what + " (wrt " + std::to_string(k) +
+                        "; pass xsym::disconnected::zeros to get a zero gradient instead)");
+    }
     out.push_back(ew(scalar_op::switch_, constant_like(dtype::bool_, 0), w, constant_like(w->type, 0)));
   }
   return out;
@@ -10275,8 +10294,12 @@ namespace xsym::detail {
 
 inline std::string fmt(const char* f, auto... args) {
   char buf[512];
-  std::snprintf(buf, sizeof buf, f, args...);
-  return buf;
+  const int n = std::snprintf(buf, sizeof buf, f, args...);
+  if (n < static_cast<int>(sizeof buf)) return buf;
+  std::string out(static_cast<std::size_t>(n) + 1, '\0');  // a long name: the whole line
+  std::snprintf(out.data(), out.size(), f, args...);
+  out.pop_back();
+  return out;
 }
 
 inline std::string json_string(const std::string& s) {
@@ -10548,9 +10571,10 @@ inline std::pair<std::vector<summary_row>, std::vector<summary_row>> summary_row
     for (std::size_t i = 0; i < g.nodes.size(); ++i) {
       const apply_node& n = g.nodes[i];
       for (auto* m : {&by_class, &by_op}) {
-        const std::string key = m == &by_class ? n.class_name() : n.op_name();
-        auto& r = (*m)[key];
-        r.key = key;
+        // Ops are rows when they compare equal (the seed's rule): by the whole op, not by its
+        // printed name, which shortens a long Composite's program to "...".
+        auto& r = (*m)[m == &by_class ? n.class_name() : n.fn->signature()];
+        r.key = m == &by_class ? n.class_name() : n.op_name();
         // A class or op whose nodes ran two ways lists both ("cpu/cxx").
         const std::string& impl = f->facts->node_implementation(i);
         if (r.type.empty()) r.type = impl;
@@ -11380,6 +11404,11 @@ class profile_scope {
   const std::shared_ptr<profile_stats>& shared_stats() const { return m_stats; }
 
   /// @brief The scope's record for one function (made on its first call inside the scope).
+  /// Whether the function at key has a record here yet (its first call here takes its shapes).
+  bool has_record(const void* key) {
+    std::lock_guard lock(m_mutex);
+    return m_records.count(key) != 0;
+  }
   function_profile& record_for(const void* key, const std::shared_ptr<const function_facts>& facts) {
     std::lock_guard lock(m_mutex);
     auto& rec = m_records[key];
@@ -16651,6 +16680,8 @@ class function_runtime {
   std::shared_ptr<const function_facts> m_facts;  // shared by its profile and each scope's record
   std::vector<std::vector<value_info>> m_last_inputs, m_last_outputs;
   std::int64_t m_sample_calls = 0;
+  std::vector<shape_t> m_sampled_shapes;  // the inputs' and shared values' at the last sampled call
+  bool sample_this_call(const ndarray* values);
   std::uint64_t m_fn_start = 0;
   detail::call_lock m_mutex;
   // A graph of one elementwise node run by a typed kernel or one precompiled step (a lone
@@ -17218,13 +17249,13 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     release_after_call();
     throw;
   }
-  const bool memory = m_profile && m_facts->memory;
+  const bool memory = timed && m_facts->memory;  // the function's own profile or a scope's
   const std::int64_t mem0 = memory ? allocated().current : 0;
   if (memory) reset_peak_memory();
   const auto device_allocated = m_plan.gpu ? detail::device_hooks().allocated : nullptr;
   const std::int64_t device_mem0 = memory && device_allocated ? device_allocated().current : 0;
-  const bool sample = timed && (m_sample_calls & (m_sample_calls - 1)) == 0;
   read_shared(values);
+  const bool sample = timed && sample_this_call(values);
   if (dests) {
     try {
       bind_destinations(dests);
@@ -17304,19 +17335,49 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   if (!m_is_reference && (!m_shared_slots.empty() || !m_graph->updates.empty())) apply_updates(values);
   release_after_call();
   if (timed) {
-    if (memory) m_profile->measured_peak_bytes = std::max(m_profile->measured_peak_bytes, allocated().peak - mem0);
-    if (memory && device_allocated)
-      m_profile->measured_device_peak_bytes =
-          std::max(m_profile->measured_device_peak_bytes, device_allocated().peak - device_mem0);
+    const std::int64_t peak = memory ? allocated().peak - mem0 : 0;
+    const std::int64_t device_peak = memory && device_allocated ? device_allocated().peak - device_mem0 : 0;
+    auto measured = [&](function_profile& p) {
+      if (memory) p.measured_peak_bytes = std::max(p.measured_peak_bytes, peak);
+      if (memory && device_allocated) p.measured_device_peak_bytes = std::max(p.measured_device_peak_bytes, device_peak);
+    };
     const std::uint64_t call_ticks = detail::ticks() - c0;
     ++m_sample_calls;
-    if (m_profile) record_call(*m_profile, call_ticks, sample);
+    if (m_profile) {
+      measured(*m_profile);
+      record_call(*m_profile, call_ticks, sample);
+    }
     detail::for_each_active_scope([&](profile_scope& scope) {
       function_profile& p = scope.record_for(this, m_facts);
+      measured(p);
       record_call(p, call_ticks, sample || p.calls == 0);
     });
   }
   return result;
+}
+
+// Whether a profiled call records every node's shapes (the profile's shapes, flops and memory):
+// calls 1, 2, 3, 5, 9, ... (recording costs a call), any call whose inputs or shared values
+// changed shape since the last recorded one, and a function's first call in a profile_scope.
+inline bool function_runtime::sample_this_call(const ndarray* values) {
+  bool sample = (m_sample_calls & (m_sample_calls - 1)) == 0;
+  const std::size_t n = m_graph->inputs.size() + m_shared_slots.size();
+  if (m_sampled_shapes.size() != n) {
+    m_sampled_shapes.assign(n, shape_t{});
+    sample = true;
+  }
+  for (std::size_t k = 0; k < n && !sample; ++k) {
+    const int s = k < m_graph->inputs.size() ? m_graph->inputs[k] : m_shared_slots[k - m_graph->inputs.size()];
+    sample = !(values[static_cast<std::size_t>(s)].shape() == m_sampled_shapes[k]);
+  }
+  if (!sample)
+    detail::for_each_active_scope([&](profile_scope& scope) { sample = sample || !scope.has_record(this); });
+  if (sample)
+    for (std::size_t k = 0; k < n; ++k) {
+      const int s = k < m_graph->inputs.size() ? m_graph->inputs[k] : m_shared_slots[k - m_graph->inputs.size()];
+      m_sampled_shapes[k] = values[static_cast<std::size_t>(s)].shape();
+    }
+  return sample;
 }
 
 // The checks that make this call's result the call loop's: the same kernel on the same

@@ -471,3 +471,72 @@ TEST_CASE("a destination named *.json gets the report as JSON", "[profile]") {
   }
   std::filesystem::remove(path);
 }
+
+// The shapes (and the flops and bytes from them) are those of the calls that ran: recorded again
+// when the inputs change shape, and on a function's first call in a scope.
+TEST_CASE("the profile's shapes follow the inputs' shapes, in a function's profile and in a scope", "[profile]") {
+  config_guard guard;
+  auto stats = quiet_stats("shapes");
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("resized", xsym::inputs(x), exp(x) * 2, xsym::profile(stats));
+  auto g = xsym::function("scoped", xsym::inputs(x), exp(x) * 3);
+  const xt::xtensor<double, 1> small = xt::ones<double>({10}), big = xt::ones<double>({1000});
+  for (int i = 0; i < 5; ++i) f(small);
+  for (int i = 0; i < 3; ++i) f(big);
+  const std::string r = report(*stats);
+  CHECK(r.find("shape=(1000,)") != std::string::npos);
+  CHECK(r.find("shape=(10,)") == std::string::npos);
+  for (int i = 0; i < 5; ++i) g(big);  // before the scope: not its shapes
+  xsym::profile_scope scope("small calls", false);
+  for (int i = 0; i < 3; ++i) g(small);
+  const std::string s = report(scope.stats());
+  CHECK(s.find("shape=(10,)") != std::string::npos);
+  CHECK(s.find("shape=(1000,)") == std::string::npos);
+}
+
+// Two Composites whose programs differ but print alike once shortened ("Composite{...}") are two
+// ops: the Ops section has a row for each (ops that compare equal share one, not equal names).
+TEST_CASE("the Ops section keeps apart ops whose printed names are shortened alike", "[profile]") {
+  config_guard guard;
+  auto stats = quiet_stats("ops");
+  auto x = xsym::vector<double>("x");
+  auto a = xsym::function("a", xsym::inputs(x), exp(x) * 2 + sin(x) * 3 + cos(x) * 4 + tanh(x) * 5 + sqrt(x) * 6 + log1p(x) * 7,
+                          xsym::profile(stats));
+  auto b = xsym::function("b", xsym::inputs(x), sin(x) * 2 + exp(x) * 3 + cos(x) * 4 + tanh(x) * 5 + sqrt(x) * 6 + log1p(x) * 7,
+                          xsym::profile(stats));
+  const xt::xtensor<double, 1> v{1, 2};
+  a(v);
+  b(v);
+  REQUIRE(a.toposort().size() == 1);
+  REQUIRE(b.toposort()[0].op_name() == a.toposort()[0].op_name());  // printed alike
+  std::ostringstream os;
+  xsym::write_json(*stats, os);
+  const auto j = nlohmann::json::parse(os.str());
+  CHECK(j["ops"].size() == 2);
+}
+
+// A function's name longer than a line's buffer is printed whole.
+TEST_CASE("the optimizer profile prints a long function name whole", "[profile]") {
+  config_guard guard;
+  xsym::config.profile_optimizer = true;
+  auto stats = quiet_stats("");
+  auto x = xsym::vector<double>("x");
+  const std::string name = std::string(600, 'n') + "_END";
+  auto f = xsym::function(name, xsym::inputs(x), exp(x) + 1.0, xsym::profile(stats));
+  f(xt::xtensor<double, 1>{1});
+  CHECK(report(*stats).find("_END': ") != std::string::npos);
+}
+
+// A scope measures the allocations of the calls it records, as a function's own profile does.
+TEST_CASE("a profile scope measures the peak memory of the calls it records", "[profile]") {
+  config_guard guard;
+  xsym::config.profile_memory = true;
+  auto x = xsym::vector<double>("x");
+  auto g = xsym::function("unprofiled", xsym::inputs(x), exp(x) + 1.0);
+  const xt::xtensor<double, 1> big = xt::ones<double>({100000});
+  xsym::profile_scope scope("memory", false);
+  g(big);
+  const auto fns = scope.stats().functions();
+  REQUIRE(fns.size() == 1);
+  CHECK(fns[0]->measured_peak_bytes >= 8 * 100000);
+}

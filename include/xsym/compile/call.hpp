@@ -27,13 +27,13 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     release_after_call();
     throw;
   }
-  const bool memory = m_profile && m_facts->memory;
+  const bool memory = timed && m_facts->memory;  // the function's own profile or a scope's
   const std::int64_t mem0 = memory ? allocated().current : 0;
   if (memory) reset_peak_memory();
   const auto device_allocated = m_plan.gpu ? detail::device_hooks().allocated : nullptr;
   const std::int64_t device_mem0 = memory && device_allocated ? device_allocated().current : 0;
-  const bool sample = timed && (m_sample_calls & (m_sample_calls - 1)) == 0;
   read_shared(values);
+  const bool sample = timed && sample_this_call(values);
   if (dests) {
     try {
       bind_destinations(dests);
@@ -113,19 +113,49 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   if (!m_is_reference && (!m_shared_slots.empty() || !m_graph->updates.empty())) apply_updates(values);
   release_after_call();
   if (timed) {
-    if (memory) m_profile->measured_peak_bytes = std::max(m_profile->measured_peak_bytes, allocated().peak - mem0);
-    if (memory && device_allocated)
-      m_profile->measured_device_peak_bytes =
-          std::max(m_profile->measured_device_peak_bytes, device_allocated().peak - device_mem0);
+    const std::int64_t peak = memory ? allocated().peak - mem0 : 0;
+    const std::int64_t device_peak = memory && device_allocated ? device_allocated().peak - device_mem0 : 0;
+    auto measured = [&](function_profile& p) {
+      if (memory) p.measured_peak_bytes = std::max(p.measured_peak_bytes, peak);
+      if (memory && device_allocated) p.measured_device_peak_bytes = std::max(p.measured_device_peak_bytes, device_peak);
+    };
     const std::uint64_t call_ticks = detail::ticks() - c0;
     ++m_sample_calls;
-    if (m_profile) record_call(*m_profile, call_ticks, sample);
+    if (m_profile) {
+      measured(*m_profile);
+      record_call(*m_profile, call_ticks, sample);
+    }
     detail::for_each_active_scope([&](profile_scope& scope) {
       function_profile& p = scope.record_for(this, m_facts);
+      measured(p);
       record_call(p, call_ticks, sample || p.calls == 0);
     });
   }
   return result;
+}
+
+// Whether a profiled call records every node's shapes (the profile's shapes, flops and memory):
+// calls 1, 2, 3, 5, 9, ... (recording costs a call), any call whose inputs or shared values
+// changed shape since the last recorded one, and a function's first call in a profile_scope.
+inline bool function_runtime::sample_this_call(const ndarray* values) {
+  bool sample = (m_sample_calls & (m_sample_calls - 1)) == 0;
+  const std::size_t n = m_graph->inputs.size() + m_shared_slots.size();
+  if (m_sampled_shapes.size() != n) {
+    m_sampled_shapes.assign(n, shape_t{});
+    sample = true;
+  }
+  for (std::size_t k = 0; k < n && !sample; ++k) {
+    const int s = k < m_graph->inputs.size() ? m_graph->inputs[k] : m_shared_slots[k - m_graph->inputs.size()];
+    sample = !(values[static_cast<std::size_t>(s)].shape() == m_sampled_shapes[k]);
+  }
+  if (!sample)
+    detail::for_each_active_scope([&](profile_scope& scope) { sample = sample || !scope.has_record(this); });
+  if (sample)
+    for (std::size_t k = 0; k < n; ++k) {
+      const int s = k < m_graph->inputs.size() ? m_graph->inputs[k] : m_shared_slots[k - m_graph->inputs.size()];
+      m_sampled_shapes[k] = values[static_cast<std::size_t>(s)].shape();
+    }
+  return sample;
 }
 
 // The checks that make this call's result the call loop's: the same kernel on the same

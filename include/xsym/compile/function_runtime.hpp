@@ -173,6 +173,8 @@ class function_runtime {
   std::shared_ptr<const function_facts> m_facts;  // shared by its profile and each scope's record
   std::vector<std::vector<value_info>> m_last_inputs, m_last_outputs;
   std::int64_t m_sample_calls = 0;
+  std::vector<shape_t> m_sampled_shapes;  // the inputs' and shared values' at the last sampled call
+  bool sample_this_call(const ndarray* values);
   std::uint64_t m_fn_start = 0;
   detail::call_lock m_mutex;
   // A graph of one elementwise node run by a typed kernel or one precompiled step (a lone

@@ -23,8 +23,12 @@ namespace xsym::detail {
 
 inline std::string fmt(const char* f, auto... args) {
   char buf[512];
-  std::snprintf(buf, sizeof buf, f, args...);
-  return buf;
+  const int n = std::snprintf(buf, sizeof buf, f, args...);
+  if (n < static_cast<int>(sizeof buf)) return buf;
+  std::string out(static_cast<std::size_t>(n) + 1, '\0');  // a long name: the whole line
+  std::snprintf(out.data(), out.size(), f, args...);
+  out.pop_back();
+  return out;
 }
 
 inline std::string json_string(const std::string& s) {
@@ -296,9 +300,10 @@ inline std::pair<std::vector<summary_row>, std::vector<summary_row>> summary_row
     for (std::size_t i = 0; i < g.nodes.size(); ++i) {
       const apply_node& n = g.nodes[i];
       for (auto* m : {&by_class, &by_op}) {
-        const std::string key = m == &by_class ? n.class_name() : n.op_name();
-        auto& r = (*m)[key];
-        r.key = key;
+        // Ops are rows when they compare equal (the seed's rule): by the whole op, not by its
+        // printed name, which shortens a long Composite's program to "...".
+        auto& r = (*m)[m == &by_class ? n.class_name() : n.fn->signature()];
+        r.key = m == &by_class ? n.class_name() : n.op_name();
         // A class or op whose nodes ran two ways lists both ("cpu/cxx").
         const std::string& impl = f->facts->node_implementation(i);
         if (r.type.empty()) r.type = impl;

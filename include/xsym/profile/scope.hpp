@@ -59,6 +59,11 @@ class profile_scope {
   const std::shared_ptr<profile_stats>& shared_stats() const { return m_stats; }
 
   /// @brief The scope's record for one function (made on its first call inside the scope).
+  /// Whether the function at key has a record here yet (its first call here takes its shapes).
+  bool has_record(const void* key) {
+    std::lock_guard lock(m_mutex);
+    return m_records.count(key) != 0;
+  }
   function_profile& record_for(const void* key, const std::shared_ptr<const function_facts>& facts) {
     std::lock_guard lock(m_mutex);
     auto& rec = m_records[key];
