@@ -411,3 +411,41 @@ TEST_CASE("a typed tree handed to a reduction, a product or a subtensor write ru
   CHECK(typed_nodes(node_types(inner, "inner")) == 1);
   CHECK(typed_nodes(node_types(product, "product")) == 1);
 }
+
+// A column or a row is one value at run time where the matrix has one row or one column: the
+// typed sums, bound for an array there, are not taken; the program's loops are.
+TEST_CASE("typed sums of a column or row that is one value at run time", "[expr][typed]") {
+  std::mt19937 rng(29);
+  const auto m = xsym::matrix<double>("m");
+  const auto c = xsym::col<double>("c");
+  const auto r = xsym::row<double>("r");
+  auto by_rows = xsym::function("by_rows", xsym::inputs(m, c), xsym::sum(m * c + 1, 1));
+  auto whole = xsym::function("whole", xsym::inputs(m, r), xsym::sum(m * r - 2));
+  for (std::size_t n : {std::size_t{1}, std::size_t{5}, std::size_t{17}, std::size_t{1001}}) {
+    CAPTURE(n);
+    xt::xtensor<double, 2> row_m = xt::empty<double>({std::size_t{1}, n}), col_m = xt::empty<double>({n, std::size_t{1}});
+    for (auto& e : row_m) e = random_value<double>(rng, -2, 2);
+    for (auto& e : col_m) e = random_value<double>(rng, -2, 2);
+    const xt::xtensor<double, 2> one{{random_value<double>(rng, -2, 2)}};
+    double want = 0;
+    for (std::size_t j = 0; j < n; ++j) want += row_m(0, j) * one(0, 0) + 1;
+    const xt::xtensor<double, 1> got = by_rows(row_m, one);
+    REQUIRE(got.size() == 1);
+    CHECK(got(0) == Approx(want).epsilon(1e-13));
+    want = 0;
+    for (std::size_t i = 0; i < n; ++i) want += col_m(i, 0) * one(0, 0) - 2;
+    CHECK(static_cast<double>(whole(col_m, one)) == Approx(want).epsilon(1e-13));
+  }
+}
+
+// Each C++ number is a leaf: a tree of more than 64 leaves compiles, without a kernel of its own
+// (a program's one-value inputs are 64 bits), and runs interpreted.
+TEST_CASE("a typed tree of more than 64 leaves runs interpreted", "[expr][typed]") {
+  const auto x = xsym::vector<double>("x");
+  auto t8 = x * 1.0 + x * 2.0 + x * 3.0 + x * 4.0;  // 8 leaves
+  auto t64 = (t8 + t8) + (t8 + t8) + (t8 + t8) + (t8 + t8);
+  auto f = xsym::function("wide", xsym::inputs(x), t64 + x);  // 65 leaves
+  const xt::xtensor<double, 1> v{1, -2, 0.5};
+  const xt::xtensor<double, 1> got = f(v);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(got(i) == Approx(81 * v(i)).epsilon(1e-14));
+}

@@ -138,7 +138,13 @@ inline void reduce_fused_node(const thunk& t, ndarray* values, bool fused) {
     // Short rows cost more one at a time than a block of them does where a row ends in part
     // of a vector (its values computed from copies): those of less than 256 bytes take blocks.
     const std::int64_t row_bytes = len * static_cast<std::int64_t>(dtype_size(vt));
-    if (t.prog.typed_sum && (rows == 1 || row_bytes % 64 == 0 || row_bytes >= 256)) {
+    // The typed sums read each input as one value where the graph's types said so, else as
+    // rows of len values: an input that is one value only at run time (a column of one row)
+    // goes to the program's loops.
+    bool typed = t.prog.typed_sum != nullptr;
+    for (int k = 0; typed && k < n_in; ++k)
+      typed = ((t.prog.typed_sum_scalar_bits >> k) & 1u) || ins[k]->size() != 1 || ins[k]->shape() == shape || len == 1;
+    if (typed && (rows == 1 || row_bytes % 64 == 0 || row_bytes >= 256)) {
       ndarray acc;
       prepare_output(acc, dtype::float64, kept, t.pool);
       const std::byte* in_bytes[limits::max_registers] = {};

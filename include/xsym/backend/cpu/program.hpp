@@ -129,6 +129,7 @@ struct compiled_program {
   std::array<std::uint8_t, 64> rows_map{};
   // A reduction's program: a typed tree's sums (bind_typed_sum), arg j reading sum_map[j].
   sum_rows_fn typed_sum = nullptr;
+  std::uint64_t typed_sum_scalar_bits = 0;  // the inputs typed_sum reads as one value
   std::array<std::uint8_t, 64> sum_map{};
 };
 

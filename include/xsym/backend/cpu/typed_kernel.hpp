@@ -529,14 +529,16 @@ struct typed_sum_registration {
 
 /// @brief Compiles Tree's kernel into the program, registered at its start: function() calls it
 /// for each output and update that is a typed expression.
+/// A tree of more than 64 leaves (C++ numbers count) has none: its program runs interpreted,
+/// as the registry would bind none (a program's one-value inputs are 64 bits).
 template <class Tree>
 void use_typed_kernel() {
-  (void)detail::typed_registration<Tree>::done;
+  if constexpr (Tree::leaves <= 64) (void)detail::typed_registration<Tree>::done;
 }
 /// @brief Compiles Tree's sums into the program (sum and mean of a typed expression).
 template <class Tree>
 void use_typed_sum() {
-  (void)detail::typed_sum_registration<Tree>::done;
+  if constexpr (Tree::leaves <= 64) (void)detail::typed_sum_registration<Tree>::done;
 }
 
 XSYM_COLD_BEGIN
@@ -575,6 +577,7 @@ inline bool bind_typed_sum(compiled_program& cp, std::uint64_t one_value_inputs)
   const auto e = detail::tree_registry<detail::typed_sum_entry>::instance().find(*cp.prog, map.data(), one_value_inputs, 1);
   if (!e) return false;
   cp.typed_sum = e->sum;
+  cp.typed_sum_scalar_bits = one_value_inputs;
   std::copy(map.begin(), map.begin() + e->leaves, cp.sum_map.begin());
   return true;
 }

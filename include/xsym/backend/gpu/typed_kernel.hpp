@@ -281,7 +281,7 @@ struct typed_registration {
 /// @brief Compiles Tree's device kernel into the program, registered at its start.
 template <class Tree>
 void use_typed_kernel() {
-  (void)detail::typed_registration<Tree>::done;
+  if constexpr (Tree::leaves <= 64) (void)detail::typed_registration<Tree>::done;  // as on the CPU
 }
 
 }  // namespace xsym::gpu
