@@ -819,7 +819,8 @@ XSYM_RUNTIME_INLINE config_t::profiling_t::profiling_t(const config_t& owner)
                false, detail::bool_expected) {}
 
 XSYM_RUNTIME_INLINE config_t::gcc_t::gcc_t(const config_t& owner)
-    : cxxflags(owner, "gcc.cxxflags", "Flags cxx compiles fused kernels with (after -std=c++20 -fPIC -shared)",
+    : cxxflags(owner, "gcc.cxxflags",
+               "Flags cxx compiles fused kernels with (after -std=c++20 -fPIC -shared; -ffp-contract=off follows them)",
                "-O3 -march=native", "compiler flags separated by spaces") {}
 
 XSYM_RUNTIME_INLINE config_t::debug_mode_t::debug_mode_t(const config_t& owner)
@@ -8252,6 +8253,7 @@ struct compiled_program {
   std::array<std::uint8_t, 64> rows_map{};
   // A reduction's program: a typed tree's sums (bind_typed_sum), arg j reading sum_map[j].
   sum_rows_fn typed_sum = nullptr;
+  std::uint64_t typed_sum_scalar_bits = 0;  // the inputs typed_sum reads as one value
   std::array<std::uint8_t, 64> sum_map{};
 };
 
@@ -9823,14 +9825,16 @@ struct typed_sum_registration {
 
 /// @brief Compiles Tree's kernel into the program, registered at its start: function() calls it
 /// for each output and update that is a typed expression.
+/// A tree of more than 64 leaves (C++ numbers count) has none: its program runs interpreted,
+/// as the registry would bind none (a program's one-value inputs are 64 bits).
 template <class Tree>
 void use_typed_kernel() {
-  (void)detail::typed_registration<Tree>::done;
+  if constexpr (Tree::leaves <= 64) (void)detail::typed_registration<Tree>::done;
 }
 /// @brief Compiles Tree's sums into the program (sum and mean of a typed expression).
 template <class Tree>
 void use_typed_sum() {
-  (void)detail::typed_sum_registration<Tree>::done;
+  if constexpr (Tree::leaves <= 64) (void)detail::typed_sum_registration<Tree>::done;
 }
 
 XSYM_COLD_BEGIN
@@ -9869,6 +9873,7 @@ inline bool bind_typed_sum(compiled_program& cp, std::uint64_t one_value_inputs)
   const auto e = detail::tree_registry<detail::typed_sum_entry>::instance().find(*cp.prog, map.data(), one_value_inputs, 1);
   if (!e) return false;
   cp.typed_sum = e->sum;
+  cp.typed_sum_scalar_bits = one_value_inputs;
   std::copy(map.begin(), map.begin() + e->leaves, cp.sum_map.begin());
   return true;
 }
@@ -13747,6 +13752,7 @@ inline loaded_module load_module(const std::string& source, const jit_settings& 
   namespace fs = std::filesystem;
   std::vector<std::string> argv{s.cxx, "-std=c++20", "-fPIC", "-shared"};
   for (auto& w : split_words(s.cxxflags)) argv.push_back(std::move(w));
+  argv.push_back("-ffp-contract=off");  // last: a product and a sum stay two roundings, as interpreted
   std::string command;
   for (const auto& a : argv) command += a + " ";
   const std::uint64_t key = fnv1a(cpu_identity(), fnv1a(command, fnv1a(source)));
@@ -14345,7 +14351,13 @@ inline void reduce_fused_node(const thunk& t, ndarray* values, bool fused) {
     // Short rows cost more one at a time than a block of them does where a row ends in part
     // of a vector (its values computed from copies): those of less than 256 bytes take blocks.
     const std::int64_t row_bytes = len * static_cast<std::int64_t>(dtype_size(vt));
-    if (t.prog.typed_sum && (rows == 1 || row_bytes % 64 == 0 || row_bytes >= 256)) {
+    // The typed sums read each input as one value where the graph's types said so, else as
+    // rows of len values: an input that is one value only at run time (a column of one row)
+    // goes to the program's loops.
+    bool typed = t.prog.typed_sum != nullptr;
+    for (int k = 0; typed && k < n_in; ++k)
+      typed = ((t.prog.typed_sum_scalar_bits >> k) & 1u) || ins[k]->size() != 1 || ins[k]->shape() == shape || len == 1;
+    if (typed && (rows == 1 || row_bytes % 64 == 0 || row_bytes >= 256)) {
       ndarray acc;
       prepare_output(acc, dtype::float64, kept, t.pool);
       const std::byte* in_bytes[limits::max_registers] = {};

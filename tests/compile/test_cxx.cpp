@@ -161,6 +161,23 @@ TEST_CASE("cxx compiles sigmoid(u) and sigmoid(-u) sharing one reciprocal", "[co
   }
 }
 
+// Products and sums are two roundings in compiled code too (-ffp-contract=off after the flags):
+// the default -O3 -march=native would contract x * y + t into one FMA and change the bits.
+TEST_CASE("cxx kernels round each product and sum as the interpreter does", "[compile][cxx]") {
+  clean_config guard;
+  cxx_on cxx("no_contraction");
+  auto x = xsym::vector<float>("x"), y = xsym::vector<float>("y");
+  auto build = [&] { return xsym::function("contract", xsym::inputs(x, y), x * y + y * y * 3); };
+  auto compiled = build();
+  CHECK(compiled.runtime()->compiled_kernels().kernels == 1);
+  xsym::config.cxx = "";
+  auto steps = build();
+  std::mt19937 rng(21);
+  const auto X = random_tensor<float, 1>(rng, {1000}, -1, 1), Y = random_tensor<float, 1>(rng, {1000}, -1, 1);
+  const xt::xtensor<float, 1> a = compiled(X, Y), b = steps(X, Y);
+  CHECK(max_ulps(a, b) == 0);
+}
+
 TEST_CASE("cxx kernels write in place, broadcast rows and columns, and split among threads", "[compile][cxx]") {
   clean_config guard;
   cxx_on cxx("shapes");

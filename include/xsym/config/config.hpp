@@ -259,7 +259,8 @@ XSYM_RUNTIME_INLINE config_t::profiling_t::profiling_t(const config_t& owner)
                false, detail::bool_expected) {}
 
 XSYM_RUNTIME_INLINE config_t::gcc_t::gcc_t(const config_t& owner)
-    : cxxflags(owner, "gcc.cxxflags", "Flags cxx compiles fused kernels with (after -std=c++20 -fPIC -shared)",
+    : cxxflags(owner, "gcc.cxxflags",
+               "Flags cxx compiles fused kernels with (after -std=c++20 -fPIC -shared; -ffp-contract=off follows them)",
                "-O3 -march=native", "compiler flags separated by spaces") {}
 
 XSYM_RUNTIME_INLINE config_t::debug_mode_t::debug_mode_t(const config_t& owner)

@@ -391,6 +391,7 @@ inline loaded_module load_module(const std::string& source, const jit_settings& 
   namespace fs = std::filesystem;
   std::vector<std::string> argv{s.cxx, "-std=c++20", "-fPIC", "-shared"};
   for (auto& w : split_words(s.cxxflags)) argv.push_back(std::move(w));
+  argv.push_back("-ffp-contract=off");  // last: a product and a sum stay two roundings, as interpreted
   std::string command;
   for (const auto& a : argv) command += a + " ";
   const std::uint64_t key = fnv1a(cpu_identity(), fnv1a(command, fnv1a(source)));
