@@ -5733,8 +5733,7 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
       return r;
     case op_kind::arange: {  // Theano's ARange, floats: z_i = start + i step
       if (!is_float(t)) return r;
-      const var_ptr whole = reduce(g, reduce_op::sum, {0}, false);
-      r[0] = whole;  // stop moves no element: no gradient
+      r[0] = reduce(g, reduce_op::sum, {0}, false);  // stop moves no element: no gradient
       r[2] = divide(reduce(mul(g, sub(z, in[0])), reduce_op::sum, {0}, false), in[2]);  // sum g_i i
       return r;
     }
@@ -11540,16 +11539,16 @@ inline std::string report_destination() {
 
 // A destination named *.json gets the JSON export (write_json), written anew by each report:
 // the file holds the last one (at exit, every function's).
-inline bool json_destination() {
-  const std::string dest = report_destination();
+inline bool is_json_path(const std::string& dest) {
   return dest.size() > 5 && dest.compare(dest.size() - 5, 5, ".json") == 0;
 }
+inline bool json_destination() { return is_json_path(report_destination()); }
 
 inline std::ostream& report_stream(std::ofstream& file) {
   const std::string dest = report_destination();
   if (dest == "stdout") return std::cout;
   if (dest == "stderr") return std::cerr;
-  file.open(dest, json_destination() ? std::ios::trunc : std::ios::app);
+  file.open(dest, is_json_path(dest) ? std::ios::trunc : std::ios::app);
   if (file) return file;
   std::cerr << "xsym: cannot open profiling.destination '" << dest << "'; printing the profile to stderr\n";
   return std::cerr;
@@ -17278,13 +17277,12 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   }
   std::size_t i = 0;
   try {
+    // The checks of DebugMode, NanGuardMode and MonitorMode run profiled or not.
+    std::vector<ndarray> args;  // DebugMode runs the unoptimised twin on the same arguments
+    if (m_checked && m_plan.debug)
+      for (int s : m_graph->inputs) args.push_back(values[s]);
+    if (m_checked && m_plan.nan_guard) guard_inputs(values);
     if (timed) {
-      // The checks of DebugMode, NanGuardMode and MonitorMode run profiled too (timed with
-      // their nodes).
-      std::vector<ndarray> args;  // DebugMode runs the unoptimised twin on the same arguments
-      if (m_checked && m_plan.debug)
-        for (int s : m_graph->inputs) args.push_back(values[s]);
-      if (m_checked && m_plan.nan_guard) guard_inputs(values);
       const std::uint64_t f0 = detail::ticks();
       m_fn_start = f0;
       std::uint64_t t = f0;
@@ -17302,23 +17300,18 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
       }
       if (m_device_timer) m_device_timer->collect(m_scratch_ticks.data());
       m_fn_ticks_last = t - f0;
-      if (m_checked && m_plan.debug) check_against_reference(args.data(), values);
     } else if (m_checked) {
-      std::vector<ndarray> args;
-      if (m_plan.debug)
-        for (int s : m_graph->inputs) args.push_back(values[s]);
-      if (m_plan.nan_guard) guard_inputs(values);
       for (; i < m_thunks.size(); ++i) {
         run_checked(i, values);
         if (m_plan.gc) release_dead(i);
       }
-      if (m_plan.debug) check_against_reference(args.data(), values);
     } else {
       for (; i < m_thunks.size(); ++i) {
         m_thunks[i].run(m_thunks[i], values);
         if (m_plan.gc) release_dead(i);
       }
     }
+    if (m_checked && m_plan.debug) check_against_reference(args.data(), values);
   } catch (const debug_mode_error&) {
     release_all_but_constants();
     throw;
@@ -17372,23 +17365,18 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
 // calls 1, 2, 3, 5, 9, ... (recording costs a call), any call whose inputs or shared values
 // changed shape since the last recorded one, and a function's first call in a profile_scope.
 inline bool function_runtime::sample_this_call(const ndarray* values) {
-  bool sample = (m_sample_calls & (m_sample_calls - 1)) == 0;
-  const std::size_t n = m_graph->inputs.size() + m_shared_slots.size();
-  if (m_sampled_shapes.size() != n) {
-    m_sampled_shapes.assign(n, shape_t{});
-    sample = true;
-  }
-  for (std::size_t k = 0; k < n && !sample; ++k) {
-    const int s = k < m_graph->inputs.size() ? m_graph->inputs[k] : m_shared_slots[k - m_graph->inputs.size()];
-    sample = !(values[static_cast<std::size_t>(s)].shape() == m_sampled_shapes[k]);
-  }
+  const std::size_t n_in = m_graph->inputs.size(), n = n_in + m_shared_slots.size();
+  auto shape_of = [&](std::size_t k) -> const shape_t& {
+    return values[static_cast<std::size_t>(k < n_in ? m_graph->inputs[k] : m_shared_slots[k - n_in])].shape();
+  };
+  bool sample = (m_sample_calls & (m_sample_calls - 1)) == 0 || m_sampled_shapes.size() != n;
+  for (std::size_t k = 0; k < n && !sample; ++k) sample = !(shape_of(k) == m_sampled_shapes[k]);
   if (!sample)
     detail::for_each_active_scope([&](profile_scope& scope) { sample = sample || !scope.has_record(this); });
-  if (sample)
-    for (std::size_t k = 0; k < n; ++k) {
-      const int s = k < m_graph->inputs.size() ? m_graph->inputs[k] : m_shared_slots[k - m_graph->inputs.size()];
-      m_sampled_shapes[k] = values[static_cast<std::size_t>(s)].shape();
-    }
+  if (sample) {
+    m_sampled_shapes.resize(n);
+    for (std::size_t k = 0; k < n; ++k) m_sampled_shapes[k] = shape_of(k);
+  }
   return sample;
 }
 

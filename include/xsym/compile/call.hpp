@@ -44,13 +44,12 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   }
   std::size_t i = 0;
   try {
+    // The checks of DebugMode, NanGuardMode and MonitorMode run profiled or not.
+    std::vector<ndarray> args;  // DebugMode runs the unoptimised twin on the same arguments
+    if (m_checked && m_plan.debug)
+      for (int s : m_graph->inputs) args.push_back(values[s]);
+    if (m_checked && m_plan.nan_guard) guard_inputs(values);
     if (timed) {
-      // The checks of DebugMode, NanGuardMode and MonitorMode run profiled too (timed with
-      // their nodes).
-      std::vector<ndarray> args;  // DebugMode runs the unoptimised twin on the same arguments
-      if (m_checked && m_plan.debug)
-        for (int s : m_graph->inputs) args.push_back(values[s]);
-      if (m_checked && m_plan.nan_guard) guard_inputs(values);
       const std::uint64_t f0 = detail::ticks();
       m_fn_start = f0;
       std::uint64_t t = f0;
@@ -68,23 +67,18 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
       }
       if (m_device_timer) m_device_timer->collect(m_scratch_ticks.data());
       m_fn_ticks_last = t - f0;
-      if (m_checked && m_plan.debug) check_against_reference(args.data(), values);
     } else if (m_checked) {
-      std::vector<ndarray> args;
-      if (m_plan.debug)
-        for (int s : m_graph->inputs) args.push_back(values[s]);
-      if (m_plan.nan_guard) guard_inputs(values);
       for (; i < m_thunks.size(); ++i) {
         run_checked(i, values);
         if (m_plan.gc) release_dead(i);
       }
-      if (m_plan.debug) check_against_reference(args.data(), values);
     } else {
       for (; i < m_thunks.size(); ++i) {
         m_thunks[i].run(m_thunks[i], values);
         if (m_plan.gc) release_dead(i);
       }
     }
+    if (m_checked && m_plan.debug) check_against_reference(args.data(), values);
   } catch (const debug_mode_error&) {
     release_all_but_constants();
     throw;
@@ -138,23 +132,18 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
 // calls 1, 2, 3, 5, 9, ... (recording costs a call), any call whose inputs or shared values
 // changed shape since the last recorded one, and a function's first call in a profile_scope.
 inline bool function_runtime::sample_this_call(const ndarray* values) {
-  bool sample = (m_sample_calls & (m_sample_calls - 1)) == 0;
-  const std::size_t n = m_graph->inputs.size() + m_shared_slots.size();
-  if (m_sampled_shapes.size() != n) {
-    m_sampled_shapes.assign(n, shape_t{});
-    sample = true;
-  }
-  for (std::size_t k = 0; k < n && !sample; ++k) {
-    const int s = k < m_graph->inputs.size() ? m_graph->inputs[k] : m_shared_slots[k - m_graph->inputs.size()];
-    sample = !(values[static_cast<std::size_t>(s)].shape() == m_sampled_shapes[k]);
-  }
+  const std::size_t n_in = m_graph->inputs.size(), n = n_in + m_shared_slots.size();
+  auto shape_of = [&](std::size_t k) -> const shape_t& {
+    return values[static_cast<std::size_t>(k < n_in ? m_graph->inputs[k] : m_shared_slots[k - n_in])].shape();
+  };
+  bool sample = (m_sample_calls & (m_sample_calls - 1)) == 0 || m_sampled_shapes.size() != n;
+  for (std::size_t k = 0; k < n && !sample; ++k) sample = !(shape_of(k) == m_sampled_shapes[k]);
   if (!sample)
     detail::for_each_active_scope([&](profile_scope& scope) { sample = sample || !scope.has_record(this); });
-  if (sample)
-    for (std::size_t k = 0; k < n; ++k) {
-      const int s = k < m_graph->inputs.size() ? m_graph->inputs[k] : m_shared_slots[k - m_graph->inputs.size()];
-      m_sampled_shapes[k] = values[static_cast<std::size_t>(s)].shape();
-    }
+  if (sample) {
+    m_sampled_shapes.resize(n);
+    for (std::size_t k = 0; k < n; ++k) m_sampled_shapes[k] = shape_of(k);
+  }
   return sample;
 }
 

@@ -216,8 +216,7 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
       return r;
     case op_kind::arange: {  // Theano's ARange, floats: z_i = start + i step
       if (!is_float(t)) return r;
-      const var_ptr whole = reduce(g, reduce_op::sum, {0}, false);
-      r[0] = whole;  // stop moves no element: no gradient
+      r[0] = reduce(g, reduce_op::sum, {0}, false);  // stop moves no element: no gradient
       r[2] = divide(reduce(mul(g, sub(z, in[0])), reduce_op::sum, {0}, false), in[2]);  // sum g_i i
       return r;
     }

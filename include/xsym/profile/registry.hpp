@@ -77,16 +77,16 @@ inline std::string report_destination() {
 
 // A destination named *.json gets the JSON export (write_json), written anew by each report:
 // the file holds the last one (at exit, every function's).
-inline bool json_destination() {
-  const std::string dest = report_destination();
+inline bool is_json_path(const std::string& dest) {
   return dest.size() > 5 && dest.compare(dest.size() - 5, 5, ".json") == 0;
 }
+inline bool json_destination() { return is_json_path(report_destination()); }
 
 inline std::ostream& report_stream(std::ofstream& file) {
   const std::string dest = report_destination();
   if (dest == "stdout") return std::cout;
   if (dest == "stderr") return std::cerr;
-  file.open(dest, json_destination() ? std::ios::trunc : std::ios::app);
+  file.open(dest, is_json_path(dest) ? std::ios::trunc : std::ios::app);
   if (file) return file;
   std::cerr << "xsym: cannot open profiling.destination '" << dest << "'; printing the profile to stderr\n";
   return std::cerr;
