@@ -10418,6 +10418,7 @@ struct summary_row {
   int applies = 0;
   double flops = 0, bytes = 0;  // over every call, from each node's last recorded shapes
   double share = 0, cumulative = 0;  // percent of the report's total, set when printed
+  int type_width = 4;  // the widest <type> among the table's rows, so that "cpu/typed" keeps columns aligned
   double per_call() const { return calls ? time / static_cast<double>(calls) : 0.0; }
 };
 
@@ -10462,7 +10463,7 @@ inline constexpr column<summary_row> summary_columns[] = {
      [](const summary_row& r) { return json_number(r.time); }},
     {"<time per call>", "time_per_call_s", [](const summary_row& r) { return fmt("       %.2es", r.per_call()); },
      [](const summary_row& r) { return json_number(r.per_call()); }},
-    {"<type>", "type", [](const summary_row& r) { return fmt("     %-4s", r.type.c_str()); },
+    {"<type>", "type", [](const summary_row& r) { return fmt("     %-*s", r.type_width, r.type.c_str()); },
      [](const summary_row& r) { return json_string(r.type); }},
     {"<#call>", "calls", [](const summary_row& r) { return fmt(" %6lld", static_cast<long long>(r.calls)); },
      [](const summary_row& r) { return std::to_string(r.calls); }},
@@ -10679,10 +10680,13 @@ void sort_descending(std::vector<T>& items, Key key) {
 inline void print_summary_rows(std::ostream& os, std::vector<summary_row> rows, double total, std::int64_t limit,
                                const char* what) {
   sort_descending(rows, [](const summary_row& r) { return r.time; });
+  int type_width = 4;
+  for (const summary_row& r : rows) type_width = std::max(type_width, static_cast<int>(r.type.size()));
   double cum = 0;
   std::size_t shown = 0;
   for (summary_row& r : rows) {
     if (static_cast<std::int64_t>(shown) >= limit) break;
+    r.type_width = type_width;
     r.share = total > 0 ? 100.0 * r.time / total : 0.0;
     cum += r.share;
     r.cumulative = cum;

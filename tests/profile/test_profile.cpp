@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -341,6 +342,32 @@ TEST_CASE("a tip names cxx for an interpreted Composite that takes much of the t
   const std::string rt = report(*typed_stats);
   CHECK(rt.find("cxx=g++") == std::string::npos);
   CHECK(rt.find(" typed ") != std::string::npos);
+}
+
+TEST_CASE("the Class and Ops rows stay aligned when a <type> is wider than the column", "[profile]") {
+  config_guard guard;
+  auto stats = quiet_stats("");
+  auto p = xsym::vector<float>("p"), y = xsym::vector<float>("y");
+  const xsym::var<float, 1> log_p = xsym::log(p);  // a lone interpreted op: cpu
+  auto f = xsym::function("mixed", xsym::inputs(p, y), xsym::outputs(log_p, p * 2 + y, xsym::sum(p)),
+                          xsym::profile(stats));
+  const xt::xtensor<float, 1> P = xt::ones<float>({100}), Y = xt::ones<float>({100});
+  f(P, Y);
+  const std::string r = report(*stats);
+  REQUIRE(r.find("cpu/typed") != std::string::npos);  // Elemwise: one typed node, one interpreted
+  for (const std::string section : {"Class\n---\n", "Ops\n---\n"}) {
+    std::istringstream lines(r.substr(r.find(section) + section.size()));
+    std::string line;
+    std::getline(lines, line);  // the header
+    std::set<std::size_t> call_column_ends;
+    while (std::getline(lines, line) && line.find("... (remaining") == std::string::npos) {
+      // Cells: <% time> <sum %> <apply time> <time per call> <type> <#call> ...; where the sixth ends.
+      std::size_t end = 0;
+      for (int cell = 0; cell < 6; ++cell) end = line.find(' ', line.find_first_not_of(' ', end));
+      call_column_ends.insert(end);
+    }
+    CHECK(call_column_ends.size() == 1);
+  }
 }
 
 TEST_CASE("the JSON export carries the report's columns: Class and Ops sums, per-call rates", "[profile]") {

@@ -52,10 +52,13 @@ void sort_descending(std::vector<T>& items, Key key) {
 inline void print_summary_rows(std::ostream& os, std::vector<summary_row> rows, double total, std::int64_t limit,
                                const char* what) {
   sort_descending(rows, [](const summary_row& r) { return r.time; });
+  int type_width = 4;
+  for (const summary_row& r : rows) type_width = std::max(type_width, static_cast<int>(r.type.size()));
   double cum = 0;
   std::size_t shown = 0;
   for (summary_row& r : rows) {
     if (static_cast<std::int64_t>(shown) >= limit) break;
+    r.type_width = type_width;
     r.share = total > 0 ? 100.0 * r.time / total : 0.0;
     cum += r.share;
     r.cumulative = cum;
