@@ -1286,6 +1286,41 @@ inline memory_state& memory() {
   static memory_state s;
   return s;
 }
+// The bytes a thread's allocations hold, whichever thread frees them, and their peak: what a
+// profiled call measures, so that other threads' calls neither show up in it nor reset it.
+struct thread_memory_state {
+  std::atomic<std::int64_t> current{0};
+  std::int64_t peak = 0;  // written and read by the owning thread only
+
+  // Counts `bytes` allocated on this thread; the returned owner uncounts them when freed.
+  static std::shared_ptr<thread_memory_state> count(const std::shared_ptr<thread_memory_state>& t, std::int64_t bytes) {
+    t->peak = std::max(t->peak, t->current.fetch_add(bytes) + bytes);
+    return t;
+  }
+};
+inline const std::shared_ptr<thread_memory_state>& thread_memory() {
+  thread_local const auto s = std::make_shared<thread_memory_state>();
+  return s;
+}
+
+// The peak of one thread's allocations during a call (host or device counters; none: 0). A
+// call inside the measured one (a reference run) leaves the outer peak as it was.
+class call_peak {
+ public:
+  explicit call_peak(thread_memory_state* s) : m_s(s) {
+    if (m_s) m_outer = std::exchange(m_s->peak, m_start = m_s->current.load());
+  }
+  std::int64_t finish() {
+    if (!m_s) return 0;
+    const std::int64_t p = m_s->peak - m_start;
+    m_s->peak = std::max(m_s->peak, m_outer);
+    return p;
+  }
+
+ private:
+  thread_memory_state* m_s;
+  std::int64_t m_start = 0, m_outer = 0;
+};
 
 // Every array buffer the library makes comes from here, so the profiler can report
 // measured (not only simulated) memory and tests can prove a call allocates nothing.
@@ -1299,8 +1334,10 @@ inline std::shared_ptr<std::byte> allocate_bytes(std::size_t bytes) {
   auto prev = m.peak.load(std::memory_order_relaxed);
   while (now > prev && !m.peak.compare_exchange_weak(prev, now)) {
   }
-  return std::shared_ptr<std::byte>(p, [padded](std::byte* q) {
+  auto t = thread_memory_state::count(thread_memory(), static_cast<std::int64_t>(padded));
+  return std::shared_ptr<std::byte>(p, [padded, t = std::move(t)](std::byte* q) {
     memory().current.fetch_sub(static_cast<std::int64_t>(padded));
+    t->current.fetch_sub(static_cast<std::int64_t>(padded));
     ::operator delete(q, std::align_val_t{align});
   });
 }
@@ -1328,6 +1365,13 @@ inline memory_counters allocated() {
 inline void reset_peak_memory() {
   auto& m = detail::memory();
   m.peak.store(m.current.load());
+}
+
+/// @brief The bytes this thread's allocations hold now (whoever frees them), and their most
+/// since the thread began; allocations is 0.
+inline memory_counters allocated_by_this_thread() {
+  const auto& t = *detail::thread_memory();
+  return {t.current.load(), t.peak, 0};
 }
 
 /// @brief A shape: up to max_rank extents.
@@ -1538,6 +1582,7 @@ struct device_functions {
   ndarray (*to_device)(const ndarray&) = nullptr;      // a C-contiguous device copy of a host array
   ndarray (*copy_on_device)(const ndarray&) = nullptr; // a C-contiguous device copy of a device array
   memory_counters (*allocated)() = nullptr;            // null unless XSYM_COMPUTE_GPU_MEM_USED=1
+  thread_memory_state& (*thread_allocated)() = nullptr;  // this thread's device bytes; the same
   const char* implementation = "";                     // "cuda" or "thrust-omp"
 };
 inline device_functions& device_hooks() {
@@ -17265,10 +17310,10 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     throw;
   }
   const bool memory = timed && m_facts->memory;  // the function's own profile or a scope's
-  const std::int64_t mem0 = memory ? allocated().current : 0;
-  if (memory) reset_peak_memory();
-  const auto device_allocated = m_plan.gpu ? detail::device_hooks().allocated : nullptr;
-  const std::int64_t device_mem0 = memory && device_allocated ? device_allocated().current : 0;
+  // This thread's allocations: another thread's calls neither show in the peak nor reset it.
+  const auto device_allocated = m_plan.gpu ? detail::device_hooks().thread_allocated : nullptr;
+  detail::call_peak host_peak(memory ? detail::thread_memory().get() : nullptr);
+  detail::call_peak device_call_peak(memory && device_allocated ? &device_allocated() : nullptr);
   read_shared(values);
   const bool sample = timed && sample_this_call(values);
   if (dests) {
@@ -17344,8 +17389,8 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   if (!m_is_reference && (!m_shared_slots.empty() || !m_graph->updates.empty())) apply_updates(values);
   release_after_call();
   if (timed) {
-    const std::int64_t peak = memory ? allocated().peak - mem0 : 0;
-    const std::int64_t device_peak = memory && device_allocated ? device_allocated().peak - device_mem0 : 0;
+    const std::int64_t peak = host_peak.finish();
+    const std::int64_t device_peak = device_call_peak.finish();
     auto measured = [&](function_profile& p) {
       if (memory) p.measured_peak_bytes = std::max(p.measured_peak_bytes, peak);
       if (memory && device_allocated) p.measured_device_peak_bytes = std::max(p.measured_device_peak_bytes, device_peak);

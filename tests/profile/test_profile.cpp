@@ -567,3 +567,29 @@ TEST_CASE("a profile scope measures the peak memory of the calls it records", "[
   REQUIRE(fns.size() == 1);
   CHECK(fns[0]->measured_peak_bytes >= 8 * 100000);
 }
+
+// The measured peak counts the calling thread's allocations: another thread's, made while the
+// call runs, do not show in it (here, from a MonitorMode callback in the middle of the call).
+TEST_CASE("the measured peak of a call leaves out other threads' allocations", "[profile][threads]") {
+  config_guard guard;
+  xsym::config.profile_memory = true;
+  auto stats = quiet_stats("");
+  auto x = xsym::vector<double>("x");
+  auto big = xsym::function("big", xsym::inputs(x), exp(x) + 1.0);
+  const xt::xtensor<double, 1> large = xt::ones<double>({1000000}), small = xt::ones<double>({100});
+  auto other_thread_allocates = [&](const xsym::node_event&) {
+    std::thread([&] {
+      const auto r = big(large);  // 8 MB, held and freed on that thread
+      REQUIRE(r.size() == 1000000);
+    }).join();
+  };
+  auto f = xsym::function("small", xsym::inputs(x), xsym::outputs(exp(x) * 2.0, sin(x)),
+                          xsym::monitor_mode{other_thread_allocates, nullptr}, xsym::profile(stats),
+                          xsym::optimizer_excluding("fusion"));
+  f(small);
+  const auto fns = stats->functions();
+  REQUIRE(fns.size() == 1);
+  // Its own arrays: a few of 100 doubles each.
+  CHECK(fns[0]->measured_peak_bytes >= 2 * 800);
+  CHECK(fns[0]->measured_peak_bytes < 100000);
+}

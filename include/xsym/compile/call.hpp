@@ -28,10 +28,10 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     throw;
   }
   const bool memory = timed && m_facts->memory;  // the function's own profile or a scope's
-  const std::int64_t mem0 = memory ? allocated().current : 0;
-  if (memory) reset_peak_memory();
-  const auto device_allocated = m_plan.gpu ? detail::device_hooks().allocated : nullptr;
-  const std::int64_t device_mem0 = memory && device_allocated ? device_allocated().current : 0;
+  // This thread's allocations: another thread's calls neither show in the peak nor reset it.
+  const auto device_allocated = m_plan.gpu ? detail::device_hooks().thread_allocated : nullptr;
+  detail::call_peak host_peak(memory ? detail::thread_memory().get() : nullptr);
+  detail::call_peak device_call_peak(memory && device_allocated ? &device_allocated() : nullptr);
   read_shared(values);
   const bool sample = timed && sample_this_call(values);
   if (dests) {
@@ -107,8 +107,8 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   if (!m_is_reference && (!m_shared_slots.empty() || !m_graph->updates.empty())) apply_updates(values);
   release_after_call();
   if (timed) {
-    const std::int64_t peak = memory ? allocated().peak - mem0 : 0;
-    const std::int64_t device_peak = memory && device_allocated ? device_allocated().peak - device_mem0 : 0;
+    const std::int64_t peak = host_peak.finish();
+    const std::int64_t device_peak = device_call_peak.finish();
     auto measured = [&](function_profile& p) {
       if (memory) p.measured_peak_bytes = std::max(p.measured_peak_bytes, peak);
       if (memory && device_allocated) p.measured_device_peak_bytes = std::max(p.measured_device_peak_bytes, device_peak);

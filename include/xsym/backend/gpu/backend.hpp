@@ -330,6 +330,7 @@ inline bool install() {
   h.to_device = &to_device;
   h.copy_on_device = &copy_on_device;
   h.allocated = XSYM_COMPUTE_GPU_MEM_USED ? &cuda::detail::read_counters : nullptr;
+  h.thread_allocated = XSYM_COMPUTE_GPU_MEM_USED ? &cuda::detail::thread_counters_ref : nullptr;
 #ifdef __CUDACC__
   h.implementation = "cuda";
   xsym::detail::gpu_runtime().make_timer = [](const function_graph& g) -> std::unique_ptr<xsym::detail::device_timer> {

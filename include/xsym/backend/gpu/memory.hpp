@@ -35,6 +35,12 @@ inline std::atomic<std::int64_t>& count() {
   static std::atomic<std::int64_t> n{0};
   return n;
 }
+// This thread's device bytes, for a profiled call's measured peak.
+inline const std::shared_ptr<xsym::detail::thread_memory_state>& thread_counters() {
+  thread_local const auto s = std::make_shared<xsym::detail::thread_memory_state>();
+  return s;
+}
+inline xsym::detail::thread_memory_state& thread_counters_ref() { return *thread_counters(); }
 
 #ifdef __CUDACC__
 inline void check(cudaError_t e, const char* what, std::size_t bytes = 0) {
@@ -72,8 +78,10 @@ inline std::shared_ptr<std::byte> allocate(std::size_t bytes) {
     auto prev = peak().load(std::memory_order_relaxed);
     while (now > prev && !peak().compare_exchange_weak(prev, now)) {
     }
-    return std::shared_ptr<std::byte>(p, [size](std::byte* q) {
+    auto t = xsym::detail::thread_memory_state::count(thread_counters(), size);
+    return std::shared_ptr<std::byte>(p, [size, t = std::move(t)](std::byte* q) {
       current().fetch_sub(size);
+      t->current.fetch_sub(size);
       raw_free(q);
     });
   }
