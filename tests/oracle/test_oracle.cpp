@@ -967,6 +967,38 @@ struct fault_guard {
 };
 }  // namespace
 
+// Each strided input is copied contiguous before the fused kernel reads it; twelve such inputs
+// (more than the copies first made room for) and a broadcast row, read under the sanitizers in CI.
+TEST_CASE("a fused node of twelve transposed inputs and a broadcast row gives the naive sum", "[oracle]") {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<xt::xtensor<double, 2>> m(12, xt::xtensor<double, 2>::from_shape({7, 5}));
+  for (auto& a : m)
+    for (auto& e : a) e = u(rng);
+  auto row = xt::xtensor<double, 1>::from_shape({7});
+  for (auto& e : row) e = u(rng);
+  std::vector<xsym::var<double, 2>> x;
+  for (int k = 0; k < 12; ++k) x.push_back(xsym::matrix<double>("x" + std::to_string(k)));
+  auto r = xsym::vector<double>("r");
+  xsym::var<double, 2> sum = x[0];
+  for (int k = 1; k < 12; ++k) sum = sum + x[static_cast<std::size_t>(k)] * static_cast<double>(k + 1);
+  for (const char* mode : {"FAST_RUN", "FAST_COMPILE"}) {
+    auto f = xsym::function("twelve", xsym::inputs(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], r),
+                            sum + r, xsym::mode(mode));
+    auto t = [&](int k) { return xt::transpose(m[static_cast<std::size_t>(k)]); };
+    const xt::xtensor<double, 2> got = f(t(0), t(1), t(2), t(3), t(4), t(5), t(6), t(7), t(8), t(9), t(10), t(11), row);
+    REQUIRE(got.shape(0) == 5);
+    REQUIRE(got.shape(1) == 7);
+    for (std::size_t i = 0; i < 5; ++i)
+      for (std::size_t j = 0; j < 7; ++j) {
+        double want = m[0](j, i);
+        for (std::size_t k = 1; k < 12; ++k) want = want + m[k](j, i) * static_cast<double>(k + 1);
+        want = want + row(j);
+        CHECK(got(i, j) == Approx(want).epsilon(1e-13).margin(1e-13));
+      }
+  }
+}
+
 TEST_CASE("the fault hook spoils one element of what it breaks, and nothing once cleared", "[oracle]") {
   setup();
   fault_guard guard;

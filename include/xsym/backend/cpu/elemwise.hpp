@@ -414,14 +414,15 @@ inline void run_program(const compiled_program& cp, const ndarray* const* ins, n
   const std::byte* base[detail::max_registers];
   bool scalar[detail::max_registers];
   bool flat = true;
+  // Contiguous copies of strided inputs, in buffers kept per thread between calls; sized before
+  // the loop, since arr[] points into it.
+  thread_local std::vector<ndarray> contiguous;
+  if (contiguous.size() < static_cast<std::size_t>(n_in)) contiguous.resize(static_cast<std::size_t>(n_in));
   for (int k = 0; k < n_in; ++k) {
     const ndarray* a = ins[k];
     const bool one = a->size() == 1;
     if (!one && a->rank() > 0 && a->stride(a->rank() - 1) != 1 && a->shape(a->rank() - 1) != 1) {
-      // Contiguous copies of strided inputs, in buffers kept per thread between calls.
-      thread_local std::vector<ndarray> copies;
-      if (copies.size() <= n_copies) copies.resize(n_copies + 8);
-      ndarray& c = copies[n_copies++];
+      ndarray& c = contiguous[n_copies++];
       a->copy_contiguous_into(c);
       a = &c;
     }
