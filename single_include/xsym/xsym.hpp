@@ -14394,7 +14394,10 @@ inline void reduce_fused_node(const thunk& t, ndarray* values, bool fused) {
   if (!take_destination(t, n.outputs[0], out, t.out_type, kept)) prepare_output(out, t.out_type, kept, t.pool);
   const std::int64_t total = shape.size();
   const std::int64_t per_block = reduce_block_bytes / static_cast<std::int64_t>(dtype_size(vt));
-  fused = fused && total > 0 && !(t.par.threads > 1 && total >= t.par.elemwise_minsize);
+  // Threads compute the whole value at once (the program splits it); the reduction below
+  // still combines axis 0's blocks in one thread's order.
+  const bool threaded = fused && total > 0 && t.par.threads > 1 && total >= t.par.elemwise_minsize;
+  fused = fused && total > 0 && !threaded;
   std::int64_t rows = 0, len = 0, step[limits::max_registers] = {};
   if (fused && (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) && reduced_rows(o, shape, ins, n_in, rows, len, step)) {
     // Short rows cost more one at a time than a block of them does where a row ends in part
@@ -14431,12 +14434,43 @@ inline void reduce_fused_node(const thunk& t, ndarray* values, bool fused) {
   // Where axis 0 is reduced, a block's result is combined once per block: 16 rows a block or
   // more, and a value of four blocks or less in one piece (measured faster: it stays in L2).
   const std::int64_t per = std::max<std::int64_t>(keeps_rows ? 1 : 16, per_block / std::max<std::int64_t>(inner, 1));
-  if (!fused || shape[0] <= per || (!keeps_rows && total <= 4 * per_block)) {
+  const bool in_blocks = shape[0] > per && (keeps_rows || total > 4 * per_block);
+  // Where axis 0 is reduced, blocks' results are combined in order into acc: a sum's blocks in
+  // float64, max and min in the input's type; finish_blocks writes out.
+  ndarray acc, part;
+  op bo;  // a mean's blocks are summed, and divided by finish_blocks
+  auto start_blocks = [&] {
+    bo.kind = op_kind::reduce;
+    bo.reduction = o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction;
+    bo.axes = o.axes;
+    prepare_output(acc, cpu::block_acc_type(o, vt), kept, t.pool);
+    prepare_output(part, cpu::block_acc_type(o, vt), kept, t.pool);
+  };
+  auto finish = [&] {
+    std::int64_t count = 1;
+    for (int a : o.axes) count *= shape[a];
+    cpu::finish_blocks(o, acc, count, out);
+    if (t.pool) {
+      t.pool->give(acc);
+      t.pool->give(part);
+    }
+  };
+  if (!fused || !in_blocks) {
     ndarray value;
     prepare_output(value, vt, shape, t.pool);
     ndarray* outs[1] = {&value};
     cpu::run_program(t.prog, ins, outs, t.par);
-    cpu::run_reduce(o, value, out);
+    if (threaded && in_blocks && !keeps_rows) {
+      start_blocks();
+      for (std::int64_t r = 0; r < shape[0]; r += per) {
+        shape_t vs = shape;
+        vs[0] = std::min(per, shape[0] - r);
+        cpu::reduce_block(bo, value.view_at(r * value.stride(0), vs, value.strides()), acc, part, r == 0);
+      }
+      finish();
+    } else {
+      cpu::run_reduce(o, value, out);
+    }
     if (t.pool) t.pool->give(value);
     return;
   }
@@ -14448,15 +14482,7 @@ inline void reduce_fused_node(const thunk& t, ndarray* values, bool fused) {
   prepare_output(value, vt, bshape, t.pool);
   ndarray views[limits::max_registers];
   const ndarray* vins[limits::max_registers] = {};
-  ndarray acc, part;
-  op bo;  // a mean's blocks are summed, and divided by finish_blocks
-  if (!keeps_rows) {
-    bo.kind = op_kind::reduce;
-    bo.reduction = o.reduction == reduce_op::mean ? reduce_op::sum : o.reduction;
-    bo.axes = o.axes;
-    prepare_output(acc, cpu::block_acc_type(o, vt), kept, t.pool);
-    prepare_output(part, cpu::block_acc_type(o, vt), kept, t.pool);
-  }
+  if (!keeps_rows) start_blocks();
   const std::int64_t out_row = keeps_rows && kept.rank ? out.size() / std::max<std::int64_t>(kept[0], 1) : 0;
   for (std::int64_t r = 0; r < shape[0]; r += per) {
     const std::int64_t m = std::min(per, shape[0] - r);
@@ -14485,15 +14511,7 @@ inline void reduce_fused_node(const thunk& t, ndarray* values, bool fused) {
       cpu::reduce_block(bo, v, acc, part, r == 0);
     }
   }
-  if (!keeps_rows) {
-    std::int64_t count = 1;
-    for (int a : o.axes) count *= shape[a];
-    cpu::finish_blocks(o, acc, count, out);
-    if (t.pool) {
-      t.pool->give(acc);
-      t.pool->give(part);
-    }
-  }
+  if (!keeps_rows) finish();
   if (t.pool) t.pool->give(value);
 }
 inline void run_reduce_fused(const thunk& t, ndarray* values) { reduce_fused_node(t, values, true); }

@@ -206,6 +206,52 @@ TEST_CASE("careduce_fusion: max and min keep the loop's NaN and signed zero, in 
   }
 }
 
+#ifdef _OPENMP
+// A sum over axis 0 adds float64 blocks of rows in order on one thread; with threads the value
+// is computed at once and its blocks are still added in that order: one thread's bits.
+TEST_CASE("careduce_fusion over axis 0 gives one thread's bits on 1 to 4 threads", "[compile][reduce_fusion][openmp]") {
+  xsym_test::clean_config guard;
+  std::mt19937 rng(12);
+  auto x = xsym::matrix<double>("x");
+  const xt::xtensor<double, 2> X = random_array<double, 2>({403, 787}, rng) * 0.2;
+  const xt::xtensor<double, 2> XT = xt::transpose(random_array<double, 2>({787, 403}, rng));
+  auto make = [&] {
+    return xsym::function("f", xsym::inputs(x), xsym::outputs(xsym::sum(exp(x) * 0.5, 0), xsym::mean(x * 2.0, 0)));
+  };
+  xsym::config.openmp = false;
+  auto serial_f = make();
+  const auto serial = serial_f(X);
+  const auto serial_t = serial_f(XT);
+  REQUIRE(xsym_test::op_names(serial_f).size() == 2);  // each sum fused with its elementwise work
+  // The serial sums against float64 loops.
+  for (std::size_t j = 0; j < 787; ++j) {
+    double s = 0, m = 0;
+    for (std::size_t i = 0; i < 403; ++i) {
+      s += std::exp(X(i, j)) * 0.5;
+      m += X(i, j) * 2.0;
+    }
+    CHECK(std::get<0>(serial)(j) == Approx(s).epsilon(1e-13));
+    CHECK(std::get<1>(serial)(j) == Approx(m / 403).epsilon(1e-12).margin(1e-13));
+  }
+  xsym::config.openmp = true;
+  for (std::int64_t minsize : {std::int64_t{1}, std::int64_t{200000}}) {
+    xsym::config.openmp_elemwise_minsize = minsize;
+    for (int threads : {1, 2, 3, 4}) {
+      omp_set_num_threads(threads);  // read when a function is built
+      auto f = make();
+      INFO(threads << " threads, minsize " << minsize);
+      const auto got = f(X);
+      CHECK(same_bits(std::get<0>(got), std::get<0>(serial)));
+      CHECK(same_bits(std::get<1>(got), std::get<1>(serial)));
+      const auto got_t = f(XT);
+      CHECK(same_bits(std::get<0>(got_t), std::get<0>(serial_t)));
+      CHECK(same_bits(std::get<1>(got_t), std::get<1>(serial_t)));
+    }
+  }
+  omp_set_num_threads(2);
+}
+#endif
+
 TEST_CASE("careduce_fusion: excluded by name or tag, under DebugMode, openmp, into and a bad shape",
           "[compile][reduce_fusion][modes]") {
   xsym_test::clean_config guard;
@@ -226,9 +272,9 @@ TEST_CASE("careduce_fusion: excluded by name or tag, under DebugMode, openmp, in
   // Threads compute the value and the loop reduces it: the same bits for any thread count.
   xsym::config.openmp = true;
   xsym::config.openmp_elemwise_minsize = 1;
-  auto threaded = xsym::function("f", xsym::inputs(x, y), cost);
   for (int threads : {1, 2, 3}) {
-    omp_set_num_threads(threads);
+    omp_set_num_threads(threads);  // read when a function is built
+    auto threaded = xsym::function("f", xsym::inputs(x, y), cost);
     CHECK(same_bits(threaded(X, Y), want));
   }
   omp_set_num_threads(2);
