@@ -2812,7 +2812,10 @@ enum class var_kind : std::uint8_t { input, shared, constant, apply };
 struct shared_value {
   ndarray value;
   std::string name;
-  mutable std::mutex mutex;  // get/set from other threads while no function runs on it
+  // Held by a call that updates the variable from reading it to writing it, so that calls
+  // updating it are serial and readers see every update of a call or none; recursive, so that
+  // a MonitorMode callback on the calling thread may still get_value().
+  mutable std::recursive_mutex mutex;
 };
 
 struct variable;
@@ -11665,6 +11668,8 @@ inline profile_scope::~profile_scope() {
 
 // Building a function: the rewrite pipeline (pipeline.hpp) on the symbolic graph, the graph
 // of slots and Apply nodes with its own rewrites, the linker, DebugMode's twin, the profile.
+#include <algorithm>
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -16705,7 +16710,8 @@ class function_runtime {
   void release_after_call();
   void release_all_but_constants();
   void apply_updates(ndarray* values);
-  void read_shared(ndarray* values);
+  void read_shared(ndarray* values, bool hold_updated);
+  void unlock_shared();
   void place_shared(int s, shared_value& sv);
   [[noreturn]] void throw_not_broadcastable(std::size_t input, int dim, const shape_t& got) const;
   [[noreturn]] void throw_node_error(std::size_t i, const std::exception& e);
@@ -16744,6 +16750,14 @@ class function_runtime {
   bool m_inputs_broadcastable = false;         // some input is declared broadcastable (checked per call)
   detail::buffer_pool m_pool;
   std::vector<int> m_shared_slots;
+  // The shared variables read or updated, ordered by address as in every function (so calls
+  // lock them without deadlock); per variable, whether it is updated and whether it is held.
+  std::vector<shared_value*> m_shared_locks;
+  std::vector<std::uint8_t> m_shared_updated, m_shared_held;
+  struct shared_unlock {  // a call's locks released however it ends
+    function_runtime* rt;
+    ~shared_unlock() { rt->unlock_shared(); }
+  };
   std::vector<int> m_view_slots;
   std::vector<std::vector<int>> m_dead_after;
   std::vector<std::uint64_t> m_scratch_ticks;
@@ -17241,6 +17255,18 @@ inline void function_runtime::build_graph(const std::vector<var_ptr>& input_vars
     }
     g->updates.push_back({ts, slot_of.at(roots[n_outputs + u]->id)});
   }
+  std::vector<std::pair<shared_value*, bool>> locks;
+  for (int s : m_shared_slots) locks.push_back({g->slots[static_cast<std::size_t>(s)].source->shared.get(), false});
+  for (auto [t, v] : g->updates) locks.push_back({g->slots[static_cast<std::size_t>(t)].source->shared.get(), true});
+  std::sort(locks.begin(), locks.end(), [](const auto& a, const auto& b) {
+    return std::less<>()(a.first, b.first) || (a.first == b.first && a.second > b.second);  // updated first
+  });
+  for (auto [sv, updated] : locks) {
+    if (!m_shared_locks.empty() && m_shared_locks.back() == sv) continue;
+    m_shared_locks.push_back(sv);
+    m_shared_updated.push_back(updated);
+  }
+  m_shared_held.assign(m_shared_locks.size(), 0);
   m_graph = std::move(g);
 }
 
@@ -17333,7 +17359,8 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   const auto device_allocated = m_plan.gpu ? detail::device_hooks().thread_allocated : nullptr;
   detail::call_peak host_peak(memory ? detail::thread_memory().get() : nullptr);
   detail::call_peak device_call_peak(memory && device_allocated ? &device_allocated() : nullptr);
-  read_shared(values);
+  const shared_unlock unlock_at_exit{this};
+  read_shared(values, true);
   const bool sample = timed && sample_this_call(values);
   if (dests) {
     try {
@@ -17406,6 +17433,7 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     }
   }();
   if (!m_is_reference && (!m_shared_slots.empty() || !m_graph->updates.empty())) apply_updates(values);
+  unlock_shared();
   release_after_call();
   if (timed) {
     const std::int64_t peak = host_peak.finish();
@@ -17510,7 +17538,8 @@ inline void function_runtime::release_all_but_constants() {
     if (m_graph->slots[s].kind != var_kind::constant) m_values[s].release();
 }
 
-// Every update is computed before any is applied: values read the old shared state.
+// Every update is computed before any is applied: values read the old shared state. The
+// targets' locks are held since read_shared.
 inline void function_runtime::apply_updates(ndarray* values) {
   // This call's references to shared values are done with (unless one is itself an update
   // value): dropping them lets an old buffer be recognised as ours alone and reused.
@@ -17524,7 +17553,6 @@ inline void function_runtime::apply_updates(ndarray* values) {
     ndarray& v = values[value];
     const bool owned_here = m_graph->slots[static_cast<std::size_t>(value)].kind == var_kind::apply && v.owner() &&
                             v.owner().use_count() == 1 && v.is_c_contiguous();
-    std::lock_guard lock(sv.mutex);
     if (owned_here) {
       // Hand the fresh buffer to the shared variable and keep the old one for the next call.
       ndarray old = std::move(sv.value);
@@ -17548,17 +17576,35 @@ inline void function_runtime::apply_updates(ndarray* values) {
   }
 }
 
-// Each shared variable's current value into its slot, under the variable's lock: set_value
-// and other functions' updates replace it concurrently. The value moves to where this
-// function reads it first: to the device once (it stays there, as Theano's GPU shared
-// variables do), or a host copy for a CPU function.
-inline void function_runtime::read_shared(ndarray* values) {
+// Each shared variable's current value into its slot, under the locks of all of them at once:
+// set_value and other functions' updates replace them concurrently, and a call sees all of
+// another call's updates or none. With hold_updated, the variables this function updates stay
+// locked until unlock_shared (after its updates): calls that update one variable run one
+// after another. The value moves to where this function reads it first: to the device once
+// (it stays there, as Theano's GPU shared variables do), or a host copy for a CPU function.
+inline void function_runtime::read_shared(ndarray* values, bool hold_updated) {
+  for (std::size_t i = 0; i < m_shared_locks.size(); ++i) {
+    m_shared_locks[i]->mutex.lock();
+    m_shared_held[i] = 1;
+  }
   for (int s : m_shared_slots) {
     auto& sv = *m_graph->slots[static_cast<std::size_t>(s)].source->shared;
-    std::lock_guard lock(sv.mutex);
     if (m_graph->slots[static_cast<std::size_t>(s)].on_device != sv.value.on_device()) place_shared(s, sv);
     values[s] = sv.value;
   }
+  for (std::size_t i = 0; i < m_shared_locks.size(); ++i)
+    if (!hold_updated || !m_shared_updated[i]) {
+      m_shared_locks[i]->mutex.unlock();
+      m_shared_held[i] = 0;
+    }
+}
+
+inline void function_runtime::unlock_shared() {
+  for (std::size_t i = 0; i < m_shared_locks.size(); ++i)
+    if (m_shared_held[i]) {
+      m_shared_locks[i]->mutex.unlock();
+      m_shared_held[i] = 0;
+    }
 }
 
 // Called with sv's lock held.
@@ -17575,7 +17621,8 @@ inline void function_runtime::evaluate(const ndarray* args, std::vector<ndarray>
   std::lock_guard lock(m_mutex);
   ndarray* values = m_values.data();
   for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) values[m_graph->inputs[i]] = args[i];
-  read_shared(values);
+  const shared_unlock unlock_at_exit{this};
+  read_shared(values, false);
   for (std::size_t i = 0; i < m_thunks.size(); ++i) m_thunks[i].run(m_thunks[i], values);
   for (int s : m_graph->outputs) outs.push_back(detail::deep_copy(values[s]));
   for (auto [t, v] : m_graph->updates) ups.push_back(detail::deep_copy(values[v]));

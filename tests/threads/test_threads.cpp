@@ -97,3 +97,64 @@ TEST_CASE("calls read shared variables whole while set_value and updates replace
   CHECK(torn.load() == 0);
   CHECK(b.get_value()() == rounds);  // every update of b applied once: no lost update
 }
+
+// Two functions that update one shared variable, called from two threads: each call reads and
+// writes it under its lock, so no increment is lost; a third function reads two variables that
+// one call updates together and sees both updates or neither.
+TEST_CASE("calls that update one shared variable from several threads lose no update; readers see a call's updates "
+          "together",
+          "[threads][shared]") {
+  xsym_test::clean_config guard;
+  auto w = xsym::shared(0.0, "w");
+  auto a = xsym::shared(xt::xtensor<double, 1>(xt::zeros<double>({65536})), "a");
+  auto c = xsym::shared(0.0, "c");
+  auto f = xsym::function("f", xsym::inputs(), xsym::outputs(w * 1.0), xsym::updates(xsym::update(w, w + 1.0)));
+  auto g = xsym::function("g", xsym::inputs(), xsym::outputs(w * 2.0), xsym::updates(xsym::update(w, w + 1.0)));
+  // a's elements and c move together: c <- c + 1, a <- a + 1 (a large enough to take a while).
+  auto bump = xsym::function("bump", xsym::inputs(), xsym::outputs(c * 1.0),
+                             xsym::updates(xsym::update(c, c + 1.0), xsym::update(a, a + 1.0)));
+  auto x = xsym::scalar<double>("x");
+  auto read = xsym::function("read", xsym::inputs(x), xsym::max(a) - c + x);
+  constexpr int calls = 100000;
+  // Two threads at a time, so that on two cores they run at once.
+  auto run_together = [](auto first, auto second) {
+    std::atomic<int> ready{0};
+    auto start_together = [&] {
+      ++ready;
+      while (ready.load() < 2) std::this_thread::yield();
+    };
+    std::thread t1([&] { start_together(); first(); });
+    std::thread t2([&] { start_together(); second(); });
+    t1.join();
+    t2.join();
+  };
+  run_together([&] { for (int i = 0; i < calls; ++i) f(); }, [&] { for (int i = 0; i < calls; ++i) g(); });
+  std::atomic<int> mixed{0}, done{0};
+  run_together(
+      [&] {
+        for (int i = 0; i < calls / 100; ++i) bump();
+        done = 1;
+      },
+      [&] {
+        while (!done.load())
+          if (read(0.0) != 0.0) ++mixed;
+      });
+  CHECK(w.get_value()() == 2 * calls);
+  CHECK(c.get_value()() == calls / 100);
+  CHECK(mixed.load() == 0);
+}
+
+// A MonitorMode callback runs while its call holds the locks of the variables it updates: on
+// the calling thread get_value still answers (the value before the call's updates).
+TEST_CASE("a MonitorMode callback reads a shared variable its call updates", "[threads][shared]") {
+  xsym_test::clean_config guard;
+  auto w = xsym::shared(xt::xtensor<double, 1>{1.0, 2.0}, "w");
+  std::vector<double> seen;
+  auto pre = [&](const xsym::node_event&) { seen.push_back(w.get_value()(0)); };
+  auto f = xsym::function("f", xsym::inputs(), xsym::outputs(xsym::sum(w)), xsym::updates(xsym::update(w, w * 3.0)),
+                          xsym::monitor_mode{pre, nullptr});
+  f();
+  REQUIRE(!seen.empty());
+  for (double v : seen) CHECK(v == 1.0);
+  CHECK(w.get_value()(0) == 3.0);
+}

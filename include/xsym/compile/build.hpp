@@ -3,6 +3,8 @@
 
 // Building a function: the rewrite pipeline (pipeline.hpp) on the symbolic graph, the graph
 // of slots and Apply nodes with its own rewrites, the linker, DebugMode's twin, the profile.
+#include <algorithm>
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -84,6 +86,18 @@ inline void function_runtime::build_graph(const std::vector<var_ptr>& input_vars
     }
     g->updates.push_back({ts, slot_of.at(roots[n_outputs + u]->id)});
   }
+  std::vector<std::pair<shared_value*, bool>> locks;
+  for (int s : m_shared_slots) locks.push_back({g->slots[static_cast<std::size_t>(s)].source->shared.get(), false});
+  for (auto [t, v] : g->updates) locks.push_back({g->slots[static_cast<std::size_t>(t)].source->shared.get(), true});
+  std::sort(locks.begin(), locks.end(), [](const auto& a, const auto& b) {
+    return std::less<>()(a.first, b.first) || (a.first == b.first && a.second > b.second);  // updated first
+  });
+  for (auto [sv, updated] : locks) {
+    if (!m_shared_locks.empty() && m_shared_locks.back() == sv) continue;
+    m_shared_locks.push_back(sv);
+    m_shared_updated.push_back(updated);
+  }
+  m_shared_held.assign(m_shared_locks.size(), 0);
   m_graph = std::move(g);
 }
 

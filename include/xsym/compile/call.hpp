@@ -32,7 +32,8 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   const auto device_allocated = m_plan.gpu ? detail::device_hooks().thread_allocated : nullptr;
   detail::call_peak host_peak(memory ? detail::thread_memory().get() : nullptr);
   detail::call_peak device_call_peak(memory && device_allocated ? &device_allocated() : nullptr);
-  read_shared(values);
+  const shared_unlock unlock_at_exit{this};
+  read_shared(values, true);
   const bool sample = timed && sample_this_call(values);
   if (dests) {
     try {
@@ -105,6 +106,7 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     }
   }();
   if (!m_is_reference && (!m_shared_slots.empty() || !m_graph->updates.empty())) apply_updates(values);
+  unlock_shared();
   release_after_call();
   if (timed) {
     const std::int64_t peak = host_peak.finish();
@@ -209,7 +211,8 @@ inline void function_runtime::release_all_but_constants() {
     if (m_graph->slots[s].kind != var_kind::constant) m_values[s].release();
 }
 
-// Every update is computed before any is applied: values read the old shared state.
+// Every update is computed before any is applied: values read the old shared state. The
+// targets' locks are held since read_shared.
 inline void function_runtime::apply_updates(ndarray* values) {
   // This call's references to shared values are done with (unless one is itself an update
   // value): dropping them lets an old buffer be recognised as ours alone and reused.
@@ -223,7 +226,6 @@ inline void function_runtime::apply_updates(ndarray* values) {
     ndarray& v = values[value];
     const bool owned_here = m_graph->slots[static_cast<std::size_t>(value)].kind == var_kind::apply && v.owner() &&
                             v.owner().use_count() == 1 && v.is_c_contiguous();
-    std::lock_guard lock(sv.mutex);
     if (owned_here) {
       // Hand the fresh buffer to the shared variable and keep the old one for the next call.
       ndarray old = std::move(sv.value);
@@ -247,17 +249,35 @@ inline void function_runtime::apply_updates(ndarray* values) {
   }
 }
 
-// Each shared variable's current value into its slot, under the variable's lock: set_value
-// and other functions' updates replace it concurrently. The value moves to where this
-// function reads it first: to the device once (it stays there, as Theano's GPU shared
-// variables do), or a host copy for a CPU function.
-inline void function_runtime::read_shared(ndarray* values) {
+// Each shared variable's current value into its slot, under the locks of all of them at once:
+// set_value and other functions' updates replace them concurrently, and a call sees all of
+// another call's updates or none. With hold_updated, the variables this function updates stay
+// locked until unlock_shared (after its updates): calls that update one variable run one
+// after another. The value moves to where this function reads it first: to the device once
+// (it stays there, as Theano's GPU shared variables do), or a host copy for a CPU function.
+inline void function_runtime::read_shared(ndarray* values, bool hold_updated) {
+  for (std::size_t i = 0; i < m_shared_locks.size(); ++i) {
+    m_shared_locks[i]->mutex.lock();
+    m_shared_held[i] = 1;
+  }
   for (int s : m_shared_slots) {
     auto& sv = *m_graph->slots[static_cast<std::size_t>(s)].source->shared;
-    std::lock_guard lock(sv.mutex);
     if (m_graph->slots[static_cast<std::size_t>(s)].on_device != sv.value.on_device()) place_shared(s, sv);
     values[s] = sv.value;
   }
+  for (std::size_t i = 0; i < m_shared_locks.size(); ++i)
+    if (!hold_updated || !m_shared_updated[i]) {
+      m_shared_locks[i]->mutex.unlock();
+      m_shared_held[i] = 0;
+    }
+}
+
+inline void function_runtime::unlock_shared() {
+  for (std::size_t i = 0; i < m_shared_locks.size(); ++i)
+    if (m_shared_held[i]) {
+      m_shared_locks[i]->mutex.unlock();
+      m_shared_held[i] = 0;
+    }
 }
 
 // Called with sv's lock held.
@@ -274,7 +294,8 @@ inline void function_runtime::evaluate(const ndarray* args, std::vector<ndarray>
   std::lock_guard lock(m_mutex);
   ndarray* values = m_values.data();
   for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) values[m_graph->inputs[i]] = args[i];
-  read_shared(values);
+  const shared_unlock unlock_at_exit{this};
+  read_shared(values, false);
   for (std::size_t i = 0; i < m_thunks.size(); ++i) m_thunks[i].run(m_thunks[i], values);
   for (int s : m_graph->outputs) outs.push_back(detail::deep_copy(values[s]));
   for (auto [t, v] : m_graph->updates) ups.push_back(detail::deep_copy(values[v]));

@@ -119,7 +119,8 @@ class function_runtime {
   void release_after_call();
   void release_all_but_constants();
   void apply_updates(ndarray* values);
-  void read_shared(ndarray* values);
+  void read_shared(ndarray* values, bool hold_updated);
+  void unlock_shared();
   void place_shared(int s, shared_value& sv);
   [[noreturn]] void throw_not_broadcastable(std::size_t input, int dim, const shape_t& got) const;
   [[noreturn]] void throw_node_error(std::size_t i, const std::exception& e);
@@ -158,6 +159,14 @@ class function_runtime {
   bool m_inputs_broadcastable = false;         // some input is declared broadcastable (checked per call)
   detail::buffer_pool m_pool;
   std::vector<int> m_shared_slots;
+  // The shared variables read or updated, ordered by address as in every function (so calls
+  // lock them without deadlock); per variable, whether it is updated and whether it is held.
+  std::vector<shared_value*> m_shared_locks;
+  std::vector<std::uint8_t> m_shared_updated, m_shared_held;
+  struct shared_unlock {  // a call's locks released however it ends
+    function_runtime* rt;
+    ~shared_unlock() { rt->unlock_shared(); }
+  };
   std::vector<int> m_view_slots;
   std::vector<std::vector<int>> m_dead_after;
   std::vector<std::uint64_t> m_scratch_ticks;

@@ -57,7 +57,10 @@ enum class var_kind : std::uint8_t { input, shared, constant, apply };
 struct shared_value {
   ndarray value;
   std::string name;
-  mutable std::mutex mutex;  // get/set from other threads while no function runs on it
+  // Held by a call that updates the variable from reading it to writing it, so that calls
+  // updating it are serial and readers see every update of a call or none; recursive, so that
+  // a MonitorMode callback on the calling thread may still get_value().
+  mutable std::recursive_mutex mutex;
 };
 
 struct variable;
