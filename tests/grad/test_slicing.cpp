@@ -195,6 +195,38 @@ TEST_CASE("inc_subtensor wraps integers as numpy does; set_subtensor takes bool"
   CHECK((b == xt::xtensor<bool, 1>{true, false, false}));
 }
 
+TEST_CASE("slice steps near the int64 limits take numpy's elements; set/inc_subtensor write through them",
+          "[slicing][inc_subtensor]") {
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max(), min = std::numeric_limits<std::int64_t>::min();
+  auto v = xsym::vector<float>("v");
+  auto m = xsym::matrix<float>("m");
+  // numpy: v[::2**63-1] [10], v[::-(2**63-1)] [14], v[::-2**63] [14], v[1::2**63-2] [11], v[3:0:-2**63] [13],
+  // v[5::2**63-1] [], v[:4:-2**63] [], v[:-6:-2**63] [14]; m[::2**63-1, ::-2**63] [[m[0, 3]]].
+  auto f = xsym::function("f", xsym::inputs(v, m),
+                          xsym::outputs(v(range(_, _, max)), v(range(_, _, -max)), v(range(_, _, min)), v(range(1, _, max - 1)),
+                                        v(range(3, 0, min)), v(range(5, _, max)), v(range(_, 4, min)), v(range(_, -6, min)),
+                                        m(range(_, _, max), range(_, _, min))));
+  const xt::xtensor<float, 1> V = {10, 11, 12, 13, 14};
+  const auto M = counting<float>(3, 4);
+  auto [a, b, c, d, e, g, h, l, k] = f(V, M);
+  CHECK((a == xt::xtensor<float, 1>{10}));
+  CHECK((b == xt::xtensor<float, 1>{14}));
+  CHECK((c == xt::xtensor<float, 1>{14}));
+  CHECK((d == xt::xtensor<float, 1>{11}));
+  CHECK((e == xt::xtensor<float, 1>{13}));
+  CHECK(g.size() == 0);
+  CHECK(h.size() == 0);
+  CHECK((l == xt::xtensor<float, 1>{14}));
+  CHECK((k == xt::xtensor<float, 2>{{M(0, 3)}}));
+  auto w = xsym::function("w", xsym::inputs(v),
+                          xsym::outputs(xsym::set_subtensor(v(range(_, _, max)), 0.0f), xsym::inc_subtensor(v(range(_, _, min)), 1.0f),
+                                        xsym::set_subtensor(v(range(1, _, max - 1)), -1.0f)));
+  auto [s, i, t] = w(V);
+  CHECK((s == xt::xtensor<float, 1>{0, 11, 12, 13, 14}));
+  CHECK((i == xt::xtensor<float, 1>{10, 11, 12, 13, 15}));
+  CHECK((t == xt::xtensor<float, 1>{10, -1, 12, 13, 14}));
+}
+
 TEST_CASE("IncSubtensor writes in place into an intermediate, never into an input or a shared value",
           "[slicing][inc_subtensor]") {
   auto x = xsym::vector<double>("x");

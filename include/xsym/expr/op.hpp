@@ -188,14 +188,23 @@ inline axis_range resolve_slice(const slice_spec& s, std::int64_t n, int axis) {
   }
   auto clamp = [](std::int64_t v, std::int64_t lo, std::int64_t hi) { return v < lo ? lo : v > hi ? hi : v; };
   auto wrap = [&](std::int64_t v) { return v < 0 ? v + n : v; };
+  // The count as 1 + (distance - 1) / |step|, in unsigned: b - a + step - 1 and -step overflow
+  // for steps near the int64 limits. Where at most one element is taken the stride is never
+  // walked, so the step is 1 (x.stride * step would overflow for a step longer than the axis).
+  auto result = [](std::int64_t first, std::int64_t distance, std::int64_t step) -> axis_range {
+    if (distance <= 0) return {first, 0, 1};
+    const std::uint64_t magnitude = step > 0 ? static_cast<std::uint64_t>(step) : std::uint64_t{0} - static_cast<std::uint64_t>(step);
+    const auto count = static_cast<std::int64_t>(1 + (static_cast<std::uint64_t>(distance) - 1) / magnitude);
+    return {first, count, count > 1 ? step : 1};
+  };
   if (s.step > 0) {
     const std::int64_t a = s.has_start ? clamp(wrap(s.start), 0, n) : 0;
     const std::int64_t b = s.has_stop ? clamp(wrap(s.stop), 0, n) : n;
-    return {a, b > a ? (b - a + s.step - 1) / s.step : 0, s.step};
+    return result(a, b - a, s.step);
   }
   const std::int64_t a = s.has_start ? clamp(wrap(s.start), -1, n - 1) : n - 1;
   const std::int64_t b = s.has_stop ? clamp(wrap(s.stop), -1, n - 1) : -1;
-  return {a, a > b ? (a - b - s.step - 1) / -s.step : 0, s.step};
+  return result(a, a - b, s.step);
 }
 
 
