@@ -14095,6 +14095,7 @@ inline void copy_into_destination(const ndarray& value, const ndarray& dst) {
 #define XSYM_EXEC_CPU_NODES_HPP
 
 // The CPU thunks: each op kind's node on the CPU kernels (backend/cpu).
+#include <cstdio>
 #include <cstring>
 
 // ---- begin include/xsym/exec/nodes.hpp ----
@@ -14966,6 +14967,9 @@ inline void run_alloc(const thunk& t, ndarray* values) {
 }
 
 // ARange: numpy's count, ceil((stop - start) / step) (none when negative), and start + i step.
+// Integer counts and values are computed in uint64, where stop - start and i * step cannot
+// overflow (the true distance is below 2^64, each value lies in [start, stop)); a count whose
+// bytes exceed what an array can address is an error naming it (numpy's "Maximum allowed size").
 inline void run_arange(const thunk& t, ndarray* values) {
   const apply_node& n = *t.node;
   const ndarray& a = values[n.inputs[0]];
@@ -14977,14 +14981,29 @@ inline void run_arange(const thunk& t, ndarray* values) {
     if constexpr (!std::is_same_v<T, bool>) {
       const T start = *a.data_as<T>(), stop = *b.data_as<T>(), step = *c.data_as<T>();
       if (step == T(0)) throw shape_error("arange: the step is zero");
+      constexpr auto max_count = static_cast<std::uint64_t>(std::numeric_limits<std::ptrdiff_t>::max() / sizeof(T));
+      auto too_long = [](const std::string& count) {
+        throw shape_error("arange: the range has " + count + " elements, more than an array of " +
+                          std::string(dtype_name(dtype_of<T>())) + " can hold (at most " + std::to_string(max_count) + ")");
+      };
       std::int64_t count = 0;
       if constexpr (std::is_integral_v<T>) {
-        const std::int64_t span = static_cast<std::int64_t>(stop) - static_cast<std::int64_t>(start);
-        const std::int64_t st = static_cast<std::int64_t>(step);
-        if ((span > 0 && st > 0) || (span < 0 && st < 0)) count = (span + st + (st > 0 ? -1 : 1)) / st;
+        auto u = [](T v) { return static_cast<std::uint64_t>(static_cast<std::int64_t>(v)); };  // modulo 2^64
+        if (step > 0 ? stop > start : stop < start) {
+          const std::uint64_t distance = step > 0 ? u(stop) - u(start) : u(start) - u(stop);
+          const std::uint64_t magnitude = step > 0 ? u(step) : std::uint64_t{0} - u(step);
+          const std::uint64_t k = 1 + (distance - 1) / magnitude;
+          if (k > max_count) too_long(std::to_string(k));
+          count = static_cast<std::int64_t>(k);
+        }
       } else {
         const double q = std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step));
         if (!(q == q) || std::isinf(q)) throw shape_error("arange: the length of the range is not finite");
+        if (q > static_cast<double>(max_count)) {  // checked before the cast, which would be undefined
+          char buf[32];
+          std::snprintf(buf, sizeof buf, "%.17g", q);
+          too_long(buf);
+        }
         count = q > 0 ? static_cast<std::int64_t>(q) : 0;
       }
       shape_t s;
@@ -14992,7 +15011,14 @@ inline void run_arange(const thunk& t, ndarray* values) {
       s[0] = count;
       if (!take_destination(t, n.outputs[0], out, t.out_type, s)) prepare_output(out, t.out_type, s, t.pool);
       T* o = out.data_as<T>();
-      for (std::int64_t i = 0; i < count; ++i) o[i] = static_cast<T>(start + static_cast<T>(i) * step);
+      if constexpr (std::is_integral_v<T>) {
+        const auto first = static_cast<std::uint64_t>(static_cast<std::int64_t>(start));
+        const auto by = static_cast<std::uint64_t>(static_cast<std::int64_t>(step));
+        for (std::int64_t i = 0; i < count; ++i)
+          o[i] = static_cast<T>(static_cast<std::int64_t>(first + static_cast<std::uint64_t>(i) * by));
+      } else {
+        for (std::int64_t i = 0; i < count; ++i) o[i] = static_cast<T>(start + static_cast<T>(i) * step);
+      }
     }
   });
 }

@@ -65,6 +65,40 @@ TEST_CASE("arange is numpy's, in integers and floats, steps of either sign", "[s
   CHECK((i3 == xt::xtensor<std::int64_t, 1>{0, 1, 2}));
 }
 
+TEST_CASE("arange counts and steps int ranges near the limits without overflow; a range too long for an array is a "
+          "shape_error naming the node and the count",
+          "[shape_ops]") {
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max(), min = std::numeric_limits<std::int64_t>::min();
+  constexpr std::int64_t q = std::int64_t{1} << 62;
+  auto a = xsym::scalar<std::int64_t>("a");
+  auto b = xsym::scalar<std::int64_t>("b");
+  auto s = xsym::scalar<std::int64_t>("s");
+  auto f = xsym::function("f", xsym::inputs(a, b, s), xsym::arange(a, b, s));
+  using v64 = xt::xtensor<std::int64_t, 1>;
+  // numpy's np.arange with these int64 arguments.
+  CHECK((f(-max, max, q) == v64{-9223372036854775807, -4611686018427387903, 1, 4611686018427387905}));
+  CHECK((f(std::int64_t{5}, std::int64_t{10}, max) == v64{5}));
+  CHECK((f(std::int64_t{0}, max, q) == v64{0, 4611686018427387904}));
+  CHECK((f(max, min, -q) == v64{9223372036854775807, 4611686018427387903, -1, -4611686018427387905}));
+  CHECK((f(std::int64_t{5}, std::int64_t{0}, min) == v64{5}));
+  CHECK((f(min, max, max) == v64{min, -1, 9223372036854775806}));
+  CHECK(f(std::int64_t{0}, std::int64_t{10}, min).size() == 0);
+  CHECK(f(max, min, max).size() == 0);
+  // int32: i * step leaves int32 (3 * 2^30) before start brings it back.
+  auto a32 = xsym::scalar<std::int32_t>("a32");
+  auto f32 = xsym::function("f32", xsym::inputs(a32), xsym::arange<std::int32_t>(a32, std::numeric_limits<std::int32_t>::max(), 1 << 30));
+  CHECK((f32(std::numeric_limits<std::int32_t>::min()) ==
+         xt::xtensor<std::int32_t, 1>{-2147483647 - 1, -1073741824, 0, 1073741824}));
+  // numpy: "Maximum allowed size exceeded".
+  CHECK_THROWS_WITH(f(std::int64_t{0}, max, std::int64_t{1}),
+                    Catch::Contains("ARange{int64}") && Catch::Contains("the range has 9223372036854775807 elements"));
+  auto run = [](auto range) { return xsym::function("g", xsym::inputs(), xsym::outputs(range))(); };
+  CHECK_THROWS_WITH(run(xsym::arange(0.0, 1e30, 1.0)),
+                    Catch::Contains("ARange{float64}") && Catch::Contains("the range has 1e+30 elements"));
+  CHECK_THROWS_WITH(run(xsym::arange<float>(-0x1p69f, 0x1p69f, 1.0f)),
+                    Catch::Contains("ARange{float32}") && Catch::Contains("the range has 1.1805916207174113e+21 elements"));
+}
+
 TEST_CASE("eye puts ones on diagonal k of an n x m matrix", "[shape_ops]") {
   auto n = xsym::scalar<std::int64_t>("n");
   auto f = xsym::function("f", xsym::inputs(n), xsym::outputs(xsym::eye<float>(n), xsym::eye<std::int32_t>(n, 4, -1)));
