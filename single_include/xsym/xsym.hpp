@@ -1191,6 +1191,23 @@ constexpr dtype promote(dtype a, dtype b) {
   return f == dtype::float32 ? dtype::float64 : f;  // any int with float32 needs float64
 }
 
+// numpy's same_kind casting: within a kind or to a later one (bool, integer, float), so int64
+// to int32 and float64 to float32 are allowed, a float to an integer or a number to bool not.
+constexpr int dtype_kind(dtype d) { return d == dtype::bool_ ? 0 : is_float(d) ? 2 : 1; }
+constexpr bool casts_same_kind(dtype from, dtype to) { return dtype_kind(from) <= dtype_kind(to); }
+
+// The C++ element type of a dtype, as a message spells it.
+constexpr std::string_view cpp_type_name(dtype d) {
+  switch (d) {
+    case dtype::bool_: return "bool";
+    case dtype::int32: return "std::int32_t";
+    case dtype::int64: return "std::int64_t";
+    case dtype::float32: return "float";
+    case dtype::float64: return "double";
+  }
+  return "?";
+}
+
 template <dtype D> struct type_of_dtype;
 template <> struct type_of_dtype<dtype::bool_> { using type = bool; };
 template <> struct type_of_dtype<dtype::int32> { using type = std::int32_t; };
@@ -3354,11 +3371,24 @@ inline var_ptr subtensor(const var_ptr& x, std::vector<slice_spec> slices) {
   return make_apply(std::move(o), {x}, x->type, rank);
 }
 
+// inc_subtensor of a value numpy's same_kind casting would not cast to the tensor's dtype (a
+// float into an int tensor): numpy's x[...] += y refuses it rather than truncate each value.
+[[noreturn]] inline void throw_inc_not_same_kind(const std::string& value, dtype from, dtype to) {
+  throw graph_error("xsym::inc_subtensor: cannot add " + value + " of dtype " + std::string(dtype_name(from)) +
+                    " into a tensor of dtype " + std::string(dtype_name(to)) + ": numpy's same_kind casting refuses " +
+                    std::string(dtype_name(from)) + " to " + std::string(dtype_name(to)) +
+                    " (each value would be truncated); cast explicitly, the value with xsym::cast<" +
+                    std::string(cpp_type_name(to)) + ">(...) or the tensor to a float type first");
+}
+
 /// x with the region x[slices] set to y (set) or incremented by y, y broadcast to the region
 /// (numpy's x[...] = y and x[...] += y as a value; Theano's set_subtensor, inc_subtensor).
+/// set casts y to x's dtype as numpy's assignment does; inc takes only a y that numpy's
+/// same_kind rule casts to it.
 inline var_ptr inc_subtensor(const var_ptr& x, var_ptr y, std::vector<slice_spec> slices, bool set) {
   const char* what = set ? "xsym::set_subtensor" : "xsym::inc_subtensor";
   if (!set && x->type == dtype::bool_) throw graph_error(std::string(what) + ": adding is not defined on bool tensors");
+  if (!set && !casts_same_kind(y->type, x->type)) throw_inc_not_same_kind("a value", y->type, x->type);
   int region = x->rank;
   for (const slice_spec& s : slices) {
     if (!s.index && s.step == 0) throw graph_error(std::string(what) + ": a slice's step cannot be zero");
@@ -4296,6 +4326,8 @@ XSYM_COLD_END
 // from theirs; the profile shows those nodes (a softmax: Max, two Composites, Sum, division).
 // take and add_at are nodes of their own (AdvancedSubtensor1, AdvancedIncSubtensor1).
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <initializer_list>
 #include <optional>
 #include <limits>
@@ -4518,6 +4550,14 @@ var<E, N> inc_subtensor(const sliced<E, R, N>& region, const Y& y,
   static_assert(detail::operand_traits<Y>::rank <= R, "xsym::inc_subtensor: the value has more dimensions than the region");
   static_assert(!std::is_same_v<E, bool>, "xsym::inc_subtensor: adding is not defined on bool tensors");
   const detail::at_site site(where);
+  // A C++ fraction would be lifted to E, truncated: refused as a float tensor would be.
+  if constexpr (std::is_floating_point_v<Y> && !std::is_floating_point_v<E>) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "the C++ number %.15g", static_cast<double>(y));  // 2.7, not 2.7000000000000002
+    if (std::strtod(buf + 15, nullptr) != static_cast<double>(y))
+      std::snprintf(buf, sizeof buf, "the C++ number %.17g", static_cast<double>(y));
+    detail::throw_inc_not_same_kind(buf, std::is_same_v<Y, float> ? dtype::float32 : dtype::float64, dtype_of<E>());
+  }
   detail::use_typed(y);
   return var<E, N>(detail::inc_subtensor(region.base(), detail::lift<E>(y), region.slices(), false));
 }

@@ -195,6 +195,52 @@ TEST_CASE("inc_subtensor wraps integers as numpy does; set_subtensor takes bool"
   CHECK((b == xt::xtensor<bool, 1>{true, false, false}));
 }
 
+TEST_CASE("inc_subtensor refuses a value numpy's same_kind casting refuses (a float into an int tensor); set_subtensor "
+          "casts it",
+          "[slicing][inc_subtensor]") {
+  auto x = xsym::vector<std::int32_t>("x");
+  auto yd = xsym::vector<double>("yd");
+  auto yf = xsym::vector<float>("yf");
+  auto y64 = xsym::vector<std::int64_t>("y64");
+  auto yb = xsym::vector<bool>("yb");
+  auto check_refused = [](auto make, const std::string& value, const std::string& from) {
+    try {
+      (void)make();
+      FAIL("no error");
+    } catch (const xsym::graph_error& e) {
+      const std::string what = e.what();
+      INFO(what);
+      CHECK(what.find("xsym::inc_subtensor: cannot add " + value + " of dtype " + from + " into a tensor of dtype int32") !=
+            std::string::npos);
+      CHECK(what.find("xsym::cast<std::int32_t>") != std::string::npos);
+    }
+  };
+  // numpy: x[1:] += 2.7 on an int32 x is a UFuncTypeError (same_kind), not a truncated 2.
+  check_refused([&] { return xsym::inc_subtensor(x(range(1, _)), 2.7); }, "the C++ number 2.7", "float64");
+  check_refused([&] { return xsym::inc_subtensor(x(range(1, _)), 0.5f); }, "the C++ number 0.5", "float32");
+  check_refused([&] { return xsym::inc_subtensor(x(range(1, _)), yd); }, "a value", "float64");
+  check_refused([&] { return xsym::inc_subtensor(x(range(1, _)), yf * 2.0f); }, "a value", "float32");
+  // same_kind allows int64 into int32 (wrapping), bool into int, float64 into float32, an int into a float.
+  auto v = xsym::vector<float>("v");
+  auto f = xsym::function("f", xsym::inputs(x, y64, yb, v, yd),
+                          xsym::outputs(xsym::inc_subtensor(x(range(1, _)), y64), xsym::inc_subtensor(x(range(_, 2)), yb),
+                                        xsym::inc_subtensor(v(range(1, _)), yd), xsym::inc_subtensor(v(0), 3),
+                                        xsym::set_subtensor(x(range(1, _)), 2.7)));
+  const xt::xtensor<std::int32_t, 1> X = {1, 2, 3, 4};
+  const xt::xtensor<std::int64_t, 1> Y64 = {10, std::int64_t{1} << 32, -(std::int64_t{1} << 33) - 1};
+  const xt::xtensor<bool, 1> YB = {true, false};
+  const xt::xtensor<float, 1> V = {0.5f, 1.5f, 2.5f};
+  auto [a, b, c, d, e] = f(X, Y64, YB, V, xt::xtensor<double, 1>{0.25, -2.75});
+  CHECK((a == xt::xtensor<std::int32_t, 1>{1, 12, 3, 3}));  // 3 + 2^32 wraps to 3; 4 - 2^33 - 1 to 3
+  CHECK((b == xt::xtensor<std::int32_t, 1>{2, 2, 3, 4}));
+  CHECK((c == xt::xtensor<float, 1>{0.5f, 1.75f, -0.25f}));
+  CHECK((d == xt::xtensor<float, 1>{3.5f, 1.5f, 2.5f}));
+  CHECK((e == xt::xtensor<std::int32_t, 1>{1, 2, 2, 2}));  // numpy's x[1:] = 2.7 truncates
+  auto h = xsym::function("h", xsym::inputs(x, yd), xsym::set_subtensor(x(range(1, _)), yd));
+  const xt::xtensor<std::int32_t, 1> got = h(X, xt::xtensor<double, 1>{0.5, -0.5, 2.7});
+  CHECK((got == xt::xtensor<std::int32_t, 1>{1, 0, 0, 2}));  // numpy's x[1:] = [0.5, -0.5, 2.7]
+}
+
 TEST_CASE("slice steps near the int64 limits take numpy's elements; set/inc_subtensor write through them",
           "[slicing][inc_subtensor]") {
   constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max(), min = std::numeric_limits<std::int64_t>::min();

@@ -70,6 +70,23 @@ constexpr dtype promote(dtype a, dtype b) {
   return f == dtype::float32 ? dtype::float64 : f;  // any int with float32 needs float64
 }
 
+// numpy's same_kind casting: within a kind or to a later one (bool, integer, float), so int64
+// to int32 and float64 to float32 are allowed, a float to an integer or a number to bool not.
+constexpr int dtype_kind(dtype d) { return d == dtype::bool_ ? 0 : is_float(d) ? 2 : 1; }
+constexpr bool casts_same_kind(dtype from, dtype to) { return dtype_kind(from) <= dtype_kind(to); }
+
+// The C++ element type of a dtype, as a message spells it.
+constexpr std::string_view cpp_type_name(dtype d) {
+  switch (d) {
+    case dtype::bool_: return "bool";
+    case dtype::int32: return "std::int32_t";
+    case dtype::int64: return "std::int64_t";
+    case dtype::float32: return "float";
+    case dtype::float64: return "double";
+  }
+  return "?";
+}
+
 template <dtype D> struct type_of_dtype;
 template <> struct type_of_dtype<dtype::bool_> { using type = bool; };
 template <> struct type_of_dtype<dtype::int32> { using type = std::int32_t; };

@@ -590,11 +590,24 @@ inline var_ptr subtensor(const var_ptr& x, std::vector<slice_spec> slices) {
   return make_apply(std::move(o), {x}, x->type, rank);
 }
 
+// inc_subtensor of a value numpy's same_kind casting would not cast to the tensor's dtype (a
+// float into an int tensor): numpy's x[...] += y refuses it rather than truncate each value.
+[[noreturn]] inline void throw_inc_not_same_kind(const std::string& value, dtype from, dtype to) {
+  throw graph_error("xsym::inc_subtensor: cannot add " + value + " of dtype " + std::string(dtype_name(from)) +
+                    " into a tensor of dtype " + std::string(dtype_name(to)) + ": numpy's same_kind casting refuses " +
+                    std::string(dtype_name(from)) + " to " + std::string(dtype_name(to)) +
+                    " (each value would be truncated); cast explicitly, the value with xsym::cast<" +
+                    std::string(cpp_type_name(to)) + ">(...) or the tensor to a float type first");
+}
+
 /// x with the region x[slices] set to y (set) or incremented by y, y broadcast to the region
 /// (numpy's x[...] = y and x[...] += y as a value; Theano's set_subtensor, inc_subtensor).
+/// set casts y to x's dtype as numpy's assignment does; inc takes only a y that numpy's
+/// same_kind rule casts to it.
 inline var_ptr inc_subtensor(const var_ptr& x, var_ptr y, std::vector<slice_spec> slices, bool set) {
   const char* what = set ? "xsym::set_subtensor" : "xsym::inc_subtensor";
   if (!set && x->type == dtype::bool_) throw graph_error(std::string(what) + ": adding is not defined on bool tensors");
+  if (!set && !casts_same_kind(y->type, x->type)) throw_inc_not_same_kind("a value", y->type, x->type);
   int region = x->rank;
   for (const slice_spec& s : slices) {
     if (!s.index && s.step == 0) throw graph_error(std::string(what) + ": a slice's step cannot be zero");
