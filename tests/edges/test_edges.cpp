@@ -1360,6 +1360,79 @@ TEST_CASE("max and min reductions are NaN when any element is NaN, wherever it s
   check_reduction_nan<double>();
 }
 
+namespace {
+// numpy's all and any along axis 1 of a rows x cols matrix, by loops: true and false where a
+// row is empty.
+template <class T>
+std::pair<std::vector<bool>, std::vector<bool>> all_any_rows(const xt::xtensor<T, 2>& m) {
+  std::vector<bool> every, some;
+  for (std::size_t i = 0; i < m.shape(0); ++i) {
+    bool e = true, s = false;
+    for (std::size_t j = 0; j < m.shape(1); ++j) {
+      e = e && m(i, j) != T(0);
+      s = s || m(i, j) != T(0);
+    }
+    every.push_back(e);
+    some.push_back(s);
+  }
+  return {every, some};
+}
+
+template <class T>
+void check_all_any_empty() {
+  const auto x = xsym::vector<T>("x");
+  const auto m = xsym::matrix<T>("m");
+  for (mode_id mode : plain_modes) {
+    INFO(type_name<T>() << ", mode " << mode_name(mode));
+    auto f = build_in(mode, [&](auto option) {
+      return xsym::function("all_any", xsym::inputs(x, m),
+                            xsym::outputs(xsym::all(x), xsym::any(x), xsym::all(m, 1), xsym::any(m, 1), xsym::all(m, 0)),
+                            option);
+    });
+    // Empty ones first ((2, 0): every row empty; (0, 3): no rows), then ones with values.
+    const std::vector<xt::xtensor<T, 2>> ms = {xt::xtensor<T, 2>(xt::empty<T>({2, 0})),
+                                               xt::xtensor<T, 2>(xt::empty<T>({0, 3})),
+                                               xt::xtensor<T, 2>{{T(1), T(0), T(2)}, {T(3), T(4), T(5)}, {T(0), T(0), T(0)}}};
+    const std::vector<xt::xtensor<T, 1>> xs = {xt::xtensor<T, 1>(xt::empty<T>({0})), xt::xtensor<T, 1>{T(1), T(0)},
+                                               xt::xtensor<T, 1>{T(2), T(3)}, xt::xtensor<T, 1>{T(0), T(0)}};
+    for (const auto& X : xs)
+      for (const auto& M : ms) {
+        INFO("x of " << X.size() << " elements, m of shape (" << M.shape(0) << ", " << M.shape(1) << ")");
+        bool every = true, some = false;
+        for (T v : X) {
+          every = every && v != T(0);
+          some = some || v != T(0);
+        }
+        const auto [rows_all, rows_any] = all_any_rows(M);
+        std::vector<bool> cols_all(M.shape(1), true);
+        for (std::size_t i = 0; i < M.shape(0); ++i)
+          for (std::size_t j = 0; j < M.shape(1); ++j) cols_all[j] = cols_all[j] && M(i, j) != T(0);
+        const auto [a, s, ar, sr, ac] = f(X, M);
+        CHECK(a == every);
+        CHECK(s == some);
+        REQUIRE(ar.size() == rows_all.size());
+        REQUIRE(ac.size() == cols_all.size());
+        for (std::size_t i = 0; i < ar.size(); ++i) {
+          CHECK(ar(i) == rows_all[i]);
+          CHECK(sr(i) == rows_any[i]);
+        }
+        for (std::size_t j = 0; j < ac.size(); ++j) CHECK(ac(j) == cols_all[j]);
+      }
+  }
+}
+}  // namespace
+
+TEST_CASE("all and any of an empty tensor or axis are true and false (numpy's), every mode", "[edges][reductions]") {
+  check_all_any_empty<float>();
+  check_all_any_empty<double>();
+  check_all_any_empty<std::int32_t>();
+  check_all_any_empty<bool>();
+  // max and min of an empty float axis still have no identity.
+  const auto x = xsym::vector<float>("x");
+  auto f = xsym::function("mn", xsym::inputs(x), xsym::min(x));
+  CHECK_THROWS_WITH(f(xt::xtensor<float, 1>(xt::empty<float>({0}))), Catch::Contains("which has no identity"));
+}
+
 // =============================================================================================
 // The C library's functions lane by lane (trigonometric, hyperbolic, erf, log2, log10, exp2) and
 // the exact roundings: bitwise the C library at every special value, within its ulps elsewhere.

@@ -317,6 +317,16 @@ TEST_CASE("full reductions on the device: many tiles, NaN, infinities, integers 
   auto [s4, p4] = sum_prod(xt::xtensor<float, 1>::from_shape({0}));
   CHECK(s4 == 0.f);
   CHECK(p4 == 1.f);
+  // all and any of an empty vector or rows: numpy's true and false (max and min over bool start there).
+  auto rows = xsym::matrix<float>("rows");
+  auto all_any = xsym::function("all_any", xsym::inputs(v, rows),
+                                xsym::outputs(xsym::all(v), xsym::any(v), xsym::all(rows, 1), xsym::any(rows, 1)),
+                                xsym::device("cuda"));
+  auto [al, an, alr, anr] = all_any(xt::xtensor<float, 1>::from_shape({0}), xt::xtensor<float, 2>::from_shape({2, 0}));
+  CHECK(al == true);
+  CHECK(an == false);
+  CHECK((alr == xt::xtensor<bool, 1>{true, true}));
+  CHECK((anr == xt::xtensor<bool, 1>{false, false}));
 
   auto iv = xsym::vector<std::int32_t>("iv");
   auto int_outs = xsym::outputs(xsym::sum(iv), xsym::max(iv), xsym::min(iv));

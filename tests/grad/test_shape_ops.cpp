@@ -211,6 +211,10 @@ TEST_CASE("categorical_crossentropy against int labels is -log p[i, label]; a ba
       CHECK(std::string(e.what()).find("a label is outside [0, number of classes)") != std::string::npos);
     }
   }
+  // An empty batch has an empty loss (numpy's -log(p[arange(0), labels]) is []).
+  const xt::xtensor<double, 1> none = f(xt::xtensor<double, 2>(xt::empty<double>({0, 3})),
+                                        xt::xtensor<std::int32_t, 1>(xt::empty<std::int32_t>({0})));
+  CHECK(none.size() == 0);
   auto x = xsym::matrix<double>("x");
   const auto labels = xsym::constant(xt::xtensor<std::int64_t, 1>{1, 2, 0, 2});
   check_grad("crossentropy(softmax(x), labels)",

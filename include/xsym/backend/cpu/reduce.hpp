@@ -630,7 +630,9 @@ inline reduce_layout layout_of(const op& o, const ndarray& in) {
 /// @brief Reduces `in` over op.axes into `out` (already allocated with the kept dimensions).
 inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
   const detail::reduce_layout l = detail::layout_of(o, in);
-  if (l.count == 0 && (o.reduction == reduce_op::max || o.reduction == reduce_op::min))
+  // Over bool, max and min are logical or and and (all, any), whose identities false and
+  // true the loops start from: numpy's any([]) is False, all([]) True.
+  if (l.count == 0 && (o.reduction == reduce_op::max || o.reduction == reduce_op::min) && in.type() != dtype::bool_)
     throw shape_error("zero-size array to a reduction (" + std::string(reduce_name(o.reduction)) +
                       ") which has no identity; input shape " + to_string(in.shape()));
   kernels_of(in.type()).reduce(o, l, in, out);

@@ -409,7 +409,8 @@ struct reduce_functor {
       rem /= kept_shape[dim];
     }
     const auto kind = static_cast<reduce_op>(op);
-    Acc acc = kind == reduce_op::prod ? Acc(1) : Acc(0);
+    // prod's identity, and an empty min's (only bool gets here: all([]) is true).
+    Acc acc = kind == reduce_op::prod || (kind == reduce_op::min && count == 0) ? Acc(1) : Acc(0);
     std::int64_t r = 0;
     if ((kind == reduce_op::max || kind == reduce_op::min) && count > 0) acc = element(base, r++);
     for (; r < count; ++r) acc = combine(acc, element(base, r));
@@ -634,7 +635,8 @@ inline void run_reduce(const op& o, const ndarray& in, ndarray& out) {
     }
   }
   const std::int64_t count = red.size();
-  if (count == 0 && (o.reduction == reduce_op::max || o.reduction == reduce_op::min))
+  // Over bool, max and min are any and all: an empty one is false and true (reduce_functor).
+  if (count == 0 && (o.reduction == reduce_op::max || o.reduction == reduce_op::min) && in.type() != dtype::bool_)
     throw shape_error("zero-size array to a reduction (" + std::string(reduce_name(o.reduction)) +
                       ") which has no identity; input shape " + to_string(in.shape()));
   const std::int64_t outputs = out.size();
