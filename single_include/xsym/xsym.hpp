@@ -4900,7 +4900,9 @@ template <class E, std::size_t N>
 var<E, N> sign(const var<E, N>& x, detail::source_site where = detail::source_site::current()) {
   static_assert(!std::is_same_v<E, bool>, "xsym::sign is not defined on bool tensors");
   const detail::at_site site(where);
-  return switch_(x > E(0), E(1), switch_(x < E(0), E(-1), x * E(0)));
+  // NaN is the only x that is neither above, below nor equal to 0: it stays x; the rest give +0
+  // (x * 0 would keep -0's sign, numpy's sign(-0.0) is +0).
+  return switch_(x > E(0), E(1), switch_(x < E(0), E(-1), switch_(x == x, E(0), x)));
 }
 XSYM_COLD_END
 

@@ -1433,6 +1433,38 @@ TEST_CASE("all and any of an empty tensor or axis are true and false (numpy's), 
   CHECK_THROWS_WITH(f(xt::xtensor<float, 1>(xt::empty<float>({0}))), Catch::Contains("which has no identity"));
 }
 
+namespace {
+// numpy's sign: 1 above 0, -1 below, +0 at either zero, NaN at NaN.
+template <class T>
+void check_sign_zero_nan() {
+  const auto x = xsym::vector<T>("x");
+  const std::size_t n = 37;
+  std::mt19937_64 rng(seed_of(std::string("sign ") + type_name<T>()));
+  auto a = random_array<T>(n, range{-2, 2}, rng);
+  const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  const T special[] = {-T(0), T(0), nan, inf, -inf, std::numeric_limits<T>::denorm_min(), -std::numeric_limits<T>::denorm_min()};
+  for (std::size_t k = 0; k < 7; ++k) {
+    a(k) = special[k];          // in a SIMD batch
+    a(n - 7 + k) = special[k];  // in the tail
+  }
+  for (mode_id m : plain_modes) {
+    auto f = build_in(m, [&](auto option) { return xsym::function("sign", xsym::inputs(x), xsym::sign(x), option); });
+    const xt::xtensor<T, 1> got = f(a);
+    for (std::size_t i = 0; i < n; ++i) {
+      INFO(type_name<T>() << ", mode " << mode_name(m) << ", " << position(i, n) << ", x = " << show(a(i))
+                          << ": sign = " << show(got(i)));
+      if (std::isnan(a(i))) CHECK(std::isnan(got(i)));
+      else CHECK(same_bits(got(i), a(i) > 0 ? T(1) : a(i) < 0 ? T(-1) : T(+0.0)));
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("sign(-0) is +0 and sign(NaN) NaN (numpy's), batch and tail, every mode", "[edges][sign]") {
+  check_sign_zero_nan<float>();
+  check_sign_zero_nan<double>();
+}
+
 // =============================================================================================
 // The C library's functions lane by lane (trigonometric, hyperbolic, erf, log2, log10, exp2) and
 // the exact roundings: bitwise the C library at every special value, within its ulps elsewhere.
