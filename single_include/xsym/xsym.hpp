@@ -4326,8 +4326,6 @@ XSYM_COLD_END
 // from theirs; the profile shows those nodes (a softmax: Max, two Composites, Sum, division).
 // take and add_at are nodes of their own (AdvancedSubtensor1, AdvancedIncSubtensor1).
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <initializer_list>
 #include <optional>
 #include <limits>
@@ -4549,15 +4547,12 @@ var<E, N> inc_subtensor(const sliced<E, R, N>& region, const Y& y,
                         detail::source_site where = detail::source_site::current()) {
   static_assert(detail::operand_traits<Y>::rank <= R, "xsym::inc_subtensor: the value has more dimensions than the region");
   static_assert(!std::is_same_v<E, bool>, "xsym::inc_subtensor: adding is not defined on bool tensors");
+  // numpy's x[...] += y refuses a float y for an int x (same_kind casting) rather than truncate.
+  static_assert(!std::is_floating_point_v<typename detail::operand_traits<Y>::elem> || std::is_floating_point_v<E>,
+                "xsym::inc_subtensor: a floating-point value added into an integer tensor would be truncated "
+                "(numpy's same_kind casting refuses it): cast the value to the tensor's type "
+                "(xsym::cast<...>(y) or static_cast), or the tensor to a float type");
   const detail::at_site site(where);
-  // A C++ fraction would be lifted to E, truncated: refused as a float tensor would be.
-  if constexpr (std::is_floating_point_v<Y> && !std::is_floating_point_v<E>) {
-    char buf[48];
-    std::snprintf(buf, sizeof buf, "the C++ number %.15g", static_cast<double>(y));  // 2.7, not 2.7000000000000002
-    if (std::strtod(buf + 15, nullptr) != static_cast<double>(y))
-      std::snprintf(buf, sizeof buf, "the C++ number %.17g", static_cast<double>(y));
-    detail::throw_inc_not_same_kind(buf, std::is_same_v<Y, float> ? dtype::float32 : dtype::float64, dtype_of<E>());
-  }
   detail::use_typed(y);
   return var<E, N>(detail::inc_subtensor(region.base(), detail::lift<E>(y), region.slices(), false));
 }
