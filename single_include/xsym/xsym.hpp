@@ -17376,8 +17376,16 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
   if (m_plan.gpu && detail::gpu_runtime().make_timer) m_device_timer = detail::gpu_runtime().make_timer(*m_graph);
   if (m_plan.debug) {
     m_ref_thunks = bind_thunks(true);
+    // The reference is the plain FAST_COMPILE graph on the reference kernels: a rewrite the
+    // function's optimizer, including or requiring adds (option or flag) would be in both
+    // graphs and go unseen, and so would the vectorized kernels of another linker. What the
+    // function excludes stays excluded: leaving a rewrite out never makes the reference wrong.
     function_options ref = options;
     ref.mode = "FAST_COMPILE";
+    ref.optimizer.reset();
+    ref.linker.reset();
+    ref.including = std::string();
+    ref.requiring = std::string();
     ref.profile = false;
     ref.stats = nullptr;
     ref.is_reference = true;
