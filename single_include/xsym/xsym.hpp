@@ -16505,7 +16505,8 @@ struct linker {
   std::string name;
   explicit linker(std::string n) : name(std::move(n)) {}
 };
-/// @brief The rewrite set: fast_run, fast_compile, merge, or None (no rewrite at all).
+/// @brief The rewrite set: fast_run, fast_compile, merge, or None (no rewrite at all); any
+/// other name is a compile_error, as for the optimizer flag.
 struct optimizer {
   std::string name;
   explicit optimizer(std::string n) : name(std::move(n)) {}
@@ -16566,6 +16567,18 @@ struct resolved_plan {
 
 inline resolved_plan resolve_plan(const function_options& o) {
   config.ensure_loaded();
+  // The per-function options take what their flags take, checked as the flags are (a
+  // misspelt optimizer would otherwise select no rewrite at all, stabilize included).
+  auto check_option = [](const std::optional<std::string>& v, const char* option, const auto& check) {
+    if (!v) return;
+    if (const std::string why = check(*v); !why.empty())
+      throw compile_error("xsym: bad value in xsym::" + std::string(option) + "('" + *v + "'): " + why);
+  };
+  static const auto check_optimizer = one_of(optimizer_choices);
+  check_option(o.optimizer, "optimizer", check_optimizer);
+  check_option(o.including, "optimizer_including", check_tag_list);
+  check_option(o.excluding, "optimizer_excluding", check_tag_list);
+  check_option(o.requiring, "optimizer_requiring", check_tag_list);
   resolved_plan p;
   p.mode = o.mode.value_or(config.mode.value());
   std::string optimizer = o.optimizer.value_or(config.optimizer.value());

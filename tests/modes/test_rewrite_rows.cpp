@@ -4,6 +4,7 @@
 
 #include <xsym/xsym.hpp>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -100,4 +101,45 @@ TEST_CASE("register_rewrite refuses a misplaced, duplicate or empty row, naming 
              Catch::Matchers::Contains("a rewrite named 'once' is already registered"));
   once.reset();
   CHECK_NOTHROW(xsym::register_rewrite({"once", {}, 11, keep, {}}));
+}
+
+TEST_CASE("per-function optimizer options are checked as their flags are", "[modes][rewrites]") {
+  xsym::config.reset();
+  auto x = xsym::vector<double>("x");
+  const xt::xtensor<double, 1> forty{40};
+  // A misspelt optimizer is refused with the flag's choices and suggestion, not run as "no rewrite".
+  const std::string flag_msg = error_of([] { xsym::config.set("optimizer", "fast_runn"); });
+  REQUIRE_THAT(flag_msg, Catch::Matchers::Contains("did you mean 'fast_run'"));
+  const std::string msg = error_of([&] { xsym::function("f", xsym::inputs(x), x + 1, xsym::optimizer("fast_runn")); });
+  CHECK_THAT(msg, Catch::Matchers::Contains("xsym::optimizer('fast_runn')") &&
+                      Catch::Matchers::Contains("expected one of fast_run, fast_compile, merge, None; did you mean 'fast_run'?"));
+  CHECK_THROWS_AS(xsym::function("f", xsym::inputs(x), x + 1, xsym::optimizer("fast_runn")), xsym::compile_error);
+  CHECK_THROWS_AS(xsym::function("f", xsym::inputs(x), x + 1, xsym::optimizer("fusion")), xsym::compile_error);
+  // Each choice builds; fast_run stabilizes log(1 - sigmoid(x)), None does not.
+  auto stable = xsym::function("f", xsym::inputs(x), log(1 - sigmoid(x)), xsym::optimizer("fast_run"));
+  CHECK(stable(forty)(0) == Approx(-40).epsilon(1e-12));
+  auto literal = xsym::function("f", xsym::inputs(x), log(1 - sigmoid(x)), xsym::optimizer("None"));
+  CHECK(std::isinf(literal(forty)(0)));
+  for (const char* o : {"fast_compile", "merge"})
+    CHECK(xsym::function("f", xsym::inputs(x), x + 1, xsym::optimizer(o))(forty)(0) == 41);
+  // The lists take what the flags take: no empty name, no space.
+  const std::string flag_list_msg = error_of([] { xsym::config.set("optimizer_excluding", "fusion::inplace"); });
+  REQUIRE_THAT(flag_list_msg, Catch::Matchers::Contains("found an empty name"));
+  for (const char* bad : {"fusion::inplace", "fusion:", ":fusion"}) {
+    INFO(bad);
+    CHECK_THAT(error_of([&] { xsym::function("f", xsym::inputs(x), x + 1, xsym::optimizer_excluding(bad)); }),
+               Catch::Matchers::Contains("xsym::optimizer_excluding('" + std::string(bad) + "')") &&
+                   Catch::Matchers::Contains("found an empty name"));
+    CHECK_THAT(error_of([&] { xsym::function("f", xsym::inputs(x), x + 1, xsym::optimizer_including(bad)); }),
+               Catch::Matchers::Contains("xsym::optimizer_including") && Catch::Matchers::Contains("found an empty name"));
+    CHECK_THAT(error_of([&] { xsym::function("f", xsym::inputs(x), x + 1, xsym::optimizer_requiring(bad)); }),
+               Catch::Matchers::Contains("xsym::optimizer_requiring") && Catch::Matchers::Contains("found an empty name"));
+  }
+  CHECK_THAT(error_of([&] { xsym::function("f", xsym::inputs(x), x + 1, xsym::optimizer_excluding(" fusion")); }),
+             Catch::Matchers::Contains("found ' fusion' containing a space"));
+  CHECK_THROWS_AS(xsym::function("f", xsym::inputs(x), x + 1, xsym::optimizer_excluding("fusion::inplace")),
+                  xsym::compile_error);
+  // An empty list is none, as for the flags.
+  CHECK(xsym::function("f", xsym::inputs(x), x + 1, xsym::optimizer_excluding(""))(forty)(0) == 41);
+  xsym::config.reset();
 }
