@@ -15287,9 +15287,45 @@ struct mismatch {
   double max_abs = 0, max_rel = 0;
   std::int64_t first_index = -1;  // C-order index of the first element out of tolerance
   double got = 0, want = 0;
+  bool integer = false;  // integers and bools: got_int and want_int hold the values exactly
+  std::int64_t got_int = 0, want_int = 0;
 };
 
-/// Elementwise comparison with a tolerance fit for the dtype; NaN equals NaN. With `scale`
+// Integers and bools compare exactly: through a double, int64 values past 2^53 (2^60 - 1 and
+// 2^60 + 1) would be equal.
+inline std::optional<mismatch> compare_integers(const ndarray& got, const ndarray& want) {
+  const ndarray g = got.contiguous(), w = want.contiguous();
+  mismatch m;
+  m.integer = true;
+  visit_dtype(g.type(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (!std::is_floating_point_v<T>) {
+      const T* gp = g.data_as<T>();
+      const T* wp = w.data_as<T>();
+      for (std::int64_t i = 0; i < g.size(); ++i) {
+        if (gp[i] == wp[i]) continue;
+        const auto a = static_cast<std::int64_t>(gp[i]), b = static_cast<std::int64_t>(wp[i]);
+        // |a - b| in unsigned arithmetic: exact, and never 0 for a != b.
+        const std::uint64_t diff = a > b ? static_cast<std::uint64_t>(a) - static_cast<std::uint64_t>(b)
+                                         : static_cast<std::uint64_t>(b) - static_cast<std::uint64_t>(a);
+        m.max_abs = std::max(m.max_abs, static_cast<double>(diff));
+        m.max_rel = std::max(m.max_rel, static_cast<double>(diff) / std::max(std::abs(static_cast<double>(b)), 1.0));
+        if (m.first_index < 0) {
+          m.first_index = i;
+          m.got_int = a;
+          m.want_int = b;
+          m.got = static_cast<double>(a);
+          m.want = static_cast<double>(b);
+        }
+      }
+    }
+  });
+  if (m.first_index < 0) return std::nullopt;
+  return m;
+}
+
+/// Elementwise comparison with a tolerance fit for the dtype (integers and bools exactly); NaN
+/// equals NaN, and an infinity only itself. With `scale`
 /// (same shape), element i is compared relative to max(|want[i]|, scale[i]): a product's
 /// rounding error grows with its terms, |A||x|, not with a result that cancels to near zero.
 inline std::optional<mismatch> compare_arrays(const ndarray& got, const ndarray& want, const ndarray* scale = nullptr) {
@@ -15298,6 +15334,7 @@ inline std::optional<mismatch> compare_arrays(const ndarray& got, const ndarray&
     m.layout = true;
     return m;
   }
+  if (!is_float(got.type())) return compare_integers(got, want);
   const bool f32 = got.type() == dtype::float32;
   const double rtol = f32 ? 1e-4 : is_float(got.type()) ? 1e-9 : 0.0;
   const double atol = f32 ? 1e-6 : is_float(got.type()) ? 1e-12 : 0.0;
@@ -15312,10 +15349,10 @@ inline std::optional<mismatch> compare_arrays(const ndarray& got, const ndarray&
     m.max_abs = std::max(m.max_abs, std::isnan(abs_err) ? INFINITY : abs_err);
     m.max_rel = std::max(m.max_rel, std::isnan(rel_err) ? INFINITY : rel_err);
     const double magnitude = scale ? std::max(std::abs(w), scale->flat_as_double(i)) : std::abs(w);
-    // Past here g != w. A NaN or an infinity in the result is a difference whatever the
-    // tolerance (an infinite reference would make it infinite); a finite result where the
-    // reference overflowed is what a stabilizing rewrite is for.
-    const bool special = !std::isfinite(g);
+    // Past here g != w. A NaN or an infinity on either side is a difference whatever the
+    // tolerance: an infinite reference would make any finite value pass. (Stabilizing
+    // rewrites run in the reference too, so a finite result where it overflowed is wrong.)
+    const bool special = !std::isfinite(g) || !std::isfinite(w);
     if ((special || !(abs_err <= atol + rtol * magnitude)) && m.first_index < 0) {
       m.first_index = i;
       m.got = g;
@@ -15342,6 +15379,11 @@ inline std::string describe_mismatch(const ndarray& got, const mismatch& m) {
   std::ostringstream os;
   if (m.layout || m.first_index < 0) {
     os << "shapes or dtypes differ (got " << dtype_name(got.type()) << " " << to_string(got.shape()) << ")";
+    return os.str();
+  }
+  if (m.integer) {
+    os << "max abs error " << m.max_abs << ", first difference at index " << index_text(got.shape(), m.first_index) << ": "
+       << m.got_int << " instead of " << m.want_int;
     return os.str();
   }
   // A NaN or an infinity on one side is named as such: its "error" is no number to read.
