@@ -14025,7 +14025,10 @@ struct thunk {
   void (*run)(const thunk&, ndarray* values) = nullptr;
   const apply_node* node = nullptr;
   cpu::compiled_program prog;  // elementwise nodes
-  bool one_element_path = false;  // run_elemwise_one may run it (see there)
+  bool one_element_path = false;
+  // DebugMode's per-node reference: products and reductions run naive loops of their own
+  // (exec/cpu_nodes.hpp), not the kernels the function runs.
+  bool naive_products = false;  // run_elemwise_one may run it (see there)
   std::vector<unsigned> one_element_inputs;  // for it, per step: bit j, argument j is an input
   std::vector<std::uint8_t> slot_bcast;  // inputs' broadcastable patterns
   dtype out_type = dtype::float64;
@@ -14388,6 +14391,166 @@ inline void run_elemwise(const thunk& t, ndarray* values) {
   elemwise_node<false>(t, values, [&](const ndarray* const* ins, ndarray* const* outs) { cpu::run_program(t.prog, ins, outs, t.par); });
 }
 
+// DebugMode's own products and reductions, for its per-node reference (thunk::naive_products):
+// plain loops over the elements with the arrays' strides, float sums in float64 and integer
+// sums wrapping in 64 bits. They share no code with the kernel tables or BLAS, so a wrong
+// product or reduction kernel shows against them.
+namespace naive {
+template <class T>
+using sum_t = std::conditional_t<std::is_floating_point_v<T>, double, std::uint64_t>;
+template <class T>
+sum_t<T> widen(T v) {
+  if constexpr (std::is_floating_point_v<T>) return static_cast<double>(v);
+  else return static_cast<std::uint64_t>(static_cast<std::int64_t>(v));
+}
+template <class T>
+T narrow(sum_t<T> v) {
+  if constexpr (std::is_floating_point_v<T>) return static_cast<T>(v);
+  else return static_cast<T>(static_cast<std::int64_t>(v));  // modulo 2^bits, as the kernels wrap
+}
+// A product's alpha or beta as the kernels take it: a double for floats, cast to T for integers.
+template <class T>
+sum_t<T> factor(double alpha) {
+  if constexpr (std::is_floating_point_v<T>) return alpha;
+  else return widen(static_cast<T>(alpha));
+}
+template <class T>
+T at(const ndarray& a, std::int64_t i) {
+  return a.data_as<T>()[i * a.stride(0)];
+}
+template <class T>
+T at(const ndarray& a, std::int64_t i, std::int64_t j) {
+  return a.data_as<T>()[i * a.stride(0) + j * a.stride(1)];
+}
+template <class F>
+void on_product_type(dtype d, F&& f) {
+  visit_dtype(d, [&](auto z) {
+    if constexpr (std::is_same_v<decltype(z), bool>) throw std::logic_error("xsym: no product of bools");
+    else f(z);
+  });
+}
+
+// y (C-contiguous, m) = alpha op(A) x, or with y0: beta y0 + alpha op(A) x.
+inline void gemv(const ndarray& a, bool transpose, const ndarray& x, ndarray& y, double alpha, const ndarray* y0,
+                 double beta) {
+  const std::int64_t m = a.shape(transpose ? 1 : 0), k = a.shape(transpose ? 0 : 1);
+  if (x.shape(0) != k || y.size() != m || (y0 && y0->size() != m))
+    throw shape_error("matrix-vector product (DebugMode's reference): shapes " + to_string(a.shape()) + " and " +
+                      to_string(x.shape()) + " are not aligned");
+  on_product_type(a.type(), [&](auto z) {
+    using T = decltype(z);
+    T* out = y.data_as<T>();
+    for (std::int64_t i = 0; i < m; ++i) {
+      sum_t<T> acc = 0;
+      for (std::int64_t j = 0; j < k; ++j) acc += widen(transpose ? at<T>(a, j, i) : at<T>(a, i, j)) * widen(at<T>(x, j));
+      acc *= factor<T>(alpha);
+      if (y0) acc += factor<T>(beta) * widen(at<T>(*y0, i));
+      out[i] = narrow<T>(acc);
+    }
+  });
+}
+
+// c (C-contiguous, m x n) = alpha A B, or accumulating c + alpha A B.
+inline void dot22(const ndarray& a, const ndarray& b, ndarray& c, double alpha, bool accumulate) {
+  const std::int64_t m = a.shape(0), k = a.shape(1), n = b.shape(1);
+  if (b.shape(0) != k || c.size() != m * n)
+    throw shape_error("matrix product (DebugMode's reference): shapes " + to_string(a.shape()) + " and " +
+                      to_string(b.shape()) + " are not aligned");
+  on_product_type(c.type(), [&](auto z) {
+    using T = decltype(z);
+    T* out = c.data_as<T>();
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        sum_t<T> acc = 0;
+        for (std::int64_t l = 0; l < k; ++l) acc += widen(at<T>(a, i, l)) * widen(at<T>(b, l, j));
+        acc *= factor<T>(alpha);
+        if (accumulate) acc += widen(out[i * n + j]);
+        out[i * n + j] = narrow<T>(acc);
+      }
+  });
+}
+
+inline void dot(const ndarray& a, const ndarray& b, ndarray& out) {
+  if (a.shape(0) != b.shape(0))
+    throw shape_error("vector dot product (DebugMode's reference): shapes " + to_string(a.shape()) + " and " +
+                      to_string(b.shape()) + " are not aligned");
+  on_product_type(a.type(), [&](auto z) {
+    using T = decltype(z);
+    sum_t<T> acc = 0;
+    for (std::int64_t i = 0; i < a.shape(0); ++i) acc += widen(at<T>(a, i)) * widen(at<T>(b, i));
+    *out.data_as<T>() = narrow<T>(acc);
+  });
+}
+
+// out (C-contiguous, the kept axes) = in reduced over o.axes, visiting in's elements in C
+// order: sums and products in float64 (floats) or wrapping 64-bit integers, a mean's sum in
+// float64, max and min in the input's type with NaN winning, as numpy's.
+template <class In, class Out>
+void reduce_typed(const op& o, const ndarray& in, ndarray& out) {
+  using Wide = sum_t<In>;
+  const bool extreme = o.reduction == reduce_op::max || o.reduction == reduce_op::min;
+  const int rank = in.rank();
+  std::uint32_t reduced = 0;
+  for (int d : o.axes) reduced |= std::uint32_t{1} << d;
+  std::array<std::int64_t, max_rank> out_step{}, idx{};
+  std::int64_t count = 1, step = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    if ((reduced >> d) & 1u) {
+      count *= in.shape(d);
+    } else {
+      out_step[static_cast<std::size_t>(d)] = step;
+      step *= in.shape(d);
+    }
+  }
+  if (count == 0 && extreme)
+    throw shape_error("zero-size array to a reduction (" + std::string(reduce_name(o.reduction)) +
+                      ") which has no identity; input shape " + to_string(in.shape()));
+  const auto n_out = static_cast<std::size_t>(out.size());
+  std::vector<In> ext(extreme ? n_out : 0);
+  std::vector<std::uint8_t> seen(extreme ? n_out : 0, 0);
+  std::vector<Wide> acc(extreme ? 0 : n_out, o.reduction == reduce_op::prod ? Wide(1) : Wide(0));
+  std::vector<double> mean_acc(o.reduction == reduce_op::mean ? n_out : 0, 0.0);
+  const In* src = in.data_as<In>();
+  for (std::int64_t e = 0, total = in.size(); e < total; ++e) {
+    std::int64_t off = 0, at_out = 0;
+    for (int d = 0; d < rank; ++d) {
+      off += idx[static_cast<std::size_t>(d)] * in.stride(d);
+      at_out += idx[static_cast<std::size_t>(d)] * out_step[static_cast<std::size_t>(d)];
+    }
+    const In v = src[off];
+    const auto u = static_cast<std::size_t>(at_out);
+    if (extreme) {
+      const bool better = o.reduction == reduce_op::max ? v > ext[u] : v < ext[u];
+      if (!seen[u] || v != v || (ext[u] == ext[u] && better)) ext[u] = v;  // a NaN, once taken, stays
+      seen[u] = 1;
+    } else if (o.reduction == reduce_op::mean) {
+      mean_acc[u] += static_cast<double>(v);
+    } else if (o.reduction == reduce_op::prod) {
+      acc[u] *= widen(v);
+    } else {
+      acc[u] += widen(v);
+    }
+    for (int d = rank - 1; d >= 0; --d) {  // the next index in C order
+      if (++idx[static_cast<std::size_t>(d)] < in.shape(d)) break;
+      idx[static_cast<std::size_t>(d)] = 0;
+    }
+  }
+  Out* dst = out.data_as<Out>();
+  for (std::size_t k = 0; k < n_out; ++k) {
+    if (extreme) dst[k] = static_cast<Out>(ext[k]);
+    else if (o.reduction == reduce_op::mean) dst[k] = static_cast<Out>(mean_acc[k] / static_cast<double>(count));
+    else if constexpr (std::is_floating_point_v<In>) dst[k] = static_cast<Out>(acc[k]);
+    else dst[k] = static_cast<Out>(static_cast<std::int64_t>(acc[k]));
+  }
+}
+
+inline void reduce(const op& o, const ndarray& in, ndarray& out) {
+  visit_dtype(in.type(), [&](auto zi) {
+    visit_dtype(out.type(), [&](auto zo) { reduce_typed<decltype(zi), decltype(zo)>(o, in, out); });
+  });
+}
+}  // namespace naive
+
 inline void run_reduce(const thunk& t, ndarray* values) {
   const apply_node& n = *t.node;
   const ndarray& in = values[n.inputs[0]];
@@ -14395,6 +14558,14 @@ inline void run_reduce(const thunk& t, ndarray* values) {
   ndarray& out = values[n.outputs[0]];
   if (!take_destination(t, n.outputs[0], out, t.out_type, s)) prepare_output(out, t.out_type, s, t.pool);
   cpu::run_reduce(*n.fn, in, out);
+}
+
+inline void run_reduce_naive(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  const ndarray& in = values[n.inputs[0]];
+  ndarray& out = values[n.outputs[0]];
+  prepare_output(out, t.out_type, reduce_shape(in, n.fn->axes), t.pool);
+  naive::reduce(*n.fn, in, out);
 }
 
 // A reduction whose input is an elementwise program of the node's inputs (careduce_fusion),
@@ -14514,7 +14685,9 @@ inline void reduce_fused_node(const thunk& t, ndarray* values, bool fused) {
     prepare_output(value, vt, shape, t.pool);
     ndarray* outs[1] = {&value};
     cpu::run_program(t.prog, ins, outs, t.par);
-    if (threaded && in_blocks && !keeps_rows) {
+    if (t.naive_products) {
+      naive::reduce(o, value, out);
+    } else if (threaded && in_blocks && !keeps_rows) {
       start_blocks();
       for (std::int64_t r = 0; r < shape[0]; r += per) {
         shape_t vs = shape;
@@ -14575,6 +14748,7 @@ inline void run_reduce_steps(const thunk& t, ndarray* values) { reduce_fused_nod
 inline void gemv_beside(const thunk& t, ndarray& out, const ndarray& y0, const ndarray& a, bool transpose,
                         const ndarray& x, double alpha, double beta) {
   prepare_output(out, y0.type(), y0.shape(), t.pool);
+  if (t.naive_products) return naive::gemv(a, transpose, x, out, alpha, &y0, beta);
   ndarray y0_copy;
   const ndarray& c = y0.is_c_contiguous() ? y0 : (y0_copy = y0.contiguous());
   cpu::run_gemv(a, transpose, x, out, alpha, true, t.par, &c, beta);
@@ -14617,6 +14791,33 @@ inline void run_dot_family(const thunk& t, ndarray* values) {
   else if (a.rank() == 2 && b.rank() == 1) cpu::run_gemv(a, false, b, out, 1.0, false, t.par);
   else if (a.rank() == 1 && b.rank() == 2) cpu::run_gemv(b, true, a, out, 1.0, false, t.par);
   else cpu::run_dot22(a, b, out);
+}
+
+// run_dot_family on DebugMode's own loops (naive above), never in place.
+inline void run_dot_family_naive(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  ndarray& out = values[n.outputs[0]];
+  const op& o = *n.fn;
+  if (o.accumulate) {
+    const ndarray& y0 = values[n.inputs[0]];
+    const ndarray& A = values[n.inputs[1]];
+    const ndarray& B = values[n.inputs[2]];
+    check_accumulated(o, y0, A, B, "");
+    if (o.kind != op_kind::dot22) return gemv_beside(t, out, y0, A, o.transpose_a, B, o.alpha, o.beta);
+    prepare_output(out, y0.type(), y0.shape(), t.pool);
+    const ndarray c = y0.contiguous();
+    if (out.nbytes()) std::memcpy(out.data(), c.data(), out.nbytes());
+    naive::dot22(A, B, out, o.alpha, true);
+    return;
+  }
+  const ndarray& a = values[n.inputs[0]];
+  const ndarray& b = values[n.inputs[1]];
+  prepare_output(out, a.type(), product_shape(o, a, b), t.pool);
+  if (o.kind == op_kind::gemv) naive::gemv(a, o.transpose_a, b, out, 1.0, nullptr, 1.0);
+  else if (a.rank() == 1 && b.rank() == 1) naive::dot(a, b, out);
+  else if (a.rank() == 2 && b.rank() == 1) naive::gemv(a, false, b, out, 1.0, nullptr, 1.0);
+  else if (a.rank() == 1 && b.rank() == 2) naive::gemv(b, true, a, out, 1.0, nullptr, 1.0);
+  else naive::dot22(a, b, out, 1.0, false);
 }
 
 inline void run_shape_prod(const thunk& t, ndarray* values) {
@@ -15205,7 +15406,8 @@ inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
   thread_local ndarray u;  // A x, when the steps run one after the other
   if (!one_pass) {
     prepare_output(u, type, vector_shape(m));
-    cpu::run_gemv(a, false, x, u, 1.0, false, t.par);
+    if (t.naive_products) naive::gemv(a, false, x, u, 1.0, nullptr, 1.0);
+    else cpu::run_gemv(a, false, x, u, 1.0, false, t.par);
   }
   ins[o.pass_u] = &u;
   const shape_t shape = one_pass ? vector_shape(m) : cpu::broadcast_shape(ins, bcast, p.n_inputs);
@@ -15222,7 +15424,8 @@ inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
     const ndarray& g = *outs[o.pass_g];
     if (!y0) {
       prepare_output(y, g.type(), vector_shape(k), t.pool);
-      cpu::run_gemv(a, true, g, y, o.alpha, false, t.par);
+      if (t.naive_products) naive::gemv(a, true, g, y, o.alpha, nullptr, 1.0);
+      else cpu::run_gemv(a, true, g, y, o.alpha, false, t.par);
       return;
     }
     if (y0->rank() != 1 || y0->shape(0) != k)
@@ -16831,7 +17034,7 @@ class function_runtime {
   void build_graph(const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& roots, std::size_t n_outputs,
                    const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options);
   // link.hpp
-  std::vector<detail::thunk> bind_thunks(bool reference);
+  std::vector<detail::thunk> bind_thunks(bool reference, bool naive_products = false);
   void compile_kernels(std::vector<detail::thunk>& thunks);
   void plan_direct();
   // call.hpp
@@ -16972,7 +17175,7 @@ inline std::uint64_t one_pass_one_value_inputs(const apply_node& n, const thunk&
 }
 }  // namespace detail
 
-inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) {
+inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference, bool naive_products) {
   const function_graph& g = *m_graph;
   m_values.assign(g.slots.size(), ndarray{});
   m_out.assign(g.outputs.size(), ndarray{});
@@ -17001,6 +17204,7 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
     t.node = &n;
     t.pool = &m_pool;
     t.par = m_plan.par;
+    t.naive_products = naive_products;
     t.dests = m_dest_of_slot.data();  // DebugMode's reference copies clear it
     for (int in : n.inputs) t.slot_bcast.push_back(g.slots[static_cast<std::size_t>(in)].broadcastable);
     t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
@@ -17035,12 +17239,12 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
           }
           t.run = reference ? &detail::run_reduce_steps : &detail::run_reduce_fused;
         } else {
-          t.run = &detail::run_reduce;
+          t.run = naive_products ? &detail::run_reduce_naive : &detail::run_reduce;
         }
         break;
       case op_kind::dot:
       case op_kind::gemv:
-      case op_kind::dot22: t.run = &detail::run_dot_family; break;
+      case op_kind::dot22: t.run = naive_products ? &detail::run_dot_family_naive : &detail::run_dot_family; break;
       case op_kind::shape_prod: t.run = &detail::run_shape_prod; break;
       case op_kind::allreduce: t.run = &detail::run_allreduce; break;
       case op_kind::take: t.run = &detail::run_take; break;
@@ -17430,7 +17634,7 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
   m_thunks = bind_thunks(m_plan.reference_kernels);
   if (m_plan.gpu && detail::gpu_runtime().make_timer) m_device_timer = detail::gpu_runtime().make_timer(*m_graph);
   if (m_plan.debug) {
-    m_ref_thunks = bind_thunks(true);
+    m_ref_thunks = bind_thunks(true, true);  // products and reductions on loops of their own
     // The reference is the plain FAST_COMPILE graph on the reference kernels: a rewrite the
     // function's optimizer, including or requiring adds (option or flag) would be in both
     // graphs and go unseen, and so would the vectorized kernels of another linker. What the
@@ -17877,13 +18081,16 @@ inline ndarray abs_copy(const ndarray& v) {
 }
 }  // namespace detail
 
-// |beta y0| + |alpha| |op(A)| |x| for a product node (y0 when it accumulates), from the reference
-// kernels run on absolute values; an empty array for any other node.
+// |beta y0| + |alpha| |op(A)| |x| for a product node (y0 when it accumulates), sum |x| or
+// mean |x| for a sum or mean of x, from the reference kernels run on absolute values; an empty
+// array for any other node. The reference sums in another order than the kernels: a sum that
+// cancels keeps rounding noise of the size of its terms.
 inline ndarray function_runtime::product_scale(std::size_t i, const std::vector<ndarray>& ref_in) const {
   const apply_node& n = m_graph->nodes[i];
   const op& o = *n.fn;
   const bool product = o.kind == op_kind::dot || o.kind == op_kind::gemv || o.kind == op_kind::dot22;
-  if (!product || n.outputs.size() != 1 || !is_float(ref_in[0].type())) return {};
+  const bool summed = o.kind == op_kind::reduce && !o.fused && (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean);
+  if (!(product || summed) || n.outputs.size() != 1 || !is_float(ref_in[0].type())) return {};
   const bool accumulates = o.accumulate && (o.kind == op_kind::gemv || o.kind == op_kind::dot22);
   std::vector<ndarray> ref_values(m_graph->slots.size());
   for (std::size_t k = 0; k < n.inputs.size(); ++k) {

@@ -109,3 +109,58 @@ TEST_CASE("DebugMode's comparison: an infinity must be matched, integers exactly
                Contains("1152921504606846975 instead of 1152921504606846977"));
   }
 }
+
+namespace {
+// Restores the fault in force (XSYM_TEST_FAULT's, under tests/oracle/mutation.sh) however the test ends.
+struct fault_guard {
+  std::string saved = xsym::cpu::testing::current_fault().name;
+  ~fault_guard() { xsym::cpu::testing::set_fault(saved); }
+};
+}  // namespace
+
+// The products and reductions of the fast graph are checked against kernels of their own: a
+// fault in the product or reduction kernels shows. Integers, compared exactly, show the fault
+// hook's change of one (a float's 2^-42 relative change is within DebugMode's tolerance).
+TEST_CASE("DebugMode checks products and reductions against kernels of its own", "[modes][debug]") {
+  debug_guard guard;
+  fault_guard faults;
+  namespace ft = xsym::cpu::testing;
+  auto m = xsym::matrix<std::int64_t>("m");
+  auto n = xsym::matrix<std::int64_t>("n");
+  auto v = xsym::vector<std::int64_t>("v");
+  auto w = xsym::vector<std::int64_t>("w");
+  xt::xtensor<std::int64_t, 2> M = xt::xtensor<std::int64_t, 2>::from_shape({5, 3});
+  xt::xtensor<std::int64_t, 2> N = xt::xtensor<std::int64_t, 2>::from_shape({3, 4});
+  for (std::size_t k = 0; k < M.size(); ++k) M.data()[k] = static_cast<std::int64_t>(k) - 6;
+  for (std::size_t k = 0; k < N.size(); ++k) N.data()[k] = 2 * static_cast<std::int64_t>(k) - 5;
+  const xt::xtensor<std::int64_t, 1> V{1, -2, 3}, W{4, 0, -1};
+  struct product_case {
+    const char* fault;
+    std::function<void()> call;
+  };
+  auto f_gemv = xsym::function("gemv", xsym::inputs(m, v), dot(m, v), xsym::debug_mode{});
+  auto f_gemv_t = xsym::function("gemv_t", xsym::inputs(m, v), dot(m.T(), dot(m, v)), xsym::debug_mode{});
+  auto f_dot = xsym::function("dot", xsym::inputs(v, w), dot(v, w), xsym::debug_mode{});
+  auto f_dot22 = xsym::function("dot22", xsym::inputs(m, n), dot(m, n), xsym::debug_mode{});
+  auto f_sum = xsym::function("sum", xsym::inputs(m), sum(m, 1), xsym::debug_mode{});
+  auto f_sum_t = xsym::function("sum_t", xsym::inputs(m), sum(m.T(), 0) * 2, xsym::debug_mode{});
+  auto f_max = xsym::function("max", xsym::inputs(m), max(m, 0), xsym::debug_mode{});
+  auto f_prod = xsym::function("prod", xsym::inputs(m), prod(m + 7, 1), xsym::debug_mode{});
+  const std::vector<product_case> cases = {
+      {"gemv", [&] { f_gemv(M, V); }},       {"gemv", [&] { f_gemv_t(M, V); }}, {"dot", [&] { f_dot(V, W); }},
+      {"dot22", [&] { f_dot22(M, N); }},     {"reduce_sum", [&] { f_sum(M); }}, {"reduce_sum", [&] { f_sum_t(M); }},
+      {"reduce_max", [&] { f_max(M); }},     {"reduce_prod", [&] { f_prod(M); }},
+  };
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    INFO("case " << c << ", fault " << cases[c].fault);
+    ft::set_fault("");
+    REQUIRE_NOTHROW(cases[c].call());  // correct kernels pass
+    ft::set_fault(cases[c].fault);
+    const std::string msg = message_of(cases[c].call);
+    CHECK_THAT(msg, Contains("xsym DebugMode") && Contains("differs from the reference kernels"));
+  }
+  ft::set_fault("");
+  // The reference kernels give the right numbers themselves.
+  const xt::xtensor<std::int64_t, 1> mv = f_gemv(M, V);
+  for (std::size_t r = 0; r < 5; ++r) CHECK(mv(r) == M(r, 0) * V(0) + M(r, 1) * V(1) + M(r, 2) * V(2));
+}

@@ -132,7 +132,7 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
   m_thunks = bind_thunks(m_plan.reference_kernels);
   if (m_plan.gpu && detail::gpu_runtime().make_timer) m_device_timer = detail::gpu_runtime().make_timer(*m_graph);
   if (m_plan.debug) {
-    m_ref_thunks = bind_thunks(true);
+    m_ref_thunks = bind_thunks(true, true);  // products and reductions on loops of their own
     // The reference is the plain FAST_COMPILE graph on the reference kernels: a rewrite the
     // function's optimizer, including or requiring adds (option or flag) would be in both
     // graphs and go unseen, and so would the vectorized kernels of another linker. What the

@@ -83,13 +83,16 @@ inline ndarray abs_copy(const ndarray& v) {
 }
 }  // namespace detail
 
-// |beta y0| + |alpha| |op(A)| |x| for a product node (y0 when it accumulates), from the reference
-// kernels run on absolute values; an empty array for any other node.
+// |beta y0| + |alpha| |op(A)| |x| for a product node (y0 when it accumulates), sum |x| or
+// mean |x| for a sum or mean of x, from the reference kernels run on absolute values; an empty
+// array for any other node. The reference sums in another order than the kernels: a sum that
+// cancels keeps rounding noise of the size of its terms.
 inline ndarray function_runtime::product_scale(std::size_t i, const std::vector<ndarray>& ref_in) const {
   const apply_node& n = m_graph->nodes[i];
   const op& o = *n.fn;
   const bool product = o.kind == op_kind::dot || o.kind == op_kind::gemv || o.kind == op_kind::dot22;
-  if (!product || n.outputs.size() != 1 || !is_float(ref_in[0].type())) return {};
+  const bool summed = o.kind == op_kind::reduce && !o.fused && (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean);
+  if (!(product || summed) || n.outputs.size() != 1 || !is_float(ref_in[0].type())) return {};
   const bool accumulates = o.accumulate && (o.kind == op_kind::gemv || o.kind == op_kind::dot22);
   std::vector<ndarray> ref_values(m_graph->slots.size());
   for (std::size_t k = 0; k < n.inputs.size(); ++k) {

@@ -111,7 +111,7 @@ class function_runtime {
   void build_graph(const std::vector<var_ptr>& input_vars, const std::vector<var_ptr>& roots, std::size_t n_outputs,
                    const std::vector<std::pair<var_ptr, var_ptr>>& update_vars, const function_options& options);
   // link.hpp
-  std::vector<detail::thunk> bind_thunks(bool reference);
+  std::vector<detail::thunk> bind_thunks(bool reference, bool naive_products = false);
   void compile_kernels(std::vector<detail::thunk>& thunks);
   void plan_direct();
   // call.hpp

@@ -38,7 +38,7 @@ inline std::uint64_t one_pass_one_value_inputs(const apply_node& n, const thunk&
 }
 }  // namespace detail
 
-inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) {
+inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference, bool naive_products) {
   const function_graph& g = *m_graph;
   m_values.assign(g.slots.size(), ndarray{});
   m_out.assign(g.outputs.size(), ndarray{});
@@ -67,6 +67,7 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
     t.node = &n;
     t.pool = &m_pool;
     t.par = m_plan.par;
+    t.naive_products = naive_products;
     t.dests = m_dest_of_slot.data();  // DebugMode's reference copies clear it
     for (int in : n.inputs) t.slot_bcast.push_back(g.slots[static_cast<std::size_t>(in)].broadcastable);
     t.out_type = g.slots[static_cast<std::size_t>(n.outputs[0])].type;
@@ -101,12 +102,12 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference) 
           }
           t.run = reference ? &detail::run_reduce_steps : &detail::run_reduce_fused;
         } else {
-          t.run = &detail::run_reduce;
+          t.run = naive_products ? &detail::run_reduce_naive : &detail::run_reduce;
         }
         break;
       case op_kind::dot:
       case op_kind::gemv:
-      case op_kind::dot22: t.run = &detail::run_dot_family; break;
+      case op_kind::dot22: t.run = naive_products ? &detail::run_dot_family_naive : &detail::run_dot_family; break;
       case op_kind::shape_prod: t.run = &detail::run_shape_prod; break;
       case op_kind::allreduce: t.run = &detail::run_allreduce; break;
       case op_kind::take: t.run = &detail::run_take; break;
