@@ -143,3 +143,25 @@ TEST_CASE("per-function optimizer options are checked as their flags are", "[mod
   CHECK(xsym::function("f", xsym::inputs(x), x + 1, xsym::optimizer_excluding(""))(forty)(0) == 41);
   xsym::config.reset();
 }
+
+TEST_CASE("optimizer_excluding=elemwise_fusion leaves the elementwise nodes unfused", "[modes][rewrites]") {
+  xsym::config.reset();
+  auto x = xsym::vector<double>("x");
+  auto y = xsym::vector<double>("y");
+  auto z = xsym::vector<double>("z");
+  const auto e = (x + y + z) * 2;  // the seeds' example
+  const xt::xtensor<double, 1> a{1, 2}, b{3, 4}, c{5, 6};
+  auto fused = xsym::function("fused", xsym::inputs(x, y, z), e);
+  CHECK(fused.graph().nodes.size() == 1);
+  for (const char* excluded : {"elemwise_fusion", "fusion"}) {
+    INFO(excluded);
+    auto f = xsym::function("unfused", xsym::inputs(x, y, z), e, xsym::optimizer_excluding(excluded));
+    const std::string topo = xsym::toposort_text(f);
+    INFO(topo);
+    CHECK(topo.find("Composite") == std::string::npos);
+    CHECK(f.graph().nodes.size() == 3);
+    const xt::xtensor<double, 1> r = f(a, b, c);
+    CHECK(r(0) == 18);
+    CHECK(r(1) == 24);
+  }
+}

@@ -106,7 +106,9 @@ inline constexpr builtin_rewrite builtin_rewrite_table[] = {
     {"gemv_accumulate", "blas:fast_run", 11, gemv_accumulate_pass, nullptr},
     {"gemv_scale_fold", "blas:fast_math:fast_run", 12, gemv_scale_fold_pass, nullptr},
     {"elemwise_fusion", "fusion:fast_run", 49, fusion_pass, nullptr},
-    {"multi_output_fusion", "fusion:fast_run", 60, nullptr, multi_output_fusion_pass},
+    // Tagged elemwise_fusion too: it merges the same elementwise nodes, so excluding
+    // elemwise_fusion by name leaves them unfused.
+    {"multi_output_fusion", "fusion:elemwise_fusion:fast_run", 60, nullptr, multi_output_fusion_pass},
     {set_fusion_rewrite, "fusion:fast_run", 62, nullptr, set_subtensor_fusion_pass},
     {one_pass_rewrite, "fusion:fast_run", 65, nullptr, one_pass_gemv_pass},
     {reduce_fusion_rewrite, "fusion:fast_run", 66, nullptr, careduce_fusion_pass},
