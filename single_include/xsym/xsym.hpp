@@ -18200,14 +18200,25 @@ inline void function_runtime::guard_inputs(const ndarray* values) const {
 inline void function_runtime::guard_outputs(std::size_t i, const ndarray* values) const {
   const apply_node& n = m_graph->nodes[i];
   const char* names[3] = {"NaN", "Inf", "a value above 1e10 in magnitude"};
+  // guard_inputs checked the function's inputs and shared variables, the nodes before this
+  // one its other inputs but the constants: a constant holding the value is where it came from.
+  auto origin = [&](int w) -> std::string {
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      const int s = n.inputs[k];
+      if (m_graph->slots[static_cast<std::size_t>(s)].kind != var_kind::constant) continue;
+      if (const auto at = detail::first_bad(values[s], w); at >= 0)
+        return " (it came from its input " + std::to_string(k) + ", the constant " + m_graph->slot_text(s) +
+               ", which holds " + names[w] + " at index " + detail::index_text(values[s].shape(), at) + ")";
+    }
+    return " (its inputs had none: it came from this node)";
+  };
   for (std::size_t o = 0; o < n.outputs.size(); ++o)
     for (int w = 0; w < 3; ++w)
       if (m_plan.guard[static_cast<std::size_t>(w)])
         if (const auto bad = detail::first_bad(values[n.outputs[o]], w); bad >= 0)
           throw nan_guard_error("xsym NanGuardMode: function '" + m_name + "', Apply node " + std::to_string(i) + " " +
                                 m_graph->node_text(n) + " produced " + names[w] + " in output " + std::to_string(o) +
-                                " at index " + detail::index_text(values[n.outputs[o]].shape(), bad) +
-                                " (its inputs had none: it came from this node)");
+                                " at index " + detail::index_text(values[n.outputs[o]].shape(), bad) + origin(w));
 }
 
 // The whole function against its twin built without fusion, in-place or BLAS rewrites.

@@ -322,3 +322,26 @@ TEST_CASE("device=cuda without the GPU backend, or an unknown device, is a clear
   msg = message_of([&] { xsym::function("f", xsym::inputs(x), x + 1, xsym::device("tpu")); });
   CHECK_THAT(msg, Catch::Contains("device=tpu is unknown"));
 }
+
+TEST_CASE("NanGuardMode names the constant that holds a NaN or an Inf, not the node reading it", "[modes]") {
+  hooks_guard guard;
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("const_inf", xsym::inputs(x), x + INFINITY, xsym::nan_guard_mode{});
+  std::string msg = message_of([&] { f(xt::xtensor<double, 1>{1}); });
+  CHECK_THAT(msg, Catch::Contains("Apply node 0 ") && Catch::Contains(" produced Inf in output 0") &&
+                      Catch::Contains("(it came from its input 1, the constant TensorConstant{(1,) of inf}, which holds Inf "
+                                      "at index (0,))"));
+  CHECK_THAT(msg, !Catch::Contains("it came from this node"));
+  auto g = xsym::function("const_nan", xsym::inputs(x), x * 2 + std::nan(""), xsym::nan_guard_mode{},
+                          xsym::optimizer_excluding("fusion"));
+  msg = message_of([&] { g(xt::xtensor<double, 1>{1}); });
+  CHECK_THAT(msg, Catch::Contains("produced NaN") &&
+                      Catch::Contains("it came from its input 1, the constant TensorConstant{(1,) of nan}, which holds NaN"));
+  // Only what the guard is asked for: with Inf allowed the constant inf passes.
+  auto lax = xsym::function("const_inf_lax", xsym::inputs(x), x + INFINITY, xsym::nan_guard_mode{true, false, true});
+  CHECK(std::isinf(lax(xt::xtensor<double, 1>{1})(0)));
+  // A node that makes an Inf from finite constants is still the one named.
+  auto made = xsym::function("made", xsym::inputs(x), x * 1e300 * 1e300, xsym::nan_guard_mode{true, true, false},
+                             xsym::optimizer_excluding("fusion:canonicalize"));
+  CHECK_THAT(message_of([&] { made(xt::xtensor<double, 1>{1}); }), Catch::Contains("it came from this node"));
+}
