@@ -15627,6 +15627,7 @@ XSYM_COLD_END
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -16711,6 +16712,14 @@ struct node_event {
 };
 using monitor_callback = std::function<void(const node_event&)>;
 
+namespace detail {
+// A MonitorMode callback's exception on its way out of the call loop: the loop cleans up,
+// then the caller gets the exception as the callback threw it (not as a node's error).
+struct callback_exception {
+  std::exception_ptr error;
+};
+}  // namespace detail
+
 /// @brief Per-function choices; unset ones come from xsym::config.
 struct function_options {
   std::optional<std::string> mode;
@@ -17750,6 +17759,9 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
       }
     }
     if (m_checked && m_plan.debug) check_against_reference(args.data(), values);
+  } catch (const detail::callback_exception& e) {
+    release_all_but_constants();
+    std::rethrow_exception(e.error);  // the user's own, after the cleanup; nothing is updated
   } catch (const debug_mode_error&) {
     release_all_but_constants();
     throw;
@@ -18021,10 +18033,20 @@ inline node_event function_runtime::event_for(std::size_t i, const ndarray* valu
   return e;
 }
 
+namespace detail {
+inline void call_monitor(const monitor_callback& f, const node_event& e) {
+  try {
+    f(e);
+  } catch (...) {
+    throw callback_exception{std::current_exception()};
+  }
+}
+}  // namespace detail
+
 // One node under DebugMode, NanGuardMode or MonitorMode.
 inline void function_runtime::run_checked(std::size_t i, ndarray* values) {
   const apply_node& n = m_graph->nodes[i];
-  if (m_monitor_pre) m_monitor_pre(event_for(i, values, false));
+  if (m_monitor_pre) detail::call_monitor(m_monitor_pre, event_for(i, values, false));
   else if (m_plan.monitor && !m_monitor_post) print_monitor(i, values, false);
   std::vector<ndarray> snapshot, ref_in;
   if (m_plan.debug)
@@ -18035,7 +18057,7 @@ inline void function_runtime::run_checked(std::size_t i, ndarray* values) {
   m_thunks[i].run(m_thunks[i], values);
   if (m_plan.debug) debug_check_node(i, values, snapshot, ref_in);
   if (m_plan.nan_guard) guard_outputs(i, values);
-  if (m_monitor_post) m_monitor_post(event_for(i, values, true));
+  if (m_monitor_post) detail::call_monitor(m_monitor_post, event_for(i, values, true));
   else if (m_plan.monitor && !m_monitor_pre) print_monitor(i, values, true);
 }
 

@@ -345,3 +345,38 @@ TEST_CASE("NanGuardMode names the constant that holds a NaN or an Inf, not the n
                              xsym::optimizer_excluding("fusion:canonicalize"));
   CHECK_THAT(message_of([&] { made(xt::xtensor<double, 1>{1}); }), Catch::Contains("it came from this node"));
 }
+
+TEST_CASE("a MonitorMode callback's exception reaches the caller as thrown, and nothing is updated", "[modes]") {
+  hooks_guard guard;
+  auto x = xsym::vector<double>("x");
+  auto s = xsym::shared(xt::xtensor<double, 1>{1, 2}, "s");
+  struct user_error {
+    int code;
+  };
+  int calls = 0;
+  auto post = [&](const xsym::node_event&) {
+    ++calls;
+    if (calls == 1) throw std::out_of_range("user's range");
+    if (calls == 2) throw user_error{7};
+  };
+  auto f = xsym::function("monitored", xsym::inputs(x), exp(x) + 1, xsym::updates(xsym::update(s, s + x)),
+                          xsym::monitor_mode{nullptr, post});
+  const xt::xtensor<double, 1> a{0, 1};
+  try {
+    f(a);
+    FAIL("the callback's exception did not reach the caller");
+  } catch (const std::out_of_range& e) {
+    CHECK(std::string(e.what()) == "user's range");
+  }
+  CHECK((s.get_value() == xt::xtensor<double, 1>{1, 2}));
+  try {
+    f(a);
+    FAIL("the callback's exception did not reach the caller");
+  } catch (const user_error& e) {
+    CHECK(e.code == 7);
+  }
+  CHECK((s.get_value() == xt::xtensor<double, 1>{1, 2}));
+  const xt::xtensor<double, 1> r = f(a);  // the function is usable afterwards
+  CHECK(r(0) == 2.0);
+  CHECK((s.get_value() == xt::xtensor<double, 1>{1, 3}));
+}

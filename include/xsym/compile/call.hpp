@@ -80,6 +80,9 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
       }
     }
     if (m_checked && m_plan.debug) check_against_reference(args.data(), values);
+  } catch (const detail::callback_exception& e) {
+    release_all_but_constants();
+    std::rethrow_exception(e.error);  // the user's own, after the cleanup; nothing is updated
   } catch (const debug_mode_error&) {
     release_all_but_constants();
     throw;

@@ -21,10 +21,20 @@ inline node_event function_runtime::event_for(std::size_t i, const ndarray* valu
   return e;
 }
 
+namespace detail {
+inline void call_monitor(const monitor_callback& f, const node_event& e) {
+  try {
+    f(e);
+  } catch (...) {
+    throw callback_exception{std::current_exception()};
+  }
+}
+}  // namespace detail
+
 // One node under DebugMode, NanGuardMode or MonitorMode.
 inline void function_runtime::run_checked(std::size_t i, ndarray* values) {
   const apply_node& n = m_graph->nodes[i];
-  if (m_monitor_pre) m_monitor_pre(event_for(i, values, false));
+  if (m_monitor_pre) detail::call_monitor(m_monitor_pre, event_for(i, values, false));
   else if (m_plan.monitor && !m_monitor_post) print_monitor(i, values, false);
   std::vector<ndarray> snapshot, ref_in;
   if (m_plan.debug)
@@ -35,7 +45,7 @@ inline void function_runtime::run_checked(std::size_t i, ndarray* values) {
   m_thunks[i].run(m_thunks[i], values);
   if (m_plan.debug) debug_check_node(i, values, snapshot, ref_in);
   if (m_plan.nan_guard) guard_outputs(i, values);
-  if (m_monitor_post) m_monitor_post(event_for(i, values, true));
+  if (m_monitor_post) detail::call_monitor(m_monitor_post, event_for(i, values, true));
   else if (m_plan.monitor && !m_monitor_pre) print_monitor(i, values, true);
 }
 

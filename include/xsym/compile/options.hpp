@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -41,6 +42,14 @@ struct node_event {
   std::string text() const { return graph->node_text(*node); }
 };
 using monitor_callback = std::function<void(const node_event&)>;
+
+namespace detail {
+// A MonitorMode callback's exception on its way out of the call loop: the loop cleans up,
+// then the caller gets the exception as the callback threw it (not as a node's error).
+struct callback_exception {
+  std::exception_ptr error;
+};
+}  // namespace detail
 
 /// @brief Per-function choices; unset ones come from xsym::config.
 struct function_options {
