@@ -164,3 +164,24 @@ TEST_CASE("DebugMode checks products and reductions against kernels of its own",
   const xt::xtensor<std::int64_t, 1> mv = f_gemv(M, V);
   for (std::size_t r = 0; r < 5; ++r) CHECK(mv(r) == M(r, 0) * V(0) + M(r, 1) * V(1) + M(r, 2) * V(2));
 }
+
+TEST_CASE("DebugMode compares a Max or Min of the node's inputs exactly", "[modes][debug]") {
+  debug_guard guard;
+  fault_guard faults;
+  namespace ft = xsym::cpu::testing;
+  auto m = xsym::matrix<double>("m");
+  xt::xtensor<double, 2> M = xt::xtensor<double, 2>::from_shape({4, 6});
+  for (std::size_t k = 0; k < M.size(); ++k) M.data()[k] = 1 + 0.1 * static_cast<double>(k);
+  auto f_max = xsym::function("max", xsym::inputs(m), max(m, 1), xsym::debug_mode{});
+  auto f_min = xsym::function("min", xsym::inputs(m), min(m.T(), 0) * 2, xsym::debug_mode{});
+  ft::set_fault("");
+  const xt::xtensor<double, 1> r = f_max(M);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(r(i) == M(i, 5));
+  REQUIRE_NOTHROW(f_min(M));
+  // The fault hook moves one result by 2^-42 relative: within the float64 tolerance of a sum,
+  // not of a maximum.
+  ft::set_fault("reduce_max");
+  CHECK_THAT(message_of([&] { f_max(M); }), Contains("differs from the reference kernels"));
+  ft::set_fault("reduce_min");
+  CHECK_THAT(message_of([&] { f_min(M); }), Contains("differs from the reference kernels"));
+}

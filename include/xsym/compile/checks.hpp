@@ -77,7 +77,9 @@ inline std::optional<mismatch> compare_integers(const ndarray& got, const ndarra
 /// equals NaN, and an infinity only itself. With `scale`
 /// (same shape), element i is compared relative to max(|want[i]|, scale[i]): a product's
 /// rounding error grows with its terms, |A||x|, not with a result that cancels to near zero.
-inline std::optional<mismatch> compare_arrays(const ndarray& got, const ndarray& want, const ndarray* scale = nullptr) {
+/// `exact`: floats too must be equal (or both NaN), for results that pick an element.
+inline std::optional<mismatch> compare_arrays(const ndarray& got, const ndarray& want, const ndarray* scale = nullptr,
+                                              bool exact = false) {
   if (!(got.shape() == want.shape()) || got.type() != want.type() || (scale && !(scale->shape() == want.shape()))) {
     mismatch m;
     m.layout = true;
@@ -85,8 +87,8 @@ inline std::optional<mismatch> compare_arrays(const ndarray& got, const ndarray&
   }
   if (!is_float(got.type())) return compare_integers(got, want);
   const bool f32 = got.type() == dtype::float32;
-  const double rtol = f32 ? 1e-4 : is_float(got.type()) ? 1e-9 : 0.0;
-  const double atol = f32 ? 1e-6 : is_float(got.type()) ? 1e-12 : 0.0;
+  const double rtol = exact ? 0.0 : f32 ? 1e-4 : 1e-9;
+  const double atol = exact ? 0.0 : f32 ? 1e-6 : 1e-12;
   mismatch m;
   bool bad = false;
   for (std::int64_t i = 0; i < got.size(); ++i) {
