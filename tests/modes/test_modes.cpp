@@ -7,6 +7,7 @@
 #include "compile/compile_util.hpp"
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <tuple>
@@ -233,6 +234,46 @@ TEST_CASE("NanGuardMode names the node that produced NaN, Inf or a big value, or
   CHECK(msg.find("a value above 1e10") != std::string::npos);
   auto lax = xsym::function("lax", xsym::inputs(x), exp(x), xsym::nan_guard_mode{true, true, false});
   CHECK(lax(xt::xtensor<double, 1>{30})(0) > 1e10);
+}
+
+// The check screens whole vectors of elements and reads one by one only those that fail it:
+// a bad value in a batch or in the tail, in an input, a shared variable and an output, float32
+// and float64, is found at its index, and values at the edge (1e10 itself, -0) pass.
+TEMPLATE_TEST_CASE("NanGuardMode finds NaN, Inf and big values at every position, batch or tail", "[modes]", float,
+                   double) {
+  hooks_guard guard;
+  constexpr std::size_t n = 37;
+  auto x = xsym::vector<TestType>("x");
+  auto w = xsym::shared(xt::xtensor<TestType, 1>(xt::ones<TestType>({n})), "w");
+  auto f = xsym::function("guarded", xsym::inputs(x), x * w, xsym::nan_guard_mode{true, true, true});
+  const TestType bad[3] = {std::numeric_limits<TestType>::quiet_NaN(), -std::numeric_limits<TestType>::infinity(),
+                           TestType(-2e10)};
+  const char* names[3] = {"NaN", "Inf", "a value above 1e10 in magnitude"};
+  xt::xtensor<TestType, 1> ok = xt::ones<TestType>({n});
+  ok(0) = TestType(1e10);
+  ok(1) = TestType(-0.0);
+  CHECK(f(ok)(0) == TestType(1e10));
+  for (std::size_t at : {std::size_t{0}, std::size_t{5}, std::size_t{16}, n - 2, n - 1})
+    for (int k = 0; k < 3; ++k) {
+      INFO("position " << at << ", " << names[k]);
+      xt::xtensor<TestType, 1> in = xt::ones<TestType>({n});
+      in(at) = bad[k];
+      std::string msg = message_of([&] { f(in); });
+      CHECK(msg.find("input 'x' contains " + std::string(names[k]) + " at index (" + std::to_string(at) + ",)") !=
+            std::string::npos);
+      w.set_value(in);
+      msg = message_of([&] { f(ok); });
+      CHECK(msg.find("shared variable 'w' contains " + std::string(names[k]) + " at index (" + std::to_string(at) + ",)") !=
+            std::string::npos);
+      w.set_value(xt::xtensor<TestType, 1>(xt::ones<TestType>({n})));
+      // 1e10 times 3 is big, in the output only.
+      xt::xtensor<TestType, 1> scaled = xt::ones<TestType>({n});
+      scaled(at) = k == 2 ? TestType(1e10) : bad[k];
+      auto g = xsym::function("scaled", xsym::inputs(x), x * TestType(3), xsym::nan_guard_mode{true, true, true});
+      msg = message_of([&] { g(scaled); });
+      if (k == 2) CHECK(msg.find("produced a value above 1e10 in magnitude in output 0 at index (" + std::to_string(at) + ",)") != std::string::npos);
+      else CHECK(msg.find("input 'x' contains " + std::string(names[k])) != std::string::npos);
+    }
 }
 
 TEST_CASE("MonitorMode calls back before and after every node with its values", "[modes]") {

@@ -199,6 +199,7 @@ inline void function_runtime::debug_check_node(std::size_t i, ndarray* values, c
 
 inline void function_runtime::guard_inputs(const ndarray* values) const {
   auto check = [&](int s, const std::string& what) {
+    if (detail::all_ordinary(values[s])) return;  // one pass for the three checks
     const char* names[3] = {"NaN", "Inf", "a value above 1e10 in magnitude"};
     for (int w = 0; w < 3; ++w)
       if (m_plan.guard[static_cast<std::size_t>(w)])
@@ -226,13 +227,15 @@ inline void function_runtime::guard_outputs(std::size_t i, const ndarray* values
     }
     return " (its inputs had none: it came from this node)";
   };
-  for (std::size_t o = 0; o < n.outputs.size(); ++o)
+  for (std::size_t o = 0; o < n.outputs.size(); ++o) {
+    if (detail::all_ordinary(values[n.outputs[o]])) continue;  // one pass for the three checks
     for (int w = 0; w < 3; ++w)
       if (m_plan.guard[static_cast<std::size_t>(w)])
         if (const auto bad = detail::first_bad(values[n.outputs[o]], w); bad >= 0)
           throw nan_guard_error("xsym NanGuardMode: function '" + m_name + "', Apply node " + std::to_string(i) + " " +
                                 m_graph->node_text(n) + " produced " + names[w] + " in output " + std::to_string(o) +
                                 " at index " + detail::index_text(values[n.outputs[o]].shape(), bad) + origin(w));
+  }
 }
 
 // The whole function against its twin built without fusion, in-place or BLAS rewrites.
