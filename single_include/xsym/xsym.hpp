@@ -17929,11 +17929,16 @@ inline void function_runtime::apply_updates(ndarray* values) {
     for (auto [t, v] : m_graph->updates) is_value |= v == s;
     if (!is_value) values[s].release();
   }
-  for (auto [target, value] : m_graph->updates) {
+  const auto& updates = m_graph->updates;
+  for (std::size_t u = 0; u < updates.size(); ++u) {
+    const auto [target, value] = updates[u];
     auto& sv = *m_graph->slots[static_cast<std::size_t>(target)].source->shared;
     ndarray& v = values[value];
-    const bool owned_here = m_graph->slots[static_cast<std::size_t>(value)].kind == var_kind::apply && v.owner() &&
-                            v.owner().use_count() == 1 && v.is_c_contiguous();
+    // Two variables updated to one expression share its slot: only the last takes the buffer.
+    bool read_later = false;
+    for (std::size_t k = u + 1; k < updates.size(); ++k) read_later |= updates[k].second == value;
+    const bool owned_here = !read_later && m_graph->slots[static_cast<std::size_t>(value)].kind == var_kind::apply &&
+                            v.owner() && v.owner().use_count() == 1 && v.is_c_contiguous();
     if (owned_here) {
       // Hand the fresh buffer to the shared variable and keep the old one for the next call.
       ndarray old = std::move(sv.value);

@@ -56,6 +56,27 @@ TEST_CASE("calling a function again, with other shapes, recomputes everything", 
   }
 }
 
+// The merge rewrite makes two updates to one expression read one slot: each variable gets
+// its own copy of the value, call after call.
+TEST_CASE("two shared variables updated to the same expression both get its value", "[compile][function][shared]") {
+  clean_config guard;
+  auto a = xsym::shared(xt::xtensor<double, 1>{0, 0}, "a"), b = xsym::shared(xt::xtensor<double, 1>{0, 0}, "b");
+  auto x = xsym::vector<double>("x");
+  for (const char* l : {"cvm", "cvm_nogc", "py"}) {
+    INFO("linker " << l);
+    auto f = xsym::function("f", xsym::inputs(x), xsym::sum(x), xsym::updates(xsym::update(a, x * 2.0), xsym::update(b, x * 2.0)),
+                            xsym::linker(l));
+    for (double k : {1.0, 3.0, 5.0}) {
+      f(xt::xtensor<double, 1>{k, k + 1});
+      CHECK(differences(a.get_value(), {2 * k, 2 * k + 2}) == "");
+      CHECK(differences(b.get_value(), {2 * k, 2 * k + 2}) == "");
+    }
+    // Each holds a buffer of its own.
+    a.set_value(xt::xtensor<double, 1>{-1, -1});
+    CHECK(differences(b.get_value(), {10, 12}) == "");
+  }
+}
+
 TEST_CASE("updates read the old value of every shared variable", "[compile][function][shared]") {
   clean_config guard;
   SECTION("two shared variables swap") {
