@@ -373,6 +373,40 @@ TEST_CASE("products on the device: GpuGemv, transposed, GpuDot22, vector dot, Gp
   CHECK_THAT(msg, Catch::Contains("Apply node") && Catch::Contains("Gpu") && Catch::Contains("(4,)"));
 }
 
+// The interpreter runs bool as int64, where ~1 is -2 (true); integer products sum exactly
+// (through a double, 2^53 + 1 became 2^53); one value for two updates is copied to each.
+TEST_CASE("bool invert, integer products beyond 2^53 and two updates of one value on the device", "[gpu]") {
+  clean_config cfg;
+  auto b = xsym::vector<bool>("b");
+  auto inv = xsym::function("inv", xsym::inputs(b), xsym::outputs(~b, ~b & b), xsym::device("cuda"));
+  auto [nb, none] = inv(xt::xtensor<bool, 1>{false, true, true});
+  CHECK((nb == xt::xtensor<bool, 1>{true, false, false}));
+  CHECK((none == xt::xtensor<bool, 1>{false, false, false}));
+  auto a = xsym::matrix<std::int64_t>("a");
+  auto v = xsym::vector<std::int64_t>("v");
+  auto prod = xsym::function("prod", xsym::inputs(a, v), xsym::outputs(xsym::dot(a, v), xsym::dot(a, a.T())),
+                             xsym::device("cuda"));
+  constexpr std::int64_t big = (std::int64_t{1} << 53) + 1;
+  auto [gv, gm] = prod(xt::xtensor<std::int64_t, 2>{{big, 0}, {3, big}}, xt::xtensor<std::int64_t, 1>{1, 1});
+  CHECK(gv(0) == big);
+  CHECK(gv(1) == big + 3);
+  CHECK(gm(0, 1) == 3 * big);  // 27021597764222979: odd, not a double
+  auto i32 = xsym::matrix<std::int32_t>("i32");
+  auto w32 = xsym::vector<std::int32_t>("w32");
+  auto wrap = xsym::function("wrap", xsym::inputs(i32, w32), xsym::dot(i32, w32), xsym::device("cuda"));
+  const xt::xtensor<std::int32_t, 1> wrapped = wrap(xt::xtensor<std::int32_t, 2>{{2147483647, 2147483647}}, xt::xtensor<std::int32_t, 1>{1, 2});
+  CHECK(wrapped(0) == 2147483645);  // 3 * (2^31 - 1) modulo 2^32, as numpy's int32 and the CPU's
+  auto s1 = xsym::shared(xt::xtensor<double, 1>{0, 0}, "s1"), s2 = xsym::shared(xt::xtensor<double, 1>{0, 0}, "s2");
+  auto x = xsym::vector<double>("x");
+  auto both = xsym::function("both", xsym::inputs(x), xsym::sum(x),
+                             xsym::updates(xsym::update(s1, x * 2.0), xsym::update(s2, x * 2.0)), xsym::device("cuda"));
+  for (double k : {1.0, 3.0}) {
+    both(xt::xtensor<double, 1>{k, k + 1});
+    CHECK((s1.get_value() == xt::xtensor<double, 1>{2 * k, 2 * k + 2}));
+    CHECK((s2.get_value() == xt::xtensor<double, 1>{2 * k, 2 * k + 2}));
+  }
+}
+
 TEST_CASE("the logistic regression trains on the device as on the CPU; shared variables live on the device",
           "[gpu]") {
   clean_config cfg;

@@ -291,6 +291,11 @@ __host__ __device__ inline void execute(const device_instruction& ins, reg* r, c
     store<T>(r[ins.dst], ins.out_type, c ? load<T>(r[ins.a1], types[ins.a1]) : load<T>(r[ins.a2], types[ins.a2]));
     return;
   }
+  // Bool runs as int64 (below), where ~1 is -2, true again: invert of a bool is logical not.
+  if (op == scalar_op::invert && types[ins.a0] == static_cast<std::uint8_t>(dtype::bool_)) {
+    store<T>(r[ins.dst], ins.out_type, T(!load<bool>(r[ins.a0], types[ins.a0])));
+    return;
+  }
   using X = T;
   const T a = load<T>(r[ins.a0], types[ins.a0]);
   [[maybe_unused]] const T b = ins.arity > 1 ? load<T>(r[ins.a1], types[ins.a1]) : a;
@@ -427,6 +432,15 @@ struct reduce_element {
   reduce_functor<In, Acc> f;
   __host__ __device__ Acc operator()(std::int64_t r) const { return f.element(0, r); }
 };
+// alpha times a product's sum: an integer sum times alpha as an integer, wrapping as the CPU
+// kernels do (through a double, a sum above 2^53 would lose its low bits).
+template <class Acc>
+__host__ __device__ inline Acc scaled_sum(double alpha, Acc s) {
+  if constexpr (std::is_integral_v<Acc>)
+    return static_cast<Acc>(static_cast<std::uint64_t>(static_cast<Acc>(alpha)) * static_cast<std::uint64_t>(s));
+  else return static_cast<Acc>(alpha * static_cast<double>(s));
+}
+
 template <class In, class Acc>
 struct reduce_combine {
   reduce_functor<In, Acc> f;
@@ -449,7 +463,7 @@ struct gemv_functor {
     Acc s = 0;
     const T* row = a + i * a_row;
     for (std::int64_t j = 0; j < cols; ++j) s += static_cast<Acc>(row[j * a_col]) * static_cast<Acc>(x[j * x_stride]);
-    const Acc scaled = static_cast<Acc>(alpha * static_cast<double>(s));
+    const Acc scaled = scaled_sum(alpha, s);
     out[i] = static_cast<T>(y0 ? static_cast<Acc>(static_cast<Acc>(beta) * static_cast<Acc>(y0[i * y0_stride])) + scaled
                                : scaled);
   }
@@ -472,7 +486,7 @@ struct gemm_functor {
     Acc s = 0;
     for (std::int64_t j = 0; j < inner; ++j)
       s += static_cast<Acc>(a[i * a_row + j * a_col]) * static_cast<Acc>(b[j * b_row + k * b_col]);
-    const Acc scaled = static_cast<Acc>(alpha * static_cast<double>(s));
+    const Acc scaled = scaled_sum(alpha, s);
     out[idx] = static_cast<T>(y0 ? static_cast<Acc>(y0[i * y0_row + k * y0_col]) + scaled : scaled);
   }
 };
