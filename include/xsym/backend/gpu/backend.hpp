@@ -3,6 +3,8 @@
 
 // The GPU backend's thunks and the hooks that plug it into the runtime. Included by
 // <xsym/gpu.hpp> only: a program built without it has no Thrust dependency at all.
+#include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "../../exec/buffers.hpp"
@@ -96,7 +98,13 @@ void gemv(const ndarray& a, bool transpose, const ndarray& x, const ndarray* y0,
   if (rows == 0) return;
 #ifdef __CUDACC__
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    if ((a_col == 1 || a_row == 1) && cols > 0) {
+    // cuBLAS takes a positive vector stride and a leading dimension at least the other
+    // extent: reversed or broadcast operands, and views whose rows overlap, take the loop below.
+    const bool row_major = a_col == 1 && (a_row >= cols || rows == 1);
+    const bool col_major = !row_major && a_row == 1 && (a_col >= rows || cols == 1);
+    const std::int64_t most = std::numeric_limits<int>::max();
+    if ((row_major || col_major) && cols > 0 && x.stride(0) > 0 && x.stride(0) <= most && rows <= most && cols <= most &&
+        std::max(a_row, a_col) <= most) {
       // cuBLAS is column-major: a row-major matrix is its transpose there.
       static cublasHandle_t handle = [] {
         cublasHandle_t h;
@@ -108,10 +116,10 @@ void gemv(const ndarray& a, bool transpose, const ndarray& x, const ndarray* y0,
         else gather(*y0, out);
       }
       const T al = static_cast<T>(alpha), be = static_cast<T>(y0 ? beta : 0);
-      const bool row_major = a_col == 1;
       const cublasOperation_t op = row_major ? CUBLAS_OP_T : CUBLAS_OP_N;
       const int m = static_cast<int>(row_major ? cols : rows), n = static_cast<int>(row_major ? rows : cols);
-      const int lda = static_cast<int>(std::max<std::int64_t>(1, row_major ? a_row : a_col));
+      const int lda = static_cast<int>(row_major ? (rows == 1 ? std::max<std::int64_t>(1, cols) : a_row)
+                                                 : (cols == 1 ? std::max<std::int64_t>(1, rows) : a_col));
       cublasStatus_t st;
       if constexpr (std::is_same_v<T, float>)
         st = cublasSgemv(handle, op, m, n, &al, a.data_as<const T>(), lda, x.data_as<const T>(),
