@@ -48,10 +48,10 @@ struct thunk {
   void (*run)(const thunk&, ndarray* values) = nullptr;
   const apply_node* node = nullptr;
   cpu::compiled_program prog;  // elementwise nodes
-  bool one_element_path = false;
+  bool one_element_path = false;  // run_elemwise_one may run it (see there)
   // DebugMode's per-node reference: products and reductions run naive loops of their own
   // (exec/cpu_nodes.hpp), not the kernels the function runs.
-  bool naive_products = false;  // run_elemwise_one may run it (see there)
+  bool naive_products = false;
   std::vector<unsigned> one_element_inputs;  // for it, per step: bit j, argument j is an input
   std::vector<std::uint8_t> slot_bcast;  // inputs' broadcastable patterns
   dtype out_type = dtype::float64;
