@@ -485,6 +485,16 @@ class flag final : public detail::flag_base {
   template <class P>
     requires(!std::same_as<T, std::string> && std::is_pointer_v<P>)
   flag& operator=(P) = delete;
+  // Nor a number that would change on the way: `config.profiling.n_apply = 2.7` or `config.profile = 2`.
+  template <class U>
+    requires(std::is_arithmetic_v<U> && !std::same_as<U, T> &&
+             ((std::same_as<T, bool> && !std::same_as<U, bool>) || (std::is_integral_v<T> && std::is_floating_point_v<U>)))
+  flag& operator=(U) {
+    static_assert(!sizeof(U),
+                  "xsym::config: this flag takes a whole number (an integer flag) or true/false (a bool flag); "
+                  "the value would be converted silently");
+    return *this;
+  }
 
   /// @brief Effective value (loads XSYM_FLAGS and rc files on first use).
   operator T() const { return value(); }
