@@ -62,16 +62,31 @@ inline memory_state& memory() {
 struct thread_memory_state {
   std::atomic<std::int64_t> current{0};
   std::int64_t peak = 0;  // written and read by the owning thread only
-
-  // Counts `bytes` allocated on this thread; the returned owner uncounts them when freed.
-  static std::shared_ptr<thread_memory_state> count(const std::shared_ptr<thread_memory_state>& t, std::int64_t bytes) {
-    t->peak = std::max(t->peak, t->current.fetch_add(bytes) + bytes);
-    return t;
-  }
 };
 inline const std::shared_ptr<thread_memory_state>& thread_memory() {
   thread_local const auto s = std::make_shared<thread_memory_state>();
   return s;
+}
+
+// One buffer's bytes in the process's and its allocating thread's counters (host or device
+// alike); release() takes them out of both, whichever thread frees the buffer.
+struct counted_bytes {
+  memory_state* process;
+  std::shared_ptr<thread_memory_state> thread;
+  std::int64_t bytes;
+  void release() const {
+    process->current.fetch_sub(bytes);
+    thread->current.fetch_sub(bytes);
+  }
+};
+inline counted_bytes count_bytes(memory_state& process, const std::shared_ptr<thread_memory_state>& thread, std::int64_t bytes) {
+  const auto now = process.current.fetch_add(bytes) + bytes;
+  process.allocations.fetch_add(1, std::memory_order_relaxed);
+  auto prev = process.peak.load(std::memory_order_relaxed);
+  while (now > prev && !process.peak.compare_exchange_weak(prev, now)) {
+  }
+  thread->peak = std::max(thread->peak, thread->current.fetch_add(bytes) + bytes);
+  return {&process, thread, bytes};
 }
 
 // The peak of one thread's allocations during a call (host or device counters; none: 0). A
@@ -99,16 +114,8 @@ inline std::shared_ptr<std::byte> allocate_bytes(std::size_t bytes) {
   constexpr std::size_t align = 64;
   const std::size_t padded = std::max<std::size_t>(align, (bytes + align - 1) / align * align);
   auto* p = static_cast<std::byte*>(::operator new(padded, std::align_val_t{align}));
-  auto& m = memory();
-  const auto now = m.current.fetch_add(static_cast<std::int64_t>(padded)) + static_cast<std::int64_t>(padded);
-  m.allocations.fetch_add(1, std::memory_order_relaxed);
-  auto prev = m.peak.load(std::memory_order_relaxed);
-  while (now > prev && !m.peak.compare_exchange_weak(prev, now)) {
-  }
-  auto t = thread_memory_state::count(thread_memory(), static_cast<std::int64_t>(padded));
-  return std::shared_ptr<std::byte>(p, [padded, t = std::move(t)](std::byte* q) {
-    memory().current.fetch_sub(static_cast<std::int64_t>(padded));
-    t->current.fetch_sub(static_cast<std::int64_t>(padded));
+  return std::shared_ptr<std::byte>(p, [c = count_bytes(memory(), thread_memory(), static_cast<std::int64_t>(padded))](std::byte* q) {
+    c.release();
     ::operator delete(q, std::align_val_t{align});
   });
 }

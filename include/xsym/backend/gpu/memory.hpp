@@ -23,17 +23,10 @@
 namespace xsym::cuda {
 
 namespace detail {
-inline std::atomic<std::int64_t>& current() {
-  static std::atomic<std::int64_t> c{0};
-  return c;
-}
-inline std::atomic<std::int64_t>& peak() {
-  static std::atomic<std::int64_t> p{0};
-  return p;
-}
-inline std::atomic<std::int64_t>& count() {
-  static std::atomic<std::int64_t> n{0};
-  return n;
+// Device bytes, process-wide: counted where XSYM_COMPUTE_GPU_MEM_USED is set.
+inline xsym::detail::memory_state& device_memory() {
+  static xsym::detail::memory_state m;
+  return m;
 }
 // This thread's device bytes, for a profiled call's measured peak.
 inline const std::shared_ptr<xsym::detail::thread_memory_state>& thread_counters() {
@@ -73,15 +66,8 @@ inline std::shared_ptr<std::byte> allocate(std::size_t bytes) {
   auto* p = static_cast<std::byte*>(raw_allocate(bytes));
   if constexpr (XSYM_COMPUTE_GPU_MEM_USED) {
     const auto size = static_cast<std::int64_t>(bytes);
-    const auto now = current().fetch_add(size) + size;
-    count().fetch_add(1, std::memory_order_relaxed);
-    auto prev = peak().load(std::memory_order_relaxed);
-    while (now > prev && !peak().compare_exchange_weak(prev, now)) {
-    }
-    auto t = xsym::detail::thread_memory_state::count(thread_counters(), size);
-    return std::shared_ptr<std::byte>(p, [size, t = std::move(t)](std::byte* q) {
-      current().fetch_sub(size);
-      t->current.fetch_sub(size);
+    return std::shared_ptr<std::byte>(p, [c = xsym::detail::count_bytes(device_memory(), thread_counters(), size)](std::byte* q) {
+      c.release();
       raw_free(q);
     });
   }
@@ -102,7 +88,10 @@ inline void copy_bytes(void* dst, const void* src, std::size_t bytes, [[maybe_un
 #endif
 }
 
-inline memory_counters read_counters() { return {current().load(), peak().load(), count().load()}; }
+inline memory_counters read_counters() {
+  const auto& m = device_memory();
+  return {m.current.load(), m.peak.load(), m.allocations.load()};
+}
 }  // namespace detail
 
 /// @brief Device bytes held by xsym now and at most, and the number of device allocations.
@@ -115,7 +104,7 @@ memory_counters allocated() {
 }
 
 /// @brief Resets the device peak to the current value (to measure one region).
-inline void reset_peak_memory() { detail::peak().store(detail::current().load()); }
+inline void reset_peak_memory() { detail::device_memory().peak.store(detail::device_memory().current.load()); }
 
 }  // namespace xsym::cuda
 
