@@ -2004,9 +2004,9 @@ xt::xtensor<T, N> to_xtensor(const ndarray& value) {
   OP(mul, "mul", 2, "*", wrapping, 1, (mul(g, b), mul(g, a)), a * b)                                 \
   OP(true_div, "true_div", 2, "/", floating, 1, (divide(g, b), neg(divide(mul(g, z), b))), a / b)    \
   OP(neg, "neg", 1, "", wrapping, 1, (neg(g)), vneg(a))                                              \
-  OP(pow, "pow", 2, "", floating, 1,                                                                 \
-     (mul(mul(g, b), ew(scalar_op::pow, a, sub(b, c(1)))),                                           \
-      sw(ew(scalar_op::eq, a, c(0)), c(0), mul(mul(g, z), ew(scalar_op::log, a)))), /* 0 at a = 0 */ \
+  OP(pow, "pow", 2, "", floating, 1, /* d/da 0 at b = 0 (a^0 is 1), d/db 0 at a = 0 */               \
+     (sw(ew(scalar_op::eq, b, c(0)), c(0), mul(mul(g, b), ew(scalar_op::pow, a, sub(b, c(1))))),     \
+      sw(ew(scalar_op::eq, a, c(0)), c(0), mul(mul(g, z), ew(scalar_op::log, a)))),                  \
      vpow(a, b))                                                                                     \
   OP(sqr, "sqr", 1, "", wrapping, 1, (mul(mul(g, c(2)), a)), a * a)                                  \
   OP(sqrt, "sqrt", 1, "", floating, 1, (divide(mul(g, c(0.5)), z)), vsqrt(a))                        \
@@ -5120,6 +5120,8 @@ XSYM_COLD_END
 //   log(1 - sigmoid(z))    -> -softplus(z)
 //   log(1 + x)             -> log1p(x)
 // so the seeds' cross-entropy stays finite where the literal formula gives log(0).
+#include <unordered_set>
+
 // ---- begin include/xsym/rewrite/rewrites.hpp ----
 #ifndef XSYM_REWRITE_REWRITES_HPP
 #define XSYM_REWRITE_REWRITES_HPP
@@ -5615,14 +5617,38 @@ inline var_ptr stabilize_node(const var_ptr& v) {
   return nullptr;
 }
 
+// Whether replacing v by r drops a node of `keep`: one that v reaches and r does not (the
+// sigmoid of log(sigmoid(z)), the 1 + y of log(1 + y)).
+inline bool drops_kept(const var_ptr& v, const var_ptr& r, const std::vector<var_ptr>& keep) {
+  if (keep.empty()) return false;
+  std::unordered_set<const variable*> reached;
+  std::vector<const variable*> stack{r.get()};
+  while (!stack.empty()) {
+    const variable* n = stack.back();
+    stack.pop_back();
+    if (reached.insert(n).second)
+      for (const auto& in : n->inputs) stack.push_back(in.get());
+  }
+  std::unordered_set<const variable*> seen;
+  for (const auto& in : v->inputs) stack.push_back(in.get());
+  while (!stack.empty()) {
+    const variable* n = stack.back();
+    stack.pop_back();
+    if (reached.count(n) || !seen.insert(n).second) continue;
+    if (std::any_of(keep.begin(), keep.end(), [&](const var_ptr& k) { return k.get() == n; })) return true;
+    for (const auto& in : n->inputs) stack.push_back(in.get());
+  }
+  return false;
+}
+
 /// stabilize: rewrites the forms above wherever they appear; the nodes in `keep` (grad's wrt)
-/// stay themselves, with their inputs.
+/// stay themselves, with their inputs, and in the graph: a form that would absorb one stays.
 inline std::vector<var_ptr> stabilize_pass(const std::vector<var_ptr>& roots, rewrite_record& rec,
                                            const std::vector<var_ptr>& keep) {
   return rebuild(roots, [&](const var_ptr& v, std::vector<var_ptr>& ins, bool changed) -> var_ptr {
     if (std::find(keep.begin(), keep.end(), v) != keep.end()) return v;
     var_ptr nv = with_inputs(v, std::move(ins), changed);
-    if (var_ptr r = stabilize_node(nv); r && r->type == nv->type && r->rank == nv->rank) {
+    if (var_ptr r = stabilize_node(nv); r && r->type == nv->type && r->rank == nv->rank && !drops_kept(nv, r, keep)) {
       ++rec.applied;
       rec.notes.push_back(nv->fn->name() + " -> " + r->fn->name());
       return r;

@@ -219,6 +219,47 @@ TEST_CASE("grad of pow in its exponent is 0 where the base is 0", "[grad][specia
   });
 }
 
+// x^0 is 1 everywhere, so its gradient in x is 0, at x = 0 too (b x^(b-1) there is 0 * inf).
+TEST_CASE("grad of pow in its base is 0 where the exponent is 0", "[grad][special][pow]") {
+  xsym_test::clean_config guard;
+  auto x = xsym::vector<double>("x"), y = xsym::vector<double>("y");
+  auto [gx] = xsym::grad(xsym::sum(xsym::pow(x, y)), x);
+  const xt::xtensor<double, 1> X{0, -0.0, 2, 0, 1.5, 0}, Y{0, 0, 0, 2, 3, 1};
+  xt::xtensor<double, 1> want = xt::empty<double>({6});
+  for (std::size_t i = 0; i < 6; ++i) want(i) = Y(i) == 0 ? 0 : Y(i) * std::pow(X(i), Y(i) - 1);
+  each_mode([&](const char* mode, auto... opts) {
+    auto f = xsym::function("pow_grad_base", xsym::inputs(x, y), gx, opts...);
+    require_equal<1>(f(X, Y), want, std::string(mode) + ", d pow / d x");
+  });
+}
+
+// A wrt that a stable form would absorb (the sigmoid of log(sigmoid(v)), the exp of
+// 1 / (1 + exp(-v)), the 1 + y of log(1 + y)) stays in the graph grad differentiates: its
+// gradient is the literal formula's, not "does not depend" or, with zeros, 0.
+TEST_CASE("grad with respect to an intermediate a stable form would absorb", "[grad][special][wrt][stabilize]") {
+  xsym_test::clean_config guard;
+  auto v = xsym::vector<double>("v");
+  const xt::xtensor<double, 1> V{0.3, -1.2, 2.0, 0};
+  const xsym::var<double, 1> s = xsym::sigmoid(v), e = exp(-v), p = 1.0 + v * v;
+  auto [gs] = xsym::grad(xsym::sum(log(s)), s);
+  auto [ge] = xsym::grad(xsym::disconnected::zeros, xsym::sum(1.0 / (1.0 + e)), e);
+  auto [gp] = xsym::grad(xsym::disconnected::zeros, xsym::sum(log(p)), p);
+  auto [gl] = xsym::grad(xsym::sum(log(1.0 - s)), s);
+  each_mode([&](const char* mode, auto... opts) {
+    auto f = xsym::function("absorbed_wrt", xsym::inputs(v), xsym::outputs(gs, ge, gp, gl), opts...);
+    const auto [a, b, c, d] = f(V);
+    INFO(mode);
+    REQUIRE(a.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i) {
+      const double sv = 1 / (1 + std::exp(-V(i))), ev = std::exp(-V(i));
+      CHECK(a(i) == Approx(1 / sv).epsilon(1e-12));
+      CHECK(b(i) == Approx(-1 / ((1 + ev) * (1 + ev))).epsilon(1e-12));
+      CHECK(c(i) == Approx(1 / (1 + V(i) * V(i))).epsilon(1e-12));
+      CHECK(d(i) == Approx(-1 / (1 - sv)).epsilon(1e-12));
+    }
+  });
+}
+
 // The stable forms drop a constant 1 only where it is one element: an array of ones larger than
 // the other operand repeats its values, which log1p(x) alone would not.
 TEST_CASE("stabilize keeps a larger array of ones: the cost and its gradient count every repetition", "[grad][special][stabilize]") {

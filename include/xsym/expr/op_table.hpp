@@ -33,9 +33,9 @@
   OP(mul, "mul", 2, "*", wrapping, 1, (mul(g, b), mul(g, a)), a * b)                                 \
   OP(true_div, "true_div", 2, "/", floating, 1, (divide(g, b), neg(divide(mul(g, z), b))), a / b)    \
   OP(neg, "neg", 1, "", wrapping, 1, (neg(g)), vneg(a))                                              \
-  OP(pow, "pow", 2, "", floating, 1,                                                                 \
-     (mul(mul(g, b), ew(scalar_op::pow, a, sub(b, c(1)))),                                           \
-      sw(ew(scalar_op::eq, a, c(0)), c(0), mul(mul(g, z), ew(scalar_op::log, a)))), /* 0 at a = 0 */ \
+  OP(pow, "pow", 2, "", floating, 1, /* d/da 0 at b = 0 (a^0 is 1), d/db 0 at a = 0 */               \
+     (sw(ew(scalar_op::eq, b, c(0)), c(0), mul(mul(g, b), ew(scalar_op::pow, a, sub(b, c(1))))),     \
+      sw(ew(scalar_op::eq, a, c(0)), c(0), mul(mul(g, z), ew(scalar_op::log, a)))),                  \
      vpow(a, b))                                                                                     \
   OP(sqr, "sqr", 1, "", wrapping, 1, (mul(mul(g, c(2)), a)), a * a)                                  \
   OP(sqrt, "sqrt", 1, "", floating, 1, (divide(mul(g, c(0.5)), z)), vsqrt(a))                        \

@@ -7,6 +7,8 @@
 //   log(1 - sigmoid(z))    -> -softplus(z)
 //   log(1 + x)             -> log1p(x)
 // so the seeds' cross-entropy stays finite where the literal formula gives log(0).
+#include <unordered_set>
+
 #include "rewrites.hpp"
 #include "../config/cold.hpp"
 
@@ -72,14 +74,38 @@ inline var_ptr stabilize_node(const var_ptr& v) {
   return nullptr;
 }
 
+// Whether replacing v by r drops a node of `keep`: one that v reaches and r does not (the
+// sigmoid of log(sigmoid(z)), the 1 + y of log(1 + y)).
+inline bool drops_kept(const var_ptr& v, const var_ptr& r, const std::vector<var_ptr>& keep) {
+  if (keep.empty()) return false;
+  std::unordered_set<const variable*> reached;
+  std::vector<const variable*> stack{r.get()};
+  while (!stack.empty()) {
+    const variable* n = stack.back();
+    stack.pop_back();
+    if (reached.insert(n).second)
+      for (const auto& in : n->inputs) stack.push_back(in.get());
+  }
+  std::unordered_set<const variable*> seen;
+  for (const auto& in : v->inputs) stack.push_back(in.get());
+  while (!stack.empty()) {
+    const variable* n = stack.back();
+    stack.pop_back();
+    if (reached.count(n) || !seen.insert(n).second) continue;
+    if (std::any_of(keep.begin(), keep.end(), [&](const var_ptr& k) { return k.get() == n; })) return true;
+    for (const auto& in : n->inputs) stack.push_back(in.get());
+  }
+  return false;
+}
+
 /// stabilize: rewrites the forms above wherever they appear; the nodes in `keep` (grad's wrt)
-/// stay themselves, with their inputs.
+/// stay themselves, with their inputs, and in the graph: a form that would absorb one stays.
 inline std::vector<var_ptr> stabilize_pass(const std::vector<var_ptr>& roots, rewrite_record& rec,
                                            const std::vector<var_ptr>& keep) {
   return rebuild(roots, [&](const var_ptr& v, std::vector<var_ptr>& ins, bool changed) -> var_ptr {
     if (std::find(keep.begin(), keep.end(), v) != keep.end()) return v;
     var_ptr nv = with_inputs(v, std::move(ins), changed);
-    if (var_ptr r = stabilize_node(nv); r && r->type == nv->type && r->rank == nv->rank) {
+    if (var_ptr r = stabilize_node(nv); r && r->type == nv->type && r->rank == nv->rank && !drops_kept(nv, r, keep)) {
       ++rec.applied;
       rec.notes.push_back(nv->fn->name() + " -> " + r->fn->name());
       return r;
