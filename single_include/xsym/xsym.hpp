@@ -9698,10 +9698,12 @@ bool typed_direct(const typed_leaves& d, const std::byte* const* args, std::byte
   if (n <= 0) return true;
   const std::uintptr_t len = static_cast<std::uintptr_t>(n) * sizeof(T);
   const typed_args<T, L> a = direct_args<Tree>(d, args);
-  // An array leaf beside the destination: the call loop computes into a buffer of its own.
+  // An array leaf beside the destination, or a one-value leaf inside it (the tail reads it
+  // again after the loop wrote it): the call loop computes into a buffer of its own.
   bool apart = true;
   for (int j = 0; j < L; ++j)
-    if (!((one_value >> j) & 1u)) apart &= spans_apart(a.p[j], out_bytes, len);
+    apart &= (one_value >> j) & 1u ? reinterpret_cast<std::uintptr_t>(a.p[j]) - reinterpret_cast<std::uintptr_t>(out_bytes) >= len
+                                   : spans_apart(a.p[j], out_bytes, len);
   if (!apart) return false;
   const std::int64_t i = typed_loop<Tree>(a, reinterpret_cast<T*>(out_bytes), n, false, true);
   if (i < n) typed_direct_tail<Tree>(d, args, out_bytes, i, n);
@@ -14115,7 +14117,10 @@ namespace xsym::detail {
 /// An owning C-contiguous copy (DebugMode's snapshots, an output taken aside).
 inline ndarray deep_copy(const ndarray& a) {
   if (!a.has_value()) return a;
-  return cast_array(a, a.type());
+  if (a.on_device()) return cast_array(a, a.type());
+  ndarray c;
+  a.copy_contiguous_into(c);  // memcpy where a is contiguous
+  return c;
 }
 
 // Called per destination and input on every into(...) call: one pass over each shape.
@@ -15607,26 +15612,37 @@ inline std::optional<mismatch> compare_arrays(const ndarray& got, const ndarray&
   const double atol = exact ? 0.0 : f32 ? 1e-6 : 1e-12;
   mismatch m;
   bool bad = false;
-  for (std::int64_t i = 0; i < got.size(); ++i) {
-    const double g = got.flat_as_double(i), w = want.flat_as_double(i);
-    if (std::isnan(g) && std::isnan(w)) continue;
-    if (g == w) continue;
-    const double abs_err = std::abs(g - w);
-    const double rel_err = abs_err / std::max(std::abs(w), 1e-300);
-    m.max_abs = std::max(m.max_abs, std::isnan(abs_err) ? INFINITY : abs_err);
-    m.max_rel = std::max(m.max_rel, std::isnan(rel_err) ? INFINITY : rel_err);
-    const double magnitude = scale ? std::max(std::abs(w), scale->flat_as_double(i)) : std::abs(w);
-    // Past here g != w. A NaN or an infinity on either side is a difference whatever the
-    // tolerance: an infinite reference would make any finite value pass. (Stabilizing
-    // rewrites run in the reference too, so a finite result where it overflowed is wrong.)
-    const bool special = !std::isfinite(g) || !std::isfinite(w);
-    if ((special || !(abs_err <= atol + rtol * magnitude)) && m.first_index < 0) {
-      m.first_index = i;
-      m.got = g;
-      m.want = w;
-      bad = true;
+  // Typed loops over contiguous copies: flat_as_double's index arithmetic per element made
+  // DebugMode's step on MNIST (an input of 47M floats) take a second.
+  const ndarray gc = got.contiguous(), wc = want.contiguous();
+  const ndarray sc = !scale ? ndarray{} : scale->type() == got.type() ? scale->contiguous() : cast_array(*scale, got.type());
+  visit_dtype(got.type(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (std::is_floating_point_v<T>) {
+      const T* gp = gc.data_as<T>();
+      const T* wp = wc.data_as<T>();
+      const T* sp = scale ? sc.data_as<T>() : nullptr;
+      for (std::int64_t i = 0; i < gc.size(); ++i) {
+        const double g = gp[i], w = wp[i];
+        if (g == w || (std::isnan(g) && std::isnan(w))) continue;
+        const double abs_err = std::abs(g - w);
+        const double rel_err = abs_err / std::max(std::abs(w), 1e-300);
+        m.max_abs = std::max(m.max_abs, std::isnan(abs_err) ? INFINITY : abs_err);
+        m.max_rel = std::max(m.max_rel, std::isnan(rel_err) ? INFINITY : rel_err);
+        const double magnitude = sp ? std::max(std::abs(w), static_cast<double>(sp[i])) : std::abs(w);
+        // Past here g != w. A NaN or an infinity on either side is a difference whatever the
+        // tolerance: an infinite reference would make any finite value pass. (Stabilizing
+        // rewrites run in the reference too, so a finite result where it overflowed is wrong.)
+        const bool special = !std::isfinite(g) || !std::isfinite(w);
+        if ((special || !(abs_err <= atol + rtol * magnitude)) && m.first_index < 0) {
+          m.first_index = i;
+          m.got = g;
+          m.want = w;
+          bad = true;
+        }
+      }
     }
-  }
+  });
   if (!bad) return std::nullopt;
   return m;
 }
@@ -17154,7 +17170,7 @@ class function_runtime {
   void print_monitor(std::size_t i, const ndarray* values, bool after) const;
   [[noreturn]] void debug_fail(std::size_t i, const ndarray* values, const std::string& what) const;
   ndarray product_scale(std::size_t i, const std::vector<ndarray>& ref_in) const;
-  void debug_check_node(std::size_t i, ndarray* values, const std::vector<ndarray>& snapshot, std::vector<ndarray>& ref_in);
+  void debug_check_node(std::size_t i, ndarray* values, std::vector<ndarray>& snapshot);
   void guard_inputs(const ndarray* values) const;
   void guard_outputs(std::size_t i, const ndarray* values) const;
   void check_against_reference(const ndarray* args, const ndarray* values);
@@ -18139,14 +18155,11 @@ inline void function_runtime::run_checked(std::size_t i, ndarray* values) {
   const apply_node& n = m_graph->nodes[i];
   if (m_monitor_pre) detail::call_monitor(m_monitor_pre, event_for(i, values, false));
   else if (m_plan.monitor && !m_monitor_post) print_monitor(i, values, false);
-  std::vector<ndarray> snapshot, ref_in;
+  std::vector<ndarray> snapshot;  // checked against after the node, then the reference's inputs
   if (m_plan.debug)
-    for (int s : n.inputs) {
-      snapshot.push_back(detail::deep_copy(values[s]));
-      ref_in.push_back(detail::deep_copy(values[s]));
-    }
+    for (int s : n.inputs) snapshot.push_back(detail::deep_copy(values[s]));
   m_thunks[i].run(m_thunks[i], values);
-  if (m_plan.debug) debug_check_node(i, values, snapshot, ref_in);
+  if (m_plan.debug) debug_check_node(i, values, snapshot);
   if (m_plan.nan_guard) guard_outputs(i, values);
   if (m_monitor_post) detail::call_monitor(m_monitor_post, event_for(i, values, true));
   else if (m_plan.monitor && !m_monitor_pre) print_monitor(i, values, true);
@@ -18246,19 +18259,35 @@ inline ndarray one_pass_scale(const op& o, const std::vector<ndarray>& ref_in, c
 }
 }  // namespace detail
 
-inline void function_runtime::debug_check_node(std::size_t i, ndarray* values, const std::vector<ndarray>& snapshot, std::vector<ndarray>& ref_in) {
+inline void function_runtime::debug_check_node(std::size_t i, ndarray* values, std::vector<ndarray>& snapshot) {
   const apply_node& n = m_graph->nodes[i];
-  // The same node with the reference kernels, on copies of its inputs.
+  // Inputs outside the destroy map must be untouched.
+  for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+    bool destroyed = false;
+    for (auto [o, in] : n.fn->destroy_map) destroyed |= in == static_cast<int>(k);
+    if (destroyed) continue;
+    const ndarray& now = values[n.inputs[k]];
+    if (!now.has_value()) continue;
+    const ndarray& was = snapshot[k];
+    if (now.is_c_contiguous() && now.type() == was.type() && now.shape() == was.shape() &&
+        std::memcmp(now.data(), was.data(), now.nbytes()) == 0)
+      continue;  // the same bits: one memcmp where most inputs are
+    if (auto m = detail::compare_arrays(now, was); m && (m->layout || m->max_abs > 0))
+      debug_fail(i, values, "input " + std::to_string(k) + " changed although the node does not declare it destroyed: " +
+                                detail::describe_mismatch(now, *m));
+  }
+  // The same node with the reference kernels, on the snapshot of its inputs (checked above, so
+  // the reference may now destroy what its op declares).
   std::vector<ndarray> ref_values(m_graph->slots.size());
-  for (std::size_t k = 0; k < n.inputs.size(); ++k) ref_values[static_cast<std::size_t>(n.inputs[k])] = ref_in[k];
+  for (std::size_t k = 0; k < n.inputs.size(); ++k) ref_values[static_cast<std::size_t>(n.inputs[k])] = snapshot[k];
   detail::thunk ref = m_ref_thunks[i];
   ref.pool = nullptr;
   ref.dests = nullptr;
   ref.run(ref, ref_values.data());
   const bool one_pass = n.fn->kind == op_kind::one_pass_gemv;
   const ndarray scale =
-      one_pass ? detail::one_pass_scale(*n.fn, ref_in, ref_values[static_cast<std::size_t>(n.outputs[static_cast<std::size_t>(n.fn->pass_g)])])
-               : product_scale(i, ref_in);
+      one_pass ? detail::one_pass_scale(*n.fn, snapshot, ref_values[static_cast<std::size_t>(n.outputs[static_cast<std::size_t>(n.fn->pass_g)])])
+               : product_scale(i, snapshot);
   const std::size_t scaled = one_pass ? n.outputs.size() - 1 : 0;  // the product's output
   // Max and Min of the node's own inputs pick an element: no rounding, so no tolerance. (A
   // fused one reduces values its program computed, which two kernel sets round differently.)
@@ -18275,17 +18304,6 @@ inline void function_runtime::debug_check_node(std::size_t i, ndarray* values, c
         if (const auto bad = detail::first_bad(got, what); bad >= 0)
           debug_fail(i, values, "output " + std::to_string(o) + " has " + (what ? "Inf" : "NaN") + " at index " +
                                     detail::index_text(got.shape(), bad) + " (DebugMode.check_isfinite)");
-  }
-  // Inputs outside the destroy map must be untouched.
-  for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-    bool destroyed = false;
-    for (auto [o, in] : n.fn->destroy_map) destroyed |= in == static_cast<int>(k);
-    if (destroyed) continue;
-    const ndarray& now = values[n.inputs[k]];
-    if (!now.has_value()) continue;
-    if (auto m = detail::compare_arrays(now, snapshot[k]); m && (m->layout || m->max_abs > 0))
-      debug_fail(i, values, "input " + std::to_string(k) + " changed although the node does not declare it destroyed: " +
-                                detail::describe_mismatch(now, *m));
   }
   // Outputs alias inputs only as declared: views may, in-place outputs must, others must not.
   for (std::size_t o = 0; o < n.outputs.size(); ++o) {

@@ -259,6 +259,17 @@ TEMPLATE_TEST_CASE("a rank-0 input, broadcast by its DimShuffle{x}, takes the sh
     lone_looped.into(dest_looped)(first_looped, p);
     CHECK(same_bits<T>(dest, dest_looped));
     CHECK(dest(n - 1) == p(0) * p(n - 1));
+    // The same with a typed tree whose last elements take the tail (exp's lanes are not its
+    // scalars): the tail used to read the scalar again after the loop had overwritten it.
+    dest = p;
+    dest_looped = p;
+    tree.into(dest)(first, p, q);
+    tree_looped.into(dest_looped)(first_looped, p, q);
+    CHECK(same_bits<T>(dest, dest_looped));
+    for (std::size_t i = 0; i < n; ++i) {
+      const double e = std::exp(double(p(0)) * double(p(i))), v = e - double(q(i));
+      CHECK(std::abs(double(dest(i)) - v) <= (std::is_same_v<T, float> ? 1e-6 : 1e-14) * (e + std::abs(double(q(i)))));
+    }
     // Special scalars: the short path's bits are the call loop's (NaN for NaN, the sign of 0).
     for (T special : {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(), T(-0.0), T(0)}) {
       const xt::xtensor<T, 0> sv = special;

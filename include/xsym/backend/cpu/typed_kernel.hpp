@@ -264,10 +264,12 @@ bool typed_direct(const typed_leaves& d, const std::byte* const* args, std::byte
   if (n <= 0) return true;
   const std::uintptr_t len = static_cast<std::uintptr_t>(n) * sizeof(T);
   const typed_args<T, L> a = direct_args<Tree>(d, args);
-  // An array leaf beside the destination: the call loop computes into a buffer of its own.
+  // An array leaf beside the destination, or a one-value leaf inside it (the tail reads it
+  // again after the loop wrote it): the call loop computes into a buffer of its own.
   bool apart = true;
   for (int j = 0; j < L; ++j)
-    if (!((one_value >> j) & 1u)) apart &= spans_apart(a.p[j], out_bytes, len);
+    apart &= (one_value >> j) & 1u ? reinterpret_cast<std::uintptr_t>(a.p[j]) - reinterpret_cast<std::uintptr_t>(out_bytes) >= len
+                                   : spans_apart(a.p[j], out_bytes, len);
   if (!apart) return false;
   const std::int64_t i = typed_loop<Tree>(a, reinterpret_cast<T*>(out_bytes), n, false, true);
   if (i < n) typed_direct_tail<Tree>(d, args, out_bytes, i, n);
