@@ -134,7 +134,7 @@ class function_runtime {
   void print_monitor(std::size_t i, const ndarray* values, bool after) const;
   [[noreturn]] void debug_fail(std::size_t i, const ndarray* values, const std::string& what) const;
   ndarray product_scale(std::size_t i, const std::vector<ndarray>& ref_in) const;
-  void debug_check_node(std::size_t i, ndarray* values, const std::vector<ndarray>& snapshot, std::vector<ndarray>& ref_in);
+  void debug_check_node(std::size_t i, ndarray* values, std::vector<ndarray>& snapshot);
   void guard_inputs(const ndarray* values) const;
   void guard_outputs(std::size_t i, const ndarray* values) const;
   void check_against_reference(const ndarray* args, const ndarray* values);

@@ -13,7 +13,10 @@ namespace xsym::detail {
 /// An owning C-contiguous copy (DebugMode's snapshots, an output taken aside).
 inline ndarray deep_copy(const ndarray& a) {
   if (!a.has_value()) return a;
-  return cast_array(a, a.type());
+  if (a.on_device()) return cast_array(a, a.type());
+  ndarray c;
+  a.copy_contiguous_into(c);  // memcpy where a is contiguous
+  return c;
 }
 
 // Called per destination and input on every into(...) call: one pass over each shape.
