@@ -13917,46 +13917,78 @@ inline loaded_module load_module(const std::string& source, const jit_settings& 
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(key));
   const fs::path lib = dir / ("xsym_" + std::string(hex) + ".so");
   const fs::path src = dir / ("xsym_" + std::string(hex) + ".cpp");
-  auto open_lib = [&]() -> void* { return dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL); };
-  void* handle = fs::exists(lib) ? open_lib() : nullptr;
+  // Each library names its key: a file at the name that was built from other text (a copied
+  // or damaged compiledir, a hash collision) is not run, but built again.
+  const std::string key_symbol = "xsym_module_key";
+  auto open_checked = [&](const fs::path& path) -> void* {
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) return nullptr;
+    const auto* k = static_cast<const unsigned long long*>(dlsym(h, key_symbol.c_str()));
+    if (k && *k == key) return h;
+    dlclose(h);
+    return nullptr;
+  };
+  void* handle = fs::exists(lib) ? open_checked(lib) : nullptr;
   if (!handle) {
     // Other processes may compile the same module at once: each writes its own files and
-    // renames the library into place, which is atomic.
+    // renames the library into place, which is atomic, once it loads.
     const std::string tag = std::to_string(static_cast<long>(getpid()));
     const fs::path tmp_src = dir / ("xsym_" + std::string(hex) + "." + tag + ".cpp");
     const fs::path tmp_lib = dir / ("xsym_" + std::string(hex) + "." + tag + ".so");
     const fs::path log = dir / ("xsym_" + std::string(hex) + "." + tag + ".log");
+    auto clean = [&] {
+      fs::remove(tmp_src, ec);
+      fs::remove(tmp_lib, ec);
+      fs::remove(log, ec);
+    };
     {
       std::ofstream out(tmp_src, std::ios::binary);
-      out << source;
-      if (!out)
+      out << source << "extern \"C\" const unsigned long long " << key_symbol << " = 0x" << hex << "ULL;\n";
+      if (!out) {
+        clean();
         throw jit_error("xsym: compiledir=" + dir.string() + ": cannot write " + tmp_src.string() +
                         "; set compiledir to a writable directory");
+      }
     }
     std::vector<std::string> full = argv;
     full.insert(full.end(), {"-o", tmp_lib.string(), tmp_src.string()});
-    const int rc = run_compiler(full, log, s.cxx);
+    std::string cmd;
+    for (const auto& a : full) cmd += (cmd.empty() ? "" : " ") + (a == tmp_src.string() ? src.string() : a);
+    int rc = 0;
+    try {
+      rc = run_compiler(full, log, s.cxx);
+    } catch (...) {
+      clean();
+      throw;
+    }
+    const std::string advice = "\n(check cxx and gcc.cxxflags, or set cxx to an empty value to run fused kernels "
+                               "without compiling them)";
     if (rc != 0) {
       fs::rename(tmp_src, src, ec);  // kept, and named in the message, for a look at what failed
-      std::string cmd;
-      for (const auto& a : full) cmd += (cmd.empty() ? "" : " ") + (a == tmp_src.string() ? src.string() : a);
       const std::string out = read_text(log, 4000);
-      fs::remove(log, ec);
+      clean();
       throw jit_error("xsym: cxx=" + s.cxx + " failed (exit status " + std::to_string(rc) + ") compiling " +
-                      src.string() + "\n  command: " + cmd + "\n  compiler output:\n" + out +
-                      "\n(check cxx and gcc.cxxflags, or set cxx to an empty value to run fused kernels "
-                      "without compiling them)");
+                      src.string() + "\n  command: " + cmd + "\n  compiler output:\n" + out + advice);
+    }
+    // Loaded before it takes the library's name, so that what cannot load is never cached.
+    handle = fs::exists(tmp_lib) ? open_checked(tmp_lib) : nullptr;
+    if (!handle) {
+      const char* why = dlerror();
+      const std::string out = read_text(log, 4000);
+      const std::string what = !fs::exists(tmp_lib) ? "wrote no library"
+                               : "wrote a library that does not load (" + std::string(why ? why : "no " + key_symbol) + ")";
+      clean();
+      throw jit_error("xsym: cxx=" + s.cxx + " exited 0 but " + what + "\n  command: " + cmd +
+                      "\n  compiler output:\n" + out + advice);
     }
     fs::remove(log, ec);
     fs::rename(tmp_src, src, ec);
     fs::rename(tmp_lib, lib, ec);
-    if (ec) throw jit_error("xsym: compiledir=" + dir.string() + ": cannot rename " + tmp_lib.string() + ": " + ec.message());
-    ++stats.compiled;
-    handle = open_lib();
-    if (!handle) {
-      const char* why = dlerror();
-      throw jit_error("xsym: cannot load " + lib.string() + ": " + (why ? why : "dlopen failed"));
+    if (ec) {
+      clean();
+      throw jit_error("xsym: compiledir=" + dir.string() + ": cannot rename " + tmp_lib.string() + ": " + ec.message());
     }
+    ++stats.compiled;
   }
   return mods[key] = loaded_module{handle, lib.string()};
 #endif

@@ -377,6 +377,29 @@ TEST_CASE("cxx libraries are reused: from this process, then from compiledir", "
   CHECK(fourth.runtime()->compiled_kernels().library != stats.library);
 }
 
+// A compiledir copied from elsewhere, or damaged, may hold another module's library at a key's
+// name: each library's key is checked after it loads, and a stranger's is built again, not run.
+TEST_CASE("a library at a cached name that was built from other text is built again, not run", "[compile][cxx]") {
+  clean_config guard;
+  cxx_on cxx("foreign");
+  auto x = xsym::vector<float>("x");
+  auto mine = [&] { return xsym::function("mine", xsym::inputs(x), xsym::exp(x) * x + 1.0f); };
+  const std::string own = mine().runtime()->compiled_kernels().library;
+  const std::string other = xsym::function("other", xsym::inputs(x), xsym::exp(x) - x).runtime()->compiled_kernels().library;
+  REQUIRE(own != other);
+  const auto copied = cxx.dir() / "copied";
+  std::filesystem::create_directories(copied);
+  const auto at = copied / std::filesystem::path(own).filename();
+  std::filesystem::copy_file(other, at);
+  xsym::config.compiledir = copied.string();
+  xsym::cpu::detail::loaded_modules().clear();  // as a new process would start
+  auto again = mine();
+  CHECK(again.runtime()->compiled_kernels().compiled == 1);
+  CHECK(again.runtime()->compiled_kernels().library == at.string());
+  const xt::xtensor<float, 1> X{0.5f, -1.0f, 2.0f};
+  CHECK(differences(again(X), {std::exp(0.5) * 0.5 + 1, std::exp(-1.0) * -1 + 1, std::exp(2.0) * 2 + 1}) == "");
+}
+
 TEST_CASE("cxx kernels show as <type> cxx in the profile; py and DebugMode's reference stay interpreted", "[compile][cxx]") {
   clean_config guard;
   cxx_on cxx("profile");
@@ -423,6 +446,22 @@ TEST_CASE("a compiler that cannot run or fails, or an unusable compiledir, is a 
   const auto at = msg.find("compiling ") + 10;
   const std::string source = msg.substr(at, msg.find('\n', at) - at);
   CHECK(std::filesystem::exists(source));
+
+  // A "compiler" that exits 0 and writes nothing, and flags that make no library: named as
+  // such, and nothing is left at a library's name.
+  xsym::config.cxx = "true";
+  xsym::config.gcc.cxxflags = "-O2";
+  msg = compile_error_of(build);
+  CHECK_THAT(msg, Contains("cxx=true exited 0 but wrote no library") && Contains("command: true"));
+  xsym::config.cxx = XSYM_TEST_CXX;
+  xsym::config.gcc.cxxflags = "-O2 -E";
+  msg = compile_error_of(build);
+  CHECK_THAT(msg, Contains("wrote a library that does not load") && Contains("-O2 -E") && Contains("gcc.cxxflags"));
+  for (const auto& e : std::filesystem::directory_iterator(cxx.dir())) {
+    INFO(e.path());
+    CHECK(e.path().extension() != ".so");
+    CHECK(e.path().extension() != ".log");
+  }
 
   xsym::config.gcc.cxxflags = "-O2";
   const auto file = cxx.dir() / "a-file";
