@@ -3738,6 +3738,22 @@ class var {
     const detail::at_site site(b.where);                                                 \
     return detail::binary<scalar_op::sop>(a, b.v);                                       \
   }
+// == and != with a number only: C++20 also tries b == a (and !(a == b) for !=), and between
+// two var types of their own each friend converted the other side, an ambiguity (var == var
+// and var != var are templates below).
+#define XSYM_NUMBER_OPERATOR(Self, sym, sop)                                             \
+  template <class B>                                                                     \
+    requires std::is_arithmetic_v<B>                                                     \
+  friend auto operator sym(detail::located<Self> a, const B& b) {                        \
+    const detail::at_site site(a.where);                                                 \
+    return detail::binary<scalar_op::sop>(a.v, b);                                       \
+  }                                                                                      \
+  template <class A>                                                                     \
+    requires std::is_arithmetic_v<A>                                                     \
+  friend auto operator sym(const A& a, detail::located<Self> b) {                        \
+    const detail::at_site site(b.where);                                                 \
+    return detail::binary<scalar_op::sop>(a, b.v);                                       \
+  }
 #define XSYM_UNARY_OPERATOR(Self, sym, sop)           \
   friend auto operator sym(detail::located<Self> a) { \
     const detail::at_site site(a.where);              \
@@ -3752,8 +3768,8 @@ class var {
   XSYM_BINARY_OPERATOR(Self, <, lt)          \
   XSYM_BINARY_OPERATOR(Self, >=, ge)         \
   XSYM_BINARY_OPERATOR(Self, <=, le)         \
-  XSYM_BINARY_OPERATOR(Self, ==, eq)         \
-  XSYM_BINARY_OPERATOR(Self, !=, neq)        \
+  XSYM_NUMBER_OPERATOR(Self, ==, eq)         \
+  XSYM_NUMBER_OPERATOR(Self, !=, neq)        \
   XSYM_BINARY_OPERATOR(Self, %, mod)         \
   XSYM_BINARY_OPERATOR(Self, &, bit_and)     \
   XSYM_BINARY_OPERATOR(Self, |, bit_or)      \
@@ -3870,7 +3886,21 @@ class typed : public var<typename Tree::value_type, Tree::rank> {
 };
 #undef XSYM_ELEMWISE_OPERATORS
 #undef XSYM_UNARY_OPERATOR
+#undef XSYM_NUMBER_OPERATOR
 #undef XSYM_BINARY_OPERATOR
+
+/// @brief Elementwise a == b and a != b of two vars of any types (the forms C++20 also tries,
+/// b == a and !(a == b), tie with them and lose as rewritten).
+template <class A, class B>
+  requires(is_var_v<A> && is_var_v<B>)
+auto operator==(const A& a, const B& b) {
+  return detail::binary<scalar_op::eq>(a, b);
+}
+template <class A, class B>
+  requires(is_var_v<A> && is_var_v<B>)
+auto operator!=(const A& a, const B& b) {
+  return detail::binary<scalar_op::neq>(a, b);
+}
 
 /// @brief A shared variable: a symbolic tensor whose value lives between calls and can be updated.
 template <class Elem, std::size_t N>

@@ -492,6 +492,25 @@ TEST_CASE("comparisons give bool on every dtype, bool included", "[expr][elemwis
   });
 }
 
+// C++20 also tries b == a (and !(a == b) for !=): between vars of two types (a typed tree and a plain var, two ranks,
+// two trees) that made == ambiguous. Each form against a loop, both orders, broadcasting.
+TEST_CASE("== and != compare vars of any two types, in either order", "[expr][elemwise]") {
+  auto x = xsym::vector<double>("x"), y = xsym::vector<double>("y");
+  auto m = xsym::matrix<double>("m");
+  auto f = xsym::function("eq", xsym::inputs(x, y, m),
+                          xsym::outputs((x * 2.0) == y, y != (x * 2.0), (x * 2.0) == (y + 0.0), x == m, 4.0 == y));
+  const xt::xtensor<double, 1> X{1, 2, 3}, Y{2, 4, 0};
+  const xt::xtensor<double, 2> M{{1, 0, 3}, {0, 2, 0}};
+  const auto [a, b, c, d, e] = f(X, Y, M);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(a(i) == (X(i) * 2 == Y(i)));
+    CHECK(b(i) == (Y(i) != X(i) * 2));
+    CHECK(c(i) == (X(i) * 2 == Y(i) + 0.0));
+    CHECK(e(i) == (Y(i) == 4));
+    for (std::size_t r = 0; r < 2; ++r) CHECK(d(r, i) == (X(i) == M(r, i)));
+  }
+}
+
 TEST_CASE("switch_ and where select elementwise on every dtype", "[expr][elemwise]") {
   for_each_type(all_types{}, []<class T>() {
     INFO("switch on " << type_name<T>());
