@@ -59,13 +59,40 @@ inline MPI_Datatype mpi_type(dtype t) {
   return MPI_BYTE;
 }
 
+// Max and min of floats that are NaN where any rank's element is (MPI_MAX may drop a NaN,
+// depending on which rank holds it).
+template <class T, bool Max>
+void nan_extreme(void* in, void* inout, int* len, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i)
+    if (!std::isnan(b[i]) && (std::isnan(a[i]) || (Max ? a[i] > b[i] : a[i] < b[i]))) b[i] = a[i];
+}
+
+// Created once, on first use (MPI is running then); left to MPI_Finalize.
+template <class T, bool Max>
+MPI_Op nan_extreme_op() {
+  static const MPI_Op op = [] {
+    MPI_Op o = MPI_OP_NULL;
+    check(MPI_Op_create(&nan_extreme<T, Max>, 1, &o), "MPI_Op_create");
+    return o;
+  }();
+  return op;
+}
+
 inline MPI_Op mpi_op(reduce_op r, dtype t) {
   const bool b = t == dtype::bool_;  // max of bools is any, min is all
   switch (r) {
     case reduce_op::sum: return MPI_SUM;
     case reduce_op::prod: return MPI_PROD;
-    case reduce_op::max: return b ? MPI_LOR : MPI_MAX;
-    case reduce_op::min: return b ? MPI_LAND : MPI_MIN;
+    case reduce_op::max:
+      if (t == dtype::float32) return nan_extreme_op<float, true>();
+      if (t == dtype::float64) return nan_extreme_op<double, true>();
+      return b ? MPI_LOR : MPI_MAX;
+    case reduce_op::min:
+      if (t == dtype::float32) return nan_extreme_op<float, false>();
+      if (t == dtype::float64) return nan_extreme_op<double, false>();
+      return b ? MPI_LAND : MPI_MIN;
     case reduce_op::mean: break;
   }
   throw std::logic_error("xsym::mpi: mean is not a collective reduction");

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -50,6 +51,30 @@ void check_allreduce(std::array<std::size_t, N> shape, xsym::reduce_op op) {
   }
 }
 
+// Max or min over the ranks where element j is NaN on rank j only (j < p), else value_at.
+template <class T>
+void check_nan(xsym::reduce_op op) {
+  const int me = xsym::mpi::rank(), p = xsym::mpi::size();
+  auto x = xsym::vector<T>("x");
+  auto f = xsym::function("nan", xsym::inputs(x), xsym::mpi::allreduce(x, op));
+  const auto n = static_cast<std::size_t>(p + 2);
+  xt::xtensor<T, 1> in = xt::empty<T>({n});
+  for (std::size_t j = 0; j < n; ++j)
+    in(j) = j == static_cast<std::size_t>(me) ? std::numeric_limits<T>::quiet_NaN()
+                                               : static_cast<T>(value_at(me, static_cast<std::int64_t>(j), op));
+  const xt::xtensor<T, 1> got = f(in);
+  for (std::size_t j = 0; j < n; ++j) {
+    INFO(xsym::dtype_name(xsym::dtype_of<T>()) << (op == xsym::reduce_op::max ? " max" : " min") << ", element " << j);
+    if (j < static_cast<std::size_t>(p)) {
+      CHECK(std::isnan(got(j)));
+      continue;
+    }
+    double want = value_at(0, static_cast<std::int64_t>(j), op);
+    for (int r = 1; r < p; ++r) want = combine(op, want, value_at(r, static_cast<std::int64_t>(j), op));
+    CHECK(static_cast<double>(got(j)) == want);
+  }
+}
+
 template <class T>
 void check_every_rank(xsym::reduce_op op) {
   check_allreduce<T, 0>({}, op);
@@ -70,6 +95,13 @@ TEST_CASE("AllReduce reduces every dtype and tensor rank over the ranks", "[mpi]
   }
   check_every_rank<bool>(reduce_op::max);  // any
   check_every_rank<bool>(reduce_op::min);  // all
+}
+
+TEST_CASE("AllReduce max and min of floats are NaN where any rank's element is NaN, whichever rank holds it", "[mpi]") {
+  for (xsym::reduce_op op : {xsym::reduce_op::max, xsym::reduce_op::min}) {
+    check_nan<float>(op);
+    check_nan<double>(op);
+  }
 }
 
 TEST_CASE("AllReduce reads a strided argument and sums a computed value", "[mpi]") {
