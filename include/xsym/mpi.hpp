@@ -156,6 +156,7 @@ class communicator final : public xsym::communicator {
     const std::uint64_t t0 = xsym::detail::ticks();
     detail::check(MPI_Allreduce(MPI_IN_PLACE, h, 2 * k, MPI_INT64_T, MPI_MAX, m_comm), "MPI_Allreduce (shapes)");
     wait_ticks = xsym::detail::ticks() - t0;
+    detail::require_initialized("allreduce");
     bool agree = true;
     for (int i = 0; i < k; ++i) agree &= h[i] == -h[k + i];
     if (!agree) disagree(mine, h, k);
@@ -228,6 +229,7 @@ std::vector<shared_value*> shared_values_of(const F& f) {
 
 // Root's value of one shared variable to every rank of comm (dtype and rank are the variable's).
 inline void broadcast_value(shared_value& sv, int root, const communicator& c) {
+  require_initialized("broadcast");
   std::lock_guard lock(sv.mutex);
   std::int64_t head[1 + max_rank] = {sv.value.rank()};
   for (int d = 0; d < sv.value.rank(); ++d) head[1 + d] = sv.value.shape(d);
@@ -268,6 +270,7 @@ void broadcast(const shared_var<E, N>& v, int root = 0, const std::shared_ptr<co
 /// ranks whose copy differs from rank 0's.
 template <class F>
 void check_shared(const F& f, const std::shared_ptr<const communicator>& comm = world()) {
+  detail::require_initialized("check_shared");
   const auto vars = detail::shared_values_of(f);
   std::vector<std::uint64_t> mine;
   std::vector<std::string> names;
@@ -376,6 +379,7 @@ struct merged_profiles {
 /// (ranks may tick at other rates: times go through seconds).
 inline merged_profiles merge_profiles(const std::vector<std::shared_ptr<profile_stats>>& stats,
                                       const std::shared_ptr<const communicator>& comm = world()) {
+  detail::require_initialized("merge_profiles");
   const detail::rank_profiles mine = detail::collect_profiles(stats);
   const MPI_Comm c = comm->get();
   const int p = comm->size(), me = comm->rank();

@@ -331,12 +331,30 @@ TEST_CASE("allreduce refuses what MPI cannot reduce, at graph-building time", "[
   CHECK_THROWS_WITH(xsym::grad(sum(xsym::mpi::allreduce(v)), v), Catch::Contains("no gradient through AllReduce{sum}"));
 }
 
+// Run alone (ctest mpi_after_finalize): it ends MPI.
+TEST_CASE("after MPI_Finalize, AllReduce, check_shared, broadcast and merge_profiles throw", "[.after_finalize]") {
+  auto v = xsym::vector<double>("v");
+  auto w = xsym::shared(xt::xtensor<double, 1>{1, 2}, "w");
+  auto stats = std::make_shared<xsym::profile_stats>("late", false);
+  auto f = xsym::function("late", xsym::inputs(v), xsym::mpi::allreduce(v) + sum(w), xsym::profile(stats));
+  const xt::xtensor<double, 1> one{1.0};
+  (void)f(one);
+  MPI_Finalize();
+  CHECK_THROWS_WITH(f(one), Catch::Contains("MPI is not running"));
+  CHECK_THROWS_AS(xsym::mpi::check_shared(f), std::logic_error);
+  CHECK_THROWS_AS(xsym::mpi::broadcast(w), std::logic_error);
+  CHECK_THROWS_AS(xsym::mpi::merge_profiles({stats}), std::logic_error);
+}
+
 int main(int argc, char** argv) {
   xsym::mpi::environment env(argc, argv);
   Catch::Session runner;
   // Rank 0 reports; the others stay quiet unless something fails.
   if (env.rank() != 0) runner.configData().reporterName = "compact";
   const int failed = runner.run(argc, argv);
+  int off = 0;
+  MPI_Finalized(&off);
+  if (off) return failed != 0;  // a test ended MPI: each rank answers for itself
   int any = failed != 0;
   MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (any && env.rank() == 0) std::fprintf(stderr, "test_mpi: a test failed on some rank\n");
