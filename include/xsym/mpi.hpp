@@ -318,7 +318,8 @@ auto checked(F& f, std::shared_ptr<const communicator> comm = world()) {
 
 namespace detail {
 // One rank's exit profiles as numbers, in the order the registry holds them: per function its
-// calls, times (seconds: ranks may tick at other rates) and per node time, calls and wait.
+// calls, times (seconds: ranks may tick at other rates) and per node time, calls, wait, flops
+// and bytes (over its calls).
 struct rank_profiles {
   std::vector<std::shared_ptr<profile_stats>> stats;
   std::vector<std::shared_ptr<function_profile>> fns;  // every stats' functions, in order
@@ -348,6 +349,10 @@ inline rank_profiles collect_profiles(const std::vector<std::shared_ptr<profile_
         r.numbers.push_back(f->node_time(i));
         r.numbers.push_back(static_cast<double>(f->node_calls[i]));
         r.numbers.push_back(f->node_wait_time(i));
+        // This rank's work from its own shapes: other ranks may see other shapes.
+        const auto calls = static_cast<double>(f->node_calls[i]);
+        r.numbers.push_back(xsym::detail::node_flops(g.nodes[i], f->node_inputs[i], f->node_outputs[i]) * calls);
+        r.numbers.push_back(xsym::detail::node_bytes(g.nodes[i], f->node_inputs[i], f->node_outputs[i]) * calls);
       }
     }
     for (const auto& [name, reg] : s->regions()) {
@@ -416,10 +421,14 @@ inline merged_profiles merge_profiles(const std::vector<std::shared_ptr<profile_
       at += 3;
       m->node_rank_min_s.assign(n, 0);
       m->node_rank_max_s.assign(n, 0);
-      for (std::size_t i = 0; i < n; ++i, at += 3) {
+      m->node_flops_sum.assign(n, 0);
+      m->node_bytes_sum.assign(n, 0);
+      for (std::size_t i = 0; i < n; ++i, at += 5) {
         m->node_ticks[i] = ticks(at);
         m->node_calls[i] = static_cast<std::int64_t>(sum(at + 1));
         m->node_wait_ticks[i] = ticks(at + 2);
+        m->node_flops_sum[i] = sum(at + 3);
+        m->node_bytes_sum[i] = sum(at + 4);
         double lo = at_rank(0, at), hi = lo;
         for (int r = 1; r < p; ++r) {
           lo = std::min(lo, at_rank(r, at));

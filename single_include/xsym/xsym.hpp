@@ -10235,6 +10235,9 @@ struct function_profile {
   // per node, the time of its fastest and slowest rank.
   int ranks = 1;
   std::vector<double> node_rank_min_s, node_rank_max_s;
+  // Merged: each node's flops and bytes over every rank's calls, from each rank's own shapes
+  // (node_inputs and node_outputs are rank 0's). Empty otherwise: the report uses the shapes.
+  std::vector<double> node_flops_sum, node_bytes_sum;
 
   const std::string& name() const { return facts->name; }
   const function_graph& graph() const { return *facts->graph; }
@@ -10759,8 +10762,9 @@ inline std::pair<std::vector<summary_row>, std::vector<summary_row>> summary_row
         r.calls += f->node_calls[i];
         r.applies += 1;
         const auto calls = static_cast<double>(f->node_calls[i]);
-        r.flops += node_flops(n, f->node_inputs[i], f->node_outputs[i]) * calls;
-        r.bytes += node_bytes(n, f->node_inputs[i], f->node_outputs[i]) * calls;
+        const bool summed = !f->node_flops_sum.empty();  // merged over ranks
+        r.flops += summed ? f->node_flops_sum[i] : node_flops(n, f->node_inputs[i], f->node_outputs[i]) * calls;
+        r.bytes += summed ? f->node_bytes_sum[i] : node_bytes(n, f->node_inputs[i], f->node_outputs[i]) * calls;
       }
     }
   }
@@ -10798,8 +10802,13 @@ inline std::vector<apply_row> apply_rows(const function_profile& f, bool prefixe
     r.node = i;
     r.time = f.node_time(i);
     r.calls = f.node_calls[i];
-    r.flops = node_flops(g.nodes[i], f.node_inputs[i], f.node_outputs[i]);
-    r.bytes = node_bytes(g.nodes[i], f.node_inputs[i], f.node_outputs[i]);
+    if (!f.node_flops_sum.empty()) {  // merged over ranks: the mean call of the whole job
+      r.flops = r.calls ? f.node_flops_sum[i] / static_cast<double>(r.calls) : 0.0;
+      r.bytes = r.calls ? f.node_bytes_sum[i] / static_cast<double>(r.calls) : 0.0;
+    } else {
+      r.flops = node_flops(g.nodes[i], f.node_inputs[i], f.node_outputs[i]);
+      r.bytes = node_bytes(g.nodes[i], f.node_inputs[i], f.node_outputs[i]);
+    }
     r.limits = limits;
     rows.push_back(std::move(r));
   }

@@ -271,6 +271,48 @@ TEST_CASE("merged profiles sum the ranks' calls and keep each node's fastest and
   CHECK(json.str().find("\"wait_s\"") != std::string::npos);
 }
 
+TEST_CASE("merged flops and bytes are the whole job's: every rank's calls at its own shapes", "[mpi][profile]") {
+  const int me = xsym::mpi::rank(), p = xsym::mpi::size();
+  auto stats = std::make_shared<xsym::profile_stats>("work", false);
+  auto v = xsym::vector<double>("v");
+  auto f = xsym::function("local", xsym::inputs(v), exp(v) * 3, xsym::profile(stats));
+  // Rank r: 2 + r calls on 1000 (r + 1) elements.
+  const xt::xtensor<double, 1> in = xt::ones<double>({static_cast<std::size_t>(1000 * (me + 1))});
+  for (int i = 0; i < 2 + me; ++i) (void)f(in);
+  // Each rank's own rows (one process's report at its shapes): flops and bytes per call.
+  const auto own = xsym::detail::apply_rows(*stats->functions()[0], false, nullptr);
+  std::vector<double> mine;
+  for (const auto& r : own) {
+    mine.push_back(r.flops);
+    mine.push_back(r.bytes);
+  }
+  std::vector<double> all(mine.size() * static_cast<std::size_t>(p));
+  MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), static_cast<int>(mine.size()), MPI_DOUBLE,
+             0, MPI_COMM_WORLD);
+  const auto merged = xsym::mpi::merge_profiles({stats});
+  REQUIRE(merged.same);
+  if (me != 0) return;
+  const auto rows = xsym::detail::apply_rows(*merged.stats[0]->functions()[0], false, nullptr);
+  REQUIRE(rows.size() == own.size());
+  double calls = 0;
+  for (int r = 0; r < p; ++r) calls += 2 + r;
+  bool some = false;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    double flops = 0, bytes = 0;  // over every call of every rank
+    for (int r = 0; r < p; ++r) {
+      flops += (2 + r) * all[static_cast<std::size_t>(r) * mine.size() + 2 * i];
+      bytes += (2 + r) * all[static_cast<std::size_t>(r) * mine.size() + 2 * i + 1];
+    }
+    if (!(flops > 0)) continue;
+    some = true;
+    INFO("node " << i << ": " << rows[i].label);
+    CHECK(rows[i].flops == Approx(flops / calls).epsilon(1e-12));
+    CHECK(rows[i].bytes == Approx(bytes / calls).epsilon(1e-12));
+    CHECK(rows[i].gflops_per_s() == Approx(flops / rows[i].time / 1e9).epsilon(1e-9));
+  }
+  CHECK(some);
+}
+
 TEST_CASE("at exit, rank 0 prints the merged report and every rank writes its JSON to {rank}", "[mpi][profile]") {
   const int me = xsym::mpi::rank(), p = xsym::mpi::size();
   char dir_template[] = "/tmp/xsym-mpi-XXXXXX";

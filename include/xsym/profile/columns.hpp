@@ -313,8 +313,9 @@ inline std::pair<std::vector<summary_row>, std::vector<summary_row>> summary_row
         r.calls += f->node_calls[i];
         r.applies += 1;
         const auto calls = static_cast<double>(f->node_calls[i]);
-        r.flops += node_flops(n, f->node_inputs[i], f->node_outputs[i]) * calls;
-        r.bytes += node_bytes(n, f->node_inputs[i], f->node_outputs[i]) * calls;
+        const bool summed = !f->node_flops_sum.empty();  // merged over ranks
+        r.flops += summed ? f->node_flops_sum[i] : node_flops(n, f->node_inputs[i], f->node_outputs[i]) * calls;
+        r.bytes += summed ? f->node_bytes_sum[i] : node_bytes(n, f->node_inputs[i], f->node_outputs[i]) * calls;
       }
     }
   }
@@ -352,8 +353,13 @@ inline std::vector<apply_row> apply_rows(const function_profile& f, bool prefixe
     r.node = i;
     r.time = f.node_time(i);
     r.calls = f.node_calls[i];
-    r.flops = node_flops(g.nodes[i], f.node_inputs[i], f.node_outputs[i]);
-    r.bytes = node_bytes(g.nodes[i], f.node_inputs[i], f.node_outputs[i]);
+    if (!f.node_flops_sum.empty()) {  // merged over ranks: the mean call of the whole job
+      r.flops = r.calls ? f.node_flops_sum[i] / static_cast<double>(r.calls) : 0.0;
+      r.bytes = r.calls ? f.node_bytes_sum[i] / static_cast<double>(r.calls) : 0.0;
+    } else {
+      r.flops = node_flops(g.nodes[i], f.node_inputs[i], f.node_outputs[i]);
+      r.bytes = node_bytes(g.nodes[i], f.node_inputs[i], f.node_outputs[i]);
+    }
     r.limits = limits;
     rows.push_back(std::move(r));
   }

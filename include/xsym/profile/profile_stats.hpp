@@ -81,6 +81,9 @@ struct function_profile {
   // per node, the time of its fastest and slowest rank.
   int ranks = 1;
   std::vector<double> node_rank_min_s, node_rank_max_s;
+  // Merged: each node's flops and bytes over every rank's calls, from each rank's own shapes
+  // (node_inputs and node_outputs are rank 0's). Empty otherwise: the report uses the shapes.
+  std::vector<double> node_flops_sum, node_bytes_sum;
 
   const std::string& name() const { return facts->name; }
   const function_graph& graph() const { return *facts->graph; }
