@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -455,8 +456,9 @@ inline merged_profiles merge_profiles(const std::vector<std::shared_ptr<profile_
 /// a file, every rank also writes its own profiles there as one JSON document (replacing the
 /// file), `{rank}` in the path replaced by its rank (without one, ".<rank>" is appended on
 /// several ranks). The profiles are then
-/// taken out of the report printed at exit. environment's destructor calls it; call it yourself
-/// before MPI_Finalize when you run MPI without an environment.
+/// taken out of the report printed at exit (unless the merge fails: then each rank prints its
+/// own there). The environment that initialised MPI calls it when destroyed; call it yourself
+/// before MPI_Finalize when you start MPI yourself.
 inline void print_merged_profiles(const std::shared_ptr<const communicator>& comm = world()) {
   std::vector<std::shared_ptr<profile_stats>> stats;
   {
@@ -483,7 +485,16 @@ inline void print_merged_profiles(const std::shared_ptr<const communicator>& com
     if (json) write_json(all, json);
     else std::cerr << "xsym: cannot open '" << path << "' for rank " << me << "'s profile\n";
   }
-  const merged_profiles merged = merge_profiles(stats, comm);
+  merged_profiles merged;
+  try {
+    merged = merge_profiles(stats, comm);
+  } catch (...) {
+    // Not merged: back to the exit report, where each rank prints its own.
+    auto& reg = xsym::detail::exit_reports();
+    std::lock_guard lock(reg.mutex);
+    reg.stats.insert(reg.stats.begin(), stats.begin(), stats.end());
+    throw;
+  }
   if (me != 0) return;
   std::ostream& os = dest == "stdout" ? std::cout : std::cerr;
   if (!merged.same) {
@@ -504,8 +515,10 @@ inline void print_merged_profiles(const std::shared_ptr<const communicator>& com
 }
 
 /// @brief MPI for the program's lifetime: initialises it (unless it runs already) and, when
-/// destroyed, prints the merged profiles (print_merged_profiles) and finalises what it
-/// initialised. Make one at the top of main(), before any xsym::mpi call.
+/// destroyed, if it initialised MPI, prints the merged profiles (print_merged_profiles) and
+/// finalises it; an environment made while MPI runs does nothing when destroyed. Make one at
+/// the top of main(), before any xsym::mpi call. Destroyed while an exception propagates, it
+/// does not merge (the other ranks may be elsewhere): each rank prints its own profile at exit.
 class environment {
  public:
   environment() : environment(nullptr, nullptr) {}
@@ -513,15 +526,18 @@ class environment {
   environment(const environment&) = delete;
   environment& operator=(const environment&) = delete;
   ~environment() {
+    if (!m_owns) return;  // the one that started MPI reports: a nested one would take its profiles
     int off = 0;
     MPI_Finalized(&off);
     if (off) return;  // finalised by the program: each rank prints its own profile at exit
-    try {
-      print_merged_profiles();
-    } catch (const std::exception& e) {
-      std::cerr << "xsym::mpi: merging the profiles failed: " << e.what() << "\n";
+    if (std::uncaught_exceptions() == 0) {
+      try {
+        print_merged_profiles();
+      } catch (const std::exception& e) {
+        std::cerr << "xsym::mpi: merging the profiles failed: " << e.what() << "\n";
+      }
     }
-    if (m_owns) MPI_Finalize();
+    MPI_Finalize();
   }
   int rank() const { return world()->rank(); }
   int size() const { return world()->size(); }

@@ -3,6 +3,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -311,6 +312,22 @@ TEST_CASE("merged flops and bytes are the whole job's: every rank's calls at its
     CHECK(rows[i].gflops_per_s() == Approx(flops / rows[i].time / 1e9).epsilon(1e-9));
   }
   CHECK(some);
+}
+
+TEST_CASE("an environment made while MPI runs leaves the exit profiles alone when destroyed", "[mpi][profile]") {
+  auto stats = std::make_shared<xsym::profile_stats>("nested environment");
+  xsym::register_for_exit_report(stats);
+  auto v = xsym::vector<double>("v");
+  auto f = xsym::function("nested", xsym::inputs(v), v * 2, xsym::profile(stats));
+  (void)f(xt::xtensor<double, 1>{1, 2});
+  {
+    xsym::mpi::environment inner;
+  }
+  auto& reg = xsym::detail::exit_reports();
+  std::lock_guard lock(reg.mutex);
+  const auto at = std::find(reg.stats.begin(), reg.stats.end(), stats);
+  CHECK(at != reg.stats.end());
+  if (at != reg.stats.end()) reg.stats.erase(at);
 }
 
 TEST_CASE("at exit, rank 0 prints the merged report and every rank writes its JSON to {rank}", "[mpi][profile]") {
