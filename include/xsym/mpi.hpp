@@ -7,6 +7,7 @@
 /// Only programs that include this header need MPI.
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -125,6 +126,29 @@ inline std::uint64_t hash_value(const ndarray& a) {
   mix(c.data(), c.nbytes());
   return h;
 }
+
+// What a rank is doing in an xsym collective: the first field of the header each one starts with.
+enum class exchange_kind : std::int64_t { allreduce = 1, profiles, check_shared, broadcast };
+
+// The header: kind, the rank's AllReduce count on the communicator, then what the ranks must agree on.
+inline constexpr int header_size = 4 + max_rank;
+
+// The header's fields over the ranks: their minimum and maximum.
+struct header_range {
+  std::int64_t lo[header_size], hi[header_size];
+  bool same(int i) const { return lo[i] == hi[i]; }
+};
+
+inline std::string doing(std::int64_t kind, std::int64_t count) {
+  const std::string after = " (AllReduce calls so far: " + std::to_string(count) + ")";
+  switch (static_cast<exchange_kind>(kind)) {
+    case exchange_kind::allreduce: return "in AllReduce call " + std::to_string(count);
+    case exchange_kind::profiles: return "merging profiles" + after;
+    case exchange_kind::check_shared: return "in check_shared" + after;
+    case exchange_kind::broadcast: return "broadcasting a shared variable" + after;
+  }
+  return "in an exchange of unknown kind " + std::to_string(kind);
+}
 }  // namespace detail
 
 /// @brief An MPI communicator as xsym's AllReduce nodes use it. Every rank must call the
@@ -141,26 +165,20 @@ class communicator final : public xsym::communicator {
   int rank() const override { return m_rank; }
   std::string name() const override { return m_name; }
 
-  /// @brief Before the data, one exchange of every rank's dtype and shape (their maximum and
-  /// minimum in one MPI_MAX): ranks that disagree all throw instead of waiting on a
-  /// mismatched reduction. That exchange is where the first rank waits for the last, so its
-  /// time is the wait the profile reports.
+  /// @brief Before the data, one exchange of every rank's header: its AllReduce count, dtype
+  /// and shape. Ranks that disagree all throw instead of waiting on, or pairing up, mismatched
+  /// reductions. That exchange is where the first rank waits for the last, so its time is the
+  /// wait the profile reports.
   void allreduce(const ndarray& in, ndarray& out, reduce_op r, std::uint64_t& wait_ticks) const override {
-    constexpr int k = 2 + max_rank;
-    std::int64_t h[2 * k] = {};
-    h[0] = static_cast<std::int64_t>(in.type());
-    h[1] = in.rank();
-    for (int d = 0; d < in.rank(); ++d) h[2 + d] = in.shape(d);
-    for (int i = 0; i < k; ++i) h[k + i] = -h[i];
-    std::int64_t mine[k];
-    std::copy(h, h + k, mine);
-    const std::uint64_t t0 = xsym::detail::ticks();
-    detail::check(MPI_Allreduce(MPI_IN_PLACE, h, 2 * k, MPI_INT64_T, MPI_MAX, m_comm), "MPI_Allreduce (shapes)");
-    wait_ticks = xsym::detail::ticks() - t0;
     detail::require_initialized("allreduce");
+    const std::int64_t call = ++m_next;
+    m_begun = std::max(m_begun, m_next);  // a reduction outside a function call counts too
+    std::int64_t mine[2 + max_rank] = {static_cast<std::int64_t>(in.type()), in.rank()};
+    for (int d = 0; d < in.rank(); ++d) mine[2 + d] = in.shape(d);
+    const detail::header_range h = exchange(detail::exchange_kind::allreduce, call, mine, 2 + max_rank, &wait_ticks);
     bool agree = true;
-    for (int i = 0; i < k; ++i) agree &= h[i] == -h[k + i];
-    if (!agree) disagree(mine, h, k);
+    for (int i = 2; i < detail::header_size; ++i) agree &= h.same(i);
+    if (!agree) disagree(mine, h);
     const ndarray src = in.contiguous();
     const MPI_Datatype type = detail::mpi_type(in.type());
     const MPI_Op op = detail::mpi_op(r, in.type());
@@ -173,10 +191,70 @@ class communicator final : public xsym::communicator {
     }
   }
 
+  void begin_call(int nodes) const override {
+    m_next = m_begun;  // the AllReduce nodes a failed call did not reach stay counted
+    m_begun += nodes;
+  }
+
+  /// @brief The AllReduce calls begun on this communicator by this rank (reached or not).
+  std::int64_t allreduce_calls() const { return m_begun; }
+
+  /// @brief The exchange every xsym collective on this communicator starts with: one
+  /// MPI_Allreduce of a fixed-size header (what this rank is doing, `count`, then `n` numbers,
+  /// with their negations: maximum and minimum in one MPI_MAX). When the ranks are not doing
+  /// the same thing at the same count, every rank throws, naming what each one does, and every
+  /// later exchange on this communicator throws the same at once (the ranks stay out of step).
+  detail::header_range exchange(detail::exchange_kind kind, std::int64_t count, const std::int64_t* values, int n,
+                                std::uint64_t* wait_ticks = nullptr) const {
+    if (!m_out_of_step.empty()) throw std::runtime_error(m_out_of_step);
+    constexpr int k = detail::header_size;
+    std::int64_t h[2 * k] = {static_cast<std::int64_t>(kind), count};
+    std::copy(values, values + n, h + 2);
+    for (int i = 0; i < k; ++i) h[k + i] = -h[i];
+    const std::int64_t mine[2] = {h[0], h[1]};
+    const std::uint64_t t0 = xsym::detail::ticks();
+    detail::check(MPI_Allreduce(MPI_IN_PLACE, h, 2 * k, MPI_INT64_T, MPI_MAX, m_comm), "MPI_Allreduce (header)");
+    if (wait_ticks) *wait_ticks = xsym::detail::ticks() - t0;
+    detail::header_range r;
+    for (int i = 0; i < k; ++i) {
+      r.hi[i] = h[i];
+      r.lo[i] = -h[k + i];
+    }
+    if (!r.same(0) || !r.same(1)) out_of_step(mine);
+    return r;
+  }
+
  private:
-  [[noreturn]] void disagree(const std::int64_t* mine, const std::int64_t* h, int k) const {
-    std::int64_t lo[2 + max_rank];
-    for (int i = 0; i < k; ++i) lo[i] = -h[k + i];
+  // Every rank saw the same header range, so every rank is here: one more exchange names each one's state.
+  [[noreturn]] void out_of_step(const std::int64_t* mine) const {
+    std::vector<std::int64_t> all(2 * static_cast<std::size_t>(m_size));
+    detail::check(MPI_Allgather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, m_comm), "MPI_Allgather (header)");
+    std::string msg = "xsym::mpi: the ranks of " + m_name + " are out of step:";
+    std::vector<bool> told(static_cast<std::size_t>(m_size));
+    for (int r = 0; r < m_size; ++r) {  // ranks doing the same thing in one clause
+      if (told[static_cast<std::size_t>(r)]) continue;
+      std::string who;
+      int n = 0;
+      for (int q = r; q < m_size; ++q) {
+        const auto iq = static_cast<std::size_t>(q), ir = static_cast<std::size_t>(r);
+        if (told[iq] || all[2 * iq] != all[2 * ir] || all[2 * iq + 1] != all[2 * ir + 1]) continue;
+        told[iq] = true;
+        if (++n <= 8) who += (n > 1 ? "," : "") + std::to_string(q);
+      }
+      if (n > 8) who += ",... (" + std::to_string(n) + " ranks)";
+      msg += std::string(r ? ";" : "") + (n > 1 ? " ranks " : " rank ") + who + (n > 1 ? " are " : " is ") +
+             detail::doing(all[2 * static_cast<std::size_t>(r)], all[2 * static_cast<std::size_t>(r) + 1]);
+    }
+    msg += ". A rank whose call failed before its AllReduce (or that skipped a collective) would pair its later "
+           "collectives with the others' earlier ones; every later xsym collective on " + m_name +
+           " fails with this error: end the job (MPI_Abort)";
+    m_out_of_step = msg;
+    throw std::runtime_error(msg);
+  }
+
+  [[noreturn]] void disagree(const std::int64_t* mine, const detail::header_range& range) const {
+    const std::int64_t* lo = range.lo + 2;
+    const std::int64_t* h = range.hi + 2;
     std::string msg = "xsym::mpi: the ranks of " + m_name + " disagree on what to reduce: rank " +
                       std::to_string(m_rank) + " has " + std::string(dtype_name(static_cast<dtype>(mine[0]))) + " " +
                       detail::shape_text(mine + 2, static_cast<int>(mine[1]));
@@ -191,6 +269,10 @@ class communicator final : public xsym::communicator {
   MPI_Comm m_comm;
   std::string m_name;
   int m_size = 1, m_rank = 0;
+  // Calls are serialized (MPI_THREAD_SERIALIZED), so plain counters do.
+  mutable std::int64_t m_begun = 0;  // AllReduce calls begun, including those a failed call skipped
+  mutable std::int64_t m_next = 0;   // the last AllReduce call this rank reached
+  mutable std::string m_out_of_step;  // once set, every exchange throws it
 };
 
 /// @brief MPI_COMM_WORLD (MPI must be running: see environment).
@@ -232,6 +314,11 @@ std::vector<shared_value*> shared_values_of(const F& f) {
 inline void broadcast_value(shared_value& sv, int root, const communicator& c) {
   require_initialized("broadcast");
   std::lock_guard lock(sv.mutex);
+  const std::int64_t what[2] = {root, static_cast<std::int64_t>(sv.value.type())};
+  const header_range agreed = c.exchange(exchange_kind::broadcast, c.allreduce_calls(), what, 2);
+  if (!agreed.same(2) || !agreed.same(3))
+    throw std::runtime_error("xsym::mpi::broadcast: the ranks of " + c.name() + " disagree on the root or on the dtype of '" +
+                             (sv.name.empty() ? std::string("<unnamed>") : sv.name) + "'");
   std::int64_t head[1 + max_rank] = {sv.value.rank()};
   for (int d = 0; d < sv.value.rank(); ++d) head[1 + d] = sv.value.shape(d);
   check(MPI_Bcast(head, 1 + max_rank, MPI_INT64_T, root, c.get()), "MPI_Bcast (shape)");
@@ -284,9 +371,8 @@ void check_shared(const F& f, const std::shared_ptr<const communicator>& comm = 
   std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(p));
   const auto n = static_cast<int>(mine.size());
   // Every rank must read as many hashes: agree on the count first.
-  int range[2] = {n, -n};
-  detail::check(MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_INT, MPI_MAX, comm->get()), "MPI_Allreduce (count)");
-  if (range[0] != -range[1])
+  const std::int64_t what[1] = {n};
+  if (!comm->exchange(detail::exchange_kind::check_shared, comm->allreduce_calls(), what, 1).same(2))
     throw replica_error("xsym::mpi::check_shared: the ranks of " + comm->name() + " hold different numbers of shared " +
                         "variables for '" + f.runtime()->name() + "' (this rank: " + std::to_string(n) + ")");
   detail::check(MPI_Allgather(mine.data(), n, MPI_UINT64_T, all.data(), n, MPI_UINT64_T, comm->get()), "MPI_Allgather");
@@ -389,11 +475,11 @@ inline merged_profiles merge_profiles(const std::vector<std::shared_ptr<profile_
   const detail::rank_profiles mine = detail::collect_profiles(stats);
   const MPI_Comm c = comm->get();
   const int p = comm->size(), me = comm->rank();
-  const auto count = static_cast<std::uint64_t>(mine.numbers.size());
-  std::uint64_t agree[4] = {mine.layout, ~mine.layout, count, ~count};
-  detail::check(MPI_Allreduce(MPI_IN_PLACE, agree, 4, MPI_UINT64_T, MPI_MAX, c), "MPI_Allreduce (profiles)");
+  const auto count = static_cast<std::int64_t>(mine.numbers.size());
+  const std::int64_t what[2] = {static_cast<std::int64_t>(mine.layout >> 1), count};  // >> 1: negated in the header
+  const detail::header_range agreed = comm->exchange(detail::exchange_kind::profiles, comm->allreduce_calls(), what, 2);
   merged_profiles out;
-  out.same = agree[0] == ~agree[1] && agree[2] == ~agree[3];
+  out.same = agreed.same(2) && agreed.same(3);
   if (!out.same) return out;
   std::vector<double> all(me == 0 ? mine.numbers.size() * static_cast<std::size_t>(p) : 0);
   detail::check(MPI_Gather(mine.numbers.data(), static_cast<int>(count), MPI_DOUBLE, all.data(), static_cast<int>(count),

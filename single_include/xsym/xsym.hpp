@@ -2310,6 +2310,10 @@ class communicator {
   /// dtype and shape; where they differ, every rank throws (naming both shapes), none hangs.
   /// wait_ticks receives the part spent waiting for the other ranks to arrive.
   virtual void allreduce(const ndarray& in, ndarray& out, reduce_op r, std::uint64_t& wait_ticks) const = 0;
+  /// @brief A call of a function holding `nodes` AllReduce nodes on this communicator starts.
+  /// Called before anything in the call can fail, so that a rank whose call fails before its
+  /// AllReduce still counts it and the ranks can tell that they are out of step.
+  virtual void begin_call(int nodes) const { (void)nodes; }
 };
 
 /// @brief One instruction of a fused elementwise program (see compile/elemwise.hpp).
@@ -17257,6 +17261,8 @@ class function_runtime {
   cpu::jit_stats m_jit;
   std::shared_ptr<const function_graph> m_graph;
   std::vector<detail::thunk> m_thunks;
+  // Each communicator the AllReduce nodes use, and how many use it: told at each call's start.
+  std::vector<std::pair<const communicator*, int>> m_collectives;
   std::vector<ndarray> m_values;
   std::vector<ndarray> m_out;
   std::vector<const ndarray*> m_dest_of_slot;  // into(...): per slot, the caller's array its node writes
@@ -17816,6 +17822,12 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
                              records);
   seconds[2] = detail::wall_seconds();
   m_thunks = bind_thunks(m_plan.reference_kernels);
+  for (const apply_node& n : m_graph->nodes) {
+    if (n.fn->kind != op_kind::allreduce) continue;
+    auto at = std::find_if(m_collectives.begin(), m_collectives.end(), [&](const auto& c) { return c.first == n.fn->comm.get(); });
+    if (at == m_collectives.end()) m_collectives.emplace_back(n.fn->comm.get(), 1);
+    else ++at->second;
+  }
   if (m_plan.gpu && detail::gpu_runtime().make_timer) m_device_timer = detail::gpu_runtime().make_timer(*m_graph);
   if (m_plan.debug) {
     m_ref_thunks = bind_thunks(true, true);  // products and reductions on loops of their own
@@ -17862,6 +17874,7 @@ namespace xsym {
 template <class Bind, class Convert>
 auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* dests) {
   std::lock_guard lock(m_mutex);
+  for (const auto& [comm, nodes] : m_collectives) comm->begin_call(nodes);
   // One predictable branch when profiling is off; nothing at all when compiled out.
   const bool timed = profiling_compiled_in && (m_profile || detail::any_scope_active());
   const std::uint64_t c0 = timed ? detail::ticks() : 0;
@@ -18152,6 +18165,7 @@ inline void function_runtime::place_shared(int s, shared_value& sv) {
 XSYM_COLD_BEGIN
 inline void function_runtime::evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups) {
   std::lock_guard lock(m_mutex);
+  for (const auto& [comm, nodes] : m_collectives) comm->begin_call(nodes);
   ndarray* values = m_values.data();
   for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) values[m_graph->inputs[i]] = args[i];
   const shared_unlock unlock_at_exit{this};

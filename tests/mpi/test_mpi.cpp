@@ -52,6 +52,15 @@ void check_allreduce(std::array<std::size_t, N> shape, xsym::reduce_op op) {
   }
 }
 
+// A communicator of its own whose MPI errors come back as exceptions: the tests that put the
+// ranks out of step leave world() usable, and without the checks they test fail instead of aborting.
+std::shared_ptr<const xsym::mpi::communicator> own_comm(const char* name) {
+  MPI_Comm c;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+  return std::make_shared<const xsym::mpi::communicator>(c, name);
+}
+
 // Max or min over the ranks where element j is NaN on rank j only (j < p), else value_at.
 template <class T>
 void check_nan(xsym::reduce_op op) {
@@ -143,6 +152,63 @@ TEST_CASE("ranks that disagree on the shape all get an error naming the node and
   const xt::xtensor<float, 1> good = xt::ones<float>({4});
   const xt::xtensor<float, 1> sum = f(good);
   CHECK((sum == xt::xtensor<float, 1>(xt::ones<float>({4}) * static_cast<float>(p))));
+}
+
+TEST_CASE("a rank whose call fails before its AllReduce puts the ranks out of step: errors, not wrong sums", "[mpi]") {
+  const int me = xsym::mpi::rank(), p = xsym::mpi::size();
+  if (p < 2) return;
+  const auto comm = own_comm("steps");
+  auto x = xsym::matrix<double>("x");
+  auto w = xsym::shared(xt::xtensor<double, 1>{1, 2}, "w");
+  auto f = xsym::function("step", xsym::inputs(x), xsym::mpi::allreduce(dot(x, w), xsym::reduce_op::sum, comm));
+  // The last rank's first call fails in dot, before its AllReduce; every rank makes 4 calls.
+  std::vector<std::string> errors(4);
+  for (int i = 0; i < 4; ++i) {
+    xt::xtensor<double, 2> in = xt::ones<double>({3, 2}) * double(i + 1);
+    if (me == p - 1 && i == 0) in = xt::ones<double>({3, 3});
+    try {
+      const xt::xtensor<double, 1> got = f(in);
+      for (std::size_t j = 0; j < 3; ++j) CHECK(got(j) == 3.0 * (i + 1) * p);  // a call that returns is right
+    } catch (const std::exception& e) {
+      errors[static_cast<std::size_t>(i)] = e.what();
+    }
+  }
+  const std::string last = "rank " + std::to_string(p - 1) + " is in AllReduce call 2";
+  const std::string others = std::string(p > 2 ? " are" : " is") + " in AllReduce call 1";
+  // The other ranks' first call and the last rank's second meet and both name every rank's count.
+  const std::string& met = errors[me == p - 1 ? 1 : 0];
+  INFO(met);
+  CHECK(met.find("out of step") != std::string::npos);
+  CHECK(met.find(last) != std::string::npos);
+  CHECK(met.find(others) != std::string::npos);
+  // Then every call fails at once.
+  CHECK(errors[3].find("out of step") != std::string::npos);
+}
+
+TEST_CASE("ranks in different xsym collectives all get an error naming what each one does", "[mpi]") {
+  const int me = xsym::mpi::rank(), p = xsym::mpi::size();
+  if (p < 2) return;
+  const auto comm = own_comm("kinds");
+  auto stats = std::make_shared<xsym::profile_stats>("kinds", false);
+  auto x = xsym::matrix<double>("x");
+  auto w = xsym::shared(xt::xtensor<double, 1>{1, 2}, "w");
+  auto f = xsym::function("step", xsym::inputs(x), xsym::mpi::allreduce(dot(x, w), xsym::reduce_op::sum, comm),
+                          xsym::profile(stats));
+  // The last rank's call fails before its AllReduce; it goes on to merge profiles while the others reduce.
+  std::string error;
+  try {
+    if (me == p - 1) {
+      CHECK_THROWS_AS(f(xt::xtensor<double, 2>(xt::ones<double>({3, 3}))), xsym::shape_error);
+      (void)xsym::mpi::merge_profiles({stats}, comm);
+    } else {
+      (void)f(xt::xtensor<double, 2>(xt::ones<double>({3, 2})));
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  INFO(error);
+  CHECK(error.find("rank " + std::to_string(p - 1) + " is merging profiles (AllReduce calls so far: 1)") != std::string::npos);
+  CHECK(error.find(std::string(p > 2 ? " are" : " is") + " in AllReduce call 1") != std::string::npos);
 }
 
 TEST_CASE("200 steps of logistic regression over the ranks equal one process on the whole data", "[mpi]") {

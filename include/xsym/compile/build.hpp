@@ -130,6 +130,12 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
                              records);
   seconds[2] = detail::wall_seconds();
   m_thunks = bind_thunks(m_plan.reference_kernels);
+  for (const apply_node& n : m_graph->nodes) {
+    if (n.fn->kind != op_kind::allreduce) continue;
+    auto at = std::find_if(m_collectives.begin(), m_collectives.end(), [&](const auto& c) { return c.first == n.fn->comm.get(); });
+    if (at == m_collectives.end()) m_collectives.emplace_back(n.fn->comm.get(), 1);
+    else ++at->second;
+  }
   if (m_plan.gpu && detail::gpu_runtime().make_timer) m_device_timer = detail::gpu_runtime().make_timer(*m_graph);
   if (m_plan.debug) {
     m_ref_thunks = bind_thunks(true, true);  // products and reductions on loops of their own

@@ -10,6 +10,7 @@ namespace xsym {
 template <class Bind, class Convert>
 auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* dests) {
   std::lock_guard lock(m_mutex);
+  for (const auto& [comm, nodes] : m_collectives) comm->begin_call(nodes);
   // One predictable branch when profiling is off; nothing at all when compiled out.
   const bool timed = profiling_compiled_in && (m_profile || detail::any_scope_active());
   const std::uint64_t c0 = timed ? detail::ticks() : 0;
@@ -300,6 +301,7 @@ inline void function_runtime::place_shared(int s, shared_value& sv) {
 XSYM_COLD_BEGIN
 inline void function_runtime::evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups) {
   std::lock_guard lock(m_mutex);
+  for (const auto& [comm, nodes] : m_collectives) comm->begin_call(nodes);
   ndarray* values = m_values.data();
   for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) values[m_graph->inputs[i]] = args[i];
   const shared_unlock unlock_at_exit{this};

@@ -150,6 +150,8 @@ class function_runtime {
   cpu::jit_stats m_jit;
   std::shared_ptr<const function_graph> m_graph;
   std::vector<detail::thunk> m_thunks;
+  // Each communicator the AllReduce nodes use, and how many use it: told at each call's start.
+  std::vector<std::pair<const communicator*, int>> m_collectives;
   std::vector<ndarray> m_values;
   std::vector<ndarray> m_out;
   std::vector<const ndarray*> m_dest_of_slot;  // into(...): per slot, the caller's array its node writes

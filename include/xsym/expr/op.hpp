@@ -229,6 +229,10 @@ class communicator {
   /// dtype and shape; where they differ, every rank throws (naming both shapes), none hangs.
   /// wait_ticks receives the part spent waiting for the other ranks to arrive.
   virtual void allreduce(const ndarray& in, ndarray& out, reduce_op r, std::uint64_t& wait_ticks) const = 0;
+  /// @brief A call of a function holding `nodes` AllReduce nodes on this communicator starts.
+  /// Called before anything in the call can fail, so that a rank whose call fails before its
+  /// AllReduce still counts it and the ranks can tell that they are out of step.
+  virtual void begin_call(int nodes) const { (void)nodes; }
 };
 
 /// @brief One instruction of a fused elementwise program (see compile/elemwise.hpp).
