@@ -159,9 +159,12 @@ class var {
 
   // Elementwise operators, found by argument-dependent lookup. The operand converted to
   // located<Self> carries the line of the expression, recorded on the node it makes.
-#define XSYM_BINARY_OPERATOR(Self, sym, sop)                                             \
+// B_OK: the right operands a var on the left takes. == and != take numbers only: C++20 also
+// tries b == a (and !(a == b) for !=), and between two var types each friend converted the
+// other side, an ambiguity (var == var and var != var are templates below).
+#define XSYM_OPERATOR_FOR(Self, sym, sop, B_OK)                                          \
   template <class B>                                                                     \
-    requires(is_var_v<B> || std::is_arithmetic_v<B>)                                     \
+    requires(B_OK)                                                                       \
   friend auto operator sym(detail::located<Self> a, const B& b) {                        \
     const detail::at_site site(a.where);                                                 \
     return detail::binary<scalar_op::sop>(a.v, b);                                       \
@@ -172,22 +175,8 @@ class var {
     const detail::at_site site(b.where);                                                 \
     return detail::binary<scalar_op::sop>(a, b.v);                                       \
   }
-// == and != with a number only: C++20 also tries b == a (and !(a == b) for !=), and between
-// two var types of their own each friend converted the other side, an ambiguity (var == var
-// and var != var are templates below).
-#define XSYM_NUMBER_OPERATOR(Self, sym, sop)                                             \
-  template <class B>                                                                     \
-    requires std::is_arithmetic_v<B>                                                     \
-  friend auto operator sym(detail::located<Self> a, const B& b) {                        \
-    const detail::at_site site(a.where);                                                 \
-    return detail::binary<scalar_op::sop>(a.v, b);                                       \
-  }                                                                                      \
-  template <class A>                                                                     \
-    requires std::is_arithmetic_v<A>                                                     \
-  friend auto operator sym(const A& a, detail::located<Self> b) {                        \
-    const detail::at_site site(b.where);                                                 \
-    return detail::binary<scalar_op::sop>(a, b.v);                                       \
-  }
+#define XSYM_BINARY_OPERATOR(Self, sym, sop) XSYM_OPERATOR_FOR(Self, sym, sop, is_var_v<B> || std::is_arithmetic_v<B>)
+#define XSYM_NUMBER_OPERATOR(Self, sym, sop) XSYM_OPERATOR_FOR(Self, sym, sop, std::is_arithmetic_v<B>)
 #define XSYM_UNARY_OPERATOR(Self, sym, sop)           \
   friend auto operator sym(detail::located<Self> a) { \
     const detail::at_site site(a.where);              \
@@ -322,6 +311,7 @@ class typed : public var<typename Tree::value_type, Tree::rank> {
 #undef XSYM_UNARY_OPERATOR
 #undef XSYM_NUMBER_OPERATOR
 #undef XSYM_BINARY_OPERATOR
+#undef XSYM_OPERATOR_FOR
 
 /// @brief Elementwise a == b and a != b of two vars of any types (the forms C++20 also tries,
 /// b == a and !(a == b), tie with them and lose as rewritten).
