@@ -11585,15 +11585,17 @@ class profile_scope {
   profile_stats& stats() { return *m_stats; }
   const std::shared_ptr<profile_stats>& shared_stats() const { return m_stats; }
 
-  /// @brief The scope's record for one function (made on its first call inside the scope).
-  /// Whether the function at key has a record here yet (its first call here takes its shapes).
-  bool has_record(const void* key) {
+  /// @brief Whether the function with these facts has a record here yet (its first call here takes its shapes).
+  bool has_record(const function_facts* facts) {
     std::lock_guard lock(m_mutex);
-    return m_records.count(key) != 0;
+    return m_records.count(facts) != 0;
   }
-  function_profile& record_for(const void* key, const std::shared_ptr<const function_facts>& facts) {
+  /// @brief The scope's record for one function (made on its first call inside the scope). Keyed
+  /// by the function's facts, which the record keeps alive: keyed by the function's address, a
+  /// function built where a destroyed one was took that one's record.
+  function_profile& record_for(const std::shared_ptr<const function_facts>& facts) {
     std::lock_guard lock(m_mutex);
-    auto& rec = m_records[key];
+    auto& rec = m_records[facts.get()];
     if (!rec) rec = m_stats->add_function(facts);
     return *rec;
   }
@@ -11602,7 +11604,7 @@ class profile_scope {
   std::shared_ptr<profile_stats> m_stats;
   bool m_print;
   std::mutex m_mutex;
-  std::unordered_map<const void*, std::shared_ptr<function_profile>> m_records;
+  std::unordered_map<const function_facts*, std::shared_ptr<function_profile>> m_records;
 };
 
 namespace detail {
@@ -17980,7 +17982,7 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
       record_call(*m_profile, call_ticks, sample);
     }
     detail::for_each_active_scope([&](profile_scope& scope) {
-      function_profile& p = scope.record_for(this, m_facts);
+      function_profile& p = scope.record_for(m_facts);
       measured(p);
       record_call(p, call_ticks, sample || p.calls == 0);
     });
@@ -17999,7 +18001,7 @@ inline bool function_runtime::sample_this_call(const ndarray* values) {
   bool sample = (m_sample_calls & (m_sample_calls - 1)) == 0 || m_sampled_shapes.size() != n;
   for (std::size_t k = 0; k < n && !sample; ++k) sample = !(shape_of(k) == m_sampled_shapes[k]);
   if (!sample)
-    detail::for_each_active_scope([&](profile_scope& scope) { sample = sample || !scope.has_record(this); });
+    detail::for_each_active_scope([&](profile_scope& scope) { sample = sample || !scope.has_record(m_facts.get()); });
   if (sample) {
     m_sampled_shapes.resize(n);
     for (std::size_t k = 0; k < n; ++k) m_sampled_shapes[k] = shape_of(k);

@@ -126,7 +126,7 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
       record_call(*m_profile, call_ticks, sample);
     }
     detail::for_each_active_scope([&](profile_scope& scope) {
-      function_profile& p = scope.record_for(this, m_facts);
+      function_profile& p = scope.record_for(m_facts);
       measured(p);
       record_call(p, call_ticks, sample || p.calls == 0);
     });
@@ -145,7 +145,7 @@ inline bool function_runtime::sample_this_call(const ndarray* values) {
   bool sample = (m_sample_calls & (m_sample_calls - 1)) == 0 || m_sampled_shapes.size() != n;
   for (std::size_t k = 0; k < n && !sample; ++k) sample = !(shape_of(k) == m_sampled_shapes[k]);
   if (!sample)
-    detail::for_each_active_scope([&](profile_scope& scope) { sample = sample || !scope.has_record(this); });
+    detail::for_each_active_scope([&](profile_scope& scope) { sample = sample || !scope.has_record(m_facts.get()); });
   if (sample) {
     m_sampled_shapes.resize(n);
     for (std::size_t k = 0; k < n; ++k) m_sampled_shapes[k] = shape_of(k);

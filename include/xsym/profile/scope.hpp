@@ -58,15 +58,17 @@ class profile_scope {
   profile_stats& stats() { return *m_stats; }
   const std::shared_ptr<profile_stats>& shared_stats() const { return m_stats; }
 
-  /// @brief The scope's record for one function (made on its first call inside the scope).
-  /// Whether the function at key has a record here yet (its first call here takes its shapes).
-  bool has_record(const void* key) {
+  /// @brief Whether the function with these facts has a record here yet (its first call here takes its shapes).
+  bool has_record(const function_facts* facts) {
     std::lock_guard lock(m_mutex);
-    return m_records.count(key) != 0;
+    return m_records.count(facts) != 0;
   }
-  function_profile& record_for(const void* key, const std::shared_ptr<const function_facts>& facts) {
+  /// @brief The scope's record for one function (made on its first call inside the scope). Keyed
+  /// by the function's facts, which the record keeps alive: keyed by the function's address, a
+  /// function built where a destroyed one was took that one's record.
+  function_profile& record_for(const std::shared_ptr<const function_facts>& facts) {
     std::lock_guard lock(m_mutex);
-    auto& rec = m_records[key];
+    auto& rec = m_records[facts.get()];
     if (!rec) rec = m_stats->add_function(facts);
     return *rec;
   }
@@ -75,7 +77,7 @@ class profile_scope {
   std::shared_ptr<profile_stats> m_stats;
   bool m_print;
   std::mutex m_mutex;
-  std::unordered_map<const void*, std::shared_ptr<function_profile>> m_records;
+  std::unordered_map<const function_facts*, std::shared_ptr<function_profile>> m_records;
 };
 
 namespace detail {

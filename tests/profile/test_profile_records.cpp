@@ -1,0 +1,61 @@
+// What the profile records and counts, checked against numbers the tests work out from the
+// shapes and calls they choose, never against the report's own.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include <xsym/xsym.hpp>
+
+namespace {
+
+struct config_guard {
+  config_guard() { xsym::config.reset(); }
+  ~config_guard() { xsym::config.reset(); }
+};
+
+std::shared_ptr<xsym::profile_stats> quiet_stats(const std::string& name) {
+  return std::make_shared<xsym::profile_stats>(name, false);
+}
+
+nlohmann::json json_of(const xsym::profile_stats& s) {
+  std::ostringstream os;
+  xsym::write_json(s, os);
+  return nlohmann::json::parse(os.str());  // throws on invalid JSON, invalid UTF-8 included
+}
+
+}  // namespace
+
+// Functions destroyed and rebuilt inside one scope (a new one often at a freed one's address)
+// each get a record of their own, sized for their own graph.
+TEST_CASE("a scope keeps one record per function, even where a new function reuses an old one's address", "[profile]") {
+  config_guard guard;
+  xsym::profile_scope scope("rebuilt", false);
+  auto x = xsym::vector<double>("x");
+  const xt::xtensor<double, 1> a = xt::ones<double>({100});
+  std::vector<std::size_t> node_counts;
+  for (int k = 0; k < 3; ++k) {
+    {
+      auto small = xsym::function("small", xsym::inputs(x), xsym::outputs(x * 2.0));
+      node_counts.push_back(small.graph().nodes.size());
+      small(a);
+    }
+    {
+      auto big = xsym::function("big", xsym::inputs(x),
+                                xsym::outputs(exp(x) + sin(x) * cos(x) + tanh(x) * xsym::sum(x * x)),
+                                xsym::optimizer_excluding("fusion:inplace"));
+      node_counts.push_back(big.graph().nodes.size());
+      big(a);
+    }
+  }
+  const auto fns = scope.stats().functions();
+  REQUIRE(fns.size() == node_counts.size());
+  for (std::size_t k = 0; k < fns.size(); ++k) {
+    CHECK(fns[k]->name() == (k % 2 ? "big" : "small"));
+    CHECK(fns[k]->calls == 1);
+    CHECK(fns[k]->node_ticks.size() == node_counts[k]);
+    for (auto c : fns[k]->node_calls) CHECK(c == 1);
+  }
+}
