@@ -10197,6 +10197,7 @@ struct function_facts {
   bool gc = true;
   bool memory = false;                 // profile_memory was on
   bool optimizer = false;              // profile_optimizer was on
+  bool ignore_first_call = false;      // profiling.ignore_first_call: each profile leaves out its first call
 
   /// @brief The <type> of node i: where and how it ran.
   const std::string& node_implementation(std::size_t i) const {
@@ -11596,7 +11597,10 @@ class profile_scope {
   function_profile& record_for(const std::shared_ptr<const function_facts>& facts) {
     std::lock_guard lock(m_mutex);
     auto& rec = m_records[facts.get()];
-    if (!rec) rec = m_stats->add_function(facts);
+    if (!rec) {
+      rec = m_stats->add_function(facts);
+      rec->skip_next_call = facts->ignore_first_call;  // as in the function's own profile
+    }
     return *rec;
   }
 
@@ -17628,11 +17632,12 @@ inline void function_runtime::init_profile(const function_options& options, std:
   facts->dead_after = m_dead_after;
   facts->memory = config.profile_memory.value();
   facts->optimizer = config.profile_optimizer.value();
+  facts->ignore_first_call = config.profiling.ignore_first_call.value();
   m_facts = std::move(facts);
   if (!profiling) return;
   m_stats = options.stats ? options.stats : std::make_shared<profile_stats>(m_name);
   m_profile = m_stats->add_function(m_facts);
-  m_profile->skip_next_call = config.profiling.ignore_first_call.value();
+  m_profile->skip_next_call = m_facts->ignore_first_call;
 }
 XSYM_COLD_END
 

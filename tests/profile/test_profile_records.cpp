@@ -59,3 +59,28 @@ TEST_CASE("a scope keeps one record per function, even where a new function reus
     for (auto c : fns[k]->node_calls) CHECK(c == 1);
   }
 }
+
+TEST_CASE("a node reading one array twice counts its bytes once", "[profile]") {
+  config_guard guard;
+  auto stats = quiet_stats("twice");
+  auto x = xsym::vector<float>("x");
+  auto f = xsym::function("twice", xsym::inputs(x), xsym::outputs(x * x, dot(x, x)), xsym::profile(stats),
+                          xsym::optimizer_excluding("fusion:inplace"));
+  const std::int64_t n = 1000, vec = n * 4;  // float32
+  const xt::xtensor<float, 1> a = xt::ones<float>({static_cast<std::size_t>(n)});
+  for (int i = 0; i < 3; ++i) f(a);
+  bool saw_mul = false, saw_dot = false;
+  for (const auto& node : json_of(*stats)["functions"][0]["nodes"]) {
+    const std::string apply = node["apply"];
+    if (apply.find("(x, x)") == std::string::npos) continue;
+    if (node["op"].get<std::string>().find("mul") != std::string::npos) {
+      saw_mul = true;
+      CHECK(node["bytes"].get<double>() == static_cast<double>(vec + vec));  // x once, the product
+    } else {
+      saw_dot = true;
+      CHECK(node["bytes"].get<double>() == static_cast<double>(vec + 4));  // x once, a float32 scalar
+    }
+  }
+  CHECK(saw_mul);
+  CHECK(saw_dot);
+}

@@ -29,11 +29,12 @@ inline void function_runtime::init_profile(const function_options& options, std:
   facts->dead_after = m_dead_after;
   facts->memory = config.profile_memory.value();
   facts->optimizer = config.profile_optimizer.value();
+  facts->ignore_first_call = config.profiling.ignore_first_call.value();
   m_facts = std::move(facts);
   if (!profiling) return;
   m_stats = options.stats ? options.stats : std::make_shared<profile_stats>(m_name);
   m_profile = m_stats->add_function(m_facts);
-  m_profile->skip_next_call = config.profiling.ignore_first_call.value();
+  m_profile->skip_next_call = m_facts->ignore_first_call;
 }
 XSYM_COLD_END
 

@@ -49,6 +49,7 @@ struct function_facts {
   bool gc = true;
   bool memory = false;                 // profile_memory was on
   bool optimizer = false;              // profile_optimizer was on
+  bool ignore_first_call = false;      // profiling.ignore_first_call: each profile leaves out its first call
 
   /// @brief The <type> of node i: where and how it ran.
   const std::string& node_implementation(std::size_t i) const {

@@ -69,7 +69,10 @@ class profile_scope {
   function_profile& record_for(const std::shared_ptr<const function_facts>& facts) {
     std::lock_guard lock(m_mutex);
     auto& rec = m_records[facts.get()];
-    if (!rec) rec = m_stats->add_function(facts);
+    if (!rec) {
+      rec = m_stats->add_function(facts);
+      rec->skip_next_call = facts->ignore_first_call;  // as in the function's own profile
+    }
     return *rec;
   }
 
