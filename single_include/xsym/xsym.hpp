@@ -17292,6 +17292,7 @@ class function_runtime {
   std::vector<std::vector<value_info>> m_last_inputs, m_last_outputs;
   std::int64_t m_sample_calls = 0;
   std::vector<shape_t> m_sampled_shapes;  // the inputs' and shared values' at the last sampled call
+  std::vector<shape_t> m_pending_shapes;  // this call's, until it is recorded
   bool sample_this_call(const ndarray* values);
   std::uint64_t m_fn_start = 0;
   detail::call_lock m_mutex;
@@ -17982,6 +17983,7 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     };
     const std::uint64_t call_ticks = detail::ticks() - c0;
     ++m_sample_calls;
+    if (sample) m_sampled_shapes.swap(m_pending_shapes);  // only now: a call that threw recorded nothing
     if (m_profile) {
       measured(*m_profile);
       record_call(*m_profile, call_ticks, sample);
@@ -18007,9 +18009,9 @@ inline bool function_runtime::sample_this_call(const ndarray* values) {
   for (std::size_t k = 0; k < n && !sample; ++k) sample = !(shape_of(k) == m_sampled_shapes[k]);
   if (!sample)
     detail::for_each_active_scope([&](profile_scope& scope) { sample = sample || !scope.has_record(m_facts.get()); });
-  if (sample) {
-    m_sampled_shapes.resize(n);
-    for (std::size_t k = 0; k < n; ++k) m_sampled_shapes[k] = shape_of(k);
+  if (sample) {  // the sampled shapes once the call is recorded
+    m_pending_shapes.resize(n);
+    for (std::size_t k = 0; k < n; ++k) m_pending_shapes[k] = shape_of(k);
   }
   return sample;
 }

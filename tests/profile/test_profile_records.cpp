@@ -84,3 +84,28 @@ TEST_CASE("a node reading one array twice counts its bytes once", "[profile]") {
   CHECK(saw_mul);
   CHECK(saw_dot);
 }
+
+// A call that throws records nothing; the next call of the thrown call's shapes is that
+// function's first recorded at them, so the profile takes its shapes.
+TEST_CASE("the profile's shapes are the last recorded call's after a call that threw", "[profile]") {
+  config_guard guard;
+  auto stats = quiet_stats("throws");
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("checked", xsym::inputs(x), xsym::outputs(xsym::check(exp(x) * 2.0, "positive", all(x > 0.0)) + 1.0),
+                          xsym::profile(stats));
+  const xt::xtensor<double, 1> small = xt::ones<double>({100});
+  const xt::xtensor<double, 1> negative = -xt::ones<double>({200}), positive = xt::ones<double>({200});
+  for (int i = 0; i < 3; ++i) f(small);
+  CHECK_THROWS(f(negative));
+  f(positive);
+  const auto& p = *stats->functions()[0];
+  CHECK(p.calls == 4);
+  int vectors = 0;
+  for (const auto& ins : p.node_inputs)
+    for (const auto& v : ins)
+      if (v.shape.rank == 1 && v.shape[0] != 1) {
+        ++vectors;
+        CHECK(v.shape[0] == 200);
+      }
+  CHECK(vectors > 0);
+}

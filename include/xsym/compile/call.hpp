@@ -121,6 +121,7 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     };
     const std::uint64_t call_ticks = detail::ticks() - c0;
     ++m_sample_calls;
+    if (sample) m_sampled_shapes.swap(m_pending_shapes);  // only now: a call that threw recorded nothing
     if (m_profile) {
       measured(*m_profile);
       record_call(*m_profile, call_ticks, sample);
@@ -146,9 +147,9 @@ inline bool function_runtime::sample_this_call(const ndarray* values) {
   for (std::size_t k = 0; k < n && !sample; ++k) sample = !(shape_of(k) == m_sampled_shapes[k]);
   if (!sample)
     detail::for_each_active_scope([&](profile_scope& scope) { sample = sample || !scope.has_record(m_facts.get()); });
-  if (sample) {
-    m_sampled_shapes.resize(n);
-    for (std::size_t k = 0; k < n; ++k) m_sampled_shapes[k] = shape_of(k);
+  if (sample) {  // the sampled shapes once the call is recorded
+    m_pending_shapes.resize(n);
+    for (std::size_t k = 0; k < n; ++k) m_pending_shapes[k] = shape_of(k);
   }
   return sample;
 }

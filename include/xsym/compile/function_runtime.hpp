@@ -185,6 +185,7 @@ class function_runtime {
   std::vector<std::vector<value_info>> m_last_inputs, m_last_outputs;
   std::int64_t m_sample_calls = 0;
   std::vector<shape_t> m_sampled_shapes;  // the inputs' and shared values' at the last sampled call
+  std::vector<shape_t> m_pending_shapes;  // this call's, until it is recorded
   bool sample_this_call(const ndarray* values);
   std::uint64_t m_fn_start = 0;
   detail::call_lock m_mutex;
