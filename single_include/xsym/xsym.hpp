@@ -10573,7 +10573,11 @@ inline double node_bytes(const apply_node& n, const std::vector<value_info>& ins
     return 2.0 * static_cast<double>(ins[0].nbytes()) + 3.0 * static_cast<double>(ins[1].nbytes()) +
            static_cast<double>(ins[2].nbytes());
   double b = 0;
-  for (const auto& v : ins) b += static_cast<double>(v.nbytes());
+  for (std::size_t k = 0; k < ins.size(); ++k) {  // an array read twice (x * x) is moved once
+    bool seen = false;
+    for (std::size_t j = 0; j < k && k < n.inputs.size() && !seen; ++j) seen = n.inputs[j] == n.inputs[k];
+    if (!seen) b += static_cast<double>(ins[k].nbytes());
+  }
   for (const auto& v : outs) b += static_cast<double>(v.nbytes());
   return b;
 }

@@ -109,3 +109,30 @@ TEST_CASE("the profile's shapes are the last recorded call's after a call that t
       }
   CHECK(vectors > 0);
 }
+
+// <Mflops> and <GB/s> of a node are its mean call's: every call's work at that call's shapes.
+TEST_CASE("flops and bytes of calls of several shapes are each call's, over the calls", "[profile]") {
+  config_guard guard;
+  auto x = xsym::vector<float>("x"), y = xsym::vector<float>("y");
+  auto mean_call = [&](const std::vector<std::size_t>& sizes) {
+    auto stats = quiet_stats("sizes");
+    auto f = xsym::function("mul", xsym::inputs(x, y), xsym::outputs(x * y), xsym::profile(stats));
+    double elements = 0;
+    for (std::size_t n : sizes) {
+      const xt::xtensor<float, 1> a = xt::ones<float>({n});
+      f(a, a);
+      elements += static_cast<double>(n);
+    }
+    const auto j = json_of(*stats);
+    const auto& nodes = j["functions"][0]["nodes"];
+    REQUIRE(nodes.size() == 1);
+    const double calls = static_cast<double>(sizes.size());
+    CHECK(nodes[0]["flops"].get<double>() == Approx(elements / calls));  // one multiplication per element
+    CHECK(nodes[0]["bytes"].get<double>() == Approx(3 * 4 * elements / calls));  // x, y and the product, float32
+  };
+  std::vector<std::size_t> sizes(9, 1 << 20);
+  sizes.push_back(10);  // 9 large calls, then a small one: the small one's shapes are the last
+  mean_call(sizes);
+  mean_call({10, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16});  // unsampled calls after the change
+  mean_call({100, 200, 100, 200, 300});
+}
