@@ -437,9 +437,9 @@ inline rank_profiles collect_profiles(const std::vector<std::shared_ptr<profile_
         r.numbers.push_back(static_cast<double>(f->node_calls[i]));
         r.numbers.push_back(f->node_wait_time(i));
         // This rank's work from its own shapes: other ranks may see other shapes.
-        const auto calls = static_cast<double>(f->node_calls[i]);
-        r.numbers.push_back(xsym::detail::node_flops(g.nodes[i], f->node_inputs[i], f->node_outputs[i]) * calls);
-        r.numbers.push_back(xsym::detail::node_bytes(g.nodes[i], f->node_inputs[i], f->node_outputs[i]) * calls);
+        const auto [flops, bytes] = xsym::detail::node_work(*f, i);
+        r.numbers.push_back(flops);
+        r.numbers.push_back(bytes);
       }
     }
     for (const auto& [name, reg] : s->regions()) {
@@ -510,6 +510,7 @@ inline merged_profiles merge_profiles(const std::vector<std::shared_ptr<profile_
       m->node_rank_max_s.assign(n, 0);
       m->node_flops_sum.assign(n, 0);
       m->node_bytes_sum.assign(n, 0);
+      m->summed_calls = m->calls;  // the sums hold every call
       for (std::size_t i = 0; i < n; ++i, at += 5) {
         m->node_ticks[i] = ticks(at);
         m->node_calls[i] = static_cast<std::int64_t>(sum(at + 1));

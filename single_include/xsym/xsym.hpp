@@ -10230,9 +10230,12 @@ struct function_profile {
   // per node, the time of its fastest and slowest rank.
   int ranks = 1;
   std::vector<double> node_rank_min_s, node_rank_max_s;
-  // Merged: each node's flops and bytes over every rank's calls, from each rank's own shapes
-  // (node_inputs and node_outputs are rank 0's). Empty otherwise: the report uses the shapes.
+  // Each node's flops and bytes over the first summed_calls calls, each at its shapes: added at
+  // every shape sample (the calls since the last one ran at its shapes), so nothing per call;
+  // the calls after summed_calls ran at node_inputs and node_outputs. Merged: every rank's calls,
+  // from each rank's own shapes (node_inputs and node_outputs are rank 0's).
   std::vector<double> node_flops_sum, node_bytes_sum;
+  std::int64_t summed_calls = 0;
 
   const std::string& name() const { return facts->name; }
   const function_graph& graph() const { return *facts->graph; }
@@ -10582,6 +10585,34 @@ inline double node_bytes(const apply_node& n, const std::vector<value_info>& ins
   return b;
 }
 
+/// Adds the calls since the profile's last shape sample, at that sample's shapes, to its work
+/// sums: called before a new sample replaces the shapes, so rates are total work over total time.
+inline void sum_sampled_work(function_profile& f) {
+  const std::int64_t since = f.calls - f.summed_calls;
+  if (since <= 0) return;
+  const function_graph& g = f.graph();
+  f.node_flops_sum.resize(g.nodes.size(), 0.0);
+  f.node_bytes_sum.resize(g.nodes.size(), 0.0);
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    f.node_flops_sum[i] += node_flops(g.nodes[i], f.node_inputs[i], f.node_outputs[i]) * static_cast<double>(since);
+    f.node_bytes_sum[i] += node_bytes(g.nodes[i], f.node_inputs[i], f.node_outputs[i]) * static_cast<double>(since);
+  }
+  f.summed_calls = f.calls;
+}
+
+/// Node i's flops and bytes over every call: the sums, and the calls since at the current shapes.
+inline std::pair<double, double> node_work(const function_profile& f, std::size_t i) {
+  double flops = i < f.node_flops_sum.size() ? f.node_flops_sum[i] : 0.0;
+  double bytes = i < f.node_bytes_sum.size() ? f.node_bytes_sum[i] : 0.0;
+  const std::int64_t rest = f.node_calls[i] - f.summed_calls;
+  if (rest > 0) {
+    const apply_node& n = f.graph().nodes[i];
+    flops += node_flops(n, f.node_inputs[i], f.node_outputs[i]) * static_cast<double>(rest);
+    bytes += node_bytes(n, f.node_inputs[i], f.node_outputs[i]) * static_cast<double>(rest);
+  }
+  return {flops, bytes};
+}
+
 /// One line of the Class or Ops section: a class or an op, summed over its Apply nodes.
 struct summary_row {
   std::string key;
@@ -10589,7 +10620,7 @@ struct summary_row {
   double time = 0;
   std::int64_t calls = 0;
   int applies = 0;
-  double flops = 0, bytes = 0;  // over every call, from each node's last recorded shapes
+  double flops = 0, bytes = 0;  // over every call, each at its shapes (node_work)
   double share = 0, cumulative = 0;  // percent of the report's total, set when printed
   int type_width = 4;  // the widest <type> among the table's rows, so that "cpu/typed" keeps columns aligned
   double per_call() const { return calls ? time / static_cast<double>(calls) : 0.0; }
@@ -10760,10 +10791,9 @@ inline std::pair<std::vector<summary_row>, std::vector<summary_row>> summary_row
         r.time += f->node_time(i);
         r.calls += f->node_calls[i];
         r.applies += 1;
-        const auto calls = static_cast<double>(f->node_calls[i]);
-        const bool summed = !f->node_flops_sum.empty();  // merged over ranks
-        r.flops += summed ? f->node_flops_sum[i] : node_flops(n, f->node_inputs[i], f->node_outputs[i]) * calls;
-        r.bytes += summed ? f->node_bytes_sum[i] : node_bytes(n, f->node_inputs[i], f->node_outputs[i]) * calls;
+        const auto [flops, bytes] = node_work(*f, i);
+        r.flops += flops;
+        r.bytes += bytes;
       }
     }
   }
@@ -10801,9 +10831,10 @@ inline std::vector<apply_row> apply_rows(const function_profile& f, bool prefixe
     r.node = i;
     r.time = f.node_time(i);
     r.calls = f.node_calls[i];
-    if (!f.node_flops_sum.empty()) {  // merged over ranks: the mean call of the whole job
-      r.flops = r.calls ? f.node_flops_sum[i] / static_cast<double>(r.calls) : 0.0;
-      r.bytes = r.calls ? f.node_bytes_sum[i] / static_cast<double>(r.calls) : 0.0;
+    if (r.calls) {  // the mean call: every call's work (at its shapes) over the calls
+      const auto [flops, bytes] = node_work(f, i);
+      r.flops = flops / static_cast<double>(r.calls);
+      r.bytes = bytes / static_cast<double>(r.calls);
     } else {
       r.flops = node_flops(g.nodes[i], f.node_inputs[i], f.node_outputs[i]);
       r.bytes = node_bytes(g.nodes[i], f.node_inputs[i], f.node_outputs[i]);
@@ -17682,7 +17713,10 @@ inline void function_runtime::record_call(function_profile& p, std::uint64_t cal
     p.skip_next_call = false;
     return;
   }
-  if (take_shapes && !m_last_inputs.empty()) copy_shapes(p);
+  if (take_shapes && !m_last_inputs.empty()) {
+    detail::sum_sampled_work(p);  // the calls since the last sample ran at its shapes
+    copy_shapes(p);
+  }
   ++p.calls;
   for (std::size_t i = 0; i < m_scratch_ticks.size(); ++i) {
     p.node_ticks[i] += m_scratch_ticks[i];

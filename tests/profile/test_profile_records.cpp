@@ -136,3 +136,18 @@ TEST_CASE("flops and bytes of calls of several shapes are each call's, over the 
   mean_call({10, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16});  // unsampled calls after the change
   mean_call({100, 200, 100, 200, 300});
 }
+
+TEST_CASE("JSON of names that are not UTF-8 is valid, with U+FFFD for the bytes that are not", "[profile]") {
+  config_guard guard;
+  auto stats = quiet_stats(std::string("bad\xff\xfe" "utf"));
+  auto x = xsym::vector<float>("x");
+  auto f = xsym::function("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xc0\xaf \xed\xa0\x80", xsym::inputs(x), xsym::outputs(x * 3.0f),
+                          xsym::profile(stats));
+  const xt::xtensor<float, 1> a = xt::ones<float>({10});
+  f(a);
+  const auto j = json_of(*stats);
+  const std::string fffd = "\xef\xbf\xbd";
+  CHECK(j["message"] == "bad" + fffd + fffd + "utf");
+  // Valid two-, three- and four-byte sequences stay; an overlong form and a surrogate do not.
+  CHECK(j["functions"][0]["name"] == "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 " + fffd + fffd + " " + fffd + fffd + fffd);
+}

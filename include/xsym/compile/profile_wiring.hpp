@@ -4,6 +4,7 @@
 // What a function hands the profiler: its compile-time facts once, then per call the node
 // times, shapes and trace events.
 #include "function_runtime.hpp"
+#include "../profile/columns.hpp"
 
 namespace xsym {
 
@@ -74,7 +75,10 @@ inline void function_runtime::record_call(function_profile& p, std::uint64_t cal
     p.skip_next_call = false;
     return;
   }
-  if (take_shapes && !m_last_inputs.empty()) copy_shapes(p);
+  if (take_shapes && !m_last_inputs.empty()) {
+    detail::sum_sampled_work(p);  // the calls since the last sample ran at its shapes
+    copy_shapes(p);
+  }
   ++p.calls;
   for (std::size_t i = 0; i < m_scratch_ticks.size(); ++i) {
     p.node_ticks[i] += m_scratch_ticks[i];

@@ -82,9 +82,12 @@ struct function_profile {
   // per node, the time of its fastest and slowest rank.
   int ranks = 1;
   std::vector<double> node_rank_min_s, node_rank_max_s;
-  // Merged: each node's flops and bytes over every rank's calls, from each rank's own shapes
-  // (node_inputs and node_outputs are rank 0's). Empty otherwise: the report uses the shapes.
+  // Each node's flops and bytes over the first summed_calls calls, each at its shapes: added at
+  // every shape sample (the calls since the last one ran at its shapes), so nothing per call;
+  // the calls after summed_calls ran at node_inputs and node_outputs. Merged: every rank's calls,
+  // from each rank's own shapes (node_inputs and node_outputs are rank 0's).
   std::vector<double> node_flops_sum, node_bytes_sum;
+  std::int64_t summed_calls = 0;
 
   const std::string& name() const { return facts->name; }
   const function_graph& graph() const { return *facts->graph; }
