@@ -10478,9 +10478,38 @@ inline std::string fmt(const char* f, auto... args) {
   return out;
 }
 
+// Length of the valid UTF-8 sequence at s[i], 0 if it is not one (overlong forms, surrogates
+// and code points past U+10FFFF are invalid too).
+inline std::size_t utf8_length(const std::string& s, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  std::size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+  if (c >= 0xC2 && c <= 0xDF) n = 2;
+  else if (c >= 0xE0 && c <= 0xEF) n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+  else if (c >= 0xF0 && c <= 0xF4) n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+  else return 0;
+  if (i + n > s.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (std::size_t k = 2; k < n; ++k)
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  return n;
+}
+
+// A JSON string: names are the user's bytes, so invalid UTF-8 becomes U+FFFD (JSON must be UTF-8).
 inline std::string json_string(const std::string& s) {
   std::string out = "\"";
-  for (char c : s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      const std::size_t n = utf8_length(s, i);
+      if (n == 0) {
+        out += "\xEF\xBF\xBD";  // U+FFFD
+      } else {
+        out.append(s, i, n);
+        i += n - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;

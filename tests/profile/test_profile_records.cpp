@@ -151,3 +151,30 @@ TEST_CASE("JSON of names that are not UTF-8 is valid, with U+FFFD for the bytes 
   // Valid two-, three- and four-byte sequences stay; an overlong form and a surrogate do not.
   CHECK(j["functions"][0]["name"] == "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 " + fffd + fffd + " " + fffd + fffd + fffd);
 }
+
+TEST_CASE("print_summary(n_apply, n_ops) also cuts the memory profile's list at n_apply", "[profile]") {
+  config_guard guard;
+  xsym::config.profile_memory = true;
+  xsym::config.profiling.min_memory_size = 0;
+  auto stats = quiet_stats("limits");
+  auto x = xsym::vector<float>("x");
+  auto f = xsym::function("limits", xsym::inputs(x), xsym::outputs(exp(x) + sin(x) + cos(x)), xsym::profile(stats),
+                          xsym::optimizer_excluding("fusion:inplace"));
+  const xt::xtensor<float, 1> a = xt::ones<float>({1000});
+  f(a);
+  const std::size_t nodes = f.graph().nodes.size();
+  REQUIRE(nodes > 2);
+  std::ostringstream captured;
+  auto* old = std::cout.rdbuf(captured.rdbuf());
+  stats->print_summary(1, 1);
+  std::cout.rdbuf(old);
+  const std::string r = captured.str();
+  const auto list = r.find("<Sum apply outputs (bytes)>");
+  REQUIRE(list != std::string::npos);
+  const auto end = r.find("... (remaining", list);
+  REQUIRE(end != std::string::npos);
+  int listed = 0;
+  for (auto p = r.find("B  [", list); p != std::string::npos && p < end; p = r.find("B  [", p + 1)) ++listed;
+  CHECK(listed == 1);
+  CHECK(r.find("... (remaining " + std::to_string(nodes - 1) + " Apply account for", list) == end);
+}
