@@ -178,3 +178,23 @@ TEST_CASE("print_summary(n_apply, n_ops) also cuts the memory profile's list at 
   CHECK(listed == 1);
   CHECK(r.find("... (remaining " + std::to_string(nodes - 1) + " Apply account for", list) == end);
 }
+
+TEST_CASE("ignore_first_call leaves the warm-up call out of a scope's record too", "[profile]") {
+  config_guard guard;
+  xsym::config.profiling.ignore_first_call = true;
+  auto stats = quiet_stats("own");
+  auto x = xsym::vector<float>("x");
+  auto f = xsym::function("warm", xsym::inputs(x), xsym::outputs(x * 3.0f), xsym::profile(stats));
+  const xt::xtensor<float, 1> a = xt::ones<float>({10});
+  xsym::profile_scope scope("scope", false);
+  for (int i = 0; i < 5; ++i) f(a);
+  CHECK(stats->functions()[0]->calls == 4);
+  const auto scoped = scope.stats().functions();
+  REQUIRE(scoped.size() == 1);
+  CHECK(scoped[0]->calls == 4);
+  for (auto c : scoped[0]->node_calls) CHECK(c == 4);
+  // The record still has the shapes of the calls it counts.
+  REQUIRE(!scoped[0]->node_inputs.empty());
+  REQUIRE(!scoped[0]->node_inputs[0].empty());
+  CHECK(scoped[0]->node_inputs[0][0].shape[0] == 10);
+}

@@ -116,7 +116,9 @@ inline std::pair<double, double> simulate_peak(const function_profile& f, bool i
 
 }  // namespace detail
 
-inline void print_memory_profile(std::ostream& os, const std::vector<std::shared_ptr<function_profile>>& fns);
+/// n_apply: the most Apply nodes listed (the report's Apply limit).
+inline void print_memory_profile(std::ostream& os, const std::vector<std::shared_ptr<function_profile>>& fns,
+                                 std::int64_t n_apply);
 inline void print_tips(std::ostream& os, const std::vector<std::shared_ptr<function_profile>>& fns);
 inline void print_optimizer_profile(std::ostream& os, const std::vector<std::shared_ptr<function_profile>>& fns);
 
@@ -251,14 +253,15 @@ XSYM_RUNTIME_INLINE void print_profile(std::ostream& os, const std::string& mess
   os << "\n";
   bool memory = false;
   for (const auto& f : fns) memory |= f->facts->memory;
-  if (memory) print_memory_profile(os, fns);
+  if (memory) print_memory_profile(os, fns, lim.n_apply);
   bool optimizer = false;
   for (const auto& f : fns) optimizer |= f->facts->optimizer;
   if (optimizer) print_optimizer_profile(os, fns);
   print_tips(os, fns);
 }
 
-inline void print_memory_profile(std::ostream& os, const std::vector<std::shared_ptr<function_profile>>& fns) {
+inline void print_memory_profile(std::ostream& os, const std::vector<std::shared_ptr<function_profile>>& fns,
+                                 std::int64_t n_apply) {
   using detail::fmt;
   using detail::kb;
   std::pair<double, double> current, no_inplace, no_gc;
@@ -317,7 +320,7 @@ inline void print_memory_profile(std::ostream& os, const std::vector<std::shared
   std::size_t shown = 0;
   std::int64_t rest = 0;
   for (const auto& e : entries) {
-    if (e.bytes >= min_size && static_cast<std::int64_t>(shown) < config.profiling.n_apply.value()) {
+    if (e.bytes >= min_size && static_cast<std::int64_t>(shown) < n_apply) {
       os << "   " << e.line << "\n";
       ++shown;
     } else {
