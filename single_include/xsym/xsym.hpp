@@ -10834,19 +10834,24 @@ inline std::pair<std::vector<summary_row>, std::vector<summary_row>> summary_row
     c.time += t;
     c.calls += reg.calls;
     c.applies += 1;
-    auto& o = by_op[name];
-    o.key = name;
-    o.type = "user";
-    o.time += t;
-    o.calls += reg.calls;
-    o.applies = 1;
   }
   auto values = [](const std::map<std::string, summary_row>& m) {
     std::vector<summary_row> v;
     for (const auto& [k, r] : m) v.push_back(r);
     return v;
   };
-  return {values(by_class), values(by_op)};
+  std::vector<summary_row> op_rows = values(by_op);
+  // A region is a row of its own, apart from the ops: one named like an op is not that op.
+  for (const auto& [name, reg] : regions) {
+    summary_row o;
+    o.key = name;
+    o.type = "user";
+    o.time = static_cast<double>(reg.ticks) * seconds_per_tick();
+    o.calls = reg.calls;
+    o.applies = 1;
+    op_rows.push_back(std::move(o));
+  }
+  return {values(by_class), std::move(op_rows)};
 }
 
 /// One function's Apply rows, in node order; `prefixed` puts the function's name before each.

@@ -198,3 +198,27 @@ TEST_CASE("ignore_first_call leaves the warm-up call out of a scope's record too
   REQUIRE(!scoped[0]->node_inputs[0].empty());
   CHECK(scoped[0]->node_inputs[0][0].shape[0] == 10);
 }
+
+TEST_CASE("a user region named like an op is a row apart from that op's in the Ops section", "[profile]") {
+  config_guard guard;
+  xsym::profile_scope scope("regions", false);
+  auto x = xsym::vector<float>("x");
+  auto f = xsym::function("e", xsym::inputs(x), xsym::outputs(exp(x)), xsym::optimizer_excluding("fusion:inplace"));
+  REQUIRE(f.graph().nodes.size() == 1);
+  const std::string name = f.graph().nodes[0].op_name();
+  const xt::xtensor<float, 1> a = xt::ones<float>({10});
+  for (int i = 0; i < 3; ++i) {
+    XSYM_PROFILE_SCOPE(name.c_str());
+    f(a);
+  }
+  const auto j = json_of(scope.stats());
+  int op_rows = 0, region_rows = 0;
+  for (const auto& row : j["ops"]) {
+    if (row["name"] != name) continue;
+    CHECK(row["calls"] == 3);
+    CHECK(row["applies"] == 1);
+    (row["type"] == "user" ? region_rows : op_rows) += 1;
+  }
+  CHECK(op_rows == 1);
+  CHECK(region_rows == 1);
+}
