@@ -11,16 +11,16 @@
 
 namespace {
 
-struct config_guard {
-  config_guard() { xsym::config.reset(); }
-  ~config_guard() { xsym::config.reset(); }
+struct records_config_guard {
+  records_config_guard() { xsym::config.reset(); }
+  ~records_config_guard() { xsym::config.reset(); }
 };
 
-std::shared_ptr<xsym::profile_stats> quiet_stats(const std::string& name) {
+std::shared_ptr<xsym::profile_stats> records_stats(const std::string& name) {
   return std::make_shared<xsym::profile_stats>(name, false);
 }
 
-nlohmann::json json_of(const xsym::profile_stats& s) {
+nlohmann::json records_json(const xsym::profile_stats& s) {
   std::ostringstream os;
   xsym::write_json(s, os);
   return nlohmann::json::parse(os.str());  // throws on invalid JSON, invalid UTF-8 included
@@ -31,7 +31,7 @@ nlohmann::json json_of(const xsym::profile_stats& s) {
 // Functions destroyed and rebuilt inside one scope (a new one often at a freed one's address)
 // each get a record of their own, sized for their own graph.
 TEST_CASE("a scope keeps one record per function, even where a new function reuses an old one's address", "[profile]") {
-  config_guard guard;
+  records_config_guard guard;
   xsym::profile_scope scope("rebuilt", false);
   auto x = xsym::vector<double>("x");
   const xt::xtensor<double, 1> a = xt::ones<double>({100});
@@ -61,8 +61,8 @@ TEST_CASE("a scope keeps one record per function, even where a new function reus
 }
 
 TEST_CASE("a node reading one array twice counts its bytes once", "[profile]") {
-  config_guard guard;
-  auto stats = quiet_stats("twice");
+  records_config_guard guard;
+  auto stats = records_stats("twice");
   auto x = xsym::vector<float>("x");
   auto f = xsym::function("twice", xsym::inputs(x), xsym::outputs(x * x, dot(x, x)), xsym::profile(stats),
                           xsym::optimizer_excluding("fusion:inplace"));
@@ -70,7 +70,8 @@ TEST_CASE("a node reading one array twice counts its bytes once", "[profile]") {
   const xt::xtensor<float, 1> a = xt::ones<float>({static_cast<std::size_t>(n)});
   for (int i = 0; i < 3; ++i) f(a);
   bool saw_mul = false, saw_dot = false;
-  for (const auto& node : json_of(*stats)["functions"][0]["nodes"]) {
+  const auto j = records_json(*stats);  // held: a loop over a temporary's member would dangle
+  for (const auto& node : j["functions"][0]["nodes"]) {
     const std::string apply = node["apply"];
     if (apply.find("(x, x)") == std::string::npos) continue;
     if (node["op"].get<std::string>().find("mul") != std::string::npos) {
@@ -88,8 +89,8 @@ TEST_CASE("a node reading one array twice counts its bytes once", "[profile]") {
 // A call that throws records nothing; the next call of the thrown call's shapes is that
 // function's first recorded at them, so the profile takes its shapes.
 TEST_CASE("the profile's shapes are the last recorded call's after a call that threw", "[profile]") {
-  config_guard guard;
-  auto stats = quiet_stats("throws");
+  records_config_guard guard;
+  auto stats = records_stats("throws");
   auto x = xsym::vector<double>("x");
   auto f = xsym::function("checked", xsym::inputs(x), xsym::outputs(xsym::check(exp(x) * 2.0, "positive", all(x > 0.0)) + 1.0),
                           xsym::profile(stats));
@@ -112,10 +113,10 @@ TEST_CASE("the profile's shapes are the last recorded call's after a call that t
 
 // <Mflops> and <GB/s> of a node are its mean call's: every call's work at that call's shapes.
 TEST_CASE("flops and bytes of calls of several shapes are each call's, over the calls", "[profile]") {
-  config_guard guard;
+  records_config_guard guard;
   auto x = xsym::vector<float>("x"), y = xsym::vector<float>("y");
   auto mean_call = [&](const std::vector<std::size_t>& sizes) {
-    auto stats = quiet_stats("sizes");
+    auto stats = records_stats("sizes");
     auto f = xsym::function("mul", xsym::inputs(x, y), xsym::outputs(x * y), xsym::profile(stats));
     double elements = 0;
     for (std::size_t n : sizes) {
@@ -123,7 +124,7 @@ TEST_CASE("flops and bytes of calls of several shapes are each call's, over the 
       f(a, a);
       elements += static_cast<double>(n);
     }
-    const auto j = json_of(*stats);
+    const auto j = records_json(*stats);
     const auto& nodes = j["functions"][0]["nodes"];
     REQUIRE(nodes.size() == 1);
     const double calls = static_cast<double>(sizes.size());
@@ -138,14 +139,14 @@ TEST_CASE("flops and bytes of calls of several shapes are each call's, over the 
 }
 
 TEST_CASE("JSON of names that are not UTF-8 is valid, with U+FFFD for the bytes that are not", "[profile]") {
-  config_guard guard;
-  auto stats = quiet_stats(std::string("bad\xff\xfe" "utf"));
+  records_config_guard guard;
+  auto stats = records_stats(std::string("bad\xff\xfe" "utf"));
   auto x = xsym::vector<float>("x");
   auto f = xsym::function("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xc0\xaf \xed\xa0\x80", xsym::inputs(x), xsym::outputs(x * 3.0f),
                           xsym::profile(stats));
   const xt::xtensor<float, 1> a = xt::ones<float>({10});
   f(a);
-  const auto j = json_of(*stats);
+  const auto j = records_json(*stats);
   const std::string fffd = "\xef\xbf\xbd";
   CHECK(j["message"] == "bad" + fffd + fffd + "utf");
   // Valid two-, three- and four-byte sequences stay; an overlong form and a surrogate do not.
@@ -153,10 +154,10 @@ TEST_CASE("JSON of names that are not UTF-8 is valid, with U+FFFD for the bytes 
 }
 
 TEST_CASE("print_summary(n_apply, n_ops) also cuts the memory profile's list at n_apply", "[profile]") {
-  config_guard guard;
+  records_config_guard guard;
   xsym::config.profile_memory = true;
   xsym::config.profiling.min_memory_size = 0;
-  auto stats = quiet_stats("limits");
+  auto stats = records_stats("limits");
   auto x = xsym::vector<float>("x");
   auto f = xsym::function("limits", xsym::inputs(x), xsym::outputs(exp(x) + sin(x) + cos(x)), xsym::profile(stats),
                           xsym::optimizer_excluding("fusion:inplace"));
@@ -180,9 +181,9 @@ TEST_CASE("print_summary(n_apply, n_ops) also cuts the memory profile's list at 
 }
 
 TEST_CASE("ignore_first_call leaves the warm-up call out of a scope's record too", "[profile]") {
-  config_guard guard;
+  records_config_guard guard;
   xsym::config.profiling.ignore_first_call = true;
-  auto stats = quiet_stats("own");
+  auto stats = records_stats("own");
   auto x = xsym::vector<float>("x");
   auto f = xsym::function("warm", xsym::inputs(x), xsym::outputs(x * 3.0f), xsym::profile(stats));
   const xt::xtensor<float, 1> a = xt::ones<float>({10});
@@ -200,7 +201,7 @@ TEST_CASE("ignore_first_call leaves the warm-up call out of a scope's record too
 }
 
 TEST_CASE("a user region named like an op is a row apart from that op's in the Ops section", "[profile]") {
-  config_guard guard;
+  records_config_guard guard;
   xsym::profile_scope scope("regions", false);
   auto x = xsym::vector<float>("x");
   auto f = xsym::function("e", xsym::inputs(x), xsym::outputs(exp(x)), xsym::optimizer_excluding("fusion:inplace"));
@@ -211,7 +212,7 @@ TEST_CASE("a user region named like an op is a row apart from that op's in the O
     XSYM_PROFILE_SCOPE(name.c_str());
     f(a);
   }
-  const auto j = json_of(scope.stats());
+  const auto j = records_json(scope.stats());
   int op_rows = 0, region_rows = 0;
   for (const auto& row : j["ops"]) {
     if (row["name"] != name) continue;
