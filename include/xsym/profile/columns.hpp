@@ -379,6 +379,8 @@ inline std::pair<std::vector<summary_row>, std::vector<summary_row>> summary_row
       }
     }
   }
+  // A region is an Ops row of its own, apart from the ops: one named like an op is not that op.
+  std::vector<summary_row> region_rows;
   for (const auto& [name, reg] : regions) {
     const double t = static_cast<double>(reg.ticks) * seconds_per_tick();
     auto& c = by_class["xsym::UserRegion"];
@@ -387,6 +389,13 @@ inline std::pair<std::vector<summary_row>, std::vector<summary_row>> summary_row
     c.time += t;
     c.calls += reg.calls;
     c.applies += 1;
+    summary_row o;
+    o.key = name;
+    o.type = "user";
+    o.time = t;
+    o.calls = reg.calls;
+    o.applies = 1;
+    region_rows.push_back(std::move(o));
   }
   auto values = [](const std::map<std::string, summary_row>& m) {
     std::vector<summary_row> v;
@@ -394,16 +403,7 @@ inline std::pair<std::vector<summary_row>, std::vector<summary_row>> summary_row
     return v;
   };
   std::vector<summary_row> op_rows = values(by_op);
-  // A region is a row of its own, apart from the ops: one named like an op is not that op.
-  for (const auto& [name, reg] : regions) {
-    summary_row o;
-    o.key = name;
-    o.type = "user";
-    o.time = static_cast<double>(reg.ticks) * seconds_per_tick();
-    o.calls = reg.calls;
-    o.applies = 1;
-    op_rows.push_back(std::move(o));
-  }
+  for (auto& r : region_rows) op_rows.push_back(std::move(r));
   return {values(by_class), std::move(op_rows)};
 }
 
