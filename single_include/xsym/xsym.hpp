@@ -725,6 +725,29 @@ inline std::string check_nonempty_path(const std::string& v) {
   return v.empty() ? "expected a directory path, not an empty string" : std::string();
 }
 
+// Flags that let the compiler assume NaN and Inf away or reorder arithmetic: kernels built
+// with them would answer differently from the interpreted ones, with no error.
+inline std::string check_cxxflags(const std::string& v) {
+  static constexpr std::string_view refused[] = {
+      "-ffast-math",       "-Ofast",           "-ffinite-math-only", "-funsafe-math-optimizations",
+      "-fassociative-math", "-freciprocal-math", "-fno-signed-zeros", "-fno-honor-nans",
+      "-fno-honor-infinities", "-fapprox-func", "-mfpmath=387"};
+  std::string_view rest = v;
+  while (!rest.empty()) {
+    const auto start = rest.find_first_not_of(" \t\n");
+    if (start == std::string_view::npos) break;
+    rest.remove_prefix(start);
+    const auto word = rest.substr(0, rest.find_first_of(" \t\n"));
+    rest.remove_prefix(word.size());
+    for (auto r : refused)
+      if (word == r)
+        return std::string(word) +
+               " would let fused kernels answer differently from interpreted ones (NaN, Inf, signed zeros or "
+               "the order of sums); remove it";
+  }
+  return {};
+}
+
 // $XDG_CACHE_HOME/xsym, else ~/.cache/xsym, else /tmp/xsym.
 inline std::string default_compiledir() {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/xsym";
@@ -831,7 +854,7 @@ XSYM_RUNTIME_INLINE config_t::profiling_t::profiling_t(const config_t& owner)
 XSYM_RUNTIME_INLINE config_t::gcc_t::gcc_t(const config_t& owner)
     : cxxflags(owner, "gcc.cxxflags",
                "Flags cxx compiles fused kernels with (after -std=c++20 -fPIC -shared; -ffp-contract=off follows them)",
-               "-O3 -march=native", "compiler flags separated by spaces") {}
+               "-O3 -march=native", "compiler flags separated by spaces", detail::check_cxxflags) {}
 
 XSYM_RUNTIME_INLINE config_t::debug_mode_t::debug_mode_t(const config_t& owner)
     : check_isfinite(owner, "DebugMode.check_isfinite", "In DebugMode, raise an error when an output holds NaN or Inf",

@@ -387,6 +387,25 @@ TEST_CASE_METHOD(env_fixture, "rewrite lists and profiling destination are valid
   CHECK_THAT(msg, Contains("stdout, stderr or a file path"));
 }
 
+TEST_CASE_METHOD(env_fixture, "gcc.cxxflags refuses flags that change the kernels' answers", "[config]") {
+  auto& c = xsym::config;
+  for (const char* ok : {"-O2", "-O3 -march=native", "  -O1\t-g  ", "-fno-fast-math", "-ffp-contract=off", ""}) {
+    c.gcc.cxxflags = ok;
+    CHECK(c.gcc.cxxflags.value() == ok);
+  }
+  c.gcc.cxxflags = "-O2";
+  for (const char* bad : {"-ffast-math", "-O3 -Ofast", "-O2 -ffinite-math-only -g", "-fassociative-math",
+                          "-freciprocal-math", "-fno-signed-zeros", "-funsafe-math-optimizations", "-mfpmath=387"}) {
+    auto msg = error_of([&] { c.gcc.cxxflags = bad; });
+    CHECK_THAT(msg, Contains("flag 'gcc.cxxflags'") && Contains(std::string("bad value '") + bad + "'") &&
+                        Contains("answer differently"));
+    CHECK(c.gcc.cxxflags.value() == "-O2");  // the refused value leaves the flag as it was
+  }
+  flags("gcc.cxxflags=-O3 -ffast-math");
+  auto msg = error_of([&] { c.reload(); });
+  CHECK_THAT(msg, Contains("(from XSYM_FLAGS)") && Contains("-ffast-math would let"));
+}
+
 TEST_CASE_METHOD(env_fixture, "assignment in code: literals, comparisons, printing", "[config]") {
   auto& c = xsym::config;
   static_assert(std::is_assignable_v<xsym::flag<std::string>&, const char*>);
