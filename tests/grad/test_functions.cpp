@@ -324,6 +324,33 @@ TEST_CASE("add_at adds rows at indices, repeated ones summed, as numpy's np.add.
   CHECK((X == xt::xtensor<double, 2>{{1, 2}, {3, 4}, {5, 6}}));  // a copy: the argument is untouched
   CHECK_THROWS_WITH(f(X, I, xt::xtensor<double, 2>{{1, 2}}),
                     Catch::Contains("the rows added have shape (1, 2), where 3 indices into (3, 2) need (3, 2)"));
+  // y broadcasts as numpy's: a row added at every index, a column across each row, a vector as
+  // a row, one value everywhere. The reference adds element by element.
+  auto naive = [](xt::xtensor<double, 2> out, const xt::xtensor<std::int32_t, 1>& idx, auto value) {
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      const auto r = static_cast<std::size_t>(idx(k) < 0 ? idx(k) + static_cast<std::int32_t>(out.shape(0)) : idx(k));
+      for (std::size_t j = 0; j < out.shape(1); ++j) out(r, j) += value(k, j);
+    }
+    return out;
+  };
+  auto yr = xsym::row<double>("yr");
+  auto yc = xsym::col<double>("yc");
+  auto yv = xsym::vector<double>("yv");
+  auto ys = xsym::scalar<double>("ys");
+  auto g = xsym::function("g", xsym::inputs(x, i, yr, yc, yv, ys),
+                          xsym::outputs(xsym::add_at(x, i, yr), xsym::add_at(x, i, yc), xsym::add_at(x, i, yv),
+                                        xsym::add_at(x, i, ys)));
+  const xt::xtensor<double, 2> R = {{7, -8}}, C = {{1}, {2}, {4}};
+  const xt::xtensor<double, 1> V = {0.5, 0.25};
+  const xt::xtensor<double, 0> S = 3;
+  auto [gr, gc, gv, gs] = g(X, I, R, C, V, S);
+  CHECK((gr == naive(X, I, [&](std::size_t, std::size_t j) { return R(0, j); })));
+  CHECK((gc == naive(X, I, [&](std::size_t k, std::size_t) { return C(k, 0); })));
+  CHECK((gv == naive(X, I, [&](std::size_t, std::size_t j) { return V(j); })));
+  CHECK((gs == naive(X, I, [&](std::size_t, std::size_t) { return S(); })));
+  // Broadcast only where the type says so: a column of 2 rows for 3 indices is refused.
+  CHECK_THROWS_WITH(g(X, I, R, xt::xtensor<double, 2>{{1}, {2}}, V, S),
+                    Catch::Contains("the rows added have shape (2, 1), where 3 indices into (3, 2) need (3, 2)"));
   // Integers wrap around, as numpy's.
   auto n = xsym::vector<std::int32_t>("n");
   auto m = xsym::vector<std::int32_t>("m");
@@ -345,6 +372,14 @@ TEST_CASE("take and add_at have their gradients, repeated indices included", "[f
   auto y = xsym::matrix<double>("y");
   const auto Y = uniform<2>(rng, {5, 3}, -2, 2);
   check_grad("add_at", weighted<2>(rng, xsym::add_at(x, rows, y * y), {4, 3}), at(x, X), at(y, Y));
+  // A broadcast y's adjoint sums over the indices (and the columns) it was added at.
+  auto yr = xsym::row<double>("yr");
+  auto ys = xsym::scalar<double>("ys");
+  const auto YR = uniform<2>(rng, {1, 3}, -2, 2);
+  const xt::xtensor<double, 0> YS = 0.75;
+  check_grad("add_at of a row", weighted<2>(rng, xsym::add_at(x, rows, yr * yr), {4, 3}), at(x, X), at(yr, YR));
+  check_grad("add_at of one value", weighted<2>(rng, xsym::add_at(x, rows, xsym::exp(ys)), {4, 3}), at(x, X),
+             at(ys, YS));
   // A minibatch gathered inside the function: the gradient step on rows `batch` of shared data.
   auto data = xsym::shared(X, "data");
   auto w = xsym::vector<double>("w");

@@ -454,33 +454,57 @@ inline void run_take(const thunk& t, ndarray* values) {
     if (row_bytes) std::memcpy(out.data() + i * row_bytes, x.data() + static_cast<std::size_t>(rows[i]) * row_bytes, row_bytes);
 }
 
-// AdvancedIncSubtensor1: x with y's row i added at row idx[i], in index order.
+// AdvancedIncSubtensor1: x with y's row i added at row idx[i], in index order. y broadcasts
+// (numpy's np.add.at) along the dimensions its type marks broadcastable.
 inline void run_inc_rows(const thunk& t, ndarray* values) {
   const apply_node& n = *t.node;
   const ndarray& x = values[n.inputs[0]];
-  const ndarray y = values[n.inputs[1]].contiguous();
+  const ndarray& y = values[n.inputs[1]];
   const auto rows = row_indices(values[n.inputs[2]], x.shape(0));
   shape_t want = x.shape();
   want[0] = static_cast<std::int64_t>(rows.size());
-  if (!(y.shape() == want))
-    throw shape_error("the rows added have shape " + to_string(y.shape()) + ", where " + std::to_string(rows.size()) +
-                      " indices into " + to_string(x.shape()) + " need " + to_string(want));
+  std::array<std::int64_t, max_rank> y_strides{};
+  const std::uint8_t y_bcast = t.slot_bcast[1];
+  for (int d = 0; d < x.rank(); ++d) {
+    const bool broadcast = y.shape(d) == 1 && ((y_bcast >> d) & 1u);
+    if (y.shape(d) != want[d] && !broadcast)
+      throw shape_error("the rows added have shape " + to_string(y.shape()) + ", where " + std::to_string(rows.size()) +
+                        " indices into " + to_string(x.shape()) + " need " + to_string(want) +
+                        " (or 1 along a dimension broadcastable in y's type)");
+    y_strides[static_cast<std::size_t>(d)] = broadcast ? 0 : y.stride(d);
+  }
   ndarray& out = values[n.outputs[0]];
   prepare_output(out, t.out_type, x.shape(), t.pool);
   const ndarray src = x.contiguous();
   std::memcpy(out.data(), src.data(), src.nbytes());
   const std::int64_t row = x.shape(0) ? x.size() / x.shape(0) : 0;
+  if (row == 0) return;
+  // y's row i as a view with the broadcast strides, walked in C order beside out's row.
+  shape_t row_shape = x.shape();
+  row_shape[0] = 1;
+  std::array<std::int64_t, max_rank> out_strides{};
+  std::int64_t st = 1;
+  for (int d = x.rank() - 1; d >= 1; --d) {
+    out_strides[static_cast<std::size_t>(d)] = st;
+    st *= x.shape(d);
+  }
   visit_dtype(x.type(), [&](auto z) {
     using T = decltype(z);
     if constexpr (!std::is_same_v<T, bool>) {
+      using A = wrapping_t<T>;
       T* o = out.data_as<T>();
       const T* a = y.data_as<T>();
-      for (std::size_t i = 0; i < rows.size(); ++i)
-        for (std::int64_t k = 0; k < row; ++k) {
-          T& d = o[rows[i] * row + k];
-          const T v = a[static_cast<std::int64_t>(i) * row + k];
-          d = static_cast<T>(static_cast<wrapping_t<T>>(d) + static_cast<wrapping_t<T>>(v));
-        }
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        T* orow = o + rows[i] * row;
+        const T* yrow = a + static_cast<std::int64_t>(i) * y_strides[0];
+        for_each_row2(row_shape, out_strides, y_strides,
+                      [&](std::int64_t od, std::int64_t oy, std::int64_t len, std::int64_t sd, std::int64_t sy) {
+                        for (std::int64_t k = 0; k < len; ++k) {
+                          T& d = orow[od + k * sd];
+                          d = static_cast<T>(static_cast<A>(d) + static_cast<A>(yrow[oy + k * sy]));
+                        }
+                      });
+      }
     }
   });
 }

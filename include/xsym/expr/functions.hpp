@@ -182,15 +182,24 @@ var<E, N> take(const var<E, N>& x, const var<I, 1>& idx, int axis = 0,
 }
 
 /// @brief numpy's np.add.at as a value: a copy of x with y's rows added at the rows idx names
-/// (y has one row per index; repeated indices add up). Theano's inc_subtensor(x[idx], y).
-template <class E, std::size_t N, class I>
-var<E, N> add_at(const var<E, N>& x, const var<I, 1>& idx, const var<E, N>& y,
+/// (y has one row per index; repeated indices add up). Theano's inc_subtensor(x[idx], y). y
+/// broadcasts as numpy's does, along the dimensions its type marks broadcastable (a `row`
+/// added at every index) and, of lower rank, along new leading ones (a rank-0 y everywhere).
+template <class E, std::size_t N, class I, std::size_t M>
+var<E, N> add_at(const var<E, N>& x, const var<I, 1>& idx, const var<E, M>& y,
                  detail::source_site where = detail::source_site::current()) {
   static_assert(N >= 1, "xsym::add_at: a rank-0 tensor has no rows");
+  static_assert(M <= N, "xsym::add_at: the values added have a higher rank than the tensor they are added to");
   static_assert(!std::is_same_v<E, bool>, "xsym::add_at: adding is not defined on bool tensors");
   detail::check_index_type<I>();
   const detail::at_site site(where);
-  return var<E, N>(detail::inc_rows(x.node(), y.node(), idx.node()));
+  var_ptr v = y.node();
+  if constexpr (M < N) {
+    std::vector<int> pattern(N - M, -1);
+    for (int d = 0; d < static_cast<int>(M); ++d) pattern.push_back(d);
+    v = detail::dimshuffle(v, std::move(pattern));
+  }
+  return var<E, N>(detail::inc_rows(x.node(), v, idx.node()));
 }
 
 /// @brief numpy's argmax and argmin: the int64 position of the first maximum (minimum) along

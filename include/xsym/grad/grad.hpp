@@ -185,7 +185,11 @@ inline std::vector<var_ptr> input_grads(const var_ptr& z, const var_ptr& g) {
       const var_ptr zeros = elemwise(scalar_op::switch_, {make_constant(scalar_array(true)), c(0), in[0]});
       return {inc_rows(zeros, g, in[1]), nullptr};
     }
-    case op_kind::inc_rows: return {g, take(g, in[2]), nullptr};
+    case op_kind::inc_rows: {
+      // y's adjoint: g's rows at the indices, summed where y was broadcast.
+      const var_ptr rows = take(g, in[2]);
+      return {g, sum_to_pattern(rows, in[1], rows), nullptr};
+    }
     case op_kind::subtensor: {
       // The region's adjoint added into zeros of x's shape.
       const var_ptr zeros = elemwise(scalar_op::switch_, {make_constant(scalar_array(true)), c(0), in[0]});
