@@ -252,6 +252,49 @@ TEST_CASE("careduce_fusion over axis 0 gives one thread's bits on 1 to 4 threads
 }
 #endif
 
+#ifdef _OPENMP
+// A sum over every axis is added in sum_contiguous's order on one thread (the two nodes'
+// bits); with threads the value is computed at once and summed in that order too.
+TEST_CASE("careduce_fusion over every axis gives one thread's bits on 1 to 4 threads", "[compile][reduce_fusion][openmp]") {
+  xsym_test::clean_config guard;
+  std::mt19937 rng(13);
+  auto x = xsym::matrix<double>("x");
+  auto y = xsym::matrix<double>("y");
+  auto make = [&] {
+    return xsym::function("f", xsym::inputs(x, y), xsym::outputs(xsym::sum(x * y + 1.0), xsym::mean(exp(x) - y)));
+  };
+  for (auto [r, c] : {std::pair{1000, 300}, std::pair{447, 449}, std::pair{17, 11765}}) {
+    const xt::xtensor<double, 2> X = random_array<double, 2>({static_cast<std::size_t>(r), static_cast<std::size_t>(c)}, rng);
+    const xt::xtensor<double, 2> Y = random_array<double, 2>({static_cast<std::size_t>(r), static_cast<std::size_t>(c)}, rng);
+    xsym::config.openmp = false;
+    xsym::config.openmp_elemwise_minsize = 200000;
+    auto serial_f = make();
+    REQUIRE(xsym_test::op_names(serial_f).size() == 2);  // each sum fused with its elementwise work
+    const auto serial = serial_f(X, Y);
+    long double s = 0, m = 0;  // the serial sums against a long double loop
+    for (std::size_t i = 0; i < X.size(); ++i) {
+      s += static_cast<long double>(X.flat(i)) * Y.flat(i) + 1;
+      m += std::exp(static_cast<long double>(X.flat(i))) - Y.flat(i);
+    }
+    CHECK(std::get<0>(serial) == Approx(static_cast<double>(s)).epsilon(1e-13));
+    CHECK(std::get<1>(serial) == Approx(static_cast<double>(m / X.size())).epsilon(1e-12));
+    xsym::config.openmp = true;
+    for (std::int64_t minsize : {std::int64_t{1}, std::int64_t{200000}}) {
+      xsym::config.openmp_elemwise_minsize = minsize;
+      for (int threads : {1, 2, 3, 4}) {
+        omp_set_num_threads(threads);  // read when a function is built
+        auto f = make();
+        INFO(r << " x " << c << ", " << threads << " threads, minsize " << minsize);
+        const auto got = f(X, Y);
+        CHECK(same_bits(std::get<0>(got), std::get<0>(serial)));
+        CHECK(same_bits(std::get<1>(got), std::get<1>(serial)));
+      }
+    }
+  }
+  omp_set_num_threads(2);
+}
+#endif
+
 TEST_CASE("careduce_fusion: excluded by name or tag, under DebugMode, openmp, into and a bad shape",
           "[compile][reduce_fusion][modes]") {
   xsym_test::clean_config guard;

@@ -147,7 +147,11 @@ inline void reduce_fused_node(const thunk& t, ndarray* values, bool fused) {
   const bool threaded = fused && total > 0 && t.par.threads > 1 && total >= t.par.elemwise_minsize;
   fused = fused && total > 0 && !threaded;
   std::int64_t rows = 0, len = 0, step[limits::max_registers] = {};
-  if (fused && (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) && reduced_rows(o, shape, ins, n_in, rows, len, step)) {
+  // Sums over trailing axes of such inputs take sum_contiguous's order on one thread: a
+  // threaded value is then reduced as the two nodes would, not in blocks.
+  const bool sum_rows = (o.reduction == reduce_op::sum || o.reduction == reduce_op::mean) && total > 0 &&
+                        reduced_rows(o, shape, ins, n_in, rows, len, step);
+  if (fused && sum_rows) {
     // Short rows cost more one at a time than a block of them does where a row ends in part
     // of a vector (its values computed from copies): those of less than 256 bytes take blocks.
     const std::int64_t row_bytes = len * static_cast<std::int64_t>(dtype_size(vt));
@@ -210,7 +214,7 @@ inline void reduce_fused_node(const thunk& t, ndarray* values, bool fused) {
     cpu::run_program(t.prog, ins, outs, t.par);
     if (t.naive_products) {
       naive::reduce(o, value, out);
-    } else if (threaded && in_blocks && !keeps_rows) {
+    } else if (threaded && in_blocks && !keeps_rows && !sum_rows) {
       start_blocks();
       for (std::int64_t r = 0; r < shape[0]; r += per) {
         shape_t vs = shape;
