@@ -466,16 +466,18 @@ XSYM_VLOG_AVX512
       return vlanes(a, a, [f](T x, T) { return static_cast<T>(f(x)); });          \
     }                                                                             \
   }                                                                               \
-  /* exact: floor, ceil, and round half to even (the default rounding mode) */    \
+  /* exact: floor, ceil, and round half to even (the default rounding mode). */   \
+  /* floor and ceil keep a's sign: xsimd's generic forms (below SSE4.1)     */    \
+  /* gave +0 for floor(-0.0) and ceil(-0.5).                               */     \
   template <class X>                                                              \
   X vfloor(X a) {                                                                 \
     if constexpr (std::is_arithmetic_v<X>) return std::floor(a);                  \
-    else return xsimd::floor(a);                                                  \
+    else return xsimd::copysign(xsimd::floor(a), a);                              \
   }                                                                               \
   template <class X>                                                              \
   X vceil(X a) {                                                                  \
     if constexpr (std::is_arithmetic_v<X>) return std::ceil(a);                   \
-    else return xsimd::ceil(a);                                                   \
+    else return xsimd::copysign(xsimd::ceil(a), a);                               \
   }                                                                               \
   template <class X>                                                              \
   X vround_even(X a) {                                                            \
