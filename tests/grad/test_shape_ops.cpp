@@ -203,6 +203,13 @@ TEST_CASE("categorical_crossentropy against int labels is -log p[i, label]; a ba
   const xt::xtensor<std::int32_t, 1> Y = {2, 0, 0, 1};
   const xt::xtensor<double, 1> got = f(P, Y);
   for (std::size_t i = 0; i < 4; ++i) CHECK(got(i) == Approx(-std::log(P(i, static_cast<std::size_t>(Y(i))))).epsilon(1e-15));
+  // Only the label's entry is read: a NaN or an infinity elsewhere in the row changes nothing.
+  auto Q = P;
+  Q(0, 0) = std::numeric_limits<double>::quiet_NaN();
+  Q(1, 2) = std::numeric_limits<double>::infinity();
+  Q(2, 1) = -std::numeric_limits<double>::infinity();
+  const xt::xtensor<double, 1> other = f(Q, Y);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(other(i) == Approx(-std::log(Q(i, static_cast<std::size_t>(Y(i))))).epsilon(1e-15));
   for (std::int32_t bad : {3, -1}) {
     try {
       (void)f(P, xt::xtensor<std::int32_t, 1>{0, bad, 1, 1});

@@ -565,7 +565,8 @@ var<E, 1> categorical_crossentropy(const var<E, 2>& p, const var<I, 1>& labels,
                              all(labels >= I(0)), all(cast<std::int64_t>(labels) < classes));
   const var<I, 2> column(detail::dimshuffle(checked.node(), {0, -1}));
   const var<std::int64_t, 2> classes_row(detail::dimshuffle(arange(classes, where).node(), {-1, 0}));
-  return -log(sum(p * cast<E>(cast<std::int64_t>(column) == classes_row), 1));
+  // The label's entry selected, not p times a one-hot row: 0 * NaN elsewhere would be NaN.
+  return -log(sum(switch_(cast<std::int64_t>(column) == classes_row, p, E(0)), 1));
 }
 
 /// @brief x != x and |x| == inf, elementwise (false for integers).
