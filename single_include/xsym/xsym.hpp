@@ -3269,6 +3269,11 @@ inline var_ptr elemwise(scalar_op s, std::vector<var_ptr> in) {
   const auto inf = info(s);
   if (static_cast<int>(in.size()) != inf.arity)
     throw graph_error("xsym: " + std::string(inf.name) + " takes " + std::to_string(inf.arity) + " inputs");
+  // numpy's: an integer is its own floor, ceil and round, in its own dtype (through float64
+  // one above 2**53 would change).
+  if ((s == scalar_op::floor || s == scalar_op::ceil || s == scalar_op::round) &&
+      (in[0]->type == dtype::int32 || in[0]->type == dtype::int64))
+    return in[0];
   const dtype compute = elemwise_compute_type(s, in);
   if (inf.family == op_family::bitwise && is_float(compute))
     throw graph_error("xsym: " + std::string(inf.name) + " takes integer or bool tensors, not " +
@@ -4067,7 +4072,10 @@ auto unary(const A& a) {
                 "xsym: ~ takes integer or bool tensors");
   static_assert(info(S).family == op_family::bitwise || !std::is_same_v<result, bool>,
                 "xsym: this function is not defined on bool tensors; cast them first with xsym::cast<...>(...)");
-  if constexpr (typed_op_v<S, result> && std::is_same_v<E, result>)
+  if constexpr ((S == scalar_op::floor || S == scalar_op::ceil || S == scalar_op::round) && std::is_integral_v<E> &&
+                !std::is_same_v<E, bool>)
+    return a;  // an integer is its own floor, ceil and round, in its own dtype (numpy's)
+  else if constexpr (typed_op_v<S, result> && std::is_same_v<E, result>)
     return typed_result<tree::apply<S, tree_of_t<A, E>>>({{leaf_data<E>(a)}, build_site(), nullptr});
   else
     return var<result, N>(elemwise(S, {a.node()}));

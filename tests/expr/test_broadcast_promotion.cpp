@@ -518,6 +518,29 @@ TEST_CASE("result dtypes follow numpy's promotion rules", "[expr][dtype]") {
   check_type<bool>(xsym::cast<bool>(f64));
 }
 
+TEST_CASE("floor, ceil and round of integers are the integers, in their own dtype (numpy's)", "[expr][dtype]") {
+  auto x = xsym::vector<std::int64_t>("x");
+  auto k = xsym::vector<std::int32_t>("k");
+  static_assert(std::is_same_v<decltype(xsym::floor(x)), xsym::var<std::int64_t, 1>>);
+  static_assert(std::is_same_v<decltype(xsym::round(k)), xsym::var<std::int32_t, 1>>);
+  auto f = xsym::function("f", xsym::inputs(x, k),
+                          xsym::outputs(xsym::floor(x), xsym::ceil(x - 1), xsym::round(x * 2), xsym::round(k) + 1));
+  constexpr std::int64_t big = (std::int64_t{1} << 53) + 1;  // not a float64
+  const xt::xtensor<std::int64_t, 1> X{big, -big, std::numeric_limits<std::int64_t>::max(),
+                                       std::numeric_limits<std::int64_t>::min() + 1, 0, -7};
+  const xt::xtensor<std::int32_t, 1> K{2147483646, -2147483647 - 1, 5, -5, 0, 1};
+  auto [a, b, c, d] = f(X, K);
+  static_assert(std::is_same_v<std::decay_t<decltype(a)>::value_type, std::int64_t>);
+  static_assert(std::is_same_v<std::decay_t<decltype(d)>::value_type, std::int32_t>);
+  for (std::size_t i = 0; i < X.size(); ++i) {
+    INFO(i);
+    CHECK(a(i) == X(i));
+    CHECK(b(i) == static_cast<std::int64_t>(static_cast<std::uint64_t>(X(i)) - 1));
+    CHECK(c(i) == static_cast<std::int64_t>(static_cast<std::uint64_t>(X(i)) * 2));  // wraps, as x * 2 does
+    CHECK(d(i) == static_cast<std::int32_t>(static_cast<std::uint32_t>(K(i)) + 1));
+  }
+}
+
 TEST_CASE("promoted results are computed in the promoted type", "[expr][dtype]") {
   SECTION("int32 + float32 is exact in float64") {
     auto x = xsym::vector<std::int32_t>("x");

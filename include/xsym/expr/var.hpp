@@ -474,7 +474,10 @@ auto unary(const A& a) {
                 "xsym: ~ takes integer or bool tensors");
   static_assert(info(S).family == op_family::bitwise || !std::is_same_v<result, bool>,
                 "xsym: this function is not defined on bool tensors; cast them first with xsym::cast<...>(...)");
-  if constexpr (typed_op_v<S, result> && std::is_same_v<E, result>)
+  if constexpr ((S == scalar_op::floor || S == scalar_op::ceil || S == scalar_op::round) && std::is_integral_v<E> &&
+                !std::is_same_v<E, bool>)
+    return a;  // an integer is its own floor, ceil and round, in its own dtype (numpy's)
+  else if constexpr (typed_op_v<S, result> && std::is_same_v<E, result>)
     return typed_result<tree::apply<S, tree_of_t<A, E>>>({{leaf_data<E>(a)}, build_site(), nullptr});
   else
     return var<result, N>(elemwise(S, {a.node()}));

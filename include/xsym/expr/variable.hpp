@@ -444,6 +444,11 @@ inline var_ptr elemwise(scalar_op s, std::vector<var_ptr> in) {
   const auto inf = info(s);
   if (static_cast<int>(in.size()) != inf.arity)
     throw graph_error("xsym: " + std::string(inf.name) + " takes " + std::to_string(inf.arity) + " inputs");
+  // numpy's: an integer is its own floor, ceil and round, in its own dtype (through float64
+  // one above 2**53 would change).
+  if ((s == scalar_op::floor || s == scalar_op::ceil || s == scalar_op::round) &&
+      (in[0]->type == dtype::int32 || in[0]->type == dtype::int64))
+    return in[0];
   const dtype compute = elemwise_compute_type(s, in);
   if (inf.family == op_family::bitwise && is_float(compute))
     throw graph_error("xsym: " + std::string(inf.name) + " takes integer or bool tensors, not " +
