@@ -278,6 +278,10 @@ bool accepts(scalar_op op, dtype t) {
 dtype result_type(scalar_op op, dtype t, dtype cast_to) {
   if (is_comparison(op)) return dtype::bool_;
   if (op == scalar_op::cast) return cast_to;
+  // numpy 2's floor, ceil and round of an integer are the integer.
+  if ((op == scalar_op::floor || op == scalar_op::ceil || op == scalar_op::round) &&
+      (t == dtype::int32 || t == dtype::int64))
+    return t;
   if (is_float_op(op)) return oracle::floating(t) ? t : dtype::float64;
   return t;
 }
