@@ -17355,8 +17355,13 @@ class function_runtime {
   bool run_direct(const std::byte* const* args, std::byte* dest, std::int64_t n) const;
   bool has_direct() const { return m_direct.direct || m_direct.step || m_direct.jit; }
 
+  /// @brief The shared values a call read, by variable (DebugMode hands them to its twin).
+  using shared_values_read = std::vector<std::pair<const shared_value*, ndarray>>;
+
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
-  void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups);
+  /// With `shared`, the variables it names take those values instead of their current ones.
+  void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups,
+                const shared_values_read* shared = nullptr);
 
  private:
   // run_direct's lone op or cxx program (call.hpp).
@@ -17391,7 +17396,7 @@ class function_runtime {
   void debug_check_node(std::size_t i, ndarray* values, std::vector<ndarray>& snapshot);
   void guard_inputs(const ndarray* values) const;
   void guard_outputs(std::size_t i, const ndarray* values) const;
-  void check_against_reference(const ndarray* args, const ndarray* values);
+  void check_against_reference(const ndarray* args, const shared_values_read& shared, const ndarray* values);
   // profile_wiring.hpp
   void init_profile(const function_options& options, std::vector<rewrite_record> records, int nodes_before,
                     const double (&seconds)[4]);
@@ -18059,9 +18064,14 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   std::size_t i = 0;
   try {
     // The checks of DebugMode, NanGuardMode and MonitorMode run profiled or not.
-    std::vector<ndarray> args;  // DebugMode runs the unoptimised twin on the same arguments
-    if (m_checked && m_plan.debug)
+    // DebugMode runs the unoptimised twin on the same arguments and shared values (another
+    // thread may replace a shared value this call only reads before the twin runs).
+    std::vector<ndarray> args;
+    shared_values_read shared_read;
+    if (m_checked && m_plan.debug) {
       for (int s : m_graph->inputs) args.push_back(values[s]);
+      for (int s : m_shared_slots) shared_read.emplace_back(m_graph->slots[static_cast<std::size_t>(s)].source->shared.get(), values[s]);
+    }
     if (m_checked && m_plan.nan_guard) guard_inputs(values);
     if (timed) {
       const std::uint64_t f0 = detail::ticks();
@@ -18092,7 +18102,7 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
         if (m_plan.gc) release_dead(i);
       }
     }
-    if (m_checked && m_plan.debug) check_against_reference(args.data(), values);
+    if (m_checked && m_plan.debug) check_against_reference(args.data(), shared_read, values);
   } catch (const detail::callback_exception& e) {
     release_all_but_constants();
     std::rethrow_exception(e.error);  // the user's own, after the cleanup; nothing is updated
@@ -18312,13 +18322,23 @@ inline void function_runtime::place_shared(int s, shared_value& sv) {
 }
 
 XSYM_COLD_BEGIN
-inline void function_runtime::evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups) {
+inline void function_runtime::evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups,
+                                       const shared_values_read* shared) {
   std::lock_guard lock(m_mutex);
   for (const auto& [comm, nodes] : m_collectives) comm->begin_call(nodes);
   ndarray* values = m_values.data();
   for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) values[m_graph->inputs[i]] = args[i];
   const shared_unlock unlock_at_exit{this};
   read_shared(values, false);
+  if (shared)  // the values a checked call read, where it read them (host or device)
+    for (int s : m_shared_slots) {
+      const slot& sl = m_graph->slots[static_cast<std::size_t>(s)];
+      for (const auto& [sv, v] : *shared)
+        if (sv == sl.source->shared.get())
+          values[s] = sl.on_device == v.on_device() ? v
+                      : sl.on_device           ? detail::device_hooks().to_device(v)
+                                               : detail::device_hooks().to_host(v);
+    }
   for (std::size_t i = 0; i < m_thunks.size(); ++i) m_thunks[i].run(m_thunks[i], values);
   for (int s : m_graph->outputs) outs.push_back(detail::deep_copy(values[s]));
   for (auto [t, v] : m_graph->updates) ups.push_back(detail::deep_copy(values[v]));
@@ -18594,9 +18614,10 @@ inline void function_runtime::guard_outputs(std::size_t i, const ndarray* values
 }
 
 // The whole function against its twin built without fusion, in-place or BLAS rewrites.
-inline void function_runtime::check_against_reference(const ndarray* args, const ndarray* values) {
+inline void function_runtime::check_against_reference(const ndarray* args, const shared_values_read& shared,
+                                                      const ndarray* values) {
   std::vector<ndarray> outs, ups;
-  m_reference->evaluate(args, outs, ups);
+  m_reference->evaluate(args, outs, ups, &shared);
   auto fail = [&](const std::string& what) {
     throw debug_mode_error("xsym DebugMode: function '" + m_name + "': " + what);
   };

@@ -98,6 +98,41 @@ TEST_CASE("calls read shared variables whole while set_value and updates replace
   CHECK(b.get_value()() == rounds);  // every update of b applied once: no lost update
 }
 
+// DebugMode's twin computes from the shared values its call read: a value another thread puts
+// in between (set_value, or a function that updates it) is no mismatch.
+TEST_CASE("DebugMode checks a call against its twin on the shared values the call read", "[threads][shared][modes]") {
+  xsym_test::clean_config guard;
+  constexpr std::size_t n = 1024;
+  const xt::xtensor<double, 1> ones = xt::ones<double>({n}), twos = ones * 2.0;
+  auto w = xsym::shared(ones, "w");
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("dbg", xsym::inputs(x), xsym::outputs(w * x + w), xsym::mode("DebugMode"));
+  auto flip = xsym::function("flip", xsym::inputs(), xsym::outputs(xsym::sum(w)), xsym::updates(xsym::update(w, 3.0 - w)));
+  const xt::xtensor<double, 1> X = ones * 0.5;
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0}, wrong{0};
+  std::thread setter([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      if (i % 2) w.set_value(i % 4 == 1 ? ones : twos);
+      else flip();  // 1 <-> 2
+    }
+  });
+  for (int i = 0; i < 1500; ++i) {
+    try {
+      const auto [r] = f(X);
+      // w was all ones or all twos for the whole call: 1.5 or 3 everywhere.
+      for (double e : r)
+        if (e != r(0) || (e != 1.5 && e != 3.0)) ++wrong;
+    } catch (const std::exception& e) {
+      if (++errors == 1) UNSCOPED_INFO(e.what());
+    }
+  }
+  stop = true;
+  setter.join();
+  CHECK(errors.load() == 0);
+  CHECK(wrong.load() == 0);
+}
+
 // Two functions that update one shared variable, called from two threads: each call reads and
 // writes it under its lock, so no increment is lost; a third function reads two variables that
 // one call updates together and sees both updates or neither.

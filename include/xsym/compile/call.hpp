@@ -47,9 +47,14 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   std::size_t i = 0;
   try {
     // The checks of DebugMode, NanGuardMode and MonitorMode run profiled or not.
-    std::vector<ndarray> args;  // DebugMode runs the unoptimised twin on the same arguments
-    if (m_checked && m_plan.debug)
+    // DebugMode runs the unoptimised twin on the same arguments and shared values (another
+    // thread may replace a shared value this call only reads before the twin runs).
+    std::vector<ndarray> args;
+    shared_values_read shared_read;
+    if (m_checked && m_plan.debug) {
       for (int s : m_graph->inputs) args.push_back(values[s]);
+      for (int s : m_shared_slots) shared_read.emplace_back(m_graph->slots[static_cast<std::size_t>(s)].source->shared.get(), values[s]);
+    }
     if (m_checked && m_plan.nan_guard) guard_inputs(values);
     if (timed) {
       const std::uint64_t f0 = detail::ticks();
@@ -80,7 +85,7 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
         if (m_plan.gc) release_dead(i);
       }
     }
-    if (m_checked && m_plan.debug) check_against_reference(args.data(), values);
+    if (m_checked && m_plan.debug) check_against_reference(args.data(), shared_read, values);
   } catch (const detail::callback_exception& e) {
     release_all_but_constants();
     std::rethrow_exception(e.error);  // the user's own, after the cleanup; nothing is updated
@@ -300,13 +305,23 @@ inline void function_runtime::place_shared(int s, shared_value& sv) {
 }
 
 XSYM_COLD_BEGIN
-inline void function_runtime::evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups) {
+inline void function_runtime::evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups,
+                                       const shared_values_read* shared) {
   std::lock_guard lock(m_mutex);
   for (const auto& [comm, nodes] : m_collectives) comm->begin_call(nodes);
   ndarray* values = m_values.data();
   for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) values[m_graph->inputs[i]] = args[i];
   const shared_unlock unlock_at_exit{this};
   read_shared(values, false);
+  if (shared)  // the values a checked call read, where it read them (host or device)
+    for (int s : m_shared_slots) {
+      const slot& sl = m_graph->slots[static_cast<std::size_t>(s)];
+      for (const auto& [sv, v] : *shared)
+        if (sv == sl.source->shared.get())
+          values[s] = sl.on_device == v.on_device() ? v
+                      : sl.on_device           ? detail::device_hooks().to_device(v)
+                                               : detail::device_hooks().to_host(v);
+    }
   for (std::size_t i = 0; i < m_thunks.size(); ++i) m_thunks[i].run(m_thunks[i], values);
   for (int s : m_graph->outputs) outs.push_back(detail::deep_copy(values[s]));
   for (auto [t, v] : m_graph->updates) ups.push_back(detail::deep_copy(values[v]));

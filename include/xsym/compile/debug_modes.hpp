@@ -241,9 +241,10 @@ inline void function_runtime::guard_outputs(std::size_t i, const ndarray* values
 }
 
 // The whole function against its twin built without fusion, in-place or BLAS rewrites.
-inline void function_runtime::check_against_reference(const ndarray* args, const ndarray* values) {
+inline void function_runtime::check_against_reference(const ndarray* args, const shared_values_read& shared,
+                                                      const ndarray* values) {
   std::vector<ndarray> outs, ups;
-  m_reference->evaluate(args, outs, ups);
+  m_reference->evaluate(args, outs, ups, &shared);
   auto fail = [&](const std::string& what) {
     throw debug_mode_error("xsym DebugMode: function '" + m_name + "': " + what);
   };

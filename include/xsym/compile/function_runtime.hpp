@@ -101,8 +101,13 @@ class function_runtime {
   bool run_direct(const std::byte* const* args, std::byte* dest, std::int64_t n) const;
   bool has_direct() const { return m_direct.direct || m_direct.step || m_direct.jit; }
 
+  /// @brief The shared values a call read, by variable (DebugMode hands them to its twin).
+  using shared_values_read = std::vector<std::pair<const shared_value*, ndarray>>;
+
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
-  void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups);
+  /// With `shared`, the variables it names take those values instead of their current ones.
+  void evaluate(const ndarray* args, std::vector<ndarray>& outs, std::vector<ndarray>& ups,
+                const shared_values_read* shared = nullptr);
 
  private:
   // run_direct's lone op or cxx program (call.hpp).
@@ -137,7 +142,7 @@ class function_runtime {
   void debug_check_node(std::size_t i, ndarray* values, std::vector<ndarray>& snapshot);
   void guard_inputs(const ndarray* values) const;
   void guard_outputs(std::size_t i, const ndarray* values) const;
-  void check_against_reference(const ndarray* args, const ndarray* values);
+  void check_against_reference(const ndarray* args, const shared_values_read& shared, const ndarray* values);
   // profile_wiring.hpp
   void init_profile(const function_options& options, std::vector<rewrite_record> records, int nodes_before,
                     const double (&seconds)[4]);
