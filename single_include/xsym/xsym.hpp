@@ -16190,6 +16190,7 @@ XSYM_COLD_END
 #ifndef XSYM_REWRITE_INPLACE_HPP
 #define XSYM_REWRITE_INPLACE_HPP
 
+#include <algorithm>
 #include <unordered_set>
 
 
@@ -16213,6 +16214,9 @@ inline void inplace_pass(function_graph& g, rewrite_record& rec) {
       const int s = n.inputs[k];
       const slot& in = g.slots[static_cast<std::size_t>(s)];
       if (in.kind != var_kind::apply || kept.count(s) || in.type != out.type || in.rank != out.rank) continue;
+      // A product or IncSubtensor reads its other inputs while it writes the first: the same
+      // value as one of them (u - c * dot(M, u)) would be overwritten under it.
+      if (first_only && std::count(n.inputs.begin(), n.inputs.end(), s) > 1) continue;
       // An input of extent 1 where the output has more (keepdims' row against a matrix)
       // cannot hold the output: Theano's same broadcastable pattern.
       if ((in.broadcastable & ~out.broadcastable) != 0) continue;

@@ -373,6 +373,41 @@ TEST_CASE("products on the device: GpuGemv, transposed, GpuDot22, vector dot, Gp
   CHECK_THAT(msg, Catch::Contains("Apply node") && Catch::Contains("Gpu") && Catch::Contains("(4,)"));
 }
 
+// u - c dot(M, u): the product's accumulated value is also its operand, so it is not computed in
+// u's buffer (each row would read rows already written), on the device or the CPU.
+TEST_CASE("an accumulating product whose operand is the accumulated value is not computed in place", "[gpu]") {
+  clean_config cfg;
+  auto v = xsym::vector<double>("v");
+  auto X = xsym::matrix<double>("X");
+  auto M = xsym::matrix<double>("M");
+  auto u = xsym::exp(v) * 1.0;  // an intermediate that dies in the product
+  auto U = xsym::exp(X) * 1.0;
+  const xsym::var<double, 1> r1 = u - 0.1 * xsym::dot(M.T(), u), r2 = u - 0.1 * xsym::dot(M, u);
+  const xsym::var<double, 2> r3 = U - 0.1 * xsym::dot(U, M);
+  const auto vv = random_array<double, 1>({6});
+  const auto mm = random_array<double, 2>({6, 6}), xx = random_array<double, 2>({5, 6});
+  // The references: naive loops on exp's values.
+  xt::xtensor<double, 1> w1 = xt::exp(vv), w2 = xt::exp(vv);
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t k = 0; k < 6; ++k) {
+      w1(i) -= 0.1 * mm(k, i) * std::exp(vv(k));
+      w2(i) -= 0.1 * mm(i, k) * std::exp(vv(k));
+    }
+  xt::xtensor<double, 2> w3 = xt::exp(xx);
+  for (std::size_t i = 0; i < 5; ++i)
+    for (std::size_t j = 0; j < 6; ++j)
+      for (std::size_t k = 0; k < 6; ++k) w3(i, j) -= 0.1 * std::exp(xx(i, k)) * mm(k, j);
+  for (const char* device : {"cuda", "cpu"}) {
+    INFO(device);
+    auto f1 = xsym::function("f1", xsym::inputs(v, M), r1, xsym::device(device));
+    auto f2 = xsym::function("f2", xsym::inputs(v, M), r2, xsym::device(device));
+    auto f3 = xsym::function("f3", xsym::inputs(X, M), r3, xsym::device(device));
+    require_close(xt::xtensor<double, 1>(f1(vv, mm)), w1, 1e-13);
+    require_close(xt::xtensor<double, 1>(f2(vv, mm)), w2, 1e-13);
+    require_close(xt::xtensor<double, 2>(f3(xx, mm)), w3, 1e-13);
+  }
+}
+
 // The interpreter runs bool as int64, where ~1 is -2 (true); integer products sum exactly
 // (through a double, 2^53 + 1 became 2^53); one value for two updates is copied to each.
 TEST_CASE("bool invert, integer products beyond 2^53 and two updates of one value on the device", "[gpu]") {
