@@ -20,17 +20,18 @@ inline void inplace_pass(function_graph& g, rewrite_record& rec) {
   const std::unordered_set<int> kept = kept_slots(g);
   for (apply_node& n : g.nodes) {
     // Accumulating products and IncSubtensor write into their first input only.
-    const bool first_only = ((n.fn->kind == op_kind::gemv || n.fn->kind == op_kind::dot22) && n.fn->accumulate) ||
-                            n.fn->kind == op_kind::inc_subtensor;
+    const bool product = (n.fn->kind == op_kind::gemv || n.fn->kind == op_kind::dot22) && n.fn->accumulate;
+    const bool first_only = product || n.fn->kind == op_kind::inc_subtensor;
     if (n.fn->kind != op_kind::elemwise && n.fn->kind != op_kind::composite && !first_only) continue;
     const slot& out = g.slots[static_cast<std::size_t>(n.outputs[0])];
     for (std::size_t k = 0; k < (first_only ? 1 : n.inputs.size()); ++k) {
       const int s = n.inputs[k];
       const slot& in = g.slots[static_cast<std::size_t>(s)];
       if (in.kind != var_kind::apply || kept.count(s) || in.type != out.type || in.rank != out.rank) continue;
-      // A product or IncSubtensor reads its other inputs while it writes the first: the same
-      // value as one of them (u - c * dot(M, u)) would be overwritten under it.
-      if (first_only && std::count(n.inputs.begin(), n.inputs.end(), s) > 1) continue;
+      // A product reads its operands while it writes the first input: the same value as one of
+      // them (u - c * dot(M, u)) would be overwritten under it. (IncSubtensor copies a value
+      // that is its own x first.)
+      if (product && std::count(n.inputs.begin(), n.inputs.end(), s) > 1) continue;
       // An input of extent 1 where the output has more (keepdims' row against a matrix)
       // cannot hold the output: Theano's same broadcastable pattern.
       if ((in.broadcastable & ~out.broadcastable) != 0) continue;
