@@ -207,6 +207,23 @@ TEST_CASE("careduce_fusion: max and min keep the loop's NaN and signed zero, in 
 }
 
 #ifdef _OPENMP
+// check(f) on a function from make() with openmp=True, at both minsizes and 1 to 4 threads (the
+// thread count is read when a function is built).
+template <class Make, class Check>
+void on_each_thread_count(Make make, Check check) {
+  xsym::config.openmp = true;
+  for (std::int64_t minsize : {std::int64_t{1}, std::int64_t{200000}}) {
+    xsym::config.openmp_elemwise_minsize = minsize;
+    for (int threads : {1, 2, 3, 4}) {
+      omp_set_num_threads(threads);
+      auto f = make();
+      INFO(threads << " threads, minsize " << minsize);
+      check(f);
+    }
+  }
+  omp_set_num_threads(2);
+}
+
 // A sum over axis 0 adds float64 blocks of rows in order on one thread; with threads the value
 // is computed at once and its blocks are still added in that order: one thread's bits.
 TEST_CASE("careduce_fusion over axis 0 gives one thread's bits on 1 to 4 threads", "[compile][reduce_fusion][openmp]") {
@@ -233,26 +250,16 @@ TEST_CASE("careduce_fusion over axis 0 gives one thread's bits on 1 to 4 threads
     CHECK(std::get<0>(serial)(j) == Approx(s).epsilon(1e-13));
     CHECK(std::get<1>(serial)(j) == Approx(m / 403).epsilon(1e-12).margin(1e-13));
   }
-  xsym::config.openmp = true;
-  for (std::int64_t minsize : {std::int64_t{1}, std::int64_t{200000}}) {
-    xsym::config.openmp_elemwise_minsize = minsize;
-    for (int threads : {1, 2, 3, 4}) {
-      omp_set_num_threads(threads);  // read when a function is built
-      auto f = make();
-      INFO(threads << " threads, minsize " << minsize);
-      const auto got = f(X);
-      CHECK(same_bits(std::get<0>(got), std::get<0>(serial)));
-      CHECK(same_bits(std::get<1>(got), std::get<1>(serial)));
-      const auto got_t = f(XT);
-      CHECK(same_bits(std::get<0>(got_t), std::get<0>(serial_t)));
-      CHECK(same_bits(std::get<1>(got_t), std::get<1>(serial_t)));
-    }
-  }
-  omp_set_num_threads(2);
+  on_each_thread_count(make, [&](auto& f) {
+    const auto got = f(X);
+    CHECK(same_bits(std::get<0>(got), std::get<0>(serial)));
+    CHECK(same_bits(std::get<1>(got), std::get<1>(serial)));
+    const auto got_t = f(XT);
+    CHECK(same_bits(std::get<0>(got_t), std::get<0>(serial_t)));
+    CHECK(same_bits(std::get<1>(got_t), std::get<1>(serial_t)));
+  });
 }
-#endif
 
-#ifdef _OPENMP
 // A sum over every axis is added in sum_contiguous's order on one thread (the two nodes'
 // bits); with threads the value is computed at once and summed in that order too.
 TEST_CASE("careduce_fusion over every axis gives one thread's bits on 1 to 4 threads", "[compile][reduce_fusion][openmp]") {
@@ -278,20 +285,13 @@ TEST_CASE("careduce_fusion over every axis gives one thread's bits on 1 to 4 thr
     }
     CHECK(std::get<0>(serial) == Approx(static_cast<double>(s)).epsilon(1e-13));
     CHECK(std::get<1>(serial) == Approx(static_cast<double>(m / X.size())).epsilon(1e-12));
-    xsym::config.openmp = true;
-    for (std::int64_t minsize : {std::int64_t{1}, std::int64_t{200000}}) {
-      xsym::config.openmp_elemwise_minsize = minsize;
-      for (int threads : {1, 2, 3, 4}) {
-        omp_set_num_threads(threads);  // read when a function is built
-        auto f = make();
-        INFO(r << " x " << c << ", " << threads << " threads, minsize " << minsize);
-        const auto got = f(X, Y);
-        CHECK(same_bits(std::get<0>(got), std::get<0>(serial)));
-        CHECK(same_bits(std::get<1>(got), std::get<1>(serial)));
-      }
-    }
+    INFO(r << " x " << c);
+    on_each_thread_count(make, [&](auto& f) {
+      const auto got = f(X, Y);
+      CHECK(same_bits(std::get<0>(got), std::get<0>(serial)));
+      CHECK(same_bits(std::get<1>(got), std::get<1>(serial)));
+    });
   }
-  omp_set_num_threads(2);
 }
 #endif
 
