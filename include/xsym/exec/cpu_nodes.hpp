@@ -483,15 +483,9 @@ inline void run_inc_rows(const thunk& t, ndarray* values) {
   std::memcpy(out.data(), src.data(), src.nbytes());
   const std::int64_t row = x.shape(0) ? x.size() / x.shape(0) : 0;
   if (row == 0) return;
-  // y's row i as a view with the broadcast strides, walked in C order beside out's row.
+  // y's row i with the broadcast strides, walked in C order beside out's (C-contiguous) row.
   shape_t row_shape = x.shape();
   row_shape[0] = 1;
-  std::array<std::int64_t, max_rank> out_strides{};
-  std::int64_t st = 1;
-  for (int d = x.rank() - 1; d >= 1; --d) {
-    out_strides[static_cast<std::size_t>(d)] = st;
-    st *= x.shape(d);
-  }
   visit_dtype(x.type(), [&](auto z) {
     using T = decltype(z);
     if constexpr (!std::is_same_v<T, bool>) {
@@ -501,7 +495,7 @@ inline void run_inc_rows(const thunk& t, ndarray* values) {
       for (std::size_t i = 0; i < rows.size(); ++i) {
         T* orow = o + rows[i] * row;
         const T* yrow = a + static_cast<std::int64_t>(i) * y_strides[0];
-        for_each_row2(row_shape, out_strides, y_strides,
+        for_each_row2(row_shape, out.strides(), y_strides,
                       [&](std::int64_t od, std::int64_t oy, std::int64_t len, std::int64_t sd, std::int64_t sy) {
                         for (std::int64_t k = 0; k < len; ++k) {
                           T& d = orow[od + k * sd];
