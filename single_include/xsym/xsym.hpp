@@ -1369,20 +1369,28 @@ inline counted_bytes count_bytes(memory_state& process, const std::shared_ptr<th
 }
 
 // The peak of one thread's allocations during a call (host or device counters; none: 0). A
-// call inside the measured one (a reference run) leaves the outer peak as it was.
+// call inside the measured one (a reference run) leaves the outer peak as it was, and so does
+// a call that throws (the destructor): the thread's peak never goes down.
 class call_peak {
  public:
   explicit call_peak(thread_memory_state* s) : m_s(s) {
     if (m_s) m_outer = std::exchange(m_s->peak, m_start = m_s->current.load());
   }
+  call_peak(const call_peak&) = delete;
+  call_peak& operator=(const call_peak&) = delete;
+  ~call_peak() { restore(); }
   std::int64_t finish() {
     if (!m_s) return 0;
     const std::int64_t p = m_s->peak - m_start;
-    m_s->peak = std::max(m_s->peak, m_outer);
+    restore();
     return p;
   }
 
  private:
+  void restore() {
+    if (m_s) m_s->peak = std::max(m_s->peak, m_outer);
+    m_s = nullptr;
+  }
   thread_memory_state* m_s;
   std::int64_t m_start = 0, m_outer = 0;
 };
@@ -10268,7 +10276,7 @@ struct function_profile {
   bool skip_next_call = false;  // profiling.ignore_first_call
   // Shapes seen by each node, sampled on calls 1, 2, 4, 8, ... so sampling costs nothing per call.
   std::vector<std::vector<value_info>> node_inputs, node_outputs;
-  std::int64_t measured_peak_bytes = 0;  // largest growth of the library's allocations during a call
+  std::int64_t measured_peak_bytes = 0;  // growth of the library's allocations during the last call whose shapes were recorded
   std::int64_t measured_device_peak_bytes = -1;  // the same in device memory; -1: not counted
   std::size_t max_trace_events = 0;      // 0: no trace; else events kept (first ones)
   std::vector<trace_event> events;
@@ -11005,30 +11013,45 @@ inline std::string describe(const value_info& v) {
 inline std::string kb(double bytes) { return fmt("%.0fKB", std::nearbyint(bytes / 1024.0)); }
 
 // Peak bytes of node outputs alive at once, replaying the node order: with gc, without in-place.
-// Returns {host peak, device peak}.
+// Returns {host peak, device peak}. A view, and an output written into a destroyed input, use
+// their input's buffer: it is freed when the last value using it dies (a view keeps its base
+// alive, as the runtime's shared buffers do).
 inline std::pair<double, double> simulate_peak(const function_profile& f, bool inplace, bool gc) {
   const function_graph& g = *f.facts->graph;
-  std::vector<double> created(g.slots.size(), 0);
+  struct buffer {
+    double bytes;
+    int users;
+    int device;
+  };
+  std::vector<buffer> buffers;
+  std::vector<int> buffer_of(g.slots.size(), -1);  // -1: an input, a constant or a shared value
   double cur[2] = {0, 0}, peak[2] = {0, 0};
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const apply_node& n = g.nodes[i];
+    auto aliased = n.fn->view_map();
+    if (inplace) aliased.insert(aliased.end(), n.fn->destroy_map.begin(), n.fn->destroy_map.end());
     for (std::size_t o = 0; o < n.outputs.size(); ++o) {
-      if (f.node_outputs[i].size() <= o || n.fn->is_view()) continue;
+      if (f.node_outputs[i].size() <= o) continue;
       const auto s = static_cast<std::size_t>(n.outputs[o]);
-      // An output written into a destroyed input takes over its bytes, which stay alive with it.
-      const auto into = std::find_if(n.fn->destroy_map.begin(), n.fn->destroy_map.end(),
+      const auto into = std::find_if(aliased.begin(), aliased.end(),
                                      [&](const std::pair<int, int>& d) { return d.first == static_cast<int>(o); });
-      if (inplace && into != n.fn->destroy_map.end()) {
-        const auto in = static_cast<std::size_t>(n.inputs[static_cast<std::size_t>(into->second)]);
-        std::swap(created[s], created[in]);
+      if (into != aliased.end()) {
+        const int b = buffer_of[static_cast<std::size_t>(n.inputs[static_cast<std::size_t>(into->second)])];
+        buffer_of[s] = b;
+        if (b >= 0) ++buffers[static_cast<std::size_t>(b)].users;
         continue;
       }
-      created[s] = static_cast<double>(f.node_outputs[i][o].nbytes());
-      cur[g.slots[s].on_device] += created[s];
+      buffer_of[s] = static_cast<int>(buffers.size());
+      buffers.push_back({static_cast<double>(f.node_outputs[i][o].nbytes()), 1, g.slots[s].on_device ? 1 : 0});
+      cur[buffers.back().device] += buffers.back().bytes;
     }
     for (int d : {0, 1}) peak[d] = std::max(peak[d], cur[d]);
     if (gc && i < f.facts->dead_after.size())
-      for (int s : f.facts->dead_after[i]) cur[g.slots[static_cast<std::size_t>(s)].on_device] -= created[static_cast<std::size_t>(s)];
+      for (int s : f.facts->dead_after[i]) {
+        const int b = buffer_of[static_cast<std::size_t>(s)];
+        if (b >= 0 && --buffers[static_cast<std::size_t>(b)].users == 0)
+          cur[buffers[static_cast<std::size_t>(b)].device] -= buffers[static_cast<std::size_t>(b)].bytes;
+      }
   }
   return {peak[0], peak[1]};
 }
@@ -17401,7 +17424,7 @@ class function_runtime {
                     const double (&seconds)[4]);
   void copy_shapes(function_profile& p);
   void record_shapes(std::size_t i, const ndarray* values, bool inputs);
-  void record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes);
+  bool record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes);  // true: it took the shapes
 
   std::string m_name;
   detail::resolved_plan m_plan;
@@ -17824,12 +17847,13 @@ inline void function_runtime::record_shapes(std::size_t i, const ndarray* values
   }
 }
 
-inline void function_runtime::record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes) {
+inline bool function_runtime::record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes) {
   if (p.skip_next_call) {
     p.skip_next_call = false;
-    return;
+    return false;
   }
-  if (take_shapes && !m_last_inputs.empty()) {
+  const bool shapes = take_shapes && !m_last_inputs.empty();
+  if (shapes) {
     detail::sum_sampled_work(p);  // the calls since the last sample ran at its shapes
     copy_shapes(p);
   }
@@ -17851,6 +17875,7 @@ inline void function_runtime::record_call(function_profile& p, std::uint64_t cal
       t += m_scratch_ticks[i];
     }
   }
+  return shapes;
 }
 
 }  // namespace xsym
@@ -18136,21 +18161,20 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   if (timed) {
     const std::int64_t peak = host_peak.finish();
     const std::int64_t device_peak = device_call_peak.finish();
-    auto measured = [&](function_profile& p) {
-      if (memory) p.measured_peak_bytes = std::max(p.measured_peak_bytes, peak);
-      if (memory && device_allocated) p.measured_device_peak_bytes = std::max(p.measured_device_peak_bytes, device_peak);
+    // The measured peak is the call's whose sizes the simulated peaks replay (the last one
+    // recorded with its shapes), so that the report's two numbers describe one call.
+    auto measured = [&](function_profile& p, bool shapes_taken) {
+      if (!shapes_taken) return;
+      if (memory) p.measured_peak_bytes = peak;
+      if (memory && device_allocated) p.measured_device_peak_bytes = device_peak;
     };
     const std::uint64_t call_ticks = detail::ticks() - c0;
     ++m_sample_calls;
     if (sample) m_sampled_shapes.swap(m_pending_shapes);  // only now: a call that threw recorded nothing
-    if (m_profile) {
-      measured(*m_profile);
-      record_call(*m_profile, call_ticks, sample);
-    }
+    if (m_profile) measured(*m_profile, record_call(*m_profile, call_ticks, sample));
     detail::for_each_active_scope([&](profile_scope& scope) {
       function_profile& p = scope.record_for(m_facts);
-      measured(p);
-      record_call(p, call_ticks, sample || p.calls == 0);
+      measured(p, record_call(p, call_ticks, sample || p.calls == 0));
     });
   }
   return result;

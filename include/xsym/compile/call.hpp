@@ -120,21 +120,20 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   if (timed) {
     const std::int64_t peak = host_peak.finish();
     const std::int64_t device_peak = device_call_peak.finish();
-    auto measured = [&](function_profile& p) {
-      if (memory) p.measured_peak_bytes = std::max(p.measured_peak_bytes, peak);
-      if (memory && device_allocated) p.measured_device_peak_bytes = std::max(p.measured_device_peak_bytes, device_peak);
+    // The measured peak is the call's whose sizes the simulated peaks replay (the last one
+    // recorded with its shapes), so that the report's two numbers describe one call.
+    auto measured = [&](function_profile& p, bool shapes_taken) {
+      if (!shapes_taken) return;
+      if (memory) p.measured_peak_bytes = peak;
+      if (memory && device_allocated) p.measured_device_peak_bytes = device_peak;
     };
     const std::uint64_t call_ticks = detail::ticks() - c0;
     ++m_sample_calls;
     if (sample) m_sampled_shapes.swap(m_pending_shapes);  // only now: a call that threw recorded nothing
-    if (m_profile) {
-      measured(*m_profile);
-      record_call(*m_profile, call_ticks, sample);
-    }
+    if (m_profile) measured(*m_profile, record_call(*m_profile, call_ticks, sample));
     detail::for_each_active_scope([&](profile_scope& scope) {
       function_profile& p = scope.record_for(m_facts);
-      measured(p);
-      record_call(p, call_ticks, sample || p.calls == 0);
+      measured(p, record_call(p, call_ticks, sample || p.calls == 0));
     });
   }
   return result;

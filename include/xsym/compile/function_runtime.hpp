@@ -148,7 +148,7 @@ class function_runtime {
                     const double (&seconds)[4]);
   void copy_shapes(function_profile& p);
   void record_shapes(std::size_t i, const ndarray* values, bool inputs);
-  void record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes);
+  bool record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes);  // true: it took the shapes
 
   std::string m_name;
   detail::resolved_plan m_plan;

@@ -70,12 +70,13 @@ inline void function_runtime::record_shapes(std::size_t i, const ndarray* values
   }
 }
 
-inline void function_runtime::record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes) {
+inline bool function_runtime::record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes) {
   if (p.skip_next_call) {
     p.skip_next_call = false;
-    return;
+    return false;
   }
-  if (take_shapes && !m_last_inputs.empty()) {
+  const bool shapes = take_shapes && !m_last_inputs.empty();
+  if (shapes) {
     detail::sum_sampled_work(p);  // the calls since the last sample ran at its shapes
     copy_shapes(p);
   }
@@ -97,6 +98,7 @@ inline void function_runtime::record_call(function_profile& p, std::uint64_t cal
       t += m_scratch_ticks[i];
     }
   }
+  return shapes;
 }
 
 }  // namespace xsym

@@ -90,20 +90,28 @@ inline counted_bytes count_bytes(memory_state& process, const std::shared_ptr<th
 }
 
 // The peak of one thread's allocations during a call (host or device counters; none: 0). A
-// call inside the measured one (a reference run) leaves the outer peak as it was.
+// call inside the measured one (a reference run) leaves the outer peak as it was, and so does
+// a call that throws (the destructor): the thread's peak never goes down.
 class call_peak {
  public:
   explicit call_peak(thread_memory_state* s) : m_s(s) {
     if (m_s) m_outer = std::exchange(m_s->peak, m_start = m_s->current.load());
   }
+  call_peak(const call_peak&) = delete;
+  call_peak& operator=(const call_peak&) = delete;
+  ~call_peak() { restore(); }
   std::int64_t finish() {
     if (!m_s) return 0;
     const std::int64_t p = m_s->peak - m_start;
-    m_s->peak = std::max(m_s->peak, m_outer);
+    restore();
     return p;
   }
 
  private:
+  void restore() {
+    if (m_s) m_s->peak = std::max(m_s->peak, m_outer);
+    m_s = nullptr;
+  }
   thread_memory_state* m_s;
   std::int64_t m_start = 0, m_outer = 0;
 };

@@ -86,30 +86,45 @@ inline std::string describe(const value_info& v) {
 inline std::string kb(double bytes) { return fmt("%.0fKB", std::nearbyint(bytes / 1024.0)); }
 
 // Peak bytes of node outputs alive at once, replaying the node order: with gc, without in-place.
-// Returns {host peak, device peak}.
+// Returns {host peak, device peak}. A view, and an output written into a destroyed input, use
+// their input's buffer: it is freed when the last value using it dies (a view keeps its base
+// alive, as the runtime's shared buffers do).
 inline std::pair<double, double> simulate_peak(const function_profile& f, bool inplace, bool gc) {
   const function_graph& g = *f.facts->graph;
-  std::vector<double> created(g.slots.size(), 0);
+  struct buffer {
+    double bytes;
+    int users;
+    int device;
+  };
+  std::vector<buffer> buffers;
+  std::vector<int> buffer_of(g.slots.size(), -1);  // -1: an input, a constant or a shared value
   double cur[2] = {0, 0}, peak[2] = {0, 0};
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const apply_node& n = g.nodes[i];
+    auto aliased = n.fn->view_map();
+    if (inplace) aliased.insert(aliased.end(), n.fn->destroy_map.begin(), n.fn->destroy_map.end());
     for (std::size_t o = 0; o < n.outputs.size(); ++o) {
-      if (f.node_outputs[i].size() <= o || n.fn->is_view()) continue;
+      if (f.node_outputs[i].size() <= o) continue;
       const auto s = static_cast<std::size_t>(n.outputs[o]);
-      // An output written into a destroyed input takes over its bytes, which stay alive with it.
-      const auto into = std::find_if(n.fn->destroy_map.begin(), n.fn->destroy_map.end(),
+      const auto into = std::find_if(aliased.begin(), aliased.end(),
                                      [&](const std::pair<int, int>& d) { return d.first == static_cast<int>(o); });
-      if (inplace && into != n.fn->destroy_map.end()) {
-        const auto in = static_cast<std::size_t>(n.inputs[static_cast<std::size_t>(into->second)]);
-        std::swap(created[s], created[in]);
+      if (into != aliased.end()) {
+        const int b = buffer_of[static_cast<std::size_t>(n.inputs[static_cast<std::size_t>(into->second)])];
+        buffer_of[s] = b;
+        if (b >= 0) ++buffers[static_cast<std::size_t>(b)].users;
         continue;
       }
-      created[s] = static_cast<double>(f.node_outputs[i][o].nbytes());
-      cur[g.slots[s].on_device] += created[s];
+      buffer_of[s] = static_cast<int>(buffers.size());
+      buffers.push_back({static_cast<double>(f.node_outputs[i][o].nbytes()), 1, g.slots[s].on_device ? 1 : 0});
+      cur[buffers.back().device] += buffers.back().bytes;
     }
     for (int d : {0, 1}) peak[d] = std::max(peak[d], cur[d]);
     if (gc && i < f.facts->dead_after.size())
-      for (int s : f.facts->dead_after[i]) cur[g.slots[static_cast<std::size_t>(s)].on_device] -= created[static_cast<std::size_t>(s)];
+      for (int s : f.facts->dead_after[i]) {
+        const int b = buffer_of[static_cast<std::size_t>(s)];
+        if (b >= 0 && --buffers[static_cast<std::size_t>(b)].users == 0)
+          cur[buffers[static_cast<std::size_t>(b)].device] -= buffers[static_cast<std::size_t>(b)].bytes;
+      }
   }
   return {peak[0], peak[1]};
 }
