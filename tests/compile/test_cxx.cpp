@@ -391,6 +391,8 @@ TEST_CASE("a library at a cached name that was built from other text is built ag
   std::filesystem::create_directories(copied);
   const auto at = copied / std::filesystem::path(own).filename();
   std::filesystem::copy_file(other, at);
+  auto digest = [](std::string lib) { return lib.replace(lib.size() - 3, 3, ".sum"); };
+  std::filesystem::copy_file(digest(other), digest(at.string()));  // intact bytes: the key check refuses it
   xsym::config.compiledir = copied.string();
   xsym::cpu::detail::loaded_modules().clear();  // as a new process would start
   auto again = mine();
@@ -398,6 +400,46 @@ TEST_CASE("a library at a cached name that was built from other text is built ag
   CHECK(again.runtime()->compiled_kernels().library == at.string());
   const xt::xtensor<float, 1> X{0.5f, -1.0f, 2.0f};
   CHECK(differences(again(X), {std::exp(0.5) * 0.5 + 1, std::exp(-1.0) * -1 + 1, std::exp(2.0) * 2 + 1}) == "");
+}
+
+// A truncated library faults inside dlopen (SIGBUS) and a damaged one runs its bytes: each is
+// checked against the size and hash recorded beside it, and built again where they differ.
+// The damage is done to copies: this process has the original mapped.
+TEST_CASE("a truncated or damaged library in compiledir is built again, not loaded", "[compile][cxx]") {
+  namespace fs = std::filesystem;
+  clean_config guard;
+  cxx_on cxx("damaged");
+  auto x = xsym::vector<float>("x");
+  auto build = [&] { return xsym::function("damaged", xsym::inputs(x), xsym::exp(x) * x + 1.0f); };
+  xsym::cpu::detail::loaded_modules().clear();  // another test's compiledir may hold this module
+  const fs::path lib = build().runtime()->compiled_kernels().library;
+  const fs::path sum = fs::path(lib).replace_extension(".sum");
+  REQUIRE(fs::exists(sum));
+  for (const std::string damage : {"truncated", "bytes changed", "digest missing", "intact"}) {
+    INFO(damage);
+    const fs::path dir = cxx.dir() / damage;
+    fs::create_directories(dir);
+    fs::copy_file(lib, dir / lib.filename());
+    fs::copy_file(sum, dir / sum.filename());
+    const fs::path copy = dir / lib.filename();
+    const auto size = fs::file_size(copy);
+    if (damage == "truncated") {
+      fs::resize_file(copy, size / 2);
+    } else if (damage == "bytes changed") {
+      std::fstream f(copy, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(static_cast<std::streamoff>(size / 2));
+      f.write("\xcc\xcc\xcc\xcc", 4);
+    } else if (damage == "digest missing") {
+      fs::remove(dir / sum.filename());
+    }
+    xsym::config.compiledir = dir.string();
+    xsym::cpu::detail::loaded_modules().clear();  // as a new process would start
+    auto again = build();
+    CHECK(again.runtime()->compiled_kernels().compiled == (damage == "intact" ? 0 : 1));
+    CHECK(again.runtime()->compiled_kernels().library == copy.string());
+    const xt::xtensor<float, 1> X{0.5f, -1.0f, 2.0f};
+    CHECK(differences(again(X), {std::exp(0.5) * 0.5 + 1, std::exp(-1.0) * -1 + 1, std::exp(2.0) * 2 + 1}) == "");
+  }
 }
 
 TEST_CASE("cxx kernels show as <type> cxx in the profile; py and DebugMode's reference stay interpreted", "[compile][cxx]") {

@@ -345,6 +345,18 @@ struct loaded_module {
   std::string path;
 };
 
+// A library's size and hash, "<bytes> <fnv1a hex>": written beside it (.sum) before it takes its
+// name, and compared before it is loaded, since dlopen of a truncated file faults (SIGBUS) and
+// of a damaged one runs whatever its bytes are. Empty where the file cannot be read.
+inline std::string file_digest(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return "";
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(bytes)));
+  return std::to_string(bytes.size()) + " " + hex;
+}
+
 // Libraries loaded by this process, by key: never unloaded, functions may hold their kernels.
 inline std::map<std::uint64_t, loaded_module>& loaded_modules() {
   static std::map<std::uint64_t, loaded_module> m;
@@ -409,6 +421,7 @@ inline loaded_module load_module(const std::string& source, const jit_settings& 
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(key));
   const fs::path lib = dir / ("xsym_" + std::string(hex) + ".so");
   const fs::path src = dir / ("xsym_" + std::string(hex) + ".cpp");
+  const fs::path sum = dir / ("xsym_" + std::string(hex) + ".sum");
   // Each library names its key: a file at the name that was built from other text (a copied
   // or damaged compiledir, a hash collision) is not run, but built again.
   const std::string key_symbol = "xsym_module_key";
@@ -420,7 +433,12 @@ inline loaded_module load_module(const std::string& source, const jit_settings& 
     dlclose(h);
     return nullptr;
   };
-  void* handle = fs::exists(lib) ? open_checked(lib) : nullptr;
+  // Only a library whose bytes are those its .sum records is loaded; any other is built again.
+  const bool intact = fs::exists(lib) && [&] {
+    const std::string want = read_text(sum, 64), got = file_digest(lib);
+    return !got.empty() && want == got + "\n";
+  }();
+  void* handle = intact ? open_checked(lib) : nullptr;
   if (!handle) {
     // Other processes may compile the same module at once: each writes its own files and
     // renames the library into place, which is atomic, once it loads.
@@ -428,10 +446,12 @@ inline loaded_module load_module(const std::string& source, const jit_settings& 
     const fs::path tmp_src = dir / ("xsym_" + std::string(hex) + "." + tag + ".cpp");
     const fs::path tmp_lib = dir / ("xsym_" + std::string(hex) + "." + tag + ".so");
     const fs::path log = dir / ("xsym_" + std::string(hex) + "." + tag + ".log");
+    const fs::path tmp_sum = dir / ("xsym_" + std::string(hex) + "." + tag + ".sum");
     auto clean = [&] {
       fs::remove(tmp_src, ec);
       fs::remove(tmp_lib, ec);
       fs::remove(log, ec);
+      fs::remove(tmp_sum, ec);
     };
     {
       std::ofstream out(tmp_src, std::ios::binary);
@@ -475,7 +495,14 @@ inline loaded_module load_module(const std::string& source, const jit_settings& 
     }
     fs::remove(log, ec);
     fs::rename(tmp_src, src, ec);
-    fs::rename(tmp_lib, lib, ec);
+    {
+      std::ofstream out(tmp_sum, std::ios::binary);
+      out << file_digest(tmp_lib) << "\n";
+    }
+    // The digest first: a library found under its name has one (another process's, for the
+    // same text, may differ in bytes; the library is then built again, never run unchecked).
+    fs::rename(tmp_sum, sum, ec);
+    if (!ec) fs::rename(tmp_lib, lib, ec);
     if (ec) {
       clean();
       throw jit_error("xsym: compiledir=" + dir.string() + ": cannot rename " + tmp_lib.string() + ": " + ec.message());
