@@ -489,6 +489,16 @@ TEST_CASE("a compiler that cannot run or fails, or an unusable compiledir, is a 
   const std::string source = msg.substr(at, msg.find('\n', at) - at);
   CHECK(std::filesystem::exists(source));
 
+  // A compiler that a signal ends is named with the signal, not as an exit status.
+  const auto crashing = cxx.dir() / "crashing-cxx";
+  std::filesystem::create_directories(cxx.dir());
+  std::ofstream(crashing) << "#!/bin/sh\nkill -SEGV $$\n";
+  std::filesystem::permissions(crashing, std::filesystem::perms::owner_all);
+  xsym::config.cxx = crashing.string();
+  xsym::config.gcc.cxxflags = "-O2";
+  msg = compile_error_of(build);
+  CHECK_THAT(msg, Contains("failed (killed by signal 11, Segmentation fault)") && Contains("crashing-cxx"));
+
   // A "compiler" that exits 0 and writes nothing, and flags that make no library: named as
   // such, and nothing is left at a library's name.
   xsym::config.cxx = "true";

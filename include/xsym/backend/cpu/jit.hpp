@@ -368,7 +368,8 @@ inline std::mutex& jit_mutex() {
 }
 
 #if XSYM_JIT_AVAILABLE
-// Runs argv without a shell; its stdout and stderr go to `log`. Returns the exit status, or
+// Runs argv without a shell; its stdout and stderr go to `log`. Returns the exit status (minus
+// the signal's number where a signal ended it), or
 // throws when the program could not be started.
 inline int run_compiler(const std::vector<std::string>& argv, const std::filesystem::path& log, const std::string& flag) {
   std::vector<char*> args;
@@ -388,7 +389,7 @@ inline int run_compiler(const std::vector<std::string>& argv, const std::filesys
   int status = 0;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) throw jit_error(std::string("xsym: waiting for the compiler: ") + std::strerror(errno));
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? -WTERMSIG(status) : 1;
 }
 #endif
 
@@ -479,7 +480,9 @@ inline loaded_module load_module(const std::string& source, const jit_settings& 
       fs::rename(tmp_src, src, ec);  // kept, and named in the message, for a look at what failed
       const std::string out = read_text(log, 4000);
       clean();
-      throw jit_error("xsym: cxx=" + s.cxx + " failed (exit status " + std::to_string(rc) + ") compiling " +
+      const std::string how = rc > 0 ? "exit status " + std::to_string(rc)
+                                     : "killed by signal " + std::to_string(-rc) + ", " + strsignal(-rc);
+      throw jit_error("xsym: cxx=" + s.cxx + " failed (" + how + ") compiling " +
                       src.string() + "\n  command: " + cmd + "\n  compiler output:\n" + out + advice);
     }
     // Loaded before it takes the library's name, so that what cannot load is never cached.
