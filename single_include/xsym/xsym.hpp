@@ -10276,7 +10276,7 @@ struct function_profile {
   bool skip_next_call = false;  // profiling.ignore_first_call
   // Shapes seen by each node, sampled on calls 1, 2, 4, 8, ... so sampling costs nothing per call.
   std::vector<std::vector<value_info>> node_inputs, node_outputs;
-  std::int64_t measured_peak_bytes = 0;  // growth of the library's allocations during the last call whose shapes were recorded
+  std::int64_t measured_peak_bytes = 0;  // most growth of the library's allocations during a call, over the calls at the last recorded sizes
   std::int64_t measured_device_peak_bytes = -1;  // the same in device memory; -1: not counted
   std::size_t max_trace_events = 0;      // 0: no trace; else events kept (first ones)
   std::vector<trace_event> events;
@@ -17454,7 +17454,8 @@ class function_runtime {
                     const double (&seconds)[4]);
   void copy_shapes(function_profile& p);
   void record_shapes(std::size_t i, const ndarray* values, bool inputs);
-  bool record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes);  // true: it took the shapes
+  enum class recorded { skipped, counted, new_sizes };  // new_sizes: outputs' sizes other than the last recorded
+  recorded record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes);
 
   std::string m_name;
   detail::resolved_plan m_plan;
@@ -17877,13 +17878,24 @@ inline void function_runtime::record_shapes(std::size_t i, const ndarray* values
   }
 }
 
-inline bool function_runtime::record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes) {
+inline function_runtime::recorded function_runtime::record_call(function_profile& p, std::uint64_t call_ticks,
+                                                                 bool take_shapes) {
   if (p.skip_next_call) {
     p.skip_next_call = false;
-    return false;
+    return recorded::skipped;
   }
-  const bool shapes = take_shapes && !m_last_inputs.empty();
-  if (shapes) {
+  recorded r = recorded::counted;
+  if (take_shapes && !m_last_inputs.empty()) {
+    auto same_sizes = [&] {
+      if (p.node_outputs.size() != m_last_outputs.size()) return false;
+      for (std::size_t i = 0; i < m_last_outputs.size(); ++i) {
+        if (p.node_outputs[i].size() != m_last_outputs[i].size()) return false;
+        for (std::size_t o = 0; o < m_last_outputs[i].size(); ++o)
+          if (p.node_outputs[i][o].nbytes() != m_last_outputs[i][o].nbytes()) return false;
+      }
+      return true;
+    };
+    if (!same_sizes()) r = recorded::new_sizes;
     detail::sum_sampled_work(p);  // the calls since the last sample ran at its shapes
     copy_shapes(p);
   }
@@ -17905,7 +17917,7 @@ inline bool function_runtime::record_call(function_profile& p, std::uint64_t cal
       t += m_scratch_ticks[i];
     }
   }
-  return shapes;
+  return r;
 }
 
 }  // namespace xsym
@@ -18191,12 +18203,15 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   if (timed) {
     const std::int64_t peak = host_peak.finish();
     const std::int64_t device_peak = device_call_peak.finish();
-    // The measured peak is the call's whose sizes the simulated peaks replay (the last one
-    // recorded with its shapes), so that the report's two numbers describe one call.
-    auto measured = [&](function_profile& p, bool shapes_taken) {
-      if (!shapes_taken) return;
-      if (memory) p.measured_peak_bytes = peak;
-      if (memory && device_allocated) p.measured_device_peak_bytes = device_peak;
+    // The measured peak pairs with the simulated ones, which replay the last recorded sizes:
+    // the most over the calls since those sizes were first recorded (the first call at new
+    // sizes allocates; later ones take their buffers back from the pool).
+    auto measured = [&](function_profile& p, recorded r) {
+      if (r == recorded::skipped) return;
+      const bool restart = r == recorded::new_sizes;
+      if (memory) p.measured_peak_bytes = std::max(restart ? 0 : p.measured_peak_bytes, peak);
+      if (memory && device_allocated)
+        p.measured_device_peak_bytes = std::max(restart ? 0 : p.measured_device_peak_bytes, device_peak);
     };
     const std::uint64_t call_ticks = detail::ticks() - c0;
     ++m_sample_calls;

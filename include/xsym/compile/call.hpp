@@ -120,12 +120,15 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   if (timed) {
     const std::int64_t peak = host_peak.finish();
     const std::int64_t device_peak = device_call_peak.finish();
-    // The measured peak is the call's whose sizes the simulated peaks replay (the last one
-    // recorded with its shapes), so that the report's two numbers describe one call.
-    auto measured = [&](function_profile& p, bool shapes_taken) {
-      if (!shapes_taken) return;
-      if (memory) p.measured_peak_bytes = peak;
-      if (memory && device_allocated) p.measured_device_peak_bytes = device_peak;
+    // The measured peak pairs with the simulated ones, which replay the last recorded sizes:
+    // the most over the calls since those sizes were first recorded (the first call at new
+    // sizes allocates; later ones take their buffers back from the pool).
+    auto measured = [&](function_profile& p, recorded r) {
+      if (r == recorded::skipped) return;
+      const bool restart = r == recorded::new_sizes;
+      if (memory) p.measured_peak_bytes = std::max(restart ? 0 : p.measured_peak_bytes, peak);
+      if (memory && device_allocated)
+        p.measured_device_peak_bytes = std::max(restart ? 0 : p.measured_device_peak_bytes, device_peak);
     };
     const std::uint64_t call_ticks = detail::ticks() - c0;
     ++m_sample_calls;

@@ -148,7 +148,8 @@ class function_runtime {
                     const double (&seconds)[4]);
   void copy_shapes(function_profile& p);
   void record_shapes(std::size_t i, const ndarray* values, bool inputs);
-  bool record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes);  // true: it took the shapes
+  enum class recorded { skipped, counted, new_sizes };  // new_sizes: outputs' sizes other than the last recorded
+  recorded record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes);
 
   std::string m_name;
   detail::resolved_plan m_plan;

@@ -70,13 +70,24 @@ inline void function_runtime::record_shapes(std::size_t i, const ndarray* values
   }
 }
 
-inline bool function_runtime::record_call(function_profile& p, std::uint64_t call_ticks, bool take_shapes) {
+inline function_runtime::recorded function_runtime::record_call(function_profile& p, std::uint64_t call_ticks,
+                                                                 bool take_shapes) {
   if (p.skip_next_call) {
     p.skip_next_call = false;
-    return false;
+    return recorded::skipped;
   }
-  const bool shapes = take_shapes && !m_last_inputs.empty();
-  if (shapes) {
+  recorded r = recorded::counted;
+  if (take_shapes && !m_last_inputs.empty()) {
+    auto same_sizes = [&] {
+      if (p.node_outputs.size() != m_last_outputs.size()) return false;
+      for (std::size_t i = 0; i < m_last_outputs.size(); ++i) {
+        if (p.node_outputs[i].size() != m_last_outputs[i].size()) return false;
+        for (std::size_t o = 0; o < m_last_outputs[i].size(); ++o)
+          if (p.node_outputs[i][o].nbytes() != m_last_outputs[i][o].nbytes()) return false;
+      }
+      return true;
+    };
+    if (!same_sizes()) r = recorded::new_sizes;
     detail::sum_sampled_work(p);  // the calls since the last sample ran at its shapes
     copy_shapes(p);
   }
@@ -98,7 +109,7 @@ inline bool function_runtime::record_call(function_profile& p, std::uint64_t cal
       t += m_scratch_ticks[i];
     }
   }
-  return shapes;
+  return r;
 }
 
 }  // namespace xsym

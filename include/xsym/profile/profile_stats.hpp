@@ -73,7 +73,7 @@ struct function_profile {
   bool skip_next_call = false;  // profiling.ignore_first_call
   // Shapes seen by each node, sampled on calls 1, 2, 4, 8, ... so sampling costs nothing per call.
   std::vector<std::vector<value_info>> node_inputs, node_outputs;
-  std::int64_t measured_peak_bytes = 0;  // growth of the library's allocations during the last call whose shapes were recorded
+  std::int64_t measured_peak_bytes = 0;  // most growth of the library's allocations during a call, over the calls at the last recorded sizes
   std::int64_t measured_device_peak_bytes = -1;  // the same in device memory; -1: not counted
   std::size_t max_trace_events = 0;      // 0: no trace; else events kept (first ones)
   std::vector<trace_event> events;
