@@ -9557,7 +9557,8 @@ struct typed_row_args : typed_args<T, L> {
 
 // Each op's result is opaque to the compiler, which may then not contract a product and a sum
 // into one fused multiply-add: a tree computes what the separate kernels compute, bit for bit,
-// in a batch and in the tail alike.
+// in a batch and in the tail alike (but for which NaN a result keeps where two NaNs meet:
+// docs/semantics.md).
 template <class X>
 X settled(X x) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__CUDACC__)
