@@ -71,9 +71,11 @@ struct function_profile {
   std::vector<std::uint64_t> node_ticks;
   std::vector<std::int64_t> node_calls;
   bool skip_next_call = false;  // profiling.ignore_first_call
-  // Shapes seen by each node, sampled on calls 1, 2, 4, 8, ... so sampling costs nothing per call.
+  // Shapes seen by each node, recorded on calls 1, 2, 3, 5, 9, ... and whenever an input's
+  // shape changes (function_runtime::sample_this_call), so recording costs nothing per call.
   std::vector<std::vector<value_info>> node_inputs, node_outputs;
-  std::int64_t measured_peak_bytes = 0;  // most growth of the library's allocations during a call, over the calls at the last recorded sizes
+  // The most the library's allocations grew during one call, over the calls at these sizes.
+  std::int64_t measured_peak_bytes = 0;
   std::int64_t measured_device_peak_bytes = -1;  // the same in device memory; -1: not counted
   std::size_t max_trace_events = 0;      // 0: no trace; else events kept (first ones)
   std::vector<trace_event> events;
