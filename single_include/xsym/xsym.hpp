@@ -10651,10 +10651,16 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
   }
 }
 
+// Whether a node's output was a view of its input at the recorded layout: a reshape copies an
+// input that is not C-contiguous (run_reshape).
+inline bool acts_as_view(const apply_node& n, const std::vector<value_info>& ins) {
+  return n.fn->is_view() && (n.fn->kind != op_kind::reshape || ins.empty() || ins[0].c_contiguous);
+}
+
 // Bytes a node must read and write at least once: its inputs and outputs (none for views
 // and shape queries, which move no data).
 inline double node_bytes(const apply_node& n, const std::vector<value_info>& ins, const std::vector<value_info>& outs) {
-  if (n.fn->is_view() || n.fn->kind == op_kind::shape_prod) return 0;
+  if (acts_as_view(n, ins) || n.fn->kind == op_kind::shape_prod) return 0;
   // Gathers and scatters touch only the indexed rows of x (and the indices).
   if ((n.fn->kind == op_kind::take || n.fn->kind == op_kind::inc_rows) && (ins.size() < 2 || outs.empty())) return 0;
   if (n.fn->kind == op_kind::take)
@@ -10800,7 +10806,8 @@ inline constexpr column<apply_row> apply_columns[] = {
     {"", "implementation", no_cell, [](const apply_row& r) { return json_string(r.fn->facts->node_implementation(r.node)); }},
     {"", "bytes", no_cell, [](const apply_row& r) { return json_number(r.bytes); }},
     {"", "inplace", no_cell, [](const apply_row& r) { return std::string(r.apply().fn->is_inplace() ? "true" : "false"); }},
-    {"", "view", no_cell, [](const apply_row& r) { return std::string(r.apply().fn->is_view() ? "true" : "false"); }},
+    {"", "view", no_cell,
+     [](const apply_row& r) { return std::string(acts_as_view(r.apply(), r.fn->node_inputs[r.node]) ? "true" : "false"); }},
     {"", "inputs", no_cell, [](const apply_row& r) { return json_value_infos(r.fn->node_inputs[r.node]); }},
     {"", "outputs", no_cell, [](const apply_row& r) { return json_value_infos(r.fn->node_outputs[r.node]); }},
     {"", "absorbed", no_cell,
@@ -11016,8 +11023,8 @@ inline std::string describe(const value_info& v) {
 inline std::string kb(double bytes) { return fmt("%.0fKB", std::nearbyint(bytes / 1024.0)); }
 
 // Peak bytes of node outputs alive at once, replaying the node order: with gc, without in-place.
-// Returns {host peak, device peak}. A view, and an output written into a destroyed input, use
-// their input's buffer: it is freed when the last value using it dies (a view keeps its base
+// Returns {host peak, device peak}. A view (a reshape where its input was C-contiguous when
+// recorded), and an output written into a destroyed input, use their input's buffer: it is freed when the last value using it dies (a view keeps its base
 // alive, as the runtime's shared buffers do).
 inline std::pair<double, double> simulate_peak(const function_profile& f, bool inplace, bool gc) {
   const function_graph& g = *f.facts->graph;
@@ -11031,7 +11038,7 @@ inline std::pair<double, double> simulate_peak(const function_profile& f, bool i
   double cur[2] = {0, 0}, peak[2] = {0, 0};
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const apply_node& n = g.nodes[i];
-    auto aliased = n.fn->view_map();
+    auto aliased = acts_as_view(n, f.node_inputs[i]) ? n.fn->view_map() : std::vector<std::pair<int, int>>{};
     if (inplace) aliased.insert(aliased.end(), n.fn->destroy_map.begin(), n.fn->destroy_map.end());
     for (std::size_t o = 0; o < n.outputs.size(); ++o) {
       if (f.node_outputs[i].size() <= o) continue;
@@ -11254,7 +11261,7 @@ inline void print_memory_profile(std::ostream& os, const std::vector<std::shared
       for (std::size_t o = 0; o < outs.size(); ++o) {
         bytes += outs[o].nbytes();
         shapes += (o ? ", " : "") + to_string(outs[o].shape);
-        kinds += (o ? " " : "") + std::string(n.fn->is_view() ? "v" : n.fn->is_inplace() && o == 0 ? "i" : "c");
+        kinds += (o ? " " : "") + std::string(detail::acts_as_view(n, f->node_inputs[i]) ? "v" : n.fn->is_inplace() && o == 0 ? "i" : "c");
       }
       total += bytes;
       entries.push_back({bytes, fmt("%14lldB  ", static_cast<long long>(bytes)) + shapes + "] " + kinds + " " + g.node_text(n)});

@@ -194,6 +194,22 @@ TEST_CASE("memory profile: the simulated peak is the measured one, in-place node
     CHECK(measured == Approx(simulated).epsilon(0.01));
   }
   {
+    // A reshape copies an input that is not C-contiguous: the copy is a buffer of its own (alive
+    // with exp(r) and the sum), the memory list marks it c; of a C-contiguous input, a view.
+    for (const bool transposed : {true, false}) {
+      auto stats = quiet_stats("reshape");
+      const auto r = xsym::flatten(transposed ? X.T() : X);
+      auto f = xsym::function("reshape", xsym::inputs(X), exp(r) + r, xsym::profile(stats),
+                              xsym::optimizer_excluding("fusion:inplace"));
+      f(ones);
+      const auto [simulated, measured] = peaks(*stats);
+      CHECK(simulated == (transposed ? 3 : 2) * m);
+      CHECK(measured == Approx(simulated).epsilon(0.01));
+      CHECK(report(*stats).find(transposed ? "720000B  [(90000,)] c Reshape{1}("
+                                           : "720000B  [(90000,)] v Reshape{1}(X)") != std::string::npos);
+    }
+  }
+  {
     // Both numbers describe the calls at the last recorded sizes, not the largest call.
     auto stats = quiet_stats("shapes");
     auto x1 = xsym::vector<double>("x");

@@ -146,10 +146,16 @@ inline double node_flops(const apply_node& n, const std::vector<value_info>& ins
   }
 }
 
+// Whether a node's output was a view of its input at the recorded layout: a reshape copies an
+// input that is not C-contiguous (run_reshape).
+inline bool acts_as_view(const apply_node& n, const std::vector<value_info>& ins) {
+  return n.fn->is_view() && (n.fn->kind != op_kind::reshape || ins.empty() || ins[0].c_contiguous);
+}
+
 // Bytes a node must read and write at least once: its inputs and outputs (none for views
 // and shape queries, which move no data).
 inline double node_bytes(const apply_node& n, const std::vector<value_info>& ins, const std::vector<value_info>& outs) {
-  if (n.fn->is_view() || n.fn->kind == op_kind::shape_prod) return 0;
+  if (acts_as_view(n, ins) || n.fn->kind == op_kind::shape_prod) return 0;
   // Gathers and scatters touch only the indexed rows of x (and the indices).
   if ((n.fn->kind == op_kind::take || n.fn->kind == op_kind::inc_rows) && (ins.size() < 2 || outs.empty())) return 0;
   if (n.fn->kind == op_kind::take)
@@ -295,7 +301,8 @@ inline constexpr column<apply_row> apply_columns[] = {
     {"", "implementation", no_cell, [](const apply_row& r) { return json_string(r.fn->facts->node_implementation(r.node)); }},
     {"", "bytes", no_cell, [](const apply_row& r) { return json_number(r.bytes); }},
     {"", "inplace", no_cell, [](const apply_row& r) { return std::string(r.apply().fn->is_inplace() ? "true" : "false"); }},
-    {"", "view", no_cell, [](const apply_row& r) { return std::string(r.apply().fn->is_view() ? "true" : "false"); }},
+    {"", "view", no_cell,
+     [](const apply_row& r) { return std::string(acts_as_view(r.apply(), r.fn->node_inputs[r.node]) ? "true" : "false"); }},
     {"", "inputs", no_cell, [](const apply_row& r) { return json_value_infos(r.fn->node_inputs[r.node]); }},
     {"", "outputs", no_cell, [](const apply_row& r) { return json_value_infos(r.fn->node_outputs[r.node]); }},
     {"", "absorbed", no_cell,

@@ -86,8 +86,8 @@ inline std::string describe(const value_info& v) {
 inline std::string kb(double bytes) { return fmt("%.0fKB", std::nearbyint(bytes / 1024.0)); }
 
 // Peak bytes of node outputs alive at once, replaying the node order: with gc, without in-place.
-// Returns {host peak, device peak}. A view, and an output written into a destroyed input, use
-// their input's buffer: it is freed when the last value using it dies (a view keeps its base
+// Returns {host peak, device peak}. A view (a reshape where its input was C-contiguous when
+// recorded), and an output written into a destroyed input, use their input's buffer: it is freed when the last value using it dies (a view keeps its base
 // alive, as the runtime's shared buffers do).
 inline std::pair<double, double> simulate_peak(const function_profile& f, bool inplace, bool gc) {
   const function_graph& g = *f.facts->graph;
@@ -101,7 +101,7 @@ inline std::pair<double, double> simulate_peak(const function_profile& f, bool i
   double cur[2] = {0, 0}, peak[2] = {0, 0};
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const apply_node& n = g.nodes[i];
-    auto aliased = n.fn->view_map();
+    auto aliased = acts_as_view(n, f.node_inputs[i]) ? n.fn->view_map() : std::vector<std::pair<int, int>>{};
     if (inplace) aliased.insert(aliased.end(), n.fn->destroy_map.begin(), n.fn->destroy_map.end());
     for (std::size_t o = 0; o < n.outputs.size(); ++o) {
       if (f.node_outputs[i].size() <= o) continue;
@@ -324,7 +324,7 @@ inline void print_memory_profile(std::ostream& os, const std::vector<std::shared
       for (std::size_t o = 0; o < outs.size(); ++o) {
         bytes += outs[o].nbytes();
         shapes += (o ? ", " : "") + to_string(outs[o].shape);
-        kinds += (o ? " " : "") + std::string(n.fn->is_view() ? "v" : n.fn->is_inplace() && o == 0 ? "i" : "c");
+        kinds += (o ? " " : "") + std::string(detail::acts_as_view(n, f->node_inputs[i]) ? "v" : n.fn->is_inplace() && o == 0 ? "i" : "c");
       }
       total += bytes;
       entries.push_back({bytes, fmt("%14lldB  ", static_cast<long long>(bytes)) + shapes + "] " + kinds + " " + g.node_text(n)});
