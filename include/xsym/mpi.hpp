@@ -621,7 +621,7 @@ class environment {
       try {
         print_merged_profiles();
       } catch (const std::exception& e) {
-        std::cerr << "xsym::mpi: merging the profiles failed: " << e.what() << "\n";
+        std::cerr << "xsym::mpi: at exit, the ranks' last exchange (of their profiles, if any) failed: " << e.what() << "\n";
       }
     }
     MPI_Finalize();

@@ -14318,6 +14318,34 @@ struct buffer_pool {
   }
 };
 
+/// DebugMode: what a call's AllReduce nodes read and got. The unoptimised twin replays these
+/// results instead of reducing again: a collective of its own would pair with the next call of
+/// a rank that runs without DebugMode, or that failed a check, and sum the wrong data.
+struct collective_log {
+  struct entry {
+    const op* fn;        // the node's op: the twin's node of the same op takes this entry
+    std::size_t node;    // the function's Apply node
+    ndarray input, output;
+    ndarray twin_input;  // what the twin's node read (set when it runs)
+    bool taken = false;
+  };
+  std::vector<entry> entries;
+
+  /// The entry of `fn`'s node, else the first one left on the same communicator; null if none.
+  entry* take(const op* fn) {
+    entry* e = nullptr;
+    for (auto& c : entries)
+      if (!c.taken && c.fn == fn) {
+        e = &c;
+        break;
+      }
+    for (auto& c : entries)
+      if (!e && !c.taken && c.fn->comm == fn->comm) e = &c;
+    if (e) e->taken = true;
+    return e;
+  }
+};
+
 /// One Apply node bound to its kernel.
 struct thunk {
   void (*run)(const thunk&, ndarray* values) = nullptr;
@@ -14338,6 +14366,7 @@ struct thunk {
   std::shared_ptr<const void> device_state;  // GPU backend: the node's data in device memory
   bool device_typed = false;  // GPU backend: a typed tree's kernel runs the node (<type> typed)
   mutable std::uint64_t wait_ticks = 0;  // AllReduce: its last run's wait for the other ranks (profile)
+  collective_log* replay = nullptr;      // AllReduce in DebugMode's twin: the results it replays
 };
 
 /// Per-node device timing (CUDA events), installed by the GPU backend under CUDA.
@@ -15162,6 +15191,19 @@ inline void run_allreduce(const thunk& t, ndarray* values) {
   if (!(d && d->is_c_contiguous() && take_destination(t, n.outputs[0], out, t.out_type, in.shape())))
     prepare_output(out, t.out_type, in.shape(), t.pool);
   n.fn->comm->allreduce(in, out, n.fn->reduction, t.wait_ticks);
+}
+
+// AllReduce in DebugMode's twin: the function's own node's result in this call, no collective
+// (collective_log); what the twin read is kept for the comparison with what the node read.
+inline void run_allreduce_replay(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  collective_log::entry* e = t.replay ? t.replay->take(n.fn.get()) : nullptr;
+  if (!e)
+    throw std::runtime_error(
+        "xsym DebugMode: the graph without optimizations reduces over the ranks where the function's own nodes did "
+        "not in this call; DebugMode replays the function's AllReduce results and runs no collective of its own");
+  e->twin_input = values[n.inputs[0]];
+  values[n.outputs[0]] = e->output;
 }
 
 // Argmax / Argmin: the input as [outer, len, inner] around the reduced axis (or one line of
@@ -17115,7 +17157,8 @@ struct function_options {
   std::optional<bool> check_isfinite;                 // DebugMode
   std::optional<std::array<bool, 3>> nan_guard;      // NanGuardMode: nan, inf, big are errors
   monitor_callback monitor_pre, monitor_post;          // MonitorMode
-  bool is_reference = false;                          // DebugMode's unoptimised twin
+  bool is_reference = false;                          // DebugMode's unoptimised twin, or a test value's graph
+  bool replays_collectives = false;                   // DebugMode's twin: AllReduce results come from the function
 };
 
 /// @brief DebugMode: every node is checked against the reference kernels, the outputs
@@ -17500,6 +17543,7 @@ class function_runtime {
   std::shared_ptr<function_profile> m_profile;
   std::vector<detail::thunk> m_ref_thunks;           // DebugMode: reference kernels per node
   std::unique_ptr<function_runtime> m_reference;      // DebugMode: the unoptimised twin
+  detail::collective_log m_collective_log;            // the twin: this call's AllReduce results
   monitor_callback m_monitor_pre, m_monitor_post;
   bool m_checked = false;
   bool m_is_reference = false;
@@ -18051,8 +18095,14 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
                              records);
   seconds[2] = detail::wall_seconds();
   m_thunks = bind_thunks(m_plan.reference_kernels);
-  for (const apply_node& n : m_graph->nodes) {
+  for (std::size_t i = 0; i < m_graph->nodes.size(); ++i) {
+    const apply_node& n = m_graph->nodes[i];
     if (n.fn->kind != op_kind::allreduce) continue;
+    if (options.replays_collectives) {  // DebugMode's twin communicates nothing: it replays the function's results
+      m_thunks[i].run = &detail::run_allreduce_replay;
+      m_thunks[i].replay = &m_collective_log;
+      continue;
+    }
     auto at = std::find_if(m_collectives.begin(), m_collectives.end(), [&](const auto& c) { return c.first == n.fn->comm.get(); });
     if (at == m_collectives.end()) m_collectives.emplace_back(n.fn->comm.get(), 1);
     else ++at->second;
@@ -18073,6 +18123,7 @@ XSYM_RUNTIME_INLINE function_runtime::function_runtime(std::string name, const s
     ref.profile = false;
     ref.stats = nullptr;
     ref.is_reference = true;
+    ref.replays_collectives = true;
     ref.ignore_unused_inputs = true;
     m_reference = std::make_unique<function_runtime>(m_name + " (DebugMode reference)", input_vars, output_vars,
                                                      update_vars, ref);
@@ -18145,6 +18196,7 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     std::vector<ndarray> args;
     shared_values_read shared_read;
     if (m_checked && m_plan.debug) {
+      m_reference->m_collective_log.entries.clear();
       for (int s : m_graph->inputs) args.push_back(values[s]);
       for (int s : m_shared_slots) shared_read.emplace_back(m_graph->slots[static_cast<std::size_t>(s)].source->shared.get(), values[s]);
     }
@@ -18612,10 +18664,18 @@ inline void function_runtime::debug_check_node(std::size_t i, ndarray* values, s
   // the reference may now destroy what its op declares).
   std::vector<ndarray> ref_values(m_graph->slots.size());
   for (std::size_t k = 0; k < n.inputs.size(); ++k) ref_values[static_cast<std::size_t>(n.inputs[k])] = snapshot[k];
-  detail::thunk ref = m_ref_thunks[i];
-  ref.pool = nullptr;
-  ref.dests = nullptr;
-  ref.run(ref, ref_values.data());
+  if (n.fn->kind == op_kind::allreduce) {
+    // No kernel of xsym reduces over the ranks, and a second collective would pair with another
+    // rank's next one: the node's result is its own reference, and the twin replays it.
+    const int out = n.outputs[0];
+    m_reference->m_collective_log.entries.push_back({n.fn.get(), i, snapshot[0], detail::deep_copy(values[out]), {}, false});
+    ref_values[static_cast<std::size_t>(out)] = values[out];
+  } else {
+    detail::thunk ref = m_ref_thunks[i];
+    ref.pool = nullptr;
+    ref.dests = nullptr;
+    ref.run(ref, ref_values.data());
+  }
   const bool one_pass = n.fn->kind == op_kind::one_pass_gemv;
   const ndarray scale =
       one_pass ? detail::one_pass_scale(*n.fn, snapshot, ref_values[static_cast<std::size_t>(n.outputs[static_cast<std::size_t>(n.fn->pass_g)])])
@@ -18699,6 +18759,13 @@ inline void function_runtime::check_against_reference(const ndarray* args, const
   auto fail = [&](const std::string& what) {
     throw debug_mode_error("xsym DebugMode: function '" + m_name + "': " + what);
   };
+  // The twin took each AllReduce's result from the function's node: what the two reduced must agree.
+  for (const auto& e : m_reference->m_collective_log.entries)
+    if (!e.taken) continue;
+    else if (auto m = detail::compare_arrays(e.input, e.twin_input))
+      fail("the input of Apply node " + std::to_string(e.node) + " " + m_graph->node_text(static_cast<int>(e.node)) +
+           " differs from the graph without optimizations (a rewrite changed the result): " +
+           detail::describe_mismatch(e.input, *m));
   auto producer = [&](int s) {
     const int owner = m_graph->slots[static_cast<std::size_t>(s)].owner;
     return owner < 0 ? std::string() : " (computed by Apply node " + std::to_string(owner) + " " + m_graph->node_text(owner) + ")";

@@ -185,6 +185,36 @@ TEST_CASE("a rank whose call fails before its AllReduce puts the ranks out of st
   CHECK(errors[3].find("out of step") != std::string::npos);
 }
 
+TEST_CASE("DebugMode runs no collective of its own: one rank checked, or one rank's check failing, keeps the sums right",
+          "[mpi]") {
+  const int me = xsym::mpi::rank(), p = xsym::mpi::size();
+  const auto comm = own_comm("debug");
+  const double ranks_sum = p * (p + 1) / 2.0;  // of me + 1
+  auto v = xsym::vector<double>("v"), u = xsym::vector<double>("u");
+  // Rank 0 in DebugMode, the others not: its reference and twin must not pair with their next calls.
+  auto one = xsym::function("debug_one", xsym::inputs(v), xsym::mpi::allreduce(v, xsym::reduce_op::sum, comm),
+                            xsym::mode(me == 0 ? "DebugMode" : "FAST_RUN"));
+  for (int i = 0; i < 3; ++i) {
+    const xt::xtensor<double, 1> got = one(xt::xtensor<double, 1>(xt::ones<double>({2}) * double((i + 1) * (me + 1))));
+    CHECK(got(0) == (i + 1) * ranks_sum);
+    CHECK(got(1) == (i + 1) * ranks_sum);
+  }
+  // Every rank in DebugMode; the last rank's first call fails its NaN check after the AllReduce.
+  auto all = xsym::function("debug_all", xsym::inputs(v, u), log(xsym::mpi::allreduce(v, xsym::reduce_op::sum, comm) + u),
+                            xsym::mode("DebugMode"));
+  for (int i = 0; i < 3; ++i) {
+    const xt::xtensor<double, 1> in = xt::ones<double>({2}) * double((i + 1) * (me + 1));
+    const bool fails = me == p - 1 && i == 0;
+    const xt::xtensor<double, 1> shift = xt::ones<double>({2}) * (fails ? -1e6 : 0.0);
+    if (fails) {
+      CHECK_THROWS_WITH(all(in, shift), Catch::Contains("NaN"));
+      continue;
+    }
+    const xt::xtensor<double, 1> got = all(in, shift);
+    CHECK(got(0) == Approx(std::log((i + 1) * ranks_sum)));
+  }
+}
+
 TEST_CASE("ranks in different xsym collectives all get an error naming what each one does", "[mpi]") {
   const int me = xsym::mpi::rank(), p = xsym::mpi::size();
   if (p < 2) return;

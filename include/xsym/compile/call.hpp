@@ -52,6 +52,7 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     std::vector<ndarray> args;
     shared_values_read shared_read;
     if (m_checked && m_plan.debug) {
+      m_reference->m_collective_log.entries.clear();
       for (int s : m_graph->inputs) args.push_back(values[s]);
       for (int s : m_shared_slots) shared_read.emplace_back(m_graph->slots[static_cast<std::size_t>(s)].source->shared.get(), values[s]);
     }

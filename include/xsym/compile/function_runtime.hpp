@@ -184,6 +184,7 @@ class function_runtime {
   std::shared_ptr<function_profile> m_profile;
   std::vector<detail::thunk> m_ref_thunks;           // DebugMode: reference kernels per node
   std::unique_ptr<function_runtime> m_reference;      // DebugMode: the unoptimised twin
+  detail::collective_log m_collective_log;            // the twin: this call's AllReduce results
   monitor_callback m_monitor_pre, m_monitor_post;
   bool m_checked = false;
   bool m_is_reference = false;

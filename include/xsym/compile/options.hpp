@@ -64,7 +64,8 @@ struct function_options {
   std::optional<bool> check_isfinite;                 // DebugMode
   std::optional<std::array<bool, 3>> nan_guard;      // NanGuardMode: nan, inf, big are errors
   monitor_callback monitor_pre, monitor_post;          // MonitorMode
-  bool is_reference = false;                          // DebugMode's unoptimised twin
+  bool is_reference = false;                          // DebugMode's unoptimised twin, or a test value's graph
+  bool replays_collectives = false;                   // DebugMode's twin: AllReduce results come from the function
 };
 
 /// @brief DebugMode: every node is checked against the reference kernels, the outputs

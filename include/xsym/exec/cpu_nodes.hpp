@@ -369,6 +369,19 @@ inline void run_allreduce(const thunk& t, ndarray* values) {
   n.fn->comm->allreduce(in, out, n.fn->reduction, t.wait_ticks);
 }
 
+// AllReduce in DebugMode's twin: the function's own node's result in this call, no collective
+// (collective_log); what the twin read is kept for the comparison with what the node read.
+inline void run_allreduce_replay(const thunk& t, ndarray* values) {
+  const apply_node& n = *t.node;
+  collective_log::entry* e = t.replay ? t.replay->take(n.fn.get()) : nullptr;
+  if (!e)
+    throw std::runtime_error(
+        "xsym DebugMode: the graph without optimizations reduces over the ranks where the function's own nodes did "
+        "not in this call; DebugMode replays the function's AllReduce results and runs no collective of its own");
+  e->twin_input = values[n.inputs[0]];
+  values[n.outputs[0]] = e->output;
+}
+
 // Argmax / Argmin: the input as [outer, len, inner] around the reduced axis (or one line of
 // every element, in C order), the first extreme of each line; a NaN is the extreme (numpy).
 inline void run_arg_reduce(const thunk& t, ndarray* values) {

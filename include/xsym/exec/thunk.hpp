@@ -43,6 +43,34 @@ struct buffer_pool {
   }
 };
 
+/// DebugMode: what a call's AllReduce nodes read and got. The unoptimised twin replays these
+/// results instead of reducing again: a collective of its own would pair with the next call of
+/// a rank that runs without DebugMode, or that failed a check, and sum the wrong data.
+struct collective_log {
+  struct entry {
+    const op* fn;        // the node's op: the twin's node of the same op takes this entry
+    std::size_t node;    // the function's Apply node
+    ndarray input, output;
+    ndarray twin_input;  // what the twin's node read (set when it runs)
+    bool taken = false;
+  };
+  std::vector<entry> entries;
+
+  /// The entry of `fn`'s node, else the first one left on the same communicator; null if none.
+  entry* take(const op* fn) {
+    entry* e = nullptr;
+    for (auto& c : entries)
+      if (!c.taken && c.fn == fn) {
+        e = &c;
+        break;
+      }
+    for (auto& c : entries)
+      if (!e && !c.taken && c.fn->comm == fn->comm) e = &c;
+    if (e) e->taken = true;
+    return e;
+  }
+};
+
 /// One Apply node bound to its kernel.
 struct thunk {
   void (*run)(const thunk&, ndarray* values) = nullptr;
@@ -63,6 +91,7 @@ struct thunk {
   std::shared_ptr<const void> device_state;  // GPU backend: the node's data in device memory
   bool device_typed = false;  // GPU backend: a typed tree's kernel runs the node (<type> typed)
   mutable std::uint64_t wait_ticks = 0;  // AllReduce: its last run's wait for the other ranks (profile)
+  collective_log* replay = nullptr;      // AllReduce in DebugMode's twin: the results it replays
 };
 
 /// Per-node device timing (CUDA events), installed by the GPU backend under CUDA.
