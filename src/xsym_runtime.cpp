@@ -1,6 +1,6 @@
 // The runtime's entry points, compiled once for programs built with XSYM_COMPILED_LIB
 // (see include/xsym/config/linkage.hpp). Build it with the programs' XSYM_PROFILING and
-// OpenMP settings.
+// OpenMP settings and vector instructions (-march).
 #ifndef XSYM_COMPILED_LIB
 #define XSYM_COMPILED_LIB
 #endif
@@ -18,4 +18,5 @@ extern const int runtime_built_with_openmp = 1;
 #else
 extern const int runtime_built_without_openmp = 1;
 #endif
+extern const int XSYM_LINKAGE_VECTORS_SYMBOL = 1;
 }  // namespace xsym::detail

@@ -1,4 +1,4 @@
-// Built with XSYM_PROFILING=0 against a runtime built with profiling: this must not link.
+// Built with settings other than its runtime's (XSYM_PROFILING=0, or other vector instructions): this must not link.
 #include <xsym/xsym.hpp>
 
 int main() {

@@ -8,7 +8,9 @@
 // entry points (building a function, grad, printing reports, reading flags); their one
 // definition is compiled once, in src/xsym_runtime.cpp (the CMake target xsym::runtime). Each
 // file then compiles only what it calls directly. Both sides must be built with the same
-// XSYM_PROFILING and OpenMP setting: a mismatch fails to link, naming the setting.
+// XSYM_PROFILING and OpenMP setting and for the same vector instructions (-march): a mismatch
+// fails to link, naming the setting. (A typed tree's kernel, compiled in the program, computes
+// bit for bit what the runtime's kernels compute only where both use the same instructions.)
 #if defined(XSYM_COMPILED_LIB) && !defined(XSYM_BUILDING_RUNTIME)
 #define XSYM_RUNTIME_DEFINITIONS 0
 #define XSYM_RUNTIME_VARIABLE extern
@@ -32,6 +34,43 @@
 #else
 #define XSYM_LINKAGE_PROFILING XSYM_PROFILING
 #endif
+// The vector instructions xsimd chooses from (its default architecture), FMA included: without
+// it a fused multiply-add rounds twice.
+#if defined(__AVX512BW__)
+#define XSYM_LINKAGE_VECTORS avx512bw
+#elif defined(__AVX512DQ__)
+#define XSYM_LINKAGE_VECTORS avx512dq
+#elif defined(__AVX512CD__)
+#define XSYM_LINKAGE_VECTORS avx512cd
+#elif defined(__AVX512F__)
+#define XSYM_LINKAGE_VECTORS avx512f
+#elif defined(__AVX2__) && defined(__FMA__)
+#define XSYM_LINKAGE_VECTORS avx2_fma
+#elif defined(__AVX2__)
+#define XSYM_LINKAGE_VECTORS avx2
+#elif defined(__AVX__) && defined(__FMA__)
+#define XSYM_LINKAGE_VECTORS avx_fma
+#elif defined(__AVX__)
+#define XSYM_LINKAGE_VECTORS avx
+#elif defined(__SSE4_2__)
+#define XSYM_LINKAGE_VECTORS sse4_2
+#elif defined(__SSE4_1__)
+#define XSYM_LINKAGE_VECTORS sse4_1
+#elif defined(__SSSE3__)
+#define XSYM_LINKAGE_VECTORS ssse3
+#elif defined(__SSE3__)
+#define XSYM_LINKAGE_VECTORS sse3
+#elif defined(__SSE2__)
+#define XSYM_LINKAGE_VECTORS sse2
+#elif defined(__ARM_NEON)
+#define XSYM_LINKAGE_VECTORS neon
+#else
+#define XSYM_LINKAGE_VECTORS scalar
+#endif
+#define XSYM_LINKAGE_CAT_(a, b) a##b
+#define XSYM_LINKAGE_CAT(a, b) XSYM_LINKAGE_CAT_(a, b)
+#define XSYM_LINKAGE_VECTORS_SYMBOL XSYM_LINKAGE_CAT(runtime_built_for_vectors_, XSYM_LINKAGE_VECTORS)
+
 namespace xsym::detail {
 // Defined only by the runtime built with the same settings, so a mismatch is a link error
 // whose undefined symbol names the setting that differs.
@@ -45,6 +84,7 @@ extern const int runtime_built_with_openmp;
 #else
 extern const int runtime_built_without_openmp;
 #endif
+extern const int XSYM_LINKAGE_VECTORS_SYMBOL;
 #ifndef XSYM_BUILDING_RUNTIME
 // Emitted in every file that includes xsym (internal linkage, kept though unused), so every
 // link checks the settings.
@@ -59,6 +99,7 @@ extern const int runtime_built_without_openmp;
 #else
     &runtime_built_without_openmp,
 #endif
+    &XSYM_LINKAGE_VECTORS_SYMBOL,
 };
 #endif
 }  // namespace xsym::detail
