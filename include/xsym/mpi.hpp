@@ -109,9 +109,10 @@ inline std::string shape_text(const std::int64_t* v, int rank) {
   return s + ")";
 }
 
-// FNV-1a over a value's dtype, shape and elements in C order.
+// FNV-1a over a value's dtype, shape and elements in C order (a value a device=cuda call
+// left in device memory is read through a host copy).
 inline std::uint64_t hash_value(const ndarray& a) {
-  const ndarray c = a.contiguous();
+  const ndarray c = xsym::detail::on_host(a).contiguous();
   std::uint64_t h = 1469598103934665603ull;
   auto mix = [&](const void* p, std::size_t n) {
     const auto* b = static_cast<const unsigned char*>(p);
@@ -329,7 +330,7 @@ inline void broadcast_value(shared_value& sv, int root, const communicator& c) {
     for (int d = 0; d < s.rank; ++d) s[d] = head[1 + d];
     v = ndarray::empty(sv.value.type(), s);
   } else {
-    v = sv.value.contiguous();
+    v = xsym::detail::on_host(sv.value).contiguous();  // MPI reads host memory (no CUDA-aware MPI)
   }
   const std::size_t item = dtype_size(v.type());
   for (std::int64_t done = 0; done < v.size(); done += max_count) {
