@@ -87,8 +87,9 @@ inline std::string kb(double bytes) { return fmt("%.0fKB", std::nearbyint(bytes 
 
 // Peak bytes of node outputs alive at once, replaying the node order: with gc, without in-place.
 // Returns {host peak, device peak}. A view (a reshape where its input was C-contiguous when
-// recorded), and an output written into a destroyed input, use their input's buffer: it is freed when the last value using it dies (a view keeps its base
-// alive, as the runtime's shared buffers do).
+// recorded), and an output written into a destroyed input, use their input's buffer: it is
+// freed when the last value using it dies (a view keeps its base alive, as the runtime's shared
+// buffers do).
 inline std::pair<double, double> simulate_peak(const function_profile& f, bool inplace, bool gc) {
   const function_graph& g = *f.facts->graph;
   struct buffer {
@@ -324,7 +325,8 @@ inline void print_memory_profile(std::ostream& os, const std::vector<std::shared
       for (std::size_t o = 0; o < outs.size(); ++o) {
         bytes += outs[o].nbytes();
         shapes += (o ? ", " : "") + to_string(outs[o].shape);
-        kinds += (o ? " " : "") + std::string(detail::acts_as_view(n, f->node_inputs[i]) ? "v" : n.fn->is_inplace() && o == 0 ? "i" : "c");
+        const bool view = detail::acts_as_view(n, f->node_inputs[i]);
+        kinds += (o ? " " : "") + std::string(view ? "v" : n.fn->is_inplace() && o == 0 ? "i" : "c");
       }
       total += bytes;
       entries.push_back({bytes, fmt("%14lldB  ", static_cast<long long>(bytes)) + shapes + "] " + kinds + " " + g.node_text(n)});
