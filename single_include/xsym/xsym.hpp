@@ -1379,9 +1379,15 @@ inline memory_state& memory() {
 }
 // The bytes a thread's allocations hold, whichever thread frees them, and their peak: what a
 // profiled call measures, so that other threads' calls neither show up in it nor reset it.
+// A buffer from before the measured call that is freed during it (by another thread, a
+// callback, a value moved to the device) is counted back in `earlier`: the call's peak is of
+// its own buffers, as the simulated peak is.
 struct thread_memory_state {
   std::atomic<std::int64_t> current{0};
-  std::int64_t peak = 0;  // written and read by the owning thread only
+  std::atomic<std::int64_t> earlier{0};  // bytes from before the measured call, freed during it
+  std::atomic<std::uint64_t> call{0};    // the measured call's number; older buffers have a smaller one
+  std::int64_t peak = 0;                 // written and read by the owning thread only
+  int depth = 0;                         // measured calls running on the owning thread
 };
 inline const std::shared_ptr<thread_memory_state>& thread_memory() {
   thread_local const auto s = std::make_shared<thread_memory_state>();
@@ -1394,9 +1400,11 @@ struct counted_bytes {
   memory_state* process;
   std::shared_ptr<thread_memory_state> thread;
   std::int64_t bytes;
+  std::uint64_t call;  // the thread's measured call when the buffer was made
   void release() const {
     process->current.fetch_sub(bytes);
     thread->current.fetch_sub(bytes);
+    if (call < thread->call.load(std::memory_order_relaxed)) thread->earlier.fetch_add(bytes);
   }
 };
 inline counted_bytes count_bytes(memory_state& process, const std::shared_ptr<thread_memory_state>& thread, std::int64_t bytes) {
@@ -1405,17 +1413,25 @@ inline counted_bytes count_bytes(memory_state& process, const std::shared_ptr<th
   auto prev = process.peak.load(std::memory_order_relaxed);
   while (now > prev && !process.peak.compare_exchange_weak(prev, now)) {
   }
-  thread->peak = std::max(thread->peak, thread->current.fetch_add(bytes) + bytes);
-  return {&process, thread, bytes};
+  const std::int64_t mine = thread->current.fetch_add(bytes) + bytes;
+  thread->peak = std::max(thread->peak, mine + thread->earlier.load(std::memory_order_relaxed));
+  return {&process, thread, bytes, thread->call.load(std::memory_order_relaxed)};
 }
 
 // The peak of one thread's allocations during a call (host or device counters; none: 0). A
 // call inside the measured one (a reference run) leaves the outer peak as it was, and so does
-// a call that throws (the destructor): the thread's peak never goes down.
+// a call that throws (the destructor): the thread's peak never goes down. The outermost call
+// starts a new number, so that what was allocated before it counts as earlier when freed.
 class call_peak {
  public:
   explicit call_peak(thread_memory_state* s) : m_s(s) {
-    if (m_s) m_outer = std::exchange(m_s->peak, m_start = m_s->current.load());
+    if (!m_s) return;
+    if (m_s->depth++ == 0) {
+      m_s->call.fetch_add(1, std::memory_order_relaxed);
+      m_s->earlier.store(0, std::memory_order_relaxed);
+    }
+    m_start = m_s->current.load() + m_s->earlier.load(std::memory_order_relaxed);
+    m_outer = std::exchange(m_s->peak, m_start);
   }
   call_peak(const call_peak&) = delete;
   call_peak& operator=(const call_peak&) = delete;
@@ -1429,7 +1445,9 @@ class call_peak {
 
  private:
   void restore() {
-    if (m_s) m_s->peak = std::max(m_s->peak, m_outer);
+    if (!m_s) return;
+    m_s->peak = std::max(m_s->peak, m_outer);
+    --m_s->depth;
     m_s = nullptr;
   }
   thread_memory_state* m_s;

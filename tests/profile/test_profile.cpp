@@ -682,3 +682,27 @@ TEST_CASE("the measured peak of a call leaves out other threads' allocations", "
   CHECK(fns[0]->measured_peak_bytes >= 2 * 800);
   CHECK(fns[0]->measured_peak_bytes < 100000);
 }
+
+// A buffer this thread allocated before the call and another thread frees during it (an update
+// of a variable this thread's last call wrote, say) takes nothing off the call's measured peak.
+TEST_CASE("the measured peak of a call counts its own buffers when earlier ones are freed during it",
+          "[profile][threads]") {
+  config_guard guard;
+  xsym::config.profile_memory = true;
+  auto stats = quiet_stats("");
+  const std::size_t n = 100000;
+  auto v = xsym::shared(xt::xtensor<double, 1>(xt::ones<double>({n})), "v");  // 800 KB, this thread's
+  auto x = xsym::vector<double>("x");
+  int node = 0;
+  auto other_thread_frees = [&](const xsym::node_event&) {
+    if (node++ == 0) std::thread([&] { v.set_value(xt::xtensor<double, 1>{1.0}); }).join();
+  };
+  // x * 2 (exp in place on it) and x * 3 are alive together: two vectors.
+  auto f = xsym::function("f", xsym::inputs(x), exp(x * 2) + x * 3, xsym::profile(stats),
+                          xsym::optimizer_excluding("fusion"), xsym::monitor_mode{nullptr, other_thread_frees});
+  f(xt::xtensor<double, 1>(xt::ones<double>({n})));
+  REQUIRE(node == 4);
+  const auto fns = stats->functions();
+  REQUIRE(fns.size() == 1);
+  CHECK(fns[0]->measured_peak_bytes == Approx(2.0 * 8 * n).epsilon(0.01));
+}
