@@ -2902,6 +2902,7 @@ constexpr std::array<scalar_op, tree_t<X>::ops> absorbed_ops() {
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 #include <version>
 #if defined(__cpp_lib_source_location)
@@ -2954,6 +2955,25 @@ struct shared_value {
   // a MonitorMode callback on the calling thread may still get_value().
   mutable std::recursive_mutex mutex;
 };
+
+namespace detail {
+/// The shared values a call read, by variable.
+using shared_values_read = std::vector<std::pair<const shared_value*, ndarray>>;
+/// While a call runs MonitorMode callbacks on this thread, the values it read: get_value gives
+/// those instead of waiting for a variable's lock, which another call may hold while it waits
+/// for one this call holds.
+inline const shared_values_read*& values_in_callback() {
+  thread_local const shared_values_read* values = nullptr;
+  return values;
+}
+struct callback_values {
+  explicit callback_values(const shared_values_read* v) : saved(std::exchange(values_in_callback(), v)) {}
+  callback_values(const callback_values&) = delete;
+  callback_values& operator=(const callback_values&) = delete;
+  ~callback_values() { values_in_callback() = saved; }
+  const shared_values_read* saved;
+};
+}  // namespace detail
 
 struct variable;
 using var_ptr = std::shared_ptr<const variable>;
@@ -3997,9 +4017,12 @@ class shared_var : public var<Elem, N> {
  public:
   using var<Elem, N>::var;
 
-  /// @brief A copy of the current value.
+  /// @brief A copy of the current value; in a MonitorMode callback, of the value its call read.
   xt::xtensor<Elem, N> get_value() const {
     auto& s = *this->node()->shared;
+    if (const auto* read = detail::values_in_callback())
+      for (const auto& [sv, v] : *read)
+        if (sv == &s) return detail::to_xtensor<Elem, N>(v);
     std::lock_guard lock(s.mutex);
     return detail::to_xtensor<Elem, N>(s.value);
   }
@@ -17522,7 +17545,7 @@ class function_runtime {
   bool has_direct() const { return m_direct.direct || m_direct.step || m_direct.jit; }
 
   /// @brief The shared values a call read, by variable (DebugMode hands them to its twin).
-  using shared_values_read = std::vector<std::pair<const shared_value*, ndarray>>;
+  using shared_values_read = detail::shared_values_read;
 
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
   /// With `shared`, the variables it names take those values instead of their current ones.
@@ -18209,6 +18232,8 @@ XSYM_COLD_END
 
 // The call loop: arguments bound, every thunk run (timed, checked or plain), outputs
 // converted, updates applied, and the errors that name the Apply node.
+#include <optional>
+
 
 namespace xsym {
 
@@ -18253,14 +18278,19 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   try {
     // The checks of DebugMode, NanGuardMode and MonitorMode run profiled or not.
     // DebugMode runs the unoptimised twin on the same arguments and shared values (another
-    // thread may replace a shared value this call only reads before the twin runs).
+    // thread may replace a shared value this call only reads before the twin runs); a
+    // MonitorMode callback's get_value reads them too.
     std::vector<ndarray> args;
     shared_values_read shared_read;
+    const bool callbacks = m_checked && (m_monitor_pre || m_monitor_post);
     if (m_checked && m_plan.debug) {
       m_reference->m_collective_log.entries.clear();
       for (int s : m_graph->inputs) args.push_back(values[s]);
-      for (int s : m_shared_slots) shared_read.emplace_back(m_graph->slots[static_cast<std::size_t>(s)].source->shared.get(), values[s]);
     }
+    if ((m_checked && m_plan.debug) || callbacks)
+      for (int s : m_shared_slots) shared_read.emplace_back(m_graph->slots[static_cast<std::size_t>(s)].source->shared.get(), values[s]);
+    std::optional<detail::callback_values> in_callbacks;
+    if (callbacks) in_callbacks.emplace(&shared_read);
     if (m_checked && m_plan.nan_guard) guard_inputs(values);
     if (timed) {
       const std::uint64_t f0 = detail::ticks();
@@ -18520,16 +18550,26 @@ inline void function_runtime::evaluate(const ndarray* args, std::vector<ndarray>
   ndarray* values = m_values.data();
   for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) values[m_graph->inputs[i]] = args[i];
   const shared_unlock unlock_at_exit{this};
-  read_shared(values, false);
-  if (shared)  // the values a checked call read, where it read them (host or device)
-    for (int s : m_shared_slots) {
-      const slot& sl = m_graph->slots[static_cast<std::size_t>(s)];
-      for (const auto& [sv, v] : *shared)
-        if (sv == sl.source->shared.get())
-          values[s] = sl.on_device == v.on_device() ? v
-                      : sl.on_device           ? detail::device_hooks().to_device(v)
-                                               : detail::device_hooks().to_host(v);
+  if (!shared) read_shared(values, false);
+  // The values a checked call read, where it read them (host or device). The twin takes no
+  // lock of its own for them: it runs while that call holds the locks of the variables it
+  // updates, and taking others after those could wait for a call that waits for this one.
+  for (std::size_t k = 0; shared && k < m_shared_slots.size(); ++k) {
+    const int s = m_shared_slots[k];
+    const slot& sl = m_graph->slots[static_cast<std::size_t>(s)];
+    const ndarray* read = nullptr;
+    for (const auto& [sv, v] : *shared)
+      if (sv == sl.source->shared.get()) read = &v;
+    if (!read) {  // a variable the call's rewrites dropped: read now
+      std::lock_guard hold(sl.source->shared->mutex);
+      place_shared(s, *sl.source->shared);
+      values[s] = sl.source->shared->value;
+      continue;
     }
+    values[s] = sl.on_device == read->on_device() ? *read
+                : sl.on_device                  ? detail::device_hooks().to_device(*read)
+                                                : detail::device_hooks().to_host(*read);
+  }
   for (std::size_t i = 0; i < m_thunks.size(); ++i) m_thunks[i].run(m_thunks[i], values);
   for (int s : m_graph->outputs) outs.push_back(detail::deep_copy(values[s]));
   for (auto [t, v] : m_graph->updates) ups.push_back(detail::deep_copy(values[v]));

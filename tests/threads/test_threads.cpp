@@ -5,13 +5,41 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include <xsym/xsym.hpp>
 
 #include "compile/compile_util.hpp"
+
+namespace {
+// Runs each body on a thread of its own. Threads that deadlock cannot be joined: after a minute
+// the process ends with a message naming the case.
+template <class... Body>
+void run_or_report_deadlock(const char* what, Body... bodies) {
+  std::atomic<int> finished{0};
+  std::vector<std::thread> threads;
+  (threads.emplace_back([&finished, bodies] {
+     bodies();
+     ++finished;
+   }),
+   ...);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (finished.load() < static_cast<int>(sizeof...(Body))) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "test_threads: deadlock (threads still waiting after 60 s): %s\n", what);
+      std::_Exit(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (auto& t : threads) t.join();
+}
+}  // namespace
 
 TEST_CASE("threads calling the same function and different functions get correct results", "[compile][threads]") {
   xsym_test::clean_config guard;
@@ -192,4 +220,81 @@ TEST_CASE("a MonitorMode callback reads a shared variable its call updates", "[t
   REQUIRE(!seen.empty());
   for (double v : seen) CHECK(v == 1.0);
   CHECK(w.get_value()(0) == 3.0);
+}
+
+// Each case runs with either variable first in the lock order (by address), so that one of the
+// two orders is the one that waited for ever before.
+//
+// DebugMode's twin computes from the values its call read and takes no lock: it used to lock
+// every variable again while the call held the one it updates, waiting for a call that held
+// the other and waited for that one.
+TEST_CASE("a DebugMode call and a call that updates what it reads, in the other order, do not deadlock",
+          "[threads][shared][modes]") {
+  xsym_test::clean_config guard;
+  auto a = xsym::shared(0.0, "a"), b = xsym::shared(0.0, "b");
+  for (const bool swap : {false, true}) {
+    auto& read = swap ? b : a;
+    auto& updated = swap ? a : b;
+    read.set_value(0.0);
+    updated.set_value(0.0);
+    // f updates `updated` and reads `read`; g the other way round.
+    auto f = xsym::function("f", xsym::inputs(), xsym::outputs(read + updated),
+                            xsym::updates(xsym::update(updated, updated + 1.0)), xsym::mode("DebugMode"));
+    auto g = xsym::function("g", xsym::inputs(), xsym::outputs(read - updated), xsym::updates(xsym::update(read, read + 1.0)));
+    constexpr int calls = 5000;
+    std::atomic<int> errors{0};
+    run_or_report_deadlock(
+        "DebugMode's twin",
+        [&] {
+          for (int i = 0; i < calls; ++i) try {
+              f();
+            } catch (const std::exception&) {
+              ++errors;
+            }
+        },
+        [&] {
+          for (int i = 0; i < calls; ++i) g();
+        });
+    CHECK(errors.load() == 0);
+    CHECK(read.get_value()() == calls);
+    CHECK(updated.get_value()() == calls);
+  }
+}
+
+// A MonitorMode callback's get_value of a variable its call only reads gives the value the call
+// read, without the variable's lock, which another call may hold while it waits for the one
+// this call holds.
+TEST_CASE("a MonitorMode callback reads a variable its call only reads while another call updates it",
+          "[threads][shared][modes]") {
+  xsym_test::clean_config guard;
+  auto a = xsym::shared(0.0, "a"), b = xsym::shared(0.0, "b");
+  for (const bool swap : {false, true}) {
+    auto& read = swap ? b : a;
+    auto& updated = swap ? a : b;
+    read.set_value(0.0);
+    updated.set_value(0.0);
+    std::vector<double> seen;
+    auto look = [&](const xsym::node_event&) { seen.push_back(read.get_value()()); };
+    auto f = xsym::function("f", xsym::inputs(), xsym::outputs(read + updated),
+                            xsym::updates(xsym::update(updated, updated + 1.0)), xsym::monitor_mode{look, nullptr});
+    auto g = xsym::function("g", xsym::inputs(), xsym::outputs(read - updated), xsym::updates(xsym::update(read, read + 1.0)));
+    constexpr int calls = 20000;
+    int inconsistent = 0;
+    run_or_report_deadlock(
+        "MonitorMode callback's get_value",
+        [&] {
+          for (int i = 0; i < calls; ++i) {
+            seen.clear();
+            const double out = std::get<0>(f());  // read + i: only f updates `updated`
+            for (double v : seen) inconsistent += v != out - i;
+            inconsistent += seen.empty();
+          }
+        },
+        [&] {
+          for (int i = 0; i < calls; ++i) g();
+        });
+    CHECK(inconsistent == 0);
+    CHECK(read.get_value()() == calls);
+    CHECK(updated.get_value()() == calls);
+  }
 }

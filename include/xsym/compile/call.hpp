@@ -3,6 +3,8 @@
 
 // The call loop: arguments bound, every thunk run (timed, checked or plain), outputs
 // converted, updates applied, and the errors that name the Apply node.
+#include <optional>
+
 #include "function_runtime.hpp"
 
 namespace xsym {
@@ -48,14 +50,19 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   try {
     // The checks of DebugMode, NanGuardMode and MonitorMode run profiled or not.
     // DebugMode runs the unoptimised twin on the same arguments and shared values (another
-    // thread may replace a shared value this call only reads before the twin runs).
+    // thread may replace a shared value this call only reads before the twin runs); a
+    // MonitorMode callback's get_value reads them too.
     std::vector<ndarray> args;
     shared_values_read shared_read;
+    const bool callbacks = m_checked && (m_monitor_pre || m_monitor_post);
     if (m_checked && m_plan.debug) {
       m_reference->m_collective_log.entries.clear();
       for (int s : m_graph->inputs) args.push_back(values[s]);
-      for (int s : m_shared_slots) shared_read.emplace_back(m_graph->slots[static_cast<std::size_t>(s)].source->shared.get(), values[s]);
     }
+    if ((m_checked && m_plan.debug) || callbacks)
+      for (int s : m_shared_slots) shared_read.emplace_back(m_graph->slots[static_cast<std::size_t>(s)].source->shared.get(), values[s]);
+    std::optional<detail::callback_values> in_callbacks;
+    if (callbacks) in_callbacks.emplace(&shared_read);
     if (m_checked && m_plan.nan_guard) guard_inputs(values);
     if (timed) {
       const std::uint64_t f0 = detail::ticks();
@@ -315,16 +322,26 @@ inline void function_runtime::evaluate(const ndarray* args, std::vector<ndarray>
   ndarray* values = m_values.data();
   for (std::size_t i = 0; i < m_graph->inputs.size(); ++i) values[m_graph->inputs[i]] = args[i];
   const shared_unlock unlock_at_exit{this};
-  read_shared(values, false);
-  if (shared)  // the values a checked call read, where it read them (host or device)
-    for (int s : m_shared_slots) {
-      const slot& sl = m_graph->slots[static_cast<std::size_t>(s)];
-      for (const auto& [sv, v] : *shared)
-        if (sv == sl.source->shared.get())
-          values[s] = sl.on_device == v.on_device() ? v
-                      : sl.on_device           ? detail::device_hooks().to_device(v)
-                                               : detail::device_hooks().to_host(v);
+  if (!shared) read_shared(values, false);
+  // The values a checked call read, where it read them (host or device). The twin takes no
+  // lock of its own for them: it runs while that call holds the locks of the variables it
+  // updates, and taking others after those could wait for a call that waits for this one.
+  for (std::size_t k = 0; shared && k < m_shared_slots.size(); ++k) {
+    const int s = m_shared_slots[k];
+    const slot& sl = m_graph->slots[static_cast<std::size_t>(s)];
+    const ndarray* read = nullptr;
+    for (const auto& [sv, v] : *shared)
+      if (sv == sl.source->shared.get()) read = &v;
+    if (!read) {  // a variable the call's rewrites dropped: read now
+      std::lock_guard hold(sl.source->shared->mutex);
+      place_shared(s, *sl.source->shared);
+      values[s] = sl.source->shared->value;
+      continue;
     }
+    values[s] = sl.on_device == read->on_device() ? *read
+                : sl.on_device                  ? detail::device_hooks().to_device(*read)
+                                                : detail::device_hooks().to_host(*read);
+  }
   for (std::size_t i = 0; i < m_thunks.size(); ++i) m_thunks[i].run(m_thunks[i], values);
   for (int s : m_graph->outputs) outs.push_back(detail::deep_copy(values[s]));
   for (auto [t, v] : m_graph->updates) ups.push_back(detail::deep_copy(values[v]));

@@ -102,7 +102,7 @@ class function_runtime {
   bool has_direct() const { return m_direct.direct || m_direct.step || m_direct.jit; }
 
   /// @brief The shared values a call read, by variable (DebugMode hands them to its twin).
-  using shared_values_read = std::vector<std::pair<const shared_value*, ndarray>>;
+  using shared_values_read = detail::shared_values_read;
 
   /// @brief Runs the graph without applying updates; returns copies of outputs and update values.
   /// With `shared`, the variables it names take those values instead of their current ones.

@@ -332,9 +332,12 @@ class shared_var : public var<Elem, N> {
  public:
   using var<Elem, N>::var;
 
-  /// @brief A copy of the current value.
+  /// @brief A copy of the current value; in a MonitorMode callback, of the value its call read.
   xt::xtensor<Elem, N> get_value() const {
     auto& s = *this->node()->shared;
+    if (const auto* read = detail::values_in_callback())
+      for (const auto& [sv, v] : *read)
+        if (sv == &s) return detail::to_xtensor<Elem, N>(v);
     std::lock_guard lock(s.mutex);
     return detail::to_xtensor<Elem, N>(s.value);
   }

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 #include <version>
 #if defined(__cpp_lib_source_location)
@@ -62,6 +63,25 @@ struct shared_value {
   // a MonitorMode callback on the calling thread may still get_value().
   mutable std::recursive_mutex mutex;
 };
+
+namespace detail {
+/// The shared values a call read, by variable.
+using shared_values_read = std::vector<std::pair<const shared_value*, ndarray>>;
+/// While a call runs MonitorMode callbacks on this thread, the values it read: get_value gives
+/// those instead of waiting for a variable's lock, which another call may hold while it waits
+/// for one this call holds.
+inline const shared_values_read*& values_in_callback() {
+  thread_local const shared_values_read* values = nullptr;
+  return values;
+}
+struct callback_values {
+  explicit callback_values(const shared_values_read* v) : saved(std::exchange(values_in_callback(), v)) {}
+  callback_values(const callback_values&) = delete;
+  callback_values& operator=(const callback_values&) = delete;
+  ~callback_values() { values_in_callback() = saved; }
+  const shared_values_read* saved;
+};
+}  // namespace detail
 
 struct variable;
 using var_ptr = std::shared_ptr<const variable>;
