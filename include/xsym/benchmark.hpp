@@ -50,7 +50,7 @@ class scope {
 /// @brief The scope's classes (by_class) or ops, as the profile's Class and Ops sections sum
 /// them, the most time first.
 inline std::vector<detail::summary_row> groups(const profile_stats& stats, bool by_class) {
-  auto [classes, ops] = detail::summary_rows(stats.functions(), stats.regions());
+  auto [classes, ops] = detail::summary_rows(stats.snapshot(), stats.regions());
   auto& v = by_class ? classes : ops;
   std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.time > b.time; });
   return std::move(v);

@@ -425,7 +425,7 @@ inline rank_profiles collect_profiles(const std::vector<std::shared_ptr<profile_
   };
   for (const auto& s : r.stats) {
     mix(s->message());
-    for (const auto& f : s->functions()) {
+    for (const auto& f : s->snapshot()) {
       r.fns.push_back(f);
       mix(f->name());
       const function_graph& g = f->graph();
@@ -565,7 +565,7 @@ inline void print_merged_profiles(const std::shared_ptr<const communicator>& com
     // One JSON document per rank: every exit profile's functions and regions in one.
     profile_stats all(stats.size() == 1 ? stats[0]->message() : "every profile at exit, rank " + std::to_string(me), false);
     for (const auto& s : stats) {
-      for (const auto& f : s->functions()) all.add_profile(f);
+      for (const auto& f : s->snapshot()) all.add_profile(f);
       for (const auto& [name, r] : s->regions()) all.add_region(name, r.ticks, r.calls);
     }
     const std::string path = detail::with_rank(dest, me, p);

@@ -10348,9 +10348,21 @@ struct function_facts {
   double compile_time() const { return rewrite_seconds + validate_seconds + linker_seconds; }
 };
 
+namespace detail {
+// A record's lock. A copy of a record is a snapshot with a lock of its own.
+struct record_mutex {
+  record_mutex() = default;
+  record_mutex(const record_mutex&) {}
+  record_mutex& operator=(const record_mutex&) { return *this; }
+  mutable std::mutex m;
+};
+}  // namespace detail
+
 /// @brief What the calls of one function measured, with the facts of the function they ran.
 struct function_profile {
   std::shared_ptr<const function_facts> facts;
+  // Held by the call that records into this record, and while profile_stats::functions() copies it.
+  detail::record_mutex mutex;
   std::int64_t calls = 0;
   std::uint64_t call_ticks = 0;        // whole operator(): argument checks, run, results
   std::uint64_t fn_ticks = 0;          // running the thunks, with the loop around them
@@ -10424,9 +10436,22 @@ class profile_stats {
     m_functions.push_back(std::move(p));
   }
 
+  /// @brief The records, which the functions' calls go on updating.
   std::vector<std::shared_ptr<function_profile>> functions() const {
     std::lock_guard lock(m_mutex);
     return m_functions;
+  }
+  /// @brief Copies of the records, each taken whole under its lock: what the reports read, so
+  /// that one printed while other threads' calls record reads no half-written numbers.
+  std::vector<std::shared_ptr<function_profile>> snapshot() const {
+    std::lock_guard lock(m_mutex);
+    std::vector<std::shared_ptr<function_profile>> copies;
+    copies.reserve(m_functions.size());
+    for (const auto& f : m_functions) {
+      std::lock_guard hold(f->mutex.m);
+      copies.push_back(std::make_shared<function_profile>(*f));
+    }
+    return copies;
   }
   const std::string& message() const { return m_message; }
 
@@ -10434,7 +10459,10 @@ class profile_stats {
   void enable_trace(std::size_t max_events = 1 << 20) {
     std::lock_guard lock(m_mutex);
     m_trace_events = max_events;
-    for (auto& f : m_functions) f->max_trace_events = max_events;
+    for (auto& f : m_functions) {
+      std::lock_guard hold(f->mutex.m);
+      f->max_trace_events = max_events;
+    }
   }
 
   /// @brief Time spent in a user region (XSYM_PROFILE_SCOPE), reported as its own class.
@@ -11471,7 +11499,7 @@ XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stat
   };
   auto collect = [](const profile_stats& s) {
     side r;
-    for (const auto& f : s.functions()) {
+    for (const auto& f : s.snapshot()) {
       r.calls = std::max(r.calls, f->calls);
       const function_graph& g = f->graph();
       for (std::size_t i = 0; i < g.nodes.size(); ++i) {
@@ -11576,7 +11604,7 @@ namespace detail {
 // The report of `stats` with these limits; its message, by default the function's name when
 // there is only one.
 inline void print_stats(std::ostream& os, const profile_stats& stats, report_limits lim) {
-  const auto fns = stats.functions();
+  const auto fns = stats.snapshot();
   std::string message = stats.message();
   if (message.empty() && fns.size() == 1) message = fns.front()->name();
   print_profile(os, message, fns, lim, stats.regions());
@@ -11681,14 +11709,14 @@ inline void write_json(const std::string& message, const std::vector<std::shared
 
 /// @brief Writes every number of the report as JSON: functions, nodes, memory, rewrites, regions.
 inline void write_json(const profile_stats& stats, std::ostream& os) {
-  detail::write_json(stats.message(), stats.functions(), stats.regions(), os);
+  detail::write_json(stats.message(), stats.snapshot(), stats.regions(), os);
 }
 
 /// @brief Chrome trace events, one per recorded node run (stats.enable_trace() first).
 inline void write_chrome_trace(const profile_stats& stats, std::ostream& os) {
   const double us = detail::seconds_per_tick() * 1e6;
   std::uint64_t origin = ~std::uint64_t{0};
-  const auto fns = stats.functions();
+  const auto fns = stats.snapshot();
   for (const auto& f : fns)
     for (const auto& e : f->events) origin = std::min(origin, e.start);
   os << "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [";
@@ -11744,17 +11772,6 @@ inline void write_dot(const function_graph& g, std::ostream& os, const function_
     os << "  upd" << u << " [shape=plaintext, label=\"update " << detail::dot_escape(g.slot_text(g.updates[u].first))
        << "\"];\n  " << source(g.updates[u].second) << " -> upd" << u << " [style=dashed];\n";
   os << "}\n";
-}
-
-/// @brief Graphviz DOT of a compiled function, shaded by its profile when it has one.
-template <class F>
-  requires requires(const F& f) { f.runtime(); }
-void write_dot(const F& f, std::ostream& os) {
-  const function_profile* prof = nullptr;
-  if (const auto& stats = f.runtime()->stats())
-    for (const auto& p : stats->functions())
-      if (p->graph.get() == &f.facts->graph()) prof = p.get();
-  write_dot(f.facts->graph(), os, prof);
 }
 
 }  // namespace xsym
@@ -11918,7 +11935,7 @@ inline void print_exit_reports() {
   std::vector<std::shared_ptr<function_profile>> all;
   region_list regions;
   for (const auto& s : r.stats) {
-    for (const auto& f : s->functions()) all.push_back(f);
+    for (const auto& f : s->snapshot()) all.push_back(f);
     for (auto& reg : s->regions()) regions.push_back(reg);
   }
   if (all.empty() && regions.empty()) return;
@@ -18369,9 +18386,13 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     const std::uint64_t call_ticks = detail::ticks() - c0;
     ++m_sample_calls;
     if (sample) m_sampled_shapes.swap(m_pending_shapes);  // only now: a call that threw recorded nothing
-    if (m_profile) measured(*m_profile, record_call(*m_profile, call_ticks, sample));
+    if (m_profile) {
+      std::lock_guard hold(m_profile->mutex.m);
+      measured(*m_profile, record_call(*m_profile, call_ticks, sample));
+    }
     detail::for_each_active_scope([&](profile_scope& scope) {
       function_profile& p = scope.record_for(m_facts);
+      std::lock_guard hold(p.mutex.m);
       measured(p, record_call(p, call_ticks, sample || p.calls == 0));
     });
   }

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -297,4 +298,37 @@ TEST_CASE("a MonitorMode callback reads a variable its call only reads while ano
     CHECK(read.get_value()() == calls);
     CHECK(updated.get_value()() == calls);
   }
+}
+
+// A report printed while another thread's calls record into the profile reads each record whole
+// (a copy taken under its lock): the call count and every node's agree, and under
+// ThreadSanitizer no read races a call's writes.
+TEST_CASE("a profile printed while calls record reads whole records", "[threads][profile]") {
+  xsym_test::clean_config guard;
+  auto stats = std::make_shared<xsym::profile_stats>("live", false);
+  auto x = xsym::vector<double>("x");
+  auto f = xsym::function("f", xsym::inputs(x), exp(x) * 2.0 + sin(x), xsym::profile(stats),
+                          xsym::optimizer_excluding("fusion"));
+  const xt::xtensor<double, 1> X = xt::ones<double>({64});
+  constexpr int calls = 20000;
+  std::atomic<bool> stop{false};
+  int torn = 0, reports = 0;
+  run_or_report_deadlock(
+      "profile printed during calls",
+      [&] {
+        for (int i = 0; i < calls; ++i) f(X);
+        stop = true;
+      },
+      [&] {
+        while (!stop.load() || reports == 0) {
+          for (const auto& p : stats->snapshot())
+            for (auto c : p->node_calls) torn += c != p->calls;
+          std::ostringstream os;
+          stats->print_summary(os);
+          reports += os.str().find("Function profiling") != std::string::npos;
+        }
+      });
+  CHECK(torn == 0);
+  CHECK(reports > 0);
+  CHECK(stats->functions()[0]->calls == calls);
 }

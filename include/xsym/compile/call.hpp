@@ -141,9 +141,13 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     const std::uint64_t call_ticks = detail::ticks() - c0;
     ++m_sample_calls;
     if (sample) m_sampled_shapes.swap(m_pending_shapes);  // only now: a call that threw recorded nothing
-    if (m_profile) measured(*m_profile, record_call(*m_profile, call_ticks, sample));
+    if (m_profile) {
+      std::lock_guard hold(m_profile->mutex.m);
+      measured(*m_profile, record_call(*m_profile, call_ticks, sample));
+    }
     detail::for_each_active_scope([&](profile_scope& scope) {
       function_profile& p = scope.record_for(m_facts);
+      std::lock_guard hold(p.mutex.m);
       measured(p, record_call(p, call_ticks, sample || p.calls == 0));
     });
   }

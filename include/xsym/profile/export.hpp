@@ -90,14 +90,14 @@ inline void write_json(const std::string& message, const std::vector<std::shared
 
 /// @brief Writes every number of the report as JSON: functions, nodes, memory, rewrites, regions.
 inline void write_json(const profile_stats& stats, std::ostream& os) {
-  detail::write_json(stats.message(), stats.functions(), stats.regions(), os);
+  detail::write_json(stats.message(), stats.snapshot(), stats.regions(), os);
 }
 
 /// @brief Chrome trace events, one per recorded node run (stats.enable_trace() first).
 inline void write_chrome_trace(const profile_stats& stats, std::ostream& os) {
   const double us = detail::seconds_per_tick() * 1e6;
   std::uint64_t origin = ~std::uint64_t{0};
-  const auto fns = stats.functions();
+  const auto fns = stats.snapshot();
   for (const auto& f : fns)
     for (const auto& e : f->events) origin = std::min(origin, e.start);
   os << "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [";
@@ -153,17 +153,6 @@ inline void write_dot(const function_graph& g, std::ostream& os, const function_
     os << "  upd" << u << " [shape=plaintext, label=\"update " << detail::dot_escape(g.slot_text(g.updates[u].first))
        << "\"];\n  " << source(g.updates[u].second) << " -> upd" << u << " [style=dashed];\n";
   os << "}\n";
-}
-
-/// @brief Graphviz DOT of a compiled function, shaded by its profile when it has one.
-template <class F>
-  requires requires(const F& f) { f.runtime(); }
-void write_dot(const F& f, std::ostream& os) {
-  const function_profile* prof = nullptr;
-  if (const auto& stats = f.runtime()->stats())
-    for (const auto& p : stats->functions())
-      if (p->graph.get() == &f.facts->graph()) prof = p.get();
-  write_dot(f.facts->graph(), os, prof);
 }
 
 }  // namespace xsym

@@ -62,9 +62,21 @@ struct function_facts {
   double compile_time() const { return rewrite_seconds + validate_seconds + linker_seconds; }
 };
 
+namespace detail {
+// A record's lock. A copy of a record is a snapshot with a lock of its own.
+struct record_mutex {
+  record_mutex() = default;
+  record_mutex(const record_mutex&) {}
+  record_mutex& operator=(const record_mutex&) { return *this; }
+  mutable std::mutex m;
+};
+}  // namespace detail
+
 /// @brief What the calls of one function measured, with the facts of the function they ran.
 struct function_profile {
   std::shared_ptr<const function_facts> facts;
+  // Held by the call that records into this record, and while profile_stats::functions() copies it.
+  detail::record_mutex mutex;
   std::int64_t calls = 0;
   std::uint64_t call_ticks = 0;        // whole operator(): argument checks, run, results
   std::uint64_t fn_ticks = 0;          // running the thunks, with the loop around them
@@ -138,9 +150,22 @@ class profile_stats {
     m_functions.push_back(std::move(p));
   }
 
+  /// @brief The records, which the functions' calls go on updating.
   std::vector<std::shared_ptr<function_profile>> functions() const {
     std::lock_guard lock(m_mutex);
     return m_functions;
+  }
+  /// @brief Copies of the records, each taken whole under its lock: what the reports read, so
+  /// that one printed while other threads' calls record reads no half-written numbers.
+  std::vector<std::shared_ptr<function_profile>> snapshot() const {
+    std::lock_guard lock(m_mutex);
+    std::vector<std::shared_ptr<function_profile>> copies;
+    copies.reserve(m_functions.size());
+    for (const auto& f : m_functions) {
+      std::lock_guard hold(f->mutex.m);
+      copies.push_back(std::make_shared<function_profile>(*f));
+    }
+    return copies;
   }
   const std::string& message() const { return m_message; }
 
@@ -148,7 +173,10 @@ class profile_stats {
   void enable_trace(std::size_t max_events = 1 << 20) {
     std::lock_guard lock(m_mutex);
     m_trace_events = max_events;
-    for (auto& f : m_functions) f->max_trace_events = max_events;
+    for (auto& f : m_functions) {
+      std::lock_guard hold(f->mutex.m);
+      f->max_trace_events = max_events;
+    }
   }
 
   /// @brief Time spent in a user region (XSYM_PROFILE_SCOPE), reported as its own class.

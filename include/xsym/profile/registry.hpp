@@ -36,7 +36,7 @@ inline void print_exit_reports() {
   std::vector<std::shared_ptr<function_profile>> all;
   region_list regions;
   for (const auto& s : r.stats) {
-    for (const auto& f : s->functions()) all.push_back(f);
+    for (const auto& f : s->snapshot()) all.push_back(f);
     for (auto& reg : s->regions()) regions.push_back(reg);
   }
   if (all.empty() && regions.empty()) return;

@@ -452,7 +452,7 @@ XSYM_RUNTIME_INLINE void print_diff_summary(std::ostream& os, const profile_stat
   };
   auto collect = [](const profile_stats& s) {
     side r;
-    for (const auto& f : s.functions()) {
+    for (const auto& f : s.snapshot()) {
       r.calls = std::max(r.calls, f->calls);
       const function_graph& g = f->graph();
       for (std::size_t i = 0; i < g.nodes.size(); ++i) {
@@ -557,7 +557,7 @@ namespace detail {
 // The report of `stats` with these limits; its message, by default the function's name when
 // there is only one.
 inline void print_stats(std::ostream& os, const profile_stats& stats, report_limits lim) {
-  const auto fns = stats.functions();
+  const auto fns = stats.snapshot();
   std::string message = stats.message();
   if (message.empty() && fns.size() == 1) message = fns.front()->name();
   print_profile(os, message, fns, lim, stats.regions());
