@@ -75,7 +75,7 @@ struct record_mutex {
 /// @brief What the calls of one function measured, with the facts of the function they ran.
 struct function_profile {
   std::shared_ptr<const function_facts> facts;
-  // Held by the call that records into this record, and while profile_stats::functions() copies it.
+  // Held by the call that records into this record, and while profile_stats::snapshot() copies it.
   detail::record_mutex mutex;
   std::int64_t calls = 0;
   std::uint64_t call_ticks = 0;        // whole operator(): argument checks, run, results
