@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -593,15 +594,24 @@ inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c, doub
   dot22(a_in, b_in, c, alpha, accumulate);
 }
 
+namespace testing {
+/// Test-only: the largest size or leading dimension handed to BLAS, whose arguments are int. A
+/// test lowers it to run what larger ones take on small matrices.
+inline std::int64_t& blas_int_limit() {
+  static std::int64_t limit = std::numeric_limits<int>::max();
+  return limit;
+}
+}  // namespace testing
+
 namespace detail {
 // How BLAS reads a matrix: row-major or its transpose, with a leading dimension BLAS accepts
-// (positive, at least the row length: a reversed, overlapping or broadcast layout is not one);
-// anything else is copied into `keep` first.
-inline std::pair<CBLAS_TRANSPOSE, std::int64_t> blas_layout(const ndarray& x, ndarray& keep) {
+// (positive, at least the row length, at most `limit`: a reversed, overlapping or broadcast
+// layout is not one); anything else is copied into `keep` first.
+inline std::pair<CBLAS_TRANSPOSE, std::int64_t> blas_layout(const ndarray& x, ndarray& keep, std::int64_t limit) {
   const std::int64_t r = x.shape(0), c = x.shape(1), rs = x.stride(0), cs = x.stride(1);
-  if ((cs == 1 || c <= 1) && (r <= 1 || rs >= std::max<std::int64_t>(1, c)))
+  if ((cs == 1 || c <= 1) && (r <= 1 || (rs >= std::max<std::int64_t>(1, c) && rs <= limit)))
     return {CblasNoTrans, r <= 1 ? std::max<std::int64_t>(1, c) : rs};
-  if ((rs == 1 || r <= 1) && (c <= 1 || cs >= std::max<std::int64_t>(1, r)))
+  if ((rs == 1 || r <= 1) && (c <= 1 || (cs >= std::max<std::int64_t>(1, r) && cs <= limit)))
     return {CblasTrans, c <= 1 ? std::max<std::int64_t>(1, r) : cs};
   keep = x.contiguous();
   return {CblasNoTrans, std::max<std::int64_t>(1, c)};
@@ -611,14 +621,30 @@ inline std::pair<CBLAS_TRANSPOSE, std::int64_t> blas_layout(const ndarray& x, nd
 template <class T>
 void dot22_typed(const ndarray& a_in, const ndarray& b_in, ndarray& c, double alpha, bool accumulate) {
   const std::int64_t m = a_in.shape(0), k = a_in.shape(1), n = b_in.shape(1);
+  // Every element's sum over k, in 64-bit indices: the integer product, and a floating one
+  // whose sizes BLAS's int arguments cannot hold.
+  auto plain = [&] {
+    const T* ap = a_in.data_as<T>();
+    const T* bp = b_in.data_as<T>();
+    T* cp = c.data_as<T>();
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        T s = 0;
+        for (std::int64_t p = 0; p < k; ++p) s = mul_add(s, ap[i * a_in.stride(0) + p * a_in.stride(1)], bp[p * b_in.stride(0) + j * b_in.stride(1)]);
+        const T scaled = std::is_floating_point_v<T> ? mul(static_cast<T>(alpha), s) : s;
+        cp[i * n + j] = accumulate ? add(cp[i * n + j], mul(static_cast<T>(alpha), s)) : scaled;
+      }
+  };
   if constexpr (std::is_floating_point_v<T>) {
+    const std::int64_t limit = testing::blas_int_limit();
     ndarray ka, kb;
-    auto [ta, lda] = blas_layout(a_in, ka);
-    auto [tb, ldb] = blas_layout(b_in, kb);
+    auto [ta, lda] = blas_layout(a_in, ka, limit);
+    auto [tb, ldb] = blas_layout(b_in, kb, limit);
     const T* ap = (ka.has_value() ? ka : a_in).template data_as<T>();
     const T* bp = (kb.has_value() ? kb : b_in).template data_as<T>();
     lda = std::max<std::int64_t>(lda, ta == CblasNoTrans ? k : m);
     ldb = std::max<std::int64_t>(ldb, tb == CblasNoTrans ? n : k);
+    if (std::max({m, n, k, lda, ldb}) > limit) return plain();
     if (k == 0) {
       if (!accumulate)
         for (std::int64_t i = 0; i < m * n; ++i) c.data_as<T>()[i] = T(0);
@@ -632,15 +658,7 @@ void dot22_typed(const ndarray& a_in, const ndarray& b_in, ndarray& c, double al
       cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), alpha, ap, int(lda), bp, int(ldb), beta,
                   c.data_as<double>(), int(n));
   } else {
-    const T* ap = a_in.data_as<T>();
-    const T* bp = b_in.data_as<T>();
-    T* cp = c.data_as<T>();
-    for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j) {
-        T s = 0;
-        for (std::int64_t p = 0; p < k; ++p) s = mul_add(s, ap[i * a_in.stride(0) + p * a_in.stride(1)], bp[p * b_in.stride(0) + j * b_in.stride(1)]);
-        cp[i * n + j] = accumulate ? add(cp[i * n + j], mul(static_cast<T>(alpha), s)) : s;
-      }
+    plain();
   }
 }
 }  // namespace detail
