@@ -14392,6 +14392,8 @@ XSYM_COLD_END
 // memory during an into(...) call.
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <string>
 
 // ---- begin include/xsym/exec/thunk.hpp ----
 #ifndef XSYM_EXEC_THUNK_HPP
@@ -14515,6 +14517,19 @@ inline gpu_runtime_hooks& gpu_runtime() {
 
 namespace xsym::detail {
 
+/// The bytes of a new array of this shape and dtype; a shape_error where they exceed what an
+/// array can address (extents a node computed, such as Alloc's, can multiply past 2^63).
+inline std::size_t array_bytes(const shape_t& shape, dtype t) {
+  std::int64_t n = static_cast<std::int64_t>(dtype_size(t));
+  bool over = false;
+  for (int d = 0; d < shape.rank; ++d) over |= __builtin_mul_overflow(n, shape[d], &n);
+  if (over || n < 0)
+    throw shape_error("an array of shape " + to_string(shape) + " of " + std::string(dtype_name(t)) +
+                      " takes more bytes than an array can address (at most " +
+                      std::to_string(std::numeric_limits<std::ptrdiff_t>::max()) + ")");
+  return static_cast<std::size_t>(n);
+}
+
 /// An owning C-contiguous copy (DebugMode's snapshots, an output taken aside).
 inline ndarray deep_copy(const ndarray& a) {
   if (!a.has_value()) return a;
@@ -14535,7 +14550,7 @@ inline void prepare_output(ndarray& slot, dtype t, const shape_t& shape, buffer_
   if (slot.type() == t && slot.shape() == shape && slot.on_device() == on_device && slot.is_c_contiguous() &&
       slot.owner().use_count() == 1 && slot.data() == slot.owner().get())
     return;
-  const auto bytes = static_cast<std::size_t>(shape.size()) * dtype_size(t);
+  const std::size_t bytes = array_bytes(shape, t);
   if (slot.owner() && slot.owner().use_count() == 1 && slot.on_device() == on_device && slot.capacity() >= bytes &&
       slot.capacity() <= 2 * bytes + 64) {
     slot.reuse_buffer(t, shape);
@@ -14826,13 +14841,14 @@ inline shape_t reshape_shape(const std::vector<std::int64_t>& dims, const ndarra
   s.rank = static_cast<int>(dims.size());
   std::int64_t known = 1;
   int unknown = -1;
+  bool over = false;  // extents whose product passes 2^63 describe no array x can be
   for (int i = 0; i < s.rank; ++i) {
     s[i] = dims[static_cast<std::size_t>(i)];
     if (s[i] < 0) unknown = i;
-    else known *= s[i];
+    else over |= __builtin_mul_overflow(known, s[i], &known);
   }
-  if (unknown >= 0 && known > 0 && x.size() % known == 0) s[unknown] = x.size() / known;
-  if ((unknown >= 0 && (known == 0 || x.size() % known != 0)) || s.size() != x.size()) {
+  if (!over && unknown >= 0 && known > 0 && x.size() % known == 0) s[unknown] = x.size() / known;
+  if (over || (unknown >= 0 && (known == 0 || x.size() % known != 0)) || s.size() != x.size()) {
     std::string want = "(";
     for (std::size_t i = 0; i < dims.size(); ++i) want += (i ? ", " : "") + std::to_string(dims[i]);
     throw shape_error("cannot reshape an array of shape " + to_string(x.shape()) + " (" + std::to_string(x.size()) +

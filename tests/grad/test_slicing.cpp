@@ -336,6 +336,20 @@ TEST_CASE("reshape and flatten keep C order, with one -1, from any layout", "[sl
   CHECK_THROWS_WITH(xsym::reshape(x, {-1, -1}), Catch::Contains("at most one extent can be -1"));
 }
 
+// Extents whose product passes 2^63 wrapped around: a reshape of 4 elements into (2^62 + 1, 4)
+// passed its size check, and zeros of (2^32, 2^32) came out empty.
+TEST_CASE("reshape and alloc extents whose product overflows are errors naming the node", "[slicing]") {
+  auto x = xsym::vector<double>("x");
+  auto r = xsym::function("r", xsym::inputs(x), xsym::reshape(x, {(std::int64_t{1} << 62) + 1, 4}));
+  CHECK_THROWS_WITH(r(xt::xtensor<double, 1>{1, 2, 3, 4}),
+                    Catch::Contains("Reshape{2}(x)") && Catch::Contains("cannot reshape an array of shape (4,)"));
+  auto z = xsym::function("z", xsym::inputs(), xsym::zeros<double>({std::int64_t{1} << 32, std::int64_t{1} << 32}));
+  CHECK_THROWS_WITH(z(), Catch::Contains("Alloc(") && Catch::Contains("an array of shape (4294967296, 4294967296) of "
+                                                                      "float64 takes more bytes than an array can address"));
+  auto ok = xsym::function("ok", xsym::inputs(x), xsym::reshape(x, {2, 2}));
+  CHECK(ok(xt::xtensor<double, 1>{1, 2, 3, 4})(1, 0) == 3);
+}
+
 TEST_CASE("concatenate, stack and split are numpy's, dtypes promoted", "[slicing][join]") {
   auto a = xsym::matrix<std::int32_t>("a");
   auto b = xsym::matrix<std::int32_t>("b");

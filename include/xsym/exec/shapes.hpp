@@ -53,13 +53,14 @@ inline shape_t reshape_shape(const std::vector<std::int64_t>& dims, const ndarra
   s.rank = static_cast<int>(dims.size());
   std::int64_t known = 1;
   int unknown = -1;
+  bool over = false;  // extents whose product passes 2^63 describe no array x can be
   for (int i = 0; i < s.rank; ++i) {
     s[i] = dims[static_cast<std::size_t>(i)];
     if (s[i] < 0) unknown = i;
-    else known *= s[i];
+    else over |= __builtin_mul_overflow(known, s[i], &known);
   }
-  if (unknown >= 0 && known > 0 && x.size() % known == 0) s[unknown] = x.size() / known;
-  if ((unknown >= 0 && (known == 0 || x.size() % known != 0)) || s.size() != x.size()) {
+  if (!over && unknown >= 0 && known > 0 && x.size() % known == 0) s[unknown] = x.size() / known;
+  if (over || (unknown >= 0 && (known == 0 || x.size() % known != 0)) || s.size() != x.size()) {
     std::string want = "(";
     for (std::size_t i = 0; i < dims.size(); ++i) want += (i ? ", " : "") + std::to_string(dims[i]);
     throw shape_error("cannot reshape an array of shape " + to_string(x.shape()) + " (" + std::to_string(x.size()) +
