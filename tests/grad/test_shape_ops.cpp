@@ -191,6 +191,9 @@ TEST_CASE("batched_dot is a matrix product per batch; tensordot is numpy's", "[s
           CHECK(t1(i, j, qq, r) == Approx(s).epsilon(1e-13));
         }
   check_grad("tensordot", weighted<2>(rng, xsym::tensordot(a, c, {2, 0}, {0, 2}), {3, 6}), at(a, A), at(c, C));
+  // Paired axes of other extents: the error names them, not a reshape inside.
+  CHECK_THROWS_WITH(g(A, uniform<3>(rng, {4, 6, 3}, -1, 1)),
+                    Catch::Contains("tensordot: a's axes (2, 0) and b's axes (0, 2) differ in extent"));
 }
 
 TEST_CASE("categorical_crossentropy against int labels is -log p[i, label]; a bad label is an assertion_error",
@@ -218,6 +221,8 @@ TEST_CASE("categorical_crossentropy against int labels is -log p[i, label]; a ba
       CHECK(std::string(e.what()).find("a label is outside [0, number of classes)") != std::string::npos);
     }
   }
+  CHECK_THROWS_AS(f(P, xt::xtensor<std::int32_t, 1>{0, 1}), xsym::assertion_error);
+  CHECK_THROWS_WITH(f(P, xt::xtensor<std::int32_t, 1>{0, 1}), Catch::Contains("the labels are not one per row of p"));
   // An empty batch has an empty loss (numpy's -log(p[arange(0), labels]) is []).
   const xt::xtensor<double, 1> none = f(xt::xtensor<double, 2>(xt::empty<double>({0, 3})),
                                         xt::xtensor<std::int32_t, 1>(xt::empty<std::int32_t>({0})));

@@ -522,8 +522,22 @@ auto tensordot(const var<A, NA>& a, const var<B, NB>& b, const int (&axes_a)[K],
   std::vector<int> order_a = fa, order_b = pb;
   order_a.insert(order_a.end(), pa.begin(), pa.end());
   order_b.insert(order_b.end(), fb.begin(), fb.end());
+  // Paired axes of other extents are an error that names them (the reshapes below would
+  // otherwise report shapes the caller never wrote).
+  var_ptr bc = b.node();
+  if constexpr (K > 0) {
+    std::vector<var_ptr> same;
+    std::string as, bs;
+    for (std::size_t i = 0; i < K; ++i) {
+      same.push_back((shape(a, pa[i], where) == shape(b, pb[i], where)).node());
+      as += (i ? ", " : "") + std::to_string(pa[i]);
+      bs += (i ? ", " : "") + std::to_string(pb[i]);
+    }
+    bc = detail::check(b.node(), std::move(same),
+                       "tensordot: a's axes (" + as + ") and b's axes (" + bs + ") differ in extent");
+  }
   const var_ptr at = detail::dimshuffle(detail::cast(a.node(), dtype_of<R>()), order_a);
-  const var_ptr bt = detail::dimshuffle(detail::cast(b.node(), dtype_of<R>()), order_b);
+  const var_ptr bt = detail::dimshuffle(detail::cast(bc, dtype_of<R>()), order_b);
   const var_ptr m = detail::shape_prod(a.node(), fa, dtype::int64), k = detail::shape_prod(a.node(), pa, dtype::int64);
   const var_ptr n = detail::shape_prod(b.node(), fb, dtype::int64);
   const var_ptr product = detail::dot(detail::reshape_to(at, {m, k}), detail::reshape_to(bt, {k, n}));
@@ -561,8 +575,10 @@ var<E, 1> categorical_crossentropy(const var<E, 2>& p, const var<I, 1>& labels,
   static_assert(std::is_floating_point_v<E>, "xsym::categorical_crossentropy: p holds float probabilities");
   const detail::at_site site(where);
   const auto classes = shape(p, 1, where);
-  const auto checked = check(labels, "categorical_crossentropy: a label is outside [0, number of classes)",
-                             all(labels >= I(0)), all(cast<std::int64_t>(labels) < classes));
+  const auto one_per_row = check(labels, "categorical_crossentropy: the labels are not one per row of p",
+                                 shape(labels, 0, where) == shape(p, 0, where));
+  const auto checked = check(one_per_row, "categorical_crossentropy: a label is outside [0, number of classes)",
+                             all(one_per_row >= I(0)), all(cast<std::int64_t>(one_per_row) < classes));
   const var<I, 2> column(detail::dimshuffle(checked.node(), {0, -1}));
   const var<std::int64_t, 2> classes_row(detail::dimshuffle(arange(classes, where).node(), {-1, 0}));
   // The label's entry selected, not p times a one-hot row: 0 * NaN elsewhere would be NaN.
