@@ -223,43 +223,53 @@ TEST_CASE("a MonitorMode callback reads a shared variable its call updates", "[t
   CHECK(w.get_value()(0) == 3.0);
 }
 
-// Each case runs with either variable first in the lock order (by address), so that one of the
-// two orders is the one that waited for ever before.
-//
-// DebugMode's twin computes from the values its call read and takes no lock: it used to lock
-// every variable again while the call held the one it updates, waiting for a call that held
-// the other and waited for that one.
-TEST_CASE("a DebugMode call and a call that updates what it reads, in the other order, do not deadlock",
-          "[threads][shared][modes]") {
-  xsym_test::clean_config guard;
+// With either of two variables first in the lock order (by address), so that one of the two
+// orders is the one that waited for ever before: body(read, updated) gives a loop of calls
+// (returning how many went wrong) that runs beside `calls` calls of g, which updates `read`
+// and reads `updated`.
+template <class Body>
+void in_both_lock_orders(int calls, const char* what, Body body) {
   auto a = xsym::shared(0.0, "a"), b = xsym::shared(0.0, "b");
   for (const bool swap : {false, true}) {
     auto& read = swap ? b : a;
     auto& updated = swap ? a : b;
     read.set_value(0.0);
     updated.set_value(0.0);
-    // f updates `updated` and reads `read`; g the other way round.
-    auto f = xsym::function("f", xsym::inputs(), xsym::outputs(read + updated),
-                            xsym::updates(xsym::update(updated, updated + 1.0)), xsym::mode("DebugMode"));
     auto g = xsym::function("g", xsym::inputs(), xsym::outputs(read - updated), xsym::updates(xsym::update(read, read + 1.0)));
-    constexpr int calls = 5000;
-    std::atomic<int> errors{0};
+    auto f_calls = body(read, updated);
+    int wrong = -1;
     run_or_report_deadlock(
-        "DebugMode's twin",
-        [&] {
-          for (int i = 0; i < calls; ++i) try {
-              f();
-            } catch (const std::exception&) {
-              ++errors;
-            }
-        },
+        what, [&] { wrong = f_calls(); },
         [&] {
           for (int i = 0; i < calls; ++i) g();
         });
-    CHECK(errors.load() == 0);
+    CHECK(wrong == 0);
     CHECK(read.get_value()() == calls);
     CHECK(updated.get_value()() == calls);
   }
+}
+
+// DebugMode's twin computes from the values its call read and takes no lock: it used to lock
+// every variable again while the call held the one it updates, waiting for a call that held
+// the other and waited for that one.
+TEST_CASE("a DebugMode call and a call that updates what it reads, in the other order, do not deadlock",
+          "[threads][shared][modes]") {
+  xsym_test::clean_config guard;
+  constexpr int calls = 5000;
+  in_both_lock_orders(calls, "DebugMode's twin", [&](auto& read, auto& updated) {
+    // f updates `updated` and reads `read`.
+    auto f = xsym::function("f", xsym::inputs(), xsym::outputs(read + updated),
+                            xsym::updates(xsym::update(updated, updated + 1.0)), xsym::mode("DebugMode"));
+    return [f = std::move(f)] {
+      int errors = 0;
+      for (int i = 0; i < calls; ++i) try {
+          f();
+        } catch (const std::exception&) {
+          ++errors;
+        }
+      return errors;
+    };
+  });
 }
 
 // A MonitorMode callback's get_value of a variable its call only reads gives the value the call
@@ -268,36 +278,23 @@ TEST_CASE("a DebugMode call and a call that updates what it reads, in the other 
 TEST_CASE("a MonitorMode callback reads a variable its call only reads while another call updates it",
           "[threads][shared][modes]") {
   xsym_test::clean_config guard;
-  auto a = xsym::shared(0.0, "a"), b = xsym::shared(0.0, "b");
-  for (const bool swap : {false, true}) {
-    auto& read = swap ? b : a;
-    auto& updated = swap ? a : b;
-    read.set_value(0.0);
-    updated.set_value(0.0);
-    std::vector<double> seen;
-    auto look = [&](const xsym::node_event&) { seen.push_back(read.get_value()()); };
+  constexpr int calls = 20000;
+  in_both_lock_orders(calls, "MonitorMode callback's get_value", [&](auto& read, auto& updated) {
+    auto seen = std::make_shared<std::vector<double>>();
+    auto look = [seen, &read](const xsym::node_event&) { seen->push_back(read.get_value()()); };
     auto f = xsym::function("f", xsym::inputs(), xsym::outputs(read + updated),
                             xsym::updates(xsym::update(updated, updated + 1.0)), xsym::monitor_mode{look, nullptr});
-    auto g = xsym::function("g", xsym::inputs(), xsym::outputs(read - updated), xsym::updates(xsym::update(read, read + 1.0)));
-    constexpr int calls = 20000;
-    int inconsistent = 0;
-    run_or_report_deadlock(
-        "MonitorMode callback's get_value",
-        [&] {
-          for (int i = 0; i < calls; ++i) {
-            seen.clear();
-            const double out = std::get<0>(f());  // read + i: only f updates `updated`
-            for (double v : seen) inconsistent += v != out - i;
-            inconsistent += seen.empty();
-          }
-        },
-        [&] {
-          for (int i = 0; i < calls; ++i) g();
-        });
-    CHECK(inconsistent == 0);
-    CHECK(read.get_value()() == calls);
-    CHECK(updated.get_value()() == calls);
-  }
+    return [f = std::move(f), seen] {
+      int inconsistent = 0;
+      for (int i = 0; i < calls; ++i) {
+        seen->clear();
+        const double out = std::get<0>(f());  // read + i: only f updates `updated`
+        for (double v : *seen) inconsistent += v != out - i;
+        inconsistent += seen->empty();
+      }
+      return inconsistent;
+    };
+  });
 }
 
 // A report printed while another thread's calls record into the profile reads each record whole
