@@ -232,3 +232,32 @@ TEST_CASE("categorical_crossentropy against int labels is -log p[i, label]; a ba
   check_grad("crossentropy(softmax(x), labels)",
              weighted<1>(rng, xsym::categorical_crossentropy(xsym::softmax(x), labels), {4}), at(x, uniform<2>(rng, {4, 3}, -2, 2)));
 }
+
+// The user's file and line, as the calls below write them: each error names the line that threw.
+static std::string here(int line) { return std::string(__FILE__) + ":" + std::to_string(line) + ":"; }
+
+TEST_CASE("an expression that cannot be built names the user's file and line, for every kind of call", "[shape_ops]") {
+  auto x = xsym::matrix<double>("x");
+  using xsym::range;
+  CHECK_THROWS_WITH(xsym::reshape(x, {-1, -1}), Catch::Contains(here(__LINE__)));
+  CHECK_THROWS_WITH(x(range(1, 2, 0)), Catch::Contains("step cannot be zero") && Catch::Contains(here(__LINE__)));
+  CHECK_THROWS_WITH(x(0, range(1, 2, 0)), Catch::Contains(here(__LINE__)));
+  CHECK_THROWS_WITH(x[range(1, 2, 0)], Catch::Contains(here(__LINE__)));
+  CHECK_THROWS_WITH(xsym::sum(x, 3), Catch::Contains("axis 3 is out of range") && Catch::Contains(here(__LINE__)));
+  CHECK_THROWS_WITH(xsym::max(x, -3, xsym::keepdims), Catch::Contains(here(__LINE__)));
+  CHECK_THROWS_WITH(xsym::mean(x + 1, 3), Catch::Contains(here(__LINE__)));  // a typed expression's overload
+  CHECK_THROWS_WITH(x.shape(2), Catch::Contains(here(__LINE__)));
+  CHECK_THROWS_WITH(xsym::softmax(x, -3), Catch::Contains(here(__LINE__)));
+  CHECK_THROWS_WITH(xsym::dimshuffle(x, 1, 1), Catch::Contains("dimension 1 appears twice") && Catch::Contains(here(__LINE__)));
+  CHECK_THROWS_WITH(xsym::dimshuffle(x, 1, 'y', 0), Catch::Contains("unknown pattern entry 'y'") && Catch::Contains(here(__LINE__)));
+  // A negative dimension does not count from the end, nor is it a new axis: it is refused.
+  CHECK_THROWS_WITH(xsym::dimshuffle(x, 1, -1, 0), Catch::Contains("dimension -1 does not exist") && Catch::Contains(here(__LINE__)));
+  CHECK_THROWS_WITH(xsym::dimshuffle(x, 0, 1, 2), Catch::Contains("dimension 2 does not exist") && Catch::Contains(here(__LINE__)));
+  // The nodes that such calls make keep that line for the errors they raise when they run.
+  const int line = __LINE__ + 1;
+  auto v = x(1, range(0, 2));
+  CHECK(v.node()->where.line() == static_cast<unsigned>(line));
+  const int line2 = __LINE__ + 1;
+  auto s = xsym::sum(xsym::exp(x) * 2, 1);
+  CHECK(s.node()->where.line() == static_cast<unsigned>(line2));
+}

@@ -65,6 +65,16 @@ slice_spec to_slice(const S& s) {
   if constexpr (std::is_same_v<S, range_t>) return s.spec;
   else return {static_cast<std::int64_t>(s), 0, 1, true, false, true};
 }
+// A slicing call's first index (an integer if Index), with the user's line: a call whose
+// indices are a pack takes no defaulted source_location, but its first index's conversion can.
+template <bool Index>
+struct located_slice {
+  slice_spec spec;
+  source_site where;
+  template <class S>
+    requires(is_slice_arg_v<S> && std::is_integral_v<S> == Index)
+  located_slice(const S& s, source_site w = source_site::current()) : spec(to_slice(s)), where(w) {}  // NOLINT
+};
 }  // namespace detail
 template <class X> inline constexpr bool is_var_v = is_var<std::remove_cvref_t<X>>::value;
 
@@ -133,17 +143,21 @@ class var {
   /// set_subtensor or inc_subtensor to get x with that region replaced or incremented.
   template <class... S>
     requires(detail::is_slice_arg_v<S> && ...)
-  auto operator()(const S&... s) const {
-    static_assert(sizeof...(S) <= N, "xsym: more indices than the tensor has dimensions");
-    constexpr std::size_t dropped = (std::size_t{std::is_integral_v<S>} + ... + 0);
-    std::vector<slice_spec> slices{detail::to_slice(s)...};
-    var_ptr view = detail::subtensor(node(), slices);
-    return sliced<Elem, N - dropped, N>(std::move(view), node(), std::move(slices));
+  auto operator()(detail::located_slice<true> first, const S&... s) const {
+    static_assert(1 + sizeof...(S) <= N, "xsym: more indices than the tensor has dimensions");
+    return slice_at<1 + (std::size_t{std::is_integral_v<S>} + ... + 0)>(first.where, {first.spec, detail::to_slice(s)...});
+  }
+  template <class... S>
+    requires(detail::is_slice_arg_v<S> && ...)
+  auto operator()(detail::located_slice<false> first, const S&... s) const {
+    static_assert(1 + sizeof...(S) <= N, "xsym: more indices than the tensor has dimensions");
+    return slice_at<(std::size_t{std::is_integral_v<S>} + ... + 0)>(first.where, {first.spec, detail::to_slice(s)...});
   }
   /// @brief The extent of axis i (negative counts from the end) as an int64 scalar, Theano's
   /// x.shape[i] (a Shape_i node); xsym::shape(x) is the whole shape.
-  var<std::int64_t, 0> shape(int i) const {
+  var<std::int64_t, 0> shape(int i, detail::source_site where = detail::source_site::current()) const {
     static_assert(N >= 1, "xsym: a rank-0 tensor has no axis");
+    const detail::at_site site(where);
     const int a = i < 0 ? i + static_cast<int>(N) : i;
     if (a < 0 || a >= static_cast<int>(N))
       throw graph_error("xsym: axis " + std::to_string(i) + " is out of range for a rank-" + std::to_string(N) + " tensor");
@@ -151,11 +165,8 @@ class var {
   }
 
   /// @brief One axis: x[range(1, -1)] or x[3].
-  template <class S>
-    requires detail::is_slice_arg_v<S>
-  auto operator[](const S& s) const {
-    return (*this)(s);
-  }
+  auto operator[](detail::located_slice<true> s) const { return slice_at<1>(s.where, {s.spec}); }
+  auto operator[](detail::located_slice<false> s) const { return slice_at<0>(s.where, {s.spec}); }
 
   // Elementwise operators, found by argument-dependent lookup. The operand converted to
   // located<Self> carries the line of the expression, recorded on the node it makes.
@@ -210,6 +221,13 @@ class var {
   const var_ptr& built_node() const { return m_node; }
 
  private:
+  template <std::size_t Dropped>
+  auto slice_at(const detail::source_site& where, std::vector<slice_spec> slices) const {
+    const detail::at_site site(where);
+    var_ptr view = detail::subtensor(node(), slices);
+    return sliced<Elem, N - Dropped, N>(std::move(view), node(), std::move(slices));
+  }
+
   mutable var_ptr m_node;
   lower_fn m_lower = nullptr;
 };
@@ -658,26 +676,50 @@ auto where(const var<C, NC>& cond, const A& a, const B& b,
 
 // ---- shape ------------------------------------------------------------------------------------
 
+namespace detail {
+// dimshuffle's first pattern entry, with the user's line (see located_slice).
+struct located_entry {
+  long long value = -1;
+  char letter = 0;  // 0: a dimension number
+  source_site where;
+  template <class P>
+  located_entry(P p, source_site w = source_site::current()) : where(w) {  // NOLINT: implicit
+    static_assert(std::is_same_v<P, char> || (std::is_integral_v<P> && !std::is_same_v<P, bool>),
+                  "xsym::dimshuffle: the pattern holds dimension numbers and 'x' for a new broadcastable axis");
+    if constexpr (std::is_same_v<P, char>) letter = p;
+    else value = static_cast<long long>(p);
+  }
+};
+}  // namespace detail
+
 /// @brief Reorders dimensions and inserts broadcastable ones: dimshuffle(x, 'x', 0) makes a row.
 template <class E, std::size_t N, class... P>
-var<E, sizeof...(P)> dimshuffle(const var<E, N>& a, P... pattern) {
-  static_assert(((std::is_same_v<P, char> || std::is_integral_v<P>) && ...),
-                "xsym::dimshuffle: the pattern holds dimension numbers and 'x' for a new broadcastable axis");
+var<E, 1 + sizeof...(P)> dimshuffle(const var<E, N>& a, detail::located_entry first, P... pattern) {
+  const detail::at_site site(first.where);
   std::vector<int> p;
-  auto add = [&](auto v) {
-    if constexpr (std::is_same_v<decltype(v), char>) {
-      if (v != 'x') throw graph_error(std::string("xsym::dimshuffle: unknown pattern entry '") + v + "' (use 'x')");
-      p.push_back(-1);
-    } else {
-      p.push_back(static_cast<int>(v));
-    }
+  auto add = [&](detail::located_entry e) {
+    if (e.letter == 'x') return p.push_back(-1);
+    if (e.letter != 0)
+      throw graph_error(std::string("xsym::dimshuffle: unknown pattern entry '") + e.letter + "' (use 'x')");
+    if (e.value < 0 || e.value >= static_cast<long long>(N))
+      throw graph_error("xsym::dimshuffle: dimension " + std::to_string(e.value) + " does not exist in a rank-" +
+                        std::to_string(N) + " tensor (new axes are 'x')");
+    if (std::find(p.begin(), p.end(), static_cast<int>(e.value)) != p.end())
+      throw graph_error("xsym::dimshuffle: dimension " + std::to_string(e.value) + " appears twice in the pattern");
+    p.push_back(static_cast<int>(e.value));
   };
-  (add(pattern), ...);
+  add(first);
+  (add(detail::located_entry(pattern, first.where)), ...);
   for (int i = 0; i < static_cast<int>(N); ++i)
     if (std::find(p.begin(), p.end(), i) == p.end())
       throw graph_error("xsym::dimshuffle: dimension " + std::to_string(i) +
                         " is dropped; xsym patterns keep every dimension");
-  return var<E, sizeof...(P)>(detail::dimshuffle(a.node(), std::move(p)));
+  return var<E, 1 + sizeof...(P)>(detail::dimshuffle(a.node(), std::move(p)));
+}
+template <class E, std::size_t N>
+var<E, 0> dimshuffle(const var<E, N>& a) {
+  static_assert(N == 0, "xsym::dimshuffle: the pattern names every dimension of the tensor");
+  return a;
 }
 
 /// @brief Dimensions reversed.
@@ -735,23 +777,29 @@ inline constexpr keepdims_t keepdims{};
 
 #define XSYM_REDUCTION(fname, rop, result)                                                                \
   template <class E, std::size_t N>                                                                       \
-  var<result, 0> fname(const var<E, N>& a) {                                                              \
+  var<result, 0> fname(const var<E, N>& a, detail::source_site where = detail::source_site::current()) {  \
+    const detail::at_site site(where);                                                                    \
     return var<result, 0>(detail::reduce(a.node(), reduce_op::rop, {}, true));                            \
   }                                                                                                       \
   /* a template, so that a braced {0} picks the axes overload (EDG/nvcc finds int ambiguous) */          \
   template <class E, std::size_t N, std::integral I>                                                      \
-  var<result, N - 1> fname(const var<E, N>& a, I axis) {                                                  \
+  var<result, N - 1> fname(const var<E, N>& a, I axis, detail::source_site where = detail::source_site::current()) { \
     static_assert(N >= 1, "xsym::" #fname ": a rank-0 tensor has no axis to reduce");                     \
+    const detail::at_site site(where);                                                                    \
     return var<result, N - 1>(detail::reduce(a.node(), reduce_op::rop, {static_cast<int>(axis)}, false)); \
   }                                                                                                       \
   template <class E, std::size_t N, std::size_t K>                                                        \
-  var<result, N - K> fname(const var<E, N>& a, const int (&axes)[K]) {                                    \
+  var<result, N - K> fname(const var<E, N>& a, const int (&axes)[K],                                      \
+                           detail::source_site where = detail::source_site::current()) {                  \
     static_assert(K <= N, "xsym::" #fname ": more axes than the tensor has");                             \
+    const detail::at_site site(where);                                                                    \
     return var<result, N - K>(detail::reduce(a.node(), reduce_op::rop, std::vector<int>(axes, axes + K), false)); \
   }                                                                                                        \
   template <class E, std::size_t N, std::integral I>                                                      \
-  var<result, N> fname(const var<E, N>& a, I axis, keepdims_t) {                                          \
+  var<result, N> fname(const var<E, N>& a, I axis, keepdims_t,                                            \
+                       detail::source_site where = detail::source_site::current()) {                      \
     static_assert(N >= 1, "xsym::" #fname ": a rank-0 tensor has no axis to reduce");                     \
+    const detail::at_site site(where);                                                                    \
     return var<result, N>(detail::reduce_keep(a.node(), reduce_op::rop, static_cast<int>(axis), #fname));  \
   }
 XSYM_REDUCTION(sum, sum, sum_result_t<E>)
@@ -763,20 +811,29 @@ XSYM_REDUCTION(mean, mean, float_result_t<E>)
 
 // A typed operand is the root of its elementwise tree: its kernels, then the var's overload.
 // Sums and means also compile the tree's sums, which their fused node runs (careduce_fusion).
-#define XSYM_TYPED_REDUCTION(fname, summed)                                                          \
-  template <class Tree, class... Args>                                                               \
-  auto fname(const typed<Tree>& a, const Args&... args)                                              \
-      -> decltype(fname(static_cast<const var<typename Tree::value_type, Tree::rank>&>(a), args...)) { \
-    detail::use_typed(a);                                                                            \
-    if constexpr (summed) detail::use_summed(a);                                                     \
-    return fname(static_cast<const var<typename Tree::value_type, Tree::rank>&>(a), args...);        \
+#define XSYM_TYPED_REDUCTION_FORM(fname, summed, tparams, params, args)                                 \
+  template <class Tree tparams>                                                                          \
+  auto fname(const typed<Tree>& a params, detail::source_site where = detail::source_site::current()) {  \
+    detail::use_typed(a);                                                                                \
+    if constexpr (summed) detail::use_summed(a);                                                         \
+    return fname(static_cast<const var<typename Tree::value_type, Tree::rank>&>(a) args, where);         \
   }
+#define XSYM_COMMA ,
+#define XSYM_TYPED_REDUCTION(fname, summed)                                                                \
+  XSYM_TYPED_REDUCTION_FORM(fname, summed, , , )                                                           \
+  XSYM_TYPED_REDUCTION_FORM(fname, summed, XSYM_COMMA std::integral I, XSYM_COMMA I axis, XSYM_COMMA axis) \
+  XSYM_TYPED_REDUCTION_FORM(fname, summed, XSYM_COMMA std::size_t K, XSYM_COMMA const int(&axes)[K],      \
+                            XSYM_COMMA axes)                                                               \
+  XSYM_TYPED_REDUCTION_FORM(fname, summed, XSYM_COMMA std::integral I, XSYM_COMMA I axis XSYM_COMMA keepdims_t k, \
+                            XSYM_COMMA axis XSYM_COMMA k)
 XSYM_TYPED_REDUCTION(sum, true)
 XSYM_TYPED_REDUCTION(prod, false)
 XSYM_TYPED_REDUCTION(max, false)
 XSYM_TYPED_REDUCTION(min, false)
 XSYM_TYPED_REDUCTION(mean, true)
 #undef XSYM_TYPED_REDUCTION
+#undef XSYM_TYPED_REDUCTION_FORM
+#undef XSYM_COMMA
 
 /// @brief The elementwise reduction of a over every process of comm (an `AllReduce{sum}` node):
 /// same dtype and shape on every rank. `xsym::mpi::allreduce` (<xsym/mpi.hpp>) passes MPI's.

@@ -44,12 +44,47 @@ class source_site {
   unsigned m_line = 0, m_column = 0;
 };
 #endif
+
+/// The user's line being built on this thread (set by the typed API's outermost call).
+inline source_site& build_site() {
+  thread_local source_site site{};
+  return site;
+}
+/// Marks the nodes made in its scope with the user's line, unless an outer call already did
+/// (the user's call, not the library's inside it); a rewrite replaces it with the line of the
+/// node it rewrites.
+class at_site {
+ public:
+  explicit at_site(const source_site& where, bool replace = false) : m_was(build_site()) {
+    if (replace || m_was.line() == 0) build_site() = where;
+  }
+  ~at_site() { build_site() = m_was; }
+  at_site(const at_site&) = delete;
+  at_site& operator=(const at_site&) = delete;
+
+ private:
+  source_site m_was;
+};
+
+inline std::string site_text(const source_site& w) {
+  return std::string(w.file_name()) + ":" + std::to_string(w.line()) + ":" + std::to_string(w.column());
+}
 }  // namespace detail
 
-/// @brief Raised when an expression cannot be built (bad axes, bad pattern, bad dtype).
+/// @brief Raised when an expression cannot be built (bad axes, bad pattern, bad dtype); names
+/// the user's line that was building it, when the call that threw knows it.
 class graph_error : public std::invalid_argument {
  public:
-  using std::invalid_argument::invalid_argument;
+  explicit graph_error(const std::string& what) : std::invalid_argument(located(what)) {}
+  explicit graph_error(const char* what) : graph_error(std::string(what)) {}
+
+ private:
+  static std::string located(const std::string& what) {
+    const detail::source_site& w = detail::build_site();
+    if (w.line() == 0) return what;
+    const std::string at = detail::site_text(w);
+    return what.find(at) == std::string::npos ? what + " (at " + at + ")" : what;
+  }
 };
 
 enum class var_kind : std::uint8_t { input, shared, constant, apply };
@@ -108,31 +143,6 @@ namespace detail {
 inline std::uint64_t next_variable_id() {
   static std::atomic<std::uint64_t> counter{0};
   return ++counter;
-}
-
-/// The user's line being built on this thread (set by the typed API's outermost call).
-inline source_site& build_site() {
-  thread_local source_site site{};
-  return site;
-}
-/// Marks the nodes made in its scope with the user's line, unless an outer call already did
-/// (the user's call, not the library's inside it); a rewrite replaces it with the line of the
-/// node it rewrites.
-class at_site {
- public:
-  explicit at_site(const source_site& where, bool replace = false) : m_was(build_site()) {
-    if (replace || m_was.line() == 0) build_site() = where;
-  }
-  ~at_site() { build_site() = m_was; }
-  at_site(const at_site&) = delete;
-  at_site& operator=(const at_site&) = delete;
-
- private:
-  source_site m_was;
-};
-
-inline std::string site_text(const source_site& w) {
-  return std::string(w.file_name()) + ":" + std::to_string(w.line()) + ":" + std::to_string(w.column());
 }
 
 /// Computes one Apply variable's value from its inputs' test values; installed by compile
