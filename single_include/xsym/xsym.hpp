@@ -17709,6 +17709,7 @@ class function_runtime {
   // into.hpp
   void bind_destinations(const ndarray* dests);
   int finish_into(const ndarray* out, const ndarray* dests);
+  void take_updates_aside(const ndarray* dests, ndarray* values);
   void release_destinations();
   // debug_modes.hpp
   node_event event_for(std::size_t i, const ndarray* values, bool with_outputs) const;
@@ -18469,6 +18470,9 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     release_all_but_constants();
     throw_node_error(i, e);
   }
+  // An update's value that is an argument or a view of one is read after the outputs are
+  // copied into their destinations: where a destination overlaps it, it is taken aside first.
+  if (dests && !m_is_reference) take_updates_aside(dests, values);
   // One output is read in place; several are gathered (their slots need not be adjacent).
   auto result = [&] {
     try {
@@ -19060,7 +19064,8 @@ inline void function_runtime::bind_destinations(const ndarray* dests) {
     for (std::size_t p = 0; p < o; ++p)
       if (range.overlaps(detail::bytes_of(dests[p])))
         throw std::invalid_argument("xsym: function '" + m_name + "': into(...): the destinations of outputs " +
-                                    std::to_string(p) + " and " + std::to_string(o) + " share memory");
+                                    std::to_string(p) + " and " + std::to_string(o) +
+                                    " share memory (their bytes overlap; interleaved views count as overlapping)");
     const int s = outs[o];
     const slot& sl = m_graph->slots[static_cast<std::size_t>(s)];
     if (!m_direct_output[o] || m_dest_of_slot[static_cast<std::size_t>(s)] || d.type() != sl.type ||
@@ -19073,6 +19078,18 @@ inline void function_runtime::bind_destinations(const ndarray* dests) {
     if (!ok) continue;
     m_dest_of_slot[static_cast<std::size_t>(s)] = &d;
     m_dest_slots[m_n_dest_slots++] = s;
+  }
+}
+
+inline void function_runtime::take_updates_aside(const ndarray* dests, ndarray* values) {
+  for (const auto& [target, value] : m_graph->updates) {
+    ndarray& v = values[value];
+    if (!v.has_value() || v.on_device()) continue;
+    for (std::size_t o = 0; o < m_graph->outputs.size(); ++o)
+      if (detail::overlaps(v, dests[o])) {
+        v = detail::deep_copy(v);
+        break;
+      }
   }
 }
 
@@ -19519,8 +19536,9 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
   /// A C-contiguous destination is written by the kernel itself, with no copy and, once warm,
   /// no allocation; others are copied into. A destination may be an argument of the same call
   /// (the function then computes into its own buffer and copies at the end); two destinations
-  /// must not share memory. The returned call object refers to this function and to the
-  /// destinations: call it at once, or keep it while both live to call it again.
+  /// must not share memory or interleave (their byte ranges must not overlap). The returned
+  /// call object refers to this function and to the destinations: call it at once, or keep it
+  /// while both live to call it again.
   template <class... D>
   auto into(D&... dests) const {
     static_assert(sizeof...(D) == sizeof...(Out), "xsym: into(...) takes one destination per output");

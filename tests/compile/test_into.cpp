@@ -5,6 +5,7 @@
 #include "compile_util.hpp"
 
 #include <xtensor/xadapt.hpp>
+#include <xtensor/xview.hpp>
 
 using namespace xsym_test;
 using Catch::Matchers::Contains;
@@ -198,6 +199,32 @@ TEST_CASE("into with shared-variable updates matches the plain call", "[compile]
   }
 }
 
+TEST_CASE("an update whose value is an argument, or a view of one, gets the argument's old values when a destination "
+          "is that argument", "[compile][into]") {
+  clean_config guard;
+  auto x = xsym::vector<double>("x"), y = xsym::vector<double>("y");
+  const xt::xtensor<double, 1> A{1, 2, 3}, B{-1, 0.5, 4};
+  for (const char* mode : {"FAST_RUN", "FAST_COMPILE", "DebugMode"})
+    for (const char* l : linkers) {
+      INFO("mode " << mode << ", linker " << l);
+      auto w = xsym::shared(xt::xtensor<double, 1>{0, 0, 0}, "w");
+      auto v = xsym::shared(xt::xtensor<double, 1>{0, 0}, "v");
+      auto u = xsym::shared(xt::xtensor<double, 1>{0, 0, 0}, "u");
+      // The argument itself, a slice of it, and a reshape of the other output's argument.
+      auto f = xsym::function("f", xsym::inputs(x, y), xsym::outputs(x * 2.0, y - x),
+                              xsym::updates(xsym::update(w, x), xsym::update(v, x(xsym::range(1, 3))),
+                                            xsym::update(u, xsym::reshape(y, {3}))),
+                              xsym::mode(mode), xsym::linker(l));
+      auto a = A, b = B;
+      f.into(a, b)(a, b);  // a is input x and output 0's destination; b is input y and output 1's
+      CHECK(same(a, xt::xtensor<double, 1>(A * 2.0)));
+      CHECK(same(b, xt::xtensor<double, 1>(B - A)));
+      CHECK(same(w.get_value(), A));
+      CHECK(same(v.get_value(), xt::xtensor<double, 1>{2, 3}));
+      CHECK(same(u.get_value(), B));
+    }
+}
+
 TEST_CASE("into rejects wrong shapes and destinations that share memory, and updates nothing", "[compile][into]") {
   clean_config guard;
   auto x = xsym::vector<double>("x");
@@ -211,6 +238,12 @@ TEST_CASE("into rejects wrong shapes and destinations that share memory, and upd
   CHECK(same(w.get_value(), xt::xtensor<double, 1>{1, 2, 3}));  // no update was applied
   CHECK_THROWS_AS(f.into(a, a)(X), std::invalid_argument);
   CHECK_THROWS_WITH(f.into(a, a)(X), Contains("destinations of outputs 0 and 1 share memory"));
+  CHECK(same(w.get_value(), xt::xtensor<double, 1>{1, 2, 3}));
+  // Interleaved views share no element, but their bytes overlap: refused, and the message says so.
+  xt::xtensor<double, 1> buf = xt::zeros<double>({6});
+  auto even = xt::view(buf, xt::range(0, 6, 2)), odd = xt::view(buf, xt::range(1, 6, 2));
+  CHECK_THROWS_WITH(f.into(even, odd)(X), Contains("interleaved views count as overlapping"));
+  CHECK(same(buf, xt::xtensor<double, 1>(xt::zeros<double>({6}))));
   CHECK(same(w.get_value(), xt::xtensor<double, 1>{1, 2, 3}));
   // The function works afterwards, into and plain.
   xt::xtensor<double, 1> c = xt::zeros<double>({3});

@@ -107,6 +107,9 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
     release_all_but_constants();
     throw_node_error(i, e);
   }
+  // An update's value that is an argument or a view of one is read after the outputs are
+  // copied into their destinations: where a destination overlaps it, it is taken aside first.
+  if (dests && !m_is_reference) take_updates_aside(dests, values);
   // One output is read in place; several are gathered (their slots need not be adjacent).
   auto result = [&] {
     try {

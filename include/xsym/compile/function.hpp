@@ -363,8 +363,9 @@ class function_object<std::tuple<In...>, std::tuple<Out...>, Single> {
   /// A C-contiguous destination is written by the kernel itself, with no copy and, once warm,
   /// no allocation; others are copied into. A destination may be an argument of the same call
   /// (the function then computes into its own buffer and copies at the end); two destinations
-  /// must not share memory. The returned call object refers to this function and to the
-  /// destinations: call it at once, or keep it while both live to call it again.
+  /// must not share memory or interleave (their byte ranges must not overlap). The returned
+  /// call object refers to this function and to the destinations: call it at once, or keep it
+  /// while both live to call it again.
   template <class... D>
   auto into(D&... dests) const {
     static_assert(sizeof...(D) == sizeof...(Out), "xsym: into(...) takes one destination per output");

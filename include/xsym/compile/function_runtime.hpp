@@ -132,6 +132,7 @@ class function_runtime {
   // into.hpp
   void bind_destinations(const ndarray* dests);
   int finish_into(const ndarray* out, const ndarray* dests);
+  void take_updates_aside(const ndarray* dests, ndarray* values);
   void release_destinations();
   // debug_modes.hpp
   node_event event_for(std::size_t i, const ndarray* values, bool with_outputs) const;

@@ -33,7 +33,8 @@ inline void function_runtime::bind_destinations(const ndarray* dests) {
     for (std::size_t p = 0; p < o; ++p)
       if (range.overlaps(detail::bytes_of(dests[p])))
         throw std::invalid_argument("xsym: function '" + m_name + "': into(...): the destinations of outputs " +
-                                    std::to_string(p) + " and " + std::to_string(o) + " share memory");
+                                    std::to_string(p) + " and " + std::to_string(o) +
+                                    " share memory (their bytes overlap; interleaved views count as overlapping)");
     const int s = outs[o];
     const slot& sl = m_graph->slots[static_cast<std::size_t>(s)];
     if (!m_direct_output[o] || m_dest_of_slot[static_cast<std::size_t>(s)] || d.type() != sl.type ||
@@ -46,6 +47,18 @@ inline void function_runtime::bind_destinations(const ndarray* dests) {
     if (!ok) continue;
     m_dest_of_slot[static_cast<std::size_t>(s)] = &d;
     m_dest_slots[m_n_dest_slots++] = s;
+  }
+}
+
+inline void function_runtime::take_updates_aside(const ndarray* dests, ndarray* values) {
+  for (const auto& [target, value] : m_graph->updates) {
+    ndarray& v = values[value];
+    if (!v.has_value() || v.on_device()) continue;
+    for (std::size_t o = 0; o < m_graph->outputs.size(); ++o)
+      if (detail::overlaps(v, dests[o])) {
+        v = detail::deep_copy(v);
+        break;
+      }
   }
 }
 
