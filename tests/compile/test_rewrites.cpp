@@ -86,6 +86,33 @@ TEST_CASE("merge computes identical subexpressions once", "[compile][rewrites]")
   CHECK(b(1) == Approx(std::exp(1.0)).epsilon(1e-12));
 }
 
+TEST_CASE("merge keeps apart nodes of one op on one input whose outputs differ in dtype (a shape as int64 and as a "
+          "float in mean's gradient)", "[compile][rewrites]") {
+  xsym_test::clean_config guard;
+  auto m = xsym::matrix<double>("m");
+  auto mf = xsym::matrix<float>("mf");
+  auto [g] = xsym::grad(xsym::sum(xsym::mean(m, 0)), m);  // 1 / rows everywhere, through Shape_i{0} as a double
+  auto [gf] = xsym::grad(xsym::sum(xsym::mean(mf, 0)), mf);
+  const xt::xtensor<double, 2> M{{1, 2, 3}, {4, 5, 6}};
+  const xt::xtensor<float, 2> MF{{1, 2, 3}, {4, 5, 6}, {7, 8, 9}};
+  for (const char* mode : {"FAST_RUN", "FAST_COMPILE"}) {
+    INFO("mode " << mode);
+    // Either order: the first node merge meets is the one that would have stayed.
+    auto f = xsym::function("f", xsym::inputs(m), xsym::outputs(g, xsym::shape(m, 0)), xsym::mode(mode));
+    auto [gv, rows] = f(M);
+    CHECK(rows == 2);
+    CHECK(static_cast<bool>(gv == xt::xtensor<double, 2>(xt::full_like(M, 0.5))));
+    auto h = xsym::function("h", xsym::inputs(m), xsym::outputs(xsym::shape(m, 0) * 3, g), xsym::mode(mode));
+    auto [rows3, gv2] = h(M);
+    CHECK(rows3 == 6);
+    CHECK(static_cast<bool>(gv2 == xt::xtensor<double, 2>(xt::full_like(M, 0.5))));
+    auto k = xsym::function("k", xsym::inputs(mf), xsym::outputs(xsym::shape(mf, 0) + 1, gf), xsym::mode(mode));
+    auto [rows1, gfv] = k(MF);
+    CHECK(rows1 == 4);
+    CHECK(static_cast<bool>(gfv == xt::xtensor<float, 2>(xt::full_like(MF, 1.0f / 3))));
+  }
+}
+
 TEST_CASE("blas: products become Gemv and Dot22; gemv_accumulate folds scale and add", "[compile][rewrites]") {
   xsym_test::clean_config guard;
   auto m = xsym::matrix<double>("m");

@@ -115,7 +115,9 @@ inline std::vector<var_ptr> merge_pass(const std::vector<var_ptr>& roots, rewrit
       key = "c" + std::string(dtype_name(c.type())) + to_string(c.shape());
       key.append(reinterpret_cast<const char*>(c.data()), c.nbytes());
     } else if (v->kind == var_kind::apply) {
-      key = "a" + v->fn->signature() + "(";
+      // The output's type too: Shape_i of one input is an int64 for shape(x) and a float for
+      // mean's gradient.
+      key = "a" + std::string(dtype_name(v->type)) + std::to_string(v->rank) + v->fn->signature() + "(";
       for (auto& in : ins) key += std::to_string(in->id) + ",";
     } else {
       return v;
