@@ -344,6 +344,39 @@ auto operator!=(const A& a, const B& b) {
   return detail::binary<scalar_op::neq>(a, b);
 }
 
+namespace detail {
+template <class A, class B>
+inline constexpr bool var_beside_array_v =
+    (is_var_v<A> && xt::is_xexpression<std::remove_cvref_t<B>>::value) ||
+    (xt::is_xexpression<std::remove_cvref_t<A>>::value && is_var_v<B>);
+template <class...>
+inline constexpr bool always_false_v = false;
+}  // namespace detail
+
+// An xtensor array beside a var: xtensor's own operator would take the var as a scalar and build
+// an xt::xfunction that no xsym call accepts. These win (more constrained) and say what to write.
+#define XSYM_ARRAY_BESIDE_VAR(sym)                                                                   \
+  template <class A, class B>                                                                        \
+    requires detail::var_beside_array_v<A, B>                                                        \
+  void operator sym(A&&, B&&) {                                                                      \
+    static_assert(detail::always_false_v<A, B>,                                                      \
+                  "xsym: an xtensor array beside a symbolic tensor: wrap the array in "              \
+                  "xsym::constant(array), or make it an input");                                     \
+  }
+XSYM_ARRAY_BESIDE_VAR(+)
+XSYM_ARRAY_BESIDE_VAR(-)
+XSYM_ARRAY_BESIDE_VAR(*)
+XSYM_ARRAY_BESIDE_VAR(/)
+XSYM_ARRAY_BESIDE_VAR(%)
+XSYM_ARRAY_BESIDE_VAR(&)
+XSYM_ARRAY_BESIDE_VAR(|)
+XSYM_ARRAY_BESIDE_VAR(^)
+XSYM_ARRAY_BESIDE_VAR(<)
+XSYM_ARRAY_BESIDE_VAR(>)
+XSYM_ARRAY_BESIDE_VAR(<=)
+XSYM_ARRAY_BESIDE_VAR(>=)
+#undef XSYM_ARRAY_BESIDE_VAR
+
 /// @brief A shared variable: a symbolic tensor whose value lives between calls and can be updated.
 template <class Elem, std::size_t N>
 class shared_var : public var<Elem, N> {
@@ -532,6 +565,25 @@ template <class EC, std::size_t N, xt::layout_type L, class Tag, class T = typen
 shared_var<T, N> shared(const xt::xtensor_container<EC, N, L, Tag>& value, std::string name = "") {
   return shared_var<T, N>(detail::make_shared_variable(detail::copy_to_ndarray<T>(value), std::move(name)));
 }
+namespace detail {
+template <class E>
+inline constexpr bool is_xtensor_container_v = false;
+template <class EC, std::size_t N, xt::layout_type L, class Tag>
+inline constexpr bool is_xtensor_container_v<xt::xtensor_container<EC, N, L, Tag>> = true;
+// Any other xtensor expression (xt::xarray, a view, an xfunction): its rank is not a type.
+template <class E>
+inline constexpr bool needs_fixed_rank_v =
+    xt::is_xexpression<std::remove_cvref_t<E>>::value && !is_xtensor_container_v<std::remove_cvref_t<E>>;
+}  // namespace detail
+
+/// @brief Refused: shared's rank is part of its type, so it takes an xt::xtensor<T, N>.
+template <class E>
+  requires detail::needs_fixed_rank_v<E>
+void shared(const E&, std::string = "") {
+  static_assert(detail::always_false_v<E>,
+                "xsym::shared takes an xt::xtensor<T, N> (the rank is part of the symbolic type): "
+                "copy an xt::xarray or a view into xt::xtensor<T, N> first");
+}
 /// @brief A rank-0 shared variable.
 template <class T>
   requires is_element_type_v<T>
@@ -546,6 +598,14 @@ var<T, 0> constant(T value) { return var<T, 0>(detail::make_constant(detail::sca
 template <class EC, std::size_t N, xt::layout_type L, class Tag, class T = typename EC::value_type>
 var<T, N> constant(const xt::xtensor_container<EC, N, L, Tag>& value) {
   return var<T, N>(detail::make_constant(detail::copy_to_ndarray<T>(value)));
+}
+/// @brief Refused: constant's rank is part of its type, so it takes an xt::xtensor<T, N>.
+template <class E>
+  requires detail::needs_fixed_rank_v<E>
+void constant(const E&) {
+  static_assert(detail::always_false_v<E>,
+                "xsym::constant takes an xt::xtensor<T, N> (the rank is part of the symbolic type): "
+                "copy an xt::xarray or a view into xt::xtensor<T, N> first");
 }
 
 // ---- test values (compute_test_value) --------------------------------------------------------
