@@ -83,6 +83,9 @@ TEST_CASE("a registered rewrite runs in its mode, by name or tag, until its regi
   CHECK(vars_runs == 2);
   CHECK_THAT(error_of([&] { xsym::function("g", xsym::inputs(x), x * 2, xsym::optimizer_including("counting")); }),
              Catch::Matchers::Contains("'counting', which is no rewrite name or tag"));
+  // A typo of a tag is answered with the tag.
+  CHECK_THAT(error_of([&] { xsym::function("h", xsym::inputs(x), x * 2, xsym::optimizer_excluding("fusoin")); }),
+             Catch::Matchers::Contains("'fusoin', which is no rewrite name or tag; did you mean 'fusion'?"));
 }
 
 TEST_CASE("register_rewrite refuses a misplaced, duplicate or empty row, naming it", "[modes][rewrites]") {

@@ -250,7 +250,9 @@ inline resolved_plan resolve_plan(const function_options& o) {
       for (const auto& t : r->tags) names.insert(t);
     }
     for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-    throw compile_error("xsym: " + flag + " names '" + what + "', which is no rewrite name or tag (known: " + known + ")");
+    const std::string guess = detail::did_you_mean(what, std::vector<std::string_view>(names.begin(), names.end()));
+    throw compile_error("xsym: " + flag + " names '" + what + "', which is no rewrite name or tag" +
+                        (guess.empty() ? "" : "; " + guess) + " (known: " + known + ")");
   };
   if (optimizer != "None")
     for (const auto& r : rows)
