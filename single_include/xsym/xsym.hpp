@@ -4070,6 +4070,8 @@ XSYM_ARRAY_BESIDE_VAR(<)
 XSYM_ARRAY_BESIDE_VAR(>)
 XSYM_ARRAY_BESIDE_VAR(<=)
 XSYM_ARRAY_BESIDE_VAR(>=)
+XSYM_ARRAY_BESIDE_VAR(==)
+XSYM_ARRAY_BESIDE_VAR(!=)
 #undef XSYM_ARRAY_BESIDE_VAR
 
 /// @brief A shared variable: a symbolic tensor whose value lives between calls and can be updated.
@@ -14193,16 +14195,20 @@ inline std::string jit_kernel_source(const compiled_program& cp, std::uint64_t s
   if (first_float >= 0) {
     // Arrays larger than the cache (`stream`, see streaming_min_bytes): outputs leave with
     // non-temporal stores, which need aligned addresses, so the first elements up to a cache
-    // line run first (one batch over copies); only when every float output sits at the same
-    // offset.
+    // line run first (stored normally, the last batch over copies); only when every float
+    // output sits at the same offset.
     os << "  const auto line = [](const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 64; };\n";
     os << "  bool nt = stream && line(q" << first_float << ") % sizeof(T) == 0";
     for (std::size_t o = 0; o < p.outputs.size(); ++o)
       if (!is_bool(o) && static_cast<int>(o) != first_float) os << " && line(q" << o << ") == line(q" << first_float << ")";
     os << ";\n  if (nt) {\n";
     os << "    const std::int64_t head = std::min<std::int64_t>(n, (64 - line(q" << first_float << ")) % 64 / sizeof(T));\n";
-    os << "    if (head > 0)\n";
-    padded("head");
+    // The head is up to a line less one element: with batches narrower than a line (AVX2's
+    // 8 floats), whole batches first, stored normally, then one padded batch.
+    os << "    for (; i + w <= head; i += w) {\n";
+    loop(false);
+    os << "    }\n    if (i < head)\n";
+    padded("head - i");
     os << "    for (; i + w <= n; i += w) {\n";
     loop(true);
     os << "    }\n    stream_fence();\n  }\n";
