@@ -375,6 +375,8 @@ XSYM_ARRAY_BESIDE_VAR(<)
 XSYM_ARRAY_BESIDE_VAR(>)
 XSYM_ARRAY_BESIDE_VAR(<=)
 XSYM_ARRAY_BESIDE_VAR(>=)
+XSYM_ARRAY_BESIDE_VAR(==)
+XSYM_ARRAY_BESIDE_VAR(!=)
 #undef XSYM_ARRAY_BESIDE_VAR
 
 /// @brief A shared variable: a symbolic tensor whose value lives between calls and can be updated.
