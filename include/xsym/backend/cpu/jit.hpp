@@ -306,8 +306,8 @@ inline std::string jit_prelude() {
   s += "\n#endif\n";
   for (int k = 0; k < scalar_op_count; ++k) {
     const auto op = static_cast<scalar_op>(k);
-    // Always inlined: GCC kept a log (AVX2's, selects and a polynomial) out of line, a call per
-    // batch across which every vector register dies, and the loop took 1.5 times as long.
+    // Always inlined: GCC kept AVX2's float log out of line, a call per batch across which
+    // every vector register dies.
     if (const char* e = op_expression_text(op))
       s += "template <class X> [[gnu::always_inline]] inline " + std::string(info(op).comparison ? "auto" : "X") +
            " f_" + std::string(info(op).name) +
