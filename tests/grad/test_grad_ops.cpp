@@ -453,6 +453,10 @@ TEST_CASE("grad wrt a variable the cost does not depend on", "[grad][errors]") {
   CHECK_THROWS_AS(xsym::grad(cost, x, y), xsym::graph_error);
   CHECK_THROWS_AS(xsym::grad(cost, w), xsym::graph_error);
   CHECK_THROWS_WITH(xsym::grad(cost, y), Catch::Contains("'y'") && Catch::Contains("disconnected::zeros"));
+  // The error names the line that asked for the gradient, for a plain and for a typed cost.
+  const auto here = [](int line) { return std::string(__FILE__) + ":" + std::to_string(line) + ":"; };
+  CHECK_THROWS_WITH(xsym::grad(cost, y), Catch::Contains(here(__LINE__)));
+  CHECK_THROWS_WITH(xsym::grad(xsym::disconnected::raise, cost * 2.0, x, y), Catch::Contains(here(__LINE__)));
   CHECK_THROWS_AS(xsym::grad(xsym::disconnected::raise, cost, y), xsym::graph_error);
 
   auto [gx, gy, gw] = xsym::grad(xsym::disconnected::zeros, cost, x, y, w);

@@ -330,6 +330,17 @@ template <class... W, std::size_t... I>
 auto typed_grads(const std::vector<var_ptr>& gs, std::index_sequence<I...>) {
   return std::tuple<var<typename W::value_type, W::rank>...>{var<typename W::value_type, W::rank>(gs[I])...};
 }
+/// grad's cost and the user's line that asked for its gradient: the wrt are a pack, after which
+/// no defaulted source_location can come, but the cost's conversion can take one.
+struct cost_at {
+  var_ptr node;
+  source_site where;
+  template <class C>
+  cost_at(const var<C, 0>& cost, source_site w = source_site::current())  // NOLINT: implicit
+      : node(cost.node()), where(w) {
+    static_assert(std::is_floating_point_v<C>, "xsym::grad: the cost must be float or double");
+  }
+};
 }  // namespace detail
 
 /// @brief Gradients of a scalar cost with respect to each wrt, as expressions of wrt's type.
@@ -337,20 +348,19 @@ auto typed_grads(const std::vector<var_ptr>& gs, std::index_sequence<I...>) {
 /// `auto [gw, gb] = xsym::grad(cost, w, b);` Non-differentiable ops (comparisons, casts to
 /// integers) pass no gradient; a wrt the cost does not depend on is an error unless
 /// `xsym::disconnected::zeros` is passed first.
-template <class C, class... W>
-auto grad(const var<C, 0>& cost, const W&... wrt) {
-  static_assert(std::is_floating_point_v<C>, "xsym::grad: the cost must be float or double");
+/// Its errors, and the run-time errors of the nodes it builds, name the line that called it.
+template <class... W>
+auto grad(const detail::cost_at& cost, const W&... wrt) {
+  return grad(disconnected::raise, cost, wrt...);
+}
+template <class... W>
+auto grad(disconnected policy, const detail::cost_at& cost, const W&... wrt) {
   static_assert(sizeof...(W) > 0, "xsym::grad: name at least one variable to differentiate with respect to");
   static_assert((is_var_v<W> && ...), "xsym::grad: differentiate with respect to symbolic variables");
   static_assert((std::is_floating_point_v<typename W::value_type> && ...),
                 "xsym::grad: variables to differentiate with respect to must be float or double");
-  return detail::typed_grads<W...>(detail::grad(cost.node(), {wrt.node()...}, disconnected::raise),
-                                   std::index_sequence_for<W...>{});
-}
-template <class C, class... W>
-auto grad(disconnected policy, const var<C, 0>& cost, const W&... wrt) {
-  static_assert(std::is_floating_point_v<C>, "xsym::grad: the cost must be float or double");
-  return detail::typed_grads<W...>(detail::grad(cost.node(), {wrt.node()...}, policy), std::index_sequence_for<W...>{});
+  const detail::at_site site(cost.where);
+  return detail::typed_grads<W...>(detail::grad(cost.node, {wrt.node()...}, policy), std::index_sequence_for<W...>{});
 }
 template <class C, std::size_t N, class... W>
   requires(N > 0)
