@@ -51,6 +51,15 @@ struct one_pass_step {
     for (int j = 0; j < 4; ++j) g[j] = (T(1) / (T(1) + std::exp(-u[r0 + j])) - Y[r0 + j]) / T(m);
 #endif
   }
+  // sums[e..] += the 4 rows at q, columns e.., times g0..g3.
+  [[gnu::always_inline]] void add_rows(int e, const T* q, B g0, B g1, B g2, B g3) {
+    B s = B::load_aligned(&sums[e]);
+    s = xsimd::fma(B::load_unaligned(q + e), g0, s);
+    s = xsimd::fma(B::load_unaligned(q + k + e), g1, s);
+    s = xsimd::fma(B::load_unaligned(q + 2 * k + e), g2, s);
+    s = xsimd::fma(B::load_unaligned(q + 3 * k + e), g3, s);
+    s.store_aligned(&sums[e]);
+  }
   // The row product of rows r0..r0+3, and with `q` the column product of the 4 rows at q with
   // coefficients g, in the same loop over the columns.
   template <bool Column>
@@ -64,14 +73,7 @@ struct one_pass_step {
       c1 = xsimd::fma(B::load_unaligned(a + k + e), x, c1);
       c2 = xsimd::fma(B::load_unaligned(a + 2 * k + e), x, c2);
       c3 = xsimd::fma(B::load_unaligned(a + 3 * k + e), x, c3);
-      if (Column) {
-        B s = B::load_aligned(&sums[e]);
-        s = xsimd::fma(B::load_unaligned(q + e), g0, s);
-        s = xsimd::fma(B::load_unaligned(q + k + e), g1, s);
-        s = xsimd::fma(B::load_unaligned(q + 2 * k + e), g2, s);
-        s = xsimd::fma(B::load_unaligned(q + 3 * k + e), g3, s);
-        s.store_aligned(&sums[e]);
-      }
+      if (Column) add_rows(e, q, g0, g1, g2, g3);
     }
     u[r0] = xsimd::hadd(c0) + b;
     u[r0 + 1] = xsimd::hadd(c1) + b;
@@ -80,14 +82,7 @@ struct one_pass_step {
   }
   void column(const T* q, const T* g) {
     const B g0(g[0]), g1(g[1]), g2(g[2]), g3(g[3]);
-    for (int e = 0; e < k; e += lanes) {
-      B s = B::load_aligned(&sums[e]);
-      s = xsimd::fma(B::load_unaligned(q + e), g0, s);
-      s = xsimd::fma(B::load_unaligned(q + k + e), g1, s);
-      s = xsimd::fma(B::load_unaligned(q + 2 * k + e), g2, s);
-      s = xsimd::fma(B::load_unaligned(q + 3 * k + e), g3, s);
-      s.store_aligned(&sums[e]);
-    }
+    for (int e = 0; e < k; e += lanes) add_rows(e, q, g0, g1, g2, g3);
   }
 
   template <bool Lag>
