@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -111,4 +112,64 @@ TEST_CASE("one_pass_gemv: row sums are the row product's bits, the column produc
       check_kernel<double>(61, 63, 0, subnormal, threads);
     }
   }
+}
+
+namespace {
+// The row and column products' partial vectors (peels and tails of rows off a vector's
+// boundary) against their definitions, element by element: lanes [lo, hi) from p, the others
+// the fill (-0 and +0 kept apart, a NaN's payload kept); a store writes lanes [0, n) and
+// nothing past them; a rotation moves lane l to (l + by) mod w.
+template <class T>
+void check_lanes() {
+  namespace cd = xsym::cpu::detail;
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  auto bits = [](T v) {
+    U u;
+    std::memcpy(&u, &v, sizeof u);
+    return u;
+  };
+  std::vector<T> src(static_cast<std::size_t>(3 * w));
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<T>(i) + T(0.25);
+  src[static_cast<std::size_t>(w) + 1] = -std::numeric_limits<T>::quiet_NaN();
+  src[static_cast<std::size_t>(w) + 2] = T(-0.0);
+  for (T fill : {T(0), T(-0.0), T(7)}) {
+    for (std::int64_t lo = 0; lo <= w; ++lo) {
+      for (std::int64_t hi = lo; hi <= w; ++hi) {
+        const T* p = src.data() + w;  // lanes [lo, hi) read p[0, hi - lo)
+        alignas(64) T got[w];
+        cd::partial_load<B>(p, lo, hi, fill).store_aligned(got);
+        for (std::int64_t l = 0; l < w; ++l) {
+          INFO("w " << w << ", lanes [" << lo << ", " << hi << "), lane " << l << ", fill " << fill);
+          const T want = l >= lo && l < hi ? p[l - lo] : fill;
+          REQUIRE(bits(got[l]) == bits(want));
+        }
+      }
+    }
+  }
+  for (std::int64_t n = 0; n <= w; ++n) {
+    std::vector<T> dst(static_cast<std::size_t>(2 * w), T(-1));
+    const B v = B::load_unaligned(src.data() + w);
+    cd::partial_store(v, dst.data() + 1, n);
+    for (std::int64_t i = 0; i < 2 * w; ++i) {
+      INFO("w " << w << ", store of " << n << " lanes, element " << i);
+      const T want = i >= 1 && i <= n ? src[static_cast<std::size_t>(w + i - 1)] : T(-1);
+      REQUIRE(bits(dst[static_cast<std::size_t>(i)]) == bits(want));
+    }
+  }
+  for (std::int64_t by = 0; by < w; ++by) {
+    alignas(64) T got[w];
+    cd::rotate_lanes(B::load_unaligned(src.data() + w), by).store_aligned(got);
+    for (std::int64_t l = 0; l < w; ++l) {
+      INFO("w " << w << ", rotation by " << by << ", lane " << l);
+      REQUIRE(bits(got[(l + by) % w]) == bits(src[static_cast<std::size_t>(w + l)]));
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("partial vectors and lane rotations give their definitions' bits", "[oracle][one_pass]") {
+  check_lanes<float>();
+  check_lanes<double>();
 }
