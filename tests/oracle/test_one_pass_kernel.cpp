@@ -100,18 +100,22 @@ TEST_CASE("one_pass_gemv: row sums are the row product's bits, the column produc
           "[oracle][one_pass]") {
   for (int subnormal : {0, 1, 2}) {
     for (int threads : {1, 2}) {
-      INFO("subnormal coefficients: " << (subnormal == 0 ? "none" : subnormal == 1 ? "some" : "all") << ", " << threads
-                                      << " threads");
-      // float32: 100 columns; rows 112 apart (whole vectors at any width up to 16 lanes),
-      // starting on a line or one element past it; rows 101 apart (no aligned stride).
-      check_kernel<float>(100, 112, 0, subnormal, threads);
-      check_kernel<float>(100, 112, 1, subnormal, threads);
-      check_kernel<float>(100, 101, 3, subnormal, threads);
-      check_kernel<double>(61, 64, 0, subnormal, threads);
-      check_kernel<double>(61, 64, 5, subnormal, threads);
-      check_kernel<double>(61, 63, 0, subnormal, threads);
+      for (int left_out : {1, 0}) {  // terms that cannot change y left out or not (subnormal_terms_pay)
+        xsym::cpu::testing::subnormal_terms() = left_out;
+        INFO("subnormal coefficients: " << (subnormal == 0 ? "none" : subnormal == 1 ? "some" : "all") << ", " << threads
+                                        << " threads, terms " << (left_out ? "left out" : "all FMAs"));
+        // float32: 100 columns; rows 112 apart (whole vectors at any width up to 16 lanes),
+        // starting on a line or one element past it; rows 101 apart (no aligned stride).
+        check_kernel<float>(100, 112, 0, subnormal, threads);
+        check_kernel<float>(100, 112, 1, subnormal, threads);
+        check_kernel<float>(100, 101, 3, subnormal, threads);
+        check_kernel<double>(61, 64, 0, subnormal, threads);
+        check_kernel<double>(61, 64, 5, subnormal, threads);
+        check_kernel<double>(61, 63, 0, subnormal, threads);
+      }
     }
   }
+  xsym::cpu::testing::subnormal_terms() = -1;
 }
 
 namespace {

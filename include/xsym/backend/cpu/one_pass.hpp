@@ -146,7 +146,7 @@ void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k,
               for (int j = 0; j < 8; ++j) side.scaled[j] = is_subnormal(xs[j]) ? side.terms.scaled(xs[j]) : T(0);
             gemv_row_block<8, al>(ar + c * lda, lda, 8, x, u.data() + c, k, pl, T(1), static_cast<const T*>(nullptr), T(0), side);
           };
-          if (any_subnormal(xs, 8)) fused(std::true_type{});
+          if (any_subnormal(xs, 8) && subnormal_terms_pay<T>()) fused(std::true_type{});
           else fused(std::false_type{});
         }
         if (c < n)
