@@ -12726,7 +12726,7 @@ namespace detail {
 // (docs/performance.md, "Subnormal numbers"). Timed once, when a product first meets a subnormal
 // coefficient: 8 chains of 128 FMAs each way, the least of 5 rounds, more than 4 times slower.
 template <class T>
-bool subnormal_fma_slow() {
+[[gnu::noinline, gnu::cold]] bool subnormal_fma_slow() {  // out of the products' loops
   using B = xsimd::batch<T>;
   auto chains = [](T c) {
     volatile T one = T(1), coefficient = c;  // unknown to the compiler
@@ -12751,7 +12751,7 @@ XSYM_UNROLL(8)
   return subnormal > 4 * std::max(normal, decltype(normal){1});
 }
 template <class T>
-bool subnormal_terms_pay() {
+[[gnu::always_inline]] inline bool subnormal_terms_pay() {
   if (testing::subnormal_terms() >= 0) return testing::subnormal_terms() == 1;
   static const bool slow = subnormal_fma_slow<T>();
   return slow;
