@@ -902,10 +902,9 @@ TEST_CASE("a column product with subnormal coefficients gives the bits of the FM
   // Leaving them out or not is this core's choice (subnormal_terms_pay): both are checked.
   for (int left_out : {1, 0}) {
     INFO((left_out ? "terms left out" : "every term an FMA"));
-    xsym::cpu::testing::subnormal_terms() = left_out;
+    const xsym::cpu::testing::subnormal_terms_set forced(left_out);
     std::mt19937 rng(17);
     check_subnormal_coefficients<float>(rng);
     check_subnormal_coefficients<double>(rng);
   }
-  xsym::cpu::testing::subnormal_terms() = -1;
 }

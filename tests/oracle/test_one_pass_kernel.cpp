@@ -101,7 +101,7 @@ TEST_CASE("one_pass_gemv: row sums are the row product's bits, the column produc
   for (int subnormal : {0, 1, 2}) {
     for (int threads : {1, 2}) {
       for (int left_out : {1, 0}) {  // terms that cannot change y left out or not (subnormal_terms_pay)
-        xsym::cpu::testing::subnormal_terms() = left_out;
+        const xsym::cpu::testing::subnormal_terms_set forced(left_out);
         INFO("subnormal coefficients: " << (subnormal == 0 ? "none" : subnormal == 1 ? "some" : "all") << ", " << threads
                                         << " threads, terms " << (left_out ? "left out" : "all FMAs"));
         // float32: 100 columns; rows 112 apart (whole vectors at any width up to 16 lanes),
@@ -115,7 +115,6 @@ TEST_CASE("one_pass_gemv: row sums are the row product's bits, the column produc
       }
     }
   }
-  xsym::cpu::testing::subnormal_terms() = -1;
 }
 
 namespace {

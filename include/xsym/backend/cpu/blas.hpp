@@ -399,6 +399,14 @@ inline int& subnormal_terms() {
   static int v = -1;
   return v;
 }
+/// Test-only: subnormal_terms() set to a value while it lives, then put back.
+struct subnormal_terms_set {
+  int saved = subnormal_terms();
+  explicit subnormal_terms_set(int v) { subnormal_terms() = v; }
+  ~subnormal_terms_set() { subnormal_terms() = saved; }
+  subnormal_terms_set(const subnormal_terms_set&) = delete;
+  subnormal_terms_set& operator=(const subnormal_terms_set&) = delete;
+};
 }  // namespace testing
 
 namespace detail {
