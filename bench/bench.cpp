@@ -470,11 +470,20 @@ int main(int argc, char** argv) try {
     bench_logreg<float>("float32", steps, 4);
     bench_logreg<float>("float32", steps, 0, true);
   }
-  if ((only.empty() || only == "logreg_rows") && !noprof_build())
-    for (int rows : {2000, 20000, 100000}) {  // 2000: X of 6.3 MB (float32), beyond L2, within L3
+  if ((only.empty() || only == "logreg_rows") && !noprof_build()) {
+    // 2000: X of 6.3 MB (float32), beyond L2, within L3. Other row counts: bench_xsym logreg_rows 3000 8000
+    std::vector<int> row_counts{2000, 20000, 100000};
+    if (argc > 2) row_counts.clear();
+    for (int i = 2; i < argc; ++i) {
+      const int r = std::atoi(argv[i]);
+      if (r < 1) throw std::invalid_argument(std::string("logreg_rows: row count '") + argv[i] + "' is not a positive integer");
+      row_counts.push_back(r);
+    }
+    for (int rows : row_counts) {
       bench_logreg_rows<float>("float32", rows);
       bench_logreg_rows<double>("float64", rows);
     }
+  }
   if (only.empty() || only == "elemwise")
     for (std::size_t n : {std::size_t(1000), std::size_t(100000), std::size_t(10000000)}) bench_elemwise(n);
   if (only.empty() || only == "overhead") bench_overheads();

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <optional>
 #include <random>
 #include <tuple>
@@ -169,6 +170,24 @@ TEST_CASE("one_pass_gemv: a training step's products and elementwise work are on
   CHECK(count_class(off.f(), "xsym::Gemv") == 2);
   step<double> nofusion(w0, "fusion");
   CHECK(count_class(nofusion.f(), "xsym::OnePassGemv") == 0);
+}
+
+TEST_CASE("one pass starts at the LLC's streaming share on AMD, at two L2s (at least 4 MiB) elsewhere",
+          "[compile][one_pass]") {
+  // The vendor as Linux's /proc/cpuinfo names it, against the library's cpuid test.
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, vendor;
+  while (vendor.empty() && std::getline(cpuinfo, line))
+    if (line.rfind("vendor_id", 0) == 0) vendor = line.substr(line.find(':') + 2);
+  if (vendor.empty()) {
+    WARN("no vendor_id in /proc/cpuinfo on this machine: nothing to compare");
+    return;
+  }
+  INFO("vendor_id " << vendor);
+  CHECK(xsym::cpu::detail::llc_near_core() == (vendor == "AuthenticAMD"));
+  const std::int64_t share = xsym::cpu::detail::default_streaming_min_bytes();
+  const std::int64_t l2s = std::max<std::int64_t>(2 * xsym::cpu::detail::l2_cache_bytes(), std::int64_t{4} << 20);
+  CHECK(xsym::cpu::one_pass_min_bytes() == (vendor == "AuthenticAMD" ? share : std::min(share, l2s)));
 }
 
 TEST_CASE("one_pass_gemv matches float64 loops and the unfused graph on many shapes", "[compile][one_pass]") {
