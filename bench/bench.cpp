@@ -13,6 +13,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -475,9 +476,10 @@ int main(int argc, char** argv) try {
     std::vector<int> row_counts{2000, 20000, 100000};
     if (argc > 2) row_counts.clear();
     for (int i = 2; i < argc; ++i) {
-      const int r = std::atoi(argv[i]);
-      if (r < 1) throw std::invalid_argument(std::string("logreg_rows: row count '") + argv[i] + "' is not a positive integer");
-      row_counts.push_back(r);
+      char* end = nullptr;
+      const long r = std::strtol(argv[i], &end, 10);
+      if (end == argv[i] || *end != '\0' || r < 1 || r > 10000000) throw std::invalid_argument(std::string("logreg_rows: row count '") + argv[i] + "' is not a positive integer");
+      row_counts.push_back(static_cast<int>(r));
     }
     for (int rows : row_counts) {
       bench_logreg_rows<float>("float32", rows);

@@ -12313,9 +12313,8 @@ inline std::int64_t default_streaming_min_bytes() {
 }
 
 // Whether a core reads the last-level cache about as fast as it reads L2 from beyond it: AMD's
-// L3 serves one core complex (Zen 3: two products over X within 3/8 of it tie Eigen's, one pass
-// over X 1.1-1.4 of Eigen's step). Intel's server LLC is spread over a mesh, and a core reads its
-// share near memory's speed (model 167: one pass faster from 2.8 MB of X).
+// L3 serves one core complex. Intel's server LLC is spread over a mesh, and a core reads its
+// share near memory's speed (docs/performance.md, "Where one pass starts to pay").
 inline bool llc_near_core() {
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
@@ -13775,13 +13774,11 @@ namespace xsym::cpu {
 
 /// @brief Bytes of A from which a OnePassGemv node makes one pass: where A does not stay in the
 /// caches between the two products. That is streaming_min_bytes' share of the last-level
-/// cache where a core reads that cache fast (llc_near_core: AMD's L3; the Zen 3 VM's 32 MiB,
-/// one pass slower up to 9.4 MB of A, faster from 18.8). Elsewhere it is that share or two
-/// L2s (at least 4 MiB), whichever is less: a server's shared L3 gives one core a fraction of
-/// L2's bandwidth (model 167's 480 MiB L3: one pass was faster from 2.8 MB of A; see
-/// docs/performance.md). Below, A comes back from the caches and the two products in a row are
-/// faster (they need no group of rows in L2, and the column product starts where the row
-/// product ended). Tests set it to 0.
+/// cache where a core reads that cache fast (llc_near_core: AMD's L3). Elsewhere it is that
+/// share or two L2s (at least 4 MiB), whichever is less: a server's shared L3 gives one core a
+/// fraction of L2's bandwidth (docs/performance.md, "Where one pass starts to pay"). Below, A
+/// comes back from the caches and the two products in a row are faster (they need no group of
+/// rows in L2, and the column product starts where the row product ended). Tests set it to 0.
 inline std::int64_t& one_pass_min_bytes() {
   static std::int64_t bytes =
       detail::llc_near_core()

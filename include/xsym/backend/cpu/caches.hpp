@@ -72,9 +72,8 @@ inline std::int64_t default_streaming_min_bytes() {
 }
 
 // Whether a core reads the last-level cache about as fast as it reads L2 from beyond it: AMD's
-// L3 serves one core complex (Zen 3: two products over X within 3/8 of it tie Eigen's, one pass
-// over X 1.1-1.4 of Eigen's step). Intel's server LLC is spread over a mesh, and a core reads its
-// share near memory's speed (model 167: one pass faster from 2.8 MB of X).
+// L3 serves one core complex. Intel's server LLC is spread over a mesh, and a core reads its
+// share near memory's speed (docs/performance.md, "Where one pass starts to pay").
 inline bool llc_near_core() {
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
