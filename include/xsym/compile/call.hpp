@@ -3,7 +3,9 @@
 
 // The call loop: arguments bound, every thunk run (timed, checked or plain), outputs
 // converted, updates applied, and the errors that name the Apply node.
+#include <memory>
 #include <optional>
+#include <type_traits>
 
 #include "function_runtime.hpp"
 
@@ -11,6 +13,33 @@ namespace xsym {
 
 template <class Bind, class Convert>
 auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* dests) {
+  using B = std::remove_reference_t<Bind>;
+  using C = std::remove_reference_t<Convert>;
+  using R = std::remove_cvref_t<std::invoke_result_t<C&, const ndarray*>>;
+  const bind_ref b{[](void* f, ndarray* values, const std::vector<int>& inputs) { (*static_cast<B*>(f))(values, inputs); },
+                   const_cast<std::remove_const_t<B>*>(std::addressof(bind))};
+  if constexpr (std::is_void_v<R>) {
+    run_call(b, {[](void* f, const ndarray* out) { (*static_cast<C*>(f))(out); },
+                 const_cast<std::remove_const_t<C>*>(std::addressof(convert))},
+             dests);
+  } else {
+    // Convert's result is made while the call holds the outputs, and moved out after.
+    struct converted {
+      C* convert;
+      std::optional<R> result;
+    } c{std::addressof(convert), std::nullopt};
+    run_call(b, {[](void* p, const ndarray* out) {
+                   auto& k = *static_cast<converted*>(p);
+                   k.result.emplace((*k.convert)(out));
+                 },
+                 &c},
+             dests);
+    return std::move(*c.result);
+  }
+}
+
+#if XSYM_RUNTIME_DEFINITIONS
+XSYM_RUNTIME_INLINE void function_runtime::run_call(bind_ref bind, convert_ref convert, const ndarray* dests) {
   std::lock_guard lock(m_mutex);
   for (const auto& [comm, nodes] : m_collectives) comm->begin_call(nodes);
   // One predictable branch when profiling is off; nothing at all when compiled out.
@@ -18,7 +47,7 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   const std::uint64_t c0 = timed ? detail::ticks() : 0;
   ndarray* values = m_values.data();
   try {
-    bind(values, m_graph->inputs);
+    bind.fn(bind.bind, values, m_graph->inputs);
     for (std::size_t i = 0; m_inputs_broadcastable && i < m_graph->inputs.size(); ++i) {
       const slot& s = m_graph->slots[static_cast<std::size_t>(m_graph->inputs[i])];
       if (!s.broadcastable) continue;
@@ -111,20 +140,20 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
   // copied into their destinations: where a destination overlaps it, it is taken aside first.
   if (dests && !m_is_reference) take_updates_aside(dests, values);
   // One output is read in place; several are gathered (their slots need not be adjacent).
-  auto result = [&] {
-    try {
-      if (m_graph->outputs.size() == 1) return convert(static_cast<const ndarray*>(&values[m_graph->outputs[0]]));
+  try {
+    if (m_graph->outputs.size() == 1) {
+      convert.fn(convert.convert, &values[m_graph->outputs[0]]);
+    } else {
       for (std::size_t o = 0; o < m_graph->outputs.size(); ++o) m_out[o] = values[m_graph->outputs[o]];
-      auto r = convert(static_cast<const ndarray*>(m_out.data()));
+      convert.fn(convert.convert, m_out.data());
       for (auto& o : m_out) o.release();
-      return r;
-    } catch (...) {
-      // Nothing is updated; nothing keeps a pointer to the caller's memory.
-      for (auto& o : m_out) o.release();
-      release_after_call();
-      throw;
     }
-  }();
+  } catch (...) {
+    // Nothing is updated; nothing keeps a pointer to the caller's memory.
+    for (auto& o : m_out) o.release();
+    release_after_call();
+    throw;
+  }
   if (!m_is_reference && (!m_shared_slots.empty() || !m_graph->updates.empty())) apply_updates(values);
   unlock_shared();
   release_after_call();
@@ -154,8 +183,8 @@ auto function_runtime::call_with(Bind&& bind, Convert&& convert, const ndarray* 
       measured(p, record_call(p, call_ticks, sample || p.calls == 0));
     });
   }
-  return result;
 }
+#endif  // XSYM_RUNTIME_DEFINITIONS
 
 // Whether a profiled call records every node's shapes (the profile's shapes, flops and memory):
 // calls 1, 2, 3, 5, 9, ... (recording costs a call), any call whose inputs or shared values

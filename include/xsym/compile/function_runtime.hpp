@@ -84,6 +84,21 @@ class function_runtime {
   template <class Bind, class Convert>
   auto call_with(Bind&& bind, Convert&& convert, const ndarray* dests = nullptr);
 
+  /// @brief call_with's Bind and Convert as the call loop takes them: a function and what it
+  /// is called on.
+  struct bind_ref {
+    void (*fn)(void* bind, ndarray* values, const std::vector<int>& inputs);
+    void* bind;
+  };
+  struct convert_ref {
+    void (*fn)(void* convert, const ndarray* outputs);
+    void* convert;
+  };
+  /// @brief The call loop, compiled once (in the runtime under XSYM_COMPILED_LIB) rather than
+  /// once per pair of argument and result types: each call_with only wraps its Bind and
+  /// Convert into these.
+  void run_call(bind_ref bind, convert_ref convert, const ndarray* dests);
+
   /// @brief Runs the function and writes output o into dests[o] (host arrays in the caller's
   /// memory, any strides, each of its output's dtype and rank). An output whose node can write
   /// it straight into its destination does so (no copy); the others are copied in at the end.
