@@ -66,10 +66,10 @@ test-tsan: tsan-build
 	@cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --output-on-failure -R "^threads$$"
 
 # Both sanitizer builds at once (CI): each spends minutes compiling its runtime alone on one
-# core, so together they keep both cores busy; then their tests, one build after the other.
+# core, so together they keep both cores busy; then their tests, also at once.
 test-sanitizers:
 	@$(MAKE) --no-print-directory -j 2 --output-sync=target sanitize-build tsan-build
-	@$(MAKE) --no-print-directory test-sanitize test-tsan
+	@$(MAKE) --no-print-directory -j 2 --output-sync=target test-sanitize test-tsan
 
 # xsym over MPI: installs Open MPI (only this target does), then builds and runs the MPI tests on
 # 1 and 2 ranks and the sharded example on 2 (`make test` runs them too once MPI is there).
