@@ -21,12 +21,15 @@ demo: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target logistic_regression
 	XSYM_FLAGS="profile=True,profile_memory=True,profiling.destination=stdout,$${XSYM_FLAGS:-}" $(BUILD)/examples/logistic_regression
 
+# Every test but those labelled long (the graph fuzzer), which test-long runs.
 test: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE long
 
-# The differential test on 50000 random graphs instead of 1000, then every area sanitized.
+# The differential test on 50000 random graphs instead of 1000, the graph fuzzer for 10 minutes,
+# then every area sanitized.
 test-long: build
 	@cd $(BUILD) && XSYM_RANDOM_GRAPHS=50000 ctest --output-on-failure -R "^compile$$"
+	@cd $(BUILD) && XSYM_FUZZ_SECONDS=600 ctest --output-on-failure -L long
 	@$(MAKE) --no-print-directory test-sanitize-all
 
 # Test areas under AddressSanitizer and UndefinedBehaviorSanitizer (float-cast-overflow too),

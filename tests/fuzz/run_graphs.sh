@@ -4,7 +4,7 @@
 # corpus it keeps in WORK_DIR. The build is the whole library compiled by clang for the baseline
 # CPU (no -march=native), so it is kept and redone only when a header it reads is newer.
 set -euo pipefail
-src=$1 work=$2 seconds=$3
+src=$1 work=$2 seconds=${XSYM_FUZZ_SECONDS:-$3}  # make test-long runs it longer
 shift 3
 if ! command -v clang++ >/dev/null; then
   echo "fuzz: clang++ not found; install clang and libclang-rt-dev (scripts/install-deps.sh does)" >&2
