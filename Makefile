@@ -4,6 +4,11 @@ JOBS ?= 2
 BUILD_TYPE ?= Release
 CMAKE_FLAGS ?=
 
+# A build folder made now uses Ninja where it is installed (scripts/install-deps.sh installs it):
+# its rules let a test's files compile while the runtime they link is still compiling, where
+# make's rules wait for the whole library first. A folder keeps the generator it was made with.
+generator = $(if $(wildcard $(1)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ninja))
+
 .PHONY: all deps configure build demo test test-long sanitize-build test-sanitize test-sanitize-all tsan-build test-tsan test-sanitizers mpi bench bench-mpi ulps cuda clean
 
 all: build
@@ -12,7 +17,7 @@ deps:
 	@bash scripts/install-deps.sh
 
 configure: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
+	@cmake $(call generator,$(BUILD)) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -46,8 +51,12 @@ SANITIZE_FLAGS := -O0 -g1 -march=native -fsanitize=address,undefined,float-cast-
 # tests/support/o0_avx512bw.hpp: xsimd 8.1 does not compile at -O0 on AVX-512BW machines without it.
 # -O0 (half the compile of -O1; the tests then run about half as fast) and line tables only:
 # CMAKE_CXX_FLAGS_DEBUG=-g1, since Debug's own -g would come after -g1 and double the compile.
+# The main build's Catch2 main, where it is built: the sanitizer builds link it (uninstrumented
+# in both) instead of compiling their own.
+CATCH_MAIN = $(wildcard $(CURDIR)/$(BUILD)/tests/libxsym_catch_main.a)
 sanitize-build: deps
-	@cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DXSYM_NATIVE=ON -DXSYM_BUILD_EXAMPLES=OFF -DXSYM_TESTS_ONE_RUNTIME=ON \
+	@cmake $(call generator,build-sanitize) -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DXSYM_NATIVE=ON -DXSYM_BUILD_EXAMPLES=OFF -DXSYM_TESTS_ONE_RUNTIME=ON -DXSYM_TESTS_PCH=OFF \
+	  -DXSYM_TESTS_CATCH_MAIN="$(CATCH_MAIN)" \
 	  -DCMAKE_CXX_FLAGS="$(SANITIZE_FLAGS)" -DCMAKE_CXX_FLAGS_DEBUG=-g1 >/dev/null
 	@cmake --build build-sanitize -j $(JOBS) --target $(addprefix test_,$(SANITIZE_AREAS))
 
@@ -61,7 +70,8 @@ test-sanitize-all:
 # The threads area under ThreadSanitizer, in its own build: an access to shared state that no
 # lock orders fails here even when no wrong value shows (CI runs this).
 tsan-build: deps
-	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DXSYM_BUILD_EXAMPLES=OFF \
+	@cmake $(call generator,build-tsan) -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DXSYM_BUILD_EXAMPLES=OFF -DXSYM_TESTS_PCH=OFF \
+	  -DXSYM_TESTS_CATCH_MAIN="$(CATCH_MAIN)" \
 	  -DCMAKE_CXX_FLAGS="-O0 -g1 -fsanitize=thread -fno-omit-frame-pointer" -DCMAKE_CXX_FLAGS_DEBUG=-g1 >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target test_threads
 
@@ -78,7 +88,7 @@ test-sanitizers:
 # 1 and 2 ranks and the sharded example on 2 (`make test` runs them too once MPI is there).
 mpi:
 	@bash scripts/install-deps.sh --mpi
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
+	@cmake $(call generator,$(BUILD)) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS) --target test_mpi logistic_regression_mpi
 	@cd $(BUILD) && ctest --output-on-failure -R "^(mpi|mpi_one_rank|mpi_after_finalize|example_mpi)$$"
 

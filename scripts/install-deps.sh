@@ -3,7 +3,7 @@
 # (for <xsym/mpi.hpp>, its tests and example: `make mpi`); nothing else needs it.
 set -euo pipefail
 
-packages=(g++ cmake make python3 libxtensor-dev libxsimd-dev xtl-dev catch2 libopenblas-dev nlohmann-json3-dev
+packages=(g++ cmake make ninja-build python3 libxtensor-dev libxsimd-dev xtl-dev catch2 libopenblas-dev nlohmann-json3-dev
           clang libclang-rt-dev libbenchmark-dev)
 # `make bench` also needs Eigen (the hand-written baseline).
 [ "${XSYM_DEPS_BENCH:-0}" = 1 ] && packages+=(libeigen3-dev)
