@@ -3,6 +3,7 @@
 
 #include "expr/expr_util.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -20,6 +21,17 @@ inline std::string message_of(const std::function<void()>& f) {
     return e.what();
   }
   return "";
+}
+
+/// A concurrency test's loop count: a tenth of it where XSYM_TEST_SANITIZED=1 (the Makefile's
+/// sanitizer runs). A sanitizer reports an unordered access the first time it happens; the full
+/// counts are what make a lost update or a torn read likely enough to show in plain builds.
+inline int iterations(int n) {
+  static const bool sanitized = [] {
+    const char* e = std::getenv("XSYM_TEST_SANITIZED");
+    return e && std::string(e) == "1";
+  }();
+  return sanitized ? std::max(1, n / 10) : n;
 }
 
 /// Gives a test the built-in flag defaults: no XSYM_FLAGS, no rc file, no code assignments.

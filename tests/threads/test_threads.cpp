@@ -179,7 +179,7 @@ TEST_CASE("calls that update one shared variable from several threads lose no up
                              xsym::updates(xsym::update(c, c + 1.0), xsym::update(a, a + 1.0)));
   auto x = xsym::scalar<double>("x");
   auto read = xsym::function("read", xsym::inputs(x), xsym::max(a) - c + x);
-  constexpr int calls = 100000;
+  const int calls = xsym_test::iterations(100000);
   // Two threads at a time, so that on two cores they run at once.
   auto run_together = [](auto first, auto second) {
     std::atomic<int> ready{0};
@@ -255,12 +255,12 @@ void in_both_lock_orders(int calls, const char* what, Body body) {
 TEST_CASE("a DebugMode call and a call that updates what it reads, in the other order, do not deadlock",
           "[threads][shared][modes]") {
   xsym_test::clean_config guard;
-  constexpr int calls = 5000;
+  const int calls = xsym_test::iterations(5000);
   in_both_lock_orders(calls, "DebugMode's twin", [&](auto& read, auto& updated) {
     // f updates `updated` and reads `read`.
     auto f = xsym::function("f", xsym::inputs(), xsym::outputs(read + updated),
                             xsym::updates(xsym::update(updated, updated + 1.0)), xsym::mode("DebugMode"));
-    return [f = std::move(f)] {
+    return [f = std::move(f), calls] {
       int errors = 0;
       for (int i = 0; i < calls; ++i) try {
           f();
@@ -278,13 +278,13 @@ TEST_CASE("a DebugMode call and a call that updates what it reads, in the other 
 TEST_CASE("a MonitorMode callback reads a variable its call only reads while another call updates it",
           "[threads][shared][modes]") {
   xsym_test::clean_config guard;
-  constexpr int calls = 20000;
+  const int calls = xsym_test::iterations(20000);
   in_both_lock_orders(calls, "MonitorMode callback's get_value", [&](auto& read, auto& updated) {
     auto seen = std::make_shared<std::vector<double>>();
     auto look = [seen, &read](const xsym::node_event&) { seen->push_back(read.get_value()()); };
     auto f = xsym::function("f", xsym::inputs(), xsym::outputs(read + updated),
                             xsym::updates(xsym::update(updated, updated + 1.0)), xsym::monitor_mode{look, nullptr});
-    return [f = std::move(f), seen] {
+    return [f = std::move(f), seen, calls] {
       int inconsistent = 0;
       for (int i = 0; i < calls; ++i) {
         seen->clear();
@@ -307,7 +307,7 @@ TEST_CASE("a profile printed while calls record reads whole records", "[threads]
   auto f = xsym::function("f", xsym::inputs(x), exp(x) * 2.0 + sin(x), xsym::profile(stats),
                           xsym::optimizer_excluding("fusion"));
   const xt::xtensor<double, 1> X = xt::ones<double>({64});
-  constexpr int calls = 20000;
+  const int calls = xsym_test::iterations(20000);
   std::atomic<bool> stop{false};
   int torn = 0, reports = 0;
   run_or_report_deadlock(

@@ -101,7 +101,7 @@ TEST_CASE("openmp=True on more threads than cores: the step equals one thread's,
   xsym::config.openmp = true;
   auto parallel = xsym::function("parallel", xsym::inputs(x, w), g);
   int different = 0;
-  for (int c = 0; c < 200; ++c) different += !(parallel(X, W) == serial);
+  for (int c = 0; c < xsym_test::iterations(200); ++c) different += !(parallel(X, W) == serial);
   CHECK(different == 0);
   omp_set_num_threads(before);
 }
