@@ -8207,6 +8207,10 @@ struct typed_kernels {
   // float32 and float64: y = beta y0 + alpha Aᵀ g in one pass over A's rows (one_pass.hpp).
   void (*one_pass)(const ndarray& a, const ndarray& x, const detail::one_pass_rows_fn& rows, const ndarray& g,
                    double alpha, const ndarray* y0, double beta, ndarray& y, int threads) = nullptr;
+  // The same product by blocks of 4 rows, A read once from L1, where A stays in the caches
+  // and g's kernel is compiled (one_pass.hpp's one_pass_blocks).
+  void (*one_pass_blocks)(const ndarray& a, const ndarray& x, const detail::one_pass_rows_fn& rows, const ndarray& g,
+                          double alpha, const ndarray* y0, double beta, ndarray& y, int threads) = nullptr;
   // Reductions of an input of type T (any dtype), into an output of any dtype.
   void (*reduce)(const op& o, const detail::reduce_layout& l, const ndarray& in, ndarray& out) = nullptr;
   // float32 and float64, a reduction's fused program (reduce_fused.hpp): a block of the
@@ -9034,6 +9038,28 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
   cp.scratch_bytes = at;
   cp.prog = std::move(p);
   return cp;
+}
+
+/// The instructions of p that output `out` needs, as a program of that one output (the same
+/// inputs and registers): what a OnePassGemv's blocks compute per block (one_pass_blocks).
+inline std::shared_ptr<const program> output_program(const program& p, int out) {
+  auto q = std::make_shared<program>();
+  q->n_inputs = p.n_inputs;
+  q->reg_types = p.reg_types;
+  q->outputs = {p.outputs[static_cast<std::size_t>(out)]};
+  q->text = p.text + " (output " + std::to_string(out) + ")";
+  q->absorbed = p.absorbed;
+  std::vector<char> needed(p.reg_types.size(), 0);
+  needed[static_cast<std::size_t>(q->outputs[0])] = 1;
+  std::vector<instruction> code;
+  for (auto it = p.code.rbegin(); it != p.code.rend(); ++it) {
+    if (!needed[static_cast<std::size_t>(it->dst)]) continue;
+    code.push_back(*it);
+    const int arity = info(it->op).arity;
+    for (int j = 0; j < arity; ++j) needed[static_cast<std::size_t>(it->args[j])] = 1;
+  }
+  q->code.assign(code.rbegin(), code.rend());
+  return q;
 }
 XSYM_COLD_END
 }  // namespace detail
@@ -12584,7 +12610,8 @@ template <class B>
 // other rows repeating the last one (the lanes' reduction differs between block sizes).
 // `side` does other work at each step of the loop over k, on the same elements: peel(p) for
 // [0, p), step(i, row) for [i, i + w) (row: the block's R row pointers), tail(i) for [i, k)
-// (one pass: another block's column product).
+// (one pass: another block's column product). By value: a copy whose address does not escape
+// keeps its fields in registers across the loop's stores.
 struct no_side_work {
   void peel(std::int64_t) const {}
   template <class T>
@@ -12593,7 +12620,7 @@ struct no_side_work {
 };
 template <int R, bool Aligned, class T, class Side = no_side_work>
 void gemv_row_block(const T* a, std::int64_t lda, std::int64_t n, const T* x, T* y, std::int64_t k, std::int64_t peel,
-                    T alpha, const T* y0, T beta, const Side& side = {}) {
+                    T alpha, const T* y0, T beta, Side side = {}) {
   using B = xsimd::batch<T>;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
   const T* row[R];
@@ -13809,7 +13836,7 @@ struct one_pass_rows_fn {
   void* ctx;
 };
 
-// The column product of 8 rows of the previous group, y[e] += sum_j xs[j] A[j, e], done inside
+// The column product of R rows of the previous group (or block), y[e] += sum_j xs[j] A[j, e], done inside
 // the next group's row product (gemv_row_block's side work) on the same elements e: the FMAs
 // and the loads from L2 overlap the rows coming from memory, where one phase after the other
 // leaves memory idle during the column product. Each y[e] takes the rows' terms in order, one
@@ -13818,23 +13845,28 @@ struct one_pass_rows_fn {
 // left the row loads waiting (docs/performance.md, "One pass over X").
 // Where a coefficient is subnormal (Subnormal), its terms go as in gemv_column_strip_subnormal:
 // left out where they cannot change y, so that no FMA takes an assist for nothing.
-template <bool Aligned, bool Subnormal, class T>
+template <bool Aligned, bool Subnormal, class T, int R = 8>
 struct column_side_work {
   using B = xsimd::batch<T>;
-  const T* a;        // the 8 rows, lda apart
+  const T* a;        // the R rows, lda apart
   std::int64_t lda;
   std::int64_t off;  // a minus the row block's first row: the row pointers serve both loads
-  const T* xs;       // 8 coefficients
+  const T* xs;       // R coefficients, copied into c (by value: no store to y reloads them)
   T* y;              // y + i is on a vector's boundary where the row loads are (Aligned)
   std::int64_t k;
   const T* ahead;    // the next row block's first row, or null
   subnormal_terms<T> terms{};
-  T scaled[8]{};     // Subnormal: |xs[j]| 2^64 where xs[j] is subnormal, else 0 (once a block)
+  T scaled[R]{};     // Subnormal: |xs[j]| 2^64 where xs[j] is subnormal, else 0 (once a block)
+  T c[R]{};
+
+  void take_coefficients() {
+    for (int j = 0; j < R; ++j) c[j] = xs[j];
+  }
 
   void elements(std::int64_t lo, std::int64_t hi) const {
     for (std::int64_t e = lo; e < hi; ++e) {
       T v = y[e];
-      for (int j = 0; j < 8; ++j) v = fmadd(a[j * lda + e], xs[j], v);
+      for (int j = 0; j < R; ++j) v = fmadd(a[j * lda + e], c[j], v);
       y[e] = v;
     }
   }
@@ -13842,18 +13874,18 @@ struct column_side_work {
   [[gnu::always_inline]] void step(std::int64_t i, const T* const* row) const {
     B v = load<Aligned, B>(y + i);
 XSYM_UNROLL(8)
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < R; ++j) {
       const B av = load<Aligned, B>(row[j] + off + i);
       if constexpr (Subnormal) {
         if (scaled[j] != T(0) && xsimd::all(terms.left_out(av, B(scaled[j]), v))) continue;
       }
-      v = fmadd(av, B(xs[j]), v);
+      v = fmadd(av, B(c[j]), v);
     }
     if constexpr (Aligned) v.store_aligned(y + i);
     else v.store_unaligned(y + i);
     if (ahead)  // into L2 (locality 2: prefetcht1 on x86)
 XSYM_UNROLL(8)
-      for (int j = 0; j < 8; ++j) __builtin_prefetch(ahead + j * lda + i, 0, 2);
+      for (int j = 0; j < R; ++j) __builtin_prefetch(ahead + j * lda + i, 0, 2);
   }
   void tail(std::int64_t i) const { elements(i, k); }
 };
@@ -13903,6 +13935,7 @@ void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k,
           const T* ahead = r0 + c + 16 <= row_end ? ar + (c + 8) * lda : nullptr;
           auto fused = [&](auto subnormal) {
             column_side_work<al, decltype(subnormal)::value, T> side{ac + c * lda, lda, ac - ar, xs, prev_acc, k, ahead};
+            side.take_coefficients();
             if constexpr (decltype(subnormal)::value)
               for (int j = 0; j < 8; ++j) side.scaled[j] = is_subnormal(xs[j]) ? side.terms.scaled(xs[j]) : T(0);
             gemv_row_block<8, al>(ar + c * lda, lda, 8, x, u.data() + c, k, pl, T(1), static_cast<const T*>(nullptr), T(0), side);
@@ -13937,6 +13970,95 @@ void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k,
     for (; j < k; ++j) sums[j] = add(sums[j], part[j]);
   }
   for (std::int64_t j = 0; j < k; ++j) y[j] = y0 ? add(mul(beta, y0[j]), sums[j]) : sums[j];
+}
+
+// A matrix the caches keep between the two products (below one_pass_min_bytes), where g has
+// a compiled kernel: blocks of 4 rows, each block's row product, g for its rows, then its
+// column product while the rows are still in L1 (4 rows of 784 floats: 12.5 KB). Reading A
+// once from L1 instead of twice from L2 or L3 pays only where g's call costs little next to
+// a block (docs/performance.md, "What the seeds' 400 rows need"): an interpreted program's
+// fixed cost per call is more than a block's products.
+inline constexpr std::int64_t one_pass_block_rows = 4;
+
+// Parts of the blocks, fixed by m alone (at most 4, so one thread adds at most 3 partial sums;
+// each part at least 16 blocks): any number of threads gives the same bits.
+inline std::int64_t one_pass_block_parts(std::int64_t m) {
+  const std::int64_t blocks = (m + one_pass_block_rows - 1) / one_pass_block_rows;
+  return std::clamp<std::int64_t>(blocks / 16, 1, 4);
+}
+
+// y = beta y0 + alpha Aᵀ g, g computed block by block by `rows` from u = A x. Each part's sum
+// takes its blocks' rows in order (gemv_column_block, one FMA per row); the parts are added in
+// order. u is the row product's bits for blocks of 4 rows (gemv_row_block<4>).
+template <class T>
+void one_pass_blocks(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k, const T* x,
+                     const one_pass_rows_fn& rows, const T* g, T alpha, const T* y0, T beta, T* y, int threads) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size), R = one_pass_block_rows;
+  const std::int64_t blocks = (m + R - 1) / R, parts = one_pass_block_parts(m);
+  const std::int64_t peel = peel_for(a, lda, k);
+  const std::int64_t shift = peel > 0 ? w - peel : 0;
+  const std::int64_t kp = (k + shift + 15) / 16 * 16;  // each part's sum on its own cache lines
+  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> partial;
+  partial.resize(static_cast<std::size_t>(parts * kp));
+  T* const sums = partial.data() + shift;
+  auto first_block = [&](std::int64_t p) { return blocks * p / parts; };
+  auto run_parts = [&](std::int64_t lo, std::int64_t hi) {
+    auto run = [&](auto aligned) {
+      constexpr bool al = decltype(aligned)::value;
+      const std::int64_t pl = al ? peel : 0;
+      T u[R], xs[R];  // xs: the previous block's coefficients (alpha folded in, as in gemv_columns)
+      for (std::int64_t p = lo; p < hi; ++p) {
+        T* acc = sums + p * kp;
+        std::fill(acc, acc + k, T(0));
+        const T* prev = nullptr;  // the previous block's rows, whose column product is pending
+        std::int64_t prevn = 0;
+        for (std::int64_t blk = first_block(p); blk < first_block(p + 1); ++blk) {
+          const std::int64_t r0 = blk * R, n = std::min(R, m - r0);
+          const T* ar = a + r0 * lda;
+          // The previous block's column product inside this block's row product, from L1 while
+          // this block's rows come in; a last block short of R rows takes no side work.
+          if (prev && n == R && prevn == R) {
+            auto fused = [&](auto subnormal) {
+              column_side_work<al, decltype(subnormal)::value, T, R> side{prev, lda, prev - ar, xs, acc, k, nullptr};
+              side.take_coefficients();
+              if constexpr (decltype(subnormal)::value)
+                for (int j = 0; j < R; ++j) side.scaled[j] = is_subnormal(xs[j]) ? side.terms.scaled(xs[j]) : T(0);
+              gemv_row_block<R, al>(ar, lda, n, x, u, k, pl, T(1), static_cast<const T*>(nullptr), T(0), side);
+            };
+            if (any_subnormal(xs, R) && subnormal_terms_pay<T>()) fused(std::true_type{});
+            else fused(std::false_type{});
+          } else {
+            if (prev) gemv_column_block(prev, lda, xs, acc, k, prevn);
+            gemv_row_block<R, al>(ar, lda, n, x, u, k, pl, T(1), static_cast<const T*>(nullptr), T(0));
+          }
+          rows.run(rows.ctx, r0, n, u);
+          for (std::int64_t j = 0; j < n; ++j) xs[j] = mul(alpha, g[r0 + j]);
+          prev = ar;
+          prevn = n;
+        }
+        if (prev) gemv_column_block(prev, lda, xs, acc, k, prevn);
+      }
+    };
+    if (peel >= 0) run(std::true_type{});
+    else run(std::false_type{});
+  };
+  parallel_chunks(parts, 1, threads, [&](std::int64_t lo, std::int64_t hi) { run_parts(lo, hi); });
+  for (std::int64_t p = 1; p < parts; ++p) {
+    const T* part = sums + p * kp;
+    std::int64_t j = 0;
+    for (; j + w <= k; j += w) (B::load_unaligned(sums + j) + B::load_unaligned(part + j)).store_unaligned(sums + j);
+    for (; j < k; ++j) sums[j] = add(sums[j], part[j]);
+  }
+  for (std::int64_t j = 0; j < k; ++j) y[j] = y0 ? add(mul(beta, y0[j]), sums[j]) : sums[j];
+}
+
+template <class T>
+void one_pass_blocks_typed(const ndarray& a, const ndarray& x, const one_pass_rows_fn& rows, const ndarray& g,
+                           double alpha, const ndarray* y0, double beta, ndarray& y, int threads) {
+  one_pass_blocks<T>(a.data_as<T>(), a.stride(0), a.shape(0), a.shape(1), x.data_as<T>(), rows, g.data_as<T>(),
+                     static_cast<T>(alpha), y0 ? y0->data_as<T>() : nullptr, static_cast<T>(beta), y.data_as<T>(),
+                     threads);
 }
 
 template <class T>
@@ -14036,6 +14158,7 @@ const typed_kernels& make_typed_kernels() {
       k.chain_one = &chain_one<T>;
       k.shared_exp = &shared_exp_kernel_for<T>;
       k.one_pass = &one_pass_typed<T>;
+      k.one_pass_blocks = &one_pass_blocks_typed<T>;
       k.reduce_block = &reduce_block_typed<T>;
       k.sum_program = &sum_program<T>;
     }
@@ -14172,12 +14295,14 @@ struct jit_settings {
 struct jit_request {
   compiled_program* program;
   std::uint64_t scalar_bits[2];
+  bool block = false;  // a OnePassGemv's g alone, for its blocks of rows (counted apart)
 };
 
 /// @brief What the last jit_compile did, for tests and the profile.
 struct jit_stats {
   int kernels = 0;         // programs given compiled kernels
   int row_kernels = 0;     // of them, those with a second kernel for row-by-row spans
+  int block_kernels = 0;   // OnePassGemv's g alone (one per node), not in `kernels`
   int compiled = 0;        // modules cxx compiled (0: loaded from compiledir or this process)
   std::string library;     // the shared library's path
 };
@@ -14650,6 +14775,7 @@ inline jit_stats jit_compile(const std::vector<jit_request>& requests, const jit
     int which;
     std::uint64_t bits;
     std::string name;
+    bool block;
   };
   std::vector<kernel> kernels;
   for (const auto& r : requests)
@@ -14659,7 +14785,7 @@ inline jit_stats jit_compile(const std::vector<jit_request>& requests, const jit
       std::string text = detail::jit_kernel_source(*r.program, r.scalar_bits[k], name, k == 0);
       if (text.empty()) break;
       source += text + "\n";
-      kernels.push_back({r.program, k, r.scalar_bits[k], name});
+      kernels.push_back({r.program, k, r.scalar_bits[k], name, r.block});
     }
   if (kernels.empty()) return stats;
   std::lock_guard<std::mutex> lock(detail::jit_mutex());
@@ -14673,8 +14799,9 @@ inline jit_stats jit_compile(const std::vector<jit_request>& requests, const jit
     k.program->jit_scalar_bits[k.which] = k.bits;
     if (k.which == 0)  // present where the generator wrote it (one float output)
       k.program->jit_direct = reinterpret_cast<jit_direct_fn>(dlsym(m.handle, (k.name + "_direct").c_str()));
-    stats.kernels += k.which == 0;
+    stats.kernels += k.which == 0 && !k.block;
     stats.row_kernels += k.which == 1;
+    stats.block_kernels += k.block;
   }
 #endif
   return stats;
@@ -14774,6 +14901,8 @@ struct thunk {
   void (*run)(const thunk&, ndarray* values) = nullptr;
   const apply_node* node = nullptr;
   cpu::compiled_program prog;  // elementwise nodes
+  // OnePassGemv with cxx: the program of g alone, compiled, for blocks of rows (one_pass_blocks)
+  std::shared_ptr<cpu::compiled_program> block_g;
   bool one_element_path = false;  // run_elemwise_one may run it (see there)
   // DebugMode's per-node reference: products and reductions run naive loops of their own
   // (exec/cpu_nodes.hpp), not the kernels the function runs.
@@ -16184,6 +16313,27 @@ struct one_pass_rows {
   }
 };
 
+// A block's g by cxx's loop of g alone: rows [r0, r0 + n), u's n values kept at u + r0.
+struct one_pass_block_g {
+  cpu::jit_fn run_g;
+  int n_in;
+  int pass_u;
+  std::int64_t bytes;  // of an element
+  std::byte* u;
+  std::byte* g;
+  const std::byte* base[limits::max_registers];
+  bool scalar[limits::max_registers];
+  static void run(void* ctx, std::int64_t r0, std::int64_t n, const void* ub) {
+    const one_pass_block_g& c = *static_cast<const one_pass_block_g*>(ctx);
+    std::byte* const uk = c.u + r0 * c.bytes;
+    std::memcpy(uk, ub, static_cast<std::size_t>(n * c.bytes));
+    const std::byte* in[limits::max_registers];
+    for (int r = 0; r < c.n_in; ++r) in[r] = r == c.pass_u ? uk : c.scalar[r] ? c.base[r] : c.base[r] + r0 * c.bytes;
+    std::byte* out[1] = {c.g + r0 * c.bytes};
+    c.run_g(in, out, n, false);
+  }
+};
+
 inline shape_t vector_shape(std::int64_t n) {
   shape_t s;
   s.rank = 1;
@@ -16214,15 +16364,18 @@ inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
     bcast[r] = t.slot_bcast[first + static_cast<std::size_t>(j++)];
   }
   bool one_pass = allowed && (type == dtype::float32 || type == dtype::float64) && m > 0 && k > 0 && a.stride(1) == 1 &&
-                  a.stride(0) >= k && static_cast<std::int64_t>(a.nbytes()) >= cpu::one_pass_min_bytes() &&
-                  x.type() == type && x.shape(0) == k && x.is_c_contiguous() &&
+                  a.stride(0) >= k && x.type() == type && x.shape(0) == k && x.is_c_contiguous() &&
                   (!y0 || (y0->type() == type && y0->shape(0) == k && y0->is_c_contiguous()));
   for (int r = 0; r < p.n_inputs && one_pass; ++r) {
     if (r == o.pass_u) continue;
     const ndarray& v = *ins[r];
     one_pass = v.rank() == 1 && (bcast[r] ? v.shape(0) == 1 : v.shape(0) == m && v.stride(0) == 1);
   }
-  thread_local ndarray u;  // A x, when the steps run one after the other
+  // A matrix the caches keep: by blocks of rows where g has a compiled kernel, else the steps.
+  const bool resident = static_cast<std::int64_t>(a.nbytes()) < cpu::one_pass_min_bytes();
+  const bool blocks = one_pass && resident && t.block_g && t.block_g->jit[0];
+  one_pass = one_pass && (!resident || blocks);
+  thread_local ndarray u;  // A x, when the steps run one after the other or by blocks
   if (!one_pass) {
     prepare_output(u, type, vector_shape(m));
     if (t.naive_products) naive::gemv(a, false, x, u, 1.0, nullptr, 1.0);
@@ -16261,9 +16414,28 @@ inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
     rows.scalar[r] = bcast[r] != 0;
   }
   for (std::size_t j = 0; j + 1 < n.outputs.size(); ++j) rows.out_base[j] = outs[j]->data();
-  const cpu::detail::one_pass_rows_fn fn{&one_pass_rows::run, &rows};
   const int threads = m * k >= t.par.product_minsize ? t.par.threads : 1;
-  cpu::kernels_of(type).one_pass(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
+  if (!blocks) {
+    const cpu::detail::one_pass_rows_fn fn{&one_pass_rows::run, &rows};
+    cpu::kernels_of(type).one_pass(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
+    return;
+  }
+  // Each block's g by the compiled program of g alone, u kept for the whole program after.
+  prepare_output(u, type, vector_shape(m));
+  one_pass_block_g bg{t.block_g->jit[0], p.n_inputs, o.pass_u, static_cast<std::int64_t>(dtype_size(type)), u.data(),
+                      outs[o.pass_g]->data(), {}, {}};
+  for (int r = 0; r < p.n_inputs; ++r) {
+    bg.base[r] = rows.base[r];
+    bg.scalar[r] = rows.scalar[r];
+  }
+  const cpu::detail::one_pass_rows_fn fn{&one_pass_block_g::run, &bg};
+  cpu::kernels_of(type).one_pass_blocks(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
+  // The other outputs over all rows; g as the blocks computed it (the whole program's loop
+  // may contract another multiply-add), so the program's g goes to scratch.
+  thread_local ndarray g_scratch;
+  prepare_output(g_scratch, type, vector_shape(m));
+  rows.out_base[o.pass_g] = g_scratch.data();
+  one_pass_rows::run(&rows, 0, m, u.data());
 }
 
 inline void run_one_pass_gemv(const thunk& t, ndarray* values) { one_pass_gemv_node(t, values, true); }
@@ -18224,6 +18396,10 @@ inline void function_runtime::compile_kernels(std::vector<detail::thunk>& thunks
       }
     } else if (t.run == &detail::run_one_pass_gemv) {
       r.scalar_bits[0] = r.scalar_bits[1] = detail::one_pass_one_value_inputs(*t.node, t);
+      // g alone, for the blocks of a matrix the caches keep (exec/cpu_nodes.hpp)
+      t.block_g = std::make_shared<cpu::compiled_program>(
+          cpu::compile_program<true>(cpu::detail::output_program(*t.prog.prog, t.node->fn->pass_g)));
+      requests.push_back({t.block_g.get(), {r.scalar_bits[0], r.scalar_bits[0]}, true});
     } else {
       continue;
     }

@@ -9,6 +9,10 @@
 
 #include <xtensor/xadapt.hpp>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 using namespace xsym_test;
 using Catch::Matchers::Contains;
 
@@ -87,13 +91,13 @@ TEST_CASE("cxx compiles the benchmarks' float32 programs; values match float64 l
   }
 }
 
-TEST_CASE("cxx compiles a OnePassGemv's Composite: the one pass's groups and the two products match the steps",
+TEST_CASE("cxx compiles a OnePassGemv's Composite: the one pass's groups and its blocks match the steps",
           "[compile][cxx][one_pass]") {
   clean_config guard;
   cxx_on cxx("one_pass");
   const std::int64_t saved = xsym::cpu::one_pass_min_bytes();
   std::mt19937 rng(11);
-  for (const std::int64_t min_bytes : {std::int64_t{0}, std::int64_t{1} << 40}) {  // one pass; two products
+  for (const std::int64_t min_bytes : {std::int64_t{0}, std::int64_t{1} << 40}) {  // groups; blocks (cached A)
     xsym::cpu::one_pass_min_bytes() = min_bytes;
     for (std::size_t rows : {1, 37, 203}) {
       const std::size_t feats = 45;
@@ -123,6 +127,7 @@ TEST_CASE("cxx compiles a OnePassGemv's Composite: the one pass's groups and the
       }
       REQUIRE(one_pass == 1);
       CHECK(compiled.runtime()->compiled_kernels().kernels == composites);  // the OnePassGemv's among them
+      CHECK(compiled.runtime()->compiled_kernels().block_kernels == 1);     // and its g alone
       xsym::config.cxx = "";
       auto [steps, w_s] = build();
       const auto [pred, xent] = compiled(X, Y);
@@ -135,6 +140,77 @@ TEST_CASE("cxx compiles a OnePassGemv's Composite: the one pass's groups and the
   }
   xsym::cpu::one_pass_min_bytes() = saved;
 }
+
+#ifdef _OPENMP
+namespace {
+// The seeds' step on a matrix the caches keep, by blocks of rows with g compiled: the same bits
+// on 1 to 4 threads, and the interpreted steps' values (two products) within rounding.
+template <class T>
+void check_blocks_threads() {
+  std::mt19937 rng(sizeof(T) == 4 ? 21 : 22);
+  for (std::size_t rows : {1, 5, 203}) {  // one row; a block short of 4; 4 parts, the last short
+    const std::size_t feats = 37;
+    const auto X = random_tensor<T, 2>(rng, {rows, feats}, -1, 1);
+    auto Y = random_tensor<T, 1>(rng, {rows}, 0, 1);
+    for (auto& v : Y) v = v > T(0.5) ? T(1) : T(0);
+    const auto w0 = random_tensor<T, 1>(rng, {feats}, -0.3, 0.3);
+    auto build = [&] {
+      auto x = xsym::matrix<T>("x");
+      auto y = xsym::vector<T>("y");
+      auto w = xsym::shared(w0, "w");
+      auto b = xsym::shared(T(0.25), "b");  // one value, broadcast over the rows
+      auto p_1 = 1 / (1 + exp(-dot(x, w) - b));
+      auto xent = -y * log(p_1) - (1 - y) * log(1 - p_1);
+      auto [gw, gb] = xsym::grad(mean(xent) + 0.01 * sum(w * w), w, b);
+      auto f = xsym::function("train", xsym::inputs(x, y), xsym::outputs(p_1 > 0.5, xent),
+                              xsym::updates(xsym::update(w, w - 0.1 * gw), xsym::update(b, b - 0.1 * gb)));
+      return std::tuple{f, w, b};
+    };
+    xsym::config.cxx = "";
+    auto [steps, w_s, b_s] = build();
+    const auto [pred_s, xent_s] = steps(X, Y);
+    xsym::config.cxx = XSYM_TEST_CXX;
+    xsym::config.openmp = true;
+    xt::xtensor<T, 1> w_first, xent_first;
+    T b_first = 0;
+    for (int threads : {1, 2, 3, 4}) {
+      omp_set_num_threads(threads);  // read when a function is built
+      INFO(rows << " rows, " << threads << " threads, " << (sizeof(T) == 4 ? "float32" : "float64"));
+      auto [f, w, b] = build();
+      REQUIRE(f.runtime()->compiled_kernels().block_kernels == 1);
+      const auto [pred, xent] = f(X, Y);
+      if (threads == 1) {
+        w_first = w.get_value();
+        xent_first = xent;
+        b_first = b.get_value()();
+        const T tol = sizeof(T) == 4 ? T(1e-5) : T(1e-12);
+        CHECK(xt::allclose(xent, xent_s, tol, tol));
+        CHECK(xt::allclose(w.get_value(), w_s.get_value(), tol, tol));
+        CHECK(std::abs(b_first - b_s.get_value()()) <= tol);
+        for (std::size_t r = 0; r < rows; ++r) CHECK(pred(r) == pred_s(r));
+        continue;
+      }
+      CHECK(bool(w.get_value() == w_first));
+      CHECK(bool(xent == xent_first));
+      CHECK(b.get_value()() == b_first);
+    }
+    omp_set_num_threads(2);
+    xsym::config.openmp = false;
+  }
+}
+}  // namespace
+
+TEST_CASE("cxx: a cached matrix's one pass by blocks gives the same bits on 1 to 4 threads",
+          "[compile][cxx][one_pass][openmp]") {
+  clean_config guard;
+  cxx_on cxx("one_pass_blocks");
+  const std::int64_t saved = xsym::cpu::one_pass_min_bytes();
+  xsym::cpu::one_pass_min_bytes() = std::int64_t{1} << 40;
+  check_blocks_threads<float>();
+  check_blocks_threads<double>();
+  xsym::cpu::one_pass_min_bytes() = saved;
+}
+#endif
 
 TEST_CASE("cxx compiles sigmoid(u) and sigmoid(-u) sharing one reciprocal", "[compile][cxx]") {
   // The kernel reads three registers (u, exp(-|u|) and the reciprocal). This area is built

@@ -176,3 +176,103 @@ TEST_CASE("partial vectors and lane rotations give their definitions' bits", "[o
   check_lanes<float>();
   check_lanes<double>();
 }
+
+namespace {
+// one_pass_blocks (a matrix the caches keep, g compiled): u is each block of 4 rows' row
+// product, and y an FMA chain over the rows in order per part (the parts fixed by m), the parts
+// added in order, then beta y0 added; every thread count gives those bits.
+template <class T>
+void check_blocks(std::int64_t m, std::int64_t k, std::int64_t lda, std::int64_t offset, int subnormal, int threads) {
+  namespace cd = xsym::cpu::detail;
+  constexpr std::int64_t R = cd::one_pass_block_rows;
+  std::mt19937 rng(static_cast<unsigned>(m * 31 + k * 131 + lda * 7 + offset));
+  std::normal_distribution<double> normal;
+  kernel_case<T> c{m, k, lda, offset, aligned_vector<T>(static_cast<std::size_t>(m * lda + offset)), {}, {}};
+  for (auto& v : c.storage) v = static_cast<T>(normal(rng));
+  aligned_vector<T> x(static_cast<std::size_t>(k)), y0(static_cast<std::size_t>(k)), y(static_cast<std::size_t>(k));
+  for (auto& v : x) v = static_cast<T>(0.1 * normal(rng));
+  for (auto& v : y0) v = static_cast<T>(normal(rng));
+  c.u.assign(static_cast<std::size_t>(m), T(0));
+  c.g.assign(static_cast<std::size_t>(m), T(0));
+  std::vector<int> calls(static_cast<std::size_t>(m), 0);  // each row's g asked for once
+  struct ctx_t {
+    kernel_case<T>* c;
+    std::vector<int>* calls;
+    int subnormal;
+  } ctx{&c, &calls, subnormal};
+  const cd::one_pass_rows_fn fn{[](void* p, std::int64_t r0, std::int64_t n, const void* uv) {
+                                  auto& [cs, called, sub] = *static_cast<ctx_t*>(p);
+                                  for (std::int64_t r = r0; r < r0 + n; ++r) {
+                                    const T ur = static_cast<const T*>(uv)[r - r0];
+                                    cs->u[static_cast<std::size_t>(r)] = ur;
+                                    ++(*called)[static_cast<std::size_t>(r)];
+                                    const bool block = (r / 4) % 5 == 2, one = r % 4 == 1 && (r / 4) % 3 == 0;
+                                    cs->g[static_cast<std::size_t>(r)] =
+                                        sub == 2 || (sub == 1 && (block || one))
+                                            ? std::ldexp(T(r % 7 + 1), std::numeric_limits<T>::min_exponent - 3)
+                                            : ur / 100;
+                                  }
+                                },
+                                &ctx};
+  const T alpha = T(-0.01), beta = T(0.75);
+  cd::one_pass_blocks<T>(c.a(), lda, m, k, x.data(), fn, c.g.data(), alpha, y0.data(), beta, y.data(), threads);
+  for (std::int64_t r = 0; r < m; ++r) {
+    INFO("row " << r);
+    REQUIRE(calls[static_cast<std::size_t>(r)] == 1);
+  }
+  // u: the row product of blocks of 4 rows, and near a sum in long double.
+  for (std::int64_t r0 = 0; r0 < m; r0 += R) {
+    T want[R];
+    cd::gemv_row_block<R, false>(c.a() + r0 * lda, lda, std::min(R, m - r0), x.data(), want, k, 0, T(1),
+                                 static_cast<const T*>(nullptr), T(0));
+    for (std::int64_t r = r0; r < std::min(m, r0 + R); ++r) {
+      long double exact = 0, size = 0;
+      for (std::int64_t e = 0; e < k; ++e) {
+        exact += static_cast<long double>(c.a()[r * lda + e]) * x[static_cast<std::size_t>(e)];
+        size += std::abs(static_cast<long double>(c.a()[r * lda + e]) * x[static_cast<std::size_t>(e)]);
+      }
+      INFO("row " << r);
+      REQUIRE(c.u[static_cast<std::size_t>(r)] == want[r - r0]);
+      REQUIRE(std::abs(static_cast<long double>(c.u[static_cast<std::size_t>(r)]) - exact) <=
+              size * 4 * k * std::numeric_limits<T>::epsilon());
+    }
+  }
+  // y: per part, one FMA per row in order; the parts added in order; beta y0 + the sum.
+  const std::int64_t blocks = (m + R - 1) / R, parts = cd::one_pass_block_parts(m);
+  std::vector<T> sums(static_cast<std::size_t>(k), T(0));
+  for (std::int64_t p = 0; p < parts; ++p) {
+    std::vector<T> part(static_cast<std::size_t>(k), T(0));
+    for (std::int64_t r = blocks * p / parts * R; r < std::min(m, blocks * (p + 1) / parts * R); ++r) {
+      const T coef = alpha * c.g[static_cast<std::size_t>(r)];
+      for (std::int64_t e = 0; e < k; ++e)
+        part[static_cast<std::size_t>(e)] = cd::fmadd(c.a()[r * lda + e], coef, part[static_cast<std::size_t>(e)]);
+    }
+    for (std::int64_t e = 0; e < k; ++e)
+      sums[static_cast<std::size_t>(e)] = p == 0 ? part[static_cast<std::size_t>(e)] : sums[static_cast<std::size_t>(e)] + part[static_cast<std::size_t>(e)];
+  }
+  for (std::int64_t e = 0; e < k; ++e) {
+    INFO("column " << e);
+    REQUIRE(y[static_cast<std::size_t>(e)] == cd::add(cd::mul(beta, y0[static_cast<std::size_t>(e)]), sums[static_cast<std::size_t>(e)]));
+  }
+}
+}  // namespace
+
+TEST_CASE("one_pass_blocks: u by blocks of 4 rows, the column product an FMA chain per part whatever the threads",
+          "[oracle][one_pass]") {
+  for (int subnormal : {0, 1, 2}) {
+    for (int left_out : {1, 0}) {
+      const xsym::cpu::testing::subnormal_terms_set forced(left_out);
+      for (int threads : {1, 2, 3, 4}) {
+        // One row, a block short of 4, one part, and 4 parts with the last block short.
+        for (std::int64_t m : {1, 3, 4, 9, 67, 261}) {
+          INFO(m << " rows, subnormal coefficients " << subnormal << ", " << threads << " threads, terms "
+                 << (left_out ? "left out" : "all FMAs"));
+          check_blocks<float>(m, 100, 112, 0, subnormal, threads);
+          check_blocks<float>(m, 100, 101, 3, subnormal, threads);
+          check_blocks<double>(m, 61, 64, 5, subnormal, threads);
+          check_blocks<double>(m, 61, 63, 0, subnormal, threads);
+        }
+      }
+    }
+  }
+}

@@ -186,6 +186,10 @@ inline void function_runtime::compile_kernels(std::vector<detail::thunk>& thunks
       }
     } else if (t.run == &detail::run_one_pass_gemv) {
       r.scalar_bits[0] = r.scalar_bits[1] = detail::one_pass_one_value_inputs(*t.node, t);
+      // g alone, for the blocks of a matrix the caches keep (exec/cpu_nodes.hpp)
+      t.block_g = std::make_shared<cpu::compiled_program>(
+          cpu::compile_program<true>(cpu::detail::output_program(*t.prog.prog, t.node->fn->pass_g)));
+      requests.push_back({t.block_g.get(), {r.scalar_bits[0], r.scalar_bits[0]}, true});
     } else {
       continue;
     }

@@ -923,6 +923,27 @@ struct one_pass_rows {
   }
 };
 
+// A block's g by cxx's loop of g alone: rows [r0, r0 + n), u's n values kept at u + r0.
+struct one_pass_block_g {
+  cpu::jit_fn run_g;
+  int n_in;
+  int pass_u;
+  std::int64_t bytes;  // of an element
+  std::byte* u;
+  std::byte* g;
+  const std::byte* base[limits::max_registers];
+  bool scalar[limits::max_registers];
+  static void run(void* ctx, std::int64_t r0, std::int64_t n, const void* ub) {
+    const one_pass_block_g& c = *static_cast<const one_pass_block_g*>(ctx);
+    std::byte* const uk = c.u + r0 * c.bytes;
+    std::memcpy(uk, ub, static_cast<std::size_t>(n * c.bytes));
+    const std::byte* in[limits::max_registers];
+    for (int r = 0; r < c.n_in; ++r) in[r] = r == c.pass_u ? uk : c.scalar[r] ? c.base[r] : c.base[r] + r0 * c.bytes;
+    std::byte* out[1] = {c.g + r0 * c.bytes};
+    c.run_g(in, out, n, false);
+  }
+};
+
 inline shape_t vector_shape(std::int64_t n) {
   shape_t s;
   s.rank = 1;
@@ -953,15 +974,18 @@ inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
     bcast[r] = t.slot_bcast[first + static_cast<std::size_t>(j++)];
   }
   bool one_pass = allowed && (type == dtype::float32 || type == dtype::float64) && m > 0 && k > 0 && a.stride(1) == 1 &&
-                  a.stride(0) >= k && static_cast<std::int64_t>(a.nbytes()) >= cpu::one_pass_min_bytes() &&
-                  x.type() == type && x.shape(0) == k && x.is_c_contiguous() &&
+                  a.stride(0) >= k && x.type() == type && x.shape(0) == k && x.is_c_contiguous() &&
                   (!y0 || (y0->type() == type && y0->shape(0) == k && y0->is_c_contiguous()));
   for (int r = 0; r < p.n_inputs && one_pass; ++r) {
     if (r == o.pass_u) continue;
     const ndarray& v = *ins[r];
     one_pass = v.rank() == 1 && (bcast[r] ? v.shape(0) == 1 : v.shape(0) == m && v.stride(0) == 1);
   }
-  thread_local ndarray u;  // A x, when the steps run one after the other
+  // A matrix the caches keep: by blocks of rows where g has a compiled kernel, else the steps.
+  const bool resident = static_cast<std::int64_t>(a.nbytes()) < cpu::one_pass_min_bytes();
+  const bool blocks = one_pass && resident && t.block_g && t.block_g->jit[0];
+  one_pass = one_pass && (!resident || blocks);
+  thread_local ndarray u;  // A x, when the steps run one after the other or by blocks
   if (!one_pass) {
     prepare_output(u, type, vector_shape(m));
     if (t.naive_products) naive::gemv(a, false, x, u, 1.0, nullptr, 1.0);
@@ -1000,9 +1024,28 @@ inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
     rows.scalar[r] = bcast[r] != 0;
   }
   for (std::size_t j = 0; j + 1 < n.outputs.size(); ++j) rows.out_base[j] = outs[j]->data();
-  const cpu::detail::one_pass_rows_fn fn{&one_pass_rows::run, &rows};
   const int threads = m * k >= t.par.product_minsize ? t.par.threads : 1;
-  cpu::kernels_of(type).one_pass(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
+  if (!blocks) {
+    const cpu::detail::one_pass_rows_fn fn{&one_pass_rows::run, &rows};
+    cpu::kernels_of(type).one_pass(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
+    return;
+  }
+  // Each block's g by the compiled program of g alone, u kept for the whole program after.
+  prepare_output(u, type, vector_shape(m));
+  one_pass_block_g bg{t.block_g->jit[0], p.n_inputs, o.pass_u, static_cast<std::int64_t>(dtype_size(type)), u.data(),
+                      outs[o.pass_g]->data(), {}, {}};
+  for (int r = 0; r < p.n_inputs; ++r) {
+    bg.base[r] = rows.base[r];
+    bg.scalar[r] = rows.scalar[r];
+  }
+  const cpu::detail::one_pass_rows_fn fn{&one_pass_block_g::run, &bg};
+  cpu::kernels_of(type).one_pass_blocks(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
+  // The other outputs over all rows; g as the blocks computed it (the whole program's loop
+  // may contract another multiply-add), so the program's g goes to scratch.
+  thread_local ndarray g_scratch;
+  prepare_output(g_scratch, type, vector_shape(m));
+  rows.out_base[o.pass_g] = g_scratch.data();
+  one_pass_rows::run(&rows, 0, m, u.data());
 }
 
 inline void run_one_pass_gemv(const thunk& t, ndarray* values) { one_pass_gemv_node(t, values, true); }

@@ -68,12 +68,14 @@ struct jit_settings {
 struct jit_request {
   compiled_program* program;
   std::uint64_t scalar_bits[2];
+  bool block = false;  // a OnePassGemv's g alone, for its blocks of rows (counted apart)
 };
 
 /// @brief What the last jit_compile did, for tests and the profile.
 struct jit_stats {
   int kernels = 0;         // programs given compiled kernels
   int row_kernels = 0;     // of them, those with a second kernel for row-by-row spans
+  int block_kernels = 0;   // OnePassGemv's g alone (one per node), not in `kernels`
   int compiled = 0;        // modules cxx compiled (0: loaded from compiledir or this process)
   std::string library;     // the shared library's path
 };
@@ -546,6 +548,7 @@ inline jit_stats jit_compile(const std::vector<jit_request>& requests, const jit
     int which;
     std::uint64_t bits;
     std::string name;
+    bool block;
   };
   std::vector<kernel> kernels;
   for (const auto& r : requests)
@@ -555,7 +558,7 @@ inline jit_stats jit_compile(const std::vector<jit_request>& requests, const jit
       std::string text = detail::jit_kernel_source(*r.program, r.scalar_bits[k], name, k == 0);
       if (text.empty()) break;
       source += text + "\n";
-      kernels.push_back({r.program, k, r.scalar_bits[k], name});
+      kernels.push_back({r.program, k, r.scalar_bits[k], name, r.block});
     }
   if (kernels.empty()) return stats;
   std::lock_guard<std::mutex> lock(detail::jit_mutex());
@@ -569,8 +572,9 @@ inline jit_stats jit_compile(const std::vector<jit_request>& requests, const jit
     k.program->jit_scalar_bits[k.which] = k.bits;
     if (k.which == 0)  // present where the generator wrote it (one float output)
       k.program->jit_direct = reinterpret_cast<jit_direct_fn>(dlsym(m.handle, (k.name + "_direct").c_str()));
-    stats.kernels += k.which == 0;
+    stats.kernels += k.which == 0 && !k.block;
     stats.row_kernels += k.which == 1;
+    stats.block_kernels += k.block;
   }
 #endif
   return stats;

@@ -45,6 +45,10 @@ struct typed_kernels {
   // float32 and float64: y = beta y0 + alpha Aᵀ g in one pass over A's rows (one_pass.hpp).
   void (*one_pass)(const ndarray& a, const ndarray& x, const detail::one_pass_rows_fn& rows, const ndarray& g,
                    double alpha, const ndarray* y0, double beta, ndarray& y, int threads) = nullptr;
+  // The same product by blocks of 4 rows, A read once from L1, where A stays in the caches
+  // and g's kernel is compiled (one_pass.hpp's one_pass_blocks).
+  void (*one_pass_blocks)(const ndarray& a, const ndarray& x, const detail::one_pass_rows_fn& rows, const ndarray& g,
+                          double alpha, const ndarray* y0, double beta, ndarray& y, int threads) = nullptr;
   // Reductions of an input of type T (any dtype), into an output of any dtype.
   void (*reduce)(const op& o, const detail::reduce_layout& l, const ndarray& in, ndarray& out) = nullptr;
   // float32 and float64, a reduction's fused program (reduce_fused.hpp): a block of the

@@ -51,7 +51,7 @@ struct one_pass_rows_fn {
   void* ctx;
 };
 
-// The column product of 8 rows of the previous group, y[e] += sum_j xs[j] A[j, e], done inside
+// The column product of R rows of the previous group (or block), y[e] += sum_j xs[j] A[j, e], done inside
 // the next group's row product (gemv_row_block's side work) on the same elements e: the FMAs
 // and the loads from L2 overlap the rows coming from memory, where one phase after the other
 // leaves memory idle during the column product. Each y[e] takes the rows' terms in order, one
@@ -60,23 +60,28 @@ struct one_pass_rows_fn {
 // left the row loads waiting (docs/performance.md, "One pass over X").
 // Where a coefficient is subnormal (Subnormal), its terms go as in gemv_column_strip_subnormal:
 // left out where they cannot change y, so that no FMA takes an assist for nothing.
-template <bool Aligned, bool Subnormal, class T>
+template <bool Aligned, bool Subnormal, class T, int R = 8>
 struct column_side_work {
   using B = xsimd::batch<T>;
-  const T* a;        // the 8 rows, lda apart
+  const T* a;        // the R rows, lda apart
   std::int64_t lda;
   std::int64_t off;  // a minus the row block's first row: the row pointers serve both loads
-  const T* xs;       // 8 coefficients
+  const T* xs;       // R coefficients, copied into c (by value: no store to y reloads them)
   T* y;              // y + i is on a vector's boundary where the row loads are (Aligned)
   std::int64_t k;
   const T* ahead;    // the next row block's first row, or null
   subnormal_terms<T> terms{};
-  T scaled[8]{};     // Subnormal: |xs[j]| 2^64 where xs[j] is subnormal, else 0 (once a block)
+  T scaled[R]{};     // Subnormal: |xs[j]| 2^64 where xs[j] is subnormal, else 0 (once a block)
+  T c[R]{};
+
+  void take_coefficients() {
+    for (int j = 0; j < R; ++j) c[j] = xs[j];
+  }
 
   void elements(std::int64_t lo, std::int64_t hi) const {
     for (std::int64_t e = lo; e < hi; ++e) {
       T v = y[e];
-      for (int j = 0; j < 8; ++j) v = fmadd(a[j * lda + e], xs[j], v);
+      for (int j = 0; j < R; ++j) v = fmadd(a[j * lda + e], c[j], v);
       y[e] = v;
     }
   }
@@ -84,18 +89,18 @@ struct column_side_work {
   [[gnu::always_inline]] void step(std::int64_t i, const T* const* row) const {
     B v = load<Aligned, B>(y + i);
 XSYM_UNROLL(8)
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < R; ++j) {
       const B av = load<Aligned, B>(row[j] + off + i);
       if constexpr (Subnormal) {
         if (scaled[j] != T(0) && xsimd::all(terms.left_out(av, B(scaled[j]), v))) continue;
       }
-      v = fmadd(av, B(xs[j]), v);
+      v = fmadd(av, B(c[j]), v);
     }
     if constexpr (Aligned) v.store_aligned(y + i);
     else v.store_unaligned(y + i);
     if (ahead)  // into L2 (locality 2: prefetcht1 on x86)
 XSYM_UNROLL(8)
-      for (int j = 0; j < 8; ++j) __builtin_prefetch(ahead + j * lda + i, 0, 2);
+      for (int j = 0; j < R; ++j) __builtin_prefetch(ahead + j * lda + i, 0, 2);
   }
   void tail(std::int64_t i) const { elements(i, k); }
 };
@@ -145,6 +150,7 @@ void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k,
           const T* ahead = r0 + c + 16 <= row_end ? ar + (c + 8) * lda : nullptr;
           auto fused = [&](auto subnormal) {
             column_side_work<al, decltype(subnormal)::value, T> side{ac + c * lda, lda, ac - ar, xs, prev_acc, k, ahead};
+            side.take_coefficients();
             if constexpr (decltype(subnormal)::value)
               for (int j = 0; j < 8; ++j) side.scaled[j] = is_subnormal(xs[j]) ? side.terms.scaled(xs[j]) : T(0);
             gemv_row_block<8, al>(ar + c * lda, lda, 8, x, u.data() + c, k, pl, T(1), static_cast<const T*>(nullptr), T(0), side);
@@ -179,6 +185,95 @@ void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k,
     for (; j < k; ++j) sums[j] = add(sums[j], part[j]);
   }
   for (std::int64_t j = 0; j < k; ++j) y[j] = y0 ? add(mul(beta, y0[j]), sums[j]) : sums[j];
+}
+
+// A matrix the caches keep between the two products (below one_pass_min_bytes), where g has
+// a compiled kernel: blocks of 4 rows, each block's row product, g for its rows, then its
+// column product while the rows are still in L1 (4 rows of 784 floats: 12.5 KB). Reading A
+// once from L1 instead of twice from L2 or L3 pays only where g's call costs little next to
+// a block (docs/performance.md, "What the seeds' 400 rows need"): an interpreted program's
+// fixed cost per call is more than a block's products.
+inline constexpr std::int64_t one_pass_block_rows = 4;
+
+// Parts of the blocks, fixed by m alone (at most 4, so one thread adds at most 3 partial sums;
+// each part at least 16 blocks): any number of threads gives the same bits.
+inline std::int64_t one_pass_block_parts(std::int64_t m) {
+  const std::int64_t blocks = (m + one_pass_block_rows - 1) / one_pass_block_rows;
+  return std::clamp<std::int64_t>(blocks / 16, 1, 4);
+}
+
+// y = beta y0 + alpha Aᵀ g, g computed block by block by `rows` from u = A x. Each part's sum
+// takes its blocks' rows in order (gemv_column_block, one FMA per row); the parts are added in
+// order. u is the row product's bits for blocks of 4 rows (gemv_row_block<4>).
+template <class T>
+void one_pass_blocks(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k, const T* x,
+                     const one_pass_rows_fn& rows, const T* g, T alpha, const T* y0, T beta, T* y, int threads) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size), R = one_pass_block_rows;
+  const std::int64_t blocks = (m + R - 1) / R, parts = one_pass_block_parts(m);
+  const std::int64_t peel = peel_for(a, lda, k);
+  const std::int64_t shift = peel > 0 ? w - peel : 0;
+  const std::int64_t kp = (k + shift + 15) / 16 * 16;  // each part's sum on its own cache lines
+  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> partial;
+  partial.resize(static_cast<std::size_t>(parts * kp));
+  T* const sums = partial.data() + shift;
+  auto first_block = [&](std::int64_t p) { return blocks * p / parts; };
+  auto run_parts = [&](std::int64_t lo, std::int64_t hi) {
+    auto run = [&](auto aligned) {
+      constexpr bool al = decltype(aligned)::value;
+      const std::int64_t pl = al ? peel : 0;
+      T u[R], xs[R];  // xs: the previous block's coefficients (alpha folded in, as in gemv_columns)
+      for (std::int64_t p = lo; p < hi; ++p) {
+        T* acc = sums + p * kp;
+        std::fill(acc, acc + k, T(0));
+        const T* prev = nullptr;  // the previous block's rows, whose column product is pending
+        std::int64_t prevn = 0;
+        for (std::int64_t blk = first_block(p); blk < first_block(p + 1); ++blk) {
+          const std::int64_t r0 = blk * R, n = std::min(R, m - r0);
+          const T* ar = a + r0 * lda;
+          // The previous block's column product inside this block's row product, from L1 while
+          // this block's rows come in; a last block short of R rows takes no side work.
+          if (prev && n == R && prevn == R) {
+            auto fused = [&](auto subnormal) {
+              column_side_work<al, decltype(subnormal)::value, T, R> side{prev, lda, prev - ar, xs, acc, k, nullptr};
+              side.take_coefficients();
+              if constexpr (decltype(subnormal)::value)
+                for (int j = 0; j < R; ++j) side.scaled[j] = is_subnormal(xs[j]) ? side.terms.scaled(xs[j]) : T(0);
+              gemv_row_block<R, al>(ar, lda, n, x, u, k, pl, T(1), static_cast<const T*>(nullptr), T(0), side);
+            };
+            if (any_subnormal(xs, R) && subnormal_terms_pay<T>()) fused(std::true_type{});
+            else fused(std::false_type{});
+          } else {
+            if (prev) gemv_column_block(prev, lda, xs, acc, k, prevn);
+            gemv_row_block<R, al>(ar, lda, n, x, u, k, pl, T(1), static_cast<const T*>(nullptr), T(0));
+          }
+          rows.run(rows.ctx, r0, n, u);
+          for (std::int64_t j = 0; j < n; ++j) xs[j] = mul(alpha, g[r0 + j]);
+          prev = ar;
+          prevn = n;
+        }
+        if (prev) gemv_column_block(prev, lda, xs, acc, k, prevn);
+      }
+    };
+    if (peel >= 0) run(std::true_type{});
+    else run(std::false_type{});
+  };
+  parallel_chunks(parts, 1, threads, [&](std::int64_t lo, std::int64_t hi) { run_parts(lo, hi); });
+  for (std::int64_t p = 1; p < parts; ++p) {
+    const T* part = sums + p * kp;
+    std::int64_t j = 0;
+    for (; j + w <= k; j += w) (B::load_unaligned(sums + j) + B::load_unaligned(part + j)).store_unaligned(sums + j);
+    for (; j < k; ++j) sums[j] = add(sums[j], part[j]);
+  }
+  for (std::int64_t j = 0; j < k; ++j) y[j] = y0 ? add(mul(beta, y0[j]), sums[j]) : sums[j];
+}
+
+template <class T>
+void one_pass_blocks_typed(const ndarray& a, const ndarray& x, const one_pass_rows_fn& rows, const ndarray& g,
+                           double alpha, const ndarray* y0, double beta, ndarray& y, int threads) {
+  one_pass_blocks<T>(a.data_as<T>(), a.stride(0), a.shape(0), a.shape(1), x.data_as<T>(), rows, g.data_as<T>(),
+                     static_cast<T>(alpha), y0 ? y0->data_as<T>() : nullptr, static_cast<T>(beta), y.data_as<T>(),
+                     threads);
 }
 
 template <class T>

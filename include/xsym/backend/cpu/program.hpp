@@ -457,6 +457,28 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
   cp.prog = std::move(p);
   return cp;
 }
+
+/// The instructions of p that output `out` needs, as a program of that one output (the same
+/// inputs and registers): what a OnePassGemv's blocks compute per block (one_pass_blocks).
+inline std::shared_ptr<const program> output_program(const program& p, int out) {
+  auto q = std::make_shared<program>();
+  q->n_inputs = p.n_inputs;
+  q->reg_types = p.reg_types;
+  q->outputs = {p.outputs[static_cast<std::size_t>(out)]};
+  q->text = p.text + " (output " + std::to_string(out) + ")";
+  q->absorbed = p.absorbed;
+  std::vector<char> needed(p.reg_types.size(), 0);
+  needed[static_cast<std::size_t>(q->outputs[0])] = 1;
+  std::vector<instruction> code;
+  for (auto it = p.code.rbegin(); it != p.code.rend(); ++it) {
+    if (!needed[static_cast<std::size_t>(it->dst)]) continue;
+    code.push_back(*it);
+    const int arity = info(it->op).arity;
+    for (int j = 0; j < arity; ++j) needed[static_cast<std::size_t>(it->args[j])] = 1;
+  }
+  q->code.assign(code.rbegin(), code.rend());
+  return q;
+}
 XSYM_COLD_END
 }  // namespace detail
 

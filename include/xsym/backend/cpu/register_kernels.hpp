@@ -36,6 +36,7 @@ const typed_kernels& make_typed_kernels() {
       k.chain_one = &chain_one<T>;
       k.shared_exp = &shared_exp_kernel_for<T>;
       k.one_pass = &one_pass_typed<T>;
+      k.one_pass_blocks = &one_pass_blocks_typed<T>;
       k.reduce_block = &reduce_block_typed<T>;
       k.sum_program = &sum_program<T>;
     }
