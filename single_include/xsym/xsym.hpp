@@ -13890,6 +13890,21 @@ XSYM_UNROLL(8)
   void tail(std::int64_t i) const { elements(i, k); }
 };
 
+// y = beta y0 + the parts' sums (kp apart) added in order into part 0's, a whole part at a time
+// (vectorised: per column, a strided walk over the parts cost a tenth of the seeds' step).
+template <class T>
+void add_parts(T* sums, std::int64_t kp, std::int64_t parts, std::int64_t k, const T* y0, T beta, T* y) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  for (std::int64_t p = 1; p < parts; ++p) {
+    const T* part = sums + p * kp;
+    std::int64_t j = 0;
+    for (; j + w <= k; j += w) (B::load_unaligned(sums + j) + B::load_unaligned(part + j)).store_unaligned(sums + j);
+    for (; j < k; ++j) sums[j] = add(sums[j], part[j]);
+  }
+  for (std::int64_t j = 0; j < k; ++j) y[j] = y0 ? add(mul(beta, y0[j]), sums[j]) : sums[j];
+}
+
 template <class T>
 void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k, const T* x,
                    const one_pass_rows_fn& rows, const T* g, T alpha, const T* y0, T beta, T* y, int threads) {
@@ -13961,15 +13976,7 @@ void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k,
     else run(std::false_type{});
   };
   parallel_chunks(parts, 1, threads, [&](std::int64_t lo, std::int64_t hi) { run_parts(lo, hi); });
-  // The parts in order into part 0's sums, a whole part at a time (vectorised: per column, a
-  // strided walk over the parts cost a tenth of the seeds' step).
-  for (std::int64_t p = 1; p < parts; ++p) {
-    const T* part = sums + p * kp;
-    std::int64_t j = 0;
-    for (; j + w <= k; j += w) (B::load_unaligned(sums + j) + B::load_unaligned(part + j)).store_unaligned(sums + j);
-    for (; j < k; ++j) sums[j] = add(sums[j], part[j]);
-  }
-  for (std::int64_t j = 0; j < k; ++j) y[j] = y0 ? add(mul(beta, y0[j]), sums[j]) : sums[j];
+  add_parts(sums, kp, parts, k, y0, beta, y);
 }
 
 // A matrix the caches keep between the two products (below one_pass_min_bytes), where g has
@@ -14044,13 +14051,7 @@ void one_pass_blocks(const T* a, std::int64_t lda, std::int64_t m, std::int64_t 
     else run(std::false_type{});
   };
   parallel_chunks(parts, 1, threads, [&](std::int64_t lo, std::int64_t hi) { run_parts(lo, hi); });
-  for (std::int64_t p = 1; p < parts; ++p) {
-    const T* part = sums + p * kp;
-    std::int64_t j = 0;
-    for (; j + w <= k; j += w) (B::load_unaligned(sums + j) + B::load_unaligned(part + j)).store_unaligned(sums + j);
-    for (; j < k; ++j) sums[j] = add(sums[j], part[j]);
-  }
-  for (std::int64_t j = 0; j < k; ++j) y[j] = y0 ? add(mul(beta, y0[j]), sums[j]) : sums[j];
+  add_parts(sums, kp, parts, k, y0, beta, y);
 }
 
 template <class T>

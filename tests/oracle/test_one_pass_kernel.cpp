@@ -29,6 +29,24 @@ struct kernel_case {
   const T* a() const { return storage.data() + offset; }
 };
 
+// The column product as the kernels define it: per part (rows [starts[p], starts[p + 1])), one
+// FMA per row in order from 0; the parts added in order.
+template <class T>
+std::vector<T> parts_reference(const kernel_case<T>& c, T alpha, const std::vector<std::int64_t>& starts) {
+  std::vector<T> sums(static_cast<std::size_t>(c.k), T(0));
+  for (std::size_t p = 0; p + 1 < starts.size(); ++p) {
+    std::vector<T> part(static_cast<std::size_t>(c.k), T(0));
+    for (std::int64_t r = starts[p]; r < starts[p + 1]; ++r) {
+      const T coef = alpha * c.g[static_cast<std::size_t>(r)];
+      for (std::int64_t e = 0; e < c.k; ++e)
+        part[static_cast<std::size_t>(e)] = xsym::cpu::detail::fmadd(c.a()[r * c.lda + e], coef, part[static_cast<std::size_t>(e)]);
+    }
+    for (std::int64_t e = 0; e < c.k; ++e)
+      sums[static_cast<std::size_t>(e)] = p == 0 ? part[static_cast<std::size_t>(e)] : sums[static_cast<std::size_t>(e)] + part[static_cast<std::size_t>(e)];
+  }
+  return sums;
+}
+
 // subnormal: 0 none, 1 in some blocks and rows, 2 every coefficient (the sums stay subnormal, so
 // a term left out that should not be shows).
 template <class T>
@@ -77,17 +95,9 @@ void check_kernel(std::int64_t k, std::int64_t lda, std::int64_t offset, int sub
   // The column product: with at most 16 groups, each group is a part of its own.
   const std::int64_t groups = (m + group - 1) / group;
   REQUIRE(groups <= cd::one_pass_max_parts);
-  std::vector<T> sums(static_cast<std::size_t>(k), T(0));
-  for (std::int64_t p = 0; p < groups; ++p) {
-    std::vector<T> part(static_cast<std::size_t>(k), T(0));
-    for (std::int64_t r = p * group; r < std::min(m, (p + 1) * group); ++r) {
-      const T coef = alpha * c.g[static_cast<std::size_t>(r)];
-      for (std::int64_t e = 0; e < k; ++e)
-        part[static_cast<std::size_t>(e)] = cd::fmadd(c.a()[r * lda + e], coef, part[static_cast<std::size_t>(e)]);
-    }
-    for (std::int64_t e = 0; e < k; ++e)
-      sums[static_cast<std::size_t>(e)] = p == 0 ? part[static_cast<std::size_t>(e)] : sums[static_cast<std::size_t>(e)] + part[static_cast<std::size_t>(e)];
-  }
+  std::vector<std::int64_t> starts;
+  for (std::int64_t p = 0; p <= groups; ++p) starts.push_back(std::min(m, p * group));
+  const std::vector<T> sums = parts_reference(c, alpha, starts);
   for (std::int64_t e = 0; e < k; ++e) {
     INFO("column " << e);
     REQUIRE(y[static_cast<std::size_t>(e)] == sums[static_cast<std::size_t>(e)]);
@@ -239,17 +249,9 @@ void check_blocks(std::int64_t m, std::int64_t k, std::int64_t lda, std::int64_t
   }
   // y: per part, one FMA per row in order; the parts added in order; beta y0 + the sum.
   const std::int64_t blocks = (m + R - 1) / R, parts = cd::one_pass_block_parts(m);
-  std::vector<T> sums(static_cast<std::size_t>(k), T(0));
-  for (std::int64_t p = 0; p < parts; ++p) {
-    std::vector<T> part(static_cast<std::size_t>(k), T(0));
-    for (std::int64_t r = blocks * p / parts * R; r < std::min(m, blocks * (p + 1) / parts * R); ++r) {
-      const T coef = alpha * c.g[static_cast<std::size_t>(r)];
-      for (std::int64_t e = 0; e < k; ++e)
-        part[static_cast<std::size_t>(e)] = cd::fmadd(c.a()[r * lda + e], coef, part[static_cast<std::size_t>(e)]);
-    }
-    for (std::int64_t e = 0; e < k; ++e)
-      sums[static_cast<std::size_t>(e)] = p == 0 ? part[static_cast<std::size_t>(e)] : sums[static_cast<std::size_t>(e)] + part[static_cast<std::size_t>(e)];
-  }
+  std::vector<std::int64_t> starts;
+  for (std::int64_t p = 0; p <= parts; ++p) starts.push_back(std::min(m, blocks * p / parts * R));
+  const std::vector<T> sums = parts_reference(c, alpha, starts);
   for (std::int64_t e = 0; e < k; ++e) {
     INFO("column " << e);
     REQUIRE(y[static_cast<std::size_t>(e)] == cd::add(cd::mul(beta, y0[static_cast<std::size_t>(e)]), sums[static_cast<std::size_t>(e)]));
