@@ -14024,17 +14024,13 @@ void one_pass_blocks(const T* a, std::int64_t lda, std::int64_t m, std::int64_t 
           const std::int64_t r0 = blk * R, n = std::min(R, m - r0);
           const T* ar = a + r0 * lda;
           // The previous block's column product inside this block's row product, from L1 while
-          // this block's rows come in; a last block short of R rows takes no side work.
-          if (prev && n == R && prevn == R) {
-            auto fused = [&](auto subnormal) {
-              column_side_work<al, decltype(subnormal)::value, T, R> side{prev, lda, prev - ar, xs, acc, k, nullptr};
-              side.take_coefficients();
-              if constexpr (decltype(subnormal)::value)
-                for (int j = 0; j < R; ++j) side.scaled[j] = is_subnormal(xs[j]) ? side.terms.scaled(xs[j]) : T(0);
-              gemv_row_block<R, al>(ar, lda, n, x, u, k, pl, T(1), static_cast<const T*>(nullptr), T(0), side);
-            };
-            if (any_subnormal(xs, R) && subnormal_terms_pay<T>()) fused(std::true_type{});
-            else fused(std::false_type{});
+          // this block's rows come in; a last block short of R rows takes no side work, nor do
+          // subnormal coefficients where their terms are left out (gemv_column_block's own path,
+          // the same bits: one variant less for every program to compile).
+          if (prev && n == R && prevn == R && !(any_subnormal(xs, R) && subnormal_terms_pay<T>())) {
+            column_side_work<al, false, T, R> side{prev, lda, prev - ar, xs, acc, k, nullptr};
+            side.take_coefficients();
+            gemv_row_block<R, al>(ar, lda, n, x, u, k, pl, T(1), static_cast<const T*>(nullptr), T(0), side);
           } else {
             if (prev) gemv_column_block(prev, lda, xs, acc, k, prevn);
             gemv_row_block<R, al>(ar, lda, n, x, u, k, pl, T(1), static_cast<const T*>(nullptr), T(0));
