@@ -1,8 +1,9 @@
 // What one pass over X can reach on the seeds' float32 step (400 x 784) on this machine: the
 // step written by hand with the gradient's elementwise work compiled into a loop over blocks of
 // 4 rows, against Eigen's step (eigen_logreg.hpp), paired in one process. Not xsym: the target
-// a kernel instantiated from the gradient's typed tree would have (issue "One pass over X",
-// docs/performance.md). Prints each variant's median time and its median ratio to Eigen's.
+// of OnePassGemv's blocks (one_pass_blocks, the lag below), which xsym reaches with cxx=g++
+// compiling g and would without it from a kernel of the gradient's typed tree (issue "One pass
+// over X", docs/performance.md). Prints each variant's median time and its median ratio to Eigen's.
 //
 //   lag:    block b's row product and block b-1's column product in one loop over the columns
 //           (b-1's rows from L1 while b's come in);
