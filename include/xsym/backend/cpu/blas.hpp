@@ -254,8 +254,7 @@ template <class B>
 // other rows repeating the last one (the lanes' reduction differs between block sizes).
 // `side` does other work at each step of the loop over k, on the same elements: peel(p) for
 // [0, p), step(i, row) for [i, i + w) (row: the block's R row pointers), tail(i) for [i, k)
-// (one pass: another block's column product). By value: a copy whose address does not escape
-// keeps its fields in registers across the loop's stores.
+// (one pass: another block's column product).
 struct no_side_work {
   void peel(std::int64_t) const {}
   template <class T>
@@ -264,7 +263,7 @@ struct no_side_work {
 };
 template <int R, bool Aligned, class T, class Side = no_side_work>
 void gemv_row_block(const T* a, std::int64_t lda, std::int64_t n, const T* x, T* y, std::int64_t k, std::int64_t peel,
-                    T alpha, const T* y0, T beta, Side side = {}) {
+                    T alpha, const T* y0, T beta, const Side& side = {}) {
   using B = xsimd::batch<T>;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
   const T* row[R];

@@ -66,7 +66,7 @@ struct column_side_work {
   const T* a;        // the R rows, lda apart
   std::int64_t lda;
   std::int64_t off;  // a minus the row block's first row: the row pointers serve both loads
-  const T* xs;       // R coefficients, copied into c (by value: no store to y reloads them)
+  const T* xs;       // R coefficients, copied into c
   T* y;              // y + i is on a vector's boundary where the row loads are (Aligned)
   std::int64_t k;
   const T* ahead;    // the next row block's first row, or null
