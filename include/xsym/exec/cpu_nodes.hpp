@@ -926,19 +926,18 @@ struct one_pass_rows {
 // A block's g by cxx's loop of g alone: rows [r0, r0 + n), u's n values kept at u + r0.
 struct one_pass_block_g {
   cpu::jit_fn run_g;
-  int n_in;
-  int pass_u;
-  std::int64_t bytes;  // of an element
+  const one_pass_rows* rows;  // the inputs' bases and which are one value
+  std::int64_t bytes;         // of an element
   std::byte* u;
   std::byte* g;
-  const std::byte* base[limits::max_registers];
-  bool scalar[limits::max_registers];
   static void run(void* ctx, std::int64_t r0, std::int64_t n, const void* ub) {
     const one_pass_block_g& c = *static_cast<const one_pass_block_g*>(ctx);
+    const one_pass_rows& rw = *c.rows;
     std::byte* const uk = c.u + r0 * c.bytes;
     std::memcpy(uk, ub, static_cast<std::size_t>(n * c.bytes));
     const std::byte* in[limits::max_registers];
-    for (int r = 0; r < c.n_in; ++r) in[r] = r == c.pass_u ? uk : c.scalar[r] ? c.base[r] : c.base[r] + r0 * c.bytes;
+    for (int r = 0; r < rw.cp->prog->n_inputs; ++r)
+      in[r] = r == rw.pass_u ? uk : rw.scalar[r] ? rw.base[r] : rw.base[r] + r0 * c.bytes;
     std::byte* out[1] = {c.g + r0 * c.bytes};
     c.run_g(in, out, n, false);
   }
@@ -1032,12 +1031,8 @@ inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
   }
   // Each block's g by the compiled program of g alone, u kept for the whole program after.
   prepare_output(u, type, vector_shape(m));
-  one_pass_block_g bg{t.block_g->jit[0], p.n_inputs, o.pass_u, static_cast<std::int64_t>(dtype_size(type)), u.data(),
-                      outs[o.pass_g]->data(), {}, {}};
-  for (int r = 0; r < p.n_inputs; ++r) {
-    bg.base[r] = rows.base[r];
-    bg.scalar[r] = rows.scalar[r];
-  }
+  one_pass_block_g bg{t.block_g->jit[0], &rows, static_cast<std::int64_t>(dtype_size(type)), u.data(),
+                      outs[o.pass_g]->data()};
   const cpu::detail::one_pass_rows_fn fn{&one_pass_block_g::run, &bg};
   cpu::kernels_of(type).one_pass_blocks(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
   // The other outputs over all rows; g as the blocks computed it (the whole program's loop
