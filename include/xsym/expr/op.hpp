@@ -254,6 +254,25 @@ struct program {
   std::vector<std::string> absorbed;  // names of the ops it replaced, for the profile
 };
 
+namespace detail {
+/// The text of every register of p, as Theano prints a Composite (inputs i0, i1, ...): an
+/// output's term is what its Composite, or a program of it alone, is named by.
+inline std::vector<std::string> register_texts(const program& p) {
+  std::vector<std::string> text(p.reg_types.size());
+  std::vector<scalar_op> last_op(p.reg_types.size(), scalar_op::identity);
+  for (int r = 0; r < p.n_inputs; ++r) text[static_cast<std::size_t>(r)] = "i" + std::to_string(r);
+  for (const auto& ins : p.code) {
+    std::string args[3];
+    const int arity = info(ins.op).arity;
+    for (int j = 0; j < arity; ++j) args[j] = text[static_cast<std::size_t>(ins.args[j])];
+    text[static_cast<std::size_t>(ins.dst)] =
+        composite_term(ins.op, ins.out_type, args, static_cast<std::size_t>(arity), last_op[static_cast<std::size_t>(ins.args[0])]);
+    last_op[static_cast<std::size_t>(ins.dst)] = ins.op;
+  }
+  return text;
+}
+}  // namespace detail
+
 /// @brief An operation: what an Apply node computes. Immutable once built.
 struct op {
   op_kind kind = op_kind::elemwise;

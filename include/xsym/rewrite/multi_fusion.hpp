@@ -17,21 +17,6 @@ XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym::detail {
 
-// Text of every register of a program, as Theano prints a Composite.
-inline std::vector<std::string> register_texts(const program& p) {
-  std::vector<std::string> text(p.reg_types.size());
-  std::vector<scalar_op> last_op(p.reg_types.size(), scalar_op::identity);
-  for (int r = 0; r < p.n_inputs; ++r) text[static_cast<std::size_t>(r)] = "i" + std::to_string(r);
-  for (const auto& ins : p.code) {
-    std::vector<std::string> args;
-    for (int j = 0; j < info(ins.op).arity; ++j) args.push_back(text[static_cast<std::size_t>(ins.args[j])]);
-    const std::string t = composite_term(ins.op, ins.out_type, args, last_op[static_cast<std::size_t>(ins.args[0])]);
-    text[static_cast<std::size_t>(ins.dst)] = t;
-    last_op[static_cast<std::size_t>(ins.dst)] = ins.op;
-  }
-  return text;
-}
-
 inline std::shared_ptr<const program> node_program(const function_graph& g, const apply_node& n) {
   if (n.fn->kind == op_kind::composite) return n.fn->fused;
   auto p = std::make_shared<program>();

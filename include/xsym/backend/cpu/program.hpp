@@ -459,16 +459,15 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
 }
 
 /// The instructions of p that output `out` needs, as a program of that one output (the same
-/// inputs and registers): what a OnePassGemv's blocks compute per block (one_pass_blocks).
+/// inputs; only the registers those instructions write): what a OnePassGemv's blocks compute
+/// per block (one_pass_blocks).
 inline std::shared_ptr<const program> output_program(const program& p, int out) {
   auto q = std::make_shared<program>();
   q->n_inputs = p.n_inputs;
-  q->reg_types = p.reg_types;
-  q->outputs = {p.outputs[static_cast<std::size_t>(out)]};
-  q->text = p.text + " (output " + std::to_string(out) + ")";
   q->absorbed = p.absorbed;
+  const int result = p.outputs[static_cast<std::size_t>(out)];
   std::vector<char> needed(p.reg_types.size(), 0);
-  needed[static_cast<std::size_t>(q->outputs[0])] = 1;
+  needed[static_cast<std::size_t>(result)] = 1;
   std::vector<instruction> code;
   for (auto it = p.code.rbegin(); it != p.code.rend(); ++it) {
     if (!needed[static_cast<std::size_t>(it->dst)]) continue;
@@ -476,7 +475,25 @@ inline std::shared_ptr<const program> output_program(const program& p, int out) 
     const int arity = info(it->op).arity;
     for (int j = 0; j < arity; ++j) needed[static_cast<std::size_t>(it->args[j])] = 1;
   }
-  q->code.assign(code.rbegin(), code.rend());
+  // Registers renumbered in the order they are written: another output's registers (a
+  // comparison's bools) would keep a typed tree's kernel, all of one element type, from binding.
+  std::vector<int> reg(p.reg_types.size(), -1);
+  q->reg_types.assign(p.reg_types.begin(), p.reg_types.begin() + p.n_inputs);
+  for (int r = 0; r < p.n_inputs; ++r) reg[static_cast<std::size_t>(r)] = r;
+  for (auto it = code.rbegin(); it != code.rend(); ++it) {
+    instruction ins = *it;
+    for (int j = 0; j < info(ins.op).arity; ++j) ins.args[j] = reg[static_cast<std::size_t>(ins.args[j])];
+    int& d = reg[static_cast<std::size_t>(ins.dst)];
+    if (d < 0) {
+      d = static_cast<int>(q->reg_types.size());
+      q->reg_types.push_back(p.reg_types[static_cast<std::size_t>(ins.dst)]);
+    }
+    ins.dst = d;
+    q->code.push_back(ins);
+  }
+  q->outputs = {reg[static_cast<std::size_t>(result)]};
+  // The output's own term: a typed tree with that text binds its kernel (bind_typed_kernel).
+  q->text = xsym::detail::register_texts(*q)[static_cast<std::size_t>(q->outputs[0])];
   return q;
 }
 XSYM_COLD_END
