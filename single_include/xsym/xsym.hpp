@@ -2425,6 +2425,25 @@ struct program {
   std::vector<std::string> absorbed;  // names of the ops it replaced, for the profile
 };
 
+namespace detail {
+/// The text of every register of p, as Theano prints a Composite (inputs i0, i1, ...): an
+/// output's term is what its Composite, or a program of it alone, is named by.
+inline std::vector<std::string> register_texts(const program& p) {
+  std::vector<std::string> text(p.reg_types.size());
+  std::vector<scalar_op> last_op(p.reg_types.size(), scalar_op::identity);
+  for (int r = 0; r < p.n_inputs; ++r) text[static_cast<std::size_t>(r)] = "i" + std::to_string(r);
+  for (const auto& ins : p.code) {
+    std::string args[3];
+    const int arity = info(ins.op).arity;
+    for (int j = 0; j < arity; ++j) args[j] = text[static_cast<std::size_t>(ins.args[j])];
+    text[static_cast<std::size_t>(ins.dst)] =
+        composite_term(ins.op, ins.out_type, args, static_cast<std::size_t>(arity), last_op[static_cast<std::size_t>(ins.args[0])]);
+    last_op[static_cast<std::size_t>(ins.dst)] = ins.op;
+  }
+  return text;
+}
+}  // namespace detail
+
 /// @brief An operation: what an Apply node computes. Immutable once built.
 struct op {
   op_kind kind = op_kind::elemwise;
@@ -9041,16 +9060,15 @@ inline compiled_program compile_program_with(std::shared_ptr<const program> p, k
 }
 
 /// The instructions of p that output `out` needs, as a program of that one output (the same
-/// inputs and registers): what a OnePassGemv's blocks compute per block (one_pass_blocks).
+/// inputs; only the registers those instructions write): what a OnePassGemv's blocks compute
+/// per block (one_pass_blocks).
 inline std::shared_ptr<const program> output_program(const program& p, int out) {
   auto q = std::make_shared<program>();
   q->n_inputs = p.n_inputs;
-  q->reg_types = p.reg_types;
-  q->outputs = {p.outputs[static_cast<std::size_t>(out)]};
-  q->text = p.text + " (output " + std::to_string(out) + ")";
   q->absorbed = p.absorbed;
+  const int result = p.outputs[static_cast<std::size_t>(out)];
   std::vector<char> needed(p.reg_types.size(), 0);
-  needed[static_cast<std::size_t>(q->outputs[0])] = 1;
+  needed[static_cast<std::size_t>(result)] = 1;
   std::vector<instruction> code;
   for (auto it = p.code.rbegin(); it != p.code.rend(); ++it) {
     if (!needed[static_cast<std::size_t>(it->dst)]) continue;
@@ -9058,7 +9076,25 @@ inline std::shared_ptr<const program> output_program(const program& p, int out) 
     const int arity = info(it->op).arity;
     for (int j = 0; j < arity; ++j) needed[static_cast<std::size_t>(it->args[j])] = 1;
   }
-  q->code.assign(code.rbegin(), code.rend());
+  // Registers renumbered in the order they are written: another output's registers (a
+  // comparison's bools) would keep a typed tree's kernel, all of one element type, from binding.
+  std::vector<int> reg(p.reg_types.size(), -1);
+  q->reg_types.assign(p.reg_types.begin(), p.reg_types.begin() + p.n_inputs);
+  for (int r = 0; r < p.n_inputs; ++r) reg[static_cast<std::size_t>(r)] = r;
+  for (auto it = code.rbegin(); it != code.rend(); ++it) {
+    instruction ins = *it;
+    for (int j = 0; j < info(ins.op).arity; ++j) ins.args[j] = reg[static_cast<std::size_t>(ins.args[j])];
+    int& d = reg[static_cast<std::size_t>(ins.dst)];
+    if (d < 0) {
+      d = static_cast<int>(q->reg_types.size());
+      q->reg_types.push_back(p.reg_types[static_cast<std::size_t>(ins.dst)]);
+    }
+    ins.dst = d;
+    q->code.push_back(ins);
+  }
+  q->outputs = {reg[static_cast<std::size_t>(result)]};
+  // The output's own term: a typed tree with that text binds its kernel (bind_typed_kernel).
+  q->text = xsym::detail::register_texts(*q)[static_cast<std::size_t>(q->outputs[0])];
   return q;
 }
 XSYM_COLD_END
@@ -10018,10 +10054,12 @@ void typed_run(const std::byte* const* in, const std::uint8_t* map, std::byte* o
   using T = typename Tree::value_type;
   constexpr int L = Tree::leaves;
   constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  constexpr std::int64_t w = static_cast<std::int64_t>(xsimd::batch<T>::size);
   if (n <= 0) return;
+  // Under a batch (a OnePassGemv's block of rows), the tail alone: no loop to set up.
+  if (n < w) return typed_run_tail<Tree>(in, map, out_bytes, 0, n);
   const typed_args<T, L> a = run_args<Tree>(in, map);
   // Whether out is apart from every array leaf, asked only where there is a tail to take.
-  constexpr std::int64_t w = static_cast<std::int64_t>(xsimd::batch<T>::size);
   bool apart = lanes_as_scalars<Tree>::value && n % w != 0 && n >= w;
   if (apart) {
     const std::uintptr_t len = static_cast<std::uintptr_t>(n) * sizeof(T);
@@ -14897,7 +14935,8 @@ struct thunk {
   void (*run)(const thunk&, ndarray* values) = nullptr;
   const apply_node* node = nullptr;
   cpu::compiled_program prog;  // elementwise nodes
-  // OnePassGemv with cxx: the program of g alone, compiled, for blocks of rows (one_pass_blocks)
+  // OnePassGemv: the program of g alone, for blocks of rows (one_pass_blocks), where a typed
+  // tree's kernel or cxx's loop computes it; null elsewhere
   std::shared_ptr<cpu::compiled_program> block_g;
   bool one_element_path = false;  // run_elemwise_one may run it (see there)
   // DebugMode's per-node reference: products and reductions run naive loops of their own
@@ -16309,9 +16348,10 @@ struct one_pass_rows {
   }
 };
 
-// A block's g by cxx's loop of g alone: rows [r0, r0 + n), u's n values kept at u + r0.
+// A block's g by the program of g alone (a typed tree's kernel, or cxx's loop): rows
+// [r0, r0 + n), u's n values kept at u + r0.
 struct one_pass_block_g {
-  cpu::jit_fn run_g;
+  const cpu::compiled_program* g_prog;
   const one_pass_rows* rows;  // the inputs' bases and which are one value
   std::int64_t bytes;         // of an element
   std::byte* u;
@@ -16325,7 +16365,7 @@ struct one_pass_block_g {
     for (int r = 0; r < rw.cp->prog->n_inputs; ++r)
       in[r] = r == rw.pass_u ? uk : rw.scalar[r] ? rw.base[r] : rw.base[r] + r0 * c.bytes;
     std::byte* out[1] = {c.g + r0 * c.bytes};
-    c.run_g(in, out, n, false);
+    cpu::detail::run_span(*c.g_prog, in, rw.scalar, out, n);
   }
 };
 
@@ -16366,9 +16406,11 @@ inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
     const ndarray& v = *ins[r];
     one_pass = v.rank() == 1 && (bcast[r] ? v.shape(0) == 1 : v.shape(0) == m && v.stride(0) == 1);
   }
-  // A matrix the caches keep: by blocks of rows where g has a compiled kernel, else the steps.
+  // A matrix the caches keep: by blocks of rows where g has a compiled kernel (typed or cxx's;
+  // the program's one-value inputs are the node's broadcast ones, as both were bound for), else
+  // the steps.
   const bool resident = static_cast<std::int64_t>(a.nbytes()) < cpu::one_pass_min_bytes();
-  const bool blocks = one_pass && resident && t.block_g && t.block_g->jit[0];
+  const bool blocks = one_pass && resident && t.block_g && (t.block_g->jit[0] || t.block_g->typed);
   one_pass = one_pass && (!resident || blocks);
   thread_local ndarray u;  // A x, when the steps run one after the other or by blocks
   if (!one_pass) {
@@ -16417,10 +16459,11 @@ inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
   }
   // Each block's g by the compiled program of g alone, u kept for the whole program after.
   prepare_output(u, type, vector_shape(m));
-  one_pass_block_g bg{t.block_g->jit[0], &rows, static_cast<std::int64_t>(dtype_size(type)), u.data(),
+  one_pass_block_g bg{t.block_g.get(), &rows, static_cast<std::int64_t>(dtype_size(type)), u.data(),
                       outs[o.pass_g]->data()};
   const cpu::detail::one_pass_rows_fn fn{&one_pass_block_g::run, &bg};
   cpu::kernels_of(type).one_pass_blocks(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
+  if (p.outputs.size() == 1) return;
   // The other outputs over all rows; g as the blocks computed it (the whole program's loop
   // may contract another multiply-add), so the program's g goes to scratch.
   thread_local ndarray g_scratch;
@@ -16954,21 +16997,6 @@ XSYM_COLD_END
 XSYM_COLD_BEGIN  // rewrites run when a function is built
 
 namespace xsym::detail {
-
-// Text of every register of a program, as Theano prints a Composite.
-inline std::vector<std::string> register_texts(const program& p) {
-  std::vector<std::string> text(p.reg_types.size());
-  std::vector<scalar_op> last_op(p.reg_types.size(), scalar_op::identity);
-  for (int r = 0; r < p.n_inputs; ++r) text[static_cast<std::size_t>(r)] = "i" + std::to_string(r);
-  for (const auto& ins : p.code) {
-    std::vector<std::string> args;
-    for (int j = 0; j < info(ins.op).arity; ++j) args.push_back(text[static_cast<std::size_t>(ins.args[j])]);
-    const std::string t = composite_term(ins.op, ins.out_type, args, last_op[static_cast<std::size_t>(ins.args[0])]);
-    text[static_cast<std::size_t>(ins.dst)] = t;
-    last_op[static_cast<std::size_t>(ins.dst)] = ins.op;
-  }
-  return text;
-}
 
 inline std::shared_ptr<const program> node_program(const function_graph& g, const apply_node& n) {
   if (n.fn->kind == op_kind::composite) return n.fn->fused;
@@ -18289,7 +18317,15 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference, 
       case op_kind::one_pass_gemv:
         // The reference runs the three steps: DebugMode checks the one pass against them.
         t.prog = reference ? cpu::compile_program<false>(n.fn->fused) : cpu::compile_program<true>(n.fn->fused);
-        if (!reference) cpu::bind_typed_kernel(t.prog, detail::one_pass_one_value_inputs(n, t));
+        if (!reference) {
+          const std::uint64_t one_value = detail::one_pass_one_value_inputs(n, t);
+          cpu::bind_typed_kernel(t.prog, one_value);
+          // g alone, for the blocks of a matrix the caches keep (exec/cpu_nodes.hpp): kept where
+          // a typed tree's kernel computes it, or cxx compiles it (compile_kernels).
+          t.block_g = std::make_shared<cpu::compiled_program>(
+              cpu::compile_program<true>(cpu::detail::output_program(*n.fn->fused, n.fn->pass_g)));
+          if (!cpu::bind_typed_kernel(*t.block_g, one_value) && m_plan.cxx.empty()) t.block_g.reset();
+        }
         t.run = reference ? &detail::run_one_pass_steps : &detail::run_one_pass_gemv;
         break;
       case op_kind::dimshuffle: t.run = &detail::run_dimshuffle; break;
@@ -18387,9 +18423,7 @@ inline void function_runtime::compile_kernels(std::vector<detail::thunk>& thunks
       }
     } else if (t.run == &detail::run_one_pass_gemv) {
       r.scalar_bits[0] = r.scalar_bits[1] = detail::one_pass_one_value_inputs(*t.node, t);
-      // g alone, for the blocks of a matrix the caches keep (exec/cpu_nodes.hpp)
-      t.block_g = std::make_shared<cpu::compiled_program>(
-          cpu::compile_program<true>(cpu::detail::output_program(*t.prog.prog, t.node->fn->pass_g)));
+      // g alone (bind_thunks), its loop for the blocks of a matrix the caches keep
       requests.push_back({t.block_g.get(), {r.scalar_bits[0], r.scalar_bits[0]}, true});
     } else {
       continue;
@@ -18502,7 +18536,10 @@ inline void function_runtime::init_profile(const function_options& options, std:
   facts->graph = m_graph;
   facts->implementation = m_plan.reference_kernels ? "ref" : "cpu";
   facts->device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
-  for (const auto& t : m_thunks) facts->node_compiled.push_back(t.prog.jit[0] ? 1 : t.prog.typed || t.device_typed ? 2 : 0);
+  for (const auto& t : m_thunks) {
+    const bool typed = t.prog.typed || t.device_typed || (t.block_g && t.block_g->typed);  // OnePassGemv: its g
+    facts->node_compiled.push_back(t.prog.jit[0] ? 1 : typed ? 2 : 0);
+  }
   facts->compiled_library = m_jit.library;
   facts->compiled_now = m_jit.compiled > 0;
   facts->rewrite_seconds = seconds[1] - seconds[0];

@@ -16,6 +16,7 @@
 #include <xtensor/xview.hpp>
 
 #include "compile_util.hpp"
+#include "expr/typed_util.hpp"
 
 namespace {
 
@@ -102,6 +103,71 @@ struct step_data {
     for (auto& v : w0) v = static_cast<T>(w_scale * normal(rng));
   }
 };
+
+// The step as an Eigen user writes it, the gradient by hand: g = (sigmoid(u + b + c) - y) / m
+// is a typed tree, whose kernel computes the OnePassGemv's g for its blocks of rows.
+template <class T, class... Options>
+auto make_hand_step(const xt::xtensor<T, 1>& w0, std::size_t rows, const std::string& excluding,
+                    const Options&... options) {
+  auto x = xsym::matrix<T>("x");
+  auto y = xsym::vector<T>("y");
+  auto c = xsym::vector<T>("c");
+  auto w = xsym::shared(w0, "w");
+  auto b = xsym::shared(T(0), "b");
+  auto z = dot(x, w) + b + c;
+  auto xent = y * softplus(-z) + (1 - y) * softplus(z);
+  auto g = (sigmoid(z) - y) / static_cast<T>(rows);
+  auto f = xsym::function("hand", xsym::inputs(x, y, c), xsym::outputs(sigmoid(z) > 0.5, xent),
+                          xsym::updates(xsym::update(w, w - T(0.1) * (dot(x.T(), g) + T(0.02) * w)),
+                                        xsym::update(b, b - T(0.1) * sum(g))),
+                          xsym::optimizer_excluding(excluding), options...);
+  return std::tuple{f, w, b};
+}
+
+template <class T>
+void check_hand_step(std::size_t rows, std::size_t feats, std::mt19937& rng) {
+  const step_data<T> d(rows, feats, rng, 0.1, 0.2);
+  const auto& [X, Y, C, w0] = d;
+  const auto stats = std::make_shared<xsym::profile_stats>("hand", false);
+  auto [f, w, b] = make_hand_step<T>(w0, rows, "", xsym::profile(stats));
+  auto [f_u, w_u, b_u] = make_hand_step<T>(w0, rows, "one_pass_gemv");
+  INFO(rows << " x " << feats << " " << (sizeof(T) == 4 ? "float32" : "float64"));
+  REQUIRE(count_class(f, "xsym::OnePassGemv") == 1);
+  const auto types = xsym_test::node_types(f, "hand");
+  std::size_t at = 0;
+  for (const auto& node : f.toposort()) {
+    // Its g by the tree's kernel; with one row, canonicalize takes `/ 1` away (a rule that needs
+    // the value, run-time only), so no tree has g's text and the steps run.
+    if (node.class_name() == "xsym::OnePassGemv") CHECK(types.at(at) == (rows > 1 ? "typed" : "cpu"));
+    ++at;
+  }
+  const double tol = sizeof(T) == 4 ? 2e-4 : 1e-11;
+  std::vector<double> wr(w0.begin(), w0.end());
+  double br = 0;
+  for (int it = 0; it < 3; ++it) {
+    auto [pred, xent] = f(X, Y, C);
+    auto [pred_u, xent_u] = f_u(X, Y, C);
+    const auto want = reference(X, Y, C, wr, br);
+    INFO("step " << it);
+    const auto nw = w.get_value(), nw_u = w_u.get_value();
+    double scale = 1;
+    for (double v : want.w) scale = std::max(scale, std::abs(v));
+    for (std::size_t j = 0; j < feats; ++j) {
+      REQUIRE(std::abs(double(nw(j)) - want.w[j]) <= tol * scale);
+      REQUIRE(std::abs(double(nw(j)) - double(nw_u(j))) <= tol * scale);
+    }
+    REQUIRE(std::abs(double(b.get_value()()) - want.b) <= tol);
+    for (std::size_t r = 0; r < rows; ++r) {
+      REQUIRE(std::abs(double(xent(r)) - want.xent[r]) <= tol * std::max(1.0, std::abs(want.xent[r])));
+      REQUIRE(xent(r) == xent_u(r));
+      REQUIRE(pred(r) == pred_u(r));
+    }
+    wr.assign(nw.begin(), nw.end());
+    br = double(b.get_value()());
+    w_u.set_value(nw);
+    b_u.set_value(b.get_value()());
+  }
+}
 
 template <class T>
 void check_against_reference(std::size_t rows, std::size_t feats, std::mt19937& rng) {
@@ -364,6 +430,77 @@ TEST_CASE("one_pass_gemv gives the same bits on 1 to 4 threads", "[compile][one_
       CHECK(bool(p == p0));
       CHECK(bool(e == e0));
       CHECK(bool(parallel.w().get_value() == w_serial));
+    }
+    omp_set_num_threads(2);
+    xsym::config.openmp = false;
+  }
+}
+#endif
+
+// A Composite whose g output is a typed tree's text (the gradient written by hand, as in Eigen):
+// the tree's kernel computes g for each block of 4 rows, and the blocks read X once from L1
+// (one_pass_blocks) where cxx is not set.
+TEST_CASE("a hand-written gradient's typed tree computes the blocks' g without cxx", "[compile][one_pass]") {
+  xsym_test::clean_config guard;
+  std::mt19937 rng(29);
+  // One row, a block short of 4 rows, whole blocks, parts of unequal blocks (16 blocks a part).
+  for (auto [rows, feats] : {std::pair<std::size_t, std::size_t>{1, 9}, {3, 40}, {4, 17}, {9, 40}, {67, 33}, {203, 64}}) {
+    check_hand_step<float>(rows, feats, rng);
+    check_hand_step<double>(rows, feats / 2 + 1, rng);
+  }
+}
+
+namespace {
+struct fault_guard {
+  std::string saved = xsym::cpu::testing::current_fault().name;
+  ~fault_guard() { xsym::cpu::testing::set_fault(saved); }
+};
+}  // namespace
+
+// The blocks' g is the tree's kernel, not the interpreted program: a fault in typed kernels
+// (each span's middle element moved, bound when the function is built) changes the weights.
+TEST_CASE("the blocks' g comes from the typed tree's kernel", "[compile][one_pass]") {
+  xsym_test::clean_config guard;
+  fault_guard faults;
+  std::mt19937 rng(31);
+  const step_data<float> d(67, 40, rng, 0.1, 0.2);
+  const auto& [X, Y, C, w0] = d;
+  auto [f, w, b] = make_hand_step<float>(w0, 67, "");
+  (void)f(X, Y, C);
+  xsym::cpu::testing::set_fault("typed");
+  auto [f_t, w_t, b_t] = make_hand_step<float>(w0, 67, "");
+  (void)f_t(X, Y, C);
+  xsym::cpu::testing::set_fault("");
+  auto [f_u, w_u, b_u] = make_hand_step<float>(w0, 67, "one_pass_gemv");
+  xsym::cpu::testing::set_fault("typed");
+  auto [f_ut, w_ut, b_ut] = make_hand_step<float>(w0, 67, "one_pass_gemv");
+  xsym::cpu::testing::set_fault("");
+  (void)f_u(X, Y, C);
+  (void)f_ut(X, Y, C);
+  CHECK_FALSE(bool(w.get_value() == w_t.get_value()));
+  CHECK(bool(w_u.get_value() == w_ut.get_value()));  // the steps' Composite has no typed kernel
+}
+
+#ifdef _OPENMP
+TEST_CASE("the blocks with a typed g give the same bits on 1 to 4 threads", "[compile][one_pass][openmp]") {
+  xsym_test::clean_config guard;
+  std::mt19937 rng(37);
+  for (std::size_t rows : {203u, 1001u}) {
+    const step_data<float> d(rows, 48, rng, 0.1, 0.05);
+    const auto& [X, Y, C, w0] = d;
+    xsym::config.openmp = false;
+    auto [f0, w_serial, b_serial] = make_hand_step<float>(w0, rows, "");
+    auto [p0, e0] = f0(X, Y, C);
+    xsym::config.openmp = true;
+    for (int threads : {1, 2, 3, 4}) {
+      omp_set_num_threads(threads);  // read when a function is built
+      auto [f, w, b] = make_hand_step<float>(w0, rows, "");
+      auto [p, e] = f(X, Y, C);
+      INFO(rows << " rows, " << threads << " threads");
+      CHECK(bool(p == p0));
+      CHECK(bool(e == e0));
+      CHECK(bool(w.get_value() == w_serial.get_value()));
+      CHECK(b.get_value()() == b_serial.get_value()());
     }
     omp_set_num_threads(2);
     xsym::config.openmp = false;

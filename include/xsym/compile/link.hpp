@@ -88,7 +88,15 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference, 
       case op_kind::one_pass_gemv:
         // The reference runs the three steps: DebugMode checks the one pass against them.
         t.prog = reference ? cpu::compile_program<false>(n.fn->fused) : cpu::compile_program<true>(n.fn->fused);
-        if (!reference) cpu::bind_typed_kernel(t.prog, detail::one_pass_one_value_inputs(n, t));
+        if (!reference) {
+          const std::uint64_t one_value = detail::one_pass_one_value_inputs(n, t);
+          cpu::bind_typed_kernel(t.prog, one_value);
+          // g alone, for the blocks of a matrix the caches keep (exec/cpu_nodes.hpp): kept where
+          // a typed tree's kernel computes it, or cxx compiles it (compile_kernels).
+          t.block_g = std::make_shared<cpu::compiled_program>(
+              cpu::compile_program<true>(cpu::detail::output_program(*n.fn->fused, n.fn->pass_g)));
+          if (!cpu::bind_typed_kernel(*t.block_g, one_value) && m_plan.cxx.empty()) t.block_g.reset();
+        }
         t.run = reference ? &detail::run_one_pass_steps : &detail::run_one_pass_gemv;
         break;
       case op_kind::dimshuffle: t.run = &detail::run_dimshuffle; break;
@@ -186,9 +194,7 @@ inline void function_runtime::compile_kernels(std::vector<detail::thunk>& thunks
       }
     } else if (t.run == &detail::run_one_pass_gemv) {
       r.scalar_bits[0] = r.scalar_bits[1] = detail::one_pass_one_value_inputs(*t.node, t);
-      // g alone, for the blocks of a matrix the caches keep (exec/cpu_nodes.hpp)
-      t.block_g = std::make_shared<cpu::compiled_program>(
-          cpu::compile_program<true>(cpu::detail::output_program(*t.prog.prog, t.node->fn->pass_g)));
+      // g alone (bind_thunks), its loop for the blocks of a matrix the caches keep
       requests.push_back({t.block_g.get(), {r.scalar_bits[0], r.scalar_bits[0]}, true});
     } else {
       continue;

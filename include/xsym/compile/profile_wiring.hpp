@@ -18,7 +18,10 @@ inline void function_runtime::init_profile(const function_options& options, std:
   facts->graph = m_graph;
   facts->implementation = m_plan.reference_kernels ? "ref" : "cpu";
   facts->device_implementation = m_plan.gpu ? detail::device_hooks().implementation : "";
-  for (const auto& t : m_thunks) facts->node_compiled.push_back(t.prog.jit[0] ? 1 : t.prog.typed || t.device_typed ? 2 : 0);
+  for (const auto& t : m_thunks) {
+    const bool typed = t.prog.typed || t.device_typed || (t.block_g && t.block_g->typed);  // OnePassGemv: its g
+    facts->node_compiled.push_back(t.prog.jit[0] ? 1 : typed ? 2 : 0);
+  }
   facts->compiled_library = m_jit.library;
   facts->compiled_now = m_jit.compiled > 0;
   facts->rewrite_seconds = seconds[1] - seconds[0];

@@ -923,9 +923,10 @@ struct one_pass_rows {
   }
 };
 
-// A block's g by cxx's loop of g alone: rows [r0, r0 + n), u's n values kept at u + r0.
+// A block's g by the program of g alone (a typed tree's kernel, or cxx's loop): rows
+// [r0, r0 + n), u's n values kept at u + r0.
 struct one_pass_block_g {
-  cpu::jit_fn run_g;
+  const cpu::compiled_program* g_prog;
   const one_pass_rows* rows;  // the inputs' bases and which are one value
   std::int64_t bytes;         // of an element
   std::byte* u;
@@ -939,7 +940,7 @@ struct one_pass_block_g {
     for (int r = 0; r < rw.cp->prog->n_inputs; ++r)
       in[r] = r == rw.pass_u ? uk : rw.scalar[r] ? rw.base[r] : rw.base[r] + r0 * c.bytes;
     std::byte* out[1] = {c.g + r0 * c.bytes};
-    c.run_g(in, out, n, false);
+    cpu::detail::run_span(*c.g_prog, in, rw.scalar, out, n);
   }
 };
 
@@ -980,9 +981,11 @@ inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
     const ndarray& v = *ins[r];
     one_pass = v.rank() == 1 && (bcast[r] ? v.shape(0) == 1 : v.shape(0) == m && v.stride(0) == 1);
   }
-  // A matrix the caches keep: by blocks of rows where g has a compiled kernel, else the steps.
+  // A matrix the caches keep: by blocks of rows where g has a compiled kernel (typed or cxx's;
+  // the program's one-value inputs are the node's broadcast ones, as both were bound for), else
+  // the steps.
   const bool resident = static_cast<std::int64_t>(a.nbytes()) < cpu::one_pass_min_bytes();
-  const bool blocks = one_pass && resident && t.block_g && t.block_g->jit[0];
+  const bool blocks = one_pass && resident && t.block_g && (t.block_g->jit[0] || t.block_g->typed);
   one_pass = one_pass && (!resident || blocks);
   thread_local ndarray u;  // A x, when the steps run one after the other or by blocks
   if (!one_pass) {
@@ -1031,10 +1034,11 @@ inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
   }
   // Each block's g by the compiled program of g alone, u kept for the whole program after.
   prepare_output(u, type, vector_shape(m));
-  one_pass_block_g bg{t.block_g->jit[0], &rows, static_cast<std::int64_t>(dtype_size(type)), u.data(),
+  one_pass_block_g bg{t.block_g.get(), &rows, static_cast<std::int64_t>(dtype_size(type)), u.data(),
                       outs[o.pass_g]->data()};
   const cpu::detail::one_pass_rows_fn fn{&one_pass_block_g::run, &bg};
   cpu::kernels_of(type).one_pass_blocks(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
+  if (p.outputs.size() == 1) return;
   // The other outputs over all rows; g as the blocks computed it (the whole program's loop
   // may contract another multiply-add), so the program's g goes to scratch.
   thread_local ndarray g_scratch;

@@ -76,7 +76,8 @@ struct thunk {
   void (*run)(const thunk&, ndarray* values) = nullptr;
   const apply_node* node = nullptr;
   cpu::compiled_program prog;  // elementwise nodes
-  // OnePassGemv with cxx: the program of g alone, compiled, for blocks of rows (one_pass_blocks)
+  // OnePassGemv: the program of g alone, for blocks of rows (one_pass_blocks), where a typed
+  // tree's kernel or cxx's loop computes it; null elsewhere
   std::shared_ptr<cpu::compiled_program> block_g;
   bool one_element_path = false;  // run_elemwise_one may run it (see there)
   // DebugMode's per-node reference: products and reductions run naive loops of their own

@@ -240,10 +240,12 @@ void typed_run(const std::byte* const* in, const std::uint8_t* map, std::byte* o
   using T = typename Tree::value_type;
   constexpr int L = Tree::leaves;
   constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  constexpr std::int64_t w = static_cast<std::int64_t>(xsimd::batch<T>::size);
   if (n <= 0) return;
+  // Under a batch (a OnePassGemv's block of rows), the tail alone: no loop to set up.
+  if (n < w) return typed_run_tail<Tree>(in, map, out_bytes, 0, n);
   const typed_args<T, L> a = run_args<Tree>(in, map);
   // Whether out is apart from every array leaf, asked only where there is a tail to take.
-  constexpr std::int64_t w = static_cast<std::int64_t>(xsimd::batch<T>::size);
   bool apart = lanes_as_scalars<Tree>::value && n % w != 0 && n >= w;
   if (apart) {
     const std::uintptr_t len = static_cast<std::uintptr_t>(n) * sizeof(T);
