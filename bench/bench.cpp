@@ -119,6 +119,23 @@ void bench_logreg(const char* dtype, int steps, std::size_t offset = 0, bool sat
     xsym::config.cxx = "";
   }
 
+  // The gradient written by hand (bench_util.hpp's hand_train), as Eigen's step computes it.
+  if (full && !noprof_build()) {
+    xsym::config.profile = false;
+    const auto setup = hand_train(d.w0, static_cast<std::size_t>(n));
+    auto train = std::get<0>(setup);
+    auto w = std::get<1>(setup);
+    auto b = std::get<2>(setup);
+    runners.push_back({"xsym_hand",
+                       [&d, w, b, train, steps, pred = xt::xtensor<bool, 1>::from_shape({std::size_t(n)}),
+                        xent_out = xt::xtensor<T, 1>::from_shape({std::size_t(n)})]() mutable {
+                         w.set_value(d.w0);
+                         b.set_value(T(0));
+                         for (int i = 0; i < steps; ++i) train.into(pred, xent_out)(d.X, d.Y);
+                       },
+                       [&compare, w] { compare(w.get_value().data(), "xsym logreg, gradient by hand"); }});
+  }
+
   // Eigen (eigen_logreg.hpp).
   eigen_logreg<T> eig(d.X.data(), d.Y.data(), n, feats);
   if (!noprof_build()) {

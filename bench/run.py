@@ -290,6 +290,11 @@ def main():
                  and q.get("rows") == r.get("rows")]
             if p:
                 reported.append((f"{r['benchmark']} {where} float32: xsym / {peer}", r["median_s"] / p[0]["median_s"]))
+    # The step with its gradient written by hand (bench_util.hpp's hand_train): g a typed tree.
+    for dt in ("float32", "float64"):
+        h = find(results, "logreg", "xsym_hand", dt)
+        if h and "paired_ratio_to_eigen" in h:
+            reported.append((f"logreg {dt}, gradient by hand: xsym / eigen", h["paired_ratio_to_eigen"]))
     bol = find(results, "build_oneline", "xsym_compiled_lib")
     if bol:
         reported.append(("compile bench/oneline.cpp, XSYM_COMPILED_LIB (s)", bol["median_s"]))
