@@ -255,6 +255,7 @@ struct program {
 };
 
 namespace detail {
+XSYM_COLD_BEGIN  // fusion and linking: once per function
 /// The text of every register of p, as Theano prints a Composite (inputs i0, i1, ...): an
 /// output's term is what its Composite, or a program of it alone, is named by.
 inline std::vector<std::string> register_texts(const program& p) {
@@ -271,6 +272,7 @@ inline std::vector<std::string> register_texts(const program& p) {
   }
   return text;
 }
+XSYM_COLD_END
 }  // namespace detail
 
 /// @brief An operation: what an Apply node computes. Immutable once built.
