@@ -2852,6 +2852,15 @@ template <class V>
 void use_typed(const V&) {
   if constexpr (is_typed_v<V>) use_tree_kernels<tree_t<V>>();
 }
+/// Compiles a OnePassGemv's blocks with Tree as g, and with its rewritten variants, into the
+/// program (defined beside use_tree_kernels).
+template <class Tree>
+void use_blocks_kernels();
+/// The vector operand of dot(A, v) with a matrix A: v may be the g of A's one pass.
+template <class V>
+void use_blocked(const V&) {
+  if constexpr (is_typed_v<V>) use_blocks_kernels<tree_t<V>>();
+}
 /// Compiles the sums of Tree's values, as the default flags rewrite it, into the program: the
 /// operand of sum or mean, reduced as it is computed (careduce_fusion; defined beside
 /// use_tree_kernels).
@@ -4530,6 +4539,7 @@ template <class A, class B>
 auto dot(const A& a, const B& b, detail::source_site where = detail::source_site::current()) {
   detail::use_typed(a);
   detail::use_typed(b);
+  if constexpr (A::rank == 2 && B::rank == 1) detail::use_blocked(b);
   return dot(static_cast<const var<typename A::value_type, A::rank>&>(a),
              static_cast<const var<typename B::value_type, B::rank>&>(b), where);
 }
@@ -8605,6 +8615,951 @@ XSYM_COLD_END
 
 #endif
 // ---- end include/xsym/backend/cpu/fault.hpp ----
+// ---- begin include/xsym/backend/cpu/one_pass.hpp ----
+#ifndef XSYM_BACKEND_CPU_ONE_PASS_HPP
+#define XSYM_BACKEND_CPU_ONE_PASS_HPP
+
+// y = beta y0 + alpha Aᵀ g, where g is computed row by row from u = A x (a training step's
+// two products and the elementwise work between them), reading A once from memory: group by
+// group of rows, u for the group (with the previous group's rows read again from L2 for the
+// column product, in the same loop), then g for the group.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+// ---- begin include/xsym/backend/cpu/blas.hpp ----
+#ifndef XSYM_BACKEND_CPU_BLAS_HPP
+#define XSYM_BACKEND_CPU_BLAS_HPP
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+// ---- begin include/xsym/config/unroll.hpp ----
+#ifndef XSYM_CONFIG_UNROLL_HPP
+#define XSYM_CONFIG_UNROLL_HPP
+
+// XSYM_UNROLL(n) before a loop: GCC's `#pragma GCC unroll n`, which keeps a kernel's
+// accumulators in registers. nvcc's front end does not know the pragma and warns at each
+// (20 warnings for a one-function program that includes <xsym/gpu.hpp>); with the warning
+// suppressed for it, nvcc passes it on to the host compiler.
+#define XSYM_PRAGMA(text) _Pragma(#text)
+#if defined(__NVCC__)
+#define XSYM_UNROLL(n) \
+  XSYM_PRAGMA(nv_diagnostic push) XSYM_PRAGMA(nv_diag_suppress 1675) XSYM_PRAGMA(GCC unroll n) XSYM_PRAGMA(nv_diagnostic pop)
+#elif defined(__GNUC__)
+#define XSYM_UNROLL(n) XSYM_PRAGMA(GCC unroll n)
+#else
+#define XSYM_UNROLL(n)
+#endif
+
+#endif
+// ---- end include/xsym/config/unroll.hpp ----
+#include <xsimd/xsimd.hpp>
+
+// ---- begin include/xsym/backend/cpu/caches.hpp ----
+#ifndef XSYM_BACKEND_CPU_CACHES_HPP
+#define XSYM_BACKEND_CPU_CACHES_HPP
+
+// What the machine's caches hold, for the kernels that choose by it: streaming stores, one
+// pass over a matrix, prefetching rows from memory.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#if __has_include(<unistd.h>)
+#include <unistd.h>
+#endif
+#if defined(__linux__)
+#include <fcntl.h>
+#endif
+
+
+namespace xsym::cpu {
+
+namespace detail {
+XSYM_COLD_BEGIN  // run once, for the streaming threshold
+
+// The size of the last-level cache that CPU 0 shares, as Linux's sysfs lists it ("32768K"), or
+// -1. A virtual machine's sysconf may report the whole host's cache, where sysfs and lscpu
+// give the guest's.
+inline std::int64_t sysfs_llc_bytes() {
+#if defined(__linux__)
+  std::int64_t best = -1;
+  int best_level = 0;
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    auto read_line = [](const std::string& path) {
+      std::string text;
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return text;
+      char buf[64];
+      const auto got = ::read(fd, buf, sizeof buf - 1);
+      ::close(fd);
+      if (got > 0) text.assign(buf, static_cast<std::size_t>(got));
+      while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+      return text;
+    };
+    const std::string level = read_line(dir + "level"), type = read_line(dir + "type"), size = read_line(dir + "size");
+    if (level.empty()) break;
+    if (type == "Instruction" || size.empty()) continue;
+    char* end = nullptr;
+    const long long value = std::strtoll(size.c_str(), &end, 10);
+    const std::int64_t bytes = value * (*end == 'K' ? 1024 : *end == 'M' ? 1024 * 1024 : 1);
+    const int lv = std::atoi(level.c_str());
+    if (value > 0 && lv >= best_level) {
+      best_level = lv;
+      best = bytes;
+    }
+  }
+  return best;
+#else
+  return -1;
+#endif
+}
+
+// Bytes of a call's arrays (inputs and outputs) from which a node streams: 3/8 of the last-level
+// cache, the fraction glibc takes for its non-temporal memcpy. Below it, the output is likely still cached when the next node reads
+// it, and the ordinary stores and hardware prefetch are faster. The cache is sysfs's when it
+// lists one, else sysconf's; with neither, the threshold is 32 MiB.
+inline std::int64_t default_streaming_min_bytes() {
+  std::int64_t llc = sysfs_llc_bytes();
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+  if (llc <= 0) llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+  return llc > 0 ? llc / 8 * 3 : std::int64_t{32} << 20;
+}
+
+// Whether a core reads the last-level cache about as fast as it reads L2 from beyond it: AMD's
+// L3 serves one core complex. Intel's server LLC is spread over a mesh, and a core reads its
+// share near memory's speed (docs/performance.md, "Where one pass starts to pay").
+inline bool llc_near_core() {
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd");
+#else
+  return false;
+#endif
+}
+
+XSYM_COLD_END
+
+// One core's L2, as sysconf gives it; 1 MiB where it gives nothing.
+inline std::int64_t l2_cache_bytes() {
+  static const std::int64_t bytes = [] {
+    long v = -1;
+#if defined(_SC_LEVEL2_CACHE_SIZE)
+    v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    return v > 0 ? static_cast<std::int64_t>(v) : std::int64_t{1} << 20;
+  }();
+  return bytes;
+}
+}  // namespace detail
+
+/// @brief The streaming threshold in bytes (see detail::default_streaming_min_bytes); tests
+/// set it low to run the streaming path on small arrays.
+inline std::int64_t& streaming_min_bytes() {
+  static std::int64_t bytes = detail::default_streaming_min_bytes();
+  return bytes;
+}
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/caches.hpp ----
+
+namespace xsym::cpu {
+
+namespace detail {
+// Elements to handle one by one so that loads from a (and every row lda apart) are aligned
+// to the vector size: an unaligned 64-byte load from L2 costs two.
+// -1 when no peel can align them all (rows not a whole number of vectors apart).
+template <class T>
+std::int64_t peel_for(const T* a, std::int64_t lda, std::int64_t n) {
+  constexpr std::size_t bytes = xsimd::batch<T>::size * sizeof(T);
+  const auto addr = reinterpret_cast<std::uintptr_t>(a);
+  if (addr % sizeof(T) != 0 || (static_cast<std::size_t>(lda) * sizeof(T)) % bytes != 0) return -1;
+  const auto p = static_cast<std::int64_t>(((bytes - addr % bytes) % bytes) / sizeof(T));
+  return p <= n ? p : -1;
+}
+
+// a + b and a * b, wrapping for integers as numpy's integer products do (signed overflow is
+// undefined in C++); plain arithmetic for floats.
+template <class T>
+T add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return wrapping_fn<scalar_op::add>::apply(a, b);
+  else return a + b;
+}
+template <class T>
+T mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return wrapping_fn<scalar_op::mul>::apply(a, b);
+  else return a * b;
+}
+template <class T>
+T mul_add(T s, T a, T b) { return add(s, mul(a, b)); }
+
+// a * b + c, rounded once where the vectors have a fused multiply-add: xsimd 8's fma is a
+// product and then a sum on AVX-512 (only its AVX and SSE kinds with FMA have their own),
+// twice the instructions and two roundings where AVX2 machines get one. The scalar form
+// rounds as the lanes do, so a tail element gets its lanes' bits.
+template <class B>
+[[gnu::always_inline]] inline B fmadd(const B& a, const B& b, const B& c) {
+  if constexpr (std::is_floating_point_v<B>) {
+#if defined(__FMA__) || defined(__FMA4__) || defined(__AVX512F__)
+    return std::fma(a, b, c);
+#else
+    return a * b + c;
+#endif
+  } else {
+#if defined(__AVX512F__)
+    if constexpr (sizeof(B) == 64 && std::is_same_v<typename B::value_type, float>)
+      return B(_mm512_fmadd_ps(a, b, c));
+    else if constexpr (sizeof(B) == 64 && std::is_same_v<typename B::value_type, double>)
+      return B(_mm512_fmadd_pd(a, b, c));
+    else
+#endif
+      return xsimd::fma(a, b, c);
+  }
+}
+
+// One vector load, aligned or not, so a loop is written once for both.
+template <bool Aligned, class B, class T>
+B load(const T* p) {
+  if constexpr (Aligned) return B::load_aligned(p);
+  else return B::load_unaligned(p);
+}
+
+template <class T>
+T dot_span(const T* a, const T* b, std::int64_t n) {
+  std::int64_t i = 0;
+  T s = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+    B s0(T(0)), s1(T(0));
+    for (; i + 2 * w <= n; i += 2 * w) {
+      s0 = fmadd(B::load_unaligned(a + i), B::load_unaligned(b + i), s0);
+      s1 = fmadd(B::load_unaligned(a + i + w), B::load_unaligned(b + i + w), s1);
+    }
+    s = xsimd::hadd(s0 + s1);
+  }
+  for (; i < n; ++i) s = mul_add(s, a[i], b[i]);
+  return s;
+}
+
+// sums[j] = the sum of s[j]'s lanes. With AVX-512, 8 rows are reduced together: halves
+// added, then a tree of horizontal adds, all in registers. One reduction per row (xsimd's
+// hadd) cost about 10% of a 400 x 784 float32 product, rows being only 49 vectors long.
+template <int R, class B, class T>
+[[gnu::always_inline]] inline void reduce_rows(const B* s, T* sums) {
+#if defined(__AVX512F__)
+  if constexpr (R == 8 && std::is_same_v<T, float> && B::size == 16) {
+    // Halves added: h[j] holds 8 partial sums of row j; three rounds of pairwise adds leave one.
+    __m256 h[8];
+XSYM_UNROLL(8)
+    for (int j = 0; j < 8; ++j) {
+      const __m512 v = s[j];
+      h[j] = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    }
+    const __m256 a01 = _mm256_hadd_ps(h[0], h[1]), a23 = _mm256_hadd_ps(h[2], h[3]);
+    const __m256 a45 = _mm256_hadd_ps(h[4], h[5]), a67 = _mm256_hadd_ps(h[6], h[7]);
+    const __m256 b0 = _mm256_hadd_ps(a01, a23), b1 = _mm256_hadd_ps(a45, a67);
+    _mm256_storeu_ps(sums, _mm256_add_ps(_mm256_permute2f128_ps(b0, b1, 0x20), _mm256_permute2f128_ps(b0, b1, 0x31)));
+    return;
+  } else if constexpr (R == 8 && std::is_same_v<T, double> && B::size == 8) {
+    // Halves added: h[j] holds 4 partial sums of row j; two rounds per group of 4 rows.
+    __m256d h[8];
+XSYM_UNROLL(8)
+    for (int j = 0; j < 8; ++j) {
+      const __m512d v = s[j];
+      h[j] = _mm256_add_pd(_mm512_castpd512_pd256(v), _mm512_extractf64x4_pd(v, 1));
+    }
+XSYM_UNROLL(2)
+    for (int q = 0; q < 2; ++q) {
+      const __m256d c01 = _mm256_hadd_pd(h[4 * q], h[4 * q + 1]), c23 = _mm256_hadd_pd(h[4 * q + 2], h[4 * q + 3]);
+      _mm256_storeu_pd(sums + 4 * q,
+                       _mm256_add_pd(_mm256_permute2f128_pd(c01, c23, 0x20), _mm256_permute2f128_pd(c01, c23, 0x31)));
+    }
+    return;
+  }
+#endif
+XSYM_UNROLL(8)
+  for (int j = 0; j < R; ++j) sums[j] = xsimd::hadd(s[j]);
+}
+
+#if defined(__AVX2__)
+// All bits set in the 32-bit parts of lanes [lo, hi) of a 256-bit vector of T, clear elsewhere.
+template <class T>
+[[gnu::always_inline]] inline __m256i avx2_lane_mask(std::int64_t lo, std::int64_t hi) {
+  constexpr int parts = static_cast<int>(sizeof(T) / 4);
+  const __m256i lane = parts == 1 ? _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7) : _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+  return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lo)), lane),
+                             _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lane));
+}
+#endif
+
+// Lanes [lo, hi) from p[0, hi - lo), the other lanes `fill`; nothing outside is read.
+template <class B, class T>
+[[gnu::always_inline]] inline B partial_load(const T* p, std::int64_t lo, std::int64_t hi, T fill) {
+#if defined(__AVX512F__)
+  if constexpr (sizeof(B) == 64) {
+    const auto mask = static_cast<std::uint32_t>(((std::uint64_t{1} << hi) - 1) & ~((std::uint64_t{1} << lo) - 1));
+    if constexpr (std::is_same_v<T, float>)
+      return B(_mm512_mask_loadu_ps(_mm512_set1_ps(fill), static_cast<__mmask16>(mask), p - lo));
+    else if constexpr (std::is_same_v<T, double>)
+      return B(_mm512_mask_loadu_pd(_mm512_set1_pd(fill), static_cast<__mmask8>(mask), p - lo));
+  }
+#endif
+#if defined(__AVX2__)
+  // A masked load: the copy through memory below stalls each load on its stores (a fifth of a
+  // product on rows 16 bytes past a cache line, which peel and tail per row).
+  if constexpr (sizeof(B) == 32 && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+    const __m256i m = avx2_lane_mask<T>(lo, hi);
+    if constexpr (std::is_same_v<T, float>)
+      return B(_mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p - lo, m), _mm256_castsi256_ps(m)));
+    else
+      return B(_mm256_blendv_pd(_mm256_set1_pd(fill), _mm256_maskload_pd(p - lo, m), _mm256_castsi256_pd(m)));
+  }
+#endif
+  alignas(64) T buf[B::size];
+  for (std::int64_t l = 0; l < static_cast<std::int64_t>(B::size); ++l) buf[l] = l >= lo && l < hi ? p[l - lo] : fill;
+  return B::load_aligned(buf);
+}
+
+// Lanes [0, n) of v to p[0, n); nothing else is written.
+template <class B, class T>
+[[gnu::always_inline]] inline void partial_store(const B& v, T* p, std::int64_t n) {
+#if defined(__AVX512F__)
+  if constexpr (sizeof(B) == 64) {
+    const auto mask = static_cast<std::uint32_t>((std::uint64_t{1} << n) - 1);
+    if constexpr (std::is_same_v<T, float>) {
+      _mm512_mask_storeu_ps(p, static_cast<__mmask16>(mask), v);
+      return;
+    } else if constexpr (std::is_same_v<T, double>) {
+      _mm512_mask_storeu_pd(p, static_cast<__mmask8>(mask), v);
+      return;
+    }
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (sizeof(B) == 32 && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+    const __m256i m = avx2_lane_mask<T>(0, n);
+    if constexpr (std::is_same_v<T, float>) _mm256_maskstore_ps(p, m, v);
+    else _mm256_maskstore_pd(p, m, v);
+    return;
+  }
+#endif
+  alignas(64) T buf[B::size];
+  v.store_aligned(buf);
+  for (std::int64_t l = 0; l < n; ++l) p[l] = buf[l];
+}
+
+// Lane l of v to lane (l + by) mod w.
+template <class B>
+[[gnu::always_inline]] inline B rotate_lanes(const B& v, std::int64_t by) {
+  using T = typename B::value_type;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+#if defined(__AVX512F__)
+  if constexpr (sizeof(B) == 64 && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+    using I = std::conditional_t<std::is_same_v<T, float>, std::int32_t, std::int64_t>;
+    alignas(64) I from[w];  // lane c takes lane (c - by) mod w
+    for (std::int64_t c = 0; c < w; ++c) from[c] = static_cast<I>((c - by + w) % w);
+    if constexpr (std::is_same_v<T, float>) return B(_mm512_permutexvar_ps(_mm512_load_si512(from), v));
+    else return B(_mm512_permutexvar_pd(_mm512_load_si512(from), v));
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (sizeof(B) == 32 && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+    // One lane-crossing permute of 32-bit parts (a double's two parts move together): part q
+    // of lane c takes part q of lane (c - by) mod w, the indices computed in registers.
+    const __m256i by_v = _mm256_set1_epi32(static_cast<int>(by)), wrap = _mm256_set1_epi32(static_cast<int>(w - 1));
+    __m256i idx;
+    if constexpr (std::is_same_v<T, float>) {
+      idx = _mm256_and_si256(_mm256_sub_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), by_v), wrap);
+    } else {
+      const __m256i lane = _mm256_and_si256(_mm256_sub_epi32(_mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), by_v), wrap);
+      idx = _mm256_or_si256(_mm256_slli_epi32(lane, 1), _mm256_setr_epi32(0, 1, 0, 1, 0, 1, 0, 1));
+    }
+    if constexpr (std::is_same_v<T, float>) return B(_mm256_permutevar8x32_ps(v, idx));
+    else return B(_mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(v), idx)));
+  }
+#endif
+  alignas(64) T lanes[w], moved[w];
+  v.store_aligned(lanes);
+  for (std::int64_t l = 0; l < w; ++l) moved[(l + by) % w] = lanes[l];
+  return B::load_aligned(moved);
+}
+
+// y[r] = dot(A[r, :], x), R rows at a time: each load of x serves R rows, and R independent
+// accumulators keep both FMA units busy (4 chains would wait on the FMA latency).
+// A row is summed in one order wherever it sits (its address, its place among the rows): lane
+// c sums the elements whose index is c modulo the vector size, in order, then the lanes are
+// reduced. Where the loads start at an aligned element p (the peel), lane l holds class
+// (p + l) mod w; the elements before p and after the last whole vector go in the same lanes
+// as partial vectors (the other lanes add -0: x is -0 there, A +0), and the lanes are put
+// back in class order before the reduction. The last rows of A (n < R) take a block too, its
+// other rows repeating the last one (the lanes' reduction differs between block sizes).
+// `side` does other work at each step of the loop over k, on the same elements: peel(p) for
+// [0, p), step(i, row) for [i, i + w) (row: the block's R row pointers), tail(i) for [i, k)
+// (one pass: another block's column product).
+struct no_side_work {
+  void peel(std::int64_t) const {}
+  template <class T>
+  void step(std::int64_t, const T* const*) const {}
+  void tail(std::int64_t) const {}
+};
+// With side work (one pass) always inlined: its loop is the kernel's whole time, and out of line
+// the side work's fields are reloaded at every step (a tree's g inlined beside it made GCC stop
+// inlining it).
+template <int R, bool Aligned, class T, class Side = no_side_work>
+[[gnu::always_inline]] inline void gemv_row_block_inline(const T* a, std::int64_t lda, std::int64_t n, const T* x, T* y,
+                                                         std::int64_t k, std::int64_t peel, T alpha, const T* y0, T beta,
+                                                         const Side& side = {}) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  const T* row[R];
+XSYM_UNROLL(8)
+  for (int j = 0; j < R; ++j) row[j] = a + std::min<std::int64_t>(j, n - 1) * lda;
+  // Every loop over j unrolled, so the accumulators live in registers: an array the compiler
+  // keeps in memory is zeroed with `rep stos` per block, which cost 10% of the product.
+  B s[R];
+XSYM_UNROLL(8)
+  for (int j = 0; j < R; ++j) s[j] = B(T(0));
+  if (peel > 0) {  // elements [0, peel), in lanes [w - peel, w)
+    const B xv = partial_load<B>(x, w - peel, w, T(-0.0));
+XSYM_UNROLL(8)
+    for (int j = 0; j < R; ++j) s[j] = fmadd(partial_load<B>(row[j], w - peel, w, T(0)), xv, s[j]);
+    side.peel(peel);
+  }
+  std::int64_t i = peel;
+  for (; i + w <= k; i += w) {
+    const B xv = B::load_unaligned(x + i);
+XSYM_UNROLL(8)
+    for (int j = 0; j < R; ++j) s[j] = fmadd(load<Aligned, B>(row[j] + i), xv, s[j]);
+    side.step(i, row);
+  }
+  if (i < k) {  // elements [i, k), in lanes [0, k - i)
+    const B xv = partial_load<B>(x + i, 0, k - i, T(-0.0));
+XSYM_UNROLL(8)
+    for (int j = 0; j < R; ++j) s[j] = fmadd(partial_load<B>(row[j] + i, 0, k - i, T(0)), xv, s[j]);
+    side.tail(i);
+  }
+  if (peel > 0) {
+XSYM_UNROLL(8)
+    for (int j = 0; j < R; ++j) s[j] = rotate_lanes(s[j], peel);
+  }
+  T sums[R];
+  reduce_rows<R>(s, sums);
+  for (int j = 0; j < n; ++j) y[j] = (y0 ? beta * y0[j] : T(0)) + alpha * sums[j];
+}
+template <int R, bool Aligned, class T, class Side = no_side_work>
+void gemv_row_block(const T* a, std::int64_t lda, std::int64_t n, const T* x, T* y, std::int64_t k, std::int64_t peel,
+                    T alpha, const T* y0, T beta, const Side& side = {}) {
+  if constexpr (std::is_same_v<Side, no_side_work>) gemv_row_block_inline<R, Aligned>(a, lda, n, x, y, k, peel, alpha, y0, beta);
+  else gemv_row_block_inline<R, Aligned>(a, lda, n, x, y, k, peel, alpha, y0, beta, side);
+}
+
+// Whether a product reads A from memory: more of it than the caches keep between calls (the
+// streaming threshold, which is a share of the last-level cache).
+template <class T>
+bool rows_from_memory(std::int64_t m, std::int64_t k) {
+  return m * k * static_cast<std::int64_t>(sizeof(T)) >= streaming_min_bytes();
+}
+
+// y = alpha A x, or with y0 (which may be y itself) beta y0 + alpha A x. from_memory: A comes
+// from memory (rows_from_memory), where each block of 8 rows would start with 8 misses at once
+// and wait for them; the first line of each of the next block's rows is asked for while a
+// block is summed (docs/performance.md, "Row products from memory"). From the caches that
+// costs more than it saves.
+template <class T>
+void gemv_rows_serial(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha,
+                      const T* y0, T beta, bool from_memory = false) {
+  std::int64_t r = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    const std::int64_t peel = peel_for(a, lda, k);
+    auto blocks = [&](auto aligned) {
+      constexpr bool al = decltype(aligned)::value;
+      const std::int64_t p = al ? peel : 0;
+      for (; r < m; r += 8) {
+        if (from_memory)
+          for (std::int64_t j = r + 8; j < std::min<std::int64_t>(r + 16, m); ++j) __builtin_prefetch(a + j * lda);
+        gemv_row_block<8, al>(a + r * lda, lda, std::min<std::int64_t>(8, m - r), x, y + r, k, p, alpha,
+                              y0 ? y0 + r : y0, beta);
+      }
+    };
+    if (peel >= 0) blocks(std::true_type{});
+    else blocks(std::false_type{});
+  }
+  for (; r < m; ++r) y[r] = add(y0 ? mul(beta, y0[r]) : T(0), mul(alpha, dot_span(a + r * lda, x, k)));
+}
+
+template <class T>
+void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha, const T* y0,
+               T beta, int threads = 1) {
+  // Threads take whole blocks of 8 rows: each row is summed as on one thread.
+  const bool from_memory = rows_from_memory<T>(m, k);
+  parallel_chunks(m, 8, threads, [&](std::int64_t lo, std::int64_t hi) {
+    gemv_rows_serial(a + lo * lda, lda, x, y + lo, hi - lo, k, alpha, y0 ? y0 + lo : y0, beta, from_memory);
+  });
+}
+
+// y[i, i + Q vectors) += sum_j xs[j] * A[j, i...], Q accumulators (every q loop unrolled, so
+// they live in registers at -O2 too).
+template <int Q, class T>
+[[gnu::always_inline]] inline void gemv_column_strip(const T* a, std::int64_t lda, const T* xs, T* y, std::int64_t i,
+                                                     std::int64_t cols) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  B s[Q];
+XSYM_UNROLL(8)
+  for (int q = 0; q < Q; ++q) s[q] = B::load_unaligned(y + i + q * w);
+  for (std::int64_t j = 0; j < cols; ++j) {
+    const B xc(xs[j]);
+    const T* col = a + j * lda + i;
+XSYM_UNROLL(8)
+    for (int q = 0; q < Q; ++q) s[q] = fmadd(B::load_unaligned(col + q * w), xc, s[q]);
+  }
+XSYM_UNROLL(8)
+  for (int q = 0; q < Q; ++q) s[q].store_unaligned(y + i + q * w);
+}
+
+// A subnormal coefficient makes every FMA that takes it a microcode assist on Intel cores
+// (docs/performance.md, "Subnormal numbers"). A gradient step makes some: a saturated sigmoid's
+// gradient times the learning rate.
+// |v|'s bits: tests by them touch no subnormal number (a compare of one takes an assist too).
+template <class T>
+auto magnitude_bits(T v) {
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  U u;
+  std::memcpy(&u, &v, sizeof u);
+  return static_cast<U>(u & ~(U(1) << (8 * sizeof(T) - 1)));
+}
+template <class T>
+bool is_subnormal(T v) {
+  const auto u = magnitude_bits(v);
+  return u != 0 && u < (decltype(u){1} << (std::numeric_limits<T>::digits - 1));
+}
+template <class T>
+bool any_subnormal(const T* xs, std::int64_t cols) {
+  bool any = false;
+  for (std::int64_t j = 0; j < cols; ++j) any |= is_subnormal(xs[j]);
+  return any;
+}
+
+}  // namespace detail
+
+namespace testing {
+/// Test-only: whether the column products leave out the terms that cannot change y where a
+/// coefficient is subnormal: -1 as this core's FMAs measure (detail::subnormal_terms_pay), 1
+/// always, 0 never. Either way y gets the FMA chain's bits.
+inline int& subnormal_terms() {
+  static int v = -1;
+  return v;
+}
+/// Test-only: subnormal_terms() set to a value while it lives, then put back.
+struct subnormal_terms_set {
+  int saved = subnormal_terms();
+  explicit subnormal_terms_set(int v) { subnormal_terms() = v; }
+  ~subnormal_terms_set() { subnormal_terms() = saved; }
+  subnormal_terms_set(const subnormal_terms_set&) = delete;
+  subnormal_terms_set& operator=(const subnormal_terms_set&) = delete;
+};
+}  // namespace testing
+
+namespace detail {
+// Whether an FMA with a subnormal coefficient costs this core much more than one with a normal
+// coefficient: a microcode assist of about 95 cycles on Intel cores, against a few percent on
+// AMD's Zen 3, where the tests that leave such terms out cost the column product twice its time
+// (docs/performance.md, "Subnormal numbers"). Timed once, when a product first meets a subnormal
+// coefficient: 8 chains of 128 FMAs each way, the least of 5 rounds, more than 4 times slower.
+template <class T>
+[[gnu::noinline, gnu::cold]] bool subnormal_fma_slow() {  // out of the products' loops
+  using B = xsimd::batch<T>;
+  auto chains = [](T c) {
+    volatile T one = T(1), coefficient = c;  // unknown to the compiler
+    B s[8], a(one), x(coefficient);
+    for (auto& v : s) v = a;
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < 128; ++i)
+XSYM_UNROLL(8)
+      for (int j = 0; j < 8; ++j) s[j] = fmadd(a, x, s[j]);
+    const auto took = std::chrono::steady_clock::now() - start;
+    B sum = s[0];
+    for (int j = 1; j < 8; ++j) sum = sum + s[j];
+    volatile T sink = xsimd::hadd(sum);
+    (void)sink;
+    return took;
+  };
+  auto normal = std::chrono::steady_clock::duration::max(), subnormal = normal;
+  for (int round = 0; round < 5; ++round) {
+    normal = std::min(normal, chains(T(0.5)));
+    subnormal = std::min(subnormal, chains(std::numeric_limits<T>::denorm_min() * T(8)));
+  }
+  return subnormal > 4 * std::max(normal, decltype(normal){1});
+}
+template <class T>
+[[gnu::always_inline]] inline bool subnormal_terms_pay() {
+  if (testing::subnormal_terms() >= 0) return testing::subnormal_terms() == 1;
+  static const bool slow = subnormal_fma_slow<T>();
+  return slow;
+}
+
+// gemv_column_strip where some coefficients are subnormal: a term A xs[j] that cannot change
+// y[i] is left out, the others take the same FMA, so y gets the same bits. A term is left out
+// where |A| |xs[j] 2^64| < |y| 2^(64 - p - 3) (p: the mantissa's bits): under half of the
+// smaller half ulp next to y, whatever the rounding of the test. Both sides are normal numbers,
+// so the test takes no assist. Where y is 0, or a lane is NaN, the FMA runs.
+template <class T>
+struct subnormal_terms {
+  static constexpr int p = std::numeric_limits<T>::digits;
+  T margin = std::ldexp(T(1), 64 - p - 3);
+  // A subnormal's bits times this are its value times 2^64, exactly.
+  T up = std::ldexp(T(1), 64 + std::numeric_limits<T>::min_exponent - p);
+  T scaled(T c) const { return static_cast<T>(magnitude_bits(c)) * up; }  // |c| 2^64
+  // The lanes where the term a c (scaled_c: |c| 2^64) cannot change s.
+  template <class B>
+  [[gnu::always_inline]] auto left_out(const B& a, const B& scaled_c, const B& s) const {
+    return xsimd::abs(a) * scaled_c < xsimd::abs(s) * B(margin);
+  }
+};
+
+template <int Q, bool Full, class T>
+void gemv_column_strip_subnormal(const T* a, std::int64_t lda, const T* xs, T* y, std::int64_t i, std::int64_t cols,
+                                 std::int64_t lanes) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  const subnormal_terms<T> terms;
+  // Lanes at or past `lanes` (the last partial vector) take no part: they count as left out.
+  B idx;
+  {
+    alignas(64) T at[w];
+    for (std::int64_t l = 0; l < w; ++l) at[l] = static_cast<T>(l);
+    idx = B::load_aligned(at);
+  }
+  auto load_y = [&](int q) {
+    return Full || q * w + w <= lanes ? B::load_unaligned(y + i + q * w)
+                                      : partial_load<B>(y + i + q * w, 0, lanes - q * w, T(0));
+  };
+  auto load_a = [&](const T* col, int q) {
+    return Full || q * w + w <= lanes ? B::load_unaligned(col + q * w)
+                                      : partial_load<B>(col + q * w, 0, lanes - q * w, T(0));
+  };
+  B s[Q];
+XSYM_UNROLL(8)
+  for (int q = 0; q < Q; ++q) s[q] = load_y(q);
+  for (std::int64_t j = 0; j < cols; ++j) {
+    const B xc(xs[j]);
+    const T* col = a + j * lda + i;
+    if (!is_subnormal(xs[j])) {
+XSYM_UNROLL(8)
+      for (int q = 0; q < Q; ++q) s[q] = fmadd(load_a(col, q), xc, s[q]);
+      continue;
+    }
+    const B scaled(terms.scaled(xs[j]));
+XSYM_UNROLL(8)
+    for (int q = 0; q < Q; ++q) {
+      const B av = load_a(col, q);
+      auto left_out = terms.left_out(av, scaled, s[q]);
+      if (!Full) left_out = left_out || idx >= B(static_cast<T>(lanes - q * w));
+      if (!xsimd::all(left_out)) s[q] = fmadd(av, xc, s[q]);
+    }
+  }
+XSYM_UNROLL(8)
+  for (int q = 0; q < Q; ++q) {
+    if (Full || q * w + w <= lanes) s[q].store_unaligned(y + i + q * w);
+    else partial_store(s[q], y + i + q * w, lanes - q * w);
+  }
+}
+
+// y += sum_c x[c] * A[:, c] when A's columns are contiguous (a transposed row-major matrix).
+// Columns go in blocks of 16: for each strip of 8 vectors of y, the block's 16 columns are
+// summed in registers and y is loaded and stored once per block, not once per column.
+template <class T>
+void gemv_column_block(const T* a, std::int64_t lda, const T* xs, T* y, std::int64_t m, std::int64_t cols) {
+  std::int64_t i = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    if (any_subnormal(xs, cols) && subnormal_terms_pay<T>()) {
+      using B = xsimd::batch<T>;
+      constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+      for (; i + 8 * w <= m; i += 8 * w) gemv_column_strip_subnormal<8, true>(a, lda, xs, y, i, cols, 8 * w);
+      // The last vectors as below: in one strip, not one chain of dependent FMAs each.
+      if (i + 4 * w <= m) {
+        gemv_column_strip_subnormal<4, true>(a, lda, xs, y, i, cols, 4 * w);
+        i += 4 * w;
+      }
+      if (i + 2 * w <= m) {
+        gemv_column_strip_subnormal<2, true>(a, lda, xs, y, i, cols, 2 * w);
+        i += 2 * w;
+      }
+      for (; i < m; i += w) gemv_column_strip_subnormal<1, false>(a, lda, xs, y, i, cols, std::min(w, m - i));
+      return;
+    }
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+    for (; i + 8 * w <= m; i += 8 * w) gemv_column_strip<8>(a, lda, xs, y, i, cols);
+    // The last vectors (fewer than 8) in one strip: one at a time, each is a chain of
+    // dependent FMAs that waits on their latency.
+    if (i + 4 * w <= m) {
+      gemv_column_strip<4>(a, lda, xs, y, i, cols);
+      i += 4 * w;
+    }
+    if (i + 2 * w <= m) {
+      gemv_column_strip<2>(a, lda, xs, y, i, cols);
+      i += 2 * w;
+    }
+    if (i + w <= m) {
+      gemv_column_strip<1>(a, lda, xs, y, i, cols);
+      i += w;
+    }
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    if (i < m) {  // the last outputs (fewer than a vector): one partial vector, as the lanes compute
+      using B = xsimd::batch<T>;
+      B s = partial_load<B>(y + i, 0, m - i, T(0));
+      for (std::int64_t j = 0; j < cols; ++j) s = fmadd(partial_load<B>(a + j * lda + i, 0, m - i, T(0)), B(xs[j]), s);
+      partial_store(s, y + i, m - i);
+      i = m;
+    }
+  }
+  for (; i < m; ++i) {
+    T s = y[i];
+    for (std::int64_t j = 0; j < cols; ++j) s = mul_add(s, a[j * lda + i], xs[j]);
+    y[i] = s;
+  }
+}
+
+template <class T>
+void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64_t m, std::int64_t k, T alpha,
+                  const T* y0, T beta, int threads = 1) {
+  // Accumulating: the product is summed apart, then added once. Summing 400 small terms
+  // straight into a y of larger magnitude would lose their low bits (float32 drifts).
+  // On cache lines, as y's strips are: a vector load or store across two lines costs two.
+  // The sum goes straight into y_out where that is on a cache line and does not overlap y0: a
+  // buffer of its own would be one more array's lines for a training step to bring back to L1.
+  T* y = y_out;
+  const auto out_at = reinterpret_cast<std::uintptr_t>(y_out), y0_at = reinterpret_cast<std::uintptr_t>(y0);
+  const auto bytes = static_cast<std::uintptr_t>(m) * sizeof(T);
+  const bool own_sum = y0 && (out_at % 64 != 0 || (y0_at < out_at + bytes && out_at < y0_at + bytes));
+  if (own_sum) {
+    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> product;
+    product.assign(static_cast<std::size_t>(m), T(0));
+    y = product.data();
+  } else {
+    std::fill(y, y + m, T(0));
+  }
+  constexpr std::int64_t block = 16;
+  // The first elements of every column go on their own when that aligns the vector loads of A,
+  // as in the row product (xtensor's default allocator gives 16-byte aligned matrices: 25% of
+  // this product's time here). The strips start after the peel whatever the threads, so every
+  // element is summed as on one thread.
+  std::int64_t peel = 0;
+  if constexpr (std::is_floating_point_v<T>) peel = std::max<std::int64_t>(0, peel_for(a, lda, m));
+  // Column blocks go from the last to the first. A gradient step runs the row product over
+  // the same matrix just before, ending at its last rows: when the matrix does not fit in L2
+  // (the seeds' 400 x 784 floats on a 1 MiB L2), those rows are the ones still there; forward,
+  // every block would come from L3.
+  auto run_block = [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t c = k > 0 ? (k - 1) / block * block : -1; c >= 0; c -= block) {
+      const std::int64_t cols = std::min(block, k - c);
+      T xs[block];  // alpha folds into the coefficients: one multiply per column
+      for (std::int64_t j = 0; j < cols; ++j) xs[j] = mul(alpha, x[c + j]);
+      gemv_column_block(a + c * lda + lo, lda, xs, y + lo, hi - lo, cols);
+    }
+  };
+  if (peel > 0) run_block(0, peel);
+  // Threads take strips of y, each a whole number of 8-vector strips.
+  std::int64_t grain = 64;
+  if constexpr (std::is_floating_point_v<T>) grain = 8 * static_cast<std::int64_t>(xsimd::batch<T>::size);
+  parallel_chunks(m - peel, grain, threads, [&](std::int64_t lo, std::int64_t hi) { run_block(peel + lo, peel + hi); });
+  if (y0) {
+    // beta y0 + the product in one pass (beta == 1 gives y0 + product exactly, FMA or not).
+    if constexpr (std::is_floating_point_v<T>) {
+      using B = xsimd::batch<T>;
+      constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+      const std::int64_t vectors_end = m / w * w;
+      const B bv(beta);
+      for (std::int64_t i = 0; i < vectors_end; i += w)
+        fmadd(bv, B::load_unaligned(y0 + i), B::load_unaligned(y + i)).store_unaligned(y_out + i);
+      for (std::int64_t i = vectors_end; i < m; ++i) y_out[i] = fmadd(beta, y0[i], y[i]);  // as the lanes
+    } else {
+      for (std::int64_t i = 0; i < m; ++i) y_out[i] = add(mul(beta, y0[i]), y[i]);
+    }
+  }
+}
+}  // namespace detail
+
+/// @brief y = alpha op(A) x, op(A) = A or Aᵀ; A may be row-major or a transposed view of one.
+/// Accumulating, y = beta y0 + alpha op(A) x, where y0 is C-contiguous (null: y0 is y itself).
+inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, ndarray& y, double alpha = 1.0,
+                     bool accumulate = false, const parallelism& par = {}, const ndarray* y0 = nullptr,
+                     double beta = 1.0) {
+  std::int64_t m = a_in.shape(0), k = a_in.shape(1);
+  std::int64_t rs = a_in.stride(0), cs = a_in.stride(1);
+  if (transpose) {
+    std::swap(m, k);
+    std::swap(rs, cs);
+  }
+  if (x_in.shape(0) != k)
+    throw shape_error("matrix-vector product: matrix has shape (" + std::to_string(m) + ", " + std::to_string(k) +
+                      (transpose ? ") after transposition" : ")") + ", vector has shape " + to_string(x_in.shape()) +
+                      " (" + std::to_string(k) + " != " + std::to_string(x_in.shape(0)) + ")");
+  // Copies only where needed: copying an ndarray costs two atomic reference-count updates,
+  // four per product in a training step.
+  ndarray x_copy, a_copy;
+  const ndarray& x = x_in.is_c_contiguous() ? x_in : (x_copy = x_in.contiguous());
+  const ndarray* ap = &a_in;
+  if (!(cs == 1 || k == 1) && !(rs == 1 || m == 1)) {
+    a_copy = a_in.contiguous();
+    ap = &a_copy;
+    rs = a_copy.stride(transpose ? 1 : 0);
+    cs = a_copy.stride(transpose ? 0 : 1);
+  }
+  const ndarray& a = *ap;
+  const auto gemv = kernels_of(a.type()).gemv;
+  if (!gemv) throw std::logic_error("xsym: no matrix-vector product on " + std::string(dtype_name(a.type())));
+  gemv(a, rs, cs, x, y, m, k, alpha, accumulate, y0, beta, par);
+}
+
+namespace detail {
+// run_gemv for element type T, the matrix's strides resolved (row- or column-contiguous).
+template <class T>
+void gemv_typed(const ndarray& a, std::int64_t rs, std::int64_t cs, const ndarray& x, ndarray& y, std::int64_t m,
+                std::int64_t k, double alpha, bool accumulate, const ndarray* y0, double beta, const parallelism& par) {
+  const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
+  const int threads = m * k >= par.product_minsize ? par.threads : 1;
+  const T* y0p = !accumulate ? nullptr : y0 ? y0->data_as<T>() : y.data_as<T>();
+  if (cs == 1 || k == 1) gemv_rows(a.data_as<T>(), rs, x.data_as<T>(), y.data_as<T>(), m, k, al, y0p, be, threads);
+  else gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k, al, y0p, be, threads);
+}
+}  // namespace detail
+
+/// @brief Inner product of two vectors.
+inline void run_dot(const ndarray& a_in, const ndarray& b_in, ndarray& out) {
+  if (a_in.shape(0) != b_in.shape(0))
+    throw shape_error("vector dot product: shapes " + to_string(a_in.shape()) + " and " + to_string(b_in.shape()) +
+                      " are not aligned");
+  const auto dot = kernels_of(a_in.type()).dot;
+  if (!dot) throw std::logic_error("xsym: no dot product on " + std::string(dtype_name(a_in.type())));
+  dot(a_in.contiguous(), b_in.contiguous(), out);
+}
+
+namespace detail {
+template <class T>
+void dot_typed(const ndarray& a, const ndarray& b, ndarray& out) {
+  *out.data_as<T>() = dot_span(a.data_as<T>(), b.data_as<T>(), a.size());
+}
+}  // namespace detail
+
+/// @brief C = A B for matrices (or, accumulating, C += alpha A B); BLAS for floating types,
+/// a plain loop for integers.
+inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c, double alpha = 1.0, bool accumulate = false) {
+  const std::int64_t m = a_in.shape(0), k = a_in.shape(1), n = b_in.shape(1);
+  if (b_in.shape(0) != k)
+    throw shape_error("matrix product: shapes " + to_string(a_in.shape()) + " and " + to_string(b_in.shape()) +
+                      " are not aligned (" + std::to_string(k) + " != " + std::to_string(b_in.shape(0)) + ")");
+  if (m == 0 || n == 0) return;
+  const auto dot22 = kernels_of(c.type()).dot22;
+  if (!dot22) throw std::logic_error("xsym: no matrix product on " + std::string(dtype_name(c.type())));
+  dot22(a_in, b_in, c, alpha, accumulate);
+}
+
+namespace testing {
+/// Test-only: the largest size or leading dimension handed to BLAS, whose arguments are int. A
+/// test lowers it to run what larger ones take on small matrices.
+inline std::int64_t& blas_int_limit() {
+  static std::int64_t limit = std::numeric_limits<int>::max();
+  return limit;
+}
+}  // namespace testing
+
+namespace detail {
+// How BLAS reads a matrix: row-major or its transpose, with a leading dimension BLAS accepts
+// (positive, at least the row length, at most `limit`: a reversed, overlapping or broadcast
+// layout is not one); anything else is copied into `keep` first.
+inline std::pair<CBLAS_TRANSPOSE, std::int64_t> blas_layout(const ndarray& x, ndarray& keep, std::int64_t limit) {
+  const std::int64_t r = x.shape(0), c = x.shape(1), rs = x.stride(0), cs = x.stride(1);
+  if ((cs == 1 || c <= 1) && (r <= 1 || (rs >= std::max<std::int64_t>(1, c) && rs <= limit)))
+    return {CblasNoTrans, r <= 1 ? std::max<std::int64_t>(1, c) : rs};
+  if ((rs == 1 || r <= 1) && (c <= 1 || (cs >= std::max<std::int64_t>(1, r) && cs <= limit)))
+    return {CblasTrans, c <= 1 ? std::max<std::int64_t>(1, r) : cs};
+  keep = x.contiguous();
+  return {CblasNoTrans, std::max<std::int64_t>(1, c)};
+}
+
+// run_dot22 for element type T: BLAS for floating types, a plain loop for integers.
+template <class T>
+void dot22_typed(const ndarray& a_in, const ndarray& b_in, ndarray& c, double alpha, bool accumulate) {
+  const std::int64_t m = a_in.shape(0), k = a_in.shape(1), n = b_in.shape(1);
+  // Every element's sum over k, in 64-bit indices: the integer product, and a floating one
+  // whose sizes BLAS's int arguments cannot hold.
+  auto plain = [&] {
+    const T* ap = a_in.data_as<T>();
+    const T* bp = b_in.data_as<T>();
+    T* cp = c.data_as<T>();
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        T s = 0;
+        for (std::int64_t p = 0; p < k; ++p) s = mul_add(s, ap[i * a_in.stride(0) + p * a_in.stride(1)], bp[p * b_in.stride(0) + j * b_in.stride(1)]);
+        const T scaled = std::is_floating_point_v<T> ? mul(static_cast<T>(alpha), s) : s;
+        cp[i * n + j] = accumulate ? add(cp[i * n + j], mul(static_cast<T>(alpha), s)) : scaled;
+      }
+  };
+  if constexpr (std::is_floating_point_v<T>) {
+    const std::int64_t limit = testing::blas_int_limit();
+    ndarray ka, kb;
+    auto [ta, lda] = blas_layout(a_in, ka, limit);
+    auto [tb, ldb] = blas_layout(b_in, kb, limit);
+    const T* ap = (ka.has_value() ? ka : a_in).template data_as<T>();
+    const T* bp = (kb.has_value() ? kb : b_in).template data_as<T>();
+    lda = std::max<std::int64_t>(lda, ta == CblasNoTrans ? k : m);
+    ldb = std::max<std::int64_t>(ldb, tb == CblasNoTrans ? n : k);
+    if (std::max({m, n, k, lda, ldb}) > limit) return plain();
+    if (k == 0) {
+      if (!accumulate)
+        for (std::int64_t i = 0; i < m * n; ++i) c.data_as<T>()[i] = T(0);
+      return;
+    }
+    const T beta = accumulate ? T(1) : T(0);
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), static_cast<float>(alpha), ap, int(lda), bp, int(ldb),
+                  beta, c.data_as<float>(), int(n));
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), alpha, ap, int(lda), bp, int(ldb), beta,
+                  c.data_as<double>(), int(n));
+  } else {
+    plain();
+  }
+}
+}  // namespace detail
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/blas.hpp ----
+// ---- begin include/xsym/backend/cpu/elemwise.hpp ----
+#ifndef XSYM_BACKEND_CPU_ELEMWISE_HPP
+#define XSYM_BACKEND_CPU_ELEMWISE_HPP
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 // ---- begin include/xsym/backend/cpu/program.hpp ----
 #ifndef XSYM_BACKEND_CPU_PROGRAM_HPP
 #define XSYM_BACKEND_CPU_PROGRAM_HPP
@@ -8682,6 +9637,15 @@ using rows_fn = void (*)(const std::byte* const* in, const std::uint8_t* map, co
 using sum_rows_fn = void (*)(const std::byte* const* in, const std::uint8_t* map, const std::int64_t* step,
                              std::int64_t rows, std::int64_t len, double* out);
 
+/// @brief A OnePassGemv's blocks (one_pass.hpp's one_pass_blocks) with a typed tree's g inlined
+/// (typed_kernel.hpp's typed_blocks): y = beta y0 + alpha Aᵀ g, g from u = A x row by row, leaf j
+/// reading the program's input map[j] (base[r]: input r's first row; one_value bit r: one value;
+/// pass_u: u's input). u and g are kept at u_keep and g for every row.
+using typed_blocks_fn = void (*)(const ndarray& a, const ndarray& x, const std::byte* const* base,
+                                 std::uint64_t one_value, int pass_u, const std::uint8_t* map, std::byte* u_keep,
+                                 std::byte* g, double alpha, const ndarray* y0, double beta, ndarray& y, int threads,
+                                 bool faulty);
+
 /// @brief A program with its kernels looked up once, when the function is built.
 struct compiled_program {
   std::shared_ptr<const program> prog;
@@ -8721,6 +9685,10 @@ struct compiled_program {
   // whose one-value inputs are typed_scalar_bits run it; typed_faulty: the "typed" test fault.
   typed_fn typed = nullptr;
   typed_direct_fn typed_direct = nullptr;
+  // A OnePassGemv's g alone: the blocks with the tree inlined (bind_typed_blocks), leaf j
+  // reading blocks_map[j], for the one-value inputs typed_scalar_bits.
+  typed_blocks_fn typed_blocks = nullptr;
+  std::array<std::uint8_t, 64> blocks_map{};
   std::array<std::uint8_t, 64> typed_map{};
   std::uint64_t typed_scalar_bits = 0;
   bool typed_faulty = false;
@@ -9112,6 +10080,920 @@ compiled_program compile_program(std::shared_ptr<const program> p) {
 
 #endif
 // ---- end include/xsym/backend/cpu/program.hpp ----
+
+namespace xsym::cpu {
+
+namespace detail {
+// broadcast_shape's checks done again dimension by dimension, to throw the error it describes.
+[[noreturn]] inline void throw_broadcast_error(const ndarray* const* ins, const std::uint8_t* bcast, int n);
+}  // namespace detail
+
+/// @brief The output shape of an elementwise op, with Theano's rule: a dimension broadcasts
+/// only where its input is statically broadcastable (always 1); others must match exactly.
+inline shape_t broadcast_shape(const ndarray* const* ins, const std::uint8_t* bcast, int n) {
+  // One pass over the inputs; any mismatch goes to the slow path for its exact message.
+  const int rank = ins[0]->rank();
+  shape_t out;
+  out.rank = rank;
+  unsigned have = 0;  // dimensions some non-broadcastable input has fixed
+  for (int k = 0; k < n; ++k) {
+    const shape_t& s = ins[k]->shape();
+    const unsigned b = bcast[k];
+    for (int d = 0; d < rank; ++d) {
+      if ((b >> d) & 1u) {
+        if (s[d] != 1) detail::throw_broadcast_error(ins, bcast, n);
+      } else if ((have >> d) & 1u) {
+        if (s[d] != out[d]) detail::throw_broadcast_error(ins, bcast, n);
+      } else {
+        out[d] = s[d];
+        have |= 1u << d;
+      }
+    }
+  }
+  for (int d = 0; d < rank; ++d)
+    if (!((have >> d) & 1u)) out[d] = 1;
+  return out;
+}
+
+XSYM_COLD_BEGIN  // the error path
+[[noreturn]] inline void detail::throw_broadcast_error(const ndarray* const* ins, const std::uint8_t* bcast, int n) {
+  shape_t out;
+  out.rank = ins[0]->rank();
+  for (int d = 0; d < out.rank; ++d) {
+    int first = -1;
+    out[d] = 1;
+    for (int k = 0; k < n; ++k) {
+      const std::int64_t s = ins[k]->shape(d);
+      if ((bcast[k] >> d) & 1u) {
+        if (s != 1)
+          throw shape_error("input " + std::to_string(k) + " is broadcastable in dimension " + std::to_string(d) +
+                            " but has shape " + to_string(ins[k]->shape()));
+        continue;
+      }
+      if (first < 0) {
+        first = k;
+        out[d] = s;
+      } else if (s != out[d]) {
+        std::string msg = "shapes do not match: ";
+        for (int j = 0; j < n; ++j)
+          msg += (j ? ", " : "") + std::string("input ") + std::to_string(j) + " has shape " + to_string(ins[j]->shape());
+        msg += " (dimension " + std::to_string(d) + ": " + std::to_string(out[d]) + " vs " + std::to_string(s) + ")";
+        if (s == 1 || out[d] == 1)
+          msg += "; a dimension of size 1 broadcasts only when it is declared broadcastable "
+                 "(xsym::row, xsym::col, xsym::tensor<T, N>(name, {...}) or dimshuffle 'x')";
+        throw shape_error(msg);
+      }
+    }
+  }
+  throw std::logic_error("xsym: internal error: broadcast_shape found a mismatch its slow path does not");
+}
+XSYM_COLD_END
+
+namespace detail {
+
+struct scratch {
+  std::vector<double> regs;  // doubles: 8-byte aligned storage for any dtype
+};
+inline scratch& thread_scratch() {
+  thread_local scratch s;
+  return s;
+}
+
+// Copies a block to its output with non-temporal stores (no read of the destination's lines).
+inline void stream_copy(std::byte* dst, const std::byte* src, std::size_t bytes) {
+#if defined(__SSE2__)
+  const std::size_t head = std::min(bytes, (64 - reinterpret_cast<std::uintptr_t>(dst) % 64) % 64);
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  bytes -= head;
+  std::size_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 64 <= bytes; i += 64)
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_loadu_si512(src + i));
+#elif defined(__AVX__)
+  for (; i + 32 <= bytes; i += 32)
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+#else
+  for (; i + 16 <= bytes; i += 16)
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+#endif
+  std::memcpy(dst + i, src + i, bytes - i);
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
+/// A step's arguments, to[j] = reg[st.args[j]], and the mask its kernel takes: bit j where
+/// argument j is one value (bit r of one_value: register r is).
+template <class P>
+unsigned bind_step_args(const compiled_step& st, const P* reg, std::uint64_t one_value, const void** to) {
+  unsigned mask = 0;
+  for (int j = 0; j < st.arity; ++j) {
+    to[j] = reg[st.args[j]];
+    mask |= static_cast<unsigned>((one_value >> st.args[j]) & 1u) << j;
+  }
+  return mask;
+}
+
+// Runs the program over n elements; inputs either advance with i (stride 1) or are one value.
+// With `stream`, outputs leave with non-temporal stores and each block asks for the next block
+// of its inputs before computing (see streaming_min_bytes). A program that is one chain stores
+// from the chain's registers; others go through scratch, block by block: step after step over
+// the block, or with cp.chains all the steps in one pass over it.
+inline void run_span(const compiled_program& cp, const std::byte* const* in, const bool* in_scalar,
+                     std::byte* const* out, std::int64_t n, bool stream = false) {
+  const program& p = *cp.prog;
+  const int n_in = p.n_inputs;
+  // Bit r: input register r is one value broadcast over the span (no other register is).
+  std::uint64_t bits = 0;
+  for (int r = 0; r < n_in; ++r) bits |= static_cast<std::uint64_t>(in_scalar[r]) << r;
+  if (cp.jit[0] || cp.typed) {
+    for (int k = 0; k < 2; ++k)
+      if (cp.jit[k] && bits == cp.jit_scalar_bits[k]) {
+        cp.jit[k](in, out, n, stream);
+        return;
+      }
+    if (cp.typed && bits == cp.typed_scalar_bits) {
+      cp.typed(in, cp.typed_map.data(), out[0], n, stream);
+      if (cp.typed_faulty) perturb(out[0], p.reg_types[0], n, perturb_how::middle);
+      return;
+    }
+  }
+  const void* args[detail::max_chain_links + 1];
+  // A lone chain stores non-temporally itself. Any other lone op writes its output directly
+  // even when streaming: through scratch, the copy is a second pass that costs more than the
+  // non-temporal stores save.
+  // Other programs stream through scratch, below.
+  if (cp.direct) {
+    const compiled_step& st = cp.steps[0];
+    const unsigned mask = bind_step_args(st, in, bits, args);
+    const bool nt = stream && st.chain;
+    st.run(out[0], args, mask, n, nt);
+    if (nt) stream_fence();
+    return;
+  }
+  const auto n_regs = cp.reg_types.size();
+  const std::int64_t block_size = stream ? cp.stream_block : cp.block;
+  auto& sc = thread_scratch();
+  // Registers start on cache lines: full-width stores never split a line.
+  const std::size_t words = cp.scratch_bytes / sizeof(double) + 8;
+  if (sc.regs.size() < words) sc.regs.resize(words);
+  std::byte* const regs =
+      reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(sc.regs.data()) + 63) & ~std::uintptr_t{63});
+  const void* reg[max_registers];
+  void* tmp[max_registers];
+  for (std::size_t r = static_cast<std::size_t>(n_in); r < n_regs; ++r) {
+    tmp[r] = regs + cp.reg_offset[r];
+    reg[r] = tmp[r];
+  }
+  const int last_out = stream ? -1 : cp.last_out;
+  const int last_reg = last_out >= 0 ? p.outputs[static_cast<std::size_t>(last_out)] : 0;
+  const compiled_step* steps = cp.steps.data();
+  const std::size_t n_steps = cp.steps.size();
+  // Streaming: the bytes of a block of each array input, and the lines of it each step asks for.
+  std::int64_t block_bytes[max_registers], share[max_registers];
+  if (stream)
+    for (int r = 0; r < n_in; ++r) {
+      block_bytes[r] = in_scalar[r] ? 0 : block_size * cp.in_bytes[static_cast<std::size_t>(r)];
+      share[r] = (block_bytes[r] / 64 + static_cast<std::int64_t>(n_steps) - 1) / static_cast<std::int64_t>(n_steps) * 64;
+    }
+  for (std::int64_t off = 0; off < n; off += block_size) {
+    const std::int64_t m = std::min(block_size, n - off);
+    for (int r = 0; r < n_in; ++r)
+      reg[r] = in_scalar[r] ? in[r] : in[r] + off * cp.in_bytes[static_cast<std::size_t>(r)];
+    // From memory, a block's loads would wait while its arithmetic leaves the bus idle: the
+    // next block is on its way while this one computes. Each step asks for its share of the
+    // lines: all at once, the requests fill the core's miss buffers and stall it.
+    const bool prefetch = stream && off + 2 * block_size <= n;
+    if (last_out >= 0) {
+      tmp[last_reg] = out[last_out] + off * cp.out_bytes[static_cast<std::size_t>(last_out)];
+      reg[last_reg] = tmp[last_reg];
+    }
+    // A step's arguments for this block, and which of them are one value.
+    auto bind_args = [&](const compiled_step& st, const void** to) { return bind_step_args(st, reg, bits, to); };
+    if (cp.chains) {
+      chain_call calls[max_fused_chains];
+      const void* chain_args[max_fused_chains][max_chain_links + 1];
+      for (std::size_t i = 0; i < n_steps; ++i) {
+        const compiled_step& st = steps[i];
+        const unsigned mask = bind_args(st, chain_args[i]);
+        // A lone op is a chain of one link on its first argument.
+        calls[i] = st.chain ? chain_call{tmp[st.dst], chain_args[i], mask, st.chain_codes, st.links}
+                            : chain_call{tmp[st.dst], chain_args[i], mask, static_cast<std::uint32_t>(st.link_code), 1};
+      }
+      cp.chains(calls, static_cast<int>(n_steps), m);
+    } else {
+      for (std::size_t i = 0; i < n_steps; ++i) {
+        const compiled_step& st = steps[i];
+        if (prefetch)
+          for (int r = 0; r < n_in; ++r) {
+            const std::byte* next = static_cast<const std::byte*>(reg[r]) + block_bytes[r];
+            const std::int64_t end = std::min(block_bytes[r], (static_cast<std::int64_t>(i) + 1) * share[r]);
+            for (std::int64_t b = static_cast<std::int64_t>(i) * share[r]; b < end; b += 64) __builtin_prefetch(next + b, 0, 3);
+          }
+        st.run(tmp[st.dst], args, bind_args(st, args), m);
+      }
+    }
+    for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+      if (static_cast<int>(o) == last_out) continue;
+      const std::int64_t es = cp.out_bytes[o];
+      if (stream)
+        stream_copy(out[o] + off * es, static_cast<const std::byte*>(reg[p.outputs[o]]), static_cast<std::size_t>(m * es));
+      else
+        std::memcpy(out[o] + off * es, reg[p.outputs[o]], static_cast<std::size_t>(m * es));
+    }
+  }
+  if (stream) stream_fence();  // streaming stores are weakly ordered: visible before the node ends
+}
+
+// Elements after which input `a` repeats in an output of `shape` (C order): axes before some
+// axis broadcast, the axes from it on C-contiguous with the output's extents (a row vector
+// against a matrix: its length); 0 where `a` is not such an input.
+inline std::int64_t repeat_period(const ndarray& a, const shape_t& shape) {
+  std::int64_t period = 1;
+  int d = shape.rank - 1;
+  for (; d >= 0; --d) {
+    const std::int64_t e = shape[d];
+    if (e == 1) continue;
+    if (a.shape(d) == 1 || a.stride(d) == 0) break;
+    if (a.stride(d) != period) return 0;
+    period *= e;
+  }
+  for (; d >= 0; --d)
+    if (shape[d] != 1 && a.shape(d) != 1 && a.stride(d) != 0) return 0;
+  return period;
+}
+// n elements of a block of `period` elements repeated end to end: the block, then what is
+// there again, doubling (few copies however short the period).
+inline void repeat_into(std::byte* to, const std::byte* block, std::int64_t period, std::int64_t n, std::int64_t es) {
+  std::memcpy(to, block, static_cast<std::size_t>(period * es));
+  for (std::int64_t filled = period; filled < n; filled *= 2)
+    std::memcpy(to + filled * es, to, static_cast<std::size_t>(std::min(filled, n - filled) * es));
+}
+// Rows [0, nr) of a gathered input into `to`, len elements each: a row's one value repeated
+// (`repeat`, a batch at a time: the last batch may write up to 63 bytes past the rows, which
+// the caller leaves room for) or its elements copied; `from` is row 0, the next rows `step`
+// bytes apart.
+template <class U>
+void gather_rows(std::byte* to, const std::byte* from, std::int64_t nr, std::int64_t len, std::int64_t step, bool repeat) {
+  using B = xsimd::batch<U>;
+  U* out = reinterpret_cast<U*>(to);
+  if (repeat) {
+    for (std::int64_t r = 0; r < nr; ++r, from += step, out += len) {
+      U v;
+      std::memcpy(&v, from, sizeof v);
+      const B b(v);
+      for (std::int64_t i = 0; i < len; i += static_cast<std::int64_t>(B::size)) b.store_unaligned(out + i);
+    }
+  } else {
+    for (std::int64_t r = 0; r < nr; ++r, from += step, out += len)
+      std::memcpy(out, from, static_cast<std::size_t>(len) * sizeof(U));
+  }
+}
+inline void gather_rows_bytes(std::byte* to, const std::byte* from, std::int64_t nr, std::int64_t len, std::int64_t step,
+                              bool repeat, std::int64_t es) {
+  switch (es) {
+    case 1: return gather_rows<std::uint8_t>(to, from, nr, len, step, repeat);
+    case 2: return gather_rows<std::uint16_t>(to, from, nr, len, step, repeat);
+    case 4: return gather_rows<std::uint32_t>(to, from, nr, len, step, repeat);
+    case 8: return gather_rows<std::uint64_t>(to, from, nr, len, step, repeat);
+    default:
+      for (std::int64_t r = 0; r < nr; ++r, from += step, to += len * es)
+        for (std::int64_t i = 0; i < len; ++i) std::memcpy(to + i * es, from + (repeat ? 0 : i * es), static_cast<std::size_t>(es));
+  }
+}
+// Most elements whose period an input may have for run_program's spans over whole periods.
+inline constexpr std::int64_t max_period = 16384;
+
+// Whether run_program gives its rows to the program's rows kernel, one call per run of rows
+// (compiled_program::rows): rows of at least 64 bytes, or 256 for a typed tree that reads a
+// column (each row stores the column's value for the tree to load, which waits on the store:
+// rows of one batch ran slower than in gathered spans). Shorter rows go in spans of whole
+// rows, where a repeated value is gathered once per span (docs/performance.md, "Broadcasts
+// and the stencil").
+inline bool rows_in_one_call(const compiled_program& cp, const bool* scalar, const bool* row_scalar, std::int64_t rows,
+                             std::int64_t len) {
+  if (!cp.rows || cp.jit[0] || rows < 2 || len * cp.out_bytes[0] < 64) return false;
+  if (!cp.typed) return true;
+  std::uint64_t bits = 0;
+  bool column = false;
+  for (int r = 0; r < cp.prog->n_inputs; ++r) {
+    bits |= static_cast<std::uint64_t>(scalar[r]) << r;
+    column |= row_scalar[r] && !scalar[r];
+  }
+  return bits == cp.rows_scalar_bits && (!column || len * cp.out_bytes[0] >= 256);
+}
+// The rows path: runs of equally spaced rows (those along the next-to-last axis) each in one
+// call, the next run's start by an odometer over the leading axes; threads take whole rows.
+inline void run_rows(const compiled_program& cp, const std::byte* const* base,
+                     const std::array<std::int64_t, max_rank>* strides, const bool* row_scalar, const bool* scalar,
+                     ndarray& out, bool dense, int threads, bool apart) {
+  const shape_t& shape = out.shape();
+  const int n_in = cp.prog->n_inputs;
+  const int inner = shape.rank - 2;
+  const std::int64_t len = shape[shape.rank - 1], rows = shape.size() / len;
+  const std::int64_t ob = cp.out_bytes[0];
+  std::array<std::int64_t, max_rank> out_strides{};
+  for (std::int64_t d = shape.rank - 1, step = 1; d >= 0; --d) {  // C order where dense
+    out_strides[static_cast<std::size_t>(d)] = dense ? step : out.stride(static_cast<int>(d));
+    step *= shape[static_cast<int>(d)];
+  }
+  std::int64_t step[max_registers];
+  std::uint64_t column = 0;
+  for (int k = 0; k < n_in; ++k) {
+    step[k] = scalar[k] ? 0 : strides[k][static_cast<std::size_t>(inner)] * cp.in_bytes[static_cast<std::size_t>(k)];
+    column |= static_cast<std::uint64_t>(row_scalar[k]) << k;
+  }
+  std::byte* const out_base = out.data();
+  const dtype out_type = cp.reg_types[static_cast<std::size_t>(cp.prog->outputs[0])];
+  parallel_chunks(rows, std::max<std::int64_t>(1, 2048 / len), threads, [&](std::int64_t first, std::int64_t last) {
+    std::int64_t idx[max_rank] = {};
+    for (std::int64_t r = first, d = inner; d >= 0; --d) {
+      idx[d] = r % shape[static_cast<int>(d)];
+      r /= shape[static_cast<int>(d)];
+    }
+    const std::byte* in_at[max_registers];
+    std::byte* out_at = out_base;
+    for (int k = 0; k < n_in; ++k) {
+      in_at[k] = base[k];
+      for (int d = 0; d <= inner; ++d)
+        in_at[k] += idx[d] * strides[k][static_cast<std::size_t>(d)] * cp.in_bytes[static_cast<std::size_t>(k)];
+    }
+    for (int d = 0; d <= inner; ++d) out_at += idx[d] * out_strides[static_cast<std::size_t>(d)] * ob;
+    for (std::int64_t r = first; r < last;) {
+      const std::int64_t run = std::min(last - r, shape[inner] - idx[inner]);
+      cp.rows(in_at, cp.rows_map.data(), step, column, out_at, out_strides[static_cast<std::size_t>(inner)] * ob, run, len,
+              apart);
+      if (cp.typed_faulty) perturb(out_at, out_type, len, perturb_how::middle);
+      r += run;
+      if (r == last) break;
+      idx[inner] += run;
+      for (int k = 0; k < n_in; ++k) in_at[k] += run * step[k];
+      out_at += run * out_strides[static_cast<std::size_t>(inner)] * ob;
+      for (int d = inner; d >= 0 && idx[d] == shape[d]; --d) {  // carry
+        for (int k = 0; k < n_in; ++k)
+          in_at[k] -= idx[d] * strides[k][static_cast<std::size_t>(d)] * cp.in_bytes[static_cast<std::size_t>(k)];
+        out_at -= idx[d] * out_strides[static_cast<std::size_t>(d)] * ob;
+        idx[d] = 0;
+        if (d > 0) {
+          ++idx[d - 1];
+          for (int k = 0; k < n_in; ++k)
+            in_at[k] += strides[k][static_cast<std::size_t>(d - 1)] * cp.in_bytes[static_cast<std::size_t>(k)];
+          out_at += out_strides[static_cast<std::size_t>(d - 1)] * ob;
+        }
+      }
+    }
+  });
+}
+}  // namespace detail
+
+/// @brief Runs a fused elementwise program; outputs have the broadcast shape, C-contiguous or
+/// with rows of adjacent elements (a region of a larger array: IncSubtensor's fused value).
+inline void run_program(const compiled_program& cp, const ndarray* const* ins, ndarray* const* outs,
+                        const parallelism& par = {}) {
+  const program& p = *cp.prog;
+  const int n_in = p.n_inputs;
+  const shape_t& shape = outs[0]->shape();
+  const std::int64_t total = shape.size();
+  if (total == 0) return;
+  if (cp.reg_types.size() > detail::max_registers) throw std::logic_error("xsym: fused program too large");
+  bool dense = true;  // every output C-contiguous; else the rows' path, each row at its place
+  for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+    const ndarray& out = *outs[o];
+    if (out.is_c_contiguous()) continue;
+    if (out.stride(out.rank() - 1) != 1 && out.shape(out.rank() - 1) != 1)
+      throw std::logic_error("xsym: an elementwise output whose rows are not adjacent elements");
+    dense = false;
+  }
+
+  std::size_t n_copies = 0;
+  const ndarray* arr[detail::max_registers];
+  const std::byte* base[detail::max_registers];
+  bool scalar[detail::max_registers];
+  bool flat = true;
+  // Contiguous copies of strided inputs, in buffers kept per thread between calls; sized before
+  // the loop, since arr[] points into it.
+  thread_local std::vector<ndarray> contiguous;
+  if (contiguous.size() < static_cast<std::size_t>(n_in)) contiguous.resize(static_cast<std::size_t>(n_in));
+  for (int k = 0; k < n_in; ++k) {
+    const ndarray* a = ins[k];
+    const bool one = a->size() == 1;
+    if (!one && a->rank() > 0 && a->stride(a->rank() - 1) != 1 && a->shape(a->rank() - 1) != 1) {
+      ndarray& c = contiguous[n_copies++];
+      a->copy_contiguous_into(c);
+      a = &c;
+    }
+    arr[k] = a;
+    base[k] = a->data();
+    scalar[k] = one;
+    if (!one && !(a->shape() == shape && a->is_c_contiguous())) flat = false;
+  }
+  flat = flat && dense;
+  std::byte* out_base[limits::max_outputs];
+  for (std::size_t o = 0; o < p.outputs.size(); ++o) out_base[o] = outs[o]->data();
+  const int threads = total >= par.elemwise_minsize ? par.threads : 1;
+  const std::size_t n_out = p.outputs.size();
+  // Chains in one pass (cp.chains) do not stream: they are bound by their exps and logs, the
+  // hardware prefetcher keeps up with one pass, and the copy out of scratch that streaming
+  // needs costs more than the non-temporal stores save. `in_cache`: inputs that are not read
+  // from memory.
+  auto streams = [&](const bool* in_cache) {
+    if (cp.chains || total * cp.all_bytes < streaming_min_bytes()) return false;  // no count of the inputs reaches it
+    std::int64_t bytes_per_element = 0;
+    for (int k = 0; k < n_in; ++k) bytes_per_element += in_cache[k] ? 0 : cp.in_bytes[static_cast<std::size_t>(k)];
+    for (std::int64_t b : cp.out_bytes) bytes_per_element += b;
+    return total * bytes_per_element >= streaming_min_bytes();
+  };
+  if (flat) {
+    const bool stream = streams(scalar);
+    if (threads == 1) {  // one span from the start: no offset pointers to build
+      detail::run_span(cp, base, scalar, out_base, total, stream);
+      return;
+    }
+    // Threads take whole blocks: each element is computed as on one thread.
+    parallel_chunks(total, cp.block, threads, [&](std::int64_t lo, std::int64_t hi) {
+      const std::byte* in_at[detail::max_registers];
+      std::byte* out_at[limits::max_outputs];
+      for (int k = 0; k < n_in; ++k) in_at[k] = scalar[k] ? base[k] : base[k] + lo * cp.in_bytes[static_cast<std::size_t>(k)];
+      for (std::size_t o = 0; o < n_out; ++o) out_at[o] = out_base[o] + lo * cp.out_bytes[o];
+      detail::run_span(cp, in_at, scalar, out_at, hi - lo, stream);
+    });
+    return;
+  }
+  std::array<std::int64_t, max_rank> strides[detail::max_registers];
+  for (int k = 0; k < n_in; ++k)
+    for (int d = 0; d < shape.rank; ++d)
+      strides[k][static_cast<std::size_t>(d)] = arr[k]->shape(d) == 1 ? 0 : arr[k]->stride(d);
+  const std::int64_t len = shape[shape.rank - 1];
+  const std::int64_t rows = total / len;
+  bool row_scalar[detail::max_registers];
+  for (int k = 0; k < n_in; ++k) row_scalar[k] = strides[k][static_cast<std::size_t>(shape.rank - 1)] == 0;
+  if (detail::rows_in_one_call(cp, scalar, row_scalar, rows, len)) {
+    const xsym::detail::byte_range out_bytes = xsym::detail::bytes_of(*outs[0]);
+    bool apart = true;
+    for (int k = 0; k < n_in; ++k) apart = apart && (scalar[k] || !xsym::detail::bytes_of(*arr[k]).overlaps(out_bytes));
+    detail::run_rows(cp, base, strides, row_scalar, scalar, *outs[0], dense, threads, apart);
+    return;
+  }
+  // Inputs that repeat a block (a row vector against a matrix) become spans of whole periods:
+  // each is copied end to end into one span's length, the full-shape inputs and the outputs
+  // advance, and a span covers many rows. Row by row, a row of 16 floats cost a kernel call
+  // (about 16 ns) for 16 elements.
+  // Each input's period (0: one value, or none), for these spans and the gathered ones below.
+  std::int64_t period[detail::max_registers];
+  for (int k = 0; k < n_in; ++k) period[k] = scalar[k] ? 0 : detail::repeat_period(*arr[k], shape);
+  std::int64_t lcm = 1;
+  bool periodic = true, in_cache[detail::max_registers];
+  for (int k = 0; k < n_in && periodic; ++k) {
+    periodic = scalar[k] || period[k] > 0;
+    if (periodic && period[k] > 0 && period[k] < total) lcm = std::lcm(lcm, period[k]);
+    periodic = periodic && lcm <= detail::max_period;
+    in_cache[k] = scalar[k] || period[k] < total;
+  }
+  if (periodic && lcm > 1 && dense) {
+    // A span: whole periods, at least 2048 elements where the periods allow.
+    const std::int64_t span = lcm * std::max<std::int64_t>(1, 2048 / lcm);
+    thread_local std::vector<std::byte> repeated;
+    std::size_t bytes = 0;
+    for (int k = 0; k < n_in; ++k)
+      if (!scalar[k] && period[k] < total) bytes += static_cast<std::size_t>((span * cp.in_bytes[static_cast<std::size_t>(k)] + 63) / 64 * 64);
+    if (repeated.size() < bytes + 64) repeated.resize(bytes + 64);
+    std::byte* at = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(repeated.data()) + 63) & ~std::uintptr_t{63});
+    const std::byte* from[detail::max_registers];
+    for (int k = 0; k < n_in; ++k) {
+      from[k] = base[k];
+      if (scalar[k] || period[k] == total) continue;
+      const std::int64_t es = cp.in_bytes[static_cast<std::size_t>(k)];
+      detail::repeat_into(at, base[k], period[k], span, es);
+      from[k] = at;
+      at += (span * es + 63) / 64 * 64;
+    }
+    const bool stream = streams(in_cache);
+    auto run_spans = [&](std::int64_t lo, std::int64_t hi) {
+      const std::byte* in_at[detail::max_registers];
+      std::byte* out_at[limits::max_outputs];
+      for (std::int64_t off = lo; off < hi; off += span) {
+        for (int k = 0; k < n_in; ++k)
+          in_at[k] = in_cache[k] ? from[k] : from[k] + off * cp.in_bytes[static_cast<std::size_t>(k)];
+        for (std::size_t o = 0; o < n_out; ++o) out_at[o] = out_base[o] + off * cp.out_bytes[o];
+        detail::run_span(cp, in_at, scalar, out_at, std::min(span, hi - off), stream);
+      }
+    };
+    if (threads == 1) run_spans(0, total);
+    else parallel_chunks(total, span, threads, [&](std::int64_t lo, std::int64_t hi) { run_spans(lo, hi); });  // whole spans
+    return;
+  }
+  // Row by row over the last axis; an input either walks the row (stride 1) or repeats one value.
+  auto row_at = [&](int k, std::int64_t r) {  // where input k's row r starts
+    const std::byte* at = base[k];
+    for (int d = shape.rank - 2; d >= 0; --d) {
+      const std::int64_t i = r % shape[d];
+      r /= shape[d];
+      at += i * strides[k][static_cast<std::size_t>(d)] * cp.in_bytes[static_cast<std::size_t>(k)];
+    }
+    return at;
+  };
+  // Spans of whole rows, with each input not laid out as the output gathered row by row into a
+  // span of its own: a row's one value repeated (a column against a matrix), or its elements
+  // copied (a view with a row stride). Where rows are short a kernel call per row costs more
+  // than its elements (about 16 ns a row); copying rows of 128 floats or more cost more than the
+  // calls it saved (examples/heat_equation.cpp's five views, 1.2-1.4 times slower), and
+  // repeating a value did from rows of 400 floats (docs/performance.md).
+  // An input that repeats within a span (a row vector beside a column) is copied end to end once.
+  const std::int64_t per = std::max<std::int64_t>(1, 2048 / len), span = per * len;
+  bool gather[detail::max_registers], once[detail::max_registers];
+  bool copies = false;
+  for (int k = 0; k < n_in; ++k) {
+    gather[k] = !scalar[k] && period[k] != total;
+    once[k] = gather[k] && period[k] > 0 && span % period[k] == 0;
+    copies |= gather[k] && !once[k] && !row_scalar[k];
+  }
+  if (dense && rows > 1 && (len < 64 || (!copies && len < 256))) {
+    std::size_t bytes = 64;
+    for (int k = 0; k < n_in; ++k)
+      if (gather[k]) bytes += static_cast<std::size_t>((span * cp.in_bytes[static_cast<std::size_t>(k)] + 63) / 64 * 64 + 64);
+    parallel_chunks(rows, per, threads, [&](std::int64_t first, std::int64_t last) {
+      thread_local std::vector<std::byte> spans;  // each thread its own
+      if (spans.size() < bytes) spans.resize(bytes);
+      std::byte* at = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(spans.data()) + 63) & ~std::uintptr_t{63});
+      std::byte* buffer[detail::max_registers];
+      for (int k = 0; k < n_in; ++k)
+        if (gather[k]) {
+          buffer[k] = at;
+          at += (span * cp.in_bytes[static_cast<std::size_t>(k)] + 63) / 64 * 64 + 64;  // gather_rows' room
+          if (once[k]) detail::repeat_into(buffer[k], base[k], period[k], span, cp.in_bytes[static_cast<std::size_t>(k)]);
+        }
+      const std::byte* in_at[detail::max_registers];
+      std::byte* out_at[limits::max_outputs];
+      for (std::int64_t r0 = first; r0 < last; r0 += per) {
+        const std::int64_t nr = std::min(per, last - r0);
+        for (int k = 0; k < n_in; ++k) {
+          const std::int64_t es = cp.in_bytes[static_cast<std::size_t>(k)];
+          if (!gather[k] || once[k]) {
+            in_at[k] = once[k] ? buffer[k] : scalar[k] ? base[k] : base[k] + r0 * len * es;
+            continue;
+          }
+          // Runs of rows equally spaced (a whole matrix: all of the span's rows) go at once;
+          // the next run's start by an odometer over the leading axes.
+          const int inner = shape.rank - 2;  // the axis the rows of a run walk
+          const std::int64_t step = strides[k][static_cast<std::size_t>(inner)] * es;
+          std::int64_t idx[max_rank] = {};
+          for (std::int64_t r = r0, d = inner; d >= 0; --d) {
+            idx[d] = r % shape[static_cast<int>(d)];
+            r /= shape[static_cast<int>(d)];
+          }
+          const std::byte* from = row_at(k, r0);
+          std::byte* to = buffer[k];
+          for (std::int64_t left = nr; left > 0;) {
+            const std::int64_t run = std::min(left, shape[inner] - idx[inner]);
+            detail::gather_rows_bytes(to, from, run, len, step, row_scalar[k], es);
+            to += run * len * es;
+            left -= run;
+            if (left == 0) break;
+            from += run * step;
+            idx[inner] += run;
+            for (int d = inner; d >= 0 && idx[d] == shape[d]; --d) {  // carry
+              from -= idx[d] * strides[k][static_cast<std::size_t>(d)] * es;
+              idx[d] = 0;
+              if (d > 0) {
+                ++idx[d - 1];
+                from += strides[k][static_cast<std::size_t>(d - 1)] * es;
+              }
+            }
+          }
+          in_at[k] = buffer[k];
+        }
+        for (std::size_t o = 0; o < n_out; ++o) out_at[o] = out_base[o] + r0 * len * cp.out_bytes[o];
+        detail::run_span(cp, in_at, scalar, out_at, nr * len);
+      }
+    });
+    return;
+  }
+  // Threads take whole rows; each row's start by an odometer over the leading axes (a division
+  // per input and axis for every row cost more than a short row's elements).
+  std::array<std::int64_t, max_rank> out_strides[limits::max_outputs];
+  for (std::size_t o = 0; o < n_out; ++o)
+    for (std::int64_t d = shape.rank - 1, step = 1; d >= 0; --d) {  // C order where dense
+      out_strides[o][static_cast<std::size_t>(d)] = dense ? step : outs[o]->stride(static_cast<int>(d));
+      step *= shape[static_cast<int>(d)];
+    }
+  parallel_chunks(rows, 1, threads, [&](std::int64_t first, std::int64_t last) {
+    const std::byte* row_in[detail::max_registers];
+    std::byte* row_out[limits::max_outputs];
+    std::int64_t idx[max_rank] = {};
+    for (std::int64_t r = first, d = shape.rank - 2; d >= 0; --d) {
+      idx[d] = r % shape[static_cast<int>(d)];
+      r /= shape[static_cast<int>(d)];
+    }
+    for (int k = 0; k < n_in; ++k) row_in[k] = row_at(k, first);
+    for (std::size_t o = 0; o < n_out; ++o) {
+      row_out[o] = out_base[o];
+      for (int d = 0; d + 1 < shape.rank; ++d) row_out[o] += idx[d] * out_strides[o][static_cast<std::size_t>(d)] * cp.out_bytes[o];
+    }
+    for (std::int64_t r = first; r < last; ++r) {
+      detail::run_span(cp, row_in, row_scalar, row_out, len);
+      if (r + 1 == last) break;
+      for (int d = shape.rank - 2; d >= 0; --d) {  // the next row
+        const auto du = static_cast<std::size_t>(d);
+        const bool carry = ++idx[d] == shape[d];
+        const std::int64_t by = carry ? 1 - shape[d] : 1;
+        for (int k = 0; k < n_in; ++k) row_in[k] += by * strides[k][du] * cp.in_bytes[static_cast<std::size_t>(k)];
+        for (std::size_t o = 0; o < n_out; ++o) row_out[o] += by * out_strides[o][du] * cp.out_bytes[o];
+        if (!carry) break;
+        idx[d] = 0;
+      }
+    }
+  });
+}
+
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/elemwise.hpp ----
+
+namespace xsym::cpu {
+
+/// @brief Bytes of A from which a OnePassGemv node makes one pass: where A does not stay in the
+/// caches between the two products. That is streaming_min_bytes' share of the last-level
+/// cache where a core reads that cache fast (llc_near_core: AMD's L3). Elsewhere it is that
+/// share or two L2s (at least 4 MiB), whichever is less: a server's shared L3 gives one core a
+/// fraction of L2's bandwidth (docs/performance.md, "Where one pass starts to pay"). Below, A
+/// comes back from the caches and the two products in a row are faster (they need no group of
+/// rows in L2, and the column product starts where the row product ended). Tests set it to 0.
+inline std::int64_t& one_pass_min_bytes() {
+  static std::int64_t bytes =
+      detail::llc_near_core()
+          ? detail::default_streaming_min_bytes()
+          : std::min(detail::default_streaming_min_bytes(),
+                     std::max<std::int64_t>(2 * detail::l2_cache_bytes(), std::int64_t{4} << 20));
+  return bytes;
+}
+
+namespace detail {
+
+// Rows of A per group: a group is read a second time from L2 while the next one comes in, so
+// it takes a quarter of it (half of L2 measured slower). A whole number of the column
+// product's 16-row blocks.
+inline std::int64_t one_pass_group_rows(std::int64_t row_bytes) {
+  const std::int64_t rows = l2_cache_bytes() / 4 / std::max<std::int64_t>(row_bytes, 1);
+  return std::clamp<std::int64_t>(rows / 16 * 16, 16, 4096);
+}
+
+// Partial products: rows go in at most this many parts, fixed by the shapes alone, each summed
+// on its own and the parts added in order, so any number of threads gives the same bits.
+inline constexpr std::int64_t one_pass_max_parts = 16;
+
+/// The elementwise work of a group: g for rows [r0, r0 + n) from u (n values), written where
+/// the product reads it (g + r0).
+struct one_pass_rows_fn {
+  void (*run)(void* ctx, std::int64_t r0, std::int64_t n, const void* u);
+  void* ctx;
+};
+
+// The column product of R rows of the previous group (or block), y[e] += sum_j xs[j] A[j, e], done inside
+// the next group's row product (gemv_row_block's side work) on the same elements e: the FMAs
+// and the loads from L2 overlap the rows coming from memory, where one phase after the other
+// leaves memory idle during the column product. Each y[e] takes the rows' terms in order, one
+// FMA each, as gemv_column_block does: the same bits. The side work also asks L2 for the next
+// row block, element by element as the loop goes: from memory, the hardware prefetcher alone
+// left the row loads waiting (docs/performance.md, "One pass over X").
+// Where a coefficient is subnormal (Subnormal), its terms go as in gemv_column_strip_subnormal:
+// left out where they cannot change y, so that no FMA takes an assist for nothing.
+template <bool Aligned, bool Subnormal, class T, int R = 8>
+struct column_side_work {
+  using B = xsimd::batch<T>;
+  const T* a;        // the R rows, lda apart
+  std::int64_t lda;
+  std::int64_t off;  // a minus the row block's first row: the row pointers serve both loads
+  const T* xs;       // R coefficients, copied into c
+  T* y;              // y + i is on a vector's boundary where the row loads are (Aligned)
+  std::int64_t k;
+  const T* ahead;    // the next row block's first row, or null
+  subnormal_terms<T> terms{};
+  T scaled[R]{};     // Subnormal: |xs[j]| 2^64 where xs[j] is subnormal, else 0 (once a block)
+  T c[R]{};
+
+  void take_coefficients() {
+    for (int j = 0; j < R; ++j) c[j] = xs[j];
+  }
+
+  void elements(std::int64_t lo, std::int64_t hi) const {
+    for (std::int64_t e = lo; e < hi; ++e) {
+      T v = y[e];
+      for (int j = 0; j < R; ++j) v = fmadd(a[j * lda + e], c[j], v);
+      y[e] = v;
+    }
+  }
+  void peel(std::int64_t p) const { elements(0, p); }
+  [[gnu::always_inline]] void step(std::int64_t i, const T* const* row) const {
+    B v = load<Aligned, B>(y + i);
+XSYM_UNROLL(8)
+    for (int j = 0; j < R; ++j) {
+      const B av = load<Aligned, B>(row[j] + off + i);
+      if constexpr (Subnormal) {
+        if (scaled[j] != T(0) && xsimd::all(terms.left_out(av, B(scaled[j]), v))) continue;
+      }
+      v = fmadd(av, B(c[j]), v);
+    }
+    if constexpr (Aligned) v.store_aligned(y + i);
+    else v.store_unaligned(y + i);
+    if (ahead)  // into L2 (locality 2: prefetcht1 on x86)
+XSYM_UNROLL(8)
+      for (int j = 0; j < R; ++j) __builtin_prefetch(ahead + j * lda + i, 0, 2);
+  }
+  void tail(std::int64_t i) const { elements(i, k); }
+};
+
+// y = beta y0 + the parts' sums (kp apart) added in order into part 0's, a whole part at a time
+// (vectorised: per column, a strided walk over the parts cost a tenth of the seeds' step).
+template <class T>
+void add_parts(T* sums, std::int64_t kp, std::int64_t parts, std::int64_t k, const T* y0, T beta, T* y) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  for (std::int64_t p = 1; p < parts; ++p) {
+    const T* part = sums + p * kp;
+    std::int64_t j = 0;
+    for (; j + w <= k; j += w) (B::load_unaligned(sums + j) + B::load_unaligned(part + j)).store_unaligned(sums + j);
+    for (; j < k; ++j) sums[j] = add(sums[j], part[j]);
+  }
+  for (std::int64_t j = 0; j < k; ++j) y[j] = y0 ? add(mul(beta, y0[j]), sums[j]) : sums[j];
+}
+
+template <class T>
+void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k, const T* x,
+                   const one_pass_rows_fn& rows, const T* g, T alpha, const T* y0, T beta, T* y, int threads) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  const std::int64_t group = one_pass_group_rows(k * static_cast<std::int64_t>(sizeof(T)));
+  const std::int64_t groups = (m + group - 1) / group;
+  // Rows are aligned alike or not at all (peel_for): where they are, each part's sum starts
+  // `shift` elements into its lines, so that y + i is aligned where the row loads are.
+  const std::int64_t peel = peel_for(a, lda, k);
+  const std::int64_t shift = peel > 0 ? w - peel : 0;
+  const std::int64_t kp = (k + shift + 15) / 16 * 16;  // each part's sum on its own cache lines
+  std::int64_t parts = std::min(groups, one_pass_max_parts);
+  parts = std::max<std::int64_t>(1, std::min<std::int64_t>(parts, (std::int64_t{32} << 20) / (kp * static_cast<std::int64_t>(sizeof(T)))));
+  const bool from_memory = rows_from_memory<T>(m, k);
+  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> partial;
+  partial.resize(static_cast<std::size_t>(parts * kp));
+  T* const sums = partial.data() + shift;
+  auto first_group = [&](std::int64_t p) { return groups * p / parts; };
+  // Parts [lo, hi) on one thread: group by group, u for the group's rows with the previous
+  // group's column product inside (into its own part's sum), then g for the group.
+  auto run_parts = [&](std::int64_t lo, std::int64_t hi) {
+    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> u;
+    u.resize(static_cast<std::size_t>(group));
+    for (std::int64_t p = lo; p < hi; ++p) std::fill(sums + p * kp, sums + p * kp + k, T(0));
+    auto run = [&](auto aligned) {
+      constexpr bool al = decltype(aligned)::value;
+      const std::int64_t pl = al ? peel : 0;
+      const std::int64_t row_end = std::min(m, first_group(hi) * group);  // this thread's rows end
+      std::int64_t p = lo, prev0 = 0, prevn = 0;
+      T* prev_acc = nullptr;
+      for (std::int64_t grp = first_group(lo); grp <= first_group(hi); ++grp) {
+        const std::int64_t r0 = grp * group, n = grp < first_group(hi) ? std::min(group, m - r0) : 0;
+        while (n > 0 && grp >= first_group(p + 1)) ++p;
+        const T* ar = a + r0 * lda;
+        const T* ac = a + prev0 * lda;
+        std::int64_t c = 0;
+        for (; c + 8 <= std::min(n, prevn); c += 8) {
+          T xs[8];  // alpha folds into the coefficients, as in gemv_columns
+          for (int j = 0; j < 8; ++j) xs[j] = mul(alpha, g[prev0 + c + j]);
+          if (from_memory)  // the next block's first lines, as gemv_rows_serial asks for them
+            for (std::int64_t j = c + 8; j < std::min<std::int64_t>(c + 16, n); ++j) __builtin_prefetch(ar + j * lda);
+          const T* ahead = r0 + c + 16 <= row_end ? ar + (c + 8) * lda : nullptr;
+          auto fused = [&](auto subnormal) {
+            column_side_work<al, decltype(subnormal)::value, T> side{ac + c * lda, lda, ac - ar, xs, prev_acc, k, ahead};
+            side.take_coefficients();
+            if constexpr (decltype(subnormal)::value)
+              for (int j = 0; j < 8; ++j) side.scaled[j] = is_subnormal(xs[j]) ? side.terms.scaled(xs[j]) : T(0);
+            gemv_row_block<8, al>(ar + c * lda, lda, 8, x, u.data() + c, k, pl, T(1), static_cast<const T*>(nullptr), T(0), side);
+          };
+          if (any_subnormal(xs, 8) && subnormal_terms_pay<T>()) fused(std::true_type{});
+          else fused(std::false_type{});
+        }
+        if (c < n)
+          gemv_rows_serial(ar + c * lda, lda, x, u.data() + c, n - c, k, T(1), static_cast<const T*>(nullptr), T(0), from_memory);
+        for (; c < prevn; c += 16) {
+          const std::int64_t cols = std::min<std::int64_t>(16, prevn - c);
+          T xs[16];
+          for (std::int64_t j = 0; j < cols; ++j) xs[j] = mul(alpha, g[prev0 + c + j]);
+          gemv_column_block(ac + c * lda, lda, xs, prev_acc, k, cols);
+        }
+        if (n > 0) rows.run(rows.ctx, r0, n, u.data());
+        prev0 = r0;
+        prevn = n;
+        prev_acc = sums + p * kp;
+      }
+    };
+    if (peel >= 0) run(std::true_type{});
+    else run(std::false_type{});
+  };
+  parallel_chunks(parts, 1, threads, [&](std::int64_t lo, std::int64_t hi) { run_parts(lo, hi); });
+  add_parts(sums, kp, parts, k, y0, beta, y);
+}
+
+// A matrix the caches keep between the two products (below one_pass_min_bytes), where g has
+// a compiled kernel: blocks of 4 rows, each block's row product, g for its rows, then its
+// column product while the rows are still in L1 (4 rows of 784 floats: 12.5 KB). Reading A
+// once from L1 instead of twice from L2 or L3 pays only where g's call costs little next to
+// a block (docs/performance.md, "What the seeds' 400 rows need"): an interpreted program's
+// fixed cost per call is more than a block's products.
+inline constexpr std::int64_t one_pass_block_rows = 4;
+
+// Parts of the blocks, fixed by m alone (at most 4, so one thread adds at most 3 partial sums;
+// each part at least 16 blocks): any number of threads gives the same bits.
+inline std::int64_t one_pass_block_parts(std::int64_t m) {
+  const std::int64_t blocks = (m + one_pass_block_rows - 1) / one_pass_block_rows;
+  return std::clamp<std::int64_t>(blocks / 16, 1, 4);
+}
+
+// y = beta y0 + alpha Aᵀ g, g computed block by block by g_of(r0, n, u) from u = A x. Each
+// part's sum takes its blocks' rows in order (gemv_column_block, one FMA per row); the parts are
+// added in order. u is the row product's bits for blocks of 4 rows (gemv_row_block<4>). g_of is
+// a typed tree's g inlined into the loop (typed_kernel.hpp's typed_blocks), or a call.
+template <class T, class G>
+void one_pass_blocks_with(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k, const T* x, const G& g_of,
+                          const T* g, T alpha, const T* y0, T beta, T* y, int threads) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size), R = one_pass_block_rows;
+  const std::int64_t blocks = (m + R - 1) / R, parts = one_pass_block_parts(m);
+  const std::int64_t peel = peel_for(a, lda, k);
+  const std::int64_t shift = peel > 0 ? w - peel : 0;
+  const std::int64_t kp = (k + shift + 15) / 16 * 16;  // each part's sum on its own cache lines
+  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> partial;
+  partial.resize(static_cast<std::size_t>(parts * kp));
+  T* const sums = partial.data() + shift;
+  auto first_block = [&](std::int64_t p) { return blocks * p / parts; };
+  auto run_parts = [&](std::int64_t lo, std::int64_t hi) {
+    auto run = [&](auto aligned) {
+      constexpr bool al = decltype(aligned)::value;
+      const std::int64_t pl = al ? peel : 0;
+      T u[R], xs[R];  // xs: the previous block's coefficients (alpha folded in, as in gemv_columns)
+      for (std::int64_t p = lo; p < hi; ++p) {
+        T* acc = sums + p * kp;
+        std::fill(acc, acc + k, T(0));
+        const T* prev = nullptr;  // the previous block's rows, whose column product is pending
+        std::int64_t prevn = 0;
+        for (std::int64_t blk = first_block(p); blk < first_block(p + 1); ++blk) {
+          const std::int64_t r0 = blk * R, n = std::min(R, m - r0);
+          const T* ar = a + r0 * lda;
+          // The previous block's column product inside this block's row product, from L1 while
+          // this block's rows come in; a last block short of R rows takes no side work, nor do
+          // subnormal coefficients where their terms are left out (gemv_column_block's own path,
+          // the same bits: one variant less for every program to compile).
+          if (prev && n == R && prevn == R && !(any_subnormal(xs, R) && subnormal_terms_pay<T>())) {
+            column_side_work<al, false, T, R> side{prev, lda, prev - ar, xs, acc, k, nullptr};
+            side.take_coefficients();
+            gemv_row_block_inline<R, al>(ar, lda, n, x, u, k, pl, T(1), static_cast<const T*>(nullptr), T(0), side);
+          } else {
+            if (prev) gemv_column_block(prev, lda, xs, acc, k, prevn);
+            gemv_row_block<R, al>(ar, lda, n, x, u, k, pl, T(1), static_cast<const T*>(nullptr), T(0));
+          }
+          g_of(r0, n, static_cast<const T*>(u));
+          for (std::int64_t j = 0; j < n; ++j) xs[j] = mul(alpha, g[r0 + j]);
+          prev = ar;
+          prevn = n;
+        }
+        if (prev) gemv_column_block(prev, lda, xs, acc, k, prevn);
+      }
+    };
+    if (peel >= 0) run(std::true_type{});
+    else run(std::false_type{});
+  };
+  parallel_chunks(parts, 1, threads, [&](std::int64_t lo, std::int64_t hi) { run_parts(lo, hi); });
+  add_parts(sums, kp, parts, k, y0, beta, y);
+}
+
+template <class T>
+void one_pass_blocks(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k, const T* x,
+                     const one_pass_rows_fn& rows, const T* g, T alpha, const T* y0, T beta, T* y, int threads) {
+  one_pass_blocks_with<T>(
+      a, lda, m, k, x, [&](std::int64_t r0, std::int64_t n, const T* u) { rows.run(rows.ctx, r0, n, u); }, g, alpha, y0,
+      beta, y, threads);
+}
+
+template <class T>
+void one_pass_blocks_typed(const ndarray& a, const ndarray& x, const one_pass_rows_fn& rows, const ndarray& g,
+                           double alpha, const ndarray* y0, double beta, ndarray& y, int threads) {
+  one_pass_blocks<T>(a.data_as<T>(), a.stride(0), a.shape(0), a.shape(1), x.data_as<T>(), rows, g.data_as<T>(),
+                     static_cast<T>(alpha), y0 ? y0->data_as<T>() : nullptr, static_cast<T>(beta), y.data_as<T>(),
+                     threads);
+}
+
+template <class T>
+void one_pass_typed(const ndarray& a, const ndarray& x, const one_pass_rows_fn& rows, const ndarray& g, double alpha,
+                    const ndarray* y0, double beta, ndarray& y, int threads) {
+  one_pass_gemv<T>(a.data_as<T>(), a.stride(0), a.shape(0), a.shape(1), x.data_as<T>(), rows, g.data_as<T>(),
+                   static_cast<T>(alpha), y0 ? y0->data_as<T>() : nullptr, static_cast<T>(beta), y.data_as<T>(), threads);
+}
+
+}  // namespace detail
+}  // namespace xsym::cpu
+
+#endif
+// ---- end include/xsym/backend/cpu/one_pass.hpp ----
 // ---- begin include/xsym/backend/cpu/reduce.hpp ----
 #ifndef XSYM_BACKEND_CPU_REDUCE_HPP
 #define XSYM_BACKEND_CPU_REDUCE_HPP
@@ -9121,26 +11003,6 @@ compiled_program compile_program(std::shared_ptr<const program> p) {
 #include <type_traits>
 #include <vector>
 
-// ---- begin include/xsym/config/unroll.hpp ----
-#ifndef XSYM_CONFIG_UNROLL_HPP
-#define XSYM_CONFIG_UNROLL_HPP
-
-// XSYM_UNROLL(n) before a loop: GCC's `#pragma GCC unroll n`, which keeps a kernel's
-// accumulators in registers. nvcc's front end does not know the pragma and warns at each
-// (20 warnings for a one-function program that includes <xsym/gpu.hpp>); with the warning
-// suppressed for it, nvcc passes it on to the host compiler.
-#define XSYM_PRAGMA(text) _Pragma(#text)
-#if defined(__NVCC__)
-#define XSYM_UNROLL(n) \
-  XSYM_PRAGMA(nv_diagnostic push) XSYM_PRAGMA(nv_diag_suppress 1675) XSYM_PRAGMA(GCC unroll n) XSYM_PRAGMA(nv_diagnostic pop)
-#elif defined(__GNUC__)
-#define XSYM_UNROLL(n) XSYM_PRAGMA(GCC unroll n)
-#else
-#define XSYM_UNROLL(n)
-#endif
-
-#endif
-// ---- end include/xsym/config/unroll.hpp ----
 
 namespace xsym::cpu {
 
@@ -10236,6 +12098,61 @@ void typed_sum_rows(const std::byte* const* in, const std::uint8_t* map, const s
   }
 }
 
+/// A OnePassGemv's blocks of rows with the tree as g, computed inside the loop: each block's g
+/// is one batch over copies of its rows (typed_tail's bits, wherever the rows sit), so the
+/// loop's registers stay live across it where a call would spill them.
+template <class Tree>
+void typed_blocks(const ndarray& a, const ndarray& x, const std::byte* const* base, std::uint64_t one_value_inputs,
+                  int pass_u, const std::uint8_t* map, std::byte* u_keep, std::byte* g_bytes, double alpha,
+                  const ndarray* y0, double beta, ndarray& y, int threads, bool faulty) {
+  using T = typename Tree::value_type;
+  using B = xsimd::batch<T>;
+  constexpr int L = Tree::leaves;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  typed_args<T, L> rows;  // leaf j's first row, or its one value
+  bool is_u[L];
+  for (int j = 0; j < L; ++j) {
+    is_u[j] = map[j] == pass_u;
+    rows.p[j] = is_u[j] ? nullptr : reinterpret_cast<const T*>(base[map[j]]);
+    rows.s[j] = (one_value >> j) & 1u ? rows.p[j][0] : T(0);
+  }
+  (void)one_value_inputs;  // bound for them (bind_typed_blocks): leaf j is one value where input map[j] is
+  T* const g = reinterpret_cast<T*>(g_bytes);
+  T* const uk = reinterpret_cast<T*>(u_keep);
+  auto g_of = [&](std::int64_t r0, std::int64_t n, const T* u) {
+    alignas(64) T copies[L][w];
+    alignas(64) T result[w];
+    typed_args<T, L> t = rows;
+    for (std::int64_t i = 0; i < n; i += w) {  // one batch where a block fits one (AVX2, AVX-512)
+      const std::int64_t r = std::min(w, n - i);
+      for (int j = 0; j < L; ++j)
+        if (!((one_value >> j) & 1u)) {
+          tail_batch<B>(is_u[j] ? u + i : rows.p[j] + r0 + i, r, copies[j]);
+          t.p[j] = copies[j];
+        }
+      typed_eval<Tree, 0>::template at<B>(t, 0).store_aligned(result);
+      for (std::int64_t q = 0; q < r; ++q) {
+        g[r0 + i + q] = result[q];
+        uk[r0 + i + q] = u[i + q];
+      }
+    }
+    if (faulty) [[unlikely]]
+      perturb(g + r0, dtype_of<T>(), n, perturb_how::middle);
+  };
+  one_pass_blocks_with<T>(a.data_as<T>(), a.stride(0), a.shape(0), a.shape(1), x.data_as<T>(), g_of, g,
+                          static_cast<T>(alpha), y0 ? y0->data_as<T>() : nullptr, static_cast<T>(beta), y.data_as<T>(),
+                          threads);
+}
+
+struct typed_blocks_entry {
+  std::string pattern;
+  dtype type;
+  typed_blocks_fn blocks;
+  std::uint64_t scalar_leaves;
+  int leaves;
+};
+
 struct typed_sum_entry {
   std::string pattern;
   dtype type;
@@ -10340,6 +12257,13 @@ struct typed_registration {
        true);
 };
 template <class Tree>
+struct typed_blocks_registration {
+  static inline const bool done =
+      (tree_registry<typed_blocks_entry>::instance().add({tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(),
+                                                         &typed_blocks<Tree>, scalar_leaves<Tree>(), Tree::leaves}),
+       true);
+};
+template <class Tree>
 struct typed_sum_registration {
   static inline const bool done =
       (tree_registry<typed_sum_entry>::instance().add({tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(),
@@ -10355,6 +12279,12 @@ struct typed_sum_registration {
 template <class Tree>
 void use_typed_kernel() {
   if constexpr (Tree::leaves <= 64) (void)detail::typed_registration<Tree>::done;
+}
+/// @brief Compiles a OnePassGemv's blocks with Tree as g into the program (the vector operand of
+/// dot(A, g) with a matrix A: a gradient's product with the data, Aᵀ g, once transposed).
+template <class Tree>
+void use_typed_blocks() {
+  if constexpr (Tree::leaves <= 64 && Tree::rank == 1) (void)detail::typed_blocks_registration<Tree>::done;
 }
 /// @brief Compiles Tree's sums into the program (sum and mean of a typed expression).
 template <class Tree>
@@ -10386,6 +12316,18 @@ inline bool bind_typed_kernel(compiled_program& cp, std::uint64_t one_value_inpu
   cp.rows = e->rows;
   cp.rows_scalar_bits = one_value_inputs;
   cp.rows_map = cp.typed_map;
+  return true;
+}
+/// @brief Binds a registered tree's blocks (use_typed_blocks) to the program of a OnePassGemv's g
+/// alone, as bind_typed_kernel binds its kernel (after it, whose fault state it keeps). False
+/// where none is.
+inline bool bind_typed_blocks(compiled_program& cp, std::uint64_t one_value_inputs) {
+  if (!cp.typed) return false;
+  std::array<std::uint8_t, 64> map{};
+  const auto e = detail::tree_registry<detail::typed_blocks_entry>::instance().find(*cp.prog, map.data(), one_value_inputs);
+  if (!e) return false;
+  cp.typed_blocks = e->blocks;
+  std::copy(map.begin(), map.begin() + e->leaves, cp.blocks_map.begin());
   return true;
 }
 /// @brief Binds a registered tree's sums (use_typed_sum) to a reduction's fused program of one
@@ -12289,1826 +14231,6 @@ inline profile_scope::~profile_scope() {
 // only where the program makes an expression of its element type: detail::use_element_type<T>,
 // which var<T, N> calls, is what instantiates them.
 
-// ---- begin include/xsym/backend/cpu/blas.hpp ----
-#ifndef XSYM_BACKEND_CPU_BLAS_HPP
-#define XSYM_BACKEND_CPU_BLAS_HPP
-
-#include <cblas.h>
-
-#include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-#include <limits>
-#include <vector>
-
-#include <xsimd/xsimd.hpp>
-
-// ---- begin include/xsym/backend/cpu/caches.hpp ----
-#ifndef XSYM_BACKEND_CPU_CACHES_HPP
-#define XSYM_BACKEND_CPU_CACHES_HPP
-
-// What the machine's caches hold, for the kernels that choose by it: streaming stores, one
-// pass over a matrix, prefetching rows from memory.
-#include <cstdint>
-#include <cstdlib>
-#include <string>
-
-#if __has_include(<unistd.h>)
-#include <unistd.h>
-#endif
-#if defined(__linux__)
-#include <fcntl.h>
-#endif
-
-
-namespace xsym::cpu {
-
-namespace detail {
-XSYM_COLD_BEGIN  // run once, for the streaming threshold
-
-// The size of the last-level cache that CPU 0 shares, as Linux's sysfs lists it ("32768K"), or
-// -1. A virtual machine's sysconf may report the whole host's cache, where sysfs and lscpu
-// give the guest's.
-inline std::int64_t sysfs_llc_bytes() {
-#if defined(__linux__)
-  std::int64_t best = -1;
-  int best_level = 0;
-  for (int index = 0; index < 16; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
-    auto read_line = [](const std::string& path) {
-      std::string text;
-      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) return text;
-      char buf[64];
-      const auto got = ::read(fd, buf, sizeof buf - 1);
-      ::close(fd);
-      if (got > 0) text.assign(buf, static_cast<std::size_t>(got));
-      while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-      return text;
-    };
-    const std::string level = read_line(dir + "level"), type = read_line(dir + "type"), size = read_line(dir + "size");
-    if (level.empty()) break;
-    if (type == "Instruction" || size.empty()) continue;
-    char* end = nullptr;
-    const long long value = std::strtoll(size.c_str(), &end, 10);
-    const std::int64_t bytes = value * (*end == 'K' ? 1024 : *end == 'M' ? 1024 * 1024 : 1);
-    const int lv = std::atoi(level.c_str());
-    if (value > 0 && lv >= best_level) {
-      best_level = lv;
-      best = bytes;
-    }
-  }
-  return best;
-#else
-  return -1;
-#endif
-}
-
-// Bytes of a call's arrays (inputs and outputs) from which a node streams: 3/8 of the last-level
-// cache, the fraction glibc takes for its non-temporal memcpy. Below it, the output is likely still cached when the next node reads
-// it, and the ordinary stores and hardware prefetch are faster. The cache is sysfs's when it
-// lists one, else sysconf's; with neither, the threshold is 32 MiB.
-inline std::int64_t default_streaming_min_bytes() {
-  std::int64_t llc = sysfs_llc_bytes();
-#if defined(_SC_LEVEL3_CACHE_SIZE)
-  if (llc <= 0) llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-#endif
-  return llc > 0 ? llc / 8 * 3 : std::int64_t{32} << 20;
-}
-
-// Whether a core reads the last-level cache about as fast as it reads L2 from beyond it: AMD's
-// L3 serves one core complex. Intel's server LLC is spread over a mesh, and a core reads its
-// share near memory's speed (docs/performance.md, "Where one pass starts to pay").
-inline bool llc_near_core() {
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  return __builtin_cpu_is("amd");
-#else
-  return false;
-#endif
-}
-
-XSYM_COLD_END
-
-// One core's L2, as sysconf gives it; 1 MiB where it gives nothing.
-inline std::int64_t l2_cache_bytes() {
-  static const std::int64_t bytes = [] {
-    long v = -1;
-#if defined(_SC_LEVEL2_CACHE_SIZE)
-    v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-    return v > 0 ? static_cast<std::int64_t>(v) : std::int64_t{1} << 20;
-  }();
-  return bytes;
-}
-}  // namespace detail
-
-/// @brief The streaming threshold in bytes (see detail::default_streaming_min_bytes); tests
-/// set it low to run the streaming path on small arrays.
-inline std::int64_t& streaming_min_bytes() {
-  static std::int64_t bytes = detail::default_streaming_min_bytes();
-  return bytes;
-}
-
-}  // namespace xsym::cpu
-
-#endif
-// ---- end include/xsym/backend/cpu/caches.hpp ----
-
-namespace xsym::cpu {
-
-namespace detail {
-// Elements to handle one by one so that loads from a (and every row lda apart) are aligned
-// to the vector size: an unaligned 64-byte load from L2 costs two.
-// -1 when no peel can align them all (rows not a whole number of vectors apart).
-template <class T>
-std::int64_t peel_for(const T* a, std::int64_t lda, std::int64_t n) {
-  constexpr std::size_t bytes = xsimd::batch<T>::size * sizeof(T);
-  const auto addr = reinterpret_cast<std::uintptr_t>(a);
-  if (addr % sizeof(T) != 0 || (static_cast<std::size_t>(lda) * sizeof(T)) % bytes != 0) return -1;
-  const auto p = static_cast<std::int64_t>(((bytes - addr % bytes) % bytes) / sizeof(T));
-  return p <= n ? p : -1;
-}
-
-// a + b and a * b, wrapping for integers as numpy's integer products do (signed overflow is
-// undefined in C++); plain arithmetic for floats.
-template <class T>
-T add(T a, T b) {
-  if constexpr (std::is_integral_v<T>) return wrapping_fn<scalar_op::add>::apply(a, b);
-  else return a + b;
-}
-template <class T>
-T mul(T a, T b) {
-  if constexpr (std::is_integral_v<T>) return wrapping_fn<scalar_op::mul>::apply(a, b);
-  else return a * b;
-}
-template <class T>
-T mul_add(T s, T a, T b) { return add(s, mul(a, b)); }
-
-// a * b + c, rounded once where the vectors have a fused multiply-add: xsimd 8's fma is a
-// product and then a sum on AVX-512 (only its AVX and SSE kinds with FMA have their own),
-// twice the instructions and two roundings where AVX2 machines get one. The scalar form
-// rounds as the lanes do, so a tail element gets its lanes' bits.
-template <class B>
-[[gnu::always_inline]] inline B fmadd(const B& a, const B& b, const B& c) {
-  if constexpr (std::is_floating_point_v<B>) {
-#if defined(__FMA__) || defined(__FMA4__) || defined(__AVX512F__)
-    return std::fma(a, b, c);
-#else
-    return a * b + c;
-#endif
-  } else {
-#if defined(__AVX512F__)
-    if constexpr (sizeof(B) == 64 && std::is_same_v<typename B::value_type, float>)
-      return B(_mm512_fmadd_ps(a, b, c));
-    else if constexpr (sizeof(B) == 64 && std::is_same_v<typename B::value_type, double>)
-      return B(_mm512_fmadd_pd(a, b, c));
-    else
-#endif
-      return xsimd::fma(a, b, c);
-  }
-}
-
-// One vector load, aligned or not, so a loop is written once for both.
-template <bool Aligned, class B, class T>
-B load(const T* p) {
-  if constexpr (Aligned) return B::load_aligned(p);
-  else return B::load_unaligned(p);
-}
-
-template <class T>
-T dot_span(const T* a, const T* b, std::int64_t n) {
-  std::int64_t i = 0;
-  T s = 0;
-  if constexpr (std::is_floating_point_v<T>) {
-    using B = xsimd::batch<T>;
-    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-    B s0(T(0)), s1(T(0));
-    for (; i + 2 * w <= n; i += 2 * w) {
-      s0 = fmadd(B::load_unaligned(a + i), B::load_unaligned(b + i), s0);
-      s1 = fmadd(B::load_unaligned(a + i + w), B::load_unaligned(b + i + w), s1);
-    }
-    s = xsimd::hadd(s0 + s1);
-  }
-  for (; i < n; ++i) s = mul_add(s, a[i], b[i]);
-  return s;
-}
-
-// sums[j] = the sum of s[j]'s lanes. With AVX-512, 8 rows are reduced together: halves
-// added, then a tree of horizontal adds, all in registers. One reduction per row (xsimd's
-// hadd) cost about 10% of a 400 x 784 float32 product, rows being only 49 vectors long.
-template <int R, class B, class T>
-[[gnu::always_inline]] inline void reduce_rows(const B* s, T* sums) {
-#if defined(__AVX512F__)
-  if constexpr (R == 8 && std::is_same_v<T, float> && B::size == 16) {
-    // Halves added: h[j] holds 8 partial sums of row j; three rounds of pairwise adds leave one.
-    __m256 h[8];
-XSYM_UNROLL(8)
-    for (int j = 0; j < 8; ++j) {
-      const __m512 v = s[j];
-      h[j] = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    }
-    const __m256 a01 = _mm256_hadd_ps(h[0], h[1]), a23 = _mm256_hadd_ps(h[2], h[3]);
-    const __m256 a45 = _mm256_hadd_ps(h[4], h[5]), a67 = _mm256_hadd_ps(h[6], h[7]);
-    const __m256 b0 = _mm256_hadd_ps(a01, a23), b1 = _mm256_hadd_ps(a45, a67);
-    _mm256_storeu_ps(sums, _mm256_add_ps(_mm256_permute2f128_ps(b0, b1, 0x20), _mm256_permute2f128_ps(b0, b1, 0x31)));
-    return;
-  } else if constexpr (R == 8 && std::is_same_v<T, double> && B::size == 8) {
-    // Halves added: h[j] holds 4 partial sums of row j; two rounds per group of 4 rows.
-    __m256d h[8];
-XSYM_UNROLL(8)
-    for (int j = 0; j < 8; ++j) {
-      const __m512d v = s[j];
-      h[j] = _mm256_add_pd(_mm512_castpd512_pd256(v), _mm512_extractf64x4_pd(v, 1));
-    }
-XSYM_UNROLL(2)
-    for (int q = 0; q < 2; ++q) {
-      const __m256d c01 = _mm256_hadd_pd(h[4 * q], h[4 * q + 1]), c23 = _mm256_hadd_pd(h[4 * q + 2], h[4 * q + 3]);
-      _mm256_storeu_pd(sums + 4 * q,
-                       _mm256_add_pd(_mm256_permute2f128_pd(c01, c23, 0x20), _mm256_permute2f128_pd(c01, c23, 0x31)));
-    }
-    return;
-  }
-#endif
-XSYM_UNROLL(8)
-  for (int j = 0; j < R; ++j) sums[j] = xsimd::hadd(s[j]);
-}
-
-#if defined(__AVX2__)
-// All bits set in the 32-bit parts of lanes [lo, hi) of a 256-bit vector of T, clear elsewhere.
-template <class T>
-[[gnu::always_inline]] inline __m256i avx2_lane_mask(std::int64_t lo, std::int64_t hi) {
-  constexpr int parts = static_cast<int>(sizeof(T) / 4);
-  const __m256i lane = parts == 1 ? _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7) : _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
-  return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lo)), lane),
-                             _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lane));
-}
-#endif
-
-// Lanes [lo, hi) from p[0, hi - lo), the other lanes `fill`; nothing outside is read.
-template <class B, class T>
-[[gnu::always_inline]] inline B partial_load(const T* p, std::int64_t lo, std::int64_t hi, T fill) {
-#if defined(__AVX512F__)
-  if constexpr (sizeof(B) == 64) {
-    const auto mask = static_cast<std::uint32_t>(((std::uint64_t{1} << hi) - 1) & ~((std::uint64_t{1} << lo) - 1));
-    if constexpr (std::is_same_v<T, float>)
-      return B(_mm512_mask_loadu_ps(_mm512_set1_ps(fill), static_cast<__mmask16>(mask), p - lo));
-    else if constexpr (std::is_same_v<T, double>)
-      return B(_mm512_mask_loadu_pd(_mm512_set1_pd(fill), static_cast<__mmask8>(mask), p - lo));
-  }
-#endif
-#if defined(__AVX2__)
-  // A masked load: the copy through memory below stalls each load on its stores (a fifth of a
-  // product on rows 16 bytes past a cache line, which peel and tail per row).
-  if constexpr (sizeof(B) == 32 && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
-    const __m256i m = avx2_lane_mask<T>(lo, hi);
-    if constexpr (std::is_same_v<T, float>)
-      return B(_mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p - lo, m), _mm256_castsi256_ps(m)));
-    else
-      return B(_mm256_blendv_pd(_mm256_set1_pd(fill), _mm256_maskload_pd(p - lo, m), _mm256_castsi256_pd(m)));
-  }
-#endif
-  alignas(64) T buf[B::size];
-  for (std::int64_t l = 0; l < static_cast<std::int64_t>(B::size); ++l) buf[l] = l >= lo && l < hi ? p[l - lo] : fill;
-  return B::load_aligned(buf);
-}
-
-// Lanes [0, n) of v to p[0, n); nothing else is written.
-template <class B, class T>
-[[gnu::always_inline]] inline void partial_store(const B& v, T* p, std::int64_t n) {
-#if defined(__AVX512F__)
-  if constexpr (sizeof(B) == 64) {
-    const auto mask = static_cast<std::uint32_t>((std::uint64_t{1} << n) - 1);
-    if constexpr (std::is_same_v<T, float>) {
-      _mm512_mask_storeu_ps(p, static_cast<__mmask16>(mask), v);
-      return;
-    } else if constexpr (std::is_same_v<T, double>) {
-      _mm512_mask_storeu_pd(p, static_cast<__mmask8>(mask), v);
-      return;
-    }
-  }
-#endif
-#if defined(__AVX2__)
-  if constexpr (sizeof(B) == 32 && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
-    const __m256i m = avx2_lane_mask<T>(0, n);
-    if constexpr (std::is_same_v<T, float>) _mm256_maskstore_ps(p, m, v);
-    else _mm256_maskstore_pd(p, m, v);
-    return;
-  }
-#endif
-  alignas(64) T buf[B::size];
-  v.store_aligned(buf);
-  for (std::int64_t l = 0; l < n; ++l) p[l] = buf[l];
-}
-
-// Lane l of v to lane (l + by) mod w.
-template <class B>
-[[gnu::always_inline]] inline B rotate_lanes(const B& v, std::int64_t by) {
-  using T = typename B::value_type;
-  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-#if defined(__AVX512F__)
-  if constexpr (sizeof(B) == 64 && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
-    using I = std::conditional_t<std::is_same_v<T, float>, std::int32_t, std::int64_t>;
-    alignas(64) I from[w];  // lane c takes lane (c - by) mod w
-    for (std::int64_t c = 0; c < w; ++c) from[c] = static_cast<I>((c - by + w) % w);
-    if constexpr (std::is_same_v<T, float>) return B(_mm512_permutexvar_ps(_mm512_load_si512(from), v));
-    else return B(_mm512_permutexvar_pd(_mm512_load_si512(from), v));
-  }
-#endif
-#if defined(__AVX2__)
-  if constexpr (sizeof(B) == 32 && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
-    // One lane-crossing permute of 32-bit parts (a double's two parts move together): part q
-    // of lane c takes part q of lane (c - by) mod w, the indices computed in registers.
-    const __m256i by_v = _mm256_set1_epi32(static_cast<int>(by)), wrap = _mm256_set1_epi32(static_cast<int>(w - 1));
-    __m256i idx;
-    if constexpr (std::is_same_v<T, float>) {
-      idx = _mm256_and_si256(_mm256_sub_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), by_v), wrap);
-    } else {
-      const __m256i lane = _mm256_and_si256(_mm256_sub_epi32(_mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), by_v), wrap);
-      idx = _mm256_or_si256(_mm256_slli_epi32(lane, 1), _mm256_setr_epi32(0, 1, 0, 1, 0, 1, 0, 1));
-    }
-    if constexpr (std::is_same_v<T, float>) return B(_mm256_permutevar8x32_ps(v, idx));
-    else return B(_mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(v), idx)));
-  }
-#endif
-  alignas(64) T lanes[w], moved[w];
-  v.store_aligned(lanes);
-  for (std::int64_t l = 0; l < w; ++l) moved[(l + by) % w] = lanes[l];
-  return B::load_aligned(moved);
-}
-
-// y[r] = dot(A[r, :], x), R rows at a time: each load of x serves R rows, and R independent
-// accumulators keep both FMA units busy (4 chains would wait on the FMA latency).
-// A row is summed in one order wherever it sits (its address, its place among the rows): lane
-// c sums the elements whose index is c modulo the vector size, in order, then the lanes are
-// reduced. Where the loads start at an aligned element p (the peel), lane l holds class
-// (p + l) mod w; the elements before p and after the last whole vector go in the same lanes
-// as partial vectors (the other lanes add -0: x is -0 there, A +0), and the lanes are put
-// back in class order before the reduction. The last rows of A (n < R) take a block too, its
-// other rows repeating the last one (the lanes' reduction differs between block sizes).
-// `side` does other work at each step of the loop over k, on the same elements: peel(p) for
-// [0, p), step(i, row) for [i, i + w) (row: the block's R row pointers), tail(i) for [i, k)
-// (one pass: another block's column product).
-struct no_side_work {
-  void peel(std::int64_t) const {}
-  template <class T>
-  void step(std::int64_t, const T* const*) const {}
-  void tail(std::int64_t) const {}
-};
-template <int R, bool Aligned, class T, class Side = no_side_work>
-void gemv_row_block(const T* a, std::int64_t lda, std::int64_t n, const T* x, T* y, std::int64_t k, std::int64_t peel,
-                    T alpha, const T* y0, T beta, const Side& side = {}) {
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-  const T* row[R];
-XSYM_UNROLL(8)
-  for (int j = 0; j < R; ++j) row[j] = a + std::min<std::int64_t>(j, n - 1) * lda;
-  // Every loop over j unrolled, so the accumulators live in registers: an array the compiler
-  // keeps in memory is zeroed with `rep stos` per block, which cost 10% of the product.
-  B s[R];
-XSYM_UNROLL(8)
-  for (int j = 0; j < R; ++j) s[j] = B(T(0));
-  if (peel > 0) {  // elements [0, peel), in lanes [w - peel, w)
-    const B xv = partial_load<B>(x, w - peel, w, T(-0.0));
-XSYM_UNROLL(8)
-    for (int j = 0; j < R; ++j) s[j] = fmadd(partial_load<B>(row[j], w - peel, w, T(0)), xv, s[j]);
-    side.peel(peel);
-  }
-  std::int64_t i = peel;
-  for (; i + w <= k; i += w) {
-    const B xv = B::load_unaligned(x + i);
-XSYM_UNROLL(8)
-    for (int j = 0; j < R; ++j) s[j] = fmadd(load<Aligned, B>(row[j] + i), xv, s[j]);
-    side.step(i, row);
-  }
-  if (i < k) {  // elements [i, k), in lanes [0, k - i)
-    const B xv = partial_load<B>(x + i, 0, k - i, T(-0.0));
-XSYM_UNROLL(8)
-    for (int j = 0; j < R; ++j) s[j] = fmadd(partial_load<B>(row[j] + i, 0, k - i, T(0)), xv, s[j]);
-    side.tail(i);
-  }
-  if (peel > 0) {
-XSYM_UNROLL(8)
-    for (int j = 0; j < R; ++j) s[j] = rotate_lanes(s[j], peel);
-  }
-  T sums[R];
-  reduce_rows<R>(s, sums);
-  for (int j = 0; j < n; ++j) y[j] = (y0 ? beta * y0[j] : T(0)) + alpha * sums[j];
-}
-
-// Whether a product reads A from memory: more of it than the caches keep between calls (the
-// streaming threshold, which is a share of the last-level cache).
-template <class T>
-bool rows_from_memory(std::int64_t m, std::int64_t k) {
-  return m * k * static_cast<std::int64_t>(sizeof(T)) >= streaming_min_bytes();
-}
-
-// y = alpha A x, or with y0 (which may be y itself) beta y0 + alpha A x. from_memory: A comes
-// from memory (rows_from_memory), where each block of 8 rows would start with 8 misses at once
-// and wait for them; the first line of each of the next block's rows is asked for while a
-// block is summed (docs/performance.md, "Row products from memory"). From the caches that
-// costs more than it saves.
-template <class T>
-void gemv_rows_serial(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha,
-                      const T* y0, T beta, bool from_memory = false) {
-  std::int64_t r = 0;
-  if constexpr (std::is_floating_point_v<T>) {
-    const std::int64_t peel = peel_for(a, lda, k);
-    auto blocks = [&](auto aligned) {
-      constexpr bool al = decltype(aligned)::value;
-      const std::int64_t p = al ? peel : 0;
-      for (; r < m; r += 8) {
-        if (from_memory)
-          for (std::int64_t j = r + 8; j < std::min<std::int64_t>(r + 16, m); ++j) __builtin_prefetch(a + j * lda);
-        gemv_row_block<8, al>(a + r * lda, lda, std::min<std::int64_t>(8, m - r), x, y + r, k, p, alpha,
-                              y0 ? y0 + r : y0, beta);
-      }
-    };
-    if (peel >= 0) blocks(std::true_type{});
-    else blocks(std::false_type{});
-  }
-  for (; r < m; ++r) y[r] = add(y0 ? mul(beta, y0[r]) : T(0), mul(alpha, dot_span(a + r * lda, x, k)));
-}
-
-template <class T>
-void gemv_rows(const T* a, std::int64_t lda, const T* x, T* y, std::int64_t m, std::int64_t k, T alpha, const T* y0,
-               T beta, int threads = 1) {
-  // Threads take whole blocks of 8 rows: each row is summed as on one thread.
-  const bool from_memory = rows_from_memory<T>(m, k);
-  parallel_chunks(m, 8, threads, [&](std::int64_t lo, std::int64_t hi) {
-    gemv_rows_serial(a + lo * lda, lda, x, y + lo, hi - lo, k, alpha, y0 ? y0 + lo : y0, beta, from_memory);
-  });
-}
-
-// y[i, i + Q vectors) += sum_j xs[j] * A[j, i...], Q accumulators (every q loop unrolled, so
-// they live in registers at -O2 too).
-template <int Q, class T>
-[[gnu::always_inline]] inline void gemv_column_strip(const T* a, std::int64_t lda, const T* xs, T* y, std::int64_t i,
-                                                     std::int64_t cols) {
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-  B s[Q];
-XSYM_UNROLL(8)
-  for (int q = 0; q < Q; ++q) s[q] = B::load_unaligned(y + i + q * w);
-  for (std::int64_t j = 0; j < cols; ++j) {
-    const B xc(xs[j]);
-    const T* col = a + j * lda + i;
-XSYM_UNROLL(8)
-    for (int q = 0; q < Q; ++q) s[q] = fmadd(B::load_unaligned(col + q * w), xc, s[q]);
-  }
-XSYM_UNROLL(8)
-  for (int q = 0; q < Q; ++q) s[q].store_unaligned(y + i + q * w);
-}
-
-// A subnormal coefficient makes every FMA that takes it a microcode assist on Intel cores
-// (docs/performance.md, "Subnormal numbers"). A gradient step makes some: a saturated sigmoid's
-// gradient times the learning rate.
-// |v|'s bits: tests by them touch no subnormal number (a compare of one takes an assist too).
-template <class T>
-auto magnitude_bits(T v) {
-  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-  U u;
-  std::memcpy(&u, &v, sizeof u);
-  return static_cast<U>(u & ~(U(1) << (8 * sizeof(T) - 1)));
-}
-template <class T>
-bool is_subnormal(T v) {
-  const auto u = magnitude_bits(v);
-  return u != 0 && u < (decltype(u){1} << (std::numeric_limits<T>::digits - 1));
-}
-template <class T>
-bool any_subnormal(const T* xs, std::int64_t cols) {
-  bool any = false;
-  for (std::int64_t j = 0; j < cols; ++j) any |= is_subnormal(xs[j]);
-  return any;
-}
-
-}  // namespace detail
-
-namespace testing {
-/// Test-only: whether the column products leave out the terms that cannot change y where a
-/// coefficient is subnormal: -1 as this core's FMAs measure (detail::subnormal_terms_pay), 1
-/// always, 0 never. Either way y gets the FMA chain's bits.
-inline int& subnormal_terms() {
-  static int v = -1;
-  return v;
-}
-/// Test-only: subnormal_terms() set to a value while it lives, then put back.
-struct subnormal_terms_set {
-  int saved = subnormal_terms();
-  explicit subnormal_terms_set(int v) { subnormal_terms() = v; }
-  ~subnormal_terms_set() { subnormal_terms() = saved; }
-  subnormal_terms_set(const subnormal_terms_set&) = delete;
-  subnormal_terms_set& operator=(const subnormal_terms_set&) = delete;
-};
-}  // namespace testing
-
-namespace detail {
-// Whether an FMA with a subnormal coefficient costs this core much more than one with a normal
-// coefficient: a microcode assist of about 95 cycles on Intel cores, against a few percent on
-// AMD's Zen 3, where the tests that leave such terms out cost the column product twice its time
-// (docs/performance.md, "Subnormal numbers"). Timed once, when a product first meets a subnormal
-// coefficient: 8 chains of 128 FMAs each way, the least of 5 rounds, more than 4 times slower.
-template <class T>
-[[gnu::noinline, gnu::cold]] bool subnormal_fma_slow() {  // out of the products' loops
-  using B = xsimd::batch<T>;
-  auto chains = [](T c) {
-    volatile T one = T(1), coefficient = c;  // unknown to the compiler
-    B s[8], a(one), x(coefficient);
-    for (auto& v : s) v = a;
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < 128; ++i)
-XSYM_UNROLL(8)
-      for (int j = 0; j < 8; ++j) s[j] = fmadd(a, x, s[j]);
-    const auto took = std::chrono::steady_clock::now() - start;
-    B sum = s[0];
-    for (int j = 1; j < 8; ++j) sum = sum + s[j];
-    volatile T sink = xsimd::hadd(sum);
-    (void)sink;
-    return took;
-  };
-  auto normal = std::chrono::steady_clock::duration::max(), subnormal = normal;
-  for (int round = 0; round < 5; ++round) {
-    normal = std::min(normal, chains(T(0.5)));
-    subnormal = std::min(subnormal, chains(std::numeric_limits<T>::denorm_min() * T(8)));
-  }
-  return subnormal > 4 * std::max(normal, decltype(normal){1});
-}
-template <class T>
-[[gnu::always_inline]] inline bool subnormal_terms_pay() {
-  if (testing::subnormal_terms() >= 0) return testing::subnormal_terms() == 1;
-  static const bool slow = subnormal_fma_slow<T>();
-  return slow;
-}
-
-// gemv_column_strip where some coefficients are subnormal: a term A xs[j] that cannot change
-// y[i] is left out, the others take the same FMA, so y gets the same bits. A term is left out
-// where |A| |xs[j] 2^64| < |y| 2^(64 - p - 3) (p: the mantissa's bits): under half of the
-// smaller half ulp next to y, whatever the rounding of the test. Both sides are normal numbers,
-// so the test takes no assist. Where y is 0, or a lane is NaN, the FMA runs.
-template <class T>
-struct subnormal_terms {
-  static constexpr int p = std::numeric_limits<T>::digits;
-  T margin = std::ldexp(T(1), 64 - p - 3);
-  // A subnormal's bits times this are its value times 2^64, exactly.
-  T up = std::ldexp(T(1), 64 + std::numeric_limits<T>::min_exponent - p);
-  T scaled(T c) const { return static_cast<T>(magnitude_bits(c)) * up; }  // |c| 2^64
-  // The lanes where the term a c (scaled_c: |c| 2^64) cannot change s.
-  template <class B>
-  [[gnu::always_inline]] auto left_out(const B& a, const B& scaled_c, const B& s) const {
-    return xsimd::abs(a) * scaled_c < xsimd::abs(s) * B(margin);
-  }
-};
-
-template <int Q, bool Full, class T>
-void gemv_column_strip_subnormal(const T* a, std::int64_t lda, const T* xs, T* y, std::int64_t i, std::int64_t cols,
-                                 std::int64_t lanes) {
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-  const subnormal_terms<T> terms;
-  // Lanes at or past `lanes` (the last partial vector) take no part: they count as left out.
-  B idx;
-  {
-    alignas(64) T at[w];
-    for (std::int64_t l = 0; l < w; ++l) at[l] = static_cast<T>(l);
-    idx = B::load_aligned(at);
-  }
-  auto load_y = [&](int q) {
-    return Full || q * w + w <= lanes ? B::load_unaligned(y + i + q * w)
-                                      : partial_load<B>(y + i + q * w, 0, lanes - q * w, T(0));
-  };
-  auto load_a = [&](const T* col, int q) {
-    return Full || q * w + w <= lanes ? B::load_unaligned(col + q * w)
-                                      : partial_load<B>(col + q * w, 0, lanes - q * w, T(0));
-  };
-  B s[Q];
-XSYM_UNROLL(8)
-  for (int q = 0; q < Q; ++q) s[q] = load_y(q);
-  for (std::int64_t j = 0; j < cols; ++j) {
-    const B xc(xs[j]);
-    const T* col = a + j * lda + i;
-    if (!is_subnormal(xs[j])) {
-XSYM_UNROLL(8)
-      for (int q = 0; q < Q; ++q) s[q] = fmadd(load_a(col, q), xc, s[q]);
-      continue;
-    }
-    const B scaled(terms.scaled(xs[j]));
-XSYM_UNROLL(8)
-    for (int q = 0; q < Q; ++q) {
-      const B av = load_a(col, q);
-      auto left_out = terms.left_out(av, scaled, s[q]);
-      if (!Full) left_out = left_out || idx >= B(static_cast<T>(lanes - q * w));
-      if (!xsimd::all(left_out)) s[q] = fmadd(av, xc, s[q]);
-    }
-  }
-XSYM_UNROLL(8)
-  for (int q = 0; q < Q; ++q) {
-    if (Full || q * w + w <= lanes) s[q].store_unaligned(y + i + q * w);
-    else partial_store(s[q], y + i + q * w, lanes - q * w);
-  }
-}
-
-// y += sum_c x[c] * A[:, c] when A's columns are contiguous (a transposed row-major matrix).
-// Columns go in blocks of 16: for each strip of 8 vectors of y, the block's 16 columns are
-// summed in registers and y is loaded and stored once per block, not once per column.
-template <class T>
-void gemv_column_block(const T* a, std::int64_t lda, const T* xs, T* y, std::int64_t m, std::int64_t cols) {
-  std::int64_t i = 0;
-  if constexpr (std::is_floating_point_v<T>) {
-    if (any_subnormal(xs, cols) && subnormal_terms_pay<T>()) {
-      using B = xsimd::batch<T>;
-      constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-      for (; i + 8 * w <= m; i += 8 * w) gemv_column_strip_subnormal<8, true>(a, lda, xs, y, i, cols, 8 * w);
-      // The last vectors as below: in one strip, not one chain of dependent FMAs each.
-      if (i + 4 * w <= m) {
-        gemv_column_strip_subnormal<4, true>(a, lda, xs, y, i, cols, 4 * w);
-        i += 4 * w;
-      }
-      if (i + 2 * w <= m) {
-        gemv_column_strip_subnormal<2, true>(a, lda, xs, y, i, cols, 2 * w);
-        i += 2 * w;
-      }
-      for (; i < m; i += w) gemv_column_strip_subnormal<1, false>(a, lda, xs, y, i, cols, std::min(w, m - i));
-      return;
-    }
-  }
-  if constexpr (std::is_floating_point_v<T>) {
-    using B = xsimd::batch<T>;
-    constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-    for (; i + 8 * w <= m; i += 8 * w) gemv_column_strip<8>(a, lda, xs, y, i, cols);
-    // The last vectors (fewer than 8) in one strip: one at a time, each is a chain of
-    // dependent FMAs that waits on their latency.
-    if (i + 4 * w <= m) {
-      gemv_column_strip<4>(a, lda, xs, y, i, cols);
-      i += 4 * w;
-    }
-    if (i + 2 * w <= m) {
-      gemv_column_strip<2>(a, lda, xs, y, i, cols);
-      i += 2 * w;
-    }
-    if (i + w <= m) {
-      gemv_column_strip<1>(a, lda, xs, y, i, cols);
-      i += w;
-    }
-  }
-  if constexpr (std::is_floating_point_v<T>) {
-    if (i < m) {  // the last outputs (fewer than a vector): one partial vector, as the lanes compute
-      using B = xsimd::batch<T>;
-      B s = partial_load<B>(y + i, 0, m - i, T(0));
-      for (std::int64_t j = 0; j < cols; ++j) s = fmadd(partial_load<B>(a + j * lda + i, 0, m - i, T(0)), B(xs[j]), s);
-      partial_store(s, y + i, m - i);
-      i = m;
-    }
-  }
-  for (; i < m; ++i) {
-    T s = y[i];
-    for (std::int64_t j = 0; j < cols; ++j) s = mul_add(s, a[j * lda + i], xs[j]);
-    y[i] = s;
-  }
-}
-
-template <class T>
-void gemv_columns(const T* a, std::int64_t lda, const T* x, T* y_out, std::int64_t m, std::int64_t k, T alpha,
-                  const T* y0, T beta, int threads = 1) {
-  // Accumulating: the product is summed apart, then added once. Summing 400 small terms
-  // straight into a y of larger magnitude would lose their low bits (float32 drifts).
-  // On cache lines, as y's strips are: a vector load or store across two lines costs two.
-  // The sum goes straight into y_out where that is on a cache line and does not overlap y0: a
-  // buffer of its own would be one more array's lines for a training step to bring back to L1.
-  T* y = y_out;
-  const auto out_at = reinterpret_cast<std::uintptr_t>(y_out), y0_at = reinterpret_cast<std::uintptr_t>(y0);
-  const auto bytes = static_cast<std::uintptr_t>(m) * sizeof(T);
-  const bool own_sum = y0 && (out_at % 64 != 0 || (y0_at < out_at + bytes && out_at < y0_at + bytes));
-  if (own_sum) {
-    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> product;
-    product.assign(static_cast<std::size_t>(m), T(0));
-    y = product.data();
-  } else {
-    std::fill(y, y + m, T(0));
-  }
-  constexpr std::int64_t block = 16;
-  // The first elements of every column go on their own when that aligns the vector loads of A,
-  // as in the row product (xtensor's default allocator gives 16-byte aligned matrices: 25% of
-  // this product's time here). The strips start after the peel whatever the threads, so every
-  // element is summed as on one thread.
-  std::int64_t peel = 0;
-  if constexpr (std::is_floating_point_v<T>) peel = std::max<std::int64_t>(0, peel_for(a, lda, m));
-  // Column blocks go from the last to the first. A gradient step runs the row product over
-  // the same matrix just before, ending at its last rows: when the matrix does not fit in L2
-  // (the seeds' 400 x 784 floats on a 1 MiB L2), those rows are the ones still there; forward,
-  // every block would come from L3.
-  auto run_block = [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t c = k > 0 ? (k - 1) / block * block : -1; c >= 0; c -= block) {
-      const std::int64_t cols = std::min(block, k - c);
-      T xs[block];  // alpha folds into the coefficients: one multiply per column
-      for (std::int64_t j = 0; j < cols; ++j) xs[j] = mul(alpha, x[c + j]);
-      gemv_column_block(a + c * lda + lo, lda, xs, y + lo, hi - lo, cols);
-    }
-  };
-  if (peel > 0) run_block(0, peel);
-  // Threads take strips of y, each a whole number of 8-vector strips.
-  std::int64_t grain = 64;
-  if constexpr (std::is_floating_point_v<T>) grain = 8 * static_cast<std::int64_t>(xsimd::batch<T>::size);
-  parallel_chunks(m - peel, grain, threads, [&](std::int64_t lo, std::int64_t hi) { run_block(peel + lo, peel + hi); });
-  if (y0) {
-    // beta y0 + the product in one pass (beta == 1 gives y0 + product exactly, FMA or not).
-    if constexpr (std::is_floating_point_v<T>) {
-      using B = xsimd::batch<T>;
-      constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-      const std::int64_t vectors_end = m / w * w;
-      const B bv(beta);
-      for (std::int64_t i = 0; i < vectors_end; i += w)
-        fmadd(bv, B::load_unaligned(y0 + i), B::load_unaligned(y + i)).store_unaligned(y_out + i);
-      for (std::int64_t i = vectors_end; i < m; ++i) y_out[i] = fmadd(beta, y0[i], y[i]);  // as the lanes
-    } else {
-      for (std::int64_t i = 0; i < m; ++i) y_out[i] = add(mul(beta, y0[i]), y[i]);
-    }
-  }
-}
-}  // namespace detail
-
-/// @brief y = alpha op(A) x, op(A) = A or Aᵀ; A may be row-major or a transposed view of one.
-/// Accumulating, y = beta y0 + alpha op(A) x, where y0 is C-contiguous (null: y0 is y itself).
-inline void run_gemv(const ndarray& a_in, bool transpose, const ndarray& x_in, ndarray& y, double alpha = 1.0,
-                     bool accumulate = false, const parallelism& par = {}, const ndarray* y0 = nullptr,
-                     double beta = 1.0) {
-  std::int64_t m = a_in.shape(0), k = a_in.shape(1);
-  std::int64_t rs = a_in.stride(0), cs = a_in.stride(1);
-  if (transpose) {
-    std::swap(m, k);
-    std::swap(rs, cs);
-  }
-  if (x_in.shape(0) != k)
-    throw shape_error("matrix-vector product: matrix has shape (" + std::to_string(m) + ", " + std::to_string(k) +
-                      (transpose ? ") after transposition" : ")") + ", vector has shape " + to_string(x_in.shape()) +
-                      " (" + std::to_string(k) + " != " + std::to_string(x_in.shape(0)) + ")");
-  // Copies only where needed: copying an ndarray costs two atomic reference-count updates,
-  // four per product in a training step.
-  ndarray x_copy, a_copy;
-  const ndarray& x = x_in.is_c_contiguous() ? x_in : (x_copy = x_in.contiguous());
-  const ndarray* ap = &a_in;
-  if (!(cs == 1 || k == 1) && !(rs == 1 || m == 1)) {
-    a_copy = a_in.contiguous();
-    ap = &a_copy;
-    rs = a_copy.stride(transpose ? 1 : 0);
-    cs = a_copy.stride(transpose ? 0 : 1);
-  }
-  const ndarray& a = *ap;
-  const auto gemv = kernels_of(a.type()).gemv;
-  if (!gemv) throw std::logic_error("xsym: no matrix-vector product on " + std::string(dtype_name(a.type())));
-  gemv(a, rs, cs, x, y, m, k, alpha, accumulate, y0, beta, par);
-}
-
-namespace detail {
-// run_gemv for element type T, the matrix's strides resolved (row- or column-contiguous).
-template <class T>
-void gemv_typed(const ndarray& a, std::int64_t rs, std::int64_t cs, const ndarray& x, ndarray& y, std::int64_t m,
-                std::int64_t k, double alpha, bool accumulate, const ndarray* y0, double beta, const parallelism& par) {
-  const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
-  const int threads = m * k >= par.product_minsize ? par.threads : 1;
-  const T* y0p = !accumulate ? nullptr : y0 ? y0->data_as<T>() : y.data_as<T>();
-  if (cs == 1 || k == 1) gemv_rows(a.data_as<T>(), rs, x.data_as<T>(), y.data_as<T>(), m, k, al, y0p, be, threads);
-  else gemv_columns(a.data_as<T>(), cs, x.data_as<T>(), y.data_as<T>(), m, k, al, y0p, be, threads);
-}
-}  // namespace detail
-
-/// @brief Inner product of two vectors.
-inline void run_dot(const ndarray& a_in, const ndarray& b_in, ndarray& out) {
-  if (a_in.shape(0) != b_in.shape(0))
-    throw shape_error("vector dot product: shapes " + to_string(a_in.shape()) + " and " + to_string(b_in.shape()) +
-                      " are not aligned");
-  const auto dot = kernels_of(a_in.type()).dot;
-  if (!dot) throw std::logic_error("xsym: no dot product on " + std::string(dtype_name(a_in.type())));
-  dot(a_in.contiguous(), b_in.contiguous(), out);
-}
-
-namespace detail {
-template <class T>
-void dot_typed(const ndarray& a, const ndarray& b, ndarray& out) {
-  *out.data_as<T>() = dot_span(a.data_as<T>(), b.data_as<T>(), a.size());
-}
-}  // namespace detail
-
-/// @brief C = A B for matrices (or, accumulating, C += alpha A B); BLAS for floating types,
-/// a plain loop for integers.
-inline void run_dot22(const ndarray& a_in, const ndarray& b_in, ndarray& c, double alpha = 1.0, bool accumulate = false) {
-  const std::int64_t m = a_in.shape(0), k = a_in.shape(1), n = b_in.shape(1);
-  if (b_in.shape(0) != k)
-    throw shape_error("matrix product: shapes " + to_string(a_in.shape()) + " and " + to_string(b_in.shape()) +
-                      " are not aligned (" + std::to_string(k) + " != " + std::to_string(b_in.shape(0)) + ")");
-  if (m == 0 || n == 0) return;
-  const auto dot22 = kernels_of(c.type()).dot22;
-  if (!dot22) throw std::logic_error("xsym: no matrix product on " + std::string(dtype_name(c.type())));
-  dot22(a_in, b_in, c, alpha, accumulate);
-}
-
-namespace testing {
-/// Test-only: the largest size or leading dimension handed to BLAS, whose arguments are int. A
-/// test lowers it to run what larger ones take on small matrices.
-inline std::int64_t& blas_int_limit() {
-  static std::int64_t limit = std::numeric_limits<int>::max();
-  return limit;
-}
-}  // namespace testing
-
-namespace detail {
-// How BLAS reads a matrix: row-major or its transpose, with a leading dimension BLAS accepts
-// (positive, at least the row length, at most `limit`: a reversed, overlapping or broadcast
-// layout is not one); anything else is copied into `keep` first.
-inline std::pair<CBLAS_TRANSPOSE, std::int64_t> blas_layout(const ndarray& x, ndarray& keep, std::int64_t limit) {
-  const std::int64_t r = x.shape(0), c = x.shape(1), rs = x.stride(0), cs = x.stride(1);
-  if ((cs == 1 || c <= 1) && (r <= 1 || (rs >= std::max<std::int64_t>(1, c) && rs <= limit)))
-    return {CblasNoTrans, r <= 1 ? std::max<std::int64_t>(1, c) : rs};
-  if ((rs == 1 || r <= 1) && (c <= 1 || (cs >= std::max<std::int64_t>(1, r) && cs <= limit)))
-    return {CblasTrans, c <= 1 ? std::max<std::int64_t>(1, r) : cs};
-  keep = x.contiguous();
-  return {CblasNoTrans, std::max<std::int64_t>(1, c)};
-}
-
-// run_dot22 for element type T: BLAS for floating types, a plain loop for integers.
-template <class T>
-void dot22_typed(const ndarray& a_in, const ndarray& b_in, ndarray& c, double alpha, bool accumulate) {
-  const std::int64_t m = a_in.shape(0), k = a_in.shape(1), n = b_in.shape(1);
-  // Every element's sum over k, in 64-bit indices: the integer product, and a floating one
-  // whose sizes BLAS's int arguments cannot hold.
-  auto plain = [&] {
-    const T* ap = a_in.data_as<T>();
-    const T* bp = b_in.data_as<T>();
-    T* cp = c.data_as<T>();
-    for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j) {
-        T s = 0;
-        for (std::int64_t p = 0; p < k; ++p) s = mul_add(s, ap[i * a_in.stride(0) + p * a_in.stride(1)], bp[p * b_in.stride(0) + j * b_in.stride(1)]);
-        const T scaled = std::is_floating_point_v<T> ? mul(static_cast<T>(alpha), s) : s;
-        cp[i * n + j] = accumulate ? add(cp[i * n + j], mul(static_cast<T>(alpha), s)) : scaled;
-      }
-  };
-  if constexpr (std::is_floating_point_v<T>) {
-    const std::int64_t limit = testing::blas_int_limit();
-    ndarray ka, kb;
-    auto [ta, lda] = blas_layout(a_in, ka, limit);
-    auto [tb, ldb] = blas_layout(b_in, kb, limit);
-    const T* ap = (ka.has_value() ? ka : a_in).template data_as<T>();
-    const T* bp = (kb.has_value() ? kb : b_in).template data_as<T>();
-    lda = std::max<std::int64_t>(lda, ta == CblasNoTrans ? k : m);
-    ldb = std::max<std::int64_t>(ldb, tb == CblasNoTrans ? n : k);
-    if (std::max({m, n, k, lda, ldb}) > limit) return plain();
-    if (k == 0) {
-      if (!accumulate)
-        for (std::int64_t i = 0; i < m * n; ++i) c.data_as<T>()[i] = T(0);
-      return;
-    }
-    const T beta = accumulate ? T(1) : T(0);
-    if constexpr (std::is_same_v<T, float>)
-      cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), static_cast<float>(alpha), ap, int(lda), bp, int(ldb),
-                  beta, c.data_as<float>(), int(n));
-    else
-      cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), alpha, ap, int(lda), bp, int(ldb), beta,
-                  c.data_as<double>(), int(n));
-  } else {
-    plain();
-  }
-}
-}  // namespace detail
-
-}  // namespace xsym::cpu
-
-#endif
-// ---- end include/xsym/backend/cpu/blas.hpp ----
-// ---- begin include/xsym/backend/cpu/elemwise.hpp ----
-#ifndef XSYM_BACKEND_CPU_ELEMWISE_HPP
-#define XSYM_BACKEND_CPU_ELEMWISE_HPP
-
-#include <cstdlib>
-#include <cstring>
-#include <memory>
-#include <numeric>
-#include <string>
-#include <vector>
-
-#if defined(__SSE2__)
-#include <immintrin.h>
-#endif
-
-
-namespace xsym::cpu {
-
-namespace detail {
-// broadcast_shape's checks done again dimension by dimension, to throw the error it describes.
-[[noreturn]] inline void throw_broadcast_error(const ndarray* const* ins, const std::uint8_t* bcast, int n);
-}  // namespace detail
-
-/// @brief The output shape of an elementwise op, with Theano's rule: a dimension broadcasts
-/// only where its input is statically broadcastable (always 1); others must match exactly.
-inline shape_t broadcast_shape(const ndarray* const* ins, const std::uint8_t* bcast, int n) {
-  // One pass over the inputs; any mismatch goes to the slow path for its exact message.
-  const int rank = ins[0]->rank();
-  shape_t out;
-  out.rank = rank;
-  unsigned have = 0;  // dimensions some non-broadcastable input has fixed
-  for (int k = 0; k < n; ++k) {
-    const shape_t& s = ins[k]->shape();
-    const unsigned b = bcast[k];
-    for (int d = 0; d < rank; ++d) {
-      if ((b >> d) & 1u) {
-        if (s[d] != 1) detail::throw_broadcast_error(ins, bcast, n);
-      } else if ((have >> d) & 1u) {
-        if (s[d] != out[d]) detail::throw_broadcast_error(ins, bcast, n);
-      } else {
-        out[d] = s[d];
-        have |= 1u << d;
-      }
-    }
-  }
-  for (int d = 0; d < rank; ++d)
-    if (!((have >> d) & 1u)) out[d] = 1;
-  return out;
-}
-
-XSYM_COLD_BEGIN  // the error path
-[[noreturn]] inline void detail::throw_broadcast_error(const ndarray* const* ins, const std::uint8_t* bcast, int n) {
-  shape_t out;
-  out.rank = ins[0]->rank();
-  for (int d = 0; d < out.rank; ++d) {
-    int first = -1;
-    out[d] = 1;
-    for (int k = 0; k < n; ++k) {
-      const std::int64_t s = ins[k]->shape(d);
-      if ((bcast[k] >> d) & 1u) {
-        if (s != 1)
-          throw shape_error("input " + std::to_string(k) + " is broadcastable in dimension " + std::to_string(d) +
-                            " but has shape " + to_string(ins[k]->shape()));
-        continue;
-      }
-      if (first < 0) {
-        first = k;
-        out[d] = s;
-      } else if (s != out[d]) {
-        std::string msg = "shapes do not match: ";
-        for (int j = 0; j < n; ++j)
-          msg += (j ? ", " : "") + std::string("input ") + std::to_string(j) + " has shape " + to_string(ins[j]->shape());
-        msg += " (dimension " + std::to_string(d) + ": " + std::to_string(out[d]) + " vs " + std::to_string(s) + ")";
-        if (s == 1 || out[d] == 1)
-          msg += "; a dimension of size 1 broadcasts only when it is declared broadcastable "
-                 "(xsym::row, xsym::col, xsym::tensor<T, N>(name, {...}) or dimshuffle 'x')";
-        throw shape_error(msg);
-      }
-    }
-  }
-  throw std::logic_error("xsym: internal error: broadcast_shape found a mismatch its slow path does not");
-}
-XSYM_COLD_END
-
-namespace detail {
-
-struct scratch {
-  std::vector<double> regs;  // doubles: 8-byte aligned storage for any dtype
-};
-inline scratch& thread_scratch() {
-  thread_local scratch s;
-  return s;
-}
-
-// Copies a block to its output with non-temporal stores (no read of the destination's lines).
-inline void stream_copy(std::byte* dst, const std::byte* src, std::size_t bytes) {
-#if defined(__SSE2__)
-  const std::size_t head = std::min(bytes, (64 - reinterpret_cast<std::uintptr_t>(dst) % 64) % 64);
-  std::memcpy(dst, src, head);
-  dst += head;
-  src += head;
-  bytes -= head;
-  std::size_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + 64 <= bytes; i += 64)
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_loadu_si512(src + i));
-#elif defined(__AVX__)
-  for (; i + 32 <= bytes; i += 32)
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
-#else
-  for (; i + 16 <= bytes; i += 16)
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
-#endif
-  std::memcpy(dst + i, src + i, bytes - i);
-#else
-  std::memcpy(dst, src, bytes);
-#endif
-}
-
-/// A step's arguments, to[j] = reg[st.args[j]], and the mask its kernel takes: bit j where
-/// argument j is one value (bit r of one_value: register r is).
-template <class P>
-unsigned bind_step_args(const compiled_step& st, const P* reg, std::uint64_t one_value, const void** to) {
-  unsigned mask = 0;
-  for (int j = 0; j < st.arity; ++j) {
-    to[j] = reg[st.args[j]];
-    mask |= static_cast<unsigned>((one_value >> st.args[j]) & 1u) << j;
-  }
-  return mask;
-}
-
-// Runs the program over n elements; inputs either advance with i (stride 1) or are one value.
-// With `stream`, outputs leave with non-temporal stores and each block asks for the next block
-// of its inputs before computing (see streaming_min_bytes). A program that is one chain stores
-// from the chain's registers; others go through scratch, block by block: step after step over
-// the block, or with cp.chains all the steps in one pass over it.
-inline void run_span(const compiled_program& cp, const std::byte* const* in, const bool* in_scalar,
-                     std::byte* const* out, std::int64_t n, bool stream = false) {
-  const program& p = *cp.prog;
-  const int n_in = p.n_inputs;
-  // Bit r: input register r is one value broadcast over the span (no other register is).
-  std::uint64_t bits = 0;
-  for (int r = 0; r < n_in; ++r) bits |= static_cast<std::uint64_t>(in_scalar[r]) << r;
-  if (cp.jit[0] || cp.typed) {
-    for (int k = 0; k < 2; ++k)
-      if (cp.jit[k] && bits == cp.jit_scalar_bits[k]) {
-        cp.jit[k](in, out, n, stream);
-        return;
-      }
-    if (cp.typed && bits == cp.typed_scalar_bits) {
-      cp.typed(in, cp.typed_map.data(), out[0], n, stream);
-      if (cp.typed_faulty) perturb(out[0], p.reg_types[0], n, perturb_how::middle);
-      return;
-    }
-  }
-  const void* args[detail::max_chain_links + 1];
-  // A lone chain stores non-temporally itself. Any other lone op writes its output directly
-  // even when streaming: through scratch, the copy is a second pass that costs more than the
-  // non-temporal stores save.
-  // Other programs stream through scratch, below.
-  if (cp.direct) {
-    const compiled_step& st = cp.steps[0];
-    const unsigned mask = bind_step_args(st, in, bits, args);
-    const bool nt = stream && st.chain;
-    st.run(out[0], args, mask, n, nt);
-    if (nt) stream_fence();
-    return;
-  }
-  const auto n_regs = cp.reg_types.size();
-  const std::int64_t block_size = stream ? cp.stream_block : cp.block;
-  auto& sc = thread_scratch();
-  // Registers start on cache lines: full-width stores never split a line.
-  const std::size_t words = cp.scratch_bytes / sizeof(double) + 8;
-  if (sc.regs.size() < words) sc.regs.resize(words);
-  std::byte* const regs =
-      reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(sc.regs.data()) + 63) & ~std::uintptr_t{63});
-  const void* reg[max_registers];
-  void* tmp[max_registers];
-  for (std::size_t r = static_cast<std::size_t>(n_in); r < n_regs; ++r) {
-    tmp[r] = regs + cp.reg_offset[r];
-    reg[r] = tmp[r];
-  }
-  const int last_out = stream ? -1 : cp.last_out;
-  const int last_reg = last_out >= 0 ? p.outputs[static_cast<std::size_t>(last_out)] : 0;
-  const compiled_step* steps = cp.steps.data();
-  const std::size_t n_steps = cp.steps.size();
-  // Streaming: the bytes of a block of each array input, and the lines of it each step asks for.
-  std::int64_t block_bytes[max_registers], share[max_registers];
-  if (stream)
-    for (int r = 0; r < n_in; ++r) {
-      block_bytes[r] = in_scalar[r] ? 0 : block_size * cp.in_bytes[static_cast<std::size_t>(r)];
-      share[r] = (block_bytes[r] / 64 + static_cast<std::int64_t>(n_steps) - 1) / static_cast<std::int64_t>(n_steps) * 64;
-    }
-  for (std::int64_t off = 0; off < n; off += block_size) {
-    const std::int64_t m = std::min(block_size, n - off);
-    for (int r = 0; r < n_in; ++r)
-      reg[r] = in_scalar[r] ? in[r] : in[r] + off * cp.in_bytes[static_cast<std::size_t>(r)];
-    // From memory, a block's loads would wait while its arithmetic leaves the bus idle: the
-    // next block is on its way while this one computes. Each step asks for its share of the
-    // lines: all at once, the requests fill the core's miss buffers and stall it.
-    const bool prefetch = stream && off + 2 * block_size <= n;
-    if (last_out >= 0) {
-      tmp[last_reg] = out[last_out] + off * cp.out_bytes[static_cast<std::size_t>(last_out)];
-      reg[last_reg] = tmp[last_reg];
-    }
-    // A step's arguments for this block, and which of them are one value.
-    auto bind_args = [&](const compiled_step& st, const void** to) { return bind_step_args(st, reg, bits, to); };
-    if (cp.chains) {
-      chain_call calls[max_fused_chains];
-      const void* chain_args[max_fused_chains][max_chain_links + 1];
-      for (std::size_t i = 0; i < n_steps; ++i) {
-        const compiled_step& st = steps[i];
-        const unsigned mask = bind_args(st, chain_args[i]);
-        // A lone op is a chain of one link on its first argument.
-        calls[i] = st.chain ? chain_call{tmp[st.dst], chain_args[i], mask, st.chain_codes, st.links}
-                            : chain_call{tmp[st.dst], chain_args[i], mask, static_cast<std::uint32_t>(st.link_code), 1};
-      }
-      cp.chains(calls, static_cast<int>(n_steps), m);
-    } else {
-      for (std::size_t i = 0; i < n_steps; ++i) {
-        const compiled_step& st = steps[i];
-        if (prefetch)
-          for (int r = 0; r < n_in; ++r) {
-            const std::byte* next = static_cast<const std::byte*>(reg[r]) + block_bytes[r];
-            const std::int64_t end = std::min(block_bytes[r], (static_cast<std::int64_t>(i) + 1) * share[r]);
-            for (std::int64_t b = static_cast<std::int64_t>(i) * share[r]; b < end; b += 64) __builtin_prefetch(next + b, 0, 3);
-          }
-        st.run(tmp[st.dst], args, bind_args(st, args), m);
-      }
-    }
-    for (std::size_t o = 0; o < p.outputs.size(); ++o) {
-      if (static_cast<int>(o) == last_out) continue;
-      const std::int64_t es = cp.out_bytes[o];
-      if (stream)
-        stream_copy(out[o] + off * es, static_cast<const std::byte*>(reg[p.outputs[o]]), static_cast<std::size_t>(m * es));
-      else
-        std::memcpy(out[o] + off * es, reg[p.outputs[o]], static_cast<std::size_t>(m * es));
-    }
-  }
-  if (stream) stream_fence();  // streaming stores are weakly ordered: visible before the node ends
-}
-
-// Elements after which input `a` repeats in an output of `shape` (C order): axes before some
-// axis broadcast, the axes from it on C-contiguous with the output's extents (a row vector
-// against a matrix: its length); 0 where `a` is not such an input.
-inline std::int64_t repeat_period(const ndarray& a, const shape_t& shape) {
-  std::int64_t period = 1;
-  int d = shape.rank - 1;
-  for (; d >= 0; --d) {
-    const std::int64_t e = shape[d];
-    if (e == 1) continue;
-    if (a.shape(d) == 1 || a.stride(d) == 0) break;
-    if (a.stride(d) != period) return 0;
-    period *= e;
-  }
-  for (; d >= 0; --d)
-    if (shape[d] != 1 && a.shape(d) != 1 && a.stride(d) != 0) return 0;
-  return period;
-}
-// n elements of a block of `period` elements repeated end to end: the block, then what is
-// there again, doubling (few copies however short the period).
-inline void repeat_into(std::byte* to, const std::byte* block, std::int64_t period, std::int64_t n, std::int64_t es) {
-  std::memcpy(to, block, static_cast<std::size_t>(period * es));
-  for (std::int64_t filled = period; filled < n; filled *= 2)
-    std::memcpy(to + filled * es, to, static_cast<std::size_t>(std::min(filled, n - filled) * es));
-}
-// Rows [0, nr) of a gathered input into `to`, len elements each: a row's one value repeated
-// (`repeat`, a batch at a time: the last batch may write up to 63 bytes past the rows, which
-// the caller leaves room for) or its elements copied; `from` is row 0, the next rows `step`
-// bytes apart.
-template <class U>
-void gather_rows(std::byte* to, const std::byte* from, std::int64_t nr, std::int64_t len, std::int64_t step, bool repeat) {
-  using B = xsimd::batch<U>;
-  U* out = reinterpret_cast<U*>(to);
-  if (repeat) {
-    for (std::int64_t r = 0; r < nr; ++r, from += step, out += len) {
-      U v;
-      std::memcpy(&v, from, sizeof v);
-      const B b(v);
-      for (std::int64_t i = 0; i < len; i += static_cast<std::int64_t>(B::size)) b.store_unaligned(out + i);
-    }
-  } else {
-    for (std::int64_t r = 0; r < nr; ++r, from += step, out += len)
-      std::memcpy(out, from, static_cast<std::size_t>(len) * sizeof(U));
-  }
-}
-inline void gather_rows_bytes(std::byte* to, const std::byte* from, std::int64_t nr, std::int64_t len, std::int64_t step,
-                              bool repeat, std::int64_t es) {
-  switch (es) {
-    case 1: return gather_rows<std::uint8_t>(to, from, nr, len, step, repeat);
-    case 2: return gather_rows<std::uint16_t>(to, from, nr, len, step, repeat);
-    case 4: return gather_rows<std::uint32_t>(to, from, nr, len, step, repeat);
-    case 8: return gather_rows<std::uint64_t>(to, from, nr, len, step, repeat);
-    default:
-      for (std::int64_t r = 0; r < nr; ++r, from += step, to += len * es)
-        for (std::int64_t i = 0; i < len; ++i) std::memcpy(to + i * es, from + (repeat ? 0 : i * es), static_cast<std::size_t>(es));
-  }
-}
-// Most elements whose period an input may have for run_program's spans over whole periods.
-inline constexpr std::int64_t max_period = 16384;
-
-// Whether run_program gives its rows to the program's rows kernel, one call per run of rows
-// (compiled_program::rows): rows of at least 64 bytes, or 256 for a typed tree that reads a
-// column (each row stores the column's value for the tree to load, which waits on the store:
-// rows of one batch ran slower than in gathered spans). Shorter rows go in spans of whole
-// rows, where a repeated value is gathered once per span (docs/performance.md, "Broadcasts
-// and the stencil").
-inline bool rows_in_one_call(const compiled_program& cp, const bool* scalar, const bool* row_scalar, std::int64_t rows,
-                             std::int64_t len) {
-  if (!cp.rows || cp.jit[0] || rows < 2 || len * cp.out_bytes[0] < 64) return false;
-  if (!cp.typed) return true;
-  std::uint64_t bits = 0;
-  bool column = false;
-  for (int r = 0; r < cp.prog->n_inputs; ++r) {
-    bits |= static_cast<std::uint64_t>(scalar[r]) << r;
-    column |= row_scalar[r] && !scalar[r];
-  }
-  return bits == cp.rows_scalar_bits && (!column || len * cp.out_bytes[0] >= 256);
-}
-// The rows path: runs of equally spaced rows (those along the next-to-last axis) each in one
-// call, the next run's start by an odometer over the leading axes; threads take whole rows.
-inline void run_rows(const compiled_program& cp, const std::byte* const* base,
-                     const std::array<std::int64_t, max_rank>* strides, const bool* row_scalar, const bool* scalar,
-                     ndarray& out, bool dense, int threads, bool apart) {
-  const shape_t& shape = out.shape();
-  const int n_in = cp.prog->n_inputs;
-  const int inner = shape.rank - 2;
-  const std::int64_t len = shape[shape.rank - 1], rows = shape.size() / len;
-  const std::int64_t ob = cp.out_bytes[0];
-  std::array<std::int64_t, max_rank> out_strides{};
-  for (std::int64_t d = shape.rank - 1, step = 1; d >= 0; --d) {  // C order where dense
-    out_strides[static_cast<std::size_t>(d)] = dense ? step : out.stride(static_cast<int>(d));
-    step *= shape[static_cast<int>(d)];
-  }
-  std::int64_t step[max_registers];
-  std::uint64_t column = 0;
-  for (int k = 0; k < n_in; ++k) {
-    step[k] = scalar[k] ? 0 : strides[k][static_cast<std::size_t>(inner)] * cp.in_bytes[static_cast<std::size_t>(k)];
-    column |= static_cast<std::uint64_t>(row_scalar[k]) << k;
-  }
-  std::byte* const out_base = out.data();
-  const dtype out_type = cp.reg_types[static_cast<std::size_t>(cp.prog->outputs[0])];
-  parallel_chunks(rows, std::max<std::int64_t>(1, 2048 / len), threads, [&](std::int64_t first, std::int64_t last) {
-    std::int64_t idx[max_rank] = {};
-    for (std::int64_t r = first, d = inner; d >= 0; --d) {
-      idx[d] = r % shape[static_cast<int>(d)];
-      r /= shape[static_cast<int>(d)];
-    }
-    const std::byte* in_at[max_registers];
-    std::byte* out_at = out_base;
-    for (int k = 0; k < n_in; ++k) {
-      in_at[k] = base[k];
-      for (int d = 0; d <= inner; ++d)
-        in_at[k] += idx[d] * strides[k][static_cast<std::size_t>(d)] * cp.in_bytes[static_cast<std::size_t>(k)];
-    }
-    for (int d = 0; d <= inner; ++d) out_at += idx[d] * out_strides[static_cast<std::size_t>(d)] * ob;
-    for (std::int64_t r = first; r < last;) {
-      const std::int64_t run = std::min(last - r, shape[inner] - idx[inner]);
-      cp.rows(in_at, cp.rows_map.data(), step, column, out_at, out_strides[static_cast<std::size_t>(inner)] * ob, run, len,
-              apart);
-      if (cp.typed_faulty) perturb(out_at, out_type, len, perturb_how::middle);
-      r += run;
-      if (r == last) break;
-      idx[inner] += run;
-      for (int k = 0; k < n_in; ++k) in_at[k] += run * step[k];
-      out_at += run * out_strides[static_cast<std::size_t>(inner)] * ob;
-      for (int d = inner; d >= 0 && idx[d] == shape[d]; --d) {  // carry
-        for (int k = 0; k < n_in; ++k)
-          in_at[k] -= idx[d] * strides[k][static_cast<std::size_t>(d)] * cp.in_bytes[static_cast<std::size_t>(k)];
-        out_at -= idx[d] * out_strides[static_cast<std::size_t>(d)] * ob;
-        idx[d] = 0;
-        if (d > 0) {
-          ++idx[d - 1];
-          for (int k = 0; k < n_in; ++k)
-            in_at[k] += strides[k][static_cast<std::size_t>(d - 1)] * cp.in_bytes[static_cast<std::size_t>(k)];
-          out_at += out_strides[static_cast<std::size_t>(d - 1)] * ob;
-        }
-      }
-    }
-  });
-}
-}  // namespace detail
-
-/// @brief Runs a fused elementwise program; outputs have the broadcast shape, C-contiguous or
-/// with rows of adjacent elements (a region of a larger array: IncSubtensor's fused value).
-inline void run_program(const compiled_program& cp, const ndarray* const* ins, ndarray* const* outs,
-                        const parallelism& par = {}) {
-  const program& p = *cp.prog;
-  const int n_in = p.n_inputs;
-  const shape_t& shape = outs[0]->shape();
-  const std::int64_t total = shape.size();
-  if (total == 0) return;
-  if (cp.reg_types.size() > detail::max_registers) throw std::logic_error("xsym: fused program too large");
-  bool dense = true;  // every output C-contiguous; else the rows' path, each row at its place
-  for (std::size_t o = 0; o < p.outputs.size(); ++o) {
-    const ndarray& out = *outs[o];
-    if (out.is_c_contiguous()) continue;
-    if (out.stride(out.rank() - 1) != 1 && out.shape(out.rank() - 1) != 1)
-      throw std::logic_error("xsym: an elementwise output whose rows are not adjacent elements");
-    dense = false;
-  }
-
-  std::size_t n_copies = 0;
-  const ndarray* arr[detail::max_registers];
-  const std::byte* base[detail::max_registers];
-  bool scalar[detail::max_registers];
-  bool flat = true;
-  // Contiguous copies of strided inputs, in buffers kept per thread between calls; sized before
-  // the loop, since arr[] points into it.
-  thread_local std::vector<ndarray> contiguous;
-  if (contiguous.size() < static_cast<std::size_t>(n_in)) contiguous.resize(static_cast<std::size_t>(n_in));
-  for (int k = 0; k < n_in; ++k) {
-    const ndarray* a = ins[k];
-    const bool one = a->size() == 1;
-    if (!one && a->rank() > 0 && a->stride(a->rank() - 1) != 1 && a->shape(a->rank() - 1) != 1) {
-      ndarray& c = contiguous[n_copies++];
-      a->copy_contiguous_into(c);
-      a = &c;
-    }
-    arr[k] = a;
-    base[k] = a->data();
-    scalar[k] = one;
-    if (!one && !(a->shape() == shape && a->is_c_contiguous())) flat = false;
-  }
-  flat = flat && dense;
-  std::byte* out_base[limits::max_outputs];
-  for (std::size_t o = 0; o < p.outputs.size(); ++o) out_base[o] = outs[o]->data();
-  const int threads = total >= par.elemwise_minsize ? par.threads : 1;
-  const std::size_t n_out = p.outputs.size();
-  // Chains in one pass (cp.chains) do not stream: they are bound by their exps and logs, the
-  // hardware prefetcher keeps up with one pass, and the copy out of scratch that streaming
-  // needs costs more than the non-temporal stores save. `in_cache`: inputs that are not read
-  // from memory.
-  auto streams = [&](const bool* in_cache) {
-    if (cp.chains || total * cp.all_bytes < streaming_min_bytes()) return false;  // no count of the inputs reaches it
-    std::int64_t bytes_per_element = 0;
-    for (int k = 0; k < n_in; ++k) bytes_per_element += in_cache[k] ? 0 : cp.in_bytes[static_cast<std::size_t>(k)];
-    for (std::int64_t b : cp.out_bytes) bytes_per_element += b;
-    return total * bytes_per_element >= streaming_min_bytes();
-  };
-  if (flat) {
-    const bool stream = streams(scalar);
-    if (threads == 1) {  // one span from the start: no offset pointers to build
-      detail::run_span(cp, base, scalar, out_base, total, stream);
-      return;
-    }
-    // Threads take whole blocks: each element is computed as on one thread.
-    parallel_chunks(total, cp.block, threads, [&](std::int64_t lo, std::int64_t hi) {
-      const std::byte* in_at[detail::max_registers];
-      std::byte* out_at[limits::max_outputs];
-      for (int k = 0; k < n_in; ++k) in_at[k] = scalar[k] ? base[k] : base[k] + lo * cp.in_bytes[static_cast<std::size_t>(k)];
-      for (std::size_t o = 0; o < n_out; ++o) out_at[o] = out_base[o] + lo * cp.out_bytes[o];
-      detail::run_span(cp, in_at, scalar, out_at, hi - lo, stream);
-    });
-    return;
-  }
-  std::array<std::int64_t, max_rank> strides[detail::max_registers];
-  for (int k = 0; k < n_in; ++k)
-    for (int d = 0; d < shape.rank; ++d)
-      strides[k][static_cast<std::size_t>(d)] = arr[k]->shape(d) == 1 ? 0 : arr[k]->stride(d);
-  const std::int64_t len = shape[shape.rank - 1];
-  const std::int64_t rows = total / len;
-  bool row_scalar[detail::max_registers];
-  for (int k = 0; k < n_in; ++k) row_scalar[k] = strides[k][static_cast<std::size_t>(shape.rank - 1)] == 0;
-  if (detail::rows_in_one_call(cp, scalar, row_scalar, rows, len)) {
-    const xsym::detail::byte_range out_bytes = xsym::detail::bytes_of(*outs[0]);
-    bool apart = true;
-    for (int k = 0; k < n_in; ++k) apart = apart && (scalar[k] || !xsym::detail::bytes_of(*arr[k]).overlaps(out_bytes));
-    detail::run_rows(cp, base, strides, row_scalar, scalar, *outs[0], dense, threads, apart);
-    return;
-  }
-  // Inputs that repeat a block (a row vector against a matrix) become spans of whole periods:
-  // each is copied end to end into one span's length, the full-shape inputs and the outputs
-  // advance, and a span covers many rows. Row by row, a row of 16 floats cost a kernel call
-  // (about 16 ns) for 16 elements.
-  // Each input's period (0: one value, or none), for these spans and the gathered ones below.
-  std::int64_t period[detail::max_registers];
-  for (int k = 0; k < n_in; ++k) period[k] = scalar[k] ? 0 : detail::repeat_period(*arr[k], shape);
-  std::int64_t lcm = 1;
-  bool periodic = true, in_cache[detail::max_registers];
-  for (int k = 0; k < n_in && periodic; ++k) {
-    periodic = scalar[k] || period[k] > 0;
-    if (periodic && period[k] > 0 && period[k] < total) lcm = std::lcm(lcm, period[k]);
-    periodic = periodic && lcm <= detail::max_period;
-    in_cache[k] = scalar[k] || period[k] < total;
-  }
-  if (periodic && lcm > 1 && dense) {
-    // A span: whole periods, at least 2048 elements where the periods allow.
-    const std::int64_t span = lcm * std::max<std::int64_t>(1, 2048 / lcm);
-    thread_local std::vector<std::byte> repeated;
-    std::size_t bytes = 0;
-    for (int k = 0; k < n_in; ++k)
-      if (!scalar[k] && period[k] < total) bytes += static_cast<std::size_t>((span * cp.in_bytes[static_cast<std::size_t>(k)] + 63) / 64 * 64);
-    if (repeated.size() < bytes + 64) repeated.resize(bytes + 64);
-    std::byte* at = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(repeated.data()) + 63) & ~std::uintptr_t{63});
-    const std::byte* from[detail::max_registers];
-    for (int k = 0; k < n_in; ++k) {
-      from[k] = base[k];
-      if (scalar[k] || period[k] == total) continue;
-      const std::int64_t es = cp.in_bytes[static_cast<std::size_t>(k)];
-      detail::repeat_into(at, base[k], period[k], span, es);
-      from[k] = at;
-      at += (span * es + 63) / 64 * 64;
-    }
-    const bool stream = streams(in_cache);
-    auto run_spans = [&](std::int64_t lo, std::int64_t hi) {
-      const std::byte* in_at[detail::max_registers];
-      std::byte* out_at[limits::max_outputs];
-      for (std::int64_t off = lo; off < hi; off += span) {
-        for (int k = 0; k < n_in; ++k)
-          in_at[k] = in_cache[k] ? from[k] : from[k] + off * cp.in_bytes[static_cast<std::size_t>(k)];
-        for (std::size_t o = 0; o < n_out; ++o) out_at[o] = out_base[o] + off * cp.out_bytes[o];
-        detail::run_span(cp, in_at, scalar, out_at, std::min(span, hi - off), stream);
-      }
-    };
-    if (threads == 1) run_spans(0, total);
-    else parallel_chunks(total, span, threads, [&](std::int64_t lo, std::int64_t hi) { run_spans(lo, hi); });  // whole spans
-    return;
-  }
-  // Row by row over the last axis; an input either walks the row (stride 1) or repeats one value.
-  auto row_at = [&](int k, std::int64_t r) {  // where input k's row r starts
-    const std::byte* at = base[k];
-    for (int d = shape.rank - 2; d >= 0; --d) {
-      const std::int64_t i = r % shape[d];
-      r /= shape[d];
-      at += i * strides[k][static_cast<std::size_t>(d)] * cp.in_bytes[static_cast<std::size_t>(k)];
-    }
-    return at;
-  };
-  // Spans of whole rows, with each input not laid out as the output gathered row by row into a
-  // span of its own: a row's one value repeated (a column against a matrix), or its elements
-  // copied (a view with a row stride). Where rows are short a kernel call per row costs more
-  // than its elements (about 16 ns a row); copying rows of 128 floats or more cost more than the
-  // calls it saved (examples/heat_equation.cpp's five views, 1.2-1.4 times slower), and
-  // repeating a value did from rows of 400 floats (docs/performance.md).
-  // An input that repeats within a span (a row vector beside a column) is copied end to end once.
-  const std::int64_t per = std::max<std::int64_t>(1, 2048 / len), span = per * len;
-  bool gather[detail::max_registers], once[detail::max_registers];
-  bool copies = false;
-  for (int k = 0; k < n_in; ++k) {
-    gather[k] = !scalar[k] && period[k] != total;
-    once[k] = gather[k] && period[k] > 0 && span % period[k] == 0;
-    copies |= gather[k] && !once[k] && !row_scalar[k];
-  }
-  if (dense && rows > 1 && (len < 64 || (!copies && len < 256))) {
-    std::size_t bytes = 64;
-    for (int k = 0; k < n_in; ++k)
-      if (gather[k]) bytes += static_cast<std::size_t>((span * cp.in_bytes[static_cast<std::size_t>(k)] + 63) / 64 * 64 + 64);
-    parallel_chunks(rows, per, threads, [&](std::int64_t first, std::int64_t last) {
-      thread_local std::vector<std::byte> spans;  // each thread its own
-      if (spans.size() < bytes) spans.resize(bytes);
-      std::byte* at = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(spans.data()) + 63) & ~std::uintptr_t{63});
-      std::byte* buffer[detail::max_registers];
-      for (int k = 0; k < n_in; ++k)
-        if (gather[k]) {
-          buffer[k] = at;
-          at += (span * cp.in_bytes[static_cast<std::size_t>(k)] + 63) / 64 * 64 + 64;  // gather_rows' room
-          if (once[k]) detail::repeat_into(buffer[k], base[k], period[k], span, cp.in_bytes[static_cast<std::size_t>(k)]);
-        }
-      const std::byte* in_at[detail::max_registers];
-      std::byte* out_at[limits::max_outputs];
-      for (std::int64_t r0 = first; r0 < last; r0 += per) {
-        const std::int64_t nr = std::min(per, last - r0);
-        for (int k = 0; k < n_in; ++k) {
-          const std::int64_t es = cp.in_bytes[static_cast<std::size_t>(k)];
-          if (!gather[k] || once[k]) {
-            in_at[k] = once[k] ? buffer[k] : scalar[k] ? base[k] : base[k] + r0 * len * es;
-            continue;
-          }
-          // Runs of rows equally spaced (a whole matrix: all of the span's rows) go at once;
-          // the next run's start by an odometer over the leading axes.
-          const int inner = shape.rank - 2;  // the axis the rows of a run walk
-          const std::int64_t step = strides[k][static_cast<std::size_t>(inner)] * es;
-          std::int64_t idx[max_rank] = {};
-          for (std::int64_t r = r0, d = inner; d >= 0; --d) {
-            idx[d] = r % shape[static_cast<int>(d)];
-            r /= shape[static_cast<int>(d)];
-          }
-          const std::byte* from = row_at(k, r0);
-          std::byte* to = buffer[k];
-          for (std::int64_t left = nr; left > 0;) {
-            const std::int64_t run = std::min(left, shape[inner] - idx[inner]);
-            detail::gather_rows_bytes(to, from, run, len, step, row_scalar[k], es);
-            to += run * len * es;
-            left -= run;
-            if (left == 0) break;
-            from += run * step;
-            idx[inner] += run;
-            for (int d = inner; d >= 0 && idx[d] == shape[d]; --d) {  // carry
-              from -= idx[d] * strides[k][static_cast<std::size_t>(d)] * es;
-              idx[d] = 0;
-              if (d > 0) {
-                ++idx[d - 1];
-                from += strides[k][static_cast<std::size_t>(d - 1)] * es;
-              }
-            }
-          }
-          in_at[k] = buffer[k];
-        }
-        for (std::size_t o = 0; o < n_out; ++o) out_at[o] = out_base[o] + r0 * len * cp.out_bytes[o];
-        detail::run_span(cp, in_at, scalar, out_at, nr * len);
-      }
-    });
-    return;
-  }
-  // Threads take whole rows; each row's start by an odometer over the leading axes (a division
-  // per input and axis for every row cost more than a short row's elements).
-  std::array<std::int64_t, max_rank> out_strides[limits::max_outputs];
-  for (std::size_t o = 0; o < n_out; ++o)
-    for (std::int64_t d = shape.rank - 1, step = 1; d >= 0; --d) {  // C order where dense
-      out_strides[o][static_cast<std::size_t>(d)] = dense ? step : outs[o]->stride(static_cast<int>(d));
-      step *= shape[static_cast<int>(d)];
-    }
-  parallel_chunks(rows, 1, threads, [&](std::int64_t first, std::int64_t last) {
-    const std::byte* row_in[detail::max_registers];
-    std::byte* row_out[limits::max_outputs];
-    std::int64_t idx[max_rank] = {};
-    for (std::int64_t r = first, d = shape.rank - 2; d >= 0; --d) {
-      idx[d] = r % shape[static_cast<int>(d)];
-      r /= shape[static_cast<int>(d)];
-    }
-    for (int k = 0; k < n_in; ++k) row_in[k] = row_at(k, first);
-    for (std::size_t o = 0; o < n_out; ++o) {
-      row_out[o] = out_base[o];
-      for (int d = 0; d + 1 < shape.rank; ++d) row_out[o] += idx[d] * out_strides[o][static_cast<std::size_t>(d)] * cp.out_bytes[o];
-    }
-    for (std::int64_t r = first; r < last; ++r) {
-      detail::run_span(cp, row_in, row_scalar, row_out, len);
-      if (r + 1 == last) break;
-      for (int d = shape.rank - 2; d >= 0; --d) {  // the next row
-        const auto du = static_cast<std::size_t>(d);
-        const bool carry = ++idx[d] == shape[d];
-        const std::int64_t by = carry ? 1 - shape[d] : 1;
-        for (int k = 0; k < n_in; ++k) row_in[k] += by * strides[k][du] * cp.in_bytes[static_cast<std::size_t>(k)];
-        for (std::size_t o = 0; o < n_out; ++o) row_out[o] += by * out_strides[o][du] * cp.out_bytes[o];
-        if (!carry) break;
-        idx[d] = 0;
-      }
-    }
-  });
-}
-
-}  // namespace xsym::cpu
-
-#endif
-// ---- end include/xsym/backend/cpu/elemwise.hpp ----
-// ---- begin include/xsym/backend/cpu/one_pass.hpp ----
-#ifndef XSYM_BACKEND_CPU_ONE_PASS_HPP
-#define XSYM_BACKEND_CPU_ONE_PASS_HPP
-
-// y = beta y0 + alpha Aᵀ g, where g is computed row by row from u = A x (a training step's
-// two products and the elementwise work between them), reading A once from memory: group by
-// group of rows, u for the group (with the previous group's rows read again from L2 for the
-// column product, in the same loop), then g for the group.
-#include <algorithm>
-#include <cstdint>
-#include <vector>
-
-
-namespace xsym::cpu {
-
-/// @brief Bytes of A from which a OnePassGemv node makes one pass: where A does not stay in the
-/// caches between the two products. That is streaming_min_bytes' share of the last-level
-/// cache where a core reads that cache fast (llc_near_core: AMD's L3). Elsewhere it is that
-/// share or two L2s (at least 4 MiB), whichever is less: a server's shared L3 gives one core a
-/// fraction of L2's bandwidth (docs/performance.md, "Where one pass starts to pay"). Below, A
-/// comes back from the caches and the two products in a row are faster (they need no group of
-/// rows in L2, and the column product starts where the row product ended). Tests set it to 0.
-inline std::int64_t& one_pass_min_bytes() {
-  static std::int64_t bytes =
-      detail::llc_near_core()
-          ? detail::default_streaming_min_bytes()
-          : std::min(detail::default_streaming_min_bytes(),
-                     std::max<std::int64_t>(2 * detail::l2_cache_bytes(), std::int64_t{4} << 20));
-  return bytes;
-}
-
-namespace detail {
-
-// Rows of A per group: a group is read a second time from L2 while the next one comes in, so
-// it takes a quarter of it (half of L2 measured slower). A whole number of the column
-// product's 16-row blocks.
-inline std::int64_t one_pass_group_rows(std::int64_t row_bytes) {
-  const std::int64_t rows = l2_cache_bytes() / 4 / std::max<std::int64_t>(row_bytes, 1);
-  return std::clamp<std::int64_t>(rows / 16 * 16, 16, 4096);
-}
-
-// Partial products: rows go in at most this many parts, fixed by the shapes alone, each summed
-// on its own and the parts added in order, so any number of threads gives the same bits.
-inline constexpr std::int64_t one_pass_max_parts = 16;
-
-/// The elementwise work of a group: g for rows [r0, r0 + n) from u (n values), written where
-/// the product reads it (g + r0).
-struct one_pass_rows_fn {
-  void (*run)(void* ctx, std::int64_t r0, std::int64_t n, const void* u);
-  void* ctx;
-};
-
-// The column product of R rows of the previous group (or block), y[e] += sum_j xs[j] A[j, e], done inside
-// the next group's row product (gemv_row_block's side work) on the same elements e: the FMAs
-// and the loads from L2 overlap the rows coming from memory, where one phase after the other
-// leaves memory idle during the column product. Each y[e] takes the rows' terms in order, one
-// FMA each, as gemv_column_block does: the same bits. The side work also asks L2 for the next
-// row block, element by element as the loop goes: from memory, the hardware prefetcher alone
-// left the row loads waiting (docs/performance.md, "One pass over X").
-// Where a coefficient is subnormal (Subnormal), its terms go as in gemv_column_strip_subnormal:
-// left out where they cannot change y, so that no FMA takes an assist for nothing.
-template <bool Aligned, bool Subnormal, class T, int R = 8>
-struct column_side_work {
-  using B = xsimd::batch<T>;
-  const T* a;        // the R rows, lda apart
-  std::int64_t lda;
-  std::int64_t off;  // a minus the row block's first row: the row pointers serve both loads
-  const T* xs;       // R coefficients, copied into c
-  T* y;              // y + i is on a vector's boundary where the row loads are (Aligned)
-  std::int64_t k;
-  const T* ahead;    // the next row block's first row, or null
-  subnormal_terms<T> terms{};
-  T scaled[R]{};     // Subnormal: |xs[j]| 2^64 where xs[j] is subnormal, else 0 (once a block)
-  T c[R]{};
-
-  void take_coefficients() {
-    for (int j = 0; j < R; ++j) c[j] = xs[j];
-  }
-
-  void elements(std::int64_t lo, std::int64_t hi) const {
-    for (std::int64_t e = lo; e < hi; ++e) {
-      T v = y[e];
-      for (int j = 0; j < R; ++j) v = fmadd(a[j * lda + e], c[j], v);
-      y[e] = v;
-    }
-  }
-  void peel(std::int64_t p) const { elements(0, p); }
-  [[gnu::always_inline]] void step(std::int64_t i, const T* const* row) const {
-    B v = load<Aligned, B>(y + i);
-XSYM_UNROLL(8)
-    for (int j = 0; j < R; ++j) {
-      const B av = load<Aligned, B>(row[j] + off + i);
-      if constexpr (Subnormal) {
-        if (scaled[j] != T(0) && xsimd::all(terms.left_out(av, B(scaled[j]), v))) continue;
-      }
-      v = fmadd(av, B(c[j]), v);
-    }
-    if constexpr (Aligned) v.store_aligned(y + i);
-    else v.store_unaligned(y + i);
-    if (ahead)  // into L2 (locality 2: prefetcht1 on x86)
-XSYM_UNROLL(8)
-      for (int j = 0; j < R; ++j) __builtin_prefetch(ahead + j * lda + i, 0, 2);
-  }
-  void tail(std::int64_t i) const { elements(i, k); }
-};
-
-// y = beta y0 + the parts' sums (kp apart) added in order into part 0's, a whole part at a time
-// (vectorised: per column, a strided walk over the parts cost a tenth of the seeds' step).
-template <class T>
-void add_parts(T* sums, std::int64_t kp, std::int64_t parts, std::int64_t k, const T* y0, T beta, T* y) {
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-  for (std::int64_t p = 1; p < parts; ++p) {
-    const T* part = sums + p * kp;
-    std::int64_t j = 0;
-    for (; j + w <= k; j += w) (B::load_unaligned(sums + j) + B::load_unaligned(part + j)).store_unaligned(sums + j);
-    for (; j < k; ++j) sums[j] = add(sums[j], part[j]);
-  }
-  for (std::int64_t j = 0; j < k; ++j) y[j] = y0 ? add(mul(beta, y0[j]), sums[j]) : sums[j];
-}
-
-template <class T>
-void one_pass_gemv(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k, const T* x,
-                   const one_pass_rows_fn& rows, const T* g, T alpha, const T* y0, T beta, T* y, int threads) {
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-  const std::int64_t group = one_pass_group_rows(k * static_cast<std::int64_t>(sizeof(T)));
-  const std::int64_t groups = (m + group - 1) / group;
-  // Rows are aligned alike or not at all (peel_for): where they are, each part's sum starts
-  // `shift` elements into its lines, so that y + i is aligned where the row loads are.
-  const std::int64_t peel = peel_for(a, lda, k);
-  const std::int64_t shift = peel > 0 ? w - peel : 0;
-  const std::int64_t kp = (k + shift + 15) / 16 * 16;  // each part's sum on its own cache lines
-  std::int64_t parts = std::min(groups, one_pass_max_parts);
-  parts = std::max<std::int64_t>(1, std::min<std::int64_t>(parts, (std::int64_t{32} << 20) / (kp * static_cast<std::int64_t>(sizeof(T)))));
-  const bool from_memory = rows_from_memory<T>(m, k);
-  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> partial;
-  partial.resize(static_cast<std::size_t>(parts * kp));
-  T* const sums = partial.data() + shift;
-  auto first_group = [&](std::int64_t p) { return groups * p / parts; };
-  // Parts [lo, hi) on one thread: group by group, u for the group's rows with the previous
-  // group's column product inside (into its own part's sum), then g for the group.
-  auto run_parts = [&](std::int64_t lo, std::int64_t hi) {
-    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> u;
-    u.resize(static_cast<std::size_t>(group));
-    for (std::int64_t p = lo; p < hi; ++p) std::fill(sums + p * kp, sums + p * kp + k, T(0));
-    auto run = [&](auto aligned) {
-      constexpr bool al = decltype(aligned)::value;
-      const std::int64_t pl = al ? peel : 0;
-      const std::int64_t row_end = std::min(m, first_group(hi) * group);  // this thread's rows end
-      std::int64_t p = lo, prev0 = 0, prevn = 0;
-      T* prev_acc = nullptr;
-      for (std::int64_t grp = first_group(lo); grp <= first_group(hi); ++grp) {
-        const std::int64_t r0 = grp * group, n = grp < first_group(hi) ? std::min(group, m - r0) : 0;
-        while (n > 0 && grp >= first_group(p + 1)) ++p;
-        const T* ar = a + r0 * lda;
-        const T* ac = a + prev0 * lda;
-        std::int64_t c = 0;
-        for (; c + 8 <= std::min(n, prevn); c += 8) {
-          T xs[8];  // alpha folds into the coefficients, as in gemv_columns
-          for (int j = 0; j < 8; ++j) xs[j] = mul(alpha, g[prev0 + c + j]);
-          if (from_memory)  // the next block's first lines, as gemv_rows_serial asks for them
-            for (std::int64_t j = c + 8; j < std::min<std::int64_t>(c + 16, n); ++j) __builtin_prefetch(ar + j * lda);
-          const T* ahead = r0 + c + 16 <= row_end ? ar + (c + 8) * lda : nullptr;
-          auto fused = [&](auto subnormal) {
-            column_side_work<al, decltype(subnormal)::value, T> side{ac + c * lda, lda, ac - ar, xs, prev_acc, k, ahead};
-            side.take_coefficients();
-            if constexpr (decltype(subnormal)::value)
-              for (int j = 0; j < 8; ++j) side.scaled[j] = is_subnormal(xs[j]) ? side.terms.scaled(xs[j]) : T(0);
-            gemv_row_block<8, al>(ar + c * lda, lda, 8, x, u.data() + c, k, pl, T(1), static_cast<const T*>(nullptr), T(0), side);
-          };
-          if (any_subnormal(xs, 8) && subnormal_terms_pay<T>()) fused(std::true_type{});
-          else fused(std::false_type{});
-        }
-        if (c < n)
-          gemv_rows_serial(ar + c * lda, lda, x, u.data() + c, n - c, k, T(1), static_cast<const T*>(nullptr), T(0), from_memory);
-        for (; c < prevn; c += 16) {
-          const std::int64_t cols = std::min<std::int64_t>(16, prevn - c);
-          T xs[16];
-          for (std::int64_t j = 0; j < cols; ++j) xs[j] = mul(alpha, g[prev0 + c + j]);
-          gemv_column_block(ac + c * lda, lda, xs, prev_acc, k, cols);
-        }
-        if (n > 0) rows.run(rows.ctx, r0, n, u.data());
-        prev0 = r0;
-        prevn = n;
-        prev_acc = sums + p * kp;
-      }
-    };
-    if (peel >= 0) run(std::true_type{});
-    else run(std::false_type{});
-  };
-  parallel_chunks(parts, 1, threads, [&](std::int64_t lo, std::int64_t hi) { run_parts(lo, hi); });
-  add_parts(sums, kp, parts, k, y0, beta, y);
-}
-
-// A matrix the caches keep between the two products (below one_pass_min_bytes), where g has
-// a compiled kernel: blocks of 4 rows, each block's row product, g for its rows, then its
-// column product while the rows are still in L1 (4 rows of 784 floats: 12.5 KB). Reading A
-// once from L1 instead of twice from L2 or L3 pays only where g's call costs little next to
-// a block (docs/performance.md, "What the seeds' 400 rows need"): an interpreted program's
-// fixed cost per call is more than a block's products.
-inline constexpr std::int64_t one_pass_block_rows = 4;
-
-// Parts of the blocks, fixed by m alone (at most 4, so one thread adds at most 3 partial sums;
-// each part at least 16 blocks): any number of threads gives the same bits.
-inline std::int64_t one_pass_block_parts(std::int64_t m) {
-  const std::int64_t blocks = (m + one_pass_block_rows - 1) / one_pass_block_rows;
-  return std::clamp<std::int64_t>(blocks / 16, 1, 4);
-}
-
-// y = beta y0 + alpha Aᵀ g, g computed block by block by `rows` from u = A x. Each part's sum
-// takes its blocks' rows in order (gemv_column_block, one FMA per row); the parts are added in
-// order. u is the row product's bits for blocks of 4 rows (gemv_row_block<4>).
-template <class T>
-void one_pass_blocks(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k, const T* x,
-                     const one_pass_rows_fn& rows, const T* g, T alpha, const T* y0, T beta, T* y, int threads) {
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t w = static_cast<std::int64_t>(B::size), R = one_pass_block_rows;
-  const std::int64_t blocks = (m + R - 1) / R, parts = one_pass_block_parts(m);
-  const std::int64_t peel = peel_for(a, lda, k);
-  const std::int64_t shift = peel > 0 ? w - peel : 0;
-  const std::int64_t kp = (k + shift + 15) / 16 * 16;  // each part's sum on its own cache lines
-  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> partial;
-  partial.resize(static_cast<std::size_t>(parts * kp));
-  T* const sums = partial.data() + shift;
-  auto first_block = [&](std::int64_t p) { return blocks * p / parts; };
-  auto run_parts = [&](std::int64_t lo, std::int64_t hi) {
-    auto run = [&](auto aligned) {
-      constexpr bool al = decltype(aligned)::value;
-      const std::int64_t pl = al ? peel : 0;
-      T u[R], xs[R];  // xs: the previous block's coefficients (alpha folded in, as in gemv_columns)
-      for (std::int64_t p = lo; p < hi; ++p) {
-        T* acc = sums + p * kp;
-        std::fill(acc, acc + k, T(0));
-        const T* prev = nullptr;  // the previous block's rows, whose column product is pending
-        std::int64_t prevn = 0;
-        for (std::int64_t blk = first_block(p); blk < first_block(p + 1); ++blk) {
-          const std::int64_t r0 = blk * R, n = std::min(R, m - r0);
-          const T* ar = a + r0 * lda;
-          // The previous block's column product inside this block's row product, from L1 while
-          // this block's rows come in; a last block short of R rows takes no side work, nor do
-          // subnormal coefficients where their terms are left out (gemv_column_block's own path,
-          // the same bits: one variant less for every program to compile).
-          if (prev && n == R && prevn == R && !(any_subnormal(xs, R) && subnormal_terms_pay<T>())) {
-            column_side_work<al, false, T, R> side{prev, lda, prev - ar, xs, acc, k, nullptr};
-            side.take_coefficients();
-            gemv_row_block<R, al>(ar, lda, n, x, u, k, pl, T(1), static_cast<const T*>(nullptr), T(0), side);
-          } else {
-            if (prev) gemv_column_block(prev, lda, xs, acc, k, prevn);
-            gemv_row_block<R, al>(ar, lda, n, x, u, k, pl, T(1), static_cast<const T*>(nullptr), T(0));
-          }
-          rows.run(rows.ctx, r0, n, u);
-          for (std::int64_t j = 0; j < n; ++j) xs[j] = mul(alpha, g[r0 + j]);
-          prev = ar;
-          prevn = n;
-        }
-        if (prev) gemv_column_block(prev, lda, xs, acc, k, prevn);
-      }
-    };
-    if (peel >= 0) run(std::true_type{});
-    else run(std::false_type{});
-  };
-  parallel_chunks(parts, 1, threads, [&](std::int64_t lo, std::int64_t hi) { run_parts(lo, hi); });
-  add_parts(sums, kp, parts, k, y0, beta, y);
-}
-
-template <class T>
-void one_pass_blocks_typed(const ndarray& a, const ndarray& x, const one_pass_rows_fn& rows, const ndarray& g,
-                           double alpha, const ndarray* y0, double beta, ndarray& y, int threads) {
-  one_pass_blocks<T>(a.data_as<T>(), a.stride(0), a.shape(0), a.shape(1), x.data_as<T>(), rows, g.data_as<T>(),
-                     static_cast<T>(alpha), y0 ? y0->data_as<T>() : nullptr, static_cast<T>(beta), y.data_as<T>(),
-                     threads);
-}
-
-template <class T>
-void one_pass_typed(const ndarray& a, const ndarray& x, const one_pass_rows_fn& rows, const ndarray& g, double alpha,
-                    const ndarray* y0, double beta, ndarray& y, int threads) {
-  one_pass_gemv<T>(a.data_as<T>(), a.stride(0), a.shape(0), a.shape(1), x.data_as<T>(), rows, g.data_as<T>(),
-                   static_cast<T>(alpha), y0 ? y0->data_as<T>() : nullptr, static_cast<T>(beta), y.data_as<T>(), threads);
-}
-
-}  // namespace detail
-}  // namespace xsym::cpu
-
-#endif
-// ---- end include/xsym/backend/cpu/one_pass.hpp ----
 // ---- begin include/xsym/backend/cpu/reduce_fused.hpp ----
 #ifndef XSYM_BACKEND_CPU_REDUCE_FUSED_HPP
 #define XSYM_BACKEND_CPU_REDUCE_FUSED_HPP
@@ -16459,12 +16581,20 @@ inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
     cpu::kernels_of(type).one_pass(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
     return;
   }
-  // Each block's g by the compiled program of g alone, u kept for the whole program after.
+  // Each block's g by the compiled program of g alone (inlined where a typed tree's blocks are
+  // bound for these one-value inputs), u kept for the whole program after.
   prepare_output(u, type, vector_shape(m));
-  one_pass_block_g bg{t.block_g.get(), &rows, static_cast<std::int64_t>(dtype_size(type)), u.data(),
-                      outs[o.pass_g]->data()};
-  const cpu::detail::one_pass_rows_fn fn{&one_pass_block_g::run, &bg};
-  cpu::kernels_of(type).one_pass_blocks(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
+  const cpu::compiled_program& bgp = *t.block_g;
+  std::uint64_t one_value = 0;
+  for (int r = 0; r < p.n_inputs; ++r) one_value |= static_cast<std::uint64_t>(rows.scalar[r]) << r;
+  if (bgp.typed_blocks && one_value == bgp.typed_scalar_bits) {
+    bgp.typed_blocks(a, x, rows.base, one_value, o.pass_u, bgp.blocks_map.data(), u.data(), outs[o.pass_g]->data(),
+                     o.alpha, y0, o.beta, y, threads, bgp.typed_faulty);
+  } else {
+    one_pass_block_g bg{&bgp, &rows, static_cast<std::int64_t>(dtype_size(type)), u.data(), outs[o.pass_g]->data()};
+    const cpu::detail::one_pass_rows_fn fn{&one_pass_block_g::run, &bg};
+    cpu::kernels_of(type).one_pass_blocks(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
+  }
   if (p.outputs.size() == 1) return;
   // The other outputs over all rows; g as the blocks computed it (the whole program's loop
   // may contract another multiply-add), so the program's g goes to scratch.
@@ -18326,7 +18456,8 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference, 
           // a typed tree's kernel computes it, or cxx compiles it (compile_kernels).
           t.block_g = std::make_shared<cpu::compiled_program>(
               cpu::compile_program<true>(cpu::detail::output_program(*n.fn->fused, n.fn->pass_g)));
-          if (!cpu::bind_typed_kernel(*t.block_g, one_value) && m_plan.cxx.empty()) t.block_g.reset();
+          if (cpu::bind_typed_kernel(*t.block_g, one_value)) cpu::bind_typed_blocks(*t.block_g, one_value);
+          else if (m_plan.cxx.empty()) t.block_g.reset();
         }
         t.run = reference ? &detail::run_one_pass_steps : &detail::run_one_pass_gemv;
         break;
@@ -19700,6 +19831,15 @@ void use_tree_kernels() {
   use_tree_kernel<stabilized_t<Tree>>();
   use_tree_kernel<canonical_t<Tree>>();
   use_tree_kernel<rewritten_t<Tree>>();
+}
+template <class Tree>
+void use_blocks_kernels() {
+  if constexpr (Tree::ops >= 2) {
+    cpu::use_typed_blocks<Tree>();
+    cpu::use_typed_blocks<stabilized_t<Tree>>();
+    cpu::use_typed_blocks<canonical_t<Tree>>();
+    cpu::use_typed_blocks<rewritten_t<Tree>>();
+  }
 }
 // A sum's kernel only for the tree the default flags leave: under other flags the reduction
 // runs the program a block at a time, to the same bits (a compile cost saved per variant). Not

@@ -57,6 +57,15 @@ void use_tree_kernels() {
   use_tree_kernel<canonical_t<Tree>>();
   use_tree_kernel<rewritten_t<Tree>>();
 }
+template <class Tree>
+void use_blocks_kernels() {
+  if constexpr (Tree::ops >= 2) {
+    cpu::use_typed_blocks<Tree>();
+    cpu::use_typed_blocks<stabilized_t<Tree>>();
+    cpu::use_typed_blocks<canonical_t<Tree>>();
+    cpu::use_typed_blocks<rewritten_t<Tree>>();
+  }
+}
 // A sum's kernel only for the tree the default flags leave: under other flags the reduction
 // runs the program a block at a time, to the same bits (a compile cost saved per variant). Not
 // for a tree with a sigmoid or softplus, whose program shares one exp among them (share_work)

@@ -95,7 +95,8 @@ inline std::vector<detail::thunk> function_runtime::bind_thunks(bool reference, 
           // a typed tree's kernel computes it, or cxx compiles it (compile_kernels).
           t.block_g = std::make_shared<cpu::compiled_program>(
               cpu::compile_program<true>(cpu::detail::output_program(*n.fn->fused, n.fn->pass_g)));
-          if (!cpu::bind_typed_kernel(*t.block_g, one_value) && m_plan.cxx.empty()) t.block_g.reset();
+          if (cpu::bind_typed_kernel(*t.block_g, one_value)) cpu::bind_typed_blocks(*t.block_g, one_value);
+          else if (m_plan.cxx.empty()) t.block_g.reset();
         }
         t.run = reference ? &detail::run_one_pass_steps : &detail::run_one_pass_gemv;
         break;

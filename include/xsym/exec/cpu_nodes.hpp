@@ -1032,12 +1032,20 @@ inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
     cpu::kernels_of(type).one_pass(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
     return;
   }
-  // Each block's g by the compiled program of g alone, u kept for the whole program after.
+  // Each block's g by the compiled program of g alone (inlined where a typed tree's blocks are
+  // bound for these one-value inputs), u kept for the whole program after.
   prepare_output(u, type, vector_shape(m));
-  one_pass_block_g bg{t.block_g.get(), &rows, static_cast<std::int64_t>(dtype_size(type)), u.data(),
-                      outs[o.pass_g]->data()};
-  const cpu::detail::one_pass_rows_fn fn{&one_pass_block_g::run, &bg};
-  cpu::kernels_of(type).one_pass_blocks(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
+  const cpu::compiled_program& bgp = *t.block_g;
+  std::uint64_t one_value = 0;
+  for (int r = 0; r < p.n_inputs; ++r) one_value |= static_cast<std::uint64_t>(rows.scalar[r]) << r;
+  if (bgp.typed_blocks && one_value == bgp.typed_scalar_bits) {
+    bgp.typed_blocks(a, x, rows.base, one_value, o.pass_u, bgp.blocks_map.data(), u.data(), outs[o.pass_g]->data(),
+                     o.alpha, y0, o.beta, y, threads, bgp.typed_faulty);
+  } else {
+    one_pass_block_g bg{&bgp, &rows, static_cast<std::int64_t>(dtype_size(type)), u.data(), outs[o.pass_g]->data()};
+    const cpu::detail::one_pass_rows_fn fn{&one_pass_block_g::run, &bg};
+    cpu::kernels_of(type).one_pass_blocks(a, x, fn, *outs[o.pass_g], o.alpha, y0, o.beta, y, threads);
+  }
   if (p.outputs.size() == 1) return;
   // The other outputs over all rows; g as the blocks computed it (the whole program's loop
   // may contract another multiply-add), so the program's g goes to scratch.

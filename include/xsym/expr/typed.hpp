@@ -142,6 +142,15 @@ template <class V>
 void use_typed(const V&) {
   if constexpr (is_typed_v<V>) use_tree_kernels<tree_t<V>>();
 }
+/// Compiles a OnePassGemv's blocks with Tree as g, and with its rewritten variants, into the
+/// program (defined beside use_tree_kernels).
+template <class Tree>
+void use_blocks_kernels();
+/// The vector operand of dot(A, v) with a matrix A: v may be the g of A's one pass.
+template <class V>
+void use_blocked(const V&) {
+  if constexpr (is_typed_v<V>) use_blocks_kernels<tree_t<V>>();
+}
 /// Compiles the sums of Tree's values, as the default flags rewrite it, into the program: the
 /// operand of sum or mean, reduced as it is computed (careduce_fusion; defined beside
 /// use_tree_kernels).

@@ -814,6 +814,7 @@ template <class A, class B>
 auto dot(const A& a, const B& b, detail::source_site where = detail::source_site::current()) {
   detail::use_typed(a);
   detail::use_typed(b);
+  if constexpr (A::rank == 2 && B::rank == 1) detail::use_blocked(b);
   return dot(static_cast<const var<typename A::value_type, A::rank>&>(a),
              static_cast<const var<typename B::value_type, B::rank>&>(b), where);
 }

@@ -261,9 +261,13 @@ struct no_side_work {
   void step(std::int64_t, const T* const*) const {}
   void tail(std::int64_t) const {}
 };
+// With side work (one pass) always inlined: its loop is the kernel's whole time, and out of line
+// the side work's fields are reloaded at every step (a tree's g inlined beside it made GCC stop
+// inlining it).
 template <int R, bool Aligned, class T, class Side = no_side_work>
-void gemv_row_block(const T* a, std::int64_t lda, std::int64_t n, const T* x, T* y, std::int64_t k, std::int64_t peel,
-                    T alpha, const T* y0, T beta, const Side& side = {}) {
+[[gnu::always_inline]] inline void gemv_row_block_inline(const T* a, std::int64_t lda, std::int64_t n, const T* x, T* y,
+                                                         std::int64_t k, std::int64_t peel, T alpha, const T* y0, T beta,
+                                                         const Side& side = {}) {
   using B = xsimd::batch<T>;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
   const T* row[R];
@@ -300,6 +304,12 @@ XSYM_UNROLL(8)
   T sums[R];
   reduce_rows<R>(s, sums);
   for (int j = 0; j < n; ++j) y[j] = (y0 ? beta * y0[j] : T(0)) + alpha * sums[j];
+}
+template <int R, bool Aligned, class T, class Side = no_side_work>
+void gemv_row_block(const T* a, std::int64_t lda, std::int64_t n, const T* x, T* y, std::int64_t k, std::int64_t peel,
+                    T alpha, const T* y0, T beta, const Side& side = {}) {
+  if constexpr (std::is_same_v<Side, no_side_work>) gemv_row_block_inline<R, Aligned>(a, lda, n, x, y, k, peel, alpha, y0, beta);
+  else gemv_row_block_inline<R, Aligned>(a, lda, n, x, y, k, peel, alpha, y0, beta, side);
 }
 
 // Whether a product reads A from memory: more of it than the caches keep between calls (the

@@ -209,12 +209,13 @@ inline std::int64_t one_pass_block_parts(std::int64_t m) {
   return std::clamp<std::int64_t>(blocks / 16, 1, 4);
 }
 
-// y = beta y0 + alpha Aᵀ g, g computed block by block by `rows` from u = A x. Each part's sum
-// takes its blocks' rows in order (gemv_column_block, one FMA per row); the parts are added in
-// order. u is the row product's bits for blocks of 4 rows (gemv_row_block<4>).
-template <class T>
-void one_pass_blocks(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k, const T* x,
-                     const one_pass_rows_fn& rows, const T* g, T alpha, const T* y0, T beta, T* y, int threads) {
+// y = beta y0 + alpha Aᵀ g, g computed block by block by g_of(r0, n, u) from u = A x. Each
+// part's sum takes its blocks' rows in order (gemv_column_block, one FMA per row); the parts are
+// added in order. u is the row product's bits for blocks of 4 rows (gemv_row_block<4>). g_of is
+// a typed tree's g inlined into the loop (typed_kernel.hpp's typed_blocks), or a call.
+template <class T, class G>
+void one_pass_blocks_with(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k, const T* x, const G& g_of,
+                          const T* g, T alpha, const T* y0, T beta, T* y, int threads) {
   using B = xsimd::batch<T>;
   constexpr std::int64_t w = static_cast<std::int64_t>(B::size), R = one_pass_block_rows;
   const std::int64_t blocks = (m + R - 1) / R, parts = one_pass_block_parts(m);
@@ -245,12 +246,12 @@ void one_pass_blocks(const T* a, std::int64_t lda, std::int64_t m, std::int64_t 
           if (prev && n == R && prevn == R && !(any_subnormal(xs, R) && subnormal_terms_pay<T>())) {
             column_side_work<al, false, T, R> side{prev, lda, prev - ar, xs, acc, k, nullptr};
             side.take_coefficients();
-            gemv_row_block<R, al>(ar, lda, n, x, u, k, pl, T(1), static_cast<const T*>(nullptr), T(0), side);
+            gemv_row_block_inline<R, al>(ar, lda, n, x, u, k, pl, T(1), static_cast<const T*>(nullptr), T(0), side);
           } else {
             if (prev) gemv_column_block(prev, lda, xs, acc, k, prevn);
             gemv_row_block<R, al>(ar, lda, n, x, u, k, pl, T(1), static_cast<const T*>(nullptr), T(0));
           }
-          rows.run(rows.ctx, r0, n, u);
+          g_of(r0, n, static_cast<const T*>(u));
           for (std::int64_t j = 0; j < n; ++j) xs[j] = mul(alpha, g[r0 + j]);
           prev = ar;
           prevn = n;
@@ -263,6 +264,14 @@ void one_pass_blocks(const T* a, std::int64_t lda, std::int64_t m, std::int64_t 
   };
   parallel_chunks(parts, 1, threads, [&](std::int64_t lo, std::int64_t hi) { run_parts(lo, hi); });
   add_parts(sums, kp, parts, k, y0, beta, y);
+}
+
+template <class T>
+void one_pass_blocks(const T* a, std::int64_t lda, std::int64_t m, std::int64_t k, const T* x,
+                     const one_pass_rows_fn& rows, const T* g, T alpha, const T* y0, T beta, T* y, int threads) {
+  one_pass_blocks_with<T>(
+      a, lda, m, k, x, [&](std::int64_t r0, std::int64_t n, const T* u) { rows.run(rows.ctx, r0, n, u); }, g, alpha, y0,
+      beta, y, threads);
 }
 
 template <class T>

@@ -79,6 +79,15 @@ using rows_fn = void (*)(const std::byte* const* in, const std::uint8_t* map, co
 using sum_rows_fn = void (*)(const std::byte* const* in, const std::uint8_t* map, const std::int64_t* step,
                              std::int64_t rows, std::int64_t len, double* out);
 
+/// @brief A OnePassGemv's blocks (one_pass.hpp's one_pass_blocks) with a typed tree's g inlined
+/// (typed_kernel.hpp's typed_blocks): y = beta y0 + alpha Aᵀ g, g from u = A x row by row, leaf j
+/// reading the program's input map[j] (base[r]: input r's first row; one_value bit r: one value;
+/// pass_u: u's input). u and g are kept at u_keep and g for every row.
+using typed_blocks_fn = void (*)(const ndarray& a, const ndarray& x, const std::byte* const* base,
+                                 std::uint64_t one_value, int pass_u, const std::uint8_t* map, std::byte* u_keep,
+                                 std::byte* g, double alpha, const ndarray* y0, double beta, ndarray& y, int threads,
+                                 bool faulty);
+
 /// @brief A program with its kernels looked up once, when the function is built.
 struct compiled_program {
   std::shared_ptr<const program> prog;
@@ -118,6 +127,10 @@ struct compiled_program {
   // whose one-value inputs are typed_scalar_bits run it; typed_faulty: the "typed" test fault.
   typed_fn typed = nullptr;
   typed_direct_fn typed_direct = nullptr;
+  // A OnePassGemv's g alone: the blocks with the tree inlined (bind_typed_blocks), leaf j
+  // reading blocks_map[j], for the one-value inputs typed_scalar_bits.
+  typed_blocks_fn typed_blocks = nullptr;
+  std::array<std::uint8_t, 64> blocks_map{};
   std::array<std::uint8_t, 64> typed_map{};
   std::uint64_t typed_scalar_bits = 0;
   bool typed_faulty = false;

@@ -21,6 +21,7 @@
 #include "../../expr/typed_rewrite.hpp"
 #include "chain_kernels.hpp"
 #include "fault.hpp"
+#include "one_pass.hpp"
 #include "program.hpp"
 #include "reduce.hpp"
 
@@ -420,6 +421,61 @@ void typed_sum_rows(const std::byte* const* in, const std::uint8_t* map, const s
   }
 }
 
+/// A OnePassGemv's blocks of rows with the tree as g, computed inside the loop: each block's g
+/// is one batch over copies of its rows (typed_tail's bits, wherever the rows sit), so the
+/// loop's registers stay live across it where a call would spill them.
+template <class Tree>
+void typed_blocks(const ndarray& a, const ndarray& x, const std::byte* const* base, std::uint64_t one_value_inputs,
+                  int pass_u, const std::uint8_t* map, std::byte* u_keep, std::byte* g_bytes, double alpha,
+                  const ndarray* y0, double beta, ndarray& y, int threads, bool faulty) {
+  using T = typename Tree::value_type;
+  using B = xsimd::batch<T>;
+  constexpr int L = Tree::leaves;
+  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
+  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
+  typed_args<T, L> rows;  // leaf j's first row, or its one value
+  bool is_u[L];
+  for (int j = 0; j < L; ++j) {
+    is_u[j] = map[j] == pass_u;
+    rows.p[j] = is_u[j] ? nullptr : reinterpret_cast<const T*>(base[map[j]]);
+    rows.s[j] = (one_value >> j) & 1u ? rows.p[j][0] : T(0);
+  }
+  (void)one_value_inputs;  // bound for them (bind_typed_blocks): leaf j is one value where input map[j] is
+  T* const g = reinterpret_cast<T*>(g_bytes);
+  T* const uk = reinterpret_cast<T*>(u_keep);
+  auto g_of = [&](std::int64_t r0, std::int64_t n, const T* u) {
+    alignas(64) T copies[L][w];
+    alignas(64) T result[w];
+    typed_args<T, L> t = rows;
+    for (std::int64_t i = 0; i < n; i += w) {  // one batch where a block fits one (AVX2, AVX-512)
+      const std::int64_t r = std::min(w, n - i);
+      for (int j = 0; j < L; ++j)
+        if (!((one_value >> j) & 1u)) {
+          tail_batch<B>(is_u[j] ? u + i : rows.p[j] + r0 + i, r, copies[j]);
+          t.p[j] = copies[j];
+        }
+      typed_eval<Tree, 0>::template at<B>(t, 0).store_aligned(result);
+      for (std::int64_t q = 0; q < r; ++q) {
+        g[r0 + i + q] = result[q];
+        uk[r0 + i + q] = u[i + q];
+      }
+    }
+    if (faulty) [[unlikely]]
+      perturb(g + r0, dtype_of<T>(), n, perturb_how::middle);
+  };
+  one_pass_blocks_with<T>(a.data_as<T>(), a.stride(0), a.shape(0), a.shape(1), x.data_as<T>(), g_of, g,
+                          static_cast<T>(alpha), y0 ? y0->data_as<T>() : nullptr, static_cast<T>(beta), y.data_as<T>(),
+                          threads);
+}
+
+struct typed_blocks_entry {
+  std::string pattern;
+  dtype type;
+  typed_blocks_fn blocks;
+  std::uint64_t scalar_leaves;
+  int leaves;
+};
+
 struct typed_sum_entry {
   std::string pattern;
   dtype type;
@@ -524,6 +580,13 @@ struct typed_registration {
        true);
 };
 template <class Tree>
+struct typed_blocks_registration {
+  static inline const bool done =
+      (tree_registry<typed_blocks_entry>::instance().add({tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(),
+                                                         &typed_blocks<Tree>, scalar_leaves<Tree>(), Tree::leaves}),
+       true);
+};
+template <class Tree>
 struct typed_sum_registration {
   static inline const bool done =
       (tree_registry<typed_sum_entry>::instance().add({tree_pattern<Tree>(), dtype_of<typename Tree::value_type>(),
@@ -539,6 +602,12 @@ struct typed_sum_registration {
 template <class Tree>
 void use_typed_kernel() {
   if constexpr (Tree::leaves <= 64) (void)detail::typed_registration<Tree>::done;
+}
+/// @brief Compiles a OnePassGemv's blocks with Tree as g into the program (the vector operand of
+/// dot(A, g) with a matrix A: a gradient's product with the data, Aᵀ g, once transposed).
+template <class Tree>
+void use_typed_blocks() {
+  if constexpr (Tree::leaves <= 64 && Tree::rank == 1) (void)detail::typed_blocks_registration<Tree>::done;
 }
 /// @brief Compiles Tree's sums into the program (sum and mean of a typed expression).
 template <class Tree>
@@ -570,6 +639,18 @@ inline bool bind_typed_kernel(compiled_program& cp, std::uint64_t one_value_inpu
   cp.rows = e->rows;
   cp.rows_scalar_bits = one_value_inputs;
   cp.rows_map = cp.typed_map;
+  return true;
+}
+/// @brief Binds a registered tree's blocks (use_typed_blocks) to the program of a OnePassGemv's g
+/// alone, as bind_typed_kernel binds its kernel (after it, whose fault state it keeps). False
+/// where none is.
+inline bool bind_typed_blocks(compiled_program& cp, std::uint64_t one_value_inputs) {
+  if (!cp.typed) return false;
+  std::array<std::uint8_t, 64> map{};
+  const auto e = detail::tree_registry<detail::typed_blocks_entry>::instance().find(*cp.prog, map.data(), one_value_inputs);
+  if (!e) return false;
+  cp.typed_blocks = e->blocks;
+  std::copy(map.begin(), map.begin() + e->leaves, cp.blocks_map.begin());
   return true;
 }
 /// @brief Binds a registered tree's sums (use_typed_sum) to a reduction's fused program of one
