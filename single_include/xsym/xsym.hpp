@@ -9639,10 +9639,10 @@ using sum_rows_fn = void (*)(const std::byte* const* in, const std::uint8_t* map
 
 /// @brief A OnePassGemv's blocks (one_pass.hpp's one_pass_blocks) with a typed tree's g inlined
 /// (typed_kernel.hpp's typed_blocks): y = beta y0 + alpha Aᵀ g, g from u = A x row by row, leaf j
-/// reading the program's input map[j] (base[r]: input r's first row; one_value bit r: one value;
-/// pass_u: u's input). u and g are kept at u_keep and g for every row.
+/// reading the program's input map[j] (base[r]: input r's first row, or its one value where the
+/// kernel was bound for that; pass_u: u's input). u and g are kept at u_keep and g for every row.
 using typed_blocks_fn = void (*)(const ndarray& a, const ndarray& x, const std::byte* const* base,
-                                 std::uint64_t one_value, int pass_u, const std::uint8_t* map, std::byte* u_keep,
+                                 int pass_u, const std::uint8_t* map, std::byte* u_keep,
                                  std::byte* g, double alpha, const ndarray* y0, double beta, ndarray& y, int threads,
                                  bool faulty);
 
@@ -12099,44 +12099,25 @@ void typed_sum_rows(const std::byte* const* in, const std::uint8_t* map, const s
 }
 
 /// A OnePassGemv's blocks of rows with the tree as g, computed inside the loop: each block's g
-/// is one batch over copies of its rows (typed_tail's bits, wherever the rows sit), so the
-/// loop's registers stay live across it where a call would spill them.
+/// is the tree's tail (typed_tail_at: one batch over copies of its rows, so the bits of its
+/// kernel called on the block), and the loop's registers stay live across it where a call would
+/// spill them. u's leaf reads the kept u (u_keep), written first.
 template <class Tree>
-void typed_blocks(const ndarray& a, const ndarray& x, const std::byte* const* base, std::uint64_t one_value_inputs,
-                  int pass_u, const std::uint8_t* map, std::byte* u_keep, std::byte* g_bytes, double alpha,
-                  const ndarray* y0, double beta, ndarray& y, int threads, bool faulty) {
+void typed_blocks(const ndarray& a, const ndarray& x, const std::byte* const* base, int pass_u,
+                  const std::uint8_t* map, std::byte* u_keep, std::byte* g_bytes, double alpha, const ndarray* y0,
+                  double beta, ndarray& y, int threads, bool faulty) {
   using T = typename Tree::value_type;
-  using B = xsimd::batch<T>;
   constexpr int L = Tree::leaves;
-  constexpr std::int64_t w = static_cast<std::int64_t>(B::size);
-  constexpr std::uint64_t one_value = scalar_leaves<Tree>();
-  typed_args<T, L> rows;  // leaf j's first row, or its one value
-  bool is_u[L];
-  for (int j = 0; j < L; ++j) {
-    is_u[j] = map[j] == pass_u;
-    rows.p[j] = is_u[j] ? nullptr : reinterpret_cast<const T*>(base[map[j]]);
-    rows.s[j] = (one_value >> j) & 1u ? rows.p[j][0] : T(0);
-  }
-  (void)one_value_inputs;  // bound for them (bind_typed_blocks): leaf j is one value where input map[j] is
+  constexpr std::int64_t w = static_cast<std::int64_t>(xsimd::batch<T>::size);
   T* const g = reinterpret_cast<T*>(g_bytes);
   T* const uk = reinterpret_cast<T*>(u_keep);
+  const std::byte* in[limits::max_registers];
+  for (int j = 0; j < L; ++j) in[map[j]] = map[j] == pass_u ? u_keep : base[map[j]];
+  const typed_args<T, L> rows = run_args<Tree>(in, map);
   auto g_of = [&](std::int64_t r0, std::int64_t n, const T* u) {
-    alignas(64) T copies[L][w];
-    alignas(64) T result[w];
-    typed_args<T, L> t = rows;
-    for (std::int64_t i = 0; i < n; i += w) {  // one batch where a block fits one (AVX2, AVX-512)
-      const std::int64_t r = std::min(w, n - i);
-      for (int j = 0; j < L; ++j)
-        if (!((one_value >> j) & 1u)) {
-          tail_batch<B>(is_u[j] ? u + i : rows.p[j] + r0 + i, r, copies[j]);
-          t.p[j] = copies[j];
-        }
-      typed_eval<Tree, 0>::template at<B>(t, 0).store_aligned(result);
-      for (std::int64_t q = 0; q < r; ++q) {
-        g[r0 + i + q] = result[q];
-        uk[r0 + i + q] = u[i + q];
-      }
-    }
+    for (std::int64_t q = 0; q < n; ++q) uk[r0 + q] = u[q];
+    for (std::int64_t i = r0; i < r0 + n; i += w)  // one batch where a block fits one (AVX2, AVX-512)
+      typed_tail_at<Tree>(rows, g + i, i, std::min(i + w, r0 + n));
     if (faulty) [[unlikely]]
       perturb(g + r0, dtype_of<T>(), n, perturb_how::middle);
   };
@@ -16591,7 +16572,7 @@ inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
   std::uint64_t one_value = 0;
   for (int r = 0; r < p.n_inputs; ++r) one_value |= static_cast<std::uint64_t>(rows.scalar[r]) << r;
   if (bgp.typed_blocks && one_value == bgp.typed_scalar_bits) {
-    bgp.typed_blocks(a, x, rows.base, one_value, o.pass_u, bgp.blocks_map.data(), u.data(), outs[o.pass_g]->data(),
+    bgp.typed_blocks(a, x, rows.base, o.pass_u, bgp.blocks_map.data(), u.data(), outs[o.pass_g]->data(),
                      o.alpha, y0, o.beta, y, threads, bgp.typed_faulty);
   } else {
     one_pass_block_g bg{&bgp, &rows, static_cast<std::int64_t>(dtype_size(type)), u.data(), outs[o.pass_g]->data()};

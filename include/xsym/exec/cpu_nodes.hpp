@@ -1039,7 +1039,7 @@ inline void one_pass_gemv_node(const thunk& t, ndarray* values, bool allowed) {
   std::uint64_t one_value = 0;
   for (int r = 0; r < p.n_inputs; ++r) one_value |= static_cast<std::uint64_t>(rows.scalar[r]) << r;
   if (bgp.typed_blocks && one_value == bgp.typed_scalar_bits) {
-    bgp.typed_blocks(a, x, rows.base, one_value, o.pass_u, bgp.blocks_map.data(), u.data(), outs[o.pass_g]->data(),
+    bgp.typed_blocks(a, x, rows.base, o.pass_u, bgp.blocks_map.data(), u.data(), outs[o.pass_g]->data(),
                      o.alpha, y0, o.beta, y, threads, bgp.typed_faulty);
   } else {
     one_pass_block_g bg{&bgp, &rows, static_cast<std::int64_t>(dtype_size(type)), u.data(), outs[o.pass_g]->data()};

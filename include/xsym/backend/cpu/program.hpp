@@ -81,10 +81,10 @@ using sum_rows_fn = void (*)(const std::byte* const* in, const std::uint8_t* map
 
 /// @brief A OnePassGemv's blocks (one_pass.hpp's one_pass_blocks) with a typed tree's g inlined
 /// (typed_kernel.hpp's typed_blocks): y = beta y0 + alpha Aᵀ g, g from u = A x row by row, leaf j
-/// reading the program's input map[j] (base[r]: input r's first row; one_value bit r: one value;
-/// pass_u: u's input). u and g are kept at u_keep and g for every row.
+/// reading the program's input map[j] (base[r]: input r's first row, or its one value where the
+/// kernel was bound for that; pass_u: u's input). u and g are kept at u_keep and g for every row.
 using typed_blocks_fn = void (*)(const ndarray& a, const ndarray& x, const std::byte* const* base,
-                                 std::uint64_t one_value, int pass_u, const std::uint8_t* map, std::byte* u_keep,
+                                 int pass_u, const std::uint8_t* map, std::byte* u_keep,
                                  std::byte* g, double alpha, const ndarray* y0, double beta, ndarray& y, int threads,
                                  bool faulty);
 
